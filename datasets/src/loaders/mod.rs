@@ -1,0 +1,186 @@
+//! Loaders for the graph formats users arrive with, and format detection.
+
+mod edge_list;
+mod gnn_benchmark;
+mod musae;
+mod npz;
+mod ogb;
+mod text;
+mod yandex;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::graph::BuildOptions;
+use crate::split::{Split, SplitFractions};
+
+/// The file layouts switchgnn reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// gnn-benchmark `.npz` (Cora, CiteSeer, Amazon, Coauthor as Shchur et al. ship them).
+    GnnBenchmark,
+    /// Yandex heterophilous-graph `.npz`.
+    Yandex,
+    /// MUSAE folder (`<name>_edges.csv`, `<name>.json`, `<name>_target.csv`).
+    Musae,
+    /// OGB node-property raw folder (`raw/`, `split/`).
+    Ogb,
+    /// Plain whitespace-separated edge list (SNAP style), optionally gzip-compressed.
+    EdgeList,
+    /// switchgnn's own binary cache (`switchgnn convert`).
+    Cache,
+}
+
+impl Format {
+    pub const ALL: [Format; 6] = [
+        Format::GnnBenchmark,
+        Format::Yandex,
+        Format::Musae,
+        Format::Ogb,
+        Format::EdgeList,
+        Format::Cache,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::GnnBenchmark => "gnn-benchmark",
+            Format::Yandex => "yandex",
+            Format::Musae => "musae",
+            Format::Ogb => "ogb",
+            Format::EdgeList => "edge-list",
+            Format::Cache => "cache",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Format::ALL.iter().map(|f| f.name()).collect();
+                Error::Usage(format!(
+                    "unknown format `{s}` (one of: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// Choices a loader cannot make from the file alone.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Skip detection and read the path as this format.
+    pub format: Option<Format>,
+    pub build: BuildOptions,
+    /// Seed and fractions of the random split drawn when a dataset ships none.
+    pub split_seed: u64,
+    pub split_fractions: SplitFractions,
+    /// Which of several fixed splits (Yandex ships ten).
+    pub split_index: usize,
+    /// Which `split/<name>` folder of an OGB dataset.
+    pub split_name: Option<String>,
+    /// Edge lists: number vertices compactly in order of their ids instead of using ids as is.
+    pub relabel: bool,
+    /// Edge lists: `id x1 x2 ...` feature rows.
+    pub features_file: Option<PathBuf>,
+    /// Edge lists: `id class` lines.
+    pub labels_file: Option<PathBuf>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            format: None,
+            build: BuildOptions::default(),
+            split_seed: 0,
+            split_fractions: SplitFractions::default(),
+            split_index: 0,
+            split_name: None,
+            relabel: false,
+            features_file: None,
+            labels_file: None,
+        }
+    }
+}
+
+impl LoadOptions {
+    pub(crate) fn random_split(&self, n: usize) -> Result<Split> {
+        Ok(Split::random(n, self.split_fractions, self.split_seed)?)
+    }
+}
+
+/// Guess the format of `path` from what it contains.
+pub fn detect_format(path: &Path) -> Result<Format> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        if ogb::is_ogb(path) {
+            return Ok(Format::Ogb);
+        }
+        if musae::detect(path).is_some() {
+            return Ok(Format::Musae);
+        }
+        return Err(Error::Usage(format!(
+            "{}: a folder, but neither an OGB raw layout (raw/edge.csv.gz) nor MUSAE (<name>_edges.csv)",
+            path.display()
+        )));
+    }
+    let mut head = [0u8; 8];
+    let read = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        f.read(&mut head).map_err(|e| Error::io(path, e))?
+    };
+    if read == 8 && &head == crate::cache::MAGIC {
+        return Ok(Format::Cache);
+    }
+    if head.starts_with(b"PK") || path.extension().is_some_and(|e| e == "npz") {
+        let npz = npz::Npz::open(path)?;
+        if gnn_benchmark::is_gnn_benchmark(&npz) {
+            return Ok(Format::GnnBenchmark);
+        }
+        if yandex::is_yandex(&npz) {
+            return Ok(Format::Yandex);
+        }
+        return Err(Error::malformed(
+            path,
+            "archive",
+            format!(
+                "an npz with arrays [{}]: neither gnn-benchmark (adj_indptr, adj_indices) nor Yandex (node_features, edges)",
+                npz.names().join(", ")
+            ),
+        ));
+    }
+    Ok(Format::EdgeList)
+}
+
+/// Read a dataset file or folder.
+pub fn load_path(path: &Path, options: &LoadOptions) -> Result<Dataset> {
+    let format = match options.format {
+        Some(f) => f,
+        None => detect_format(path)?,
+    };
+    tracing::info!(path = %path.display(), format = format.name(), "loading dataset");
+    match format {
+        Format::GnnBenchmark => gnn_benchmark::load(path, options),
+        Format::Yandex => yandex::load(path, options),
+        Format::Musae => musae::load(path, options),
+        Format::Ogb => ogb::load(path, options),
+        Format::EdgeList => edge_list::load(path, options),
+        Format::Cache => crate::cache::read(path),
+    }
+}
+
+/// A dataset name from a file name without its extensions.
+pub(crate) fn stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map_or_else(|| "dataset".into(), |s| s.to_string_lossy().into_owned());
+    name.split('.').next().unwrap_or(&name).to_string()
+}

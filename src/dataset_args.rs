@@ -1,0 +1,94 @@
+//! The dataset argument shared by every subcommand that reads a graph.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use switchgnn_datasets::{BuildOptions, Dataset, Format, LoadOptions, Source, SplitFractions};
+
+use crate::progress::Bars;
+
+#[derive(Debug, Args)]
+pub struct DatasetArgs {
+    /// A dataset file or folder (gnn-benchmark or Yandex .npz, MUSAE folder, OGB raw folder,
+    /// edge list, switchgnn cache), or `synthetic:<preset>[,scale=S][,seed=N]` with a preset of
+    /// small, reddit-like, products-like, yelp-like.
+    pub dataset: String,
+    /// Read the path as this format instead of detecting it.
+    #[arg(long, value_parser = ["gnn-benchmark", "yandex", "musae", "ogb", "edge-list", "cache"])]
+    pub format: Option<String>,
+    /// Keep self-loop edges (dropped by default: GCN adds its own).
+    #[arg(long)]
+    pub keep_self_loops: bool,
+    /// Seed of the random split drawn for datasets that ship none.
+    #[arg(long, default_value_t = 0)]
+    pub split_seed: u64,
+    /// Train and validation fractions of that random split; the test set gets the rest.
+    #[arg(long, value_name = "TRAIN,VAL", default_value = "0.6,0.2")]
+    pub split_fractions: String,
+    /// Which fixed split of a Yandex dataset (they ship ten).
+    #[arg(long, default_value_t = 0)]
+    pub split_index: usize,
+    /// Which `split/<name>` folder of an OGB dataset.
+    #[arg(long)]
+    pub split_name: Option<String>,
+    /// Edge lists: number vertices 0..n in order of their ids instead of using ids as given.
+    #[arg(long)]
+    pub relabel: bool,
+    /// Edge lists: a file of `id x1 x2 ...` feature rows.
+    #[arg(long, value_name = "FILE")]
+    pub features: Option<PathBuf>,
+    /// Edge lists: a file of `id class` lines.
+    #[arg(long, value_name = "FILE")]
+    pub labels: Option<PathBuf>,
+}
+
+impl DatasetArgs {
+    pub fn source(&self) -> Result<Source> {
+        Ok(self.dataset.parse()?)
+    }
+
+    pub fn options(&self) -> Result<LoadOptions> {
+        let (train, val) = self
+            .split_fractions
+            .split_once(',')
+            .and_then(|(t, v)| Some((t.trim().parse().ok()?, v.trim().parse().ok()?)))
+            .with_context(|| {
+                format!(
+                    "--split-fractions `{}`: expected TRAIN,VAL such as 0.6,0.2",
+                    self.split_fractions
+                )
+            })?;
+        Ok(LoadOptions {
+            format: self
+                .format
+                .as_deref()
+                .map(str::parse::<Format>)
+                .transpose()?,
+            build: BuildOptions {
+                keep_self_loops: self.keep_self_loops,
+            },
+            split_seed: self.split_seed,
+            split_fractions: SplitFractions { train, val },
+            split_index: self.split_index,
+            split_name: self.split_name.clone(),
+            relabel: self.relabel,
+            features_file: self.features.clone(),
+            labels_file: self.labels.clone(),
+        })
+    }
+
+    /// Load or generate the dataset, with progress bars for long work.
+    pub fn load(&self) -> Result<Dataset> {
+        let source = self.source()?;
+        let options = self.options()?;
+        let bars = Bars::new();
+        let started = std::time::Instant::now();
+        let dataset = source
+            .load(&options, &bars)
+            .with_context(|| format!("cannot load dataset `{}`", self.dataset))?;
+        bars.finish();
+        tracing::info!(elapsed = ?started.elapsed(), name = %dataset.name, "dataset ready");
+        Ok(dataset)
+    }
+}
