@@ -43,6 +43,7 @@ pub(crate) fn load(path: &Path, options: &LoadOptions) -> Result<Dataset> {
     } else {
         options.random_split(n)?
     };
+    npz.verify_rest()?;
     Dataset::new(super::stem(path), graph, features, labels, split).map_err(|e| e.at(path))
 }
 

@@ -14,6 +14,8 @@ pub(crate) struct Npz {
     path: PathBuf,
     archive: NpzArchive<BufReader<File>>,
     names: Vec<String>,
+    /// Arrays not read yet; see [`Npz::verify_rest`].
+    unread: Vec<String>,
 }
 
 /// A numeric array converted to a common element type, with its shape in row-major order.
@@ -32,10 +34,11 @@ impl Npz {
                 format!("not a readable npz (zip) file: {e}"),
             )
         })?;
-        let names = archive.array_names().map(str::to_string).collect();
+        let names: Vec<String> = archive.array_names().map(str::to_string).collect();
         Ok(Npz {
             path: path.to_path_buf(),
             archive,
+            unread: names.clone(),
             names,
         })
     }
@@ -56,101 +59,134 @@ impl Npz {
         Error::malformed(&self.path, format!("array `{name}`"), reason)
     }
 
-    fn open_array<R>(
-        &mut self,
-        name: &str,
-        read: impl FnOnce(NpyFile<zip::read::ZipFile<'_>>) -> std::io::Result<R>,
-    ) -> Result<R> {
+    /// The raw bytes of one array. Reading the entry to its end makes the zip reader verify
+    /// its CRC-32, so a damaged archive is refused instead of read as wrong numbers.
+    fn entry(&mut self, name: &str) -> Result<Vec<u8>> {
+        use std::io::Read;
+        self.unread.retain(|n| n != name);
         let path = self.path.clone();
-        let err = |e: std::io::Error| {
-            Error::malformed(&path, format!("array `{name}`"), format!("unreadable: {e}"))
+        let record = || format!("array `{name}`");
+        let zip_name = npyz::npz::file_name_from_array_name(name);
+        let mut file = match self.archive.zip_archive().by_name(&zip_name) {
+            Ok(f) => f,
+            Err(zip::result::ZipError::FileNotFound) => {
+                return Err(Error::malformed(
+                    &path,
+                    record(),
+                    "missing from the archive",
+                ))
+            }
+            Err(e) => {
+                return Err(Error::malformed(
+                    &path,
+                    record(),
+                    format!("unreadable: {e}"),
+                ))
+            }
         };
-        match self.archive.by_name(name).map_err(err)? {
-            Some(file) => read(file).map_err(err),
-            None => Err(Error::malformed(
-                &path,
-                format!("array `{name}`"),
-                "missing from the archive",
-            )),
+        let mut bytes = Vec::with_capacity(file.size() as usize);
+        file.read_to_end(&mut bytes)
+            .map_err(|e| Error::malformed(&path, record(), format!("unreadable: {e}")))?;
+        Ok(bytes)
+    }
+
+    /// Check the CRC of every array not read so far, so damage anywhere in the file is found.
+    pub fn verify_rest(&mut self) -> Result<()> {
+        for name in self.unread.clone() {
+            self.entry(&name)?;
+        }
+        Ok(())
+    }
+
+    /// Parse the header of `bytes`: element code without byte order (e.g. `i4`), shape, order.
+    fn header<'b>(&self, name: &str, bytes: &'b [u8]) -> Result<(NpyFile<&'b [u8]>, String)> {
+        let npy = NpyFile::new(bytes)
+            .map_err(|e| self.malformed(name, format!("not a valid .npy array: {e}")))?;
+        match npy.dtype() {
+            DType::Plain(ts) => {
+                let code = ts.to_string();
+                let code = code.trim_start_matches(['<', '>', '|', '=']).to_string();
+                Ok((npy, code))
+            }
+            other => Err(self.malformed(name, format!("unsupported dtype {other:?}"))),
         }
     }
 
     /// Any integer array, widened to `i64`.
     pub fn ints(&mut self, name: &str) -> Result<Array<i64>> {
-        let (code, shape, order) = self.describe(name)?;
-        let data: Vec<i64> = match code.as_str() {
-            "i1" => self.read_as::<i8, _>(name, i64::from)?,
-            "u1" => self.read_as::<u8, _>(name, i64::from)?,
-            "i2" => self.read_as::<i16, _>(name, i64::from)?,
-            "u2" => self.read_as::<u16, _>(name, i64::from)?,
-            "i4" => self.read_as::<i32, _>(name, i64::from)?,
-            "u4" => self.read_as::<u32, _>(name, i64::from)?,
-            "i8" => self.read_as::<i64, _>(name, |x| x)?,
-            "u8" => {
-                let raw = self.read_as::<u64, _>(name, |x| x)?;
-                match raw.iter().position(|&x| x > i64::MAX as u64) {
-                    Some(i) => return Err(self.malformed(name, format!("entry {i} too large"))),
-                    None => raw.into_iter().map(|x| x as i64).collect(),
-                }
-            }
-            other => return Err(self.malformed(name, format!("dtype {other}, expected integers"))),
-        };
+        let bytes = self.entry(name)?;
+        let (npy, code) = self.header(name, &bytes)?;
+        let (shape, order) = (npy.shape().to_vec(), npy.order());
+        let data = self.int_values(name, npy, &code)?;
         self.finish(name, data, shape, order)
     }
 
-    /// Any float array, as `f32`.
+    fn int_values(&self, name: &str, npy: NpyFile<&[u8]>, code: &str) -> Result<Vec<i64>> {
+        fn widen<T: npyz::Deserialize + Into<i128>>(
+            npy: NpyFile<&[u8]>,
+        ) -> std::io::Result<Vec<i128>> {
+            Ok(npy.into_vec::<T>()?.into_iter().map(Into::into).collect())
+        }
+        let wide = match code {
+            "i1" => widen::<i8>(npy),
+            "u1" => widen::<u8>(npy),
+            "i2" => widen::<i16>(npy),
+            "u2" => widen::<u16>(npy),
+            "i4" => widen::<i32>(npy),
+            "u4" => widen::<u32>(npy),
+            "i8" => widen::<i64>(npy),
+            "u8" => widen::<u64>(npy),
+            other => return Err(self.malformed(name, format!("dtype {other}, expected integers"))),
+        }
+        .map_err(|e| self.malformed(name, format!("unreadable: {e}")))?;
+        wide.into_iter()
+            .enumerate()
+            .map(|(i, x)| {
+                i64::try_from(x).map_err(|_| self.malformed(name, format!("entry {i} too large")))
+            })
+            .collect()
+    }
+
+    /// Any float (or integer) array, as `f32`.
     pub fn floats(&mut self, name: &str) -> Result<Array<f32>> {
-        let (code, shape, order) = self.describe(name)?;
+        let bytes = self.entry(name)?;
+        let (npy, code) = self.header(name, &bytes)?;
+        let (shape, order) = (npy.shape().to_vec(), npy.order());
+        let unreadable = |e: std::io::Error| self.malformed(name, format!("unreadable: {e}"));
         let data: Vec<f32> = match code.as_str() {
-            "f4" => self.read_as::<f32, _>(name, |x| x)?,
-            "f8" => self.read_as::<f64, _>(name, |x| x as f32)?,
+            "f4" => npy.into_vec::<f32>().map_err(unreadable)?,
+            "f8" => npy
+                .into_vec::<f64>()
+                .map_err(unreadable)?
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
             "f2" => return Err(self.malformed(name, "half-precision floats are not supported")),
             _ => self
-                .ints(name)
-                .map(|a| a.data.into_iter().map(|x| x as f32).collect())?,
+                .int_values(name, npy, &code)?
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
         };
         self.finish(name, data, shape, order)
     }
 
     /// A boolean array (numpy `|b1`; integer 0/1 arrays are accepted too).
     pub fn bools(&mut self, name: &str) -> Result<Array<bool>> {
-        let (code, shape, order) = self.describe(name)?;
+        let bytes = self.entry(name)?;
+        let (npy, code) = self.header(name, &bytes)?;
+        let (shape, order) = (npy.shape().to_vec(), npy.order());
         let data: Vec<bool> = if code == "b1" {
-            self.read_as::<bool, _>(name, |x| x)?
+            npy.into_vec::<bool>()
+                .map_err(|e| self.malformed(name, format!("unreadable: {e}")))?
         } else {
-            let ints = self.ints(name)?.data;
+            let ints = self.int_values(name, npy, &code)?;
             if let Some(i) = ints.iter().position(|&x| x != 0 && x != 1) {
                 return Err(self.malformed(name, format!("entry {i} is {}, not 0/1", ints[i])));
             }
             ints.into_iter().map(|x| x == 1).collect()
         };
         self.finish(name, data, shape, order)
-    }
-
-    /// Element type code without byte order (e.g. `i4`), shape and memory order.
-    fn describe(&mut self, name: &str) -> Result<(String, Vec<u64>, Order)> {
-        let (dtype, shape, order) =
-            self.open_array(name, |f| Ok((f.dtype(), f.shape().to_vec(), f.order())))?;
-        match dtype {
-            DType::Plain(ts) => {
-                let s = ts.to_string();
-                Ok((
-                    s.trim_start_matches(['<', '>', '|', '=']).to_string(),
-                    shape,
-                    order,
-                ))
-            }
-            other => Err(self.malformed(name, format!("unsupported dtype {other:?}"))),
-        }
-    }
-
-    fn read_as<T: npyz::Deserialize, U>(
-        &mut self,
-        name: &str,
-        convert: impl Fn(T) -> U,
-    ) -> Result<Vec<U>> {
-        let raw: Vec<T> = self.open_array(name, |f| f.into_vec::<T>())?;
-        Ok(raw.into_iter().map(convert).collect())
     }
 
     fn finish<T: Copy>(

@@ -57,6 +57,7 @@ pub(crate) fn load(path: &Path, options: &LoadOptions) -> Result<Dataset> {
     let labels = Labels::from_i64(&labels.data).map_err(|e| e.at(path))?;
 
     let split = read_split(&mut npz, n, options.split_index)?;
+    npz.verify_rest()?;
     let features = Some(Features::Dense(features).compact());
     Dataset::new(super::stem(path), graph, features, Some(labels), split).map_err(|e| e.at(path))
 }
