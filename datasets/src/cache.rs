@@ -13,7 +13,7 @@
 //! | … | | section data, each starting at a multiple of 64 bytes |
 //!
 //! Every array starts 64-byte aligned so the file can be memory-mapped and each section viewed
-//! in place as a typed slice. A `meta` section holds JSON (name, counts, class names, split
+//! in place as a typed slice; [`read`] reads them into owned arrays instead, one copy each. A `meta` section holds JSON (name, counts, class names, split
 //! source). Loading checks the magic, the version, both checksums and every dataset invariant,
 //! so a truncated, corrupted or hand-edited file is an error that names the section.
 
@@ -217,31 +217,83 @@ fn align(x: usize) -> usize {
     x.div_ceil(ALIGN) * ALIGN
 }
 
-/// A verified view of one section inside the mapped file.
-struct Found<'a> {
+/// Where one section lies in the file, from the (checksummed) section table.
+struct Entry {
     elem: Elem,
-    bytes: &'a [u8],
+    offset: u64,
+    len: u64,
+    checksum: u64,
 }
 
-/// Read and verify a cache file.
-pub fn read(path: &Path) -> Result<Dataset> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: the map is read-only and private to this call; the file is not ours to change,
-    // but every byte is checksummed before use, so a concurrent writer yields an error, not UB
-    // in safe code (slices are copied out before the map is dropped).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-    let bytes: &[u8] = &map;
-    let bad = |record: &str, reason: String| Error::malformed(path, record.to_string(), reason);
+type ReadAt<'a> = &'a dyn Fn(&mut [u8], u64, &str) -> Result<()>;
 
-    if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+/// The section table of an open cache file, and how to read from it.
+struct Sections<'a> {
+    entries: std::collections::HashMap<String, Entry>,
+    read_at: ReadAt<'a>,
+    bad: &'a dyn Fn(&str, String) -> Error,
+}
+
+impl Sections<'_> {
+    /// Read one section into an owned array and verify its checksum.
+    fn get<T: bytemuck::Pod>(&self, name: &str, elem: Elem) -> Result<Vec<T>> {
+        let record = format!("section `{name}`");
+        let e = self
+            .entries
+            .get(name)
+            .ok_or_else(|| (self.bad)(&record, "missing".into()))?;
+        if e.elem != elem {
+            return Err((self.bad)(
+                &record,
+                format!("element type {:?}, expected {elem:?}", e.elem),
+            ));
+        }
+        let mut out = vec![T::zeroed(); e.len as usize / std::mem::size_of::<T>()];
+        (self.read_at)(bytemuck::cast_slice_mut(&mut out), e.offset, &record)?;
+        if xxh3_64(bytemuck::cast_slice(&out)) != e.checksum {
+            return Err((self.bad)(
+                &record,
+                "checksum mismatch (corrupted file)".into(),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Read and verify a cache file. Sections are read straight into owned arrays (one copy, so
+/// peak memory is the dataset's size); their alignment would also allow mapping them in place.
+pub fn read(path: &Path) -> Result<Dataset> {
+    use std::os::unix::fs::FileExt;
+
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let bad = |record: &str, reason: String| Error::malformed(path, record.to_string(), reason);
+    let read_at = |buf: &mut [u8], at: u64, record: &str| {
+        file.read_exact_at(buf, at).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad(record, "file ends early (truncated?)".into()),
+            _ => Error::io(path, e),
+        })
+    };
+
+    let mut header = [0u8; HEADER_LEN];
+    if file_len < HEADER_LEN as u64 {
+        return Err(bad(
+            "header",
+            "not a switchgnn dataset cache (too short)".into(),
+        ));
+    }
+    read_at(&mut header, 0, "header")?;
+    if &header[..8] != MAGIC {
         return Err(bad(
             "header",
             "not a switchgnn dataset cache (bad magic)".into(),
         ));
     }
-    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let version = u32_at(8);
+    let u32_at =
+        |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at =
+        |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let version = u32_at(&header, 8);
     if version != VERSION {
         return Err(Error::CacheVersion {
             path: path.to_path_buf(),
@@ -249,77 +301,66 @@ pub fn read(path: &Path) -> Result<Dataset> {
             expected: VERSION,
         });
     }
-    let count = u32_at(12);
-    if count > MAX_SECTIONS || HEADER_LEN + count as usize * ENTRY_LEN > bytes.len() {
+    let count = u32_at(&header, 12);
+    if count > MAX_SECTIONS || (HEADER_LEN + count as usize * ENTRY_LEN) as u64 > file_len {
         return Err(bad(
             "header",
             format!("{count} sections do not fit the file (truncated?)"),
         ));
     }
-    let table = &bytes[HEADER_LEN..HEADER_LEN + count as usize * ENTRY_LEN];
-    if xxh3_64(table) != u64_at(16) {
+    let mut table = vec![0u8; count as usize * ENTRY_LEN];
+    read_at(&mut table, HEADER_LEN as u64, "section table")?;
+    if xxh3_64(&table) != u64_at(&header, 16) {
         return Err(bad(
             "section table",
             "checksum mismatch (corrupted file)".into(),
         ));
     }
 
-    let mut sections = std::collections::HashMap::new();
-    for i in 0..count as usize {
-        let at = HEADER_LEN + i * ENTRY_LEN;
-        let raw_name = &bytes[at..at + 16];
-        let name = std::str::from_utf8(raw_name)
+    let mut entries = std::collections::HashMap::new();
+    for (i, raw) in table.chunks_exact(ENTRY_LEN).enumerate() {
+        let name = std::str::from_utf8(&raw[..16])
             .map_err(|_| bad("section table", format!("entry {i} has a non-UTF-8 name")))?
             .trim_end_matches('\0')
             .to_string();
         let record = format!("section `{name}`");
-        let elem = Elem::from_code(u32_at(at + 16))
-            .ok_or_else(|| bad(&record, format!("unknown element type {}", u32_at(at + 16))))?;
-        let (offset, len, sum) = (u64_at(at + 24), u64_at(at + 32), u64_at(at + 40));
-        let end = offset.checked_add(len).filter(|&e| e <= bytes.len() as u64);
-        let Some(end) = end else {
+        let code = u32_at(raw, 16);
+        let elem = Elem::from_code(code)
+            .ok_or_else(|| bad(&record, format!("unknown element type {code}")))?;
+        let (offset, len, checksum) = (u64_at(raw, 24), u64_at(raw, 32), u64_at(raw, 40));
+        if offset.checked_add(len).is_none_or(|end| end > file_len) {
             return Err(bad(
                 &record,
-                format!(
-                    "runs past the end of the file ({} bytes; truncated?)",
-                    bytes.len()
-                ),
+                format!("runs past the end of the file ({file_len} bytes; truncated?)"),
             ));
-        };
-        if offset as usize % ALIGN != 0 || len as usize % elem.size() != 0 {
+        }
+        if offset % ALIGN as u64 != 0 || len % elem.size() as u64 != 0 {
             return Err(bad(&record, "misaligned or partial array".into()));
         }
-        let data = &bytes[offset as usize..end as usize];
-        if xxh3_64(data) != sum {
-            return Err(bad(&record, "checksum mismatch (corrupted file)".into()));
-        }
-        sections.insert(name, Found { elem, bytes: data });
+        entries.insert(
+            name,
+            Entry {
+                elem,
+                offset,
+                len,
+                checksum,
+            },
+        );
     }
 
-    let get = |name: &str, elem: Elem| -> Result<&Found<'_>> {
-        let s = sections
-            .get(name)
-            .ok_or_else(|| bad(&format!("section `{name}`"), "missing".into()))?;
-        if s.elem != elem {
-            return Err(bad(
-                &format!("section `{name}`"),
-                format!("element type {:?}, expected {elem:?}", s.elem),
-            ));
-        }
-        Ok(s)
+    let sections = Sections {
+        entries,
+        read_at: &read_at,
+        bad: &bad,
     };
-    fn copy<T: bytemuck::Pod>(s: &Found<'_>) -> Vec<T> {
-        // Sections are 64-byte aligned in a page-aligned map, so the cast cannot fail.
-        bytemuck::cast_slice::<u8, T>(s.bytes).to_vec()
-    }
+    let get_u32 = |name: &str| sections.get::<u32>(name, Elem::U32);
+    let get_u64 = |name: &str| sections.get::<u64>(name, Elem::U64);
+    let get_f32 = |name: &str| sections.get::<f32>(name, Elem::F32);
 
-    let meta: Meta = serde_json::from_slice(get("meta", Elem::U8)?.bytes)
+    let meta: Meta = serde_json::from_slice(&sections.get::<u8>("meta", Elem::U8)?)
         .map_err(|e| bad("section `meta`", format!("invalid JSON: {e}")))?;
-    let graph = Graph::from_csr(
-        copy(get("offsets", Elem::U64)?),
-        copy(get("neighbors", Elem::U32)?),
-    )
-    .map_err(|e| e.at(path))?;
+    let graph =
+        Graph::from_csr(get_u64("offsets")?, get_u32("neighbors")?).map_err(|e| e.at(path))?;
     if graph.num_vertices() != meta.num_vertices || graph.num_edges() != meta.num_edges {
         return Err(bad(
             "section `meta`",
@@ -329,10 +370,10 @@ pub fn read(path: &Path) -> Result<Dataset> {
     let features = match &meta.features {
         None => None,
         Some(fm) => {
-            let values = copy(get("feat.values", Elem::F32)?);
+            let values = get_f32("feat.values")?;
             let f = if fm.sparse {
-                let indptr = copy(get("feat.indptr", Elem::U64)?);
-                let indices = copy(get("feat.indices", Elem::U32)?);
+                let indptr = get_u64("feat.indptr")?;
+                let indices = get_u32("feat.indices")?;
                 Features::Sparse(
                     SparseFeatures::new(fm.rows, fm.cols, indptr, indices, values)
                         .map_err(|e| e.at(path))?,
@@ -348,19 +389,15 @@ pub fn read(path: &Path) -> Result<Dataset> {
     let labels = match meta.labels {
         None => None,
         Some(lm) => Some(
-            Labels::new(
-                copy(get("labels", Elem::U32)?),
-                lm.num_classes,
-                lm.class_names,
-            )
-            .map_err(|e| e.at(path))?,
+            Labels::new(get_u32("labels")?, lm.num_classes, lm.class_names)
+                .map_err(|e| e.at(path))?,
         ),
     };
     let split = Split::from_ids(
         meta.num_vertices,
-        copy(get("split.train", Elem::U32)?),
-        copy(get("split.val", Elem::U32)?),
-        copy(get("split.test", Elem::U32)?),
+        get_u32("split.train")?,
+        get_u32("split.val")?,
+        get_u32("split.test")?,
         meta.split,
     )
     .map_err(|e| e.at(path))?;

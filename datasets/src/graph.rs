@@ -130,14 +130,16 @@ impl Graph {
             Ok(())
         });
         row_check?;
-        let asymmetric = (0..n as u32).into_par_iter().find_map_any(|v| {
-            graph
-                .neighbors(v)
-                .iter()
-                .find(|&&u| !graph.has_edge(u, v))
-                .map(|&u| (v, u))
-        });
-        if let Some((v, u)) = asymmetric {
+        if !graph.is_symmetric_fingerprint() {
+            // Rare path: find an edge to name.
+            let asymmetric = (0..n as u32).into_par_iter().find_map_any(|v| {
+                graph
+                    .neighbors(v)
+                    .iter()
+                    .find(|&&u| !graph.has_edge(u, v))
+                    .map(|&u| (v, u))
+            });
+            let (v, u) = asymmetric.expect("a fingerprint mismatch means a missing reverse edge");
             return Err(Invalid::new(
                 format!("edge ({v}, {u})"),
                 "adjacency is not symmetric: the reverse edge is missing",
@@ -151,6 +153,29 @@ impl Graph {
             self_loops,
             ..graph
         })
+    }
+
+    /// Symmetry test in one sequential pass: the sum of a keyed hash over all entries `(v, u)`
+    /// equals the sum over the reversed entries `(u, v)` exactly when every entry has its
+    /// reverse (rows are already known to be duplicate-free), up to a 2^-64 chance of a false
+    /// pass. Checking each reverse edge by binary search instead costs a cache miss per step
+    /// and took 30 s on a 57M-edge graph.
+    fn is_symmetric_fingerprint(&self) -> bool {
+        use std::hash::BuildHasher;
+        let key = std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64);
+        let mix = |a: u32, b: u32| splitmix64(key ^ ((u64::from(a) << 32) | u64::from(b)));
+        let (forward, backward) = (0..self.num_vertices() as u32)
+            .into_par_iter()
+            .map(|v| {
+                self.neighbors(v).iter().fold((0u64, 0u64), |(f, b), &u| {
+                    (f.wrapping_add(mix(v, u)), b.wrapping_add(mix(u, v)))
+                })
+            })
+            .reduce(
+                || (0, 0),
+                |x, y| (x.0.wrapping_add(y.0), x.1.wrapping_add(y.1)),
+            );
+        forward == backward
     }
 
     pub fn num_vertices(&self) -> usize {
@@ -229,6 +254,14 @@ impl Graph {
             .collect();
         Self::from_edges(graph.node_count(), &edges, options)
     }
+}
+
+/// A bijective 64-bit mixer (Steele et al., SplittableRandom's finaliser).
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn check_vertex_count(n: usize) -> Result<(), Invalid> {

@@ -67,8 +67,9 @@ fn read_csr_edges(npz: &mut Npz) -> Result<(usize, Vec<(u32, u32)>)> {
     check_indptr(&path, "adj_indptr", &indptr.data, indices.len())?;
     let mut edges = Vec::with_capacity(indices.len());
     for row in 0..n {
-        for k in indptr.data[row] as usize..indptr.data[row + 1] as usize {
-            let col = indices[k];
+        let range = indptr.data[row] as usize..indptr.data[row + 1] as usize;
+        for (k, &col) in indices[range.clone()].iter().enumerate() {
+            let k = range.start + k;
             if col < 0 || col as u64 >= n as u64 {
                 return Err(Error::malformed(
                     &path,

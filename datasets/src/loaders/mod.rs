@@ -73,8 +73,9 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// Choices a loader cannot make from the file alone.
-#[derive(Debug, Clone)]
+/// Choices a loader cannot make from the file alone. The default detects the format, drops
+/// self-loops, and draws a 60/20/20 random split with seed 0 where the dataset has none.
+#[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     /// Skip detection and read the path as this format.
     pub format: Option<Format>,
@@ -92,22 +93,6 @@ pub struct LoadOptions {
     pub features_file: Option<PathBuf>,
     /// Edge lists: `id class` lines.
     pub labels_file: Option<PathBuf>,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        LoadOptions {
-            format: None,
-            build: BuildOptions::default(),
-            split_seed: 0,
-            split_fractions: SplitFractions::default(),
-            split_index: 0,
-            split_name: None,
-            relabel: false,
-            features_file: None,
-            labels_file: None,
-        }
-    }
 }
 
 impl LoadOptions {
