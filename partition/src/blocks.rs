@@ -1,0 +1,411 @@
+//! Multi-level block partitioning (SwitchGNN §3.3): split the boundary graph into blocks whose
+//! aggregators fit the switch memory, run them one after another.
+//!
+//! A block is a set of cross-worker edges. Inside a block every endpoint is a destination
+//! (the graph is symmetric, so each edge feeds both endpoints' aggregators) and needs
+//! `⌈D/32⌉` aggregators; a block fits when its endpoints times that stays within the switch's
+//! aggregator count. Level by level:
+//! 1. the pending edges form a graph; if all its vertices fit, it is one block and we are done;
+//! 2. otherwise METIS cuts it into `k = ⌈V / (capacity · fill_target)⌉` parts; edges inside a
+//!    part become that part's block candidate, edges between parts stay pending for the next
+//!    level (a vertex may thus appear in several blocks; its partial sums add up on the host);
+//! 3. a part that METIS's imbalance left above capacity keeps its highest-degree vertices and
+//!    passes the edges of the rest to the next level;
+//! 4. part candidates are packed into blocks first-fit-decreasing (parts of one level share no
+//!    vertex, so their sizes add), which fills blocks even when parts come out small.
+//! Should a level place no edge at all, a greedy packer places every pending edge, so the loop
+//! always ends.
+
+use petgraph::unionfind::UnionFind;
+use serde::Serialize;
+use switchgnn_datasets::Graph;
+
+use crate::assignment::Assignment;
+use crate::error::{PartitionError, Result};
+use crate::metis_kway::{metis_kway, MetisOptions};
+use crate::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
+
+/// Past this many levels something is wrong with the input; stop with an error.
+const MAX_LEVELS: u32 = 64;
+
+/// What the block partitioning must respect.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockParams {
+    /// Aggregator memory of the switch, bytes.
+    pub switch_memory: u64,
+    /// Feature width exchanged through these blocks.
+    pub width: usize,
+    /// Target share of capacity per METIS part; the rest absorbs METIS's imbalance.
+    pub fill_target: f64,
+    pub metis: MetisOptions,
+}
+
+impl BlockParams {
+    pub fn aggregators_per_vertex(&self) -> u64 {
+        aggregators_per_vertex(self.width)
+    }
+
+    /// Destination vertices one block may hold.
+    pub fn capacity_vertices(&self) -> u64 {
+        self.switch_memory / AGGREGATOR_BYTES / self.aggregators_per_vertex()
+    }
+}
+
+/// One block: cross-worker edges, each once as `(u, v)` with `u < v`, sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Block {
+    /// The level that placed it (1 = the first METIS split).
+    pub level: u32,
+    pub edges: Vec<(u32, u32)>,
+}
+
+impl Block {
+    /// Endpoints of the block's edges, sorted: its senders and, equally, its destinations.
+    pub fn vertices(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+/// The blocks of one feature width.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Blocks {
+    pub params: BlockParams,
+    pub blocks: Vec<Block>,
+    pub levels: u32,
+}
+
+/// How well blocks use the aggregator memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fill {
+    pub blocks: usize,
+    /// Destinations over capacity, averaged over blocks.
+    pub mean: f64,
+    pub min: f64,
+    /// Blocks per level.
+    pub per_level: Vec<usize>,
+    /// Sum over blocks of their endpoints (each sends once and receives once per block).
+    pub vertex_slots: u64,
+}
+
+impl Blocks {
+    /// Partition the cross-worker edges of `graph` under `assignment` into blocks.
+    pub fn build(graph: &Graph, assignment: &Assignment, params: &BlockParams) -> Result<Blocks> {
+        let capacity = params.capacity_vertices();
+        let mut pending: Vec<(u32, u32)> = graph
+            .edges()
+            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
+            .collect();
+        if capacity < 2 && !pending.is_empty() {
+            return Err(PartitionError::Usage(format!(
+                "{} bytes of switch memory hold {} aggregators; one edge of width {} needs {}",
+                params.switch_memory,
+                params.switch_memory / AGGREGATOR_BYTES,
+                params.width,
+                2 * params.aggregators_per_vertex()
+            )));
+        }
+        let mut blocks = Vec::new();
+        let mut level = 0;
+        let mut scratch = LocalIds::new(graph.num_vertices());
+        while !pending.is_empty() {
+            level += 1;
+            if level > MAX_LEVELS {
+                return Err(PartitionError::Usage(format!(
+                    "block partitioning did not converge in {MAX_LEVELS} levels ({} edges left)",
+                    pending.len()
+                )));
+            }
+            let before = pending.len();
+            let (placed, rest) = split_level(&pending, capacity, params, &mut scratch, level)?;
+            let placed = if rest.len() == before {
+                tracing::debug!(level, "no edge placed by METIS; packing greedily");
+                pack_greedy(&pending, capacity, &mut scratch)
+            } else {
+                pending = rest;
+                placed
+            };
+            if placed.iter().map(Vec::len).sum::<usize>() == before {
+                pending.clear();
+            }
+            tracing::debug!(
+                level,
+                blocks = placed.len(),
+                pending = pending.len(),
+                "block level"
+            );
+            blocks.extend(placed.into_iter().map(|mut edges| {
+                edges.sort_unstable();
+                Block { level, edges }
+            }));
+        }
+        Ok(Blocks {
+            params: params.clone(),
+            blocks,
+            levels: level,
+        })
+    }
+
+    pub fn fill(&self) -> Fill {
+        let capacity = self.params.capacity_vertices().max(1) as f64;
+        let sizes: Vec<u64> = self
+            .blocks
+            .iter()
+            .map(|b| b.vertices().len() as u64)
+            .collect();
+        let fills: Vec<f64> = sizes.iter().map(|&s| s as f64 / capacity).collect();
+        let mut per_level = vec![0usize; self.levels as usize];
+        for b in &self.blocks {
+            per_level[b.level as usize - 1] += 1;
+        }
+        Fill {
+            blocks: self.blocks.len(),
+            mean: if fills.is_empty() {
+                0.0
+            } else {
+                fills.iter().sum::<f64>() / fills.len() as f64
+            },
+            min: fills.iter().copied().fold(f64::INFINITY, f64::min).min(1.0),
+            per_level,
+            vertex_slots: sizes.iter().sum(),
+        }
+    }
+
+    /// Payload bytes up and down for one layer of this width (see [`crate::traffic`]).
+    pub fn traffic_bytes(&self) -> (u64, u64) {
+        let slots = self.fill().vertex_slots;
+        let row = 4 * self.params.width as u64;
+        (slots * row, slots * row)
+    }
+
+    /// Check the invariants: every cross-worker edge in exactly one block, no other edge, and
+    /// every block within capacity. Returns what is wrong.
+    pub fn check(&self, graph: &Graph, assignment: &Assignment) -> Result<(), String> {
+        let capacity = self.params.capacity_vertices();
+        let mut all: Vec<(u32, u32)> = Vec::new();
+        for (i, b) in self.blocks.iter().enumerate() {
+            let size = b.vertices().len() as u64;
+            if size > capacity {
+                return Err(format!(
+                    "block {i} holds {size} destinations, capacity {capacity}"
+                ));
+            }
+            all.extend_from_slice(&b.edges);
+        }
+        all.sort_unstable();
+        if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("edge {:?} lies in more than one block", w[0]));
+        }
+        let mut expected: Vec<(u32, u32)> = graph
+            .edges()
+            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
+            .collect();
+        expected.sort_unstable();
+        if all != expected {
+            let missing = expected.iter().find(|e| all.binary_search(e).is_err());
+            let extra = all.iter().find(|e| expected.binary_search(e).is_err());
+            return Err(format!(
+                "blocks hold {} edges, the boundary graph {} (first missing {missing:?}, first extra {extra:?})",
+                all.len(),
+                expected.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reusable map from global vertex ids to compact ids of one level's graph.
+struct LocalIds {
+    local: Vec<u32>,
+}
+
+impl LocalIds {
+    fn new(n: usize) -> LocalIds {
+        LocalIds {
+            local: vec![u32::MAX; n],
+        }
+    }
+
+    /// Compact CSR over the endpoints of `edges`: (global ids, offsets, neighbours).
+    fn csr(&mut self, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u64>, Vec<u32>) {
+        let mut ids: Vec<u32> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for (i, &g) in ids.iter().enumerate() {
+            self.local[g as usize] = i as u32;
+        }
+        let mut offsets = vec![0u64; ids.len() + 1];
+        for &(a, b) in edges {
+            offsets[self.local[a as usize] as usize + 1] += 1;
+            offsets[self.local[b as usize] as usize + 1] += 1;
+        }
+        for i in 0..ids.len() {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut cursor = offsets.clone();
+        let mut neighbors = vec![0u32; edges.len() * 2];
+        for &(a, b) in edges {
+            let (la, lb) = (self.local[a as usize], self.local[b as usize]);
+            neighbors[cursor[la as usize] as usize] = lb;
+            cursor[la as usize] += 1;
+            neighbors[cursor[lb as usize] as usize] = la;
+            cursor[lb as usize] += 1;
+        }
+        (ids, offsets, neighbors)
+    }
+
+    fn release(&mut self, ids: &[u32]) {
+        for &g in ids {
+            self.local[g as usize] = u32::MAX;
+        }
+    }
+}
+
+/// One level: returns the edge sets of the packed blocks and the edges left for the next level.
+fn split_level(
+    pending: &[(u32, u32)],
+    capacity: u64,
+    params: &BlockParams,
+    scratch: &mut LocalIds,
+    level: u32,
+) -> Result<(Vec<Vec<(u32, u32)>>, Vec<(u32, u32)>)> {
+    let (ids, offsets, neighbors) = scratch.csr(pending);
+    let n = ids.len() as u64;
+    if n <= capacity {
+        scratch.release(&ids);
+        return Ok((vec![pending.to_vec()], Vec::new()));
+    }
+    let k = (n as f64 / (capacity as f64 * params.fill_target)).ceil() as u32;
+    let what = format!(
+        "block level {level} ({n} vertices, {} edges, {k} parts)",
+        pending.len()
+    );
+    let part = metis_kway(&offsets, &neighbors, k.max(2), &params.metis, &what)?;
+
+    // Internal degree per vertex, to keep the best-connected vertices of an oversized part.
+    let local = |g: u32| scratch.local[g as usize] as usize;
+    let mut internal_degree = vec![0u64; ids.len()];
+    for &(a, b) in pending {
+        if part[local(a)] == part[local(b)] {
+            internal_degree[local(a)] += 1;
+            internal_degree[local(b)] += 1;
+        }
+    }
+    let parts = k.max(2) as usize;
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); parts];
+    for (i, &p) in part.iter().enumerate() {
+        if internal_degree[i] > 0 {
+            members[p as usize].push(i);
+        }
+    }
+    let mut evicted = vec![false; ids.len()];
+    for m in &mut members {
+        if m.len() as u64 > capacity {
+            m.sort_by_key(|&i| std::cmp::Reverse(internal_degree[i]));
+            for &i in &m[capacity as usize..] {
+                evicted[i] = true;
+            }
+            m.truncate(capacity as usize);
+        }
+    }
+    let mut inside: Vec<Vec<(u32, u32)>> = vec![Vec::new(); parts];
+    let mut rest = Vec::new();
+    for &(a, b) in pending {
+        let (la, lb) = (local(a), local(b));
+        if part[la] == part[lb] && !evicted[la] && !evicted[lb] {
+            inside[part[la] as usize].push((a, b));
+        } else {
+            rest.push((a, b));
+        }
+    }
+    scratch.release(&ids);
+    let items: Vec<(u64, Vec<(u32, u32)>)> = inside
+        .into_iter()
+        .filter(|e| !e.is_empty())
+        .map(|edges| (endpoint_count(&edges), edges))
+        .collect();
+    Ok((first_fit_decreasing(items, capacity), rest))
+}
+
+fn endpoint_count(edges: &[(u32, u32)]) -> u64 {
+    let mut v: Vec<u32> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    v.sort_unstable();
+    v.dedup();
+    v.len() as u64
+}
+
+/// Pack vertex-disjoint items into as few blocks as first-fit-decreasing finds.
+fn first_fit_decreasing(
+    mut items: Vec<(u64, Vec<(u32, u32)>)>,
+    capacity: u64,
+) -> Vec<Vec<(u32, u32)>> {
+    items.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
+    let mut bins: Vec<(u64, Vec<(u32, u32)>)> = Vec::new();
+    for (size, edges) in items {
+        match bins.iter_mut().find(|(used, _)| used + size <= capacity) {
+            Some((used, bin)) => {
+                *used += size;
+                bin.extend(edges);
+            }
+            None => bins.push((size, edges)),
+        }
+    }
+    bins.into_iter().map(|(_, edges)| edges).collect()
+}
+
+/// Place every edge, in order, into the current block while its endpoints fit.
+fn pack_greedy(
+    edges: &[(u32, u32)],
+    capacity: u64,
+    scratch: &mut LocalIds,
+) -> Vec<Vec<(u32, u32)>> {
+    let mut blocks = Vec::new();
+    let mut current: Vec<(u32, u32)> = Vec::new();
+    let mut members: Vec<u32> = Vec::new();
+    // `scratch.local[v] == 0` marks membership of the current block.
+    for &(a, b) in edges {
+        let new = [a, b]
+            .iter()
+            .filter(|&&v| scratch.local[v as usize] != 0)
+            .count() as u64
+            - u64::from(a == b);
+        if members.len() as u64 + new > capacity {
+            scratch.release(&members);
+            blocks.push(std::mem::take(&mut current));
+            members.clear();
+        }
+        for v in [a, b] {
+            if scratch.local[v as usize] != 0 {
+                scratch.local[v as usize] = 0;
+                members.push(v);
+            }
+        }
+        current.push((a, b));
+    }
+    scratch.release(&members);
+    if !current.is_empty() {
+        blocks.push(current);
+    }
+    blocks
+}
+
+/// Connected components of a set of edges, as (vertex count) per component — used by tests
+/// and reports to see how much of a level METIS had to cut.
+pub fn component_sizes(n: usize, edges: &[(u32, u32)]) -> Vec<u64> {
+    let mut uf = UnionFind::<u32>::new(n);
+    let mut touched = vec![false; n];
+    for &(a, b) in edges {
+        uf.union(a, b);
+        touched[a as usize] = true;
+        touched[b as usize] = true;
+    }
+    let mut sizes = vec![0u64; n];
+    for v in 0..n as u32 {
+        if touched[v as usize] {
+            sizes[uf.find(v) as usize] += 1;
+        }
+    }
+    sizes.into_iter().filter(|&s| s > 0).collect()
+}

@@ -1,0 +1,158 @@
+//! Boundary analysis: which vertices must leave their worker, and to how many workers.
+//!
+//! A vertex is a *boundary* vertex when at least one neighbour lives on another worker; its
+//! *fan-out* is the number of distinct other workers among its neighbours — how many copies
+//! the host exchange sends of it. The *boundary graph* keeps only cross-worker edges; its
+//! connected components bound how much aggregator memory one block of in-network aggregation
+//! would need to hold a whole component at once.
+
+use petgraph::unionfind::UnionFind;
+use rayon::prelude::*;
+use serde::Serialize;
+use switchgnn_datasets::Graph;
+
+use crate::assignment::Assignment;
+
+/// Figures of one worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerBoundary {
+    pub vertices: u64,
+    /// Vertices whose neighbours all live on this worker.
+    pub inner: u64,
+    /// Vertices with at least one neighbour elsewhere.
+    pub boundary: u64,
+    /// Distinct remote vertices adjacent to this worker: what it must receive from others.
+    pub remote_neighbors: u64,
+    /// Adjacency entries from this worker's vertices to other workers' vertices.
+    pub cross_entries: u64,
+}
+
+/// Boundary figures of a whole assignment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Boundary {
+    pub workers: Vec<WorkerBoundary>,
+    /// Per vertex: distinct remote workers among its neighbours (0 for inner vertices).
+    #[serde(skip)]
+    pub fanout: Vec<u32>,
+    pub boundary_vertices: u64,
+    /// Undirected edges whose endpoints live on different workers.
+    pub cross_edges: u64,
+    /// Sum of fan-outs: vertex copies the host exchange sends for one layer.
+    pub total_fanout: u64,
+    /// `fanout_histogram[k]`: vertices with fan-out `k`.
+    pub fanout_histogram: Vec<u64>,
+    pub components: BoundaryComponents,
+}
+
+/// Connected components of the boundary graph (cross-worker edges only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BoundaryComponents {
+    pub count: u64,
+    pub largest_vertices: u64,
+    pub largest_edges: u64,
+}
+
+impl Boundary {
+    pub fn analyze(graph: &Graph, assignment: &Assignment) -> Boundary {
+        let m = assignment.num_parts() as usize;
+        let parts = assignment.parts();
+        // Per vertex: fan-out and cross entries; per worker: remote neighbours it must receive.
+        let (fanout, cross, remote): (Vec<u32>, Vec<u64>, Vec<u64>) = {
+            let per_vertex: Vec<(u32, u64, Vec<u32>)> = (0..graph.num_vertices() as u32)
+                .into_par_iter()
+                .map(|v| {
+                    let own = parts[v as usize];
+                    let mut others: Vec<u32> = graph
+                        .neighbors(v)
+                        .iter()
+                        .map(|&u| parts[u as usize])
+                        .filter(|&p| p != own)
+                        .collect();
+                    let cross = others.len() as u64;
+                    others.sort_unstable();
+                    others.dedup();
+                    (others.len() as u32, cross, others)
+                })
+                .collect();
+            let mut remote = vec![0u64; m];
+            for (_, _, others) in &per_vertex {
+                for &w in others {
+                    remote[w as usize] += 1;
+                }
+            }
+            let fanout = per_vertex.iter().map(|x| x.0).collect();
+            let cross = per_vertex.iter().map(|x| x.1).collect();
+            (fanout, cross, remote)
+        };
+
+        let mut workers = vec![WorkerBoundary::default(); m];
+        for (v, &p) in parts.iter().enumerate() {
+            let w = &mut workers[p as usize];
+            w.vertices += 1;
+            if fanout[v] > 0 {
+                w.boundary += 1;
+            } else {
+                w.inner += 1;
+            }
+            w.cross_entries += cross[v];
+        }
+        for (w, r) in workers.iter_mut().zip(remote) {
+            w.remote_neighbors = r;
+        }
+        let max_fanout = fanout.iter().copied().max().unwrap_or(0) as usize;
+        let mut fanout_histogram = vec![0u64; max_fanout + 1];
+        for &f in &fanout {
+            fanout_histogram[f as usize] += 1;
+        }
+        Boundary {
+            boundary_vertices: fanout.iter().filter(|&&f| f > 0).count() as u64,
+            cross_edges: cross.iter().sum::<u64>() / 2,
+            total_fanout: fanout.iter().map(|&f| u64::from(f)).sum(),
+            components: components(graph, parts, &fanout),
+            workers,
+            fanout,
+            fanout_histogram,
+        }
+    }
+
+    /// Mean fan-out over boundary vertices.
+    pub fn mean_fanout(&self) -> f64 {
+        if self.boundary_vertices == 0 {
+            0.0
+        } else {
+            self.total_fanout as f64 / self.boundary_vertices as f64
+        }
+    }
+}
+
+fn components(graph: &Graph, parts: &[u32], fanout: &[u32]) -> BoundaryComponents {
+    let n = graph.num_vertices();
+    let mut uf = UnionFind::<u32>::new(n);
+    for (u, v) in graph.edges() {
+        if parts[u as usize] != parts[v as usize] {
+            uf.union(u, v);
+        }
+    }
+    let mut vertices = vec![0u64; n];
+    let mut edges = vec![0u64; n];
+    for v in 0..n as u32 {
+        if fanout[v as usize] == 0 {
+            continue;
+        }
+        let root = uf.find(v) as usize;
+        vertices[root] += 1;
+        let own = parts[v as usize];
+        // Each cross edge counted at its smaller endpoint.
+        edges[root] += graph
+            .neighbors(v)
+            .iter()
+            .filter(|&&u| u > v && parts[u as usize] != own)
+            .count() as u64;
+    }
+    let largest = (0..n).max_by_key(|&r| (vertices[r], edges[r])).unwrap_or(0);
+    BoundaryComponents {
+        count: vertices.iter().filter(|&&c| c > 0).count() as u64,
+        largest_vertices: vertices.get(largest).copied().unwrap_or(0),
+        largest_edges: edges.get(largest).copied().unwrap_or(0),
+    }
+}

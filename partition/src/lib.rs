@@ -1,0 +1,27 @@
+//! Offline preprocessing for switchgnn: split a graph across workers, measure its boundary,
+//! model the traffic of each exchange, and cut the boundary graph into blocks that fit the
+//! switch's aggregator memory.
+//!
+//! - [`assignment`]: METIS k-way, random and hash partitioners, or a part file from elsewhere;
+//! - [`boundary`]: inner and boundary vertices, fan-out, boundary-graph components;
+//! - [`traffic`]: bytes of the host exchange, ideal in-network aggregation and a block plan;
+//! - [`blocks`]: multi-level block partitioning;
+//! - [`plan`]: the plan directory (manifest, assignment, blocks), written atomically and
+//!   verified on load.
+
+pub mod assignment;
+pub mod blocks;
+pub mod boundary;
+mod error;
+mod metis_kway;
+pub mod plan;
+pub mod size;
+pub mod traffic;
+
+pub use assignment::{Assignment, Method};
+pub use blocks::{Block, BlockParams, Blocks, Fill};
+pub use boundary::Boundary;
+pub use error::{PartitionError, Result};
+pub use metis_kway::{MetisOptions, Objective};
+pub use plan::{Plan, PlanSpec};
+pub use traffic::Traffic;

@@ -1,0 +1,488 @@
+//! The plan: everything the switch and the workers need to know before the first packet,
+//! computed once offline and stored as a directory.
+//!
+//! | file | content |
+//! |---|---|
+//! | `manifest.json` | format version, the spec (dataset, workers, partitioner, switch memory, feature widths), dataset fingerprint, boundary figures, block fill, per-layer traffic, and the size and xxh3 checksum of every other file |
+//! | `assignment.bin` | magic `SGNNASGN`, version u32, reserved u32, vertex count u64, then one u32 worker id per vertex |
+//! | `blocks-a<k>.bin` | blocks for widths needing `k` aggregators per vertex: magic `SGNNBLKS`, version u32, reserved u32, block count u64, then per block level u32, reserved u32, edge count u64 and the edges as u32 pairs `(u, v)`, `u < v` |
+//!
+//! All integers little-endian. Every file is written atomically and the manifest last, so a
+//! plan directory is either the old plan or the complete new one. Loading checks every
+//! checksum and every header and names the file that fails.
+//!
+//! The graph is symmetric, so the backward pass (gradients over the transposed edges) uses the
+//! same blocks as the forward pass with the roles of sender and destination swapped; one
+//! set of blocks per width serves both directions.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use switchgnn_datasets::atomic::write_atomically;
+use switchgnn_datasets::{Dataset, Graph};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::assignment::{Assignment, Method};
+use crate::blocks::{Block, BlockParams, Blocks, Fill};
+use crate::boundary::Boundary;
+use crate::error::{PartitionError, Result};
+use crate::metis_kway::MetisOptions;
+use crate::traffic::{aggregators_per_vertex, reduction, Traffic};
+
+pub const FORMAT_VERSION: u32 = 1;
+const MANIFEST: &str = "manifest.json";
+const ASSIGNMENT: &str = "assignment.bin";
+const ASSIGNMENT_MAGIC: &[u8; 8] = b"SGNNASGN";
+const BLOCKS_MAGIC: &[u8; 8] = b"SGNNBLKS";
+
+/// What to plan for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSpec {
+    /// The dataset argument the plan was made from (a path or `synthetic:...`).
+    pub dataset: String,
+    pub workers: u32,
+    pub partitioner: Method,
+    /// Aggregator memory of the switch, bytes.
+    pub switch_memory: u64,
+    /// Width exchanged at each layer.
+    pub feature_dims: Vec<usize>,
+    /// Target share of capacity per METIS part in block partitioning.
+    pub fill_target: f64,
+    /// METIS options of the block partitioning.
+    pub block_metis: MetisOptions,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    pub name: String,
+    pub vertices: usize,
+    pub edges: u64,
+    /// xxh3 of the CSR arrays: a plan only applies to the exact graph it was made for.
+    pub fingerprint: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundarySummary {
+    pub boundary_vertices: u64,
+    pub cross_edges: u64,
+    pub total_fanout: u64,
+    pub mean_fanout: f64,
+    pub largest_component_vertices: u64,
+    pub imbalance: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockSetInfo {
+    pub aggregators_per_vertex: u64,
+    /// The widest layer this set serves.
+    pub width: usize,
+    pub capacity_vertices: u64,
+    pub levels: u32,
+    pub blocks: usize,
+    pub mean_fill: f64,
+    pub min_fill: f64,
+    pub vertex_slots: u64,
+    pub file: String,
+}
+
+/// Payload bytes of one layer, one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerTraffic {
+    pub layer: usize,
+    pub width: usize,
+    pub host_bytes: u64,
+    pub ideal_bytes: u64,
+    pub plan_bytes: u64,
+    pub ideal_reduction: f64,
+    pub plan_reduction: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileSum {
+    pub bytes: u64,
+    pub xxh3: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub spec: PlanSpec,
+    pub dataset: DatasetInfo,
+    pub boundary: BoundarySummary,
+    pub block_sets: Vec<BlockSetInfo>,
+    pub traffic: Vec<LayerTraffic>,
+    pub files: BTreeMap<String, FileSum>,
+    pub created_by: String,
+}
+
+/// A plan in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub manifest: Manifest,
+    pub assignment: Assignment,
+    /// One per distinct aggregators-per-vertex, in the order of `manifest.block_sets`.
+    pub block_sets: Vec<Blocks>,
+}
+
+/// Fingerprint of a graph's CSR arrays.
+pub fn graph_fingerprint(graph: &Graph) -> u64 {
+    let a = xxh3_64(bytemuck::cast_slice(graph.offsets()));
+    let b = xxh3_64(bytemuck::cast_slice(graph.neighbor_ids()));
+    xxh3_64(&[a.to_le_bytes(), b.to_le_bytes()].concat())
+}
+
+impl Plan {
+    /// Compute a plan. `stage` is told when each stage starts (for progress display).
+    pub fn prepare(dataset: &Dataset, spec: &PlanSpec, stage: &dyn Fn(&str)) -> Result<Plan> {
+        if spec.feature_dims.is_empty() || spec.feature_dims.contains(&0) {
+            return Err(PartitionError::Usage(
+                "feature dims must list one positive width per layer".into(),
+            ));
+        }
+        if !(spec.fill_target > 0.0 && spec.fill_target <= 1.0) {
+            return Err(PartitionError::Usage(format!(
+                "fill target {} must lie in (0, 1]",
+                spec.fill_target
+            )));
+        }
+        let graph = &dataset.graph;
+        stage("worker partition");
+        let assignment = Assignment::compute(graph, spec.workers, &spec.partitioner)?;
+        stage("boundary analysis");
+        let boundary = Boundary::analyze(graph, &assignment);
+
+        // One block set per distinct aggregator count; it serves every width that needs it.
+        let mut groups: BTreeMap<u64, usize> = BTreeMap::new();
+        for &w in &spec.feature_dims {
+            let widest = groups.entry(aggregators_per_vertex(w)).or_insert(w);
+            *widest = (*widest).max(w);
+        }
+        let mut block_sets = Vec::new();
+        for (&apv, &width) in &groups {
+            stage(&format!(
+                "blocks for width {width} ({apv} aggregators per vertex)"
+            ));
+            let params = BlockParams {
+                switch_memory: spec.switch_memory,
+                width,
+                fill_target: spec.fill_target,
+                metis: spec.block_metis.clone(),
+            };
+            block_sets.push(Blocks::build(graph, &assignment, &params)?);
+        }
+        let infos: Vec<BlockSetInfo> = block_sets
+            .iter()
+            .map(|b| {
+                let fill: Fill = b.fill();
+                let apv = b.params.aggregators_per_vertex();
+                BlockSetInfo {
+                    aggregators_per_vertex: apv,
+                    width: b.params.width,
+                    capacity_vertices: b.params.capacity_vertices(),
+                    levels: b.levels,
+                    blocks: fill.blocks,
+                    mean_fill: fill.mean,
+                    min_fill: fill.min,
+                    vertex_slots: fill.vertex_slots,
+                    file: format!("blocks-a{apv}.bin"),
+                }
+            })
+            .collect();
+        let traffic = spec
+            .feature_dims
+            .iter()
+            .enumerate()
+            .map(|(layer, &width)| {
+                let t = Traffic::estimate(&boundary, width);
+                let set = infos
+                    .iter()
+                    .find(|s| s.aggregators_per_vertex == aggregators_per_vertex(width))
+                    .expect("a block set per width");
+                let plan_bytes = 2 * set.vertex_slots * 4 * width as u64;
+                LayerTraffic {
+                    layer,
+                    width,
+                    host_bytes: t.host_bytes,
+                    ideal_bytes: t.ideal_bytes(),
+                    plan_bytes,
+                    ideal_reduction: t.ideal_reduction(),
+                    plan_reduction: reduction(plan_bytes, t.host_bytes),
+                }
+            })
+            .collect();
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            spec: spec.clone(),
+            dataset: DatasetInfo {
+                name: dataset.name.clone(),
+                vertices: graph.num_vertices(),
+                edges: graph.num_edges(),
+                fingerprint: graph_fingerprint(graph),
+            },
+            boundary: BoundarySummary {
+                boundary_vertices: boundary.boundary_vertices,
+                cross_edges: boundary.cross_edges,
+                total_fanout: boundary.total_fanout,
+                mean_fanout: boundary.mean_fanout(),
+                largest_component_vertices: boundary.components.largest_vertices,
+                imbalance: assignment.imbalance(),
+            },
+            block_sets: infos,
+            traffic,
+            files: BTreeMap::new(),
+            created_by: concat!("switchgnn ", env!("CARGO_PKG_VERSION")).into(),
+        };
+        Ok(Plan {
+            manifest,
+            assignment,
+            block_sets,
+        })
+    }
+
+    /// Write the plan directory; the manifest goes last and records every file's checksum.
+    pub fn write(&mut self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let mut files = BTreeMap::new();
+        let mut put = |name: &str, bytes: Vec<u8>| -> Result<()> {
+            write_atomically(&dir.join(name), |w| w.write_all(&bytes))?;
+            files.insert(
+                name.to_string(),
+                FileSum {
+                    bytes: bytes.len() as u64,
+                    xxh3: xxh3_64(&bytes),
+                },
+            );
+            Ok(())
+        };
+        put(ASSIGNMENT, encode_assignment(&self.assignment))?;
+        for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
+            put(&info.file, encode_blocks(&set.blocks))?;
+        }
+        self.manifest.files = files;
+        let json = serde_json::to_vec_pretty(&self.manifest).expect("manifest serialises");
+        write_atomically(&dir.join(MANIFEST), |w| w.write_all(&json))?;
+        Ok(())
+    }
+
+    /// Read a plan directory, checking the manifest version and every file's checksum.
+    pub fn read(dir: &Path) -> Result<Plan> {
+        let manifest_path = dir.join(MANIFEST);
+        let text = std::fs::read(&manifest_path).map_err(|e| io(&manifest_path, e))?;
+        let manifest: Manifest = serde_json::from_slice(&text)
+            .map_err(|e| malformed(&manifest_path, format!("line {}", e.line()), e.to_string()))?;
+        if manifest.format_version != FORMAT_VERSION {
+            return Err(malformed(
+                &manifest_path,
+                "format_version",
+                format!(
+                    "plan format {}, this build reads {FORMAT_VERSION}; prepare the plan again",
+                    manifest.format_version
+                ),
+            ));
+        }
+        let load = |name: &str| -> Result<Vec<u8>> {
+            let path = dir.join(name);
+            let sum = manifest.files.get(name).ok_or_else(|| {
+                malformed(&manifest_path, "files", format!("no checksum for {name}"))
+            })?;
+            let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+            if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
+                return Err(malformed(
+                    &path,
+                    "file",
+                    "size or checksum differs from the manifest (changed or truncated)",
+                ));
+            }
+            Ok(bytes)
+        };
+        let assignment = decode_assignment(
+            &dir.join(ASSIGNMENT),
+            &load(ASSIGNMENT)?,
+            manifest.spec.workers,
+        )?;
+        let mut block_sets = Vec::new();
+        for info in &manifest.block_sets {
+            let blocks = decode_blocks(&dir.join(&info.file), &load(&info.file)?)?;
+            let levels = blocks.iter().map(|b| b.level).max().unwrap_or(0);
+            block_sets.push(Blocks {
+                params: BlockParams {
+                    switch_memory: manifest.spec.switch_memory,
+                    width: info.width,
+                    fill_target: manifest.spec.fill_target,
+                    metis: manifest.spec.block_metis.clone(),
+                },
+                blocks,
+                levels,
+            });
+        }
+        Ok(Plan {
+            manifest,
+            assignment,
+            block_sets,
+        })
+    }
+
+    /// Check the plan against its graph: same fingerprint, every cross-worker edge in exactly
+    /// one block of every set, every block within capacity.
+    pub fn verify(&self, graph: &Graph) -> Result<(), String> {
+        if graph_fingerprint(graph) != self.manifest.dataset.fingerprint {
+            return Err("the graph differs from the one the plan was made for".into());
+        }
+        if self.assignment.parts().len() != graph.num_vertices() {
+            return Err("the assignment does not cover every vertex".into());
+        }
+        for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
+            set.check(graph, &self.assignment)
+                .map_err(|e| format!("{}: {e}", info.file))?;
+        }
+        Ok(())
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> PartitionError {
+    PartitionError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn malformed(path: &Path, record: impl Into<String>, reason: impl Into<String>) -> PartitionError {
+    PartitionError::Malformed {
+        path: path.to_path_buf(),
+        record: record.into(),
+        reason: reason.into(),
+    }
+}
+
+fn header(magic: &[u8; 8], count: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out
+}
+
+fn encode_assignment(a: &Assignment) -> Vec<u8> {
+    let mut out = header(ASSIGNMENT_MAGIC, a.parts().len() as u64);
+    out.extend_from_slice(bytemuck::cast_slice(a.parts()));
+    out
+}
+
+fn encode_blocks(blocks: &[Block]) -> Vec<u8> {
+    let mut out = header(BLOCKS_MAGIC, blocks.len() as u64);
+    for b in blocks {
+        out.extend_from_slice(&b.level.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&(b.edges.len() as u64).to_le_bytes());
+        for &(u, v) in &b.edges {
+            out.extend_from_slice(&u.to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Bounds-checked little-endian reads that name the file and offset on failure.
+struct Cursor<'a> {
+    path: PathBuf,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(malformed(
+                &self.path,
+                format!("offset {}", self.at),
+                format!("file ends inside {what}"),
+            ));
+        };
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn header(&mut self, magic: &[u8; 8]) -> Result<u64> {
+        if self.take(8, "the header")? != magic {
+            return Err(malformed(
+                &self.path,
+                "header",
+                "wrong magic: not this kind of plan file",
+            ));
+        }
+        let version = self.u32("the header")?;
+        if version != FORMAT_VERSION {
+            return Err(malformed(
+                &self.path,
+                "header",
+                format!("version {version}, expected {FORMAT_VERSION}"),
+            ));
+        }
+        self.u32("the header")?;
+        self.u64("the header")
+    }
+}
+
+fn decode_assignment(path: &Path, bytes: &[u8], workers: u32) -> Result<Assignment> {
+    let mut c = Cursor {
+        path: path.to_path_buf(),
+        bytes,
+        at: 0,
+    };
+    let n = c.header(ASSIGNMENT_MAGIC)?;
+    let raw = c.take(n as usize * 4, "the part ids")?;
+    let parts: Vec<u32> = raw
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    Assignment::new(parts, workers).map_err(|e| malformed(path, "part ids", e.to_string()))
+}
+
+fn decode_blocks(path: &Path, bytes: &[u8]) -> Result<Vec<Block>> {
+    let mut c = Cursor {
+        path: path.to_path_buf(),
+        bytes,
+        at: 0,
+    };
+    let count = c.header(BLOCKS_MAGIC)?;
+    let mut blocks = Vec::new();
+    for i in 0..count {
+        let what = format!("block {i}");
+        let level = c.u32(&what)?;
+        c.u32(&what)?;
+        let edges = c.u64(&what)?;
+        let raw = c.take(edges as usize * 8, &what)?;
+        let edges = raw
+            .chunks_exact(8)
+            .map(|e| {
+                (
+                    u32::from_le_bytes(e[..4].try_into().expect("4 bytes")),
+                    u32::from_le_bytes(e[4..].try_into().expect("4 bytes")),
+                )
+            })
+            .collect();
+        blocks.push(Block { level, edges });
+    }
+    if c.at != bytes.len() {
+        return Err(malformed(
+            path,
+            format!("offset {}", c.at),
+            "trailing bytes after the last block",
+        ));
+    }
+    Ok(blocks)
+}

@@ -1,0 +1,79 @@
+//! The traffic model: bytes one layer of feature exchange of width `D` puts on the links between
+//! the hosts and the switch (uplinks plus downlinks), counting payload only (headers depend on
+//! the transport and are measured there). Counting both ends matters: a host-exchange copy
+//! crosses its sender's uplink and its receiver's downlink, while in-network aggregation sends
+//! a vertex up once and a sum down once — with two workers both move the same bytes.
+//!
+//! - *host exchange* (BNS-GCN with p = 1): every boundary vertex goes once to each remote worker
+//!   that needs it, as `D` fp32 values: `2 · Σ fan-out · 4D` bytes (up and down);
+//! - *in-network, ideal* (unlimited aggregator memory): every boundary vertex goes up to the
+//!   switch once, and every vertex with remote neighbours receives one aggregated result, as
+//!   `D` int32 lanes: `4D · B` up and `4D · B` down for `B` boundary vertices (the graph is
+//!   symmetric, so senders and receivers are the same set);
+//! - *block plan*: the same per block — a vertex sends once and receives once for every block
+//!   its cross edges fall in.
+//!
+//! Aggregator memory: one aggregator is 128 bytes = 32 int32 lanes, so a destination needs
+//! `⌈D/32⌉` aggregators.
+
+use serde::Serialize;
+
+use crate::boundary::Boundary;
+
+/// Bytes of one aggregator on the switch.
+pub const AGGREGATOR_BYTES: u64 = 128;
+/// int32 lanes per aggregator.
+pub const LANES_PER_AGGREGATOR: u64 = 32;
+
+/// Aggregators one destination vertex needs for a width-`width` feature.
+pub fn aggregators_per_vertex(width: usize) -> u64 {
+    (width as u64).div_ceil(LANES_PER_AGGREGATOR)
+}
+
+/// Traffic of one layer and direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Traffic {
+    pub width: usize,
+    /// Host exchange, uplinks plus downlinks.
+    pub host_bytes: u64,
+    pub ideal_up_bytes: u64,
+    pub ideal_down_bytes: u64,
+    /// Aggregator memory needed to hold every destination at once (the ideal's assumption).
+    pub ideal_aggregator_bytes: u64,
+    /// Aggregator memory the largest boundary component alone needs.
+    pub largest_component_aggregator_bytes: u64,
+}
+
+impl Traffic {
+    pub fn estimate(boundary: &Boundary, width: usize) -> Traffic {
+        let row = 4 * width as u64;
+        let per_vertex_memory = aggregators_per_vertex(width) * AGGREGATOR_BYTES;
+        Traffic {
+            width,
+            host_bytes: 2 * boundary.total_fanout * row,
+            ideal_up_bytes: boundary.boundary_vertices * row,
+            ideal_down_bytes: boundary.boundary_vertices * row,
+            ideal_aggregator_bytes: boundary.boundary_vertices * per_vertex_memory,
+            largest_component_aggregator_bytes: boundary.components.largest_vertices
+                * per_vertex_memory,
+        }
+    }
+
+    pub fn ideal_bytes(&self) -> u64 {
+        self.ideal_up_bytes + self.ideal_down_bytes
+    }
+
+    /// Share of host-exchange traffic that ideal in-network aggregation saves (0.94 = −94%).
+    pub fn ideal_reduction(&self) -> f64 {
+        reduction(self.ideal_bytes(), self.host_bytes)
+    }
+}
+
+/// `1 − ours/host`, or 0 when the host exchange sends nothing.
+pub fn reduction(ours: u64, host: u64) -> f64 {
+    if host == 0 {
+        0.0
+    } else {
+        1.0 - ours as f64 / host as f64
+    }
+}
