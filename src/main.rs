@@ -3,6 +3,7 @@
 
 mod commands;
 mod dataset_args;
+mod partition_args;
 mod progress;
 
 use std::process::ExitCode;
@@ -29,6 +30,14 @@ enum Command {
     Convert(commands::convert::Args),
     /// Generate a synthetic dataset from a preset and write it as a binary cache.
     Generate(commands::generate::Args),
+    /// Boundary size and the traffic of host exchange, ideal in-network aggregation and block
+    /// plans, for one or more worker counts.
+    Analyze(commands::analyze::Args),
+    /// Partition a graph across workers, cut its boundary into blocks that fit the switch, and
+    /// write the plan directory.
+    Prepare(commands::prepare::Args),
+    /// Re-read a plan directory and check its checksums and invariants against its graph.
+    VerifyPlan(commands::verify_plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +47,9 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Convert(args) => commands::convert::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Analyze(args) => commands::analyze::run(args),
+        Command::Prepare(args) => commands::prepare::run(args),
+        Command::VerifyPlan(args) => commands::verify_plan::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -137,3 +137,72 @@ fn every_level_has_help() {
         assert!(text.contains("Usage:"), "{args:?}");
     }
 }
+
+#[test]
+fn prepare_then_verify_a_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan");
+    let out = stdout_ok(&[
+        "prepare",
+        "synthetic:small,scale=0.5",
+        "--workers",
+        "4",
+        "--switch-memory",
+        "32KiB",
+        "--feature-dims",
+        "128,16",
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(out.contains("plan for small@0.5 on 4 workers"), "{out}");
+    let verified = stdout_ok(&["verify-plan", plan.to_str().unwrap()]);
+    assert!(
+        verified.contains("every cross-worker edge in exactly one"),
+        "{verified}"
+    );
+
+    // The plan belongs to its graph: another seed is refused with a clear message.
+    let other = switchgnn(&[
+        "verify-plan",
+        plan.to_str().unwrap(),
+        "--dataset",
+        "synthetic:small,scale=0.5,seed=9",
+    ]);
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("differs"), "{err}");
+
+    // A damaged file is named.
+    let assignment = plan.join("assignment.bin");
+    let mut bytes = std::fs::read(&assignment).unwrap();
+    bytes[40] ^= 1;
+    std::fs::write(&assignment, bytes).unwrap();
+    let damaged = switchgnn(&["verify-plan", plan.to_str().unwrap()]);
+    assert!(!damaged.status.success());
+    let err = String::from_utf8_lossy(&damaged.stderr);
+    assert!(err.contains("assignment.bin"), "{err}");
+}
+
+#[test]
+fn analyze_reports_traffic_per_worker_count() {
+    let rows = json(&[
+        "analyze",
+        "synthetic:small",
+        "--workers",
+        "2,8",
+        "--switch-memory",
+        "16KiB",
+        "--json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let host = r["traffic"]["host_bytes"].as_u64().unwrap();
+        let ideal = r["traffic"]["ideal_up_bytes"].as_u64().unwrap()
+            + r["traffic"]["ideal_down_bytes"].as_u64().unwrap();
+        let plan = r["plans"][0]["bytes"].as_u64().unwrap();
+        assert!(ideal <= plan && ideal <= host, "{r}");
+    }
+    // More workers: more boundary, more host-exchange traffic.
+    assert!(rows[1]["traffic"]["host_bytes"].as_u64() > rows[0]["traffic"]["host_bytes"].as_u64());
+}

@@ -28,6 +28,13 @@ pub fn write_atomically(
         fill(&mut w).map_err(io)?;
         w.flush().map_err(io)?;
     }
+    // Temporary files are created private (0600); the result is an ordinary readable file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let readable = std::fs::Permissions::from_mode(0o644);
+        tmp.as_file().set_permissions(readable).map_err(io)?;
+    }
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())

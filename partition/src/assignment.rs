@@ -29,6 +29,8 @@ pub enum Method {
     Random { seed: u64 },
     /// Owner = vertex id mod parts, the default of many systems without a partitioner.
     Hash,
+    /// Read from a text file, one part id per line (see [`Assignment::read_text`]).
+    File { path: std::path::PathBuf },
 }
 
 impl Assignment {
@@ -67,6 +69,7 @@ impl Assignment {
                 (0..n).map(|_| rng.random_range(0..num_parts)).collect()
             }
             Method::Hash => (0..n as u32).map(|v| v % num_parts).collect(),
+            Method::File { path } => return Assignment::read_text(path, n, num_parts),
         };
         Assignment::new(parts, num_parts)
     }

@@ -13,6 +13,7 @@
 //!    passes the edges of the rest to the next level;
 //! 4. part candidates are packed into blocks first-fit-decreasing (parts of one level share no
 //!    vertex, so their sizes add), which fills blocks even when parts come out small.
+//!
 //! Should a level place no edge at all, a greedy packer places every pending edge, so the loop
 //! always ends.
 
@@ -263,6 +264,9 @@ impl LocalIds {
     }
 }
 
+/// Edges as `(u, v)` pairs with `u < v`.
+type Edges = Vec<(u32, u32)>;
+
 /// One level: returns the edge sets of the packed blocks and the edges left for the next level.
 fn split_level(
     pending: &[(u32, u32)],
@@ -270,7 +274,7 @@ fn split_level(
     params: &BlockParams,
     scratch: &mut LocalIds,
     level: u32,
-) -> Result<(Vec<Vec<(u32, u32)>>, Vec<(u32, u32)>)> {
+) -> Result<(Vec<Edges>, Edges)> {
     let (ids, offsets, neighbors) = scratch.csr(pending);
     let n = ids.len() as u64;
     if n <= capacity {

@@ -1,3 +1,6 @@
+pub mod analyze;
 pub mod convert;
 pub mod generate;
 pub mod inspect;
+pub mod prepare;
+pub mod verify_plan;

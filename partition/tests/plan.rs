@@ -1,0 +1,130 @@
+//! The plan directory: round trip, verification, and damage that must be named.
+
+use std::path::Path;
+
+use switchgnn_datasets::synthetic::{generate, Preset};
+use switchgnn_datasets::{Dataset, NoProgress};
+use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+
+fn dataset(seed: u64) -> Dataset {
+    generate(&Preset::Small.spec(0.5, seed).unwrap(), &NoProgress).unwrap()
+}
+
+fn spec() -> PlanSpec {
+    PlanSpec {
+        dataset: "synthetic:small,scale=0.5,seed=1".into(),
+        workers: 4,
+        partitioner: Method::Metis(MetisOptions::default()),
+        switch_memory: 64 * 1024,
+        feature_dims: vec![128, 16, 16],
+        fill_target: 0.9,
+        block_metis: MetisOptions::default(),
+    }
+}
+
+fn written(dir: &Path) -> (Dataset, Plan) {
+    let d = dataset(1);
+    let mut plan = Plan::prepare(&d, &spec(), &|_| {}).unwrap();
+    plan.write(dir).unwrap();
+    (d, plan)
+}
+
+#[test]
+fn round_trip_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, plan) = written(dir.path());
+    let back = Plan::read(dir.path()).unwrap();
+    assert_eq!(back, plan);
+    back.verify(&d.graph).unwrap();
+    // Widths 16 and 16 share one block set; 128 needs its own.
+    assert_eq!(back.block_sets.len(), 2);
+    assert_eq!(back.manifest.traffic.len(), 3);
+    for t in &back.manifest.traffic {
+        assert!(t.ideal_bytes <= t.plan_bytes && t.plan_bytes <= t.host_bytes * 2);
+    }
+}
+
+#[test]
+fn a_plan_does_not_verify_against_another_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, plan) = written(dir.path());
+    let other = dataset(2);
+    let err = plan.verify(&other.graph).unwrap_err();
+    assert!(err.contains("differs"), "{err}");
+}
+
+#[test]
+fn damaged_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    written(dir.path());
+    let blocks = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("blocks-")
+        })
+        .unwrap();
+    let good = std::fs::read(&blocks).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0xff;
+    std::fs::write(&blocks, &bad).unwrap();
+    let err = Plan::read(dir.path()).unwrap_err().to_string();
+    let name = blocks.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(err.contains(&name) && err.contains("checksum"), "{err}");
+
+    std::fs::write(&blocks, &good).unwrap();
+    let assignment = dir.path().join("assignment.bin");
+    let a = std::fs::read(&assignment).unwrap();
+    std::fs::write(&assignment, &a[..a.len() - 4]).unwrap();
+    let err = Plan::read(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("assignment.bin"), "{err}");
+
+    std::fs::write(&assignment, &a).unwrap();
+    let manifest = dir.path().join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("\"format_version\": 1", "\"format_version\": 7"),
+    )
+    .unwrap();
+    let err = Plan::read(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("manifest.json") && err.contains("format 7"),
+        "{err}"
+    );
+
+    std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
+    let err = Plan::read(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("manifest.json"), "{err}");
+    std::fs::write(&manifest, &text).unwrap();
+    Plan::read(dir.path()).unwrap();
+}
+
+#[test]
+fn part_file_from_elsewhere_is_used_as_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dataset(1);
+    let parts_path = dir.path().join("parts.txt");
+    let text: String = (0..d.num_vertices())
+        .map(|v| format!("{}\n", (v * 7) % 3))
+        .collect();
+    std::fs::write(&parts_path, text).unwrap();
+    let s = PlanSpec {
+        workers: 3,
+        partitioner: Method::File {
+            path: parts_path.clone(),
+        },
+        ..spec()
+    };
+    let plan = Plan::prepare(&d, &s, &|_| {}).unwrap();
+    assert_eq!(plan.assignment.part(5), 35 % 3);
+    plan.verify(&d.graph).unwrap();
+
+    std::fs::write(&parts_path, "0\n1\nseven\n").unwrap();
+    let err = Plan::prepare(&d, &s, &|_| {}).unwrap_err().to_string();
+    assert!(err.contains("parts.txt") && err.contains("line 3"), "{err}");
+}

@@ -1,0 +1,104 @@
+//! `switchgnn prepare`: partition the graph, cut the boundary into blocks and write the plan.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use switchgnn_datasets::Progress;
+use switchgnn_partition::size::{format_bytes, parse_bytes};
+use switchgnn_partition::{Plan, PlanSpec};
+
+use crate::dataset_args::DatasetArgs;
+use crate::partition_args::{parse_list, PartitionArgs};
+use crate::progress::Bars;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    #[command(flatten)]
+    pub partition: PartitionArgs,
+    /// Number of workers.
+    #[arg(long)]
+    pub workers: u32,
+    /// Aggregator memory of the switch (e.g. 100MB, 10MiB).
+    #[arg(long, default_value = "100MB")]
+    pub switch_memory: String,
+    /// Width exchanged at each layer, comma-separated (default: the dataset's feature width).
+    #[arg(long)]
+    pub feature_dims: Option<String>,
+    /// Share of the aggregator memory each METIS part aims at; the rest absorbs imbalance.
+    #[arg(long, default_value_t = 0.9)]
+    pub fill_target: f64,
+    /// The plan directory to write.
+    #[arg(long, short)]
+    pub out: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let dataset = args.dataset.load()?;
+    let feature_dims = match &args.feature_dims {
+        Some(text) => parse_list(text, "--feature-dims")?,
+        None => vec![dataset.features.as_ref().map_or(128, |f| f.cols())],
+    };
+    let spec = PlanSpec {
+        dataset: args.dataset.dataset.clone(),
+        workers: args.workers,
+        partitioner: args.partition.method(),
+        switch_memory: parse_bytes(&args.switch_memory)?,
+        feature_dims,
+        fill_target: args.fill_target,
+        block_metis: args.partition.metis_options(),
+    };
+    let bars = Bars::new();
+    let started = std::time::Instant::now();
+    let mut plan = Plan::prepare(&dataset, &spec, &|stage| bars.stage(stage, None))?;
+    bars.stage("writing the plan", None);
+    plan.write(&args.out)
+        .with_context(|| format!("cannot write the plan to {}", args.out.display()))?;
+    bars.finish();
+    println!(
+        "plan for {} on {} workers with {} of aggregator memory written to {} in {:.1?}",
+        dataset.name,
+        spec.workers,
+        format_bytes(spec.switch_memory),
+        args.out.display(),
+        started.elapsed()
+    );
+    println!("{}", summary(&plan));
+    Ok(())
+}
+
+pub fn summary(plan: &Plan) -> Table {
+    let m = &plan.manifest;
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "layer",
+        "width",
+        "blocks (levels)",
+        "mean fill",
+        "host exchange",
+        "in-network ideal",
+        "block plan",
+        "plan saving",
+    ]);
+    for l in &m.traffic {
+        let set = m
+            .block_sets
+            .iter()
+            .find(|s| s.aggregators_per_vertex == (l.width as u64).div_ceil(32))
+            .expect("a block set per width");
+        t.add_row(vec![
+            l.layer.to_string(),
+            l.width.to_string(),
+            format!("{} ({})", set.blocks, set.levels),
+            format!("{:.2}", set.mean_fill),
+            format_bytes(l.host_bytes),
+            format_bytes(l.ideal_bytes),
+            format_bytes(l.plan_bytes),
+            format!("{:.1}%", 100.0 * l.plan_reduction),
+        ]);
+    }
+    t
+}

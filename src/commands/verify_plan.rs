@@ -1,0 +1,44 @@
+//! `switchgnn verify-plan`: re-read a plan, check every checksum, and check it against its graph.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use switchgnn_datasets::{LoadOptions, NoProgress, Source};
+use switchgnn_partition::Plan;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan directory.
+    pub plan: PathBuf,
+    /// The dataset to check against (default: the one recorded in the plan).
+    #[arg(long)]
+    pub dataset: Option<String>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let plan = Plan::read(&args.plan)
+        .with_context(|| format!("plan {} is damaged", args.plan.display()))?;
+    println!("checksums of {} files: ok", plan.manifest.files.len());
+    let spec = args
+        .dataset
+        .as_deref()
+        .unwrap_or(&plan.manifest.spec.dataset);
+    let dataset = spec
+        .parse::<Source>()?
+        .load(&LoadOptions::default(), &NoProgress)
+        .with_context(|| format!("cannot load dataset `{spec}` to check the plan against"))?;
+    if let Err(problem) = plan.verify(&dataset.graph) {
+        bail!(
+            "plan {} does not hold for `{spec}`: {problem}",
+            args.plan.display()
+        );
+    }
+    let blocks: usize = plan.block_sets.iter().map(|s| s.blocks.len()).sum();
+    println!(
+        "plan holds: {} vertices on {} workers, every cross-worker edge in exactly one of {} blocks, every block within capacity",
+        dataset.num_vertices(),
+        plan.manifest.spec.workers,
+        blocks
+    );
+    Ok(())
+}

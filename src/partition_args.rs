@@ -1,0 +1,64 @@
+//! Options shared by the commands that partition a graph across workers.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_partition::{Method, MetisOptions, Objective};
+
+#[derive(Debug, Args)]
+pub struct PartitionArgs {
+    /// metis, random, hash, or the path of a file with one part id per vertex (from ParMETIS,
+    /// DGL, gpmetis...).
+    #[arg(long, default_value = "metis")]
+    pub partitioner: String,
+    /// Seed of METIS and of the random partitioner.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Largest part over the mean part that METIS may produce.
+    #[arg(long, default_value_t = 1.03)]
+    pub imbalance: f64,
+    /// What METIS minimises: edge cut or communication volume.
+    #[arg(long, default_value = "cut", value_parser = ["cut", "volume"])]
+    pub objective: String,
+}
+
+impl PartitionArgs {
+    pub fn metis_options(&self) -> MetisOptions {
+        MetisOptions {
+            seed: (self.seed % i32::MAX as u64) as i32,
+            imbalance: self.imbalance,
+            objective: if self.objective == "volume" {
+                Objective::Volume
+            } else {
+                Objective::Cut
+            },
+        }
+    }
+
+    pub fn method(&self) -> Method {
+        match self.partitioner.as_str() {
+            "metis" => Method::Metis(self.metis_options()),
+            "random" => Method::Random { seed: self.seed },
+            "hash" => Method::Hash,
+            path => Method::File {
+                path: PathBuf::from(path),
+            },
+        }
+    }
+}
+
+/// Comma-separated positive integers, e.g. `32,64,128`.
+pub fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
+    let items: Option<Vec<T>> = text.split(',').map(|x| x.trim().parse().ok()).collect();
+    match items {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => bail!("{what} `{text}`: expected a comma-separated list such as 32,64,128"),
+    }
+}
+
+/// Comma-separated sizes, e.g. `10MB,100MB`.
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
+    text.split(',').map(|s| Ok(parse_bytes(s)?)).collect()
+}
