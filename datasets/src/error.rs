@@ -65,18 +65,16 @@ impl Invalid {
 }
 
 impl Error {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+    /// An I/O failure on `path`.
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
         Error::Io {
             path: path.to_path_buf(),
             source,
         }
     }
 
-    pub(crate) fn malformed(
-        path: &Path,
-        record: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
+    /// A bad `record` in the file at `path`.
+    pub fn malformed(path: &Path, record: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Malformed {
             path: path.to_path_buf(),
             record: record.into(),

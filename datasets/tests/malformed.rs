@@ -17,55 +17,27 @@ enum Arr {
 
 fn write_npz(path: &Path, arrays: Vec<(&str, Arr)>) {
     let mut npz = npyz::npz::NpzWriter::create(path).unwrap();
-    let opts = || zip::write::FileOptions::default();
     for (name, arr) in arrays {
         match arr {
-            Arr::I64(d, s) => {
-                let mut w = npz
-                    .array::<i64>(name, opts())
-                    .unwrap()
-                    .default_dtype()
-                    .shape(&s)
-                    .begin_nd()
-                    .unwrap();
-                w.extend(d).unwrap();
-                w.finish().unwrap();
-            }
-            Arr::I32(d, s) => {
-                let mut w = npz
-                    .array::<i32>(name, opts())
-                    .unwrap()
-                    .default_dtype()
-                    .shape(&s)
-                    .begin_nd()
-                    .unwrap();
-                w.extend(d).unwrap();
-                w.finish().unwrap();
-            }
-            Arr::F32(d, s) => {
-                let mut w = npz
-                    .array::<f32>(name, opts())
-                    .unwrap()
-                    .default_dtype()
-                    .shape(&s)
-                    .begin_nd()
-                    .unwrap();
-                w.extend(d).unwrap();
-                w.finish().unwrap();
-            }
-            Arr::Bool(d, s) => {
-                let mut w = npz
-                    .array::<bool>(name, opts())
-                    .unwrap()
-                    .default_dtype()
-                    .shape(&s)
-                    .begin_nd()
-                    .unwrap();
-                w.extend(d).unwrap();
-                w.finish().unwrap();
-            }
+            Arr::I64(d, s) => put(&mut npz, name, d, &s),
+            Arr::I32(d, s) => put(&mut npz, name, d, &s),
+            Arr::F32(d, s) => put(&mut npz, name, d, &s),
+            Arr::Bool(d, s) => put(&mut npz, name, d, &s),
         }
     }
+}
+
+fn put<T: npyz::AutoSerialize>(
+    npz: &mut npyz::npz::NpzWriter<std::io::BufWriter<std::fs::File>>,
+    name: &str,
+    data: Vec<T>,
+    shape: &[u64],
+) {
+    let options = zip::write::FileOptions::default();
+    let builder = npz.array::<T>(name, options).unwrap();
+    let mut w = builder.default_dtype().shape(shape).begin_nd().unwrap();
+    w.extend(data).unwrap();
+    w.finish().unwrap();
 }
 
 /// A valid 3-vertex gnn-benchmark archive (path 0-1-2), with one array replaced when asked.

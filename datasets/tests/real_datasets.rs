@@ -46,6 +46,27 @@ fn check(e: &Expect) -> Option<Dataset> {
     Some(d)
 }
 
+/// `check` every `(file, vertices, edges, features, classes)` of one format.
+fn check_each(
+    format: Format,
+    cases: &[(&'static str, usize, u64, usize, u32)],
+) -> Vec<(&'static str, Dataset)> {
+    cases
+        .iter()
+        .filter_map(|&(file, vertices, edges, features, classes)| {
+            let e = Expect {
+                file,
+                format,
+                vertices,
+                edges,
+                features,
+                classes,
+            };
+            check(&e).map(|d| (file, d))
+        })
+        .collect()
+}
+
 fn split_sizes(d: &Dataset) -> (usize, usize, usize) {
     (d.split.train.len(), d.split.val.len(), d.split.test.len())
 }
@@ -88,23 +109,13 @@ fn shchur_npz_with_random_split() {
         ("amazon-photo.npz", 7650, 119081, 745, 8),
         ("coauthor-cs.npz", 18333, 81894, 6805, 15),
     ];
-    for (file, vertices, edges, features, classes) in cases {
-        let e = Expect {
-            file,
-            format: Format::GnnBenchmark,
-            vertices,
-            edges,
-            features,
-            classes,
-        };
-        if let Some(d) = check(&e) {
-            assert!(matches!(d.split.source, SplitSource::Random { .. }));
-            let n = vertices as f64;
-            assert_eq!(d.split.train.len(), (0.6 * n).round() as usize);
-            if file == "coauthor-cs.npz" {
-                // 18333 x 6805 would be 500 MB dense.
-                assert!(d.features.as_ref().unwrap().is_sparse());
-            }
+    for (file, d) in check_each(Format::GnnBenchmark, &cases) {
+        assert!(matches!(d.split.source, SplitSource::Random { .. }));
+        let n = d.num_vertices() as f64;
+        assert_eq!(d.split.train.len(), (0.6 * n).round() as usize);
+        if file == "coauthor-cs.npz" {
+            // 18333 x 6805 would be 500 MB dense.
+            assert!(d.features.as_ref().unwrap().is_sparse());
         }
     }
 }
@@ -118,25 +129,15 @@ fn yandex_npz_with_ten_fixed_splits() {
         ("yandex/actor.npz", 7600, 26659, 932, 5),
         ("yandex/minesweeper.npz", 10000, 39402, 7, 2),
     ];
-    for (file, vertices, edges, features, classes) in cases {
-        let e = Expect {
-            file,
-            format: Format::Yandex,
-            vertices,
-            edges,
-            features,
-            classes,
-        };
-        if let Some(d) = check(&e) {
-            assert_eq!(
-                d.split.source,
-                SplitSource::Given {
-                    name: "split 0".into()
-                }
-            );
-            let (tr, va, te) = split_sizes(&d);
-            assert!(tr > 0 && va > 0 && te > 0, "{file}: {tr}/{va}/{te}");
-        }
+    for (file, d) in check_each(Format::Yandex, &cases) {
+        assert_eq!(
+            d.split.source,
+            SplitSource::Given {
+                name: "split 0".into()
+            }
+        );
+        let (tr, va, te) = split_sizes(&d);
+        assert!(tr > 0 && va > 0 && te > 0, "{file}: {tr}/{va}/{te}");
     }
     // A different split index gives a different split of the same graph.
     if let Some(path) = shared_dataset("yandex/minesweeper.npz") {

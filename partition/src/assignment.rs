@@ -77,15 +77,8 @@ impl Assignment {
     /// Read a text file with one part id per line, one line per vertex (the format of METIS's
     /// `gpmetis` output and easy to write from ParMETIS or DGL).
     pub fn read_text(path: &Path, num_vertices: usize, num_parts: u32) -> Result<Assignment> {
-        let io = |e| PartitionError::Io {
-            path: path.to_path_buf(),
-            source: e,
-        };
-        let bad = |record: String, reason: String| PartitionError::Malformed {
-            path: path.to_path_buf(),
-            record,
-            reason,
-        };
+        let io = |e| PartitionError::io(path, e);
+        let bad = |record: String, reason: String| PartitionError::malformed(path, record, reason);
         let file = std::fs::File::open(path).map_err(io)?;
         let mut parts = Vec::with_capacity(num_vertices);
         for (i, line) in BufReader::new(file).lines().enumerate() {

@@ -342,18 +342,11 @@ impl Plan {
 }
 
 fn io(path: &Path, source: std::io::Error) -> PartitionError {
-    PartitionError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    PartitionError::io(path, source)
 }
 
 fn malformed(path: &Path, record: impl Into<String>, reason: impl Into<String>) -> PartitionError {
-    PartitionError::Malformed {
-        path: path.to_path_buf(),
-        record: record.into(),
-        reason: reason.into(),
-    }
+    PartitionError::malformed(path, record, reason)
 }
 
 fn header(magic: &[u8; 8], count: u64) -> Vec<u8> {
