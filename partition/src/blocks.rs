@@ -14,8 +14,12 @@
 //! 4. part candidates are packed into blocks first-fit-decreasing (parts of one level share no
 //!    vertex, so their sizes add), which fills blocks even when parts come out small.
 //!
-//! Should a level place no edge at all, a greedy packer places every pending edge, so the loop
-//! always ends.
+//! On dense, skewed graphs a k-way cut keeps most edges between parts, and repeating it would
+//! take dozens of METIS runs. So once a level places less than [`MIN_LEVEL_SHARE`] of its
+//! edges, or after [`MAX_METIS_LEVELS`] levels, the rest is finished in one step: METIS groups
+//! the remaining vertices into groups of at most half a block, and the edges between each pair of
+//! groups (or inside one group) form a block. Every pair block fits by construction, so the
+//! partitioning always ends, with at most `MAX_METIS_LEVELS + 1` levels.
 
 use petgraph::unionfind::UnionFind;
 use serde::Serialize;
@@ -26,8 +30,10 @@ use crate::error::{PartitionError, Result};
 use crate::metis_kway::{metis_kway, MetisOptions};
 use crate::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 
-/// Past this many levels something is wrong with the input; stop with an error.
-const MAX_LEVELS: u32 = 64;
+/// Levels of repeated k-way cuts before the pair-grouping step finishes the rest.
+pub const MAX_METIS_LEVELS: u32 = 4;
+/// A level that places less than this share of its edges hands over to pair grouping.
+pub const MIN_LEVEL_SHARE: f64 = 0.25;
 
 /// What the block partitioning must respect.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -111,36 +117,33 @@ impl Blocks {
         let mut blocks = Vec::new();
         let mut level = 0;
         let mut scratch = LocalIds::new(graph.num_vertices());
-        while !pending.is_empty() {
-            level += 1;
-            if level > MAX_LEVELS {
-                return Err(PartitionError::Usage(format!(
-                    "block partitioning did not converge in {MAX_LEVELS} levels ({} edges left)",
-                    pending.len()
-                )));
-            }
-            let before = pending.len();
-            let (placed, rest) = split_level(&pending, capacity, params, &mut scratch, level)?;
-            let placed = if rest.len() == before {
-                tracing::debug!(level, "no edge placed by METIS; packing greedily");
-                pack_greedy(&pending, capacity, &mut scratch)
-            } else {
-                pending = rest;
-                placed
-            };
-            if placed.iter().map(Vec::len).sum::<usize>() == before {
-                pending.clear();
-            }
-            tracing::debug!(
-                level,
-                blocks = placed.len(),
-                pending = pending.len(),
-                "block level"
-            );
+        let push = |placed: Vec<Edges>, level: u32, blocks: &mut Vec<Block>| {
             blocks.extend(placed.into_iter().map(|mut edges| {
                 edges.sort_unstable();
                 Block { level, edges }
             }));
+        };
+        while !pending.is_empty() {
+            level += 1;
+            let before = pending.len();
+            if level > MAX_METIS_LEVELS {
+                let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
+                tracing::debug!(level, blocks = placed.len(), "pair grouping finished the rest");
+                push(placed, level, &mut blocks);
+                break;
+            }
+            let (placed, rest) = split_level(&pending, capacity, params, &mut scratch, level)?;
+            let share = 1.0 - rest.len() as f64 / before as f64;
+            tracing::debug!(level, blocks = placed.len(), pending = rest.len(), share, "block level");
+            push(placed, level, &mut blocks);
+            pending = rest;
+            if share < MIN_LEVEL_SHARE && !pending.is_empty() {
+                level += 1;
+                let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
+                tracing::debug!(level, blocks = placed.len(), "pair grouping finished the rest");
+                push(placed, level, &mut blocks);
+                break;
+            }
         }
         Ok(Blocks {
             params: params.clone(),
@@ -359,40 +362,56 @@ fn first_fit_decreasing(
     bins.into_iter().map(|(_, edges)| edges).collect()
 }
 
-/// Place every edge, in order, into the current block while its endpoints fit.
-fn pack_greedy(
-    edges: &[(u32, u32)],
+/// Finish in one step: group the endpoints into groups of at most `capacity / 2` vertices
+/// (METIS keeps neighbours together), then the edges between groups `i <= j` form block
+/// `(i, j)`, which holds at most `capacity` vertices. Pair blocks are then packed
+/// first-fit-decreasing, counting their sizes as if disjoint (safe: shared vertices only make
+/// a bin emptier than counted).
+fn pair_blocks(
+    pending: &[(u32, u32)],
     capacity: u64,
+    params: &BlockParams,
     scratch: &mut LocalIds,
-) -> Vec<Vec<(u32, u32)>> {
-    let mut blocks = Vec::new();
-    let mut current: Vec<(u32, u32)> = Vec::new();
-    let mut members: Vec<u32> = Vec::new();
-    // `scratch.local[v] == 0` marks membership of the current block.
-    for &(a, b) in edges {
-        let new = [a, b]
-            .iter()
-            .filter(|&&v| scratch.local[v as usize] != 0)
-            .count() as u64
-            - u64::from(a == b);
-        if members.len() as u64 + new > capacity {
-            scratch.release(&members);
-            blocks.push(std::mem::take(&mut current));
-            members.clear();
+    level: u32,
+) -> Result<Vec<Edges>> {
+    let (ids, offsets, neighbors) = scratch.csr(pending);
+    let half = (capacity / 2).max(1);
+    let n = ids.len() as u64;
+    let target = ((half as f64 * params.fill_target).floor() as u64).max(1);
+    let k = n.div_ceil(target);
+    let group: Vec<u32> = if half == 1 {
+        (0..n as u32).collect()
+    } else {
+        let what = format!("pair grouping at level {level} ({n} vertices, {k} groups)");
+        let part = metis_kway(&offsets, &neighbors, k as u32, &params.metis, &what)?;
+        // METIS may overfill a group; split any such group into chunks of `half`.
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); k as usize];
+        for (i, &p) in part.iter().enumerate() {
+            members[p as usize].push(i);
         }
-        for v in [a, b] {
-            if scratch.local[v as usize] != 0 {
-                scratch.local[v as usize] = 0;
-                members.push(v);
+        let mut group = vec![0u32; ids.len()];
+        let mut next = 0u32;
+        for m in members {
+            for chunk in m.chunks(half as usize) {
+                for &i in chunk {
+                    group[i] = next;
+                }
+                next += 1;
             }
         }
-        current.push((a, b));
+        group
+    };
+    let mut by_pair: std::collections::BTreeMap<(u32, u32), Edges> = Default::default();
+    for &(a, b) in pending {
+        let (ga, gb) = (group[scratch.local[a as usize] as usize], group[scratch.local[b as usize] as usize]);
+        by_pair.entry((ga.min(gb), ga.max(gb))).or_default().push((a, b));
     }
-    scratch.release(&members);
-    if !current.is_empty() {
-        blocks.push(current);
-    }
-    blocks
+    scratch.release(&ids);
+    let items = by_pair
+        .into_values()
+        .map(|edges| (endpoint_count(&edges), edges))
+        .collect();
+    Ok(first_fit_decreasing(items, capacity))
 }
 
 /// Connected components of a set of edges, as (vertex count) per component — used by tests
