@@ -10,11 +10,10 @@
 //! `SWITCHGNN_BENCH_SKIP_SYNTHETIC=1` measures only the real datasets.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use switchgnn_datasets::synthetic::{generate, Preset};
-use switchgnn_datasets::testdata::shared_datasets_dir;
+use switchgnn_datasets::testdata::{peak_rss_kib, run_bench_child, shared_datasets_dir};
 use switchgnn_datasets::{cache, load_path, LoadOptions, NoProgress};
 
 const REAL: [&str; 12] = [
@@ -87,16 +86,7 @@ fn child(kind: &str, what: &str, cache_path: Option<&str>) {
         }
         other => panic!("unknown bench item {other}"),
     };
-    println!("{seconds} {}", peak_kib());
-}
-
-fn peak_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    println!("{seconds} {}", peak_rss_kib());
 }
 
 fn bench_scale() -> f64 {
@@ -107,23 +97,10 @@ fn bench_scale() -> f64 {
 }
 
 fn run(kind: &str, what: &str, cache: Option<&Path>) -> (f64, f64) {
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(exe);
-    cmd.args(["--item", kind, what]);
-    if let Some(c) = cache {
-        cmd.arg(c);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{kind} {what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut parts = text.split_whitespace();
-    let secs: f64 = parts.next().unwrap().parse().unwrap();
-    let kib: f64 = parts.next().unwrap().parse().unwrap();
-    (secs, kib / 1024.0)
+    let cache = cache.map(|c| c.to_string_lossy().into_owned());
+    let mut args = vec![kind, what];
+    args.extend(cache.as_deref());
+    run_bench_child(&args)
 }
 
 fn parent() {

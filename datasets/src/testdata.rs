@@ -32,3 +32,35 @@ pub fn shared_dataset(relative: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// Peak resident memory of this process so far (VmHWM), in KiB; 0 where /proc is missing.
+/// Benchmarks run each measurement in a child process and report this at its end.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Run this benchmark binary again as `--item <args>` and parse the `seconds peak_kib` line it
+/// prints, so each measurement has a fresh process and a peak memory of its own.
+pub fn run_bench_child(args: &[&str]) -> (f64, f64) {
+    let exe = std::env::current_exe().expect("own executable");
+    let out = std::process::Command::new(exe)
+        .arg("--item")
+        .args(args)
+        .output()
+        .expect("child benchmark runs");
+    assert!(
+        out.status.success(),
+        "bench item {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    let mut parts = text.split_whitespace();
+    let seconds: f64 = parts.next().and_then(|s| s.parse().ok()).expect("seconds");
+    let kib: f64 = parts.next().and_then(|s| s.parse().ok()).expect("peak KiB");
+    (seconds, kib / 1024.0)
+}

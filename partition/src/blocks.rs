@@ -128,19 +128,33 @@ impl Blocks {
             let before = pending.len();
             if level > MAX_METIS_LEVELS {
                 let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
-                tracing::debug!(level, blocks = placed.len(), "pair grouping finished the rest");
+                tracing::debug!(
+                    level,
+                    blocks = placed.len(),
+                    "pair grouping finished the rest"
+                );
                 push(placed, level, &mut blocks);
                 break;
             }
             let (placed, rest) = split_level(&pending, capacity, params, &mut scratch, level)?;
             let share = 1.0 - rest.len() as f64 / before as f64;
-            tracing::debug!(level, blocks = placed.len(), pending = rest.len(), share, "block level");
+            tracing::debug!(
+                level,
+                blocks = placed.len(),
+                pending = rest.len(),
+                share,
+                "block level"
+            );
             push(placed, level, &mut blocks);
             pending = rest;
             if share < MIN_LEVEL_SHARE && !pending.is_empty() {
                 level += 1;
                 let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
-                tracing::debug!(level, blocks = placed.len(), "pair grouping finished the rest");
+                tracing::debug!(
+                    level,
+                    blocks = placed.len(),
+                    "pair grouping finished the rest"
+                );
                 push(placed, level, &mut blocks);
                 break;
             }
@@ -403,8 +417,14 @@ fn pair_blocks(
     };
     let mut by_pair: std::collections::BTreeMap<(u32, u32), Edges> = Default::default();
     for &(a, b) in pending {
-        let (ga, gb) = (group[scratch.local[a as usize] as usize], group[scratch.local[b as usize] as usize]);
-        by_pair.entry((ga.min(gb), ga.max(gb))).or_default().push((a, b));
+        let (ga, gb) = (
+            group[scratch.local[a as usize] as usize],
+            group[scratch.local[b as usize] as usize],
+        );
+        by_pair
+            .entry((ga.min(gb), ga.max(gb)))
+            .or_default()
+            .push((a, b));
     }
     scratch.release(&ids);
     let items = by_pair

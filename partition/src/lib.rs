@@ -6,6 +6,7 @@
 //! - [`boundary`]: inner and boundary vertices, fan-out, boundary-graph components;
 //! - [`traffic`]: bytes of the host exchange, ideal in-network aggregation and a block plan;
 //! - [`blocks`]: multi-level block partitioning;
+//! - [`tables`]: the switch's and each worker's lookup tables of a block;
 //! - [`plan`]: the plan directory (manifest, assignment, blocks), written atomically and
 //!   verified on load.
 
@@ -16,6 +17,7 @@ mod error;
 mod metis_kway;
 pub mod plan;
 pub mod size;
+pub mod tables;
 pub mod traffic;
 
 pub use assignment::{Assignment, Method};
@@ -24,4 +26,5 @@ pub use boundary::Boundary;
 pub use error::{PartitionError, Result};
 pub use metis_kway::{MetisOptions, Objective};
 pub use plan::{Plan, PlanSpec};
+pub use tables::BlockTable;
 pub use traffic::Traffic;

@@ -6,6 +6,8 @@
 //! | `manifest.json` | format version, the spec (dataset, workers, partitioner, switch memory, feature widths), dataset fingerprint, boundary figures, block fill, per-layer traffic, and the size and xxh3 checksum of every other file |
 //! | `assignment.bin` | magic `SGNNASGN`, version u32, reserved u32, vertex count u64, then one u32 worker id per vertex |
 //! | `blocks-a<k>.bin` | blocks for widths needing `k` aggregators per vertex: magic `SGNNBLKS`, version u32, reserved u32, block count u64, then per block level u32, reserved u32, edge count u64 and the edges as u32 pairs `(u, v)`, `u < v` |
+//! | `switch-a<k>.bin` | the switch's tables of those blocks: magic `SGNNSWCH`, version u32, reserved u32, block count u64, then per block a [`BlockTable`]: row count `n` u64, vertices `n`×u32, owner workers `n`×u32, expected contributions `n`×u32, row offsets `(n+1)`×u64, slot count u64, aggregator slots ×u32 |
+//! | `worker-<r>-a<k>.bin` | worker `r`'s rows of the same tables (magic `SGNNWORK`): what it sends in each block, into which slots, and the contributions it expects back |
 //!
 //! All integers little-endian. Every file is written atomically and the manifest last, so a
 //! plan directory is either the old plan or the complete new one. Loading checks every
@@ -29,13 +31,27 @@ use crate::blocks::{Block, BlockParams, Blocks, Fill};
 use crate::boundary::Boundary;
 use crate::error::{PartitionError, Result};
 use crate::metis_kway::MetisOptions;
+use crate::tables::BlockTable;
 use crate::traffic::{aggregators_per_vertex, reduction, Traffic};
+use rayon::prelude::*;
 
 pub const FORMAT_VERSION: u32 = 1;
 const MANIFEST: &str = "manifest.json";
 const ASSIGNMENT: &str = "assignment.bin";
 const ASSIGNMENT_MAGIC: &[u8; 8] = b"SGNNASGN";
 const BLOCKS_MAGIC: &[u8; 8] = b"SGNNBLKS";
+const SWITCH_MAGIC: &[u8; 8] = b"SGNNSWCH";
+const WORKER_MAGIC: &[u8; 8] = b"SGNNWORK";
+
+/// File of the switch tables for block set `apv`.
+pub fn switch_file(apv: u64) -> String {
+    format!("switch-a{apv}.bin")
+}
+
+/// File of worker `rank`'s tables for block set `apv`.
+pub fn worker_file(rank: u32, apv: u64) -> String {
+    format!("worker-{rank}-a{apv}.bin")
+}
 
 /// What to plan for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,6 +276,9 @@ impl Plan {
         for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
             put(&info.file, encode_blocks(&set.blocks))?;
         }
+        for (name, bytes) in self.table_files() {
+            put(&name, bytes)?;
+        }
         self.manifest.files = files;
         let json = serde_json::to_vec_pretty(&self.manifest).expect("manifest serialises");
         write_atomically(&dir.join(MANIFEST), |w| w.write_all(&json))?;
@@ -322,6 +341,65 @@ impl Plan {
             assignment,
             block_sets,
         })
+    }
+
+    /// The switch and per-worker table files of every block set, derived from the blocks.
+    pub fn table_files(&self) -> Vec<(String, Vec<u8>)> {
+        let workers = self.manifest.spec.workers;
+        let mut files = Vec::new();
+        for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
+            let apv = info.aggregators_per_vertex;
+            let tables: Vec<BlockTable> = set
+                .blocks
+                .par_iter()
+                .map(|b| BlockTable::of(b, &self.assignment))
+                .collect();
+            let count = tables.len() as u64;
+            let mut switch = header(SWITCH_MAGIC, count);
+            for t in &tables {
+                t.encode(&mut switch);
+            }
+            files.push((switch_file(apv), switch));
+            let per_worker: Vec<(String, Vec<u8>)> = (0..workers)
+                .into_par_iter()
+                .map(|r| {
+                    let mut bytes = header(WORKER_MAGIC, count);
+                    for t in &tables {
+                        t.for_worker(r).encode(&mut bytes);
+                    }
+                    (worker_file(r, apv), bytes)
+                })
+                .collect();
+            files.extend(per_worker);
+        }
+        files
+    }
+
+    /// Check that the table files in `dir` are exactly what the blocks imply (their checksums
+    /// were checked against the manifest first).
+    pub fn verify_tables(&self, dir: &Path) -> Result<(), String> {
+        for (name, expected) in self.table_files() {
+            let sum = self
+                .manifest
+                .files
+                .get(&name)
+                .ok_or_else(|| format!("the manifest lists no {name}"))?;
+            let path = dir.join(&name);
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
+                return Err(format!(
+                    "{}: size or checksum differs from the manifest",
+                    path.display()
+                ));
+            }
+            if bytes != expected {
+                return Err(format!(
+                    "{}: tables disagree with the blocks",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Check the plan against its graph: same fingerprint, every cross-worker edge in exactly

@@ -128,3 +128,55 @@ fn part_file_from_elsewhere_is_used_as_given() {
     let err = Plan::prepare(&d, &s, &|_| {}).unwrap_err().to_string();
     assert!(err.contains("parts.txt") && err.contains("line 3"), "{err}");
 }
+
+#[test]
+fn switch_and_worker_tables_reproduce_neighbourhood_sums() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, plan) = written(dir.path());
+    plan.verify_tables(dir.path()).unwrap();
+    let n = d.num_vertices();
+    let x: Vec<i64> = (0..n as i64).map(|v| (v * 131) % 97 - 48).collect();
+    for set in &plan.block_sets {
+        // Local neighbours on the host, remote ones through the switch tables.
+        let mut got = vec![0i64; n];
+        for v in 0..n as u32 {
+            for &u in d.graph.neighbors(v) {
+                if plan.assignment.part(u) == plan.assignment.part(v) {
+                    got[v as usize] += x[u as usize];
+                }
+            }
+        }
+        for block in &set.blocks {
+            let table = switchgnn_partition::BlockTable::of(block, &plan.assignment);
+            // Every worker sends its rows; the switch adds each into the listed slots.
+            let mut aggregators = vec![0i64; table.len()];
+            let mut arrived = vec![0u32; table.len()];
+            for w in 0..plan.manifest.spec.workers {
+                let mine = table.for_worker(w);
+                for i in 0..mine.len() {
+                    assert_eq!(mine.workers[i], w);
+                    for &slot in mine.row(i) {
+                        aggregators[slot as usize] += x[mine.vertices[i] as usize];
+                        arrived[slot as usize] += 1;
+                    }
+                }
+            }
+            for i in 0..table.len() {
+                assert_eq!(arrived[i], table.expected[i], "slot {i} completes exactly");
+                got[table.vertices[i] as usize] += aggregators[i];
+            }
+        }
+        for v in 0..n as u32 {
+            let direct: i64 = d.graph.neighbors(v).iter().map(|&u| x[u as usize]).sum();
+            assert_eq!(got[v as usize], direct, "vertex {v}");
+        }
+    }
+    // A damaged worker table is found.
+    let worker = dir.path().join("worker-2-a1.bin");
+    let mut bytes = std::fs::read(&worker).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&worker, bytes).unwrap();
+    let err = plan.verify_tables(dir.path()).unwrap_err();
+    assert!(err.contains("worker-2-a1.bin"), "{err}");
+}

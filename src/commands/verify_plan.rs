@@ -33,9 +33,12 @@ pub fn run(args: Args) -> Result<()> {
             args.plan.display()
         );
     }
+    if let Err(problem) = plan.verify_tables(&args.plan) {
+        bail!("plan {}: {problem}", args.plan.display());
+    }
     let blocks: usize = plan.block_sets.iter().map(|s| s.blocks.len()).sum();
     println!(
-        "plan holds: {} vertices on {} workers, every cross-worker edge in exactly one of {} blocks, every block within capacity",
+        "plan holds: {} vertices on {} workers, every cross-worker edge in exactly one of {} blocks, every block within capacity, switch and worker tables match the blocks",
         dataset.num_vertices(),
         plan.manifest.spec.workers,
         blocks
