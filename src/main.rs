@@ -38,6 +38,9 @@ enum Command {
     Prepare(commands::prepare::Args),
     /// Re-read a plan directory and check its checksums and invariants against its graph.
     VerifyPlan(commands::verify_plan::Args),
+    /// Score send orders with the time-slot model: completion slot, maximum queue and idle
+    /// output slots, for the whole graph or the blocks of a plan.
+    OrderEval(commands::order_eval::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => commands::analyze::run(args),
         Command::Prepare(args) => commands::prepare::run(args),
         Command::VerifyPlan(args) => commands::verify_plan::run(args),
+        Command::OrderEval(args) => commands::order_eval::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

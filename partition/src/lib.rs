@@ -25,6 +25,6 @@ pub use blocks::{Block, BlockParams, Blocks, Fill};
 pub use boundary::Boundary;
 pub use error::{PartitionError, Result};
 pub use metis_kway::{MetisOptions, Objective};
-pub use plan::{Plan, PlanSpec};
+pub use plan::{OrderInfo, Plan, PlanSpec};
 pub use tables::BlockTable;
 pub use traffic::Traffic;

@@ -7,7 +7,8 @@
 //! | `assignment.bin` | magic `SGNNASGN`, version u32, reserved u32, vertex count u64, then one u32 worker id per vertex |
 //! | `blocks-a<k>.bin` | blocks for widths needing `k` aggregators per vertex: magic `SGNNBLKS`, version u32, reserved u32, block count u64, then per block level u32, reserved u32, edge count u64 and the edges as u32 pairs `(u, v)`, `u < v` |
 //! | `switch-a<k>.bin` | the switch's tables of those blocks: magic `SGNNSWCH`, version u32, reserved u32, block count u64, then per block a [`BlockTable`]: row count `n` u64, vertices `n`×u32, owner workers `n`×u32, expected contributions `n`×u32, row offsets `(n+1)`×u64, slot count u64, aggregator slots ×u32 |
-//! | `worker-<r>-a<k>.bin` | worker `r`'s rows of the same tables (magic `SGNNWORK`): what it sends in each block, into which slots, and the contributions it expects back |
+//! | `orders-a<k>.bin` | the send order of every block (magic `SGNNORDR`): per block a vertex count u64 and the vertices as u32 in send order |
+//! | `worker-<r>-a<k>.bin` | worker `r`'s rows of the same tables (magic `SGNNWORK`), in its send order: what it sends in each block, into which slots, and the contributions it expects back |
 //!
 //! All integers little-endian. Every file is written atomically and the manifest last, so a
 //! plan directory is either the old plan or the complete new one. Loading checks every
@@ -42,6 +43,12 @@ const ASSIGNMENT_MAGIC: &[u8; 8] = b"SGNNASGN";
 const BLOCKS_MAGIC: &[u8; 8] = b"SGNNBLKS";
 const SWITCH_MAGIC: &[u8; 8] = b"SGNNSWCH";
 const WORKER_MAGIC: &[u8; 8] = b"SGNNWORK";
+const ORDERS_MAGIC: &[u8; 8] = b"SGNNORDR";
+
+/// File of the send orders of block set `apv`.
+pub fn orders_file(apv: u64) -> String {
+    format!("orders-a{apv}.bin")
+}
 
 /// File of the switch tables for block set `apv`.
 pub fn switch_file(apv: u64) -> String {
@@ -121,10 +128,21 @@ pub struct FileSum {
     pub xxh3: u64,
 }
 
+/// Which send order the plan's blocks carry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderInfo {
+    /// The order's name (e.g. `priority-bfs`), as the scheduler calls it.
+    pub kind: String,
+    pub seed: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format_version: u32,
     pub spec: PlanSpec,
+    /// Send order of every block; absent until [`Plan::set_orders`].
+    #[serde(default)]
+    pub order: Option<OrderInfo>,
     pub dataset: DatasetInfo,
     pub boundary: BoundarySummary,
     pub block_sets: Vec<BlockSetInfo>,
@@ -140,6 +158,8 @@ pub struct Plan {
     pub assignment: Assignment,
     /// One per distinct aggregators-per-vertex, in the order of `manifest.block_sets`.
     pub block_sets: Vec<Blocks>,
+    /// Per block set, per block: the send order (global vertex ids), once set.
+    pub orders: Option<Vec<Vec<Vec<u32>>>>,
 }
 
 /// Fingerprint of a graph's CSR arrays.
@@ -231,6 +251,7 @@ impl Plan {
         let manifest = Manifest {
             format_version: FORMAT_VERSION,
             spec: spec.clone(),
+            order: None,
             dataset: DatasetInfo {
                 name: dataset.name.clone(),
                 vertices: graph.num_vertices(),
@@ -254,7 +275,17 @@ impl Plan {
             manifest,
             assignment,
             block_sets,
+            orders: None,
         })
+    }
+
+    /// Attach the send order of every block (per set, per block, global vertex ids). Each must
+    /// be a permutation of its block's vertices.
+    pub fn set_orders(&mut self, info: OrderInfo, orders: Vec<Vec<Vec<u32>>>) -> Result<()> {
+        check_orders(&self.block_sets, &orders).map_err(PartitionError::Usage)?;
+        self.manifest.order = Some(info);
+        self.orders = Some(orders);
+        Ok(())
     }
 
     /// Write the plan directory; the manifest goes last and records every file's checksum.
@@ -276,12 +307,35 @@ impl Plan {
         for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
             put(&info.file, encode_blocks(&set.blocks))?;
         }
+        if let Some(orders) = &self.orders {
+            for (set, info) in orders.iter().zip(&self.manifest.block_sets) {
+                put(&orders_file(info.aggregators_per_vertex), encode_orders(set))?;
+            }
+        }
         for (name, bytes) in self.table_files() {
             put(&name, bytes)?;
         }
         self.manifest.files = files;
         let json = serde_json::to_vec_pretty(&self.manifest).expect("manifest serialises");
         write_atomically(&dir.join(MANIFEST), |w| w.write_all(&json))?;
+        self.remove_stale_files(dir)
+    }
+
+    /// Remove plan files of an earlier plan in `dir` that this manifest no longer lists.
+    fn remove_stale_files(&self, dir: &Path) -> Result<()> {
+        let ours = |name: &str| {
+            name.ends_with(".bin")
+                && ["blocks-a", "switch-a", "orders-a", "worker-"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+        };
+        for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+            let entry = entry.map_err(|e| io(dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if ours(&name) && !self.manifest.files.contains_key(&name) {
+                std::fs::remove_file(entry.path()).map_err(|e| io(&entry.path(), e))?;
+            }
+        }
         Ok(())
     }
 
@@ -336,10 +390,23 @@ impl Plan {
                 levels,
             });
         }
+        let orders = match &manifest.order {
+            None => None,
+            Some(_) => {
+                let mut sets = Vec::new();
+                for info in &manifest.block_sets {
+                    let name = orders_file(info.aggregators_per_vertex);
+                    sets.push(decode_orders(&dir.join(&name), &load(&name)?)?);
+                }
+                check_orders(&block_sets, &sets).map_err(|e| malformed(&dir.join("orders"), "orders", e))?;
+                Some(sets)
+            }
+        };
         Ok(Plan {
             manifest,
             assignment,
             block_sets,
+            orders,
         })
     }
 
@@ -347,8 +414,9 @@ impl Plan {
     pub fn table_files(&self) -> Vec<(String, Vec<u8>)> {
         let workers = self.manifest.spec.workers;
         let mut files = Vec::new();
-        for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
+        for (s, (set, info)) in self.block_sets.iter().zip(&self.manifest.block_sets).enumerate() {
             let apv = info.aggregators_per_vertex;
+            let orders = self.orders.as_ref().map(|o| &o[s]);
             let tables: Vec<BlockTable> = set
                 .blocks
                 .par_iter()
@@ -364,8 +432,11 @@ impl Plan {
                 .into_par_iter()
                 .map(|r| {
                     let mut bytes = header(WORKER_MAGIC, count);
-                    for t in &tables {
-                        t.for_worker(r).encode(&mut bytes);
+                    for (b, t) in tables.iter().enumerate() {
+                        match orders {
+                            Some(o) => t.for_worker_in_order(r, &o[b]).encode(&mut bytes),
+                            None => t.for_worker(r).encode(&mut bytes),
+                        }
                     }
                     (worker_file(r, apv), bytes)
                 })
@@ -506,6 +577,48 @@ impl Cursor<'_> {
         self.u32("the header")?;
         self.u64("the header")
     }
+}
+
+fn encode_orders(orders: &[Vec<u32>]) -> Vec<u8> {
+    let mut out = header(ORDERS_MAGIC, orders.len() as u64);
+    for o in orders {
+        out.extend_from_slice(&(o.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytemuck::cast_slice(o));
+    }
+    out
+}
+
+fn decode_orders(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<u32>>> {
+    let mut c = Cursor { path: path.to_path_buf(), bytes, at: 0 };
+    let count = c.header(ORDERS_MAGIC)?;
+    let mut out = Vec::new();
+    for i in 0..count {
+        let what = format!("order of block {i}");
+        let len = c.u64(&what)?;
+        let raw = c.take(len as usize * 4, &what)?;
+        out.push(raw.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect());
+    }
+    Ok(out)
+}
+
+/// Every block's order is a permutation of its vertices.
+fn check_orders(sets: &[Blocks], orders: &[Vec<Vec<u32>>]) -> Result<(), String> {
+    if sets.len() != orders.len() {
+        return Err(format!("{} order sets for {} block sets", orders.len(), sets.len()));
+    }
+    for (s, (set, os)) in sets.iter().zip(orders).enumerate() {
+        if set.blocks.len() != os.len() {
+            return Err(format!("set {s}: {} orders for {} blocks", os.len(), set.blocks.len()));
+        }
+        for (b, (block, o)) in set.blocks.iter().zip(os).enumerate() {
+            let mut sorted = o.clone();
+            sorted.sort_unstable();
+            if sorted != block.vertices() {
+                return Err(format!("set {s} block {b}: the order is not a permutation of the block's vertices"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn decode_assignment(path: &Path, bytes: &[u8], workers: u32) -> Result<Assignment> {

@@ -61,13 +61,28 @@ impl BlockTable {
         }
     }
 
-    /// The rows of worker `w` (slots still index the full destination list).
+    /// The rows of worker `w` (slots still index the full destination list), in vertex order.
     pub fn for_worker(&self, w: u32) -> BlockTable {
+        self.rows_of(w, 0..self.vertices.len())
+    }
+
+    /// The rows of worker `w` in the block's send order (global vertex ids): the worker's send
+    /// sequence is the block order restricted to its own vertices.
+    pub fn for_worker_in_order(&self, w: u32, order: &[u32]) -> BlockTable {
+        let rows = order.iter().map(|v| {
+            self.vertices
+                .binary_search(v)
+                .expect("the order lists the block's vertices")
+        });
+        self.rows_of(w, rows)
+    }
+
+    fn rows_of(&self, w: u32, rows: impl Iterator<Item = usize>) -> BlockTable {
         let mut out = BlockTable {
             offsets: vec![0],
             ..Default::default()
         };
-        for i in 0..self.vertices.len() {
+        for i in rows {
             if self.workers[i] == w {
                 out.vertices.push(self.vertices[i]);
                 out.workers.push(w);

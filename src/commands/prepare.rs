@@ -6,7 +6,9 @@ use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::{format_bytes, parse_bytes};
-use switchgnn_partition::{Plan, PlanSpec};
+use switchgnn_partition::{OrderInfo, Plan, PlanSpec};
+use switchgnn_scheduler::blocks::block_orders;
+use switchgnn_scheduler::OrderKind;
 
 use crate::dataset_args::DatasetArgs;
 use crate::partition_args::{parse_list, PartitionArgs};
@@ -30,6 +32,13 @@ pub struct Args {
     /// Share of the aggregator memory each METIS part aims at; the rest absorbs imbalance.
     #[arg(long, default_value_t = 0.9)]
     pub fill_target: f64,
+    /// Send order of every block: priority-bfs (graph-aware reordering), priority-bfs-maxdeg,
+    /// random, bfs or degree.
+    #[arg(long, default_value = "priority-bfs")]
+    pub order: String,
+    /// Seed of the send order (block b uses seed + b).
+    #[arg(long, default_value_t = 0)]
+    pub order_seed: u64,
     /// The plan directory to write.
     #[arg(long, short)]
     pub out: PathBuf,
@@ -50,9 +59,21 @@ pub fn run(args: Args) -> Result<()> {
         fill_target: args.fill_target,
         block_metis: args.partition.metis_options(),
     };
+    let kind = order_kind(&args.order)?;
     let bars = Bars::new();
     let started = std::time::Instant::now();
     let mut plan = Plan::prepare(&dataset, &spec, &|stage| bars.stage(stage, None))?;
+    bars.stage(&format!("{} send orders", kind.name()), None);
+    let orders = plan
+        .block_sets
+        .iter()
+        .map(|set| block_orders(set, &plan.assignment, kind, args.order_seed))
+        .collect();
+    let info = OrderInfo {
+        kind: kind.name().to_string(),
+        seed: args.order_seed,
+    };
+    plan.set_orders(info, orders)?;
     bars.stage("writing the plan", None);
     plan.write(&args.out)
         .with_context(|| format!("cannot write the plan to {}", args.out.display()))?;
@@ -67,6 +88,14 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("{}", summary(&plan));
     Ok(())
+}
+
+/// Parse an order name, listing the valid ones on error.
+pub fn order_kind(name: &str) -> Result<OrderKind> {
+    OrderKind::from_name(name).with_context(|| {
+        let names: Vec<_> = OrderKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown order `{name}` (one of: {})", names.join(", "))
+    })
 }
 
 pub fn summary(plan: &Plan) -> Table {

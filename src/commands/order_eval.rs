@@ -1,0 +1,123 @@
+//! `switchgnn order-eval`: score send orders with the time-slot model before running anything.
+
+use anyhow::Result;
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use serde::Serialize;
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_partition::{Assignment, BlockParams, Blocks};
+use switchgnn_scheduler::blocks::block_reports;
+use switchgnn_scheduler::{evaluate, order, Adjacency, OrderKind, SlotReport};
+
+use super::prepare::order_kind;
+use crate::dataset_args::DatasetArgs;
+use crate::partition_args::{parse_list, PartitionArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    #[command(flatten)]
+    pub partition: PartitionArgs,
+    /// Orders to compare, comma-separated.
+    #[arg(long, default_value = "priority-bfs,random,bfs,degree")]
+    pub order: String,
+    /// Packets entering (and results leaving) the switch per time slot.
+    #[arg(long, default_value_t = 1)]
+    pub k: u64,
+    /// Seed of the orders.
+    #[arg(long, default_value_t = 0)]
+    pub order_seed: u64,
+    /// Score the blocks of a plan for this many workers instead of the whole graph.
+    #[arg(long)]
+    pub workers: Option<u32>,
+    /// Switch aggregator memory of that plan.
+    #[arg(long, default_value = "100MB")]
+    pub switch_memory: String,
+    /// Feature width of that plan's blocks (default: the dataset's feature width).
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Print every block, not only the totals.
+    #[arg(long)]
+    pub per_block: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Scored {
+    order: &'static str,
+    /// One report per block (one for the whole graph).
+    blocks: Vec<SlotReport>,
+    total_completion: u64,
+    max_queue: u64,
+    idle_outputs: u64,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let dataset = args.dataset.load()?;
+    let kinds: Vec<OrderKind> = parse_list::<String>(&args.order, "--order")?
+        .iter()
+        .map(|n| order_kind(n))
+        .collect::<Result<_>>()?;
+    let scope;
+    let scored: Vec<Scored> = match args.workers {
+        None => {
+            scope = format!("whole graph ({} vertices)", dataset.num_vertices());
+            let adj = Adjacency::of_graph(&dataset.graph);
+            kinds
+                .iter()
+                .map(|&kind| summarise(kind, vec![evaluate(adj, &order(adj, kind, args.order_seed), args.k)]))
+                .collect()
+        }
+        Some(workers) => {
+            let assignment = Assignment::compute(&dataset.graph, workers, &args.partition.method())?;
+            let params = BlockParams {
+                switch_memory: parse_bytes(&args.switch_memory)?,
+                width: args.width.or(dataset.features.as_ref().map(|f| f.cols())).unwrap_or(128),
+                fill_target: 0.9,
+                metis: args.partition.metis_options(),
+            };
+            let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
+            scope = format!("{} blocks of {workers} workers, width {}", blocks.blocks.len(), params.width);
+            kinds
+                .iter()
+                .map(|&kind| summarise(kind, block_reports(&blocks, &assignment, kind, args.order_seed, args.k)))
+                .collect()
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&scored)?);
+        return Ok(());
+    }
+    println!("{}: {scope}, k = {}", dataset.name, args.k);
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(vec!["order", "block", "completion slot", "max queue", "idle output slots"]);
+    for s in &scored {
+        if args.per_block {
+            for (b, r) in s.blocks.iter().enumerate() {
+                t.add_row(vec![s.order.to_string(), b.to_string(), r.completion.to_string(), r.max_queue.to_string(), r.idle_outputs.to_string()]);
+            }
+        }
+        t.add_row(vec![
+            s.order.to_string(),
+            "total".into(),
+            s.total_completion.to_string(),
+            s.max_queue.to_string(),
+            s.idle_outputs.to_string(),
+        ]);
+    }
+    println!("{t}");
+    println!("(blocks run one after another: total completion is the sum over blocks, max queue the largest)");
+    Ok(())
+}
+
+fn summarise(kind: OrderKind, blocks: Vec<SlotReport>) -> Scored {
+    Scored {
+        order: kind.name(),
+        total_completion: blocks.iter().map(|r| r.completion).sum(),
+        max_queue: blocks.iter().map(|r| r.max_queue).max().unwrap_or(0),
+        idle_outputs: blocks.iter().map(|r| r.idle_outputs).sum(),
+        blocks,
+    }
+}
