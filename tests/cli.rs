@@ -209,14 +209,33 @@ fn analyze_reports_traffic_per_worker_count() {
 
 #[test]
 fn order_eval_scores_orders_side_by_side() {
-    let scored = json(&["order-eval", "synthetic:small", "--order", "priority-bfs,random", "--json"]);
+    let scored = json(&[
+        "order-eval",
+        "synthetic:small",
+        "--order",
+        "priority-bfs,random",
+        "--json",
+    ]);
     let rows = scored.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["order"], "priority-bfs");
     let queue = |i: usize| rows[i]["max_queue"].as_u64().unwrap();
-    assert!(queue(0) < queue(1), "priority BFS {} vs random {}", queue(0), queue(1));
+    assert!(
+        queue(0) < queue(1),
+        "priority BFS {} vs random {}",
+        queue(0),
+        queue(1)
+    );
     let blocks = json(&[
-        "order-eval", "synthetic:small", "--workers", "4", "--switch-memory", "32KiB", "--width", "64", "--json",
+        "order-eval",
+        "synthetic:small",
+        "--workers",
+        "4",
+        "--switch-memory",
+        "32KiB",
+        "--width",
+        "64",
+        "--json",
     ]);
     assert!(blocks[0]["blocks"].as_array().unwrap().len() > 1);
     let bad = switchgnn(&["order-eval", "synthetic:small", "--order", "sideways"]);

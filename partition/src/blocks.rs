@@ -21,7 +21,6 @@
 //! groups (or inside one group) form a block. Every pair block fits by construction, so the
 //! partitioning always ends, with at most `MAX_METIS_LEVELS + 1` levels.
 
-use petgraph::unionfind::UnionFind;
 use serde::Serialize;
 use switchgnn_datasets::Graph;
 
@@ -432,23 +431,4 @@ fn pair_blocks(
         .map(|edges| (endpoint_count(&edges), edges))
         .collect();
     Ok(first_fit_decreasing(items, capacity))
-}
-
-/// Connected components of a set of edges, as (vertex count) per component — used by tests
-/// and reports to see how much of a level METIS had to cut.
-pub fn component_sizes(n: usize, edges: &[(u32, u32)]) -> Vec<u64> {
-    let mut uf = UnionFind::<u32>::new(n);
-    let mut touched = vec![false; n];
-    for &(a, b) in edges {
-        uf.union(a, b);
-        touched[a as usize] = true;
-        touched[b as usize] = true;
-    }
-    let mut sizes = vec![0u64; n];
-    for v in 0..n as u32 {
-        if touched[v as usize] {
-            sizes[uf.find(v) as usize] += 1;
-        }
-    }
-    sizes.into_iter().filter(|&s| s > 0).collect()
 }

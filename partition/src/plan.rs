@@ -309,7 +309,10 @@ impl Plan {
         }
         if let Some(orders) = &self.orders {
             for (set, info) in orders.iter().zip(&self.manifest.block_sets) {
-                put(&orders_file(info.aggregators_per_vertex), encode_orders(set))?;
+                put(
+                    &orders_file(info.aggregators_per_vertex),
+                    encode_orders(set),
+                )?;
             }
         }
         for (name, bytes) in self.table_files() {
@@ -398,7 +401,8 @@ impl Plan {
                     let name = orders_file(info.aggregators_per_vertex);
                     sets.push(decode_orders(&dir.join(&name), &load(&name)?)?);
                 }
-                check_orders(&block_sets, &sets).map_err(|e| malformed(&dir.join("orders"), "orders", e))?;
+                check_orders(&block_sets, &sets)
+                    .map_err(|e| malformed(&dir.join("orders"), "orders", e))?;
                 Some(sets)
             }
         };
@@ -414,7 +418,12 @@ impl Plan {
     pub fn table_files(&self) -> Vec<(String, Vec<u8>)> {
         let workers = self.manifest.spec.workers;
         let mut files = Vec::new();
-        for (s, (set, info)) in self.block_sets.iter().zip(&self.manifest.block_sets).enumerate() {
+        for (s, (set, info)) in self
+            .block_sets
+            .iter()
+            .zip(&self.manifest.block_sets)
+            .enumerate()
+        {
             let apv = info.aggregators_per_vertex;
             let orders = self.orders.as_ref().map(|o| &o[s]);
             let tables: Vec<BlockTable> = set
@@ -589,14 +598,22 @@ fn encode_orders(orders: &[Vec<u32>]) -> Vec<u8> {
 }
 
 fn decode_orders(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<u32>>> {
-    let mut c = Cursor { path: path.to_path_buf(), bytes, at: 0 };
+    let mut c = Cursor {
+        path: path.to_path_buf(),
+        bytes,
+        at: 0,
+    };
     let count = c.header(ORDERS_MAGIC)?;
     let mut out = Vec::new();
     for i in 0..count {
         let what = format!("order of block {i}");
         let len = c.u64(&what)?;
         let raw = c.take(len as usize * 4, &what)?;
-        out.push(raw.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect());
+        out.push(
+            raw.chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect(),
+        );
     }
     Ok(out)
 }
@@ -604,17 +621,27 @@ fn decode_orders(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<u32>>> {
 /// Every block's order is a permutation of its vertices.
 fn check_orders(sets: &[Blocks], orders: &[Vec<Vec<u32>>]) -> Result<(), String> {
     if sets.len() != orders.len() {
-        return Err(format!("{} order sets for {} block sets", orders.len(), sets.len()));
+        return Err(format!(
+            "{} order sets for {} block sets",
+            orders.len(),
+            sets.len()
+        ));
     }
     for (s, (set, os)) in sets.iter().zip(orders).enumerate() {
         if set.blocks.len() != os.len() {
-            return Err(format!("set {s}: {} orders for {} blocks", os.len(), set.blocks.len()));
+            return Err(format!(
+                "set {s}: {} orders for {} blocks",
+                os.len(),
+                set.blocks.len()
+            ));
         }
         for (b, (block, o)) in set.blocks.iter().zip(os).enumerate() {
             let mut sorted = o.clone();
             sorted.sort_unstable();
             if sorted != block.vertices() {
-                return Err(format!("set {s} block {b}: the order is not a permutation of the block's vertices"));
+                return Err(format!(
+                    "set {s} block {b}: the order is not a permutation of the block's vertices"
+                ));
             }
         }
     }

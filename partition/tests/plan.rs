@@ -190,25 +190,39 @@ fn orders_are_stored_checked_and_shape_the_worker_tables() {
     let orders: Vec<Vec<Vec<u32>>> = plan
         .block_sets
         .iter()
-        .map(|set| set.blocks.iter().map(|b| b.vertices().into_iter().rev().collect()).collect())
+        .map(|set| {
+            set.blocks
+                .iter()
+                .map(|b| b.vertices().into_iter().rev().collect())
+                .collect()
+        })
         .collect();
     let mut broken = orders.clone();
     broken[0][0].pop();
-    let info = switchgnn_partition::OrderInfo { kind: "reverse".into(), seed: 0 };
-    assert!(plan.set_orders(info.clone(), broken).is_err(), "an order must be a permutation");
+    let info = switchgnn_partition::OrderInfo {
+        kind: "reverse".into(),
+        seed: 0,
+    };
+    assert!(
+        plan.set_orders(info.clone(), broken).is_err(),
+        "an order must be a permutation"
+    );
     plan.set_orders(info, orders.clone()).unwrap();
     plan.write(dir.path()).unwrap();
     let back = Plan::read(dir.path()).unwrap();
     assert_eq!(back.orders.as_ref(), Some(&orders));
     back.verify_tables(dir.path()).unwrap();
     // Worker 0's first block lists its vertices in the block order (descending here).
-    let table = switchgnn_partition::BlockTable::of(&back.block_sets[0].blocks[0], &back.assignment);
+    let table =
+        switchgnn_partition::BlockTable::of(&back.block_sets[0].blocks[0], &back.assignment);
     let mine = table.for_worker_in_order(0, &orders[0][0]);
     assert!(mine.vertices.windows(2).all(|w| w[0] > w[1]));
     // A plan written again without orders drops the stale order files.
     let mut plain = Plan::prepare(&d, &spec(), &|_| {}).unwrap();
     plain.write(dir.path()).unwrap();
-    assert!(std::fs::read_dir(dir.path())
+    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
         .unwrap()
-        .all(|e| !e.unwrap().file_name().to_string_lossy().starts_with("orders-")));
+        .file_name()
+        .to_string_lossy()
+        .starts_with("orders-")));
 }

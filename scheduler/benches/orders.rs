@@ -11,12 +11,17 @@ use switchgnn_datasets::NoProgress;
 use switchgnn_scheduler::{evaluate, order, Adjacency, OrderKind};
 
 fn main() {
-    let scale: f64 = std::env::var("SWITCHGNN_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    let scale: f64 = std::env::var("SWITCHGNN_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
     let mut d = generate(&Preset::ProductsLike.spec(scale, 0).unwrap(), &NoProgress).unwrap();
     d.features = None;
     let adj = Adjacency::of_graph(&d.graph);
     let (n, entries) = (adj.num_vertices() as f64, adj.neighbors.len() as f64);
-    println!("products-like at scale {scale}: {n} vertices, {entries} adjacency entries (one thread)");
+    println!(
+        "products-like at scale {scale}: {n} vertices, {entries} adjacency entries (one thread)"
+    );
 
     let t = Instant::now();
     let mut checksum = 0u64;
@@ -27,10 +32,21 @@ fn main() {
     }
     std::hint::black_box(checksum);
     let scan = t.elapsed().as_secs_f64();
-    println!("adjacency scan: {scan:.3} s ({:.0} M entries/s)", entries / scan / 1e6);
-    println!("{:<22} {:>9} {:>14} {:>15} {:>12}", "order", "seconds", "M vertices/s", "M entries/s", "x scan time");
+    println!(
+        "adjacency scan: {scan:.3} s ({:.0} M entries/s)",
+        entries / scan / 1e6
+    );
+    println!(
+        "{:<22} {:>9} {:>14} {:>15} {:>12}",
+        "order", "seconds", "M vertices/s", "M entries/s", "x scan time"
+    );
     let mut pbfs = Vec::new();
-    for kind in [OrderKind::PriorityBfs, OrderKind::Bfs, OrderKind::Degree, OrderKind::Random] {
+    for kind in [
+        OrderKind::PriorityBfs,
+        OrderKind::Bfs,
+        OrderKind::Degree,
+        OrderKind::Random,
+    ] {
         let t = Instant::now();
         let o = order(adj, kind, 1);
         let s = t.elapsed().as_secs_f64();

@@ -6,8 +6,14 @@ use switchgnn_scheduler::{evaluate, order, Adjacency, OrderKind};
 
 #[test]
 fn priority_bfs_queues_less_than_random_on_skewed_graphs() {
-    for file in ["yandex/squirrel.npz", "yandex/tolokers.npz", "amazon-computers.npz"] {
-        let Some(path) = shared_dataset(file) else { continue };
+    for file in [
+        "yandex/squirrel.npz",
+        "yandex/tolokers.npz",
+        "amazon-computers.npz",
+    ] {
+        let Some(path) = shared_dataset(file) else {
+            continue;
+        };
         let d = load_path(&path, &LoadOptions::default()).unwrap();
         let adj = Adjacency::of_graph(&d.graph);
         for k in [1u64, 8] {
@@ -18,7 +24,12 @@ fn priority_bfs_queues_less_than_random_on_skewed_graphs() {
             let bfs = report(OrderKind::Bfs);
             eprintln!(
                 "{file} k={k}: max queue pbfs {} random {} bfs {} degree {}; z pbfs {} random {}",
-                pbfs.max_queue, random.max_queue, bfs.max_queue, degree.max_queue, pbfs.completion, random.completion
+                pbfs.max_queue,
+                random.max_queue,
+                bfs.max_queue,
+                degree.max_queue,
+                pbfs.completion,
+                random.completion
             );
             assert!(
                 pbfs.max_queue < random.max_queue,

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
+use switchgnn_datasets::Progress;
 use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::traffic::reduction;
 use switchgnn_partition::{Assignment, BlockParams, Blocks, Boundary, Traffic};
@@ -65,14 +66,13 @@ pub fn run(args: Args) -> Result<()> {
     let bars = Bars::new();
     let mut rows = Vec::new();
     for &m in &workers {
-        switchgnn_datasets::Progress::stage(&bars, &format!("{m} workers: partition"), None);
+        bars.stage(&format!("{m} workers: partition"), None);
         let assignment = Assignment::compute(&dataset.graph, m, &method)?;
         let boundary = Boundary::analyze(&dataset.graph, &assignment);
         let traffic = Traffic::estimate(&boundary, width);
         let mut plans = Vec::new();
         for &memory in &memories {
-            switchgnn_datasets::Progress::stage(
-                &bars,
+            bars.stage(
                 &format!("{m} workers: blocks for {}", format_bytes(memory)),
                 None,
             );

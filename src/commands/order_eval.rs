@@ -66,22 +66,40 @@ pub fn run(args: Args) -> Result<()> {
             let adj = Adjacency::of_graph(&dataset.graph);
             kinds
                 .iter()
-                .map(|&kind| summarise(kind, vec![evaluate(adj, &order(adj, kind, args.order_seed), args.k)]))
+                .map(|&kind| {
+                    summarise(
+                        kind,
+                        vec![evaluate(adj, &order(adj, kind, args.order_seed), args.k)],
+                    )
+                })
                 .collect()
         }
         Some(workers) => {
-            let assignment = Assignment::compute(&dataset.graph, workers, &args.partition.method())?;
+            let assignment =
+                Assignment::compute(&dataset.graph, workers, &args.partition.method())?;
             let params = BlockParams {
                 switch_memory: parse_bytes(&args.switch_memory)?,
-                width: args.width.or(dataset.features.as_ref().map(|f| f.cols())).unwrap_or(128),
+                width: args
+                    .width
+                    .or(dataset.features.as_ref().map(|f| f.cols()))
+                    .unwrap_or(128),
                 fill_target: 0.9,
                 metis: args.partition.metis_options(),
             };
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
-            scope = format!("{} blocks of {workers} workers, width {}", blocks.blocks.len(), params.width);
+            scope = format!(
+                "{} blocks of {workers} workers, width {}",
+                blocks.blocks.len(),
+                params.width
+            );
             kinds
                 .iter()
-                .map(|&kind| summarise(kind, block_reports(&blocks, &assignment, kind, args.order_seed, args.k)))
+                .map(|&kind| {
+                    summarise(
+                        kind,
+                        block_reports(&blocks, &assignment, kind, args.order_seed, args.k),
+                    )
+                })
                 .collect()
         }
     };
@@ -92,11 +110,23 @@ pub fn run(args: Args) -> Result<()> {
     println!("{}: {scope}, k = {}", dataset.name, args.k);
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(vec!["order", "block", "completion slot", "max queue", "idle output slots"]);
+    t.set_header(vec![
+        "order",
+        "block",
+        "completion slot",
+        "max queue",
+        "idle output slots",
+    ]);
     for s in &scored {
         if args.per_block {
             for (b, r) in s.blocks.iter().enumerate() {
-                t.add_row(vec![s.order.to_string(), b.to_string(), r.completion.to_string(), r.max_queue.to_string(), r.idle_outputs.to_string()]);
+                t.add_row(vec![
+                    s.order.to_string(),
+                    b.to_string(),
+                    r.completion.to_string(),
+                    r.max_queue.to_string(),
+                    r.idle_outputs.to_string(),
+                ]);
             }
         }
         t.add_row(vec![

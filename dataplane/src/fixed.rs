@@ -1,0 +1,165 @@
+//! Fixed point: switches add integers, so hosts convert features to int32 with a scale that
+//! every worker agrees on for a layer and direction, and convert sums back.
+//!
+//! The scale follows SwitchML's bound: with at most `n` contributions per aggregator, each of
+//! magnitude at most `B`, a scale `f ≤ (2³¹ − 1 − n) / (n·B)` keeps every partial sum inside
+//! int32 even after rounding (each rounded value is at most `f·B + ½`). We take the largest power
+//! of two below that bound, so scaling and unscaling are exact in floating point and the only
+//! error is the rounding of each contribution: at most `1/(2f)` per value and `n/(2f)` for a
+//! sum of `n` values. Integer sums are exact and order-independent, so the aggregated result
+//! is bit-identical whatever the arrival order, loss, retransmission or fallback path.
+//!
+//! Values beyond the agreed bound saturate at ±(2³¹ − 1) and are counted; a caller that sees
+//! saturation falls back to host aggregation of the raw floats for those vertices, as ATP does.
+
+use thiserror::Error;
+
+/// Largest int32 magnitude used (the symmetric range keeps negation safe).
+pub const LIMIT: i64 = i32::MAX as i64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Error)]
+pub enum FixedError {
+    #[error("bound {0} is not a finite non-negative number")]
+    BadBound(f32),
+    #[error("{0} contributions leave no room in int32")]
+    TooManyContributions(u64),
+}
+
+/// An agreed conversion between `f32` and int32 lanes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// Multiplier, a power of two.
+    pub factor: f64,
+    /// The magnitude bound it was chosen for.
+    pub bound: f32,
+    /// The most contributions one sum may have.
+    pub contributions: u64,
+}
+
+impl Scale {
+    /// The largest power-of-two scale for which `contributions` values of magnitude at most
+    /// `bound` cannot overflow int32.
+    pub fn for_bound(bound: f32, contributions: u64) -> Result<Scale, FixedError> {
+        if !bound.is_finite() || bound < 0.0 {
+            return Err(FixedError::BadBound(bound));
+        }
+        let n = contributions.max(1);
+        if n as i64 >= LIMIT / 2 {
+            return Err(FixedError::TooManyContributions(n));
+        }
+        let factor = if bound == 0.0 {
+            1.0
+        } else {
+            let max = (LIMIT - n as i64) as f64 / (n as f64 * f64::from(bound));
+            2f64.powi(max.log2().floor() as i32)
+        };
+        Ok(Scale {
+            factor,
+            bound,
+            contributions: n,
+        })
+    }
+
+    /// Round `x` to a lane; `None` when it saturates (beyond what the scale allows).
+    pub fn encode(&self, x: f32) -> Option<i32> {
+        let q = (f64::from(x) * self.factor).round();
+        if q.is_nan() || q.abs() > LIMIT as f64 {
+            None
+        } else {
+            Some(q as i32)
+        }
+    }
+
+    /// Encode a row into `out`, saturating what does not fit; returns how many saturated.
+    pub fn encode_row(&self, row: &[f32], out: &mut [i32]) -> usize {
+        let mut saturated = 0;
+        for (o, &x) in out.iter_mut().zip(row) {
+            *o = match self.encode(x) {
+                Some(q) => q,
+                None => {
+                    saturated += 1;
+                    if x.is_sign_negative() {
+                        -(LIMIT as i32)
+                    } else {
+                        LIMIT as i32
+                    }
+                }
+            };
+        }
+        saturated
+    }
+
+    /// A lane (or a sum of lanes) back to a float.
+    pub fn decode(&self, q: i64) -> f32 {
+        (q as f64 / self.factor) as f32
+    }
+
+    /// Worst-case absolute error of a decoded sum of `terms` encoded values (rounding only).
+    pub fn error_bound(&self, terms: u64) -> f64 {
+        terms as f64 * 0.5 / self.factor
+    }
+}
+
+/// Add `value` to an aggregator lane as the switch does, reporting overflow instead of
+/// wrapping: `None` means the sum left int32 and the lane must fall back to the host.
+pub fn checked_add(lane: i32, value: i32) -> Option<i32> {
+    lane.checked_add(value)
+        .filter(|s| i64::from(*s).abs() <= LIMIT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn scale_is_the_largest_safe_power_of_two() {
+        let s = Scale::for_bound(1.0, 1).unwrap();
+        assert_eq!(s.factor, 2f64.powi(30));
+        let s = Scale::for_bound(4.0, 128).unwrap();
+        // (2^31 - 1 - 128) / 512 ≈ 2^22 - ...: the power of two just below is 2^21.
+        assert_eq!(s.factor, 2f64.powi(21));
+        assert!(Scale::for_bound(f32::NAN, 4).is_err());
+        assert!(Scale::for_bound(-1.0, 4).is_err());
+        assert_eq!(Scale::for_bound(0.0, 4).unwrap().factor, 1.0);
+    }
+
+    #[test]
+    fn out_of_bound_values_saturate_and_are_counted() {
+        let s = Scale::for_bound(1.0, 2).unwrap();
+        let mut out = [0i32; 3];
+        assert_eq!(s.encode_row(&[0.5, 1e9, -1e9], &mut out), 2);
+        assert_eq!(out[1], i32::MAX);
+        assert_eq!(out[2], -i32::MAX);
+        assert_eq!(checked_add(i32::MAX - 1, 1), Some(i32::MAX));
+        assert_eq!(checked_add(i32::MAX, 1), None);
+        assert_eq!(checked_add(-i32::MAX, -1), None);
+    }
+
+    proptest! {
+        /// n values within the bound never overflow when summed, and the decoded sum is within
+        /// the stated error of the exact sum, whatever the order.
+        #[test]
+        fn sums_stay_in_range_and_within_the_error_bound(
+            bound in 1e-3f32..1e3,
+            raw in proptest::collection::vec(-1.0f32..=1.0, 1..300),
+        ) {
+            let n = raw.len() as u64;
+            let s = Scale::for_bound(bound, n).unwrap();
+            let values: Vec<f32> = raw.iter().map(|r| r * bound).collect();
+            let mut lane = 0i32;
+            for &v in &values {
+                lane = checked_add(lane, s.encode(v).unwrap()).expect("no overflow within the bound");
+            }
+            let mut reversed = 0i32;
+            for &v in values.iter().rev() {
+                reversed = checked_add(reversed, s.encode(v).unwrap()).unwrap();
+            }
+            prop_assert_eq!(lane, reversed);
+            let exact: f64 = values.iter().map(|&v| f64::from(v)).sum();
+            let got = lane as f64 / s.factor;
+            prop_assert!((got - exact).abs() <= s.error_bound(n) + 1e-12,
+                "error {} above bound {}", (got - exact).abs(), s.error_bound(n));
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! The switchgnn header, carried in a UDP payload, and its int32 lanes.
+//!
+//! smoltcp-style: [`Packet`] is a zero-copy view over any byte buffer with checked
+//! construction and field accessors; [`Repr`] is the validated, owned meaning of a header with
+//! `parse` and `emit`. Every malformed input is an [`Error`], never a panic.
+//!
+//! All fields are big-endian (network byte order). The SwitchGNN paper's fields (src and dst
+//! vertex, block, count, the ack/fetch/ECN/resend flags) are kept at their widths; the rest is
+//! what a real protocol needs.
+//!
+//! | offset | bytes | field | meaning |
+//! |---|---|---|---|
+//! | 0 | 2 | magic | `0x5347` (“SG”) |
+//! | 2 | 1 | version | [`VERSION`] |
+//! | 3 | 1 | type | [`PacketType`] |
+//! | 4 | 1 | flags | bit 0 ack, bit 1 fetch, bit 2 ECN, bit 3 resend/bypass, bit 4 backward direction; other bits must be 0 |
+//! | 5 | 1 | layer | GCN layer of the exchange |
+//! | 6 | 2 | job | job id (several jobs share a switch) |
+//! | 8 | 4 | src vertex | sending vertex (global id) |
+//! | 12 | 4 | dst vertex | destination vertex of a result or fetch (global id) |
+//! | 16 | 2 | block | block of the plan |
+//! | 18 | 2 | count | contributions summed into the lanes |
+//! | 20 | 2 | worker | sending worker's rank |
+//! | 22 | 1 | chunk | which 32-lane chunk of a wider feature |
+//! | 23 | 1 | lanes | int32 lanes that follow, `0..=32` |
+//! | 24 | 4 | epoch | training step; stale packets are recognised by it |
+//! | 28 | 4 | sequence | per-sender sequence number (duplicate detection, acks) |
+//! | 32 | 4·lanes | payload | int32 lanes |
+
+use thiserror::Error;
+
+pub const MAGIC: u16 = 0x5347;
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 32;
+/// One aggregator: 32 int32 lanes = 128 bytes.
+pub const MAX_LANES: usize = 32;
+
+/// Byte ranges of the fields, in one place.
+mod field {
+    use std::ops::Range;
+    pub const MAGIC: Range<usize> = 0..2;
+    pub const VERSION: usize = 2;
+    pub const TYPE: usize = 3;
+    pub const FLAGS: usize = 4;
+    pub const LAYER: usize = 5;
+    pub const JOB: Range<usize> = 6..8;
+    pub const SRC: Range<usize> = 8..12;
+    pub const DST: Range<usize> = 12..16;
+    pub const BLOCK: Range<usize> = 16..18;
+    pub const COUNT: Range<usize> = 18..20;
+    pub const WORKER: Range<usize> = 20..22;
+    pub const CHUNK: usize = 22;
+    pub const LANES: usize = 23;
+    pub const EPOCH: Range<usize> = 24..28;
+    pub const SEQUENCE: Range<usize> = 28..32;
+}
+
+/// Why a buffer is not a valid packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Error {
+    #[error("buffer of {0} bytes is shorter than the {HEADER_LEN}-byte header")]
+    Truncated(usize),
+    #[error("bad magic {0:#06x}")]
+    BadMagic(u16),
+    #[error("unsupported version {0}")]
+    BadVersion(u8),
+    #[error("unknown packet type {0}")]
+    UnknownType(u8),
+    #[error("reserved flag bits set: {0:#04x}")]
+    ReservedFlags(u8),
+    #[error("lane count {0} above {MAX_LANES}")]
+    TooManyLanes(u8),
+    #[error("{lanes} lanes need {needed} bytes, the buffer holds {have}")]
+    LanesBeyondBuffer {
+        lanes: u8,
+        needed: usize,
+        have: usize,
+    },
+    #[error("{what} {value} out of range for the plan (limit {limit})")]
+    OutOfRange {
+        what: &'static str,
+        value: u32,
+        limit: u32,
+    },
+}
+
+/// What a packet is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PacketType {
+    /// A worker's feature (or gradient) chunk going up to be aggregated.
+    Data = 1,
+    /// An aggregated sum coming down to the destination's worker.
+    Result = 2,
+    /// A raw feature bypassing the aggregators (resend/fetch reply, overflow, strawman).
+    Raw = 3,
+    /// A worker asks the owner of a vertex for its raw feature after a timeout.
+    Fetch = 4,
+    /// A worker reports a block complete.
+    BlockDone = 5,
+    /// The switch tells every worker to start the next block.
+    BlockGo = 6,
+    /// Start-up: a worker joins a job.
+    Join = 7,
+}
+
+impl PacketType {
+    pub fn from_u8(x: u8) -> Option<PacketType> {
+        use PacketType::*;
+        [Data, Result, Raw, Fetch, BlockDone, BlockGo, Join]
+            .into_iter()
+            .find(|t| *t as u8 == x)
+    }
+}
+
+/// The flag bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Flags {
+    pub ack: bool,
+    pub fetch: bool,
+    pub ecn: bool,
+    pub resend: bool,
+    /// Gradients flowing dst → src (the transposed exchange) rather than features.
+    pub backward: bool,
+}
+
+impl Flags {
+    const KNOWN: u8 = 0b1_1111;
+
+    pub fn to_u8(self) -> u8 {
+        u8::from(self.ack)
+            | u8::from(self.fetch) << 1
+            | u8::from(self.ecn) << 2
+            | u8::from(self.resend) << 3
+            | u8::from(self.backward) << 4
+    }
+
+    pub fn from_u8(x: u8) -> Result<Flags, Error> {
+        if x & !Self::KNOWN != 0 {
+            return Err(Error::ReservedFlags(x));
+        }
+        Ok(Flags {
+            ack: x & 1 != 0,
+            fetch: x & 2 != 0,
+            ecn: x & 4 != 0,
+            resend: x & 8 != 0,
+            backward: x & 16 != 0,
+        })
+    }
+}
+
+/// A zero-copy view of a packet in a buffer.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap without checks; accessors may panic on a short buffer. Use [`Packet::new_checked`]
+    /// for anything that came from the network.
+    pub fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    /// Wrap after checking that the header and the announced lanes fit the buffer.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
+        let packet = Packet::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    pub fn check_len(&self) -> Result<(), Error> {
+        let b = self.buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated(b.len()));
+        }
+        let lanes = b[field::LANES];
+        if lanes as usize > MAX_LANES {
+            return Err(Error::TooManyLanes(lanes));
+        }
+        let needed = HEADER_LEN + 4 * lanes as usize;
+        if b.len() < needed {
+            return Err(Error::LanesBeyondBuffer {
+                lanes,
+                needed,
+                have: b.len(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn u16_at(&self, r: std::ops::Range<usize>) -> u16 {
+        u16::from_be_bytes(self.buffer.as_ref()[r].try_into().expect("2 bytes"))
+    }
+
+    fn u32_at(&self, r: std::ops::Range<usize>) -> u32 {
+        u32::from_be_bytes(self.buffer.as_ref()[r].try_into().expect("4 bytes"))
+    }
+
+    pub fn magic(&self) -> u16 {
+        self.u16_at(field::MAGIC)
+    }
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION]
+    }
+    pub fn packet_type(&self) -> u8 {
+        self.buffer.as_ref()[field::TYPE]
+    }
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS]
+    }
+    pub fn layer(&self) -> u8 {
+        self.buffer.as_ref()[field::LAYER]
+    }
+    pub fn job(&self) -> u16 {
+        self.u16_at(field::JOB)
+    }
+    pub fn src(&self) -> u32 {
+        self.u32_at(field::SRC)
+    }
+    pub fn dst(&self) -> u32 {
+        self.u32_at(field::DST)
+    }
+    pub fn block(&self) -> u16 {
+        self.u16_at(field::BLOCK)
+    }
+    pub fn count(&self) -> u16 {
+        self.u16_at(field::COUNT)
+    }
+    pub fn worker(&self) -> u16 {
+        self.u16_at(field::WORKER)
+    }
+    pub fn chunk(&self) -> u8 {
+        self.buffer.as_ref()[field::CHUNK]
+    }
+    pub fn lanes(&self) -> u8 {
+        self.buffer.as_ref()[field::LANES]
+    }
+    pub fn epoch(&self) -> u32 {
+        self.u32_at(field::EPOCH)
+    }
+    pub fn sequence(&self) -> u32 {
+        self.u32_at(field::SEQUENCE)
+    }
+
+    /// Lane `i` of the payload.
+    pub fn lane(&self, i: usize) -> i32 {
+        let at = HEADER_LEN + 4 * i;
+        i32::from_be_bytes(
+            self.buffer.as_ref()[at..at + 4]
+                .try_into()
+                .expect("4 bytes"),
+        )
+    }
+
+    /// All lanes, decoded.
+    pub fn payload(&self) -> impl Iterator<Item = i32> + '_ {
+        (0..self.lanes() as usize).map(|i| self.lane(i))
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn put(&mut self, r: std::ops::Range<usize>, bytes: &[u8]) {
+        self.buffer.as_mut()[r].copy_from_slice(bytes);
+    }
+
+    /// Add `values` into the lanes (wrapping, as switch ALUs do; the fixed-point scale keeps
+    /// real sums far from wrapping).
+    pub fn add_lanes(&mut self, values: &[i32]) {
+        for (i, v) in values.iter().enumerate().take(self.lanes() as usize) {
+            let sum = self.lane(i).wrapping_add(*v);
+            let at = HEADER_LEN + 4 * i;
+            self.put(at..at + 4, &sum.to_be_bytes());
+        }
+    }
+
+    pub fn set_lane(&mut self, i: usize, value: i32) {
+        let at = HEADER_LEN + 4 * i;
+        self.put(at..at + 4, &value.to_be_bytes());
+    }
+
+    pub fn set_count(&mut self, count: u16) {
+        self.put(field::COUNT, &count.to_be_bytes());
+    }
+
+    pub fn set_flags(&mut self, flags: Flags) {
+        self.buffer.as_mut()[field::FLAGS] = flags.to_u8();
+    }
+}
+
+/// The validated meaning of a header (the payload stays in the buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Repr {
+    pub packet_type: PacketType,
+    pub flags: Flags,
+    pub layer: u8,
+    pub job: u16,
+    pub src: u32,
+    pub dst: u32,
+    pub block: u16,
+    pub count: u16,
+    pub worker: u16,
+    pub chunk: u8,
+    pub lanes: u8,
+    pub epoch: u32,
+    pub sequence: u32,
+}
+
+/// Limits a packet's ids must respect for a given plan; checked by [`Repr::check_plan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanLimits {
+    pub vertices: u32,
+    pub blocks: u32,
+    pub workers: u32,
+    pub layers: u32,
+    pub chunks: u32,
+}
+
+impl Repr {
+    /// Validate a checked packet's header.
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, Error> {
+        packet.check_len()?;
+        if packet.magic() != MAGIC {
+            return Err(Error::BadMagic(packet.magic()));
+        }
+        if packet.version() != VERSION {
+            return Err(Error::BadVersion(packet.version()));
+        }
+        let packet_type = PacketType::from_u8(packet.packet_type())
+            .ok_or(Error::UnknownType(packet.packet_type()))?;
+        Ok(Repr {
+            packet_type,
+            flags: Flags::from_u8(packet.flags())?,
+            layer: packet.layer(),
+            job: packet.job(),
+            src: packet.src(),
+            dst: packet.dst(),
+            block: packet.block(),
+            count: packet.count(),
+            worker: packet.worker(),
+            chunk: packet.chunk(),
+            lanes: packet.lanes(),
+            epoch: packet.epoch(),
+            sequence: packet.sequence(),
+        })
+    }
+
+    /// Check ids against the plan the receiver holds.
+    pub fn check_plan(&self, limits: &PlanLimits) -> Result<(), Error> {
+        let check = |what, value: u32, limit: u32| {
+            if value >= limit {
+                Err(Error::OutOfRange { what, value, limit })
+            } else {
+                Ok(())
+            }
+        };
+        check("src vertex", self.src, limits.vertices)?;
+        check("dst vertex", self.dst, limits.vertices)?;
+        check("block", u32::from(self.block), limits.blocks.max(1))?;
+        check("worker", u32::from(self.worker), limits.workers)?;
+        check("layer", u32::from(self.layer), limits.layers)?;
+        check("chunk", u32::from(self.chunk), limits.chunks)
+    }
+
+    /// Bytes this header plus its lanes occupy.
+    pub fn buffer_len(&self) -> usize {
+        HEADER_LEN + 4 * self.lanes as usize
+    }
+
+    /// Write the header into `packet` (lanes are written separately).
+    ///
+    /// # Panics
+    /// If the buffer is shorter than [`Repr::buffer_len`] or `lanes` exceeds [`MAX_LANES`].
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
+        assert!(
+            self.lanes as usize <= MAX_LANES,
+            "at most {MAX_LANES} lanes"
+        );
+        packet.put(field::MAGIC, &MAGIC.to_be_bytes());
+        let b = packet.buffer.as_mut();
+        b[field::VERSION] = VERSION;
+        b[field::TYPE] = self.packet_type as u8;
+        b[field::FLAGS] = self.flags.to_u8();
+        b[field::LAYER] = self.layer;
+        b[field::CHUNK] = self.chunk;
+        b[field::LANES] = self.lanes;
+        packet.put(field::JOB, &self.job.to_be_bytes());
+        packet.put(field::SRC, &self.src.to_be_bytes());
+        packet.put(field::DST, &self.dst.to_be_bytes());
+        packet.put(field::BLOCK, &self.block.to_be_bytes());
+        packet.put(field::COUNT, &self.count.to_be_bytes());
+        packet.put(field::WORKER, &self.worker.to_be_bytes());
+        packet.put(field::EPOCH, &self.epoch.to_be_bytes());
+        packet.put(field::SEQUENCE, &self.sequence.to_be_bytes());
+    }
+
+    /// A complete packet: this header followed by `lanes`.
+    pub fn to_bytes(&self, lanes: &[i32]) -> Vec<u8> {
+        assert_eq!(lanes.len(), self.lanes as usize, "lane count must match");
+        let mut buf = vec![0u8; self.buffer_len()];
+        let mut p = Packet::new_unchecked(&mut buf[..]);
+        self.emit(&mut p);
+        for (i, &v) in lanes.iter().enumerate() {
+            p.set_lane(i, v);
+        }
+        buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Repr {
+        Repr {
+            packet_type: PacketType::Data,
+            flags: Flags {
+                ecn: true,
+                backward: true,
+                ..Flags::default()
+            },
+            layer: 2,
+            job: 7,
+            src: 123_456,
+            dst: 654_321,
+            block: 9,
+            count: 1,
+            worker: 3,
+            chunk: 4,
+            lanes: 3,
+            epoch: 77,
+            sequence: 99,
+        }
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips() {
+        let r = sample();
+        let bytes = r.to_bytes(&[1, -2, i32::MAX]);
+        assert_eq!(bytes.len(), 44);
+        let p = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(Repr::parse(&p).unwrap(), r);
+        assert_eq!(p.payload().collect::<Vec<_>>(), [1, -2, i32::MAX]);
+        // Network byte order on the wire.
+        assert_eq!(&bytes[0..2], &[0x53, 0x47]);
+        assert_eq!(&bytes[8..12], &123_456u32.to_be_bytes());
+    }
+
+    #[test]
+    fn malformed_headers_are_typed_errors() {
+        let good = sample().to_bytes(&[1, 2, 3]);
+        assert_eq!(
+            Packet::new_checked(&good[..10]).unwrap_err(),
+            Error::Truncated(10)
+        );
+        assert!(matches!(
+            Packet::new_checked(&good[..40]).unwrap_err(),
+            Error::LanesBeyondBuffer {
+                lanes: 3,
+                needed: 44,
+                have: 40
+            }
+        ));
+        let with = |at: usize, v: u8| {
+            let mut b = good.clone();
+            b[at] = v;
+            Repr::parse(&Packet::new_unchecked(&b[..]))
+        };
+        assert_eq!(with(0, 0), Err(Error::BadMagic(0x0047)));
+        assert_eq!(with(2, 9), Err(Error::BadVersion(9)));
+        assert_eq!(with(3, 200), Err(Error::UnknownType(200)));
+        assert_eq!(with(4, 0x80), Err(Error::ReservedFlags(0x80)));
+        assert_eq!(with(23, 33), Err(Error::TooManyLanes(33)));
+    }
+
+    #[test]
+    fn plan_limits_reject_out_of_range_ids() {
+        let limits = PlanLimits {
+            vertices: 1_000_000,
+            blocks: 10,
+            workers: 4,
+            layers: 4,
+            chunks: 19,
+        };
+        assert!(sample().check_plan(&limits).is_ok());
+        let bad = Repr {
+            worker: 4,
+            ..sample()
+        };
+        assert!(matches!(
+            bad.check_plan(&limits),
+            Err(Error::OutOfRange { what: "worker", .. })
+        ));
+        let bad = Repr {
+            src: 1_000_000,
+            ..sample()
+        };
+        assert!(matches!(
+            bad.check_plan(&limits),
+            Err(Error::OutOfRange {
+                what: "src vertex",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn lanes_add_in_place_wrapping() {
+        let mut bytes = sample().to_bytes(&[1, 2, i32::MAX]);
+        let mut p = Packet::new_checked(&mut bytes[..]).unwrap();
+        p.add_lanes(&[10, -5, 1]);
+        assert_eq!(p.payload().collect::<Vec<_>>(), [11, -3, i32::MIN]);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(p) = Packet::new_checked(&bytes[..]) {
+                if let Ok(r) = Repr::parse(&p) {
+                    // What parses re-emits to the same header bytes.
+                    let lanes: Vec<i32> = p.payload().collect();
+                    let again = r.to_bytes(&lanes);
+                    prop_assert_eq!(&again[..], &bytes[..r.buffer_len()]);
+                }
+            }
+        }
+
+        #[test]
+        fn any_repr_round_trips(
+            t in 1u8..=7, flags in 0u8..32, layer: u8, job: u16, src: u32, dst: u32, block: u16,
+            count: u16, worker: u16, chunk: u8, lanes in proptest::collection::vec(any::<i32>(), 0..=32),
+            epoch: u32, sequence: u32,
+        ) {
+            let r = Repr {
+                packet_type: PacketType::from_u8(t).unwrap(),
+                flags: Flags::from_u8(flags).unwrap(),
+                layer, job, src, dst, block, count, worker, chunk,
+                lanes: lanes.len() as u8, epoch, sequence,
+            };
+            let bytes = r.to_bytes(&lanes);
+            let p = Packet::new_checked(&bytes[..]).unwrap();
+            prop_assert_eq!(Repr::parse(&p).unwrap(), r);
+            prop_assert_eq!(p.payload().collect::<Vec<_>>(), lanes);
+        }
+    }
+}
