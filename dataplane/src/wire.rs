@@ -530,6 +530,32 @@ mod tests {
             }
         }
 
+        /// Headers that pass the magic and version checks, with everything else arbitrary:
+        /// the deeper checks (type, flags, lanes) must reject without panicking.
+        #[test]
+        fn arbitrary_headers_after_a_valid_prefix_never_panic(
+            rest in proptest::collection::vec(any::<u8>(), 0..170),
+        ) {
+            let mut bytes = vec![0x53, 0x47, VERSION];
+            bytes.extend(rest);
+            match Packet::new_checked(&bytes[..]) {
+                Ok(p) => match Repr::parse(&p) {
+                    Ok(r) => prop_assert!(r.buffer_len() <= bytes.len()),
+                    Err(e) => {
+                        let expected = matches!(e, Error::UnknownType(_) | Error::ReservedFlags(_));
+                        prop_assert!(expected, "{:?}", e);
+                    }
+                },
+                Err(e) => {
+                    let expected = matches!(
+                        e,
+                        Error::Truncated(_) | Error::TooManyLanes(_) | Error::LanesBeyondBuffer { .. }
+                    );
+                    prop_assert!(expected, "{:?}", e);
+                }
+            }
+        }
+
         #[test]
         fn any_repr_round_trips(
             t in 1u8..=7, flags in 0u8..32, layer: u8, job: u16, src: u32, dst: u32, block: u16,

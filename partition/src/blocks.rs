@@ -122,19 +122,10 @@ impl Blocks {
                 Block { level, edges }
             }));
         };
-        while !pending.is_empty() {
+        // METIS levels while they place enough edges, then pair grouping for the rest.
+        while !pending.is_empty() && level < MAX_METIS_LEVELS {
             level += 1;
             let before = pending.len();
-            if level > MAX_METIS_LEVELS {
-                let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
-                tracing::debug!(
-                    level,
-                    blocks = placed.len(),
-                    "pair grouping finished the rest"
-                );
-                push(placed, level, &mut blocks);
-                break;
-            }
             let (placed, rest) = split_level(&pending, capacity, params, &mut scratch, level)?;
             let share = 1.0 - rest.len() as f64 / before as f64;
             tracing::debug!(
@@ -146,17 +137,19 @@ impl Blocks {
             );
             push(placed, level, &mut blocks);
             pending = rest;
-            if share < MIN_LEVEL_SHARE && !pending.is_empty() {
-                level += 1;
-                let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
-                tracing::debug!(
-                    level,
-                    blocks = placed.len(),
-                    "pair grouping finished the rest"
-                );
-                push(placed, level, &mut blocks);
+            if share < MIN_LEVEL_SHARE {
                 break;
             }
+        }
+        if !pending.is_empty() {
+            level += 1;
+            let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
+            tracing::debug!(
+                level,
+                blocks = placed.len(),
+                "pair grouping finished the rest"
+            );
+            push(placed, level, &mut blocks);
         }
         Ok(Blocks {
             params: params.clone(),

@@ -7,26 +7,40 @@ use crate::order::{order, OrderKind};
 use crate::slots::{evaluate, SlotReport};
 use crate::Adjacency;
 
-/// The send order of every block, as global vertex ids. Block `b` is ordered with seed
-/// `seed + b`, so blocks differ but the whole is reproducible.
-pub fn block_orders(
+/// Run `f` on every block's table, its adjacency (in table rows) and its order under `kind`,
+/// in parallel. Block `b` is ordered with seed `seed + b`, so blocks differ but the whole is
+/// reproducible.
+fn per_block<R: Send>(
     set: &Blocks,
     assignment: &Assignment,
     kind: OrderKind,
     seed: u64,
-) -> Vec<Vec<u32>> {
+    f: impl Fn(&BlockTable, Adjacency<'_>, Vec<u32>) -> R + Sync,
+) -> Vec<R> {
     set.blocks
         .par_iter()
         .enumerate()
         .map(|(b, block)| {
             let table = BlockTable::of(block, assignment);
             let adj = Adjacency::new(&table.offsets, &table.slots);
-            order(adj, kind, seed.wrapping_add(b as u64))
-                .into_iter()
-                .map(|i| table.vertices[i as usize])
-                .collect()
+            let ord = order(adj, kind, seed.wrapping_add(b as u64));
+            f(&table, adj, ord)
         })
         .collect()
+}
+
+/// The send order of every block, as global vertex ids.
+pub fn block_orders(
+    set: &Blocks,
+    assignment: &Assignment,
+    kind: OrderKind,
+    seed: u64,
+) -> Vec<Vec<u32>> {
+    per_block(set, assignment, kind, seed, |table, _, ord| {
+        ord.into_iter()
+            .map(|i| table.vertices[i as usize])
+            .collect()
+    })
 }
 
 /// The time-slot report of every block under `kind`.
@@ -37,14 +51,7 @@ pub fn block_reports(
     seed: u64,
     k: u64,
 ) -> Vec<SlotReport> {
-    set.blocks
-        .par_iter()
-        .enumerate()
-        .map(|(b, block)| {
-            let table = BlockTable::of(block, assignment);
-            let adj = Adjacency::new(&table.offsets, &table.slots);
-            let ord = order(adj, kind, seed.wrapping_add(b as u64));
-            evaluate(adj, &ord, k)
-        })
-        .collect()
+    per_block(set, assignment, kind, seed, |_, adj, ord| {
+        evaluate(adj, &ord, k)
+    })
 }
