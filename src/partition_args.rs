@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{Method, MetisOptions, Objective};
+use switchgnn_partition::{BlockMethod, Method, MetisOptions, Objective};
 
 #[derive(Debug, Args)]
 pub struct PartitionArgs {
@@ -22,6 +22,10 @@ pub struct PartitionArgs {
     /// What METIS minimises: edge cut or communication volume.
     #[arg(long, default_value = "cut", value_parser = ["cut", "volume"])]
     pub objective: String,
+    /// How blocks are cut: `vertices` (METIS on the boundary graph: least traffic) or `parts`
+    /// (group whole worker parts: much faster with many workers, more traffic).
+    #[arg(long, default_value = "vertices", value_parser = ["vertices", "parts"])]
+    pub block_method: String,
 }
 
 impl PartitionArgs {
@@ -34,6 +38,14 @@ impl PartitionArgs {
             } else {
                 Objective::Cut
             },
+        }
+    }
+
+    pub fn block_method(&self) -> BlockMethod {
+        if self.block_method == "parts" {
+            BlockMethod::Parts
+        } else {
+            BlockMethod::Vertices
         }
     }
 

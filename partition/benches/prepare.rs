@@ -5,7 +5,8 @@
 //! `cargo bench -p switchgnn-partition --bench prepare`
 //! Environment: `SWITCHGNN_BENCH_SCALE` (default 1) scales the presets,
 //! `SWITCHGNN_BENCH_WORKERS` (default 128), `SWITCHGNN_BENCH_WIDTH` (default 128, the hidden
-//! width a 4-layer GCN exchanges).
+//! width a 4-layer GCN exchanges), `SWITCHGNN_BENCH_GRAPHS` (default
+//! `reddit-like,products-like`).
 //!
 //! Each measurement runs in its own child process on a graph-only cache (features dropped),
 //! so the peak memory is the partitioner's.
@@ -17,7 +18,7 @@ use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::testdata::{peak_rss_kib, run_bench_child};
 use switchgnn_datasets::{cache, load_path, LoadOptions, NoProgress};
 use switchgnn_partition::size::format_bytes;
-use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Assignment, BlockMethod, Method, MetisOptions, Plan, PlanSpec};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -29,7 +30,12 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--item") {
-        child(&args[i + 1], Path::new(&args[i + 2]), args.get(i + 3));
+        child(
+            &args[i + 1],
+            Path::new(&args[i + 2]),
+            args.get(i + 3),
+            args.get(i + 4),
+        );
         return;
     }
     let scale: f64 = env("SWITCHGNN_BENCH_SCALE", 1.0);
@@ -49,7 +55,11 @@ fn main() {
         "peak/CSR"
     );
     let tmp = tempfile::tempdir().unwrap();
-    for preset in ["reddit-like", "products-like"] {
+    let graphs: String = env(
+        "SWITCHGNN_BENCH_GRAPHS",
+        "reddit-like,products-like".to_string(),
+    );
+    for preset in graphs.split(',') {
         let mut d = generate(
             &Preset::from_name(preset).unwrap().spec(scale, 0).unwrap(),
             &NoProgress,
@@ -68,20 +78,24 @@ fn main() {
             "-", "-", "-", "-", metis_mib / csr_mib
         );
         for memory in ["100MB", "10MB"] {
-            let (prep_s, prep_mib) = run_bench_child(&["prepare", g, memory]);
-            let blocks = std::fs::read_to_string(tmp.path().join("blocks.txt")).unwrap_or_default();
-            println!(
-                "{preset:<14} {memory:>9} {metis_s:>8.1} {prep_s:>10.1} {:>7.2}x {:>7} {csr_mib:>9.0} {prep_mib:>10.0} {:>9.2}",
-                prep_s / metis_s,
-                blocks.trim(),
-                prep_mib / csr_mib
-            );
+            for method in ["vertices", "parts"] {
+                let (prep_s, prep_mib) = run_bench_child(&["prepare", g, memory, method]);
+                let blocks =
+                    std::fs::read_to_string(tmp.path().join("blocks.txt")).unwrap_or_default();
+                println!(
+                    "{preset:<14} {:>9} {metis_s:>8.1} {prep_s:>10.1} {:>7.2}x {:>7} {csr_mib:>9.0} {prep_mib:>10.0} {:>9.2}",
+                    format!("{memory}/{method}"),
+                    prep_s / metis_s,
+                    blocks.trim(),
+                    prep_mib / csr_mib
+                );
+            }
         }
     }
     println!("(ratio = prepare time / METIS time; peak = VmHWM of a child that loads the graph and runs the step)");
 }
 
-fn child(kind: &str, graph: &Path, memory: Option<&String>) {
+fn child(kind: &str, graph: &Path, memory: Option<&String>, method: Option<&String>) {
     let workers: u32 = env("SWITCHGNN_BENCH_WORKERS", 128);
     let width: usize = env("SWITCHGNN_BENCH_WIDTH", 128);
     let d = load_path(graph, &LoadOptions::default()).unwrap();
@@ -94,6 +108,10 @@ fn child(kind: &str, graph: &Path, memory: Option<&String>) {
         }
         "prepare" => {
             let memory = switchgnn_partition::size::parse_bytes(memory.unwrap()).unwrap();
+            let method = match method.map(String::as_str) {
+                Some("parts") => BlockMethod::Parts,
+                _ => BlockMethod::Vertices,
+            };
             let spec = PlanSpec {
                 dataset: graph.display().to_string(),
                 workers,
@@ -102,6 +120,7 @@ fn child(kind: &str, graph: &Path, memory: Option<&String>) {
                 feature_dims: vec![width],
                 fill_target: 0.9,
                 block_metis: MetisOptions::default(),
+                block_method: method,
             };
             let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
             let info = &plan.manifest.block_sets[0];

@@ -14,6 +14,14 @@
 //! 4. part candidates are packed into blocks first-fit-decreasing (parts of one level share no
 //!    vertex, so their sizes add), which fills blocks even when parts come out small.
 //!
+//! With [`BlockMethod::Parts`], when every worker's boundary fits half a block — the common
+//! case of many workers — the same two steps run on the *worker parts* instead of on vertices ([`MAX_PARTS_FOR_GROUPING`]
+//! parts at most): METIS groups whole parts on the small part graph (weights: boundary vertices
+//! per part, cross edges per part pair) so that each group fills a block, the edges inside a
+//! group form its block, and the edges between groups are finished by pair grouping of parts.
+//! Worker parts are METIS clusters already, so this keeps locality at the cost of a few passes
+//! over the edges instead of full-size METIS runs on the boundary graph.
+//!
 //! On dense, skewed graphs a k-way cut keeps most edges between parts, and repeating it would
 //! take dozens of METIS runs. So once a level places less than [`MIN_LEVEL_SHARE`] of its
 //! edges, or after [`MAX_METIS_LEVELS`] levels, the rest is finished in one step: METIS groups
@@ -26,13 +34,27 @@ use switchgnn_datasets::Graph;
 
 use crate::assignment::Assignment;
 use crate::error::{PartitionError, Result};
-use crate::metis_kway::{metis_kway, MetisOptions};
+use crate::metis_kway::{metis_kway, weighted_kway, MetisOptions, Weights};
 use crate::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 
 /// Levels of repeated k-way cuts before the pair-grouping step finishes the rest.
 pub const MAX_METIS_LEVELS: u32 = 4;
 /// A level that places less than this share of its edges hands over to pair grouping.
 pub const MIN_LEVEL_SHARE: f64 = 0.25;
+/// Above this many workers the part graph (dense, parts × parts) is not built.
+pub const MAX_PARTS_FOR_GROUPING: u32 = 4096;
+
+/// How blocks are cut.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockMethod {
+    /// METIS on the boundary graph, vertex by vertex: the least traffic, the most time.
+    #[default]
+    Vertices,
+    /// Group whole worker parts (when each part's boundary fits half a block): a few passes
+    /// over the edges instead of full METIS runs, at the cost of more traffic.
+    Parts,
+}
 
 /// What the block partitioning must respect.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -44,6 +66,7 @@ pub struct BlockParams {
     /// Target share of capacity per METIS part; the rest absorbs METIS's imbalance.
     pub fill_target: f64,
     pub metis: MetisOptions,
+    pub method: BlockMethod,
 }
 
 impl BlockParams {
@@ -122,6 +145,18 @@ impl Blocks {
                 Block { level, edges }
             }));
         };
+        let parts = match params.method {
+            BlockMethod::Parts => by_parts(&pending, assignment, capacity, params, &mut scratch)?,
+            BlockMethod::Vertices => None,
+        };
+        if let Some(levels) = parts {
+            for (l, placed) in levels {
+                tracing::debug!(level = l, blocks = placed.len(), "blocks from worker parts");
+                push(placed, l, &mut blocks);
+                level = l;
+            }
+            pending.clear();
+        }
         // METIS levels while they place enough edges, then pair grouping for the rest.
         while !pending.is_empty() && level < MAX_METIS_LEVELS {
             level += 1;
@@ -275,6 +310,8 @@ impl LocalIds {
 
 /// Edges as `(u, v)` pairs with `u < v`.
 type Edges = Vec<(u32, u32)>;
+/// A level number and the edge sets of the blocks it placed.
+type LevelBlocks = (u32, Vec<Edges>);
 
 /// One level: returns the edge sets of the packed blocks and the edges left for the next level.
 fn split_level(
@@ -424,4 +461,161 @@ fn pair_blocks(
         .map(|edges| (endpoint_count(&edges), edges))
         .collect();
     Ok(first_fit_decreasing(items, capacity))
+}
+
+/// Blocks built from whole worker parts (see the module docs): `None` when some part's boundary
+/// does not fit half a block or there are too many parts. Returns the placed blocks by level.
+fn by_parts(
+    pending: &[(u32, u32)],
+    assignment: &Assignment,
+    capacity: u64,
+    params: &BlockParams,
+    scratch: &mut LocalIds,
+) -> Result<Option<Vec<LevelBlocks>>> {
+    let m = assignment.num_parts();
+    if !(2..=MAX_PARTS_FOR_GROUPING).contains(&m) || pending.is_empty() {
+        return Ok(None);
+    }
+    let half = capacity / 2;
+    let sizes = boundary_per_part(pending, assignment, scratch);
+    if sizes.iter().any(|&s| s > half) {
+        return Ok(None);
+    }
+    let part = |v: u32| assignment.part(v) as usize;
+
+    // Level 1: groups of parts that fill a block; edges inside a group are its block.
+    let target = (capacity as f64 * params.fill_target).max(1.0);
+    let k = (sizes.iter().sum::<u64>() as f64 / target).ceil().max(1.0) as u32;
+    let group = group_parts(
+        pending,
+        assignment,
+        &sizes,
+        k,
+        params,
+        "grouping worker parts into blocks",
+    )?;
+    let mut group_size = vec![0u64; k as usize];
+    for (p, &g) in group.iter().enumerate() {
+        group_size[g as usize] += sizes[p];
+    }
+    let mut inside: Vec<Edges> = vec![Vec::new(); k as usize];
+    let mut rest = Vec::new();
+    for &(a, b) in pending {
+        let (ga, gb) = (group[part(a)], group[part(b)]);
+        if ga == gb && group_size[ga as usize] <= capacity {
+            inside[ga as usize].push((a, b));
+        } else {
+            rest.push((a, b));
+        }
+    }
+    let items = inside
+        .into_iter()
+        .filter(|e| !e.is_empty())
+        .map(|edges| (endpoint_count(&edges), edges))
+        .collect();
+    let mut levels = vec![(1, first_fit_decreasing(items, capacity))];
+    if rest.is_empty() {
+        return Ok(Some(levels));
+    }
+
+    // Level 2: groups of parts of at most half a block; every pair of groups is a block.
+    let sizes = boundary_per_part(&rest, assignment, scratch);
+    let target = (half as f64 * params.fill_target).max(1.0);
+    let k = (sizes.iter().sum::<u64>() as f64 / target).ceil().max(1.0) as u32;
+    let metis_group = group_parts(&rest, assignment, &sizes, k, params, "pairing worker parts")?;
+    // METIS may overfill a group: split such groups, in part order, at half a block.
+    let mut group = vec![0u32; m as usize];
+    let mut next = 0u32;
+    for g in 0..k {
+        let mut used = 0u64;
+        let mut opened = false;
+        for p in (0..m as usize).filter(|&p| metis_group[p] == g) {
+            if opened && used + sizes[p] > half {
+                next += 1;
+                used = 0;
+            }
+            group[p] = next;
+            used += sizes[p];
+            opened = true;
+        }
+        if opened {
+            next += 1;
+        }
+    }
+    let mut by_pair: std::collections::BTreeMap<(u32, u32), Edges> = Default::default();
+    for &(a, b) in &rest {
+        let (ga, gb) = (group[part(a)], group[part(b)]);
+        by_pair
+            .entry((ga.min(gb), ga.max(gb)))
+            .or_default()
+            .push((a, b));
+    }
+    let items = by_pair
+        .into_values()
+        .map(|edges| (endpoint_count(&edges), edges))
+        .collect();
+    levels.push((2, first_fit_decreasing(items, capacity)));
+    Ok(Some(levels))
+}
+
+/// Distinct endpoints of `edges` in each worker part.
+fn boundary_per_part(
+    edges: &[(u32, u32)],
+    assignment: &Assignment,
+    scratch: &mut LocalIds,
+) -> Vec<u64> {
+    let mut sizes = vec![0u64; assignment.num_parts() as usize];
+    let mut touched = Vec::new();
+    for &(a, b) in edges {
+        for v in [a, b] {
+            if scratch.local[v as usize] == u32::MAX {
+                scratch.local[v as usize] = 0;
+                touched.push(v);
+                sizes[assignment.part(v) as usize] += 1;
+            }
+        }
+    }
+    scratch.release(&touched);
+    sizes
+}
+
+/// METIS on the part graph: vertex weight = boundary vertices of a part, edge weight = edges
+/// between two parts. Returns a group id per part.
+fn group_parts(
+    edges: &[(u32, u32)],
+    assignment: &Assignment,
+    sizes: &[u64],
+    k: u32,
+    params: &BlockParams,
+    what: &str,
+) -> Result<Vec<u32>> {
+    let m = assignment.num_parts() as usize;
+    if k <= 1 {
+        return Ok(vec![0; m]);
+    }
+    let mut weight = vec![0i64; m * m];
+    for &(a, b) in edges {
+        let (p, q) = (assignment.part(a) as usize, assignment.part(b) as usize);
+        weight[p * m + q] += 1;
+        weight[q * m + p] += 1;
+    }
+    let mut offsets = vec![0u64];
+    let mut neighbors = Vec::new();
+    let mut edge_weights = Vec::new();
+    for p in 0..m {
+        for q in 0..m {
+            if p != q && weight[p * m + q] > 0 {
+                neighbors.push(q as u32);
+                edge_weights.push(weight[p * m + q]);
+            }
+        }
+        offsets.push(neighbors.len() as u64);
+    }
+    let vertex: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
+    let weights = Weights {
+        vertex: &vertex,
+        edge: &edge_weights,
+    };
+    let what = format!("{what} ({m} parts, {k} groups)");
+    weighted_kway(&offsets, &neighbors, Some(weights), k, &params.metis, &what)
 }

@@ -21,7 +21,7 @@ pub mod tables;
 pub mod traffic;
 
 pub use assignment::{Assignment, Method};
-pub use blocks::{Block, BlockParams, Blocks, Fill};
+pub use blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 pub use boundary::Boundary;
 pub use error::{PartitionError, Result};
 pub use metis_kway::{MetisOptions, Objective};

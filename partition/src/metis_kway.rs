@@ -44,6 +44,26 @@ pub(crate) fn metis_kway(
     options: &MetisOptions,
     what: &str,
 ) -> Result<Vec<u32>> {
+    weighted_kway(offsets, neighbors, None, parts, options, what)
+}
+
+/// Vertex weights (what each part's weight sums) and edge weights (what the cut sums), in the
+/// same order as `neighbors`.
+pub(crate) struct Weights<'a> {
+    pub vertex: &'a [i64],
+    pub edge: &'a [i64],
+}
+
+/// [`metis_kway`] with vertex and edge weights: parts balance the vertex weight, the cut
+/// minimises the edge weight.
+pub(crate) fn weighted_kway(
+    offsets: &[u64],
+    neighbors: &[u32],
+    weights: Option<Weights<'_>>,
+    parts: u32,
+    options: &MetisOptions,
+    what: &str,
+) -> Result<Vec<u32>> {
     let n = offsets.len() - 1;
     if parts <= 1 || neighbors.is_empty() {
         return Ok(vec![0; n]);
@@ -75,8 +95,21 @@ pub(crate) fn metis_kway(
         what: what.to_string(),
         source,
     };
-    metis::Graph::new(1, parts as metis::Idx, &xadj, &adjncy)
-        .map_err(|e| metis_error(e.into()))?
+    let to_idx = |w: &[i64]| -> Result<Vec<metis::Idx>> {
+        w.iter()
+            .map(|&x| metis::Idx::try_from(x.max(0)).map_err(|_| too_large()))
+            .collect()
+    };
+    let (vwgt, adjwgt) = match &weights {
+        Some(w) => (Some(to_idx(w.vertex)?), Some(to_idx(w.edge)?)),
+        None => (None, None),
+    };
+    let mut graph = metis::Graph::new(1, parts as metis::Idx, &xadj, &adjncy)
+        .map_err(|e| metis_error(e.into()))?;
+    if let (Some(v), Some(e)) = (&vwgt, &adjwgt) {
+        graph = graph.set_vwgt(v).set_adjwgt(e);
+    }
+    graph
         .set_option(metis::option::Seed(options.seed))
         .set_option(metis::option::UFactor(ufactor))
         .set_option(objective)

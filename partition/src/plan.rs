@@ -28,7 +28,7 @@ use switchgnn_datasets::{Dataset, Graph};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::assignment::{Assignment, Method};
-use crate::blocks::{Block, BlockParams, Blocks, Fill};
+use crate::blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 use crate::boundary::Boundary;
 use crate::error::{PartitionError, Result};
 use crate::metis_kway::MetisOptions;
@@ -75,6 +75,9 @@ pub struct PlanSpec {
     pub fill_target: f64,
     /// METIS options of the block partitioning.
     pub block_metis: MetisOptions,
+    /// How blocks are cut.
+    #[serde(default)]
+    pub block_method: BlockMethod,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -205,6 +208,7 @@ impl Plan {
                 width,
                 fill_target: spec.fill_target,
                 metis: spec.block_metis.clone(),
+                method: spec.block_method,
             };
             block_sets.push(Blocks::build(graph, &assignment, &params)?);
         }
@@ -388,6 +392,7 @@ impl Plan {
                     width: info.width,
                     fill_target: manifest.spec.fill_target,
                     metis: manifest.spec.block_metis.clone(),
+                    method: manifest.spec.block_method,
                 },
                 blocks,
                 levels,

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use switchgnn_datasets::{BuildOptions, Graph};
-use switchgnn_partition::{Assignment, BlockParams, Blocks, Method, MetisOptions};
+use switchgnn_partition::{Assignment, BlockMethod, BlockParams, Blocks, Method, MetisOptions};
 
 fn random_graph(n: usize, raw: &[(u32, u32)]) -> Graph {
     let edges: Vec<(u32, u32)> = raw
@@ -20,11 +20,12 @@ fn params(memory_aggregators: u64, width: usize) -> BlockParams {
         width,
         fill_target: 0.9,
         metis: MetisOptions::default(),
+        method: BlockMethod::Vertices,
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn blocks_cover_the_boundary_exactly_and_fit(
@@ -34,12 +35,14 @@ proptest! {
         aggregators in 2u64..80,
         width in 1usize..100,
         use_metis in any::<bool>(),
+        by_parts in any::<bool>(),
         seed in 0u64..1000,
     ) {
         let g = random_graph(n, &raw);
         let method = if use_metis { Method::Metis(MetisOptions::default()) } else { Method::Random { seed } };
         let a = Assignment::compute(&g, workers.min(n as u32), &method).unwrap();
-        let p = params(aggregators, width);
+        let method = if by_parts { BlockMethod::Parts } else { BlockMethod::Vertices };
+        let p = BlockParams { method, ..params(aggregators, width) };
         let apv = p.aggregators_per_vertex();
         match Blocks::build(&g, &a, &p) {
             Ok(blocks) => {
@@ -96,4 +99,25 @@ fn one_block_when_everything_fits_and_many_when_not() {
     // Wider features need more aggregators per vertex, so more blocks.
     let wide = Blocks::build(&g, &a, &params(20, 64)).unwrap();
     assert!(wide.blocks.len() > tight.blocks.len());
+}
+
+#[test]
+fn many_small_workers_group_whole_parts() {
+    // 600 vertices on 60 workers: every part's boundary (at most 10 vertices) fits half of a
+    // 64-destination block, so blocks are built from whole parts in at most two levels.
+    let raw: Vec<(u32, u32)> = (0..3000u32)
+        .map(|i| (i * 7919 % 600, i * 104_729 % 599))
+        .collect();
+    let g = random_graph(600, &raw);
+    let a = Assignment::compute(&g, 60, &Method::Hash).unwrap();
+    let p = BlockParams {
+        method: BlockMethod::Parts,
+        ..params(64, 32)
+    };
+    let blocks = Blocks::build(&g, &a, &p).unwrap();
+    blocks.check(&g, &a).unwrap();
+    assert!(blocks.levels <= 2, "{} levels", blocks.levels);
+    assert!(blocks.blocks.len() > 10);
+    let fill = blocks.fill();
+    assert!(fill.mean > 0.4, "mean fill {}", fill.mean);
 }

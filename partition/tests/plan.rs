@@ -19,6 +19,7 @@ fn spec() -> PlanSpec {
         feature_dims: vec![128, 16, 16],
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
+        block_method: Default::default(),
     }
 }
 

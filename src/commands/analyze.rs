@@ -81,6 +81,7 @@ pub fn run(args: Args) -> Result<()> {
                 width,
                 fill_target: 0.9,
                 metis: args.partition.metis_options(),
+                method: args.partition.block_method(),
             };
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
             let fill = blocks.fill();

@@ -85,6 +85,7 @@ pub fn run(args: Args) -> Result<()> {
                     .unwrap_or(128),
                 fill_target: 0.9,
                 metis: args.partition.metis_options(),
+                method: args.partition.block_method(),
             };
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
             scope = format!(

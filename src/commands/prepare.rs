@@ -58,6 +58,7 @@ pub fn run(args: Args) -> Result<()> {
         feature_dims,
         fill_target: args.fill_target,
         block_metis: args.partition.metis_options(),
+        block_method: args.partition.block_method(),
     };
     let kind = order_kind(&args.order)?;
     let bars = Bars::new();
