@@ -132,6 +132,10 @@ fn every_level_has_help() {
         vec!["inspect", "--help"],
         vec!["convert", "--help"],
         vec!["generate", "--help"],
+        vec!["analyze", "--help"],
+        vec!["prepare", "--help"],
+        vec!["verify-plan", "--help"],
+        vec!["order-eval", "--help"],
     ] {
         let text = stdout_ok(&args);
         assert!(text.contains("Usage:"), "{args:?}");
