@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{BlockMethod, Method, MetisOptions, Objective};
+use switchgnn_partition::{BlockMethod, BlockParams, Method, MetisOptions, Objective};
 
 #[derive(Debug, Args)]
 pub struct PartitionArgs {
@@ -26,6 +26,9 @@ pub struct PartitionArgs {
     /// (group whole worker parts: much faster with many workers, more traffic).
     #[arg(long, default_value = "vertices", value_parser = ["vertices", "parts"])]
     pub block_method: String,
+    /// Share of the aggregator memory each block part aims at; the rest absorbs imbalance.
+    #[arg(long, default_value_t = 0.9)]
+    pub fill_target: f64,
 }
 
 impl PartitionArgs {
@@ -49,6 +52,17 @@ impl PartitionArgs {
         }
     }
 
+    /// Block partitioning parameters for a switch memory and feature width.
+    pub fn block_params(&self, switch_memory: u64, width: usize) -> BlockParams {
+        BlockParams {
+            switch_memory,
+            width,
+            fill_target: self.fill_target,
+            metis: self.metis_options(),
+            method: self.block_method(),
+        }
+    }
+
     pub fn method(&self) -> Method {
         match self.partitioner.as_str() {
             "metis" => Method::Metis(self.metis_options()),
@@ -59,6 +73,12 @@ impl PartitionArgs {
             },
         }
     }
+}
+
+/// Feature width to plan for when none is given: the dataset's, or 128 (a common hidden width)
+/// for a graph without features.
+pub fn default_width(dataset: &switchgnn_datasets::Dataset) -> usize {
+    dataset.features.as_ref().map_or(128, |f| f.cols())
 }
 
 /// Comma-separated positive integers, e.g. `32,64,128`.

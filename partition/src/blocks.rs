@@ -218,13 +218,6 @@ impl Blocks {
         }
     }
 
-    /// Payload bytes up and down for one layer of this width (see [`crate::traffic`]).
-    pub fn traffic_bytes(&self) -> (u64, u64) {
-        let slots = self.fill().vertex_slots;
-        let row = 4 * self.params.width as u64;
-        (slots * row, slots * row)
-    }
-
     /// Check the invariants: every cross-worker edge in exactly one block, no other edge, and
     /// every block within capacity. Returns what is wrong.
     pub fn check(&self, graph: &Graph, assignment: &Assignment) -> Result<(), String> {

@@ -33,7 +33,7 @@ use crate::boundary::Boundary;
 use crate::error::{PartitionError, Result};
 use crate::metis_kway::MetisOptions;
 use crate::tables::BlockTable;
-use crate::traffic::{aggregators_per_vertex, reduction, Traffic};
+use crate::traffic::{aggregators_per_vertex, reduction, row_bytes, Traffic};
 use rayon::prelude::*;
 
 pub const FORMAT_VERSION: u32 = 1;
@@ -48,6 +48,11 @@ const ORDERS_MAGIC: &[u8; 8] = b"SGNNORDR";
 /// File of the send orders of block set `apv`.
 pub fn orders_file(apv: u64) -> String {
     format!("orders-a{apv}.bin")
+}
+
+/// File of the blocks of block set `apv`.
+pub fn blocks_file(apv: u64) -> String {
+    format!("blocks-a{apv}.bin")
 }
 
 /// File of the switch tables for block set `apv`.
@@ -226,7 +231,7 @@ impl Plan {
                     mean_fill: fill.mean,
                     min_fill: fill.min,
                     vertex_slots: fill.vertex_slots,
-                    file: format!("blocks-a{apv}.bin"),
+                    file: blocks_file(apv),
                 }
             })
             .collect();
@@ -240,7 +245,7 @@ impl Plan {
                     .iter()
                     .find(|s| s.aggregators_per_vertex == aggregators_per_vertex(width))
                     .expect("a block set per width");
-                let plan_bytes = 2 * set.vertex_slots * 4 * width as u64;
+                let plan_bytes = 2 * row_bytes(set.vertex_slots, width);
                 LayerTraffic {
                     layer,
                     width,

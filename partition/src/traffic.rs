@@ -25,6 +25,12 @@ pub const AGGREGATOR_BYTES: u64 = 128;
 /// int32 lanes per aggregator.
 pub const LANES_PER_AGGREGATOR: u64 = 32;
 
+/// Payload bytes of `rows` feature rows of width `width` (fp32 on hosts, int32 lanes on the
+/// switch: 4 bytes per value either way).
+pub fn row_bytes(rows: u64, width: usize) -> u64 {
+    rows * 4 * width as u64
+}
+
 /// Aggregators one destination vertex needs for a width-`width` feature.
 pub fn aggregators_per_vertex(width: usize) -> u64 {
     (width as u64).div_ceil(LANES_PER_AGGREGATOR)
@@ -46,13 +52,12 @@ pub struct Traffic {
 
 impl Traffic {
     pub fn estimate(boundary: &Boundary, width: usize) -> Traffic {
-        let row = 4 * width as u64;
         let per_vertex_memory = aggregators_per_vertex(width) * AGGREGATOR_BYTES;
         Traffic {
             width,
-            host_bytes: 2 * boundary.total_fanout * row,
-            ideal_up_bytes: boundary.boundary_vertices * row,
-            ideal_down_bytes: boundary.boundary_vertices * row,
+            host_bytes: 2 * row_bytes(boundary.total_fanout, width),
+            ideal_up_bytes: row_bytes(boundary.boundary_vertices, width),
+            ideal_down_bytes: row_bytes(boundary.boundary_vertices, width),
             ideal_aggregator_bytes: boundary.boundary_vertices * per_vertex_memory,
             largest_component_aggregator_bytes: boundary.components.largest_vertices
                 * per_vertex_memory,

@@ -6,11 +6,11 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::format_bytes;
-use switchgnn_partition::traffic::reduction;
-use switchgnn_partition::{Assignment, BlockParams, Blocks, Boundary, Traffic};
+use switchgnn_partition::traffic::{reduction, row_bytes};
+use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 
 use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{parse_list, parse_sizes, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, parse_sizes, PartitionArgs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
@@ -53,10 +53,7 @@ struct PlanRow {
 
 pub fn run(args: Args) -> Result<()> {
     let dataset = args.dataset.load()?;
-    let width = args
-        .width
-        .or(dataset.features.as_ref().map(|f| f.cols()))
-        .unwrap_or(128);
+    let width = args.width.unwrap_or_else(|| default_width(&dataset));
     let workers: Vec<u32> = parse_list(&args.workers, "--workers")?;
     let memories = match &args.switch_memory {
         Some(s) => parse_sizes(s)?,
@@ -76,23 +73,18 @@ pub fn run(args: Args) -> Result<()> {
                 &format!("{m} workers: blocks for {}", format_bytes(memory)),
                 None,
             );
-            let params = BlockParams {
-                switch_memory: memory,
-                width,
-                fill_target: 0.9,
-                metis: args.partition.metis_options(),
-                method: args.partition.block_method(),
-            };
+            let params = args.partition.block_params(memory, width);
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
             let fill = blocks.fill();
-            let (up, down) = blocks.traffic_bytes();
+            // Every block endpoint sends once and receives once.
+            let bytes = 2 * row_bytes(fill.vertex_slots, width);
             plans.push(PlanRow {
                 switch_memory: memory,
                 blocks: fill.blocks,
                 levels: blocks.levels,
                 mean_fill: fill.mean,
-                bytes: up + down,
-                reduction: reduction(up + down, traffic.host_bytes),
+                bytes,
+                reduction: reduction(bytes, traffic.host_bytes),
             });
         }
         rows.push(Row {

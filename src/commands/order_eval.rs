@@ -4,13 +4,13 @@ use anyhow::Result;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{Assignment, BlockParams, Blocks};
+use switchgnn_partition::{Assignment, Blocks};
 use switchgnn_scheduler::blocks::block_reports;
 use switchgnn_scheduler::{evaluate, order, Adjacency, OrderKind, SlotReport};
 
 use super::prepare::order_kind;
 use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{parse_list, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, PartitionArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -77,16 +77,10 @@ pub fn run(args: Args) -> Result<()> {
         Some(workers) => {
             let assignment =
                 Assignment::compute(&dataset.graph, workers, &args.partition.method())?;
-            let params = BlockParams {
-                switch_memory: parse_bytes(&args.switch_memory)?,
-                width: args
-                    .width
-                    .or(dataset.features.as_ref().map(|f| f.cols()))
-                    .unwrap_or(128),
-                fill_target: 0.9,
-                metis: args.partition.metis_options(),
-                method: args.partition.block_method(),
-            };
+            let width = args.width.unwrap_or_else(|| default_width(&dataset));
+            let params = args
+                .partition
+                .block_params(parse_bytes(&args.switch_memory)?, width);
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
             scope = format!(
                 "{} blocks of {workers} workers, width {}",

@@ -6,12 +6,13 @@ use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::{format_bytes, parse_bytes};
+use switchgnn_partition::traffic::aggregators_per_vertex;
 use switchgnn_partition::{OrderInfo, Plan, PlanSpec};
 use switchgnn_scheduler::blocks::block_orders;
 use switchgnn_scheduler::OrderKind;
 
 use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{parse_list, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, PartitionArgs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
@@ -29,9 +30,6 @@ pub struct Args {
     /// Width exchanged at each layer, comma-separated (default: the dataset's feature width).
     #[arg(long)]
     pub feature_dims: Option<String>,
-    /// Share of the aggregator memory each METIS part aims at; the rest absorbs imbalance.
-    #[arg(long, default_value_t = 0.9)]
-    pub fill_target: f64,
     /// Send order of every block: priority-bfs (graph-aware reordering), priority-bfs-maxdeg,
     /// random, bfs or degree.
     #[arg(long, default_value = "priority-bfs")]
@@ -48,7 +46,7 @@ pub fn run(args: Args) -> Result<()> {
     let dataset = args.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(text) => parse_list(text, "--feature-dims")?,
-        None => vec![dataset.features.as_ref().map_or(128, |f| f.cols())],
+        None => vec![default_width(&dataset)],
     };
     let spec = PlanSpec {
         dataset: args.dataset.dataset.clone(),
@@ -56,7 +54,7 @@ pub fn run(args: Args) -> Result<()> {
         partitioner: args.partition.method(),
         switch_memory: parse_bytes(&args.switch_memory)?,
         feature_dims,
-        fill_target: args.fill_target,
+        fill_target: args.partition.fill_target,
         block_metis: args.partition.metis_options(),
         block_method: args.partition.block_method(),
     };
@@ -117,7 +115,7 @@ pub fn summary(plan: &Plan) -> Table {
         let set = m
             .block_sets
             .iter()
-            .find(|s| s.aggregators_per_vertex == (l.width as u64).div_ceil(32))
+            .find(|s| s.aggregators_per_vertex == aggregators_per_vertex(l.width))
             .expect("a block set per width");
         t.add_row(vec![
             l.layer.to_string(),
