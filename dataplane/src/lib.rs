@@ -1,6 +1,22 @@
-//! The switchgnn dataplane: everything that moves a feature. This first part holds the wire
-//! format ([`wire`]) and the fixed-point codec ([`fixed`]) that the switch model, the host
-//! engine and the P4 program share.
+//! The switchgnn dataplane: everything that moves a feature, as sans-IO state machines.
+//!
+//! - [`wire`]: the header (`Packet` view, `Repr`) and its int32 lanes;
+//! - [`fixed`]: float ↔ int32 with SwitchML's no-overflow scale;
+//! - [`plan`]: what one exchange needs at run time (block tables, send orders, owners);
+//! - [`switch`]: the switch model, exactly what the P4 program does;
+//! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
+//! - [`cc`]: congestion control behind a trait (DCQCN-like AIMD by default);
+//! - [`network`]: an in-memory star network with seeded faults that drives them all;
+//! - [`reference`]: the direct computation every exchange must equal exactly.
 
+pub mod cc;
+pub mod engine;
 pub mod fixed;
+pub mod network;
+pub mod node;
+pub mod plan;
+pub mod reference;
+pub mod switch;
 pub mod wire;
+
+pub use node::{Address, ExchangeId, Nanos, Node, Transmit};

@@ -1,0 +1,127 @@
+//! Congestion control behind a trait (as quinn does it): the engine asks for a sending rate and
+//! reports acknowledgements, ECN echoes and timeouts; the controller decides.
+
+use std::fmt::Debug;
+
+use crate::Nanos;
+
+/// A sending-rate controller for one worker's uplink.
+pub trait Controller: Debug + Send {
+    /// Current rate in bytes per second; `f64::INFINITY` sends without pacing.
+    fn rate(&self) -> f64;
+    /// An acknowledgement of `bytes` arrived; `ecn` says the switch saw congestion.
+    fn on_ack(&mut self, now: Nanos, bytes: usize, ecn: bool);
+    /// A retransmission timer fired.
+    fn on_timeout(&mut self, now: Nanos);
+}
+
+/// No pacing at all: every packet goes as soon as it is ready (tests, and links that cannot
+/// congest).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unpaced;
+
+impl Controller for Unpaced {
+    fn rate(&self) -> f64 {
+        f64::INFINITY
+    }
+    fn on_ack(&mut self, _: Nanos, _: usize, _: bool) {}
+    fn on_timeout(&mut self, _: Nanos) {}
+}
+
+/// DCQCN-like AIMD: halve the rate on an ECN echo (at most once per `cut_interval`, so one
+/// burst of marks is one cut), and grow it by `increase` bytes/s for every `increase_interval`
+/// without a mark, up to the line rate. A retransmission timeout also halves.
+#[derive(Debug, Clone)]
+pub struct Aimd {
+    pub line_rate: f64,
+    pub min_rate: f64,
+    pub increase: f64,
+    pub increase_interval: Nanos,
+    pub cut_interval: Nanos,
+    rate: f64,
+    last_cut: Option<Nanos>,
+    last_growth: Nanos,
+}
+
+impl Aimd {
+    /// Start at line rate `line_rate` (bytes/s); the additive step is 1/64 of it every 5 µs,
+    /// cuts at most every 10 µs, and the rate never falls below 1/1000 of the line rate.
+    pub fn new(line_rate: f64) -> Aimd {
+        Aimd {
+            line_rate,
+            min_rate: line_rate / 1000.0,
+            increase: line_rate / 64.0,
+            increase_interval: 5_000,
+            cut_interval: 10_000,
+            rate: line_rate,
+            last_cut: None,
+            last_growth: 0,
+        }
+    }
+
+    /// 100 Gbps, the paper's links.
+    pub fn hundred_gbps() -> Aimd {
+        Aimd::new(100e9 / 8.0)
+    }
+
+    fn cut(&mut self, now: Nanos) {
+        if self
+            .last_cut
+            .is_some_and(|t| now.saturating_sub(t) < self.cut_interval)
+        {
+            return;
+        }
+        self.rate = (self.rate / 2.0).max(self.min_rate);
+        self.last_cut = Some(now);
+        self.last_growth = now;
+    }
+}
+
+impl Controller for Aimd {
+    fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    fn on_ack(&mut self, now: Nanos, _bytes: usize, ecn: bool) {
+        if ecn {
+            self.cut(now);
+            return;
+        }
+        let steps = now.saturating_sub(self.last_growth) / self.increase_interval.max(1);
+        if steps > 0 {
+            self.rate = (self.rate + steps as f64 * self.increase).min(self.line_rate);
+            self.last_growth += steps * self.increase_interval;
+        }
+    }
+
+    fn on_timeout(&mut self, now: Nanos) {
+        self.cut(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aimd_halves_once_per_burst_and_recovers_additively() {
+        let mut cc = Aimd::new(1000.0);
+        cc.on_ack(1_000, 100, true);
+        assert_eq!(cc.rate(), 500.0);
+        // A second mark inside the cut interval is the same congestion event.
+        cc.on_ack(2_000, 100, true);
+        assert_eq!(cc.rate(), 500.0);
+        cc.on_ack(20_000, 100, true);
+        assert_eq!(cc.rate(), 250.0);
+        // 3 increase intervals later, 3 steps of 1000/64.
+        cc.on_ack(35_000, 100, false);
+        assert_eq!(cc.rate(), 250.0 + 3.0 * 1000.0 / 64.0);
+        // Never above the line rate, never below the floor.
+        cc.on_ack(10_000_000, 100, false);
+        assert_eq!(cc.rate(), 1000.0);
+        for i in 0..40 {
+            cc.on_timeout(20_000_000 + i * 20_000);
+        }
+        assert_eq!(cc.rate(), 1.0);
+    }
+}

@@ -1,0 +1,626 @@
+//! The host protocol engine: one worker, one exchange (a layer and a direction), sans-IO.
+//!
+//! The engine takes the exchange plan, the worker's features and the driver's clock. It joins
+//! the exchange, then runs the blocks one after another:
+//! - **send**: the worker's rows of the block in the planned order, paced by a congestion
+//!   [`Controller`]; what is sent and how depends on the [`SendStrategy`] — feature chunks to
+//!   the switch's aggregators with per-chunk acknowledgements and retransmission
+//!   ([`InNetwork`]), or each boundary vertex once to every remote worker that needs it
+//!   ([`HostExchange`], BNS-GCN with p = 1);
+//! - **receive**: per destination vertex and chunk, either the switch's sum (complete when its
+//!   count plus the contributions that arrived raw equals the expected count) or every
+//!   contribution raw (a per-source bitmap keeps each counted once); raw features that reach
+//!   the worker are cached and reused;
+//! - **recover**: when no contribution has arrived for the result timeout, fetch every missing
+//!   raw contribution from its owner (the replies carry the resend flag, which releases the
+//!   switch's aggregator); a switch that reports an overflow triggers the same fetch at once;
+//! - **barrier**: report the block done, and start the next block on the switch's go (or on
+//!   any packet of the next block, which proves the go was sent).
+//!
+//! The output is, for every local vertex with remote neighbours, the exact integer sum of its
+//! remote contributions (`i64` lanes), and its decoded floats.
+
+mod receive;
+mod send;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::cc::Controller;
+use crate::fixed::Scale;
+use crate::node::{Address, ExchangeId, Nanos, Node, Transmit};
+use crate::plan::{ExchangePlan, Mode};
+use crate::wire::{Packet, PacketType, Repr};
+
+use receive::Receiver;
+pub use send::{HostExchange, InNetwork, SendStrategy};
+
+/// An exchange engine behind one interface, whatever its strategy.
+pub trait Exchange: Node {
+    fn is_finished(&self) -> bool;
+    fn output(&self) -> &ExchangeOutput;
+    fn stats(&self) -> &EngineStats;
+}
+
+/// The in-network (SwitchGNN or strawman) engine.
+pub type InNetworkEngine = Engine<InNetwork>;
+/// The host-exchange baseline engine.
+pub type HostEngine = Engine<HostExchange>;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum EngineError {
+    #[error("worker {rank} is not in a plan of {workers} workers")]
+    NoSuchWorker { rank: u16, workers: u16 },
+    #[error("features have width {got}, the exchange needs {want}")]
+    Width { got: usize, want: usize },
+    #[error("features are missing vertex {0}, which this worker sends")]
+    MissingVertex(u32),
+    #[error("feature vertices must be ascending and hold width × vertices values")]
+    BadFeatures,
+    #[error("a {engine} engine cannot run a {mode} plan")]
+    WrongMode {
+        engine: &'static str,
+        mode: &'static str,
+    },
+}
+
+/// Timer settings; the defaults suit 100 Gbps links with microseconds of delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Timers {
+    /// A data chunk unacknowledged this long is sent again.
+    pub rto: Nanos,
+    /// Join and block-done reports repeat at this interval until the go arrives.
+    pub control: Nanos,
+    /// No contribution for this long: fetch what is missing.
+    pub result: Nanos,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            rto: 50_000,
+            control: 50_000,
+            result: 200_000,
+        }
+    }
+}
+
+/// What a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EngineConfig {
+    pub exchange: ExchangeId,
+    /// Position of this exchange in the job's sequence (strictly increasing): the switch starts
+    /// a new exchange only for a higher number.
+    pub seq: u32,
+    pub rank: u16,
+    pub scale: Scale,
+    pub timers: Timers,
+}
+
+/// The worker's own features: ascending vertex ids and their rows, row-major.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalFeatures<'a> {
+    pub vertices: &'a [u32],
+    pub width: usize,
+    pub values: &'a [f32],
+}
+
+/// Per local vertex with remote neighbours, the exact sum of its remote contributions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExchangeOutput {
+    pub vertices: Vec<u32>,
+    pub width: usize,
+    pub sums: Vec<i64>,
+}
+
+impl ExchangeOutput {
+    pub fn zeros(vertices: Vec<u32>, width: usize) -> ExchangeOutput {
+        let sums = vec![0; vertices.len() * width];
+        ExchangeOutput {
+            vertices,
+            width,
+            sums,
+        }
+    }
+
+    /// Sum of vertex `v`, if it receives anything.
+    pub fn row(&self, v: u32) -> Option<&[i64]> {
+        let i = self.vertices.binary_search(&v).ok()?;
+        Some(&self.sums[i * self.width..(i + 1) * self.width])
+    }
+
+    /// The sums as floats under `scale`.
+    pub fn decode(&self, scale: &Scale) -> Vec<f32> {
+        self.sums.iter().map(|&q| scale.decode(q)).collect()
+    }
+}
+
+/// Counters of one engine. Payload counts feature bytes only (4 per lane), as the partition
+/// crate's traffic model does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineStats {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    /// Feature payload sent the first time (data chunks, or host-exchange copies).
+    pub payload_sent: u64,
+    /// Feature payload sent again: retransmissions and fetch replies.
+    pub payload_resent: u64,
+    /// Feature payload received: sums and raw contributions.
+    pub payload_received: u64,
+    pub retransmits: u64,
+    pub fetches_sent: u64,
+    pub fetch_replies: u64,
+    pub results: u64,
+    pub raws: u64,
+    pub cache_hits: u64,
+    /// Destinations (per chunk) completed from raw contributions rather than a switch sum.
+    pub host_aggregated: u64,
+    pub overflow_notices: u64,
+    pub ecn_echoes: u64,
+    /// Malformed, stale or unexpected packets dropped.
+    pub dropped: u64,
+    /// Feature values beyond the scale's bound (saturated on encoding).
+    pub saturated: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Joining,
+    Running(u16),
+    Finished,
+}
+
+/// The worker's encoded rows, for the vertices it sends.
+#[derive(Debug)]
+pub struct EncodedRows {
+    vertices: Vec<u32>,
+    width: usize,
+    lanes: Vec<i32>,
+}
+
+impl EncodedRows {
+    /// Lanes `c·32 .. c·32 + lanes` of vertex `v`, if the worker holds it.
+    pub fn chunk(&self, v: u32, c: usize, lanes: usize) -> Option<&[i32]> {
+        let i = self.vertices.binary_search(&v).ok()?;
+        Some(&self.lanes[i * self.width + c * crate::wire::MAX_LANES..][..lanes])
+    }
+}
+
+/// The engine, generic over how it sends.
+#[derive(Debug)]
+pub struct Engine<S: SendStrategy> {
+    cfg: EngineConfig,
+    plan: Arc<ExchangePlan>,
+    rows: EncodedRows,
+    phase: Phase,
+    control: VecDeque<Vec<u8>>,
+    control_due: Option<Nanos>,
+    /// Fetch replies, paced ahead of new data.
+    replies: VecDeque<Vec<u8>>,
+    next_send: Nanos,
+    cc: Box<dyn Controller>,
+    sender: S,
+    receiver: Option<Receiver>,
+    cache: HashMap<(u32, u8), Box<[i32]>>,
+    output: ExchangeOutput,
+    last_progress: Nanos,
+    now: Nanos,
+    stats: EngineStats,
+}
+
+impl<S: SendStrategy> Engine<S> {
+    /// An engine for worker `cfg.rank`; `now` is when it starts (it joins at once).
+    pub fn new(
+        cfg: EngineConfig,
+        plan: Arc<ExchangePlan>,
+        features: LocalFeatures<'_>,
+        cc: Box<dyn Controller>,
+        now: Nanos,
+    ) -> Result<Self, EngineError> {
+        if !S::accepts(plan.mode) {
+            return Err(EngineError::WrongMode {
+                engine: S::NAME,
+                mode: plan.mode.name(),
+            });
+        }
+        if cfg.rank >= plan.workers {
+            return Err(EngineError::NoSuchWorker {
+                rank: cfg.rank,
+                workers: plan.workers,
+            });
+        }
+        if features.width != plan.width {
+            return Err(EngineError::Width {
+                got: features.width,
+                want: plan.width,
+            });
+        }
+        if features.values.len() != features.vertices.len() * features.width
+            || features.vertices.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(EngineError::BadFeatures);
+        }
+        // The graph is symmetric: the vertices that receive are exactly those that send.
+        let vertices = plan.receivers(cfg.rank);
+        let width = plan.width;
+        let mut lanes = vec![0i32; vertices.len() * width];
+        let mut saturated = 0;
+        for (i, &v) in vertices.iter().enumerate() {
+            let j = features
+                .vertices
+                .binary_search(&v)
+                .map_err(|_| EngineError::MissingVertex(v))?;
+            saturated += cfg.scale.encode_row(
+                &features.values[j * width..(j + 1) * width],
+                &mut lanes[i * width..(i + 1) * width],
+            ) as u64;
+        }
+        let output = ExchangeOutput::zeros(vertices.clone(), width);
+        let mut engine = Engine {
+            sender: S::new(&plan, cfg.rank),
+            rows: EncodedRows {
+                vertices,
+                width,
+                lanes,
+            },
+            phase: Phase::Joining,
+            control: VecDeque::new(),
+            control_due: None,
+            replies: VecDeque::new(),
+            next_send: now,
+            cc,
+            receiver: None,
+            cache: HashMap::new(),
+            output,
+            last_progress: now,
+            now,
+            stats: EngineStats {
+                saturated,
+                ..EngineStats::default()
+            },
+            cfg,
+            plan,
+        };
+        engine.send_join();
+        Ok(engine)
+    }
+
+    fn header(&self, t: PacketType) -> Repr {
+        let mut r = self.cfg.exchange.header(t);
+        r.worker = self.cfg.rank;
+        r
+    }
+
+    fn send_join(&mut self) {
+        let mut r = self.header(PacketType::Join);
+        r.sequence = self.cfg.seq;
+        self.control.push_back(r.to_bytes(&[]));
+        self.control_due = Some(self.now + self.cfg.timers.control);
+    }
+
+    fn send_done(&mut self, block: u16) {
+        let mut r = self.header(PacketType::BlockDone);
+        r.block = block;
+        r.sequence = self.cfg.seq;
+        self.control.push_back(r.to_bytes(&[]));
+        self.control_due = Some(self.now + self.cfg.timers.control);
+    }
+
+    /// Move to block `b` (or finish when `b` is past the last block).
+    fn start_block(&mut self, b: u16) {
+        self.control_due = None;
+        if usize::from(b) >= self.plan.blocks.len() {
+            self.phase = Phase::Finished;
+            self.receiver = None;
+            self.sender.finish();
+            return;
+        }
+        self.phase = Phase::Running(b);
+        self.last_progress = self.now;
+        self.sender.start_block(&self.plan, self.cfg.rank, b);
+        let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
+        self.receiver = Some(receiver);
+        self.check_block_done();
+    }
+
+    /// A packet of block `b` (a go, or any packet of that block) arrived.
+    fn observe_block(&mut self, b: u16) {
+        let ready = match self.phase {
+            Phase::Joining => b == 0,
+            Phase::Running(cur) => {
+                b == cur + 1 && self.receiver.as_ref().is_some_and(|r| r.is_complete())
+            }
+            Phase::Finished => false,
+        };
+        if ready {
+            self.start_block(b);
+        }
+    }
+
+    fn check_block_done(&mut self) {
+        if let (Phase::Running(b), Some(r)) = (self.phase, &self.receiver) {
+            if r.is_complete() && self.control_due.is_none() {
+                self.send_done(b);
+            }
+        }
+    }
+
+    fn current_block(&self) -> Option<u16> {
+        match self.phase {
+            Phase::Running(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn on_packet(&mut self, bytes: &[u8]) -> Option<()> {
+        let packet = Packet::new_checked(bytes).ok()?;
+        let repr = Repr::parse(&packet).ok()?;
+        if !self.cfg.exchange.matches(&repr) {
+            return None;
+        }
+        let limits = crate::wire::PlanLimits {
+            vertices: self.plan.owner.len() as u32,
+            blocks: self.plan.blocks.len() as u32 + 1,
+            workers: u32::from(self.plan.workers),
+            layers: u32::from(repr.layer) + 1,
+            chunks: self.plan.chunks() as u32,
+        };
+        repr.check_plan(&limits).ok()?;
+        let c = usize::from(repr.chunk);
+        let lanes_ok = usize::from(repr.lanes) == self.plan.chunk_lanes(c);
+        match repr.packet_type {
+            PacketType::BlockGo => {
+                if repr.sequence != self.cfg.seq {
+                    return None;
+                }
+                self.observe_block(repr.block);
+            }
+            PacketType::Data if repr.flags.ack => {
+                if self.current_block() != Some(repr.block) {
+                    return None;
+                }
+                let bytes = 4 * self.plan.chunk_lanes(c);
+                if repr.flags.ecn {
+                    self.stats.ecn_echoes += 1;
+                }
+                if self.sender.on_ack(repr.sequence, repr.src) {
+                    self.cc.on_ack(self.now, bytes, repr.flags.ecn);
+                }
+            }
+            PacketType::Fetch => {
+                // Features do not depend on the block: answer whatever the phase.
+                let lanes = self.plan.chunk_lanes(c);
+                let values = self.rows.chunk(repr.src, c, lanes)?.to_vec();
+                let mut r = repr;
+                r.packet_type = PacketType::Raw;
+                r.flags = crate::wire::Flags {
+                    resend: true,
+                    backward: self.cfg.exchange.backward,
+                    ..Default::default()
+                };
+                r.worker = self.cfg.rank;
+                r.count = 1;
+                r.lanes = lanes as u8;
+                self.replies.push_back(r.to_bytes(&values));
+                self.stats.fetch_replies += 1;
+            }
+            PacketType::Result if lanes_ok || repr.flags.fetch => {
+                self.observe_block(repr.block);
+                if self.current_block() != Some(repr.block) {
+                    return None;
+                }
+                self.stats.results += 1;
+                self.stats.payload_received += 4 * u64::from(repr.lanes);
+                let receiver = self.receiver.as_mut()?;
+                if repr.flags.fetch {
+                    self.stats.overflow_notices += 1;
+                    let wants = receiver.overflowed(repr.dst, c)?;
+                    self.fetch(wants);
+                } else {
+                    let values: Vec<i32> = packet.payload().collect();
+                    receiver.on_result(
+                        repr.dst,
+                        c,
+                        repr.count,
+                        &values,
+                        &mut self.output,
+                        &mut self.stats,
+                    )?;
+                    self.last_progress = self.now;
+                }
+            }
+            PacketType::Raw if lanes_ok => {
+                self.stats.raws += 1;
+                self.stats.payload_received += 4 * u64::from(repr.lanes);
+                let values: Box<[i32]> = packet.payload().collect();
+                self.observe_block(repr.block);
+                let for_block = self.current_block() == Some(repr.block);
+                if for_block {
+                    let receiver = self.receiver.as_mut()?;
+                    let progressed = receiver.on_raw(
+                        repr.src,
+                        repr.dst,
+                        c,
+                        &values,
+                        !repr.flags.resend,
+                        &mut self.output,
+                        &mut self.stats,
+                    );
+                    if progressed {
+                        self.last_progress = self.now;
+                    }
+                }
+                self.cache.insert((repr.src, repr.chunk), values);
+            }
+            _ => return None,
+        }
+        self.check_block_done();
+        Some(())
+    }
+
+    /// Fetch the contributions listed (source, destination, chunk): from the cache when they
+    /// are there, else from their owners.
+    fn fetch(&mut self, wants: Vec<(u32, u32, u8)>) {
+        let Some(b) = self.current_block() else {
+            return;
+        };
+        // In the host exchange one raw copy serves every local neighbour: ask once.
+        let mut asked = std::collections::HashSet::new();
+        for (u, v, c) in wants {
+            if self.plan.mode == Mode::Host && !asked.insert((u, c)) {
+                continue;
+            }
+            if let Some(values) = self.cache.get(&(u, c)) {
+                self.stats.cache_hits += 1;
+                if let Some(r) = self.receiver.as_mut() {
+                    r.on_raw(
+                        u,
+                        v,
+                        usize::from(c),
+                        values,
+                        false,
+                        &mut self.output,
+                        &mut self.stats,
+                    );
+                }
+                continue;
+            }
+            let mut r = self.header(PacketType::Fetch);
+            r.flags.fetch = true;
+            r.src = u;
+            r.dst = v;
+            r.block = b;
+            r.chunk = c;
+            self.control.push_back(r.to_bytes(&[]));
+            self.stats.fetches_sent += 1;
+        }
+    }
+
+    fn pace(&mut self, len: usize) {
+        let rate = self.cc.rate();
+        let gap = if rate.is_finite() && rate > 0.0 {
+            (len as f64 / rate * 1e9) as Nanos
+        } else {
+            0
+        };
+        self.next_send = self.next_send.max(self.now) + gap;
+    }
+
+    fn count_sent(&mut self, bytes: &[u8]) {
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += bytes.len() as u64;
+    }
+
+    fn progress_deadline(&self) -> Option<Nanos> {
+        match (self.phase, &self.receiver) {
+            (Phase::Running(_), Some(r)) if !r.is_complete() => {
+                Some(self.last_progress + self.cfg.timers.result)
+            }
+            _ => None,
+        }
+    }
+
+    fn has_paced_work(&self) -> bool {
+        !self.replies.is_empty() || self.sender.has_work()
+    }
+}
+
+impl<S: SendStrategy> Node for Engine<S> {
+    fn handle_packet(&mut self, now: Nanos, _from: Address, bytes: &[u8]) {
+        self.now = self.now.max(now);
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += bytes.len() as u64;
+        if self.on_packet(bytes).is_none() {
+            self.stats.dropped += 1;
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.now = self.now.max(now);
+        if self.control_due.is_some_and(|t| t <= now) {
+            match self.phase {
+                Phase::Joining => self.send_join(),
+                Phase::Running(b) => self.send_done(b),
+                Phase::Finished => self.control_due = None,
+            }
+        }
+        if self.progress_deadline().is_some_and(|t| t <= now) {
+            self.last_progress = now;
+            let wants = self
+                .receiver
+                .as_mut()
+                .map(|r| r.missing())
+                .unwrap_or_default();
+            self.fetch(wants);
+            self.check_block_done();
+        }
+        if self.sender.on_timeout(now, self.cfg.timers.rto) {
+            self.cc.on_timeout(now);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.now = self.now.max(now);
+        if let Some(bytes) = self.control.pop_front() {
+            self.count_sent(&bytes);
+            return Some(Transmit {
+                to: Address::Switch,
+                bytes,
+            });
+        }
+        if now < self.next_send {
+            return None;
+        }
+        let bytes = if let Some(bytes) = self.replies.pop_front() {
+            self.stats.payload_resent += (bytes.len() - crate::wire::HEADER_LEN) as u64;
+            bytes
+        } else {
+            let header = self.header(PacketType::Data);
+            self.sender
+                .next(now, &self.plan, &header, &self.rows, &mut self.stats)?
+        };
+        self.pace(bytes.len());
+        self.count_sent(&bytes);
+        Some(Transmit {
+            to: Address::Switch,
+            bytes,
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        let paced = self.has_paced_work().then_some(self.next_send);
+        [
+            self.control_due,
+            self.progress_deadline(),
+            self.sender.deadline(self.cfg.timers.rto),
+            paced,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+impl<S: SendStrategy> Exchange for Engine<S> {
+    fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    fn output(&self) -> &ExchangeOutput {
+        &self.output
+    }
+
+    fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+}
+
+/// Whether a mode is an in-network one.
+fn in_network(mode: Mode) -> bool {
+    matches!(mode, Mode::Blocks | Mode::Strawman)
+}

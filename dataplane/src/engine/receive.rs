@@ -1,0 +1,302 @@
+//! The receiving half of a worker: per destination vertex and chunk of the running block, the
+//! bitmaps and partial sums that decide when its remote sum is complete.
+//!
+//! A destination `(v, c)` with `n` expected contributions completes in one of two ways:
+//! - **switch sum**: a sum of `k` contributions from the switch, plus the `n − k` that the
+//!   switch forwarded raw because it had no aggregator for them (the strawman's overflow);
+//!   the switch counts each contribution once, so the two sets are disjoint;
+//! - **host sum**: all `n` contributions raw (fetched after a timeout or an overflow notice,
+//!   taken from the cache, or pushed by the host exchange), one per source by a bitmap.
+//!
+//! Both are exact integer sums of the same values, so the result is the same either way.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bitvec::vec::BitVec;
+
+use super::{EngineStats, ExchangeOutput};
+use crate::plan::{ExchangePlan, Mode};
+use crate::wire::MAX_LANES;
+
+#[derive(Debug)]
+struct Pending {
+    /// The switch's partial or complete sum: its count and lanes.
+    result: Option<(u16, Vec<i32>)>,
+    /// Contributions the switch forwarded raw (no aggregator).
+    overflow_seen: BitVec,
+    overflow_count: u32,
+    overflow_sum: Vec<i64>,
+    /// Every raw contribution, however it came.
+    raw_seen: BitVec,
+    raw_count: u32,
+    raw_sum: Vec<i64>,
+}
+
+impl Pending {
+    fn new(sources: usize, lanes: usize) -> Pending {
+        Pending {
+            result: None,
+            overflow_seen: BitVec::repeat(false, sources),
+            overflow_count: 0,
+            overflow_sum: vec![0; lanes],
+            raw_seen: BitVec::repeat(false, sources),
+            raw_count: 0,
+            raw_sum: vec![0; lanes],
+        }
+    }
+
+    /// The complete sum, if either way is complete.
+    fn complete(&self, expected: u32) -> Option<(Vec<i64>, bool)> {
+        if let Some((count, lanes)) = &self.result {
+            if u32::from(*count) + self.overflow_count == expected {
+                let sum = lanes
+                    .iter()
+                    .zip(&self.overflow_sum)
+                    .map(|(&r, &o)| i64::from(r) + o)
+                    .collect();
+                return Some((sum, self.overflow_count > 0));
+            }
+        }
+        (self.raw_count == expected).then(|| (self.raw_sum.clone(), true))
+    }
+}
+
+fn add(acc: &mut [i64], values: &[i32]) {
+    for (a, &v) in acc.iter_mut().zip(values) {
+        *a += i64::from(v);
+    }
+}
+
+/// Receive state of one block.
+#[derive(Debug)]
+pub(super) struct Receiver {
+    plan: Arc<ExchangePlan>,
+    block: usize,
+    chunks: usize,
+    /// Table rows of this worker's vertices (ascending vertex id).
+    dests: Vec<u32>,
+    /// Output row of each destination.
+    out_rows: Vec<u32>,
+    done: BitVec,
+    left: usize,
+    pending: HashMap<usize, Pending>,
+    /// Host mode: (source vertex, destination position), sorted, so one raw feature serves
+    /// every local vertex it neighbours.
+    by_source: Vec<(u32, u32)>,
+}
+
+impl Receiver {
+    pub(super) fn new(
+        plan: &Arc<ExchangePlan>,
+        rank: u16,
+        block: u16,
+        output: &ExchangeOutput,
+    ) -> Receiver {
+        let b = &plan.blocks[usize::from(block)];
+        let t = &b.table;
+        let dests: Vec<u32> = (0..t.len() as u32)
+            .filter(|&i| t.workers[i as usize] == u32::from(rank))
+            .collect();
+        let out_rows = dests
+            .iter()
+            .map(|&i| {
+                output
+                    .vertices
+                    .binary_search(&t.vertices[i as usize])
+                    .expect("every destination is an output row") as u32
+            })
+            .collect();
+        let mut by_source = Vec::new();
+        if plan.mode == Mode::Host {
+            for (pos, &row) in dests.iter().enumerate() {
+                by_source.extend(b.sources(row as usize).map(|u| (u, pos as u32)));
+            }
+            by_source.sort_unstable();
+        }
+        let chunks = plan.chunks();
+        Receiver {
+            plan: Arc::clone(plan),
+            block: usize::from(block),
+            chunks,
+            left: dests.len() * chunks,
+            done: BitVec::repeat(false, dests.len() * chunks),
+            dests,
+            out_rows,
+            pending: HashMap::new(),
+            by_source,
+        }
+    }
+
+    pub(super) fn is_complete(&self) -> bool {
+        self.left == 0
+    }
+
+    fn position(&self, v: u32) -> Option<usize> {
+        let t = &self.plan.blocks[self.block].table;
+        self.dests
+            .binary_search_by_key(&v, |&row| t.vertices[row as usize])
+            .ok()
+    }
+
+    fn expected(&self, pos: usize) -> u32 {
+        self.plan.blocks[self.block].table.expected[self.dests[pos] as usize]
+    }
+
+    fn finish(
+        &mut self,
+        key: usize,
+        sum: &[i64],
+        host: bool,
+        output: &mut ExchangeOutput,
+        stats: &mut EngineStats,
+    ) {
+        let (pos, c) = (key / self.chunks, key % self.chunks);
+        let row = self.out_rows[pos] as usize;
+        let start = row * output.width + c * MAX_LANES;
+        for (o, &s) in output.sums[start..start + sum.len()].iter_mut().zip(sum) {
+            *o += s;
+        }
+        self.done.set(key, true);
+        self.left -= 1;
+        self.pending.remove(&key);
+        if host {
+            stats.host_aggregated += 1;
+        }
+    }
+
+    fn try_complete(&mut self, key: usize, output: &mut ExchangeOutput, stats: &mut EngineStats) {
+        let expected = self.expected(key / self.chunks);
+        if let Some((sum, host)) = self.pending.get(&key).and_then(|p| p.complete(expected)) {
+            self.finish(key, &sum, host, output, stats);
+        }
+    }
+
+    fn pending(&mut self, key: usize) -> &mut Pending {
+        let sources = self.expected(key / self.chunks) as usize;
+        let lanes = self.plan.chunk_lanes(key % self.chunks);
+        self.pending
+            .entry(key)
+            .or_insert_with(|| Pending::new(sources, lanes))
+    }
+
+    /// The switch's sum of `count` contributions for `(v, c)`.
+    pub(super) fn on_result(
+        &mut self,
+        v: u32,
+        c: usize,
+        count: u16,
+        values: &[i32],
+        output: &mut ExchangeOutput,
+        stats: &mut EngineStats,
+    ) -> Option<()> {
+        let pos = self.position(v)?;
+        let key = pos * self.chunks + c;
+        if self.done[key] {
+            return Some(());
+        }
+        if u32::from(count) > self.expected(pos) {
+            return None;
+        }
+        if u32::from(count) == self.expected(pos) && !self.pending.contains_key(&key) {
+            // The common case: the whole sum in one packet.
+            let sum: Vec<i64> = values.iter().map(|&x| i64::from(x)).collect();
+            self.finish(key, &sum, false, output, stats);
+            return Some(());
+        }
+        let p = self.pending(key);
+        if p.result.is_none() {
+            p.result = Some((count, values.to_vec()));
+        }
+        self.try_complete(key, output, stats);
+        Some(())
+    }
+
+    /// Index of source `u` among the sources of destination position `pos`.
+    fn source_index(&self, pos: usize, u: u32) -> Option<usize> {
+        let t = &self.plan.blocks[self.block].table;
+        let slot = t.vertices.binary_search(&u).ok()? as u32;
+        t.row(self.dests[pos] as usize).binary_search(&slot).ok()
+    }
+
+    /// A raw contribution of `u` for `(v, c)`; `overflow` when the switch forwarded it for
+    /// lack of an aggregator (it is then also part of the switch-sum way). In host mode it
+    /// serves every local destination `u` neighbours. Returns whether anything was new.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_raw(
+        &mut self,
+        u: u32,
+        v: u32,
+        c: usize,
+        values: &[i32],
+        overflow: bool,
+        output: &mut ExchangeOutput,
+        stats: &mut EngineStats,
+    ) -> bool {
+        let positions: Vec<usize> = if self.plan.mode == Mode::Host {
+            let start = self.by_source.partition_point(|&(s, _)| s < u);
+            self.by_source[start..]
+                .iter()
+                .take_while(|&&(s, _)| s == u)
+                .map(|&(_, p)| p as usize)
+                .collect()
+        } else {
+            self.position(v).into_iter().collect()
+        };
+        let mut progressed = false;
+        for pos in positions {
+            let key = pos * self.chunks + c;
+            if self.done[key] {
+                continue;
+            }
+            let Some(j) = self.source_index(pos, u) else {
+                continue;
+            };
+            let p = self.pending(key);
+            if !p.raw_seen.replace(j, true) {
+                p.raw_count += 1;
+                add(&mut p.raw_sum, values);
+                progressed = true;
+            }
+            if overflow && !p.overflow_seen.replace(j, true) {
+                p.overflow_count += 1;
+                add(&mut p.overflow_sum, values);
+                progressed = true;
+            }
+            self.try_complete(key, output, stats);
+        }
+        progressed
+    }
+
+    fn wants(&self, key: usize) -> impl Iterator<Item = (u32, u32, u8)> + '_ {
+        let pos = key / self.chunks;
+        let b = &self.plan.blocks[self.block];
+        let row = self.dests[pos] as usize;
+        let v = b.table.vertices[row];
+        let seen = self.pending.get(&key).map(|p| &p.raw_seen);
+        b.sources(row)
+            .enumerate()
+            .filter(move |&(j, _)| !seen.is_some_and(|s| s[j]))
+            .map(move |(_, u)| (u, v, (key % self.chunks) as u8))
+    }
+
+    /// The switch released `(v, c)`'s aggregator after an overflow: every contribution not
+    /// yet here raw must be fetched.
+    pub(super) fn overflowed(&mut self, v: u32, c: usize) -> Option<Vec<(u32, u32, u8)>> {
+        let pos = self.position(v)?;
+        let key = pos * self.chunks + c;
+        if self.done[key] {
+            return Some(Vec::new());
+        }
+        Some(self.wants(key).collect())
+    }
+
+    /// Every contribution still missing raw, for destinations not complete:
+    /// (source, destination, chunk).
+    pub(super) fn missing(&self) -> Vec<(u32, u32, u8)> {
+        self.done
+            .iter_zeros()
+            .flat_map(|key| self.wants(key))
+            .collect()
+    }
+}

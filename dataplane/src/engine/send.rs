@@ -1,0 +1,271 @@
+//! The sending half of a worker, one strategy per exchange kind.
+
+use std::collections::VecDeque;
+use std::fmt::Debug;
+
+use bitvec::vec::BitVec;
+
+use super::{in_network, EncodedRows, EngineStats};
+use crate::node::Nanos;
+use crate::plan::{ExchangePlan, Mode};
+use crate::wire::{PacketType, Repr};
+
+/// How a worker puts its features on the wire.
+pub trait SendStrategy: Debug + Sized {
+    const NAME: &'static str;
+    /// Whether this strategy runs plans of `mode`.
+    fn accepts(mode: Mode) -> bool;
+    fn new(plan: &ExchangePlan, rank: u16) -> Self;
+    /// Forget the previous block and prepare block `block`.
+    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16);
+    /// The exchange is over: nothing more to send.
+    fn finish(&mut self);
+    /// Whether a packet is waiting for the pacer.
+    fn has_work(&self) -> bool;
+    /// The next packet, built on `header` (type, ids and worker already set).
+    fn next(
+        &mut self,
+        now: Nanos,
+        plan: &ExchangePlan,
+        header: &Repr,
+        rows: &EncodedRows,
+        stats: &mut EngineStats,
+    ) -> Option<Vec<u8>>;
+    /// An acknowledgement of data sequence `seq` from source `src`; true when it is new.
+    fn on_ack(&mut self, seq: u32, src: u32) -> bool;
+    /// Timers at `now`; true when something timed out (a congestion signal).
+    fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool;
+    /// The next retransmission deadline.
+    fn deadline(&self, rto: Nanos) -> Option<Nanos>;
+}
+
+/// The worker's rows of `block` in the planned send order (global ids).
+fn send_order(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<u32> {
+    let b = &plan.blocks[usize::from(block)];
+    b.order
+        .iter()
+        .filter(|&&row| b.table.workers[row as usize] == u32::from(rank))
+        .map(|&row| b.table.vertices[row as usize])
+        .collect()
+}
+
+/// In-network aggregation: every chunk of every row goes up once (data sequence
+/// `row · chunks + chunk`), is acknowledged by the switch, and is sent again after the
+/// retransmission timeout until acknowledged or the block ends.
+#[derive(Debug, Default)]
+pub struct InNetwork {
+    block: u16,
+    vertices: Vec<u32>,
+    chunks: usize,
+    cursor: usize,
+    acked: BitVec,
+    inflight: VecDeque<(Nanos, u32)>,
+    resend: VecDeque<u32>,
+}
+
+impl SendStrategy for InNetwork {
+    const NAME: &'static str = "in-network";
+
+    fn accepts(mode: Mode) -> bool {
+        in_network(mode)
+    }
+
+    fn new(plan: &ExchangePlan, _rank: u16) -> Self {
+        InNetwork {
+            chunks: plan.chunks(),
+            ..InNetwork::default()
+        }
+    }
+
+    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16) {
+        self.block = block;
+        self.vertices = send_order(plan, rank, block);
+        self.cursor = 0;
+        self.acked = BitVec::repeat(false, self.vertices.len() * self.chunks);
+        self.inflight.clear();
+        self.resend.clear();
+    }
+
+    fn finish(&mut self) {
+        self.vertices.clear();
+        self.cursor = 0;
+        self.acked.clear();
+        self.inflight.clear();
+        self.resend.clear();
+    }
+
+    fn has_work(&self) -> bool {
+        self.cursor < self.acked.len() || self.resend.iter().any(|&s| !self.acked[s as usize])
+    }
+
+    fn next(
+        &mut self,
+        now: Nanos,
+        plan: &ExchangePlan,
+        header: &Repr,
+        rows: &EncodedRows,
+        stats: &mut EngineStats,
+    ) -> Option<Vec<u8>> {
+        let mut again = None;
+        while let Some(s) = self.resend.pop_front() {
+            if !self.acked[s as usize] {
+                again = Some(s);
+                break;
+            }
+        }
+        let seq = match again {
+            Some(s) => s,
+            None if self.cursor < self.acked.len() => {
+                self.cursor += 1;
+                (self.cursor - 1) as u32
+            }
+            None => return None,
+        };
+        let (i, c) = (seq as usize / self.chunks, seq as usize % self.chunks);
+        let v = self.vertices[i];
+        let lanes = plan.chunk_lanes(c);
+        let values = rows
+            .chunk(v, c, lanes)
+            .expect("the worker encodes every row it sends");
+        let mut r = *header;
+        r.packet_type = PacketType::Data;
+        r.src = v;
+        r.dst = v;
+        r.block = self.block;
+        r.chunk = c as u8;
+        r.lanes = lanes as u8;
+        r.count = 1;
+        r.sequence = seq;
+        let payload = 4 * lanes as u64;
+        if again.is_some() {
+            stats.retransmits += 1;
+            stats.payload_resent += payload;
+        } else {
+            stats.payload_sent += payload;
+        }
+        self.inflight.push_back((now, seq));
+        Some(r.to_bytes(values))
+    }
+
+    fn on_ack(&mut self, seq: u32, src: u32) -> bool {
+        let s = seq as usize;
+        if s >= self.acked.len() || self.vertices[s / self.chunks] != src {
+            return false;
+        }
+        !self.acked.replace(s, true)
+    }
+
+    fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool {
+        let mut expired = false;
+        while let Some(&(sent, seq)) = self.inflight.front() {
+            if self.acked[seq as usize] {
+                self.inflight.pop_front();
+            } else if sent + rto <= now {
+                self.inflight.pop_front();
+                self.resend.push_back(seq);
+                expired = true;
+            } else {
+                break;
+            }
+        }
+        expired
+    }
+
+    fn deadline(&self, rto: Nanos) -> Option<Nanos> {
+        self.inflight.front().map(|&(sent, _)| sent + rto)
+    }
+}
+
+/// The host exchange: each boundary vertex once to every remote worker that needs it, as a
+/// raw packet addressed to the lowest-id neighbour there (the receiver applies it to all its
+/// neighbours). No acknowledgements: receivers fetch what does not arrive.
+#[derive(Debug, Default)]
+pub struct HostExchange {
+    /// (source vertex, representative destination) pairs in send order.
+    sends: Vec<(u32, u32)>,
+    chunks: usize,
+    cursor: usize,
+}
+
+impl SendStrategy for HostExchange {
+    const NAME: &'static str = "host";
+
+    fn accepts(mode: Mode) -> bool {
+        mode == Mode::Host
+    }
+
+    fn new(plan: &ExchangePlan, _rank: u16) -> Self {
+        HostExchange {
+            chunks: plan.chunks(),
+            ..HostExchange::default()
+        }
+    }
+
+    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16) {
+        let b = &plan.blocks[usize::from(block)];
+        self.sends.clear();
+        self.cursor = 0;
+        for u in send_order(plan, rank, block) {
+            let row = b.row_of(u).expect("a vertex of the block");
+            // Sources ascend, so the first neighbour met on each worker is its lowest.
+            let mut targets: Vec<(u16, u32)> = b
+                .sources(row)
+                .map(|s| (plan.owner[s as usize], s))
+                .collect();
+            targets.sort_unstable();
+            targets.dedup_by_key(|t| t.0);
+            self.sends.extend(targets.into_iter().map(|(_, s)| (u, s)));
+        }
+    }
+
+    fn finish(&mut self) {
+        self.sends.clear();
+        self.cursor = 0;
+    }
+
+    fn has_work(&self) -> bool {
+        self.cursor < self.sends.len() * self.chunks
+    }
+
+    fn next(
+        &mut self,
+        _now: Nanos,
+        plan: &ExchangePlan,
+        header: &Repr,
+        rows: &EncodedRows,
+        stats: &mut EngineStats,
+    ) -> Option<Vec<u8>> {
+        if !self.has_work() {
+            return None;
+        }
+        let seq = self.cursor;
+        self.cursor += 1;
+        let ((u, v), c) = (self.sends[seq / self.chunks], seq % self.chunks);
+        let lanes = plan.chunk_lanes(c);
+        let values = rows
+            .chunk(u, c, lanes)
+            .expect("the worker encodes every row it sends");
+        let mut r = *header;
+        r.packet_type = PacketType::Raw;
+        r.src = u;
+        r.dst = v;
+        r.chunk = c as u8;
+        r.lanes = lanes as u8;
+        r.count = 1;
+        r.sequence = seq as u32;
+        stats.payload_sent += 4 * lanes as u64;
+        Some(r.to_bytes(values))
+    }
+
+    fn on_ack(&mut self, _seq: u32, _src: u32) -> bool {
+        false
+    }
+
+    fn on_timeout(&mut self, _now: Nanos, _rto: Nanos) -> bool {
+        false
+    }
+
+    fn deadline(&self, _rto: Nanos) -> Option<Nanos> {
+        None
+    }
+}

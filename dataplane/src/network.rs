@@ -1,0 +1,407 @@
+//! An in-memory star network: the switch in the middle, one link to each worker, seeded faults
+//! on every hop (loss, duplication, reordering by extra delay, bit corruption — smoltcp's fault
+//! injector is the model). Links have a rate and a delay, so the switch's egress queues grow
+//! and ECN marking has something to react to. Deterministic for a seed, and bounded: a run
+//! stops with an error after `max_events` events instead of spinning.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::engine::Exchange;
+use crate::node::{Address, Nanos, Node, Transmit};
+use crate::switch::Switch;
+
+/// Fault probabilities, each applied per packet per hop.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Faults {
+    pub loss: f64,
+    pub duplicate: f64,
+    /// Probability of an extra delay of up to `reorder_delay`, which reorders the packet.
+    pub reorder: f64,
+    pub reorder_delay: Nanos,
+    pub corrupt: f64,
+    /// Drop corrupted frames at the receiver, as the Ethernet frame check does. With `false`
+    /// the corrupted bytes reach the protocol (to test that it rejects them without panicking).
+    pub check_frames: bool,
+}
+
+impl Faults {
+    pub fn none() -> Faults {
+        Faults {
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: 0,
+            corrupt: 0.0,
+            check_frames: true,
+        }
+    }
+
+    pub fn lossy(loss: f64) -> Faults {
+        Faults {
+            loss,
+            ..Faults::none()
+        }
+    }
+}
+
+/// Link rate (bytes per second; infinite for no serialisation) and one-way delay.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkConfig {
+    pub rate: f64,
+    pub delay: Nanos,
+}
+
+impl LinkConfig {
+    /// The paper's links: 100 Gbps, 2 µs.
+    pub fn hundred_gbps() -> LinkConfig {
+        LinkConfig {
+            rate: 100e9 / 8.0,
+            delay: 2_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NetworkConfig {
+    pub link: LinkConfig,
+    pub faults: Faults,
+    pub seed: u64,
+    /// Deliveries plus timer firings before the run is declared stuck.
+    pub max_events: u64,
+}
+
+impl NetworkConfig {
+    pub fn new(faults: Faults, seed: u64) -> NetworkConfig {
+        NetworkConfig {
+            link: LinkConfig::hundred_gbps(),
+            faults,
+            seed,
+            max_events: 50_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum NetworkError {
+    #[error("no event left at {now} ns but workers are unfinished")]
+    Stalled { now: Nanos },
+    #[error("more than {0} events: the exchange does not terminate")]
+    EventLimit(u64),
+    #[error("a packet for worker {0}, which is not in the run")]
+    NoSuchWorker(u16),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NetworkStats {
+    pub transmitted: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    /// Corrupted frames dropped by the frame check.
+    pub frame_errors: u64,
+    pub events: u64,
+    /// Deepest switch egress queue seen (bytes).
+    pub peak_queue_bytes: u64,
+    /// Time the last worker finished.
+    pub finish_time: Nanos,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    at: Nanos,
+    seq: u64,
+    to: Address,
+    from: Address,
+    bytes: Vec<u8>,
+}
+
+/// The network and its clock.
+#[derive(Debug)]
+pub struct Network {
+    cfg: NetworkConfig,
+    rng: ChaCha8Rng,
+    now: Nanos,
+    seq: u64,
+    events: BinaryHeap<Reverse<Event>>,
+    uplink_free: Vec<Nanos>,
+    downlink_free: Vec<Nanos>,
+    stats: NetworkStats,
+}
+
+impl Network {
+    pub fn new(cfg: NetworkConfig, workers: u16) -> Network {
+        Network {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            now: 0,
+            seq: 0,
+            events: BinaryHeap::new(),
+            uplink_free: vec![0; usize::from(workers)],
+            downlink_free: vec![0; usize::from(workers)],
+            stats: NetworkStats::default(),
+        }
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    pub fn stats(&self) -> &NetworkStats {
+        &self.stats
+    }
+
+    fn serialise(&self, bytes: usize) -> Nanos {
+        if self.cfg.link.rate.is_finite() {
+            (bytes as f64 / self.cfg.link.rate * 1e9) as Nanos
+        } else {
+            0
+        }
+    }
+
+    fn queue_bytes(&self, port: usize) -> u64 {
+        let waiting = self.downlink_free[port].saturating_sub(self.now);
+        if self.cfg.link.rate.is_finite() {
+            (waiting as f64 * self.cfg.link.rate / 1e9) as u64
+        } else {
+            0
+        }
+    }
+
+    /// Put a packet on the link from `from`, through the fault injector.
+    fn transmit(&mut self, from: Address, t: Transmit) {
+        self.stats.transmitted += 1;
+        let f = self.cfg.faults;
+        if self.rng.random_bool(f.loss.clamp(0.0, 1.0)) {
+            self.stats.lost += 1;
+            return;
+        }
+        let copies = if self.rng.random_bool(f.duplicate.clamp(0.0, 1.0)) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut bytes = t.bytes.clone();
+            if !bytes.is_empty() && self.rng.random_bool(f.corrupt.clamp(0.0, 1.0)) {
+                self.stats.corrupted += 1;
+                let bit = self.rng.random_range(0..bytes.len() * 8);
+                bytes[bit / 8] ^= 1 << (bit % 8);
+                if f.check_frames {
+                    self.stats.frame_errors += 1;
+                    continue;
+                }
+            }
+            let port = match (from, t.to) {
+                (Address::Worker(w), _) => usize::from(w),
+                (Address::Switch, Address::Worker(w)) => usize::from(w),
+                (Address::Switch, Address::Switch) => continue,
+            };
+            if port >= self.uplink_free.len() {
+                continue;
+            }
+            let serialise = self.serialise(bytes.len());
+            let free = if from == Address::Switch {
+                &mut self.downlink_free[port]
+            } else {
+                &mut self.uplink_free[port]
+            };
+            let depart = (*free).max(self.now) + serialise;
+            *free = depart;
+            if from == Address::Switch {
+                let q = self.queue_bytes(port);
+                self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(q);
+            }
+            let mut at = depart + self.cfg.link.delay;
+            if f.reorder_delay > 0 && self.rng.random_bool(f.reorder.clamp(0.0, 1.0)) {
+                self.stats.reordered += 1;
+                at += self.rng.random_range(0..f.reorder_delay);
+            }
+            self.seq += 1;
+            self.events.push(Reverse(Event {
+                at,
+                seq: self.seq,
+                to: t.to,
+                from,
+                bytes,
+            }));
+        }
+    }
+
+    fn flush<N: Node + ?Sized>(&mut self, node: &mut N, from: Address) {
+        while let Some(t) = node.poll_transmit(self.now) {
+            self.transmit(from, t);
+        }
+    }
+
+    /// Run until every worker has finished its exchange.
+    pub fn run<E: Exchange + ?Sized>(
+        &mut self,
+        switch: &mut Switch,
+        workers: &mut [Box<E>],
+    ) -> Result<NetworkStats, NetworkError> {
+        for (w, node) in workers.iter_mut().enumerate() {
+            self.flush(&mut **node, Address::Worker(w as u16));
+        }
+        loop {
+            if workers.iter().all(|w| w.is_finished()) {
+                self.stats.finish_time = self.now;
+                return Ok(self.stats.clone());
+            }
+            let timer = workers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, w)| w.poll_timeout().map(|t| (t, i)))
+                .min();
+            let packet = self.events.peek().map(|Reverse(e)| e.at);
+            let deliver = match (packet, timer) {
+                (None, None) => return Err(NetworkError::Stalled { now: self.now }),
+                (Some(p), Some((t, _))) => p <= t,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            };
+            self.stats.events += 1;
+            if self.stats.events > self.cfg.max_events {
+                return Err(NetworkError::EventLimit(self.cfg.max_events));
+            }
+            if deliver {
+                let Reverse(e) = self.events.pop().expect("peeked");
+                self.now = self.now.max(e.at);
+                self.stats.delivered += 1;
+                match e.to {
+                    Address::Switch => {
+                        for port in 0..self.downlink_free.len() {
+                            switch.set_egress_queue(port as u16, self.queue_bytes(port));
+                        }
+                        switch.handle_packet(self.now, e.from, &e.bytes);
+                        self.flush(switch, Address::Switch);
+                    }
+                    Address::Worker(w) => {
+                        let node = workers
+                            .get_mut(usize::from(w))
+                            .ok_or(NetworkError::NoSuchWorker(w))?;
+                        node.handle_packet(self.now, e.from, &e.bytes);
+                        self.flush(&mut **node, Address::Worker(w));
+                    }
+                }
+            } else {
+                let (t, i) = timer.expect("a timer");
+                self.now = self.now.max(t);
+                let node = &mut workers[i];
+                node.handle_timeout(self.now);
+                self.flush(&mut **node, Address::Worker(i as u16));
+            }
+        }
+    }
+}
+
+/// Everything one in-memory exchange produced.
+#[derive(Debug, Clone)]
+pub struct ExchangeRun {
+    /// Per worker, its exchange output.
+    pub outputs: Vec<crate::engine::ExchangeOutput>,
+    pub engines: Vec<crate::engine::EngineStats>,
+    pub switch: crate::switch::SwitchCounters,
+    pub network: NetworkStats,
+}
+
+/// What [`run_exchange`] needs besides the plan and the features.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSetup {
+    pub exchange: crate::node::ExchangeId,
+    pub scale: crate::fixed::Scale,
+    pub switch: crate::switch::SwitchConfig,
+    pub network: NetworkConfig,
+    pub timers: crate::engine::Timers,
+    /// Pace with DCQCN-like AIMD at the link rate (else unpaced).
+    pub paced: bool,
+}
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error(transparent)]
+    Switch(#[from] crate::switch::SwitchError),
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+    #[error("features hold {got} values, the graph needs {want}")]
+    Features { got: usize, want: usize },
+}
+
+/// Run one exchange of `plan` over the in-memory network: a fresh switch, one engine per worker
+/// (in-network or host exchange, by the plan's mode), `features` a row-major matrix of every
+/// vertex.
+pub fn run_exchange(
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+) -> Result<ExchangeRun, RunError> {
+    use crate::cc::{Aimd, Controller, Unpaced};
+    use crate::engine::{EngineConfig, HostEngine, InNetworkEngine, LocalFeatures};
+    use crate::plan::Mode;
+
+    let width = plan.width;
+    let n = plan.owner.len();
+    if features.len() != n * width {
+        return Err(RunError::Features {
+            got: features.len(),
+            want: n * width,
+        });
+    }
+    let mut switch = Switch::new(setup.switch);
+    switch.add_job(crate::switch::JobConfig {
+        job: setup.exchange.job,
+        layers: (0..=setup.exchange.layer).map(|_| plan.clone()).collect(),
+    })?;
+    let mut engines: Vec<Box<dyn Exchange>> = Vec::new();
+    for w in 0..plan.workers {
+        let vertices: Vec<u32> = (0..n as u32)
+            .filter(|&v| plan.owner[v as usize] == w)
+            .collect();
+        let values: Vec<f32> = vertices
+            .iter()
+            .flat_map(|&v| &features[v as usize * width..(v as usize + 1) * width])
+            .copied()
+            .collect();
+        let local = LocalFeatures {
+            vertices: &vertices,
+            width,
+            values: &values,
+        };
+        let cfg = EngineConfig {
+            exchange: setup.exchange,
+            seq: 1,
+            rank: w,
+            scale: setup.scale,
+            timers: setup.timers,
+        };
+        let cc: Box<dyn Controller> = if setup.paced {
+            Box::new(Aimd::new(setup.network.link.rate))
+        } else {
+            Box::new(Unpaced)
+        };
+        engines.push(match plan.mode {
+            Mode::Host => Box::new(HostEngine::new(cfg, plan.clone(), local, cc, 0)?),
+            Mode::Blocks | Mode::Strawman => {
+                Box::new(InNetworkEngine::new(cfg, plan.clone(), local, cc, 0)?)
+            }
+        });
+    }
+    let mut net = Network::new(setup.network, plan.workers);
+    let network = net.run(&mut switch, &mut engines)?;
+    Ok(ExchangeRun {
+        outputs: engines.iter().map(|e| e.output().clone()).collect(),
+        engines: engines.iter().map(|e| e.stats().clone()).collect(),
+        switch: switch.counters().clone(),
+        network,
+    })
+}

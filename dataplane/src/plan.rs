@@ -1,0 +1,258 @@
+//! What one exchange (one layer, one direction) needs at run time: the block tables in the
+//! order they run, each block's send order, and which worker owns each vertex.
+//!
+//! Three modes share this shape so that every engine and the switch read the same structure:
+//! - [`Mode::Blocks`]: SwitchGNN — the plan's blocks, one after another, aggregators assigned
+//!   by the control plane (slot `s`, chunk `c` → aggregator `s·C + c`);
+//! - [`Mode::Strawman`]: one block holding every cross edge, aggregators allocated on first
+//!   arrival from a bounded pool, overflow forwarded raw to the destination's host;
+//! - [`Mode::Host`]: the host exchange (BNS-GCN with p = 1) over a plain switch; the single
+//!   table tells each worker which remote workers need which of its vertices.
+
+use serde::Serialize;
+use switchgnn_datasets::Graph;
+use switchgnn_partition::traffic::aggregators_per_vertex;
+use switchgnn_partition::{Assignment, Block, BlockTable, Plan};
+use switchgnn_scheduler::blocks::block_orders;
+use switchgnn_scheduler::{order, Adjacency, OrderKind};
+use thiserror::Error;
+
+use crate::wire::MAX_LANES;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("layer {layer} is not in the plan (it has {layers} layers)")]
+    NoLayer { layer: usize, layers: usize },
+    #[error("width {0} needs more than 255 chunks of {MAX_LANES} lanes")]
+    TooWide(usize),
+    #[error("width must be positive")]
+    ZeroWidth,
+    #[error("{what} {value} does not fit the wire format (limit {limit})")]
+    TooLarge {
+        what: &'static str,
+        value: u64,
+        limit: u64,
+    },
+    #[error("the plan's orders do not match its blocks: {0}")]
+    BadOrder(String),
+}
+
+/// How the switch treats an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Mode {
+    Blocks,
+    Strawman,
+    Host,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Blocks => "switchgnn",
+            Mode::Strawman => "strawman",
+            Mode::Host => "host",
+        }
+    }
+}
+
+/// One block at run time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanBlock {
+    pub table: BlockTable,
+    /// Table rows in send order (every worker sends its own rows in this relative order).
+    pub order: Vec<u32>,
+}
+
+impl PlanBlock {
+    /// Table row of global vertex `v`, if it is in this block.
+    pub fn row_of(&self, v: u32) -> Option<usize> {
+        self.table.vertices.binary_search(&v).ok()
+    }
+
+    /// Global ids of the sources that feed row `i`'s aggregator (its in-block neighbours),
+    /// ascending.
+    pub fn sources(&self, i: usize) -> impl ExactSizeIterator<Item = u32> + '_ {
+        self.table
+            .row(i)
+            .iter()
+            .map(|&s| self.table.vertices[s as usize])
+    }
+}
+
+/// Everything one exchange needs, shared by the switch and every worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExchangePlan {
+    pub mode: Mode,
+    /// Feature width `D` of the exchange.
+    pub width: usize,
+    pub workers: u16,
+    /// Owner worker of every vertex.
+    pub owner: Vec<u16>,
+    pub blocks: Vec<PlanBlock>,
+}
+
+impl ExchangePlan {
+    /// The exchange of `layer` of a prepared plan (SwitchGNN mode). Uses the plan's send orders
+    /// when it has them, else priority BFS (seed 0).
+    pub fn from_plan(plan: &Plan, layer: usize) -> Result<ExchangePlan, PlanError> {
+        let dims = &plan.manifest.spec.feature_dims;
+        let width = *dims.get(layer).ok_or(PlanError::NoLayer {
+            layer,
+            layers: dims.len(),
+        })?;
+        let apv = aggregators_per_vertex(width);
+        let set_index = plan
+            .block_sets
+            .iter()
+            .position(|s| s.params.aggregators_per_vertex() == apv)
+            .ok_or(PlanError::NoLayer {
+                layer,
+                layers: dims.len(),
+            })?;
+        let set = &plan.block_sets[set_index];
+        let orders = match &plan.orders {
+            Some(o) => o[set_index].clone(),
+            None => block_orders(set, &plan.assignment, OrderKind::PriorityBfs, 0),
+        };
+        let blocks = set
+            .blocks
+            .iter()
+            .zip(orders)
+            .map(|(block, order)| plan_block(BlockTable::of(block, &plan.assignment), &order[..]))
+            .collect::<Result<Vec<_>, _>>()?;
+        ExchangePlan::new(Mode::Blocks, width, &plan.assignment, blocks)
+    }
+
+    /// One block of every cross edge of `graph` under `assignment`: the strawman's or the host
+    /// exchange's plan, with the send order `kind` (the strawman uses a random order).
+    pub fn whole_graph(
+        graph: &Graph,
+        assignment: &Assignment,
+        width: usize,
+        mode: Mode,
+        kind: OrderKind,
+        seed: u64,
+    ) -> Result<ExchangePlan, PlanError> {
+        let edges: Vec<(u32, u32)> = graph
+            .edges()
+            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
+            .collect();
+        let blocks = if edges.is_empty() {
+            Vec::new()
+        } else {
+            let table = BlockTable::of(&Block { level: 0, edges }, assignment);
+            let adj = Adjacency::new(&table.offsets, &table.slots);
+            let rows = order(adj, kind, seed);
+            let order: Vec<u32> = rows.iter().map(|&i| table.vertices[i as usize]).collect();
+            vec![plan_block(table, &order)?]
+        };
+        ExchangePlan::new(mode, width, assignment, blocks)
+    }
+
+    fn new(
+        mode: Mode,
+        width: usize,
+        assignment: &Assignment,
+        blocks: Vec<PlanBlock>,
+    ) -> Result<ExchangePlan, PlanError> {
+        if width == 0 {
+            return Err(PlanError::ZeroWidth);
+        }
+        if width.div_ceil(MAX_LANES) > u8::MAX as usize {
+            return Err(PlanError::TooWide(width));
+        }
+        let fits = |what, value: u64, limit: u64| {
+            if value > limit {
+                Err(PlanError::TooLarge { what, value, limit })
+            } else {
+                Ok(())
+            }
+        };
+        fits(
+            "workers",
+            u64::from(assignment.num_parts()),
+            u64::from(u16::MAX),
+        )?;
+        // Block ids leave one value above the last for "exchange finished".
+        fits("blocks", blocks.len() as u64, u64::from(u16::MAX) - 1)?;
+        for b in &blocks {
+            let most = b.table.expected.iter().copied().max().unwrap_or(0);
+            fits(
+                "contributions per aggregator",
+                u64::from(most),
+                u64::from(u16::MAX),
+            )?;
+        }
+        Ok(ExchangePlan {
+            mode,
+            width,
+            workers: assignment.num_parts() as u16,
+            owner: assignment.parts().iter().map(|&p| p as u16).collect(),
+            blocks,
+        })
+    }
+
+    /// 32-lane chunks per feature.
+    pub fn chunks(&self) -> usize {
+        self.width.div_ceil(MAX_LANES)
+    }
+
+    /// Lanes of chunk `c` (the last one may be short).
+    pub fn chunk_lanes(&self, c: usize) -> usize {
+        (self.width - c * MAX_LANES).min(MAX_LANES)
+    }
+
+    /// Every vertex of worker `w` that receives remote contributions, ascending: the rows of
+    /// an exchange's output.
+    pub fn receivers(&self, w: u16) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .blocks
+            .iter()
+            .flat_map(|b| {
+                b.table
+                    .vertices
+                    .iter()
+                    .zip(&b.table.workers)
+                    .filter(move |(_, &o)| o == u32::from(w))
+                    .map(|(&v, _)| v)
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Aggregators the largest block holds at once (slots × chunks).
+    pub fn peak_aggregators(&self) -> usize {
+        self.blocks
+            .iter()
+            .map(|b| b.table.len() * self.chunks())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+fn plan_block(table: BlockTable, order: &[u32]) -> Result<PlanBlock, PlanError> {
+    if order.len() != table.len() {
+        return Err(PlanError::BadOrder(format!(
+            "an order of {} vertices for a block of {}",
+            order.len(),
+            table.len()
+        )));
+    }
+    let mut seen = vec![false; table.len()];
+    let rows = order
+        .iter()
+        .map(|v| {
+            let i = table
+                .vertices
+                .binary_search(v)
+                .map_err(|_| PlanError::BadOrder(format!("vertex {v} is not in its block")))?;
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(PlanError::BadOrder(format!("vertex {v} is listed twice")));
+            }
+            Ok(i as u32)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PlanBlock { table, order: rows })
+}

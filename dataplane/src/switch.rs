@@ -1,0 +1,761 @@
+//! The switch model: exactly what the P4 program does, as a sans-IO state machine.
+//!
+//! Per packet, in order:
+//! 1. parse (malformed → dropped and counted by reason), admission (job, worker and ingress
+//!    port must agree with a configured job), ids in range for the exchange's plan;
+//! 2. **Data**: look the source vertex up in the current block's vertex → aggregators table;
+//!    drop a duplicate (a per-source, per-chunk seen bit) but acknowledge it again; otherwise
+//!    make one pass per destination aggregator (each a recirculation on Tofino): allocate on
+//!    first arrival from the aggregator pool, add the lanes with overflow detection, count,
+//!    and at the expected count send the sum to the destination's worker and free the
+//!    aggregator. No free aggregator, or an aggregator already released, sends the
+//!    contribution raw to the destination's host. A lane overflow releases the aggregator,
+//!    tells the destination to fetch (a `Result` with the fetch flag), and sends the
+//!    contribution raw. Every data packet is acknowledged to its sender, with ECN set when an
+//!    egress queue it feeds is above the threshold.
+//! 3. **Raw** with the resend flag releases the destination's aggregator (its partial sum is
+//!    dropped; the host aggregates raw features instead) and goes to the destination's host;
+//!    **Fetch** goes to the owner of the source vertex; in host mode both are plain forwarding.
+//! 4. **Join** and **BlockDone** run the barriers: when every worker has joined, the switch
+//!    multicasts `BlockGo(0)`; when every worker reports a block done, it frees what the block
+//!    still holds and multicasts `BlockGo(next)`; `BlockGo(blocks)` ends the exchange. A worker
+//!    that repeats a report after a lost go gets the go again.
+//!
+//! Blocks and strawman differ only in the table they run: the plan's blocks (each fits the
+//! aggregator memory, so allocation never fails) or one block of every cross edge (allocation
+//! fails once the pool is exhausted, and the overflow goes to the hosts).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use bitvec::vec::BitVec;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::fixed::checked_add;
+use crate::node::{Address, ExchangeId, Nanos, Node, Transmit};
+use crate::plan::{ExchangePlan, Mode};
+use crate::wire::{self, Packet, PacketType, PlanLimits, Repr, MAX_LANES};
+
+/// Switch resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SwitchConfig {
+    /// Aggregators of 128 bytes (32 int32 lanes) in the pool.
+    pub aggregators: usize,
+    /// Egress queue depth (bytes) above which packets towards a port are ECN-marked.
+    pub ecn_threshold: u64,
+    /// Ports (workers) the switch has.
+    pub ports: u16,
+}
+
+impl SwitchConfig {
+    /// A switch with `memory` bytes of aggregators, 128 ports and a 100 KB marking threshold.
+    pub fn with_memory(memory: u64) -> SwitchConfig {
+        SwitchConfig {
+            aggregators: (memory / 128) as usize,
+            ecn_threshold: 100_000,
+            ports: 128,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SwitchError {
+    #[error("job {0} is already configured")]
+    DuplicateJob(u16),
+    #[error("job {0} has no layers")]
+    NoLayers(u16),
+    #[error("the layers of job {0} disagree on workers or vertex owners")]
+    InconsistentLayers(u16),
+    #[error("job {job} has {workers} workers but the switch has {ports} ports")]
+    TooManyWorkers { job: u16, workers: u16, ports: u16 },
+}
+
+/// Why the switch dropped a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum DropReason {
+    Truncated,
+    BadMagic,
+    BadVersion,
+    UnknownType,
+    ReservedFlags,
+    TooManyLanes,
+    LanesBeyondBuffer,
+    OutOfRange,
+    /// Unknown job, worker beyond the job, or a worker id that is not its ingress port.
+    NotAdmitted,
+    /// Packet types only the switch emits.
+    WrongDirection,
+    /// Not the running exchange or block.
+    Stale,
+    /// A data packet in host mode.
+    WrongMode,
+    /// The vertex is not in the running block, or not owned by the sender.
+    NotInPlan,
+    /// Lane count other than the chunk's.
+    BadLanes,
+    /// A duplicate data packet (re-acknowledged, not added again).
+    Duplicate,
+}
+
+impl DropReason {
+    const ALL: [DropReason; 15] = [
+        DropReason::Truncated,
+        DropReason::BadMagic,
+        DropReason::BadVersion,
+        DropReason::UnknownType,
+        DropReason::ReservedFlags,
+        DropReason::TooManyLanes,
+        DropReason::LanesBeyondBuffer,
+        DropReason::OutOfRange,
+        DropReason::NotAdmitted,
+        DropReason::WrongDirection,
+        DropReason::Stale,
+        DropReason::WrongMode,
+        DropReason::NotInPlan,
+        DropReason::BadLanes,
+        DropReason::Duplicate,
+    ];
+
+    fn of(e: wire::Error) -> DropReason {
+        match e {
+            wire::Error::Truncated(_) => DropReason::Truncated,
+            wire::Error::BadMagic(_) => DropReason::BadMagic,
+            wire::Error::BadVersion(_) => DropReason::BadVersion,
+            wire::Error::UnknownType(_) => DropReason::UnknownType,
+            wire::Error::ReservedFlags(_) => DropReason::ReservedFlags,
+            wire::Error::TooManyLanes(_) => DropReason::TooManyLanes,
+            wire::Error::LanesBeyondBuffer { .. } => DropReason::LanesBeyondBuffer,
+            wire::Error::OutOfRange { .. } => DropReason::OutOfRange,
+        }
+    }
+}
+
+/// Counters for everything the switch does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SwitchCounters {
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    /// Packets processed (every other packet in is a counted drop).
+    pub accepted: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// Valid packets in, by [`PacketType`] (index = type code).
+    pub in_by_type: [u64; 8],
+    /// Packets out, by type.
+    pub out_by_type: [u64; 8],
+    /// Aggregator passes (recirculations on Tofino).
+    pub passes: u64,
+    /// Lanes added into aggregators.
+    pub lane_updates: u64,
+    /// Aggregators that completed and sent their sum.
+    pub aggregations: u64,
+    /// Contributions sent raw to the destination's host (no free aggregator, or released).
+    pub raw_forwarded: u64,
+    /// Aggregators released by a lane overflow.
+    pub overflows: u64,
+    /// Aggregators released by a resend.
+    pub releases: u64,
+    pub acks: u64,
+    pub ecn_marks: u64,
+    pub blocks_completed: u64,
+    pub exchanges_completed: u64,
+    /// Most aggregators in use at once.
+    pub peak_aggregators: u64,
+    /// Drops by [`DropReason`] (index = position in the reason list).
+    drops: [u64; 15],
+}
+
+impl SwitchCounters {
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    pub fn drops(&self) -> BTreeMap<DropReason, u64> {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self.drops[r as usize]))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    pub fn received(&self, t: PacketType) -> u64 {
+        self.in_by_type[t as usize]
+    }
+
+    pub fn sent(&self, t: PacketType) -> u64 {
+        self.out_by_type[t as usize]
+    }
+}
+
+/// One job: its workers and one exchange plan per layer.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    pub job: u16,
+    pub layers: Vec<Arc<ExchangePlan>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Agg {
+    Idle,
+    Active(u32),
+    Done,
+    Released,
+}
+
+/// Aggregator state of the running block, per (slot, chunk).
+#[derive(Debug)]
+struct BlockState {
+    seen: BitVec,
+    agg: Vec<Agg>,
+    counted: Vec<u16>,
+    remaining: Vec<u16>,
+}
+
+impl BlockState {
+    fn new(plan: &ExchangePlan, block: usize) -> BlockState {
+        let c = plan.chunks();
+        let t = &plan.blocks[block].table;
+        let n = t.len() * c;
+        BlockState {
+            seen: BitVec::repeat(false, n),
+            agg: vec![Agg::Idle; n],
+            counted: vec![0; n],
+            remaining: t
+                .expected
+                .iter()
+                .flat_map(|&e| std::iter::repeat_n(e as u16, c))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Run {
+    id: ExchangeId,
+    seq: u32,
+    plan: Arc<ExchangePlan>,
+    started: bool,
+    /// The running block; `plan.blocks.len()` once the exchange is complete.
+    block: u16,
+    joined: BitVec,
+    done: BitVec,
+    state: Option<BlockState>,
+}
+
+impl Run {
+    fn finished(&self) -> bool {
+        self.started && usize::from(self.block) == self.plan.blocks.len()
+    }
+}
+
+#[derive(Debug)]
+struct Job {
+    workers: u16,
+    layers: Vec<Arc<ExchangePlan>>,
+    current: Option<Run>,
+    /// The exchange before `current`, its sequence number and block count, to repeat its
+    /// final go to a worker that missed it.
+    previous: Option<(ExchangeId, u32, u16)>,
+}
+
+/// The aggregator pool, shared by all jobs.
+#[derive(Debug)]
+struct Pool {
+    lanes: Vec<i32>,
+    free: Vec<u32>,
+    capacity: usize,
+}
+
+impl Pool {
+    fn alloc(&mut self) -> Option<u32> {
+        let a = self.free.pop()?;
+        self.lanes[a as usize * MAX_LANES..][..MAX_LANES].fill(0);
+        Some(a)
+    }
+
+    fn release(&mut self, a: u32) {
+        self.free.push(a);
+    }
+
+    fn in_use(&self) -> usize {
+        self.capacity - self.free.len()
+    }
+}
+
+/// Everything a handler touches besides the job: outputs, counters, pool, queue depths.
+#[derive(Debug)]
+struct Fabric {
+    config: SwitchConfig,
+    pool: Pool,
+    egress: Vec<u64>,
+    out: VecDeque<Transmit>,
+    counters: SwitchCounters,
+}
+
+impl Fabric {
+    fn drop(&mut self, reason: DropReason) {
+        self.counters.drops[reason as usize] += 1;
+    }
+
+    fn congested(&self, port: u16) -> bool {
+        self.egress
+            .get(usize::from(port))
+            .is_some_and(|&q| q > self.config.ecn_threshold)
+    }
+
+    /// Queue `bytes` for `port`, marking ECN when its queue is above the threshold.
+    fn send(&mut self, port: u16, mut bytes: Vec<u8>) {
+        if self.congested(port) {
+            let mut p = Packet::new_unchecked(&mut bytes[..]);
+            let mut flags = wire::Flags::from_u8(p.flags()).unwrap_or_default();
+            if !flags.ecn {
+                flags.ecn = true;
+                p.set_flags(flags);
+                self.counters.ecn_marks += 1;
+            }
+        }
+        self.counters.packets_out += 1;
+        self.counters.bytes_out += bytes.len() as u64;
+        let t = usize::from(bytes[3]).min(7);
+        self.counters.out_by_type[t] += 1;
+        self.out.push_back(Transmit {
+            to: Address::Worker(port),
+            bytes,
+        });
+    }
+
+    fn note_occupancy(&mut self) {
+        let used = self.pool.in_use() as u64;
+        self.counters.peak_aggregators = self.counters.peak_aggregators.max(used);
+    }
+
+    fn go(&mut self, id: &ExchangeId, seq: u32, block: u16, port: u16) {
+        let mut r = id.header(PacketType::BlockGo);
+        r.block = block;
+        r.worker = port;
+        r.sequence = seq;
+        self.send(port, r.to_bytes(&[]));
+    }
+}
+
+/// The switch model.
+#[derive(Debug)]
+pub struct Switch {
+    jobs: BTreeMap<u16, Job>,
+    fabric: Fabric,
+}
+
+impl Switch {
+    pub fn new(config: SwitchConfig) -> Switch {
+        Switch {
+            jobs: BTreeMap::new(),
+            fabric: Fabric {
+                pool: Pool {
+                    lanes: vec![0; config.aggregators * MAX_LANES],
+                    free: (0..config.aggregators as u32).rev().collect(),
+                    capacity: config.aggregators,
+                },
+                egress: vec![0; usize::from(config.ports)],
+                out: VecDeque::new(),
+                counters: SwitchCounters::default(),
+                config,
+            },
+        }
+    }
+
+    /// Admit a job (the control plane installing its tables).
+    pub fn add_job(&mut self, job: JobConfig) -> Result<(), SwitchError> {
+        if self.jobs.contains_key(&job.job) {
+            return Err(SwitchError::DuplicateJob(job.job));
+        }
+        let first = job.layers.first().ok_or(SwitchError::NoLayers(job.job))?;
+        if job
+            .layers
+            .iter()
+            .any(|p| p.workers != first.workers || p.owner != first.owner)
+        {
+            return Err(SwitchError::InconsistentLayers(job.job));
+        }
+        if first.workers > self.fabric.config.ports {
+            return Err(SwitchError::TooManyWorkers {
+                job: job.job,
+                workers: first.workers,
+                ports: self.fabric.config.ports,
+            });
+        }
+        self.jobs.insert(
+            job.job,
+            Job {
+                workers: first.workers,
+                layers: job.layers,
+                current: None,
+                previous: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The driver reports the depth (bytes) of the egress queue towards `port`.
+    pub fn set_egress_queue(&mut self, port: u16, bytes: u64) {
+        if let Some(q) = self.fabric.egress.get_mut(usize::from(port)) {
+            *q = bytes;
+        }
+    }
+
+    pub fn counters(&self) -> &SwitchCounters {
+        &self.fabric.counters
+    }
+
+    pub fn config(&self) -> &SwitchConfig {
+        &self.fabric.config
+    }
+
+    /// Aggregators in use now.
+    pub fn aggregators_in_use(&self) -> usize {
+        self.fabric.pool.in_use()
+    }
+
+    fn process(&mut self, port: u16, bytes: &[u8]) -> Result<(), DropReason> {
+        let packet = Packet::new_checked(bytes).map_err(DropReason::of)?;
+        let repr = Repr::parse(&packet).map_err(DropReason::of)?;
+        let f = &mut self.fabric;
+        f.counters.in_by_type[repr.packet_type as usize] += 1;
+        let job = self
+            .jobs
+            .get_mut(&repr.job)
+            .ok_or(DropReason::NotAdmitted)?;
+        if repr.worker >= job.workers || repr.worker != port {
+            return Err(DropReason::NotAdmitted);
+        }
+        let limits = {
+            let plan = job
+                .layers
+                .get(usize::from(repr.layer))
+                .ok_or(DropReason::OutOfRange)?;
+            PlanLimits {
+                vertices: plan.owner.len() as u32,
+                blocks: plan.blocks.len() as u32 + 1,
+                workers: u32::from(job.workers),
+                layers: job.layers.len() as u32,
+                chunks: plan.chunks() as u32,
+            }
+        };
+        repr.check_plan(&limits).map_err(DropReason::of)?;
+        match repr.packet_type {
+            PacketType::Join => join(job, f, &repr),
+            PacketType::BlockDone => block_done(job, f, &repr),
+            PacketType::Data => data(job, f, &repr, &packet),
+            PacketType::Raw => raw(job, f, &repr, bytes),
+            PacketType::Fetch => fetch(job, f, &repr, bytes),
+            PacketType::Result | PacketType::BlockGo => Err(DropReason::WrongDirection),
+        }
+    }
+}
+
+/// The running exchange and block a packet must belong to.
+fn running<'a>(job: &'a mut Job, repr: &Repr) -> Result<&'a mut Run, DropReason> {
+    match &mut job.current {
+        Some(run) if run.id.matches(repr) && run.started && !run.finished() => Ok(run),
+        _ => Err(DropReason::Stale),
+    }
+}
+
+fn join(job: &mut Job, f: &mut Fabric, repr: &Repr) -> Result<(), DropReason> {
+    let id = ExchangeId::of(repr);
+    let seq = repr.sequence;
+    let w = repr.worker;
+    if let Some(run) = &mut job.current {
+        if run.id == id && run.seq == seq {
+            if run.started {
+                // The go was lost: repeat it to this worker.
+                f.go(&id, seq, run.block, w);
+            } else {
+                run.joined.set(usize::from(w), true);
+                start_if_all_joined(job, f);
+            }
+            return Ok(());
+        }
+        // Exchanges run in sequence order; a new one may begin once the current is complete.
+        if seq <= run.seq || !run.finished() {
+            return Err(DropReason::Stale);
+        }
+    }
+    let plan = job.layers[usize::from(repr.layer)].clone();
+    if let Some(old) = job.current.take() {
+        job.previous = Some((old.id, old.seq, old.block));
+    }
+    let workers = usize::from(job.workers);
+    let mut joined = BitVec::repeat(false, workers);
+    joined.set(usize::from(w), true);
+    job.current = Some(Run {
+        id,
+        seq,
+        plan,
+        started: false,
+        block: 0,
+        joined,
+        done: BitVec::repeat(false, workers),
+        state: None,
+    });
+    start_if_all_joined(job, f);
+    Ok(())
+}
+
+fn start_if_all_joined(job: &mut Job, f: &mut Fabric) {
+    let run = job.current.as_mut().expect("a run");
+    if !run.joined.all() {
+        return;
+    }
+    run.started = true;
+    begin_block(run, f, job.workers);
+}
+
+/// Load block `run.block` (or finish) and multicast its go.
+fn begin_block(run: &mut Run, f: &mut Fabric, workers: u16) {
+    if usize::from(run.block) < run.plan.blocks.len() {
+        run.state = Some(BlockState::new(&run.plan, usize::from(run.block)));
+    } else {
+        run.state = None;
+        f.counters.exchanges_completed += 1;
+    }
+    run.done.fill(false);
+    for w in 0..workers {
+        f.go(&run.id, run.seq, run.block, w);
+    }
+}
+
+fn block_done(job: &mut Job, f: &mut Fabric, repr: &Repr) -> Result<(), DropReason> {
+    let w = repr.worker;
+    let workers = job.workers;
+    if let Some((prev, seq, blocks)) = job.previous {
+        if prev.matches(repr) && !job.current.as_ref().is_some_and(|r| r.id.matches(repr)) {
+            // A worker that missed the previous exchange's final go.
+            f.go(&prev, seq, blocks, w);
+            return Ok(());
+        }
+    }
+    let run = match &mut job.current {
+        Some(run) if run.id.matches(repr) && run.started => run,
+        _ => return Err(DropReason::Stale),
+    };
+    if repr.block < run.block {
+        f.go(&run.id, run.seq, run.block, w);
+        return Ok(());
+    }
+    if repr.block > run.block || run.finished() {
+        return Err(DropReason::Stale);
+    }
+    run.done.set(usize::from(w), true);
+    if run.done.all() {
+        // Free what the block still holds (aggregators whose destination finished by fetching
+        // raw features from its cache never saw a resend).
+        if let Some(state) = run.state.take() {
+            for a in state.agg {
+                if let Agg::Active(i) = a {
+                    f.pool.release(i);
+                }
+            }
+        }
+        f.counters.blocks_completed += 1;
+        run.block += 1;
+        begin_block(run, f, workers);
+    }
+    Ok(())
+}
+
+fn data(
+    job: &mut Job,
+    f: &mut Fabric,
+    repr: &Repr,
+    packet: &Packet<&[u8]>,
+) -> Result<(), DropReason> {
+    let run = running(job, repr)?;
+    if repr.block != run.block {
+        return Err(DropReason::Stale);
+    }
+    let plan = &run.plan;
+    if plan.mode == Mode::Host {
+        return Err(DropReason::WrongMode);
+    }
+    if plan.owner[repr.src as usize] != repr.worker {
+        return Err(DropReason::NotInPlan);
+    }
+    let c = usize::from(repr.chunk);
+    let lanes = plan.chunk_lanes(c);
+    if usize::from(repr.lanes) != lanes {
+        return Err(DropReason::BadLanes);
+    }
+    let block = &plan.blocks[usize::from(run.block)];
+    let row = block.row_of(repr.src).ok_or(DropReason::NotInPlan)?;
+    let chunks = plan.chunks();
+    let state = run.state.as_mut().expect("a running block has state");
+    let mut values = [0i32; MAX_LANES];
+    for (i, v) in values[..lanes].iter_mut().enumerate() {
+        *v = packet.lane(i);
+    }
+    let mut ack = *repr;
+    ack.flags.ack = true;
+    ack.lanes = 0;
+    if state.seen.replace(row * chunks + c, true) {
+        // Already counted: acknowledge again (the first ack may be lost), add nothing.
+        f.counters.acks += 1;
+        f.send(repr.worker, ack.to_bytes(&[]));
+        return Err(DropReason::Duplicate);
+    }
+    let table = &block.table;
+    let mut congested = false;
+    for &slot in table.row(row) {
+        f.counters.passes += 1;
+        let k = slot as usize * chunks + c;
+        let dst_port = table.workers[slot as usize] as u16;
+        let dst = table.vertices[slot as usize];
+        congested |= f.congested(dst_port);
+        if state.remaining[k] == 0 {
+            // Cannot happen with a consistent table: every contribution is counted once.
+            continue;
+        }
+        state.remaining[k] -= 1;
+        if state.agg[k] == Agg::Idle {
+            if let Some(a) = f.pool.alloc() {
+                state.agg[k] = Agg::Active(a);
+                f.note_occupancy();
+            }
+        }
+        let Agg::Active(a) = state.agg[k] else {
+            // No aggregator (pool exhausted, or released): the host aggregates this one.
+            forward_raw(f, repr, dst, dst_port, &values[..lanes]);
+            if state.remaining[k] == 0 {
+                state.agg[k] = Agg::Done;
+            }
+            continue;
+        };
+        let acc = &mut f.pool.lanes[a as usize * MAX_LANES..][..lanes];
+        let sums: Option<Vec<i32>> = acc
+            .iter()
+            .zip(&values[..lanes])
+            .map(|(&x, &y)| checked_add(x, y))
+            .collect();
+        let Some(sums) = sums else {
+            f.counters.overflows += 1;
+            f.pool.release(a);
+            state.agg[k] = Agg::Released;
+            let mut notice = *repr;
+            notice.packet_type = PacketType::Result;
+            notice.flags.fetch = true;
+            notice.src = dst;
+            notice.dst = dst;
+            notice.count = 0;
+            notice.lanes = 0;
+            notice.worker = dst_port;
+            f.send(dst_port, notice.to_bytes(&[]));
+            forward_raw(f, repr, dst, dst_port, &values[..lanes]);
+            continue;
+        };
+        acc.copy_from_slice(&sums);
+        f.counters.lane_updates += lanes as u64;
+        state.counted[k] += 1;
+        if state.remaining[k] == 0 {
+            let mut result = *repr;
+            result.packet_type = PacketType::Result;
+            result.src = dst;
+            result.dst = dst;
+            result.count = state.counted[k];
+            result.worker = dst_port;
+            f.send(dst_port, result.to_bytes(&sums));
+            f.pool.release(a);
+            state.agg[k] = Agg::Done;
+            f.counters.aggregations += 1;
+        }
+    }
+    ack.flags.ecn = congested;
+    if congested {
+        f.counters.ecn_marks += 1;
+    }
+    f.counters.acks += 1;
+    f.send(repr.worker, ack.to_bytes(&[]));
+    Ok(())
+}
+
+/// Send one contribution of `repr.src` to `dst`'s host unaggregated (count 1, no resend flag).
+fn forward_raw(f: &mut Fabric, repr: &Repr, dst: u32, port: u16, lanes: &[i32]) {
+    let mut r = *repr;
+    r.packet_type = PacketType::Raw;
+    r.dst = dst;
+    r.count = 1;
+    f.counters.raw_forwarded += 1;
+    f.send(port, r.to_bytes(lanes));
+}
+
+fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), DropReason> {
+    let run = running(job, repr)?;
+    let plan = &run.plan;
+    if plan.owner[repr.src as usize] != repr.worker {
+        return Err(DropReason::NotInPlan);
+    }
+    if usize::from(repr.lanes) != plan.chunk_lanes(usize::from(repr.chunk)) {
+        return Err(DropReason::BadLanes);
+    }
+    let dst_port = plan.owner[repr.dst as usize];
+    if repr.flags.resend && plan.mode != Mode::Host && repr.block == run.block {
+        let block = &plan.blocks[usize::from(run.block)];
+        if let (Some(slot), Some(state)) = (block.row_of(repr.dst), run.state.as_mut()) {
+            let k = slot * plan.chunks() + usize::from(repr.chunk);
+            match state.agg[k] {
+                Agg::Active(a) => {
+                    f.pool.release(a);
+                    state.agg[k] = Agg::Released;
+                    f.counters.releases += 1;
+                }
+                Agg::Idle => {
+                    state.agg[k] = Agg::Released;
+                    f.counters.releases += 1;
+                }
+                Agg::Done | Agg::Released => {}
+            }
+        }
+    }
+    f.send(dst_port, bytes[..repr.buffer_len()].to_vec());
+    Ok(())
+}
+
+fn fetch(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), DropReason> {
+    let run = running(job, repr)?;
+    let plan = &run.plan;
+    // Only the destination's owner asks for its contributions.
+    if plan.owner[repr.dst as usize] != repr.worker {
+        return Err(DropReason::NotInPlan);
+    }
+    let owner = plan.owner[repr.src as usize];
+    f.send(owner, bytes[..repr.buffer_len()].to_vec());
+    Ok(())
+}
+
+impl Node for Switch {
+    fn handle_packet(&mut self, _now: Nanos, from: Address, bytes: &[u8]) {
+        self.fabric.counters.packets_in += 1;
+        self.fabric.counters.bytes_in += bytes.len() as u64;
+        let Address::Worker(port) = from else {
+            self.fabric.drop(DropReason::NotAdmitted);
+            return;
+        };
+        match self.process(port, bytes) {
+            Ok(()) => self.fabric.counters.accepted += 1,
+            Err(reason) => self.fabric.drop(reason),
+        }
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.fabric.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+}

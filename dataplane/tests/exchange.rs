@@ -1,0 +1,223 @@
+//! The exchange is exact: whatever the loss, duplication, reordering, aggregator memory or
+//! fallback path, every worker ends with the integer sums a direct computation gives.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::network::{run_exchange, Faults};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_partition::{Assignment, Method};
+use switchgnn_scheduler::OrderKind;
+
+/// Loss, duplication and reordering together (the reorder window varies with `seed`).
+fn mixed_faults(seed: u64) -> Faults {
+    Faults {
+        loss: 0.02,
+        duplicate: 0.05,
+        reorder: 0.1,
+        reorder_delay: 20_000 + seed % 7 * 1_000,
+        ..Faults::none()
+    }
+}
+
+#[test]
+fn blocks_are_exact_under_loss_duplication_and_reordering_in_both_directions() {
+    let d = dataset_of(random_graph(400, 1_600, 1));
+    // 48 aggregators of width 40 (2 chunks each): far smaller than the boundary, many blocks.
+    let memory = 48 * 2 * 128;
+    let plan = block_plan(&d, 4, 40, memory, metis());
+    assert!(plan.blocks.len() > 3, "{} blocks", plan.blocks.len());
+    let scale = scale_for(&d.graph);
+    let cases = [
+        ("lossless", Faults::none()),
+        ("1% loss", Faults::lossy(0.01)),
+        ("5% loss", Faults::lossy(0.05)),
+        ("duplication and reordering", mixed_faults(3)),
+    ];
+    for (i, (name, faults)) in cases.into_iter().enumerate() {
+        for backward in [false, true] {
+            let values = features(
+                d.graph.num_vertices(),
+                40,
+                i as u64 * 2 + u64::from(backward),
+            );
+            let setup = setup(scale, memory, faults, 11 + i as u64, backward);
+            let run = run_exact(&d.graph, &plan, &values, &setup);
+            assert_eq!(
+                run.switch.exchanges_completed, 1,
+                "{name}: the switch saw the exchange end"
+            );
+            if faults.loss > 0.0 {
+                assert!(run.network.lost > 0, "{name}: faults were injected");
+                let retransmits: u64 = run.engines.iter().map(|e| e.retransmits).sum();
+                assert!(retransmits > 0, "{name}: losses were repaired");
+            }
+            if faults.duplicate > 0.0 {
+                assert!(
+                    run.switch
+                        .dropped(switchgnn_dataplane::switch::DropReason::Duplicate)
+                        > 0
+                );
+            }
+            // Blocks fit the memory: the switch never ran out of aggregators.
+            assert!(run.switch.peak_aggregators as usize <= setup.switch.aggregators);
+        }
+    }
+}
+
+#[test]
+fn aggregator_memory_of_one_edge_still_completes_exactly() {
+    let d = dataset_of(random_graph(120, 400, 2));
+    let memory = 2 * 128; // two aggregators: one edge of width 32 per block
+    let plan = block_plan(&d, 3, 32, memory, Method::Random { seed: 5 });
+    assert!(plan.blocks.len() > 20);
+    let values = features(120, 32, 9);
+    let run = run_exact(
+        &d.graph,
+        &plan,
+        &values,
+        &setup(scale_for(&d.graph), memory, Faults::lossy(0.02), 4, false),
+    );
+    assert_eq!(run.switch.blocks_completed as usize, plan.blocks.len());
+}
+
+#[test]
+fn the_strawman_overflows_to_the_hosts_and_stays_exact() {
+    let d = dataset_of(random_graph(300, 1_200, 3));
+    let a = Assignment::compute(&d.graph, 4, &Method::Random { seed: 1 }).unwrap();
+    let plan = Arc::new(
+        ExchangePlan::whole_graph(&d.graph, &a, 48, Mode::Strawman, OrderKind::Random, 2).unwrap(),
+    );
+    let scale = scale_for(&d.graph);
+    for (i, faults) in [Faults::none(), Faults::lossy(0.05), mixed_faults(1)]
+        .into_iter()
+        .enumerate()
+    {
+        // 10 aggregators for hundreds of destinations: most contributions overflow.
+        let memory = 10 * 128;
+        let values = features(300, 48, 20 + i as u64);
+        let run = run_exact(
+            &d.graph,
+            &plan,
+            &values,
+            &setup(scale, memory, faults, i as u64, false),
+        );
+        assert!(
+            run.switch.raw_forwarded > 100,
+            "{}",
+            run.switch.raw_forwarded
+        );
+        assert!(run.switch.aggregations > 0);
+        assert_eq!(run.switch.peak_aggregators, 10);
+    }
+}
+
+#[test]
+fn a_lane_overflow_falls_back_to_host_aggregation() {
+    let d = dataset_of(random_graph(200, 1_000, 4));
+    let plan = block_plan(&d, 4, 16, 1 << 20, metis());
+    // A scale chosen for one contribution: sums of many overflow int32 in the switch.
+    let scale = Scale::for_bound(1.0, 1).unwrap();
+    let values: Vec<f32> = features(200, 16, 5).iter().map(|x| x.abs()).collect();
+    let run = run_exact(
+        &d.graph,
+        &plan,
+        &values,
+        &setup(scale, 1 << 20, Faults::none(), 1, false),
+    );
+    assert!(run.switch.overflows > 0);
+    let notices: u64 = run.engines.iter().map(|e| e.overflow_notices).sum();
+    assert_eq!(notices, run.switch.overflows);
+    let host: u64 = run.engines.iter().map(|e| e.host_aggregated).sum();
+    assert!(host > 0);
+}
+
+#[test]
+fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
+    let d = dataset_of(random_graph(500, 2_500, 6));
+    let spec_width = 72; // 3 chunks, the last of 8 lanes
+    let memory = 64 * 3 * 128;
+    let spec = switchgnn_partition::PlanSpec {
+        dataset: "test".into(),
+        workers: 5,
+        partitioner: metis(),
+        switch_memory: memory,
+        feature_dims: vec![spec_width],
+        fill_target: 0.9,
+        block_metis: Default::default(),
+        block_method: Default::default(),
+    };
+    let prepared = switchgnn_partition::Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    let traffic = &prepared.manifest.traffic[0];
+    let ina = Arc::new(ExchangePlan::from_plan(&prepared, 0).unwrap());
+    let host = Arc::new(
+        ExchangePlan::whole_graph(
+            &d.graph,
+            &prepared.assignment,
+            spec_width,
+            Mode::Host,
+            OrderKind::Degree,
+            0,
+        )
+        .unwrap(),
+    );
+    let values = features(500, spec_width, 1);
+    let scale = scale_for(&d.graph);
+    let s = setup(scale, memory, Faults::none(), 1, false);
+    let a = run_exact(&d.graph, &ina, &values, &s);
+    let b = run_exact(&d.graph, &host, &values, &s);
+    assert_eq!(a.outputs, b.outputs);
+    let payload = |r: &switchgnn_dataplane::network::ExchangeRun| -> u64 {
+        r.engines
+            .iter()
+            .map(|e| e.payload_sent + e.payload_received)
+            .sum()
+    };
+    assert_eq!(payload(&a), traffic.plan_bytes);
+    assert_eq!(payload(&b), traffic.host_bytes);
+    // Nothing was sent twice on a clean network.
+    assert!(a.engines.iter().all(|e| e.payload_resent == 0));
+    assert!(b.engines.iter().all(|e| e.payload_resent == 0));
+
+    // With loss, the host exchange recovers by fetching, and stays exact.
+    let lossy = setup(scale, memory, Faults::lossy(0.05), 2, true);
+    let c = run_exact(&d.graph, &host, &values, &lossy);
+    assert!(c.engines.iter().map(|e| e.fetches_sent).sum::<u64>() > 0);
+}
+
+#[test]
+fn a_graph_without_cross_edges_finishes_at_once() {
+    let d = dataset_of(random_graph(50, 100, 7));
+    let a = Assignment::new(vec![0; 50], 2).unwrap();
+    let plan = Arc::new(
+        ExchangePlan::whole_graph(&d.graph, &a, 8, Mode::Strawman, OrderKind::Random, 0).unwrap(),
+    );
+    assert!(plan.blocks.is_empty());
+    let s = setup(scale_for(&d.graph), 1024, Faults::none(), 0, false);
+    let run = run_exchange(plan, &features(50, 8, 0), &s).unwrap();
+    assert!(run.outputs.iter().all(|o| o.vertices.is_empty()));
+    assert_eq!(run.switch.exchanges_completed, 1);
+}
+
+#[test]
+fn corrupted_packets_that_reach_the_protocol_are_rejected_without_panics() {
+    let d = dataset_of(random_graph(150, 500, 8));
+    let plan = block_plan(&d, 3, 24, 40 * 128, metis());
+    let faults = Faults {
+        corrupt: 0.02,
+        check_frames: false,
+        ..Faults::none()
+    };
+    let s = setup(scale_for(&d.graph), 40 * 128, faults, 5, false);
+    // Without a frame check a flipped lane bit changes a sum, so exactness is not claimed here;
+    // the run must end, and what the switch rejected must be counted.
+    let run = run_exchange(plan, &features(150, 24, 3), &s).unwrap();
+    assert!(run.network.corrupted > 0);
+    assert_eq!(
+        run.switch.packets_in,
+        run.switch.accepted + run.switch.total_drops()
+    );
+}

@@ -1,0 +1,234 @@
+//! The switch model driven by hand-written event sequences.
+
+use std::sync::Arc;
+
+use switchgnn_dataplane::node::{Address, ExchangeId, Node, Transmit};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::wire::{Packet, PacketType, Repr};
+use switchgnn_datasets::{BuildOptions, Graph};
+use switchgnn_partition::Assignment;
+use switchgnn_scheduler::OrderKind;
+
+const ID: ExchangeId = ExchangeId {
+    job: 1,
+    epoch: 0,
+    layer: 0,
+    backward: false,
+};
+
+/// A star: vertex 0 on worker 0, leaves 1, 2, 3 on worker 1, width 4 (one chunk).
+/// Cross edges 0-1, 0-2, 0-3: vertex 0 expects 3 contributions, each leaf expects 1.
+fn star_switch(mode: Mode, aggregators: usize) -> (Switch, Arc<ExchangePlan>) {
+    let g = Graph::from_edges(4, &[(0, 1), (0, 2), (0, 3)], BuildOptions::default()).unwrap();
+    let a = Assignment::new(vec![0, 1, 1, 1], 2).unwrap();
+    let plan = Arc::new(ExchangePlan::whole_graph(&g, &a, 4, mode, OrderKind::Bfs, 0).unwrap());
+    let mut s = Switch::new(SwitchConfig {
+        aggregators,
+        ecn_threshold: 1_000,
+        ports: 4,
+    });
+    s.add_job(JobConfig {
+        job: 1,
+        layers: vec![plan.clone()],
+    })
+    .unwrap();
+    (s, plan)
+}
+
+fn packet(t: PacketType, worker: u16, f: impl FnOnce(&mut Repr)) -> Repr {
+    let mut r = ID.header(t);
+    r.worker = worker;
+    r.sequence = 1;
+    f(&mut r);
+    r
+}
+
+fn send(s: &mut Switch, port: u16, r: &Repr, lanes: &[i32]) -> Vec<(Address, Repr, Vec<i32>)> {
+    s.handle_packet(0, Address::Worker(port), &r.to_bytes(lanes));
+    let mut out = Vec::new();
+    while let Some(Transmit { to, bytes }) = s.poll_transmit(0) {
+        let p = Packet::new_checked(&bytes[..]).unwrap();
+        let repr = Repr::parse(&p).unwrap();
+        out.push((to, repr, p.payload().collect()));
+    }
+    out
+}
+
+fn join_all(s: &mut Switch) -> Vec<(Address, Repr, Vec<i32>)> {
+    let a = send(s, 0, &packet(PacketType::Join, 0, |_| {}), &[]);
+    assert!(a.is_empty(), "no go before everyone joined");
+    send(s, 1, &packet(PacketType::Join, 1, |_| {}), &[])
+}
+
+fn data(worker: u16, src: u32, lanes: &[i32]) -> Repr {
+    packet(PacketType::Data, worker, |r| {
+        r.src = src;
+        r.dst = src;
+        r.lanes = lanes.len() as u8;
+        r.count = 1;
+    })
+}
+
+#[test]
+fn barrier_aggregation_acks_and_duplicates() {
+    let (mut s, _) = star_switch(Mode::Blocks, 16);
+    let go = join_all(&mut s);
+    assert_eq!(go.len(), 2);
+    assert!(go
+        .iter()
+        .all(|(_, r, _)| r.packet_type == PacketType::BlockGo && r.block == 0));
+
+    // Leaf 1 feeds vertex 0's aggregator (expects 3): only an ack comes back.
+    let out = send(&mut s, 1, &data(1, 1, &[1, 2, 3, 4]), &[1, 2, 3, 4]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, Address::Worker(1));
+    assert!(out[0].1.flags.ack);
+    // The duplicate is acknowledged again and not added.
+    let out = send(&mut s, 1, &data(1, 1, &[1, 2, 3, 4]), &[1, 2, 3, 4]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(s.counters().dropped(DropReason::Duplicate), 1);
+    send(&mut s, 1, &data(1, 2, &[10, 20, 30, 40]), &[10, 20, 30, 40]);
+    let out = send(
+        &mut s,
+        1,
+        &data(1, 3, &[100, 200, 300, 400]),
+        &[100, 200, 300, 400],
+    );
+    // The third contribution completes vertex 0: its sum goes to worker 0, then the ack.
+    let result = out
+        .iter()
+        .find(|(_, r, _)| r.packet_type == PacketType::Result)
+        .unwrap();
+    assert_eq!(result.0, Address::Worker(0));
+    assert_eq!((result.1.dst, result.1.count), (0, 3));
+    assert_eq!(result.2, [111, 222, 333, 444]);
+
+    // Vertex 0 multicasts into three leaf aggregators: three passes, three results.
+    let passes = s.counters().passes;
+    let out = send(&mut s, 0, &data(0, 0, &[5, 6, 7, 8]), &[5, 6, 7, 8]);
+    assert_eq!(s.counters().passes - passes, 3);
+    let results: Vec<u32> = out
+        .iter()
+        .filter(|(_, r, _)| r.packet_type == PacketType::Result)
+        .map(|(_, r, _)| r.dst)
+        .collect();
+    assert_eq!(results, [1, 2, 3]);
+    assert_eq!(s.aggregators_in_use(), 0, "completed aggregators are freed");
+
+    // Block done from both workers ends the exchange (one block).
+    assert!(send(&mut s, 0, &packet(PacketType::BlockDone, 0, |_| {}), &[]).is_empty());
+    let go = send(&mut s, 1, &packet(PacketType::BlockDone, 1, |_| {}), &[]);
+    assert_eq!(go.len(), 2);
+    assert!(go.iter().all(|(_, r, _)| r.block == 1));
+    assert_eq!(s.counters().exchanges_completed, 1);
+    // A repeated report after a lost go gets the go again; late data is stale.
+    let again = send(&mut s, 0, &packet(PacketType::BlockDone, 0, |_| {}), &[]);
+    assert_eq!(again.len(), 1);
+    send(&mut s, 0, &data(0, 0, &[5, 6, 7, 8]), &[5, 6, 7, 8]);
+    assert_eq!(s.counters().dropped(DropReason::Stale), 1);
+    assert_eq!(
+        s.counters().packets_in,
+        s.counters().accepted + s.counters().total_drops()
+    );
+}
+
+#[test]
+fn admission_and_ownership_are_enforced() {
+    let (mut s, _) = star_switch(Mode::Blocks, 16);
+    join_all(&mut s);
+    // Worker id that is not the ingress port.
+    send(&mut s, 0, &data(1, 1, &[1, 2, 3, 4]), &[1, 2, 3, 4]);
+    // Unknown job.
+    let mut other = data(1, 1, &[1, 2, 3, 4]);
+    other.job = 9;
+    send(&mut s, 1, &other, &[1, 2, 3, 4]);
+    assert_eq!(s.counters().dropped(DropReason::NotAdmitted), 2);
+    // A worker sending a vertex it does not own.
+    send(&mut s, 0, &data(0, 1, &[1, 2, 3, 4]), &[1, 2, 3, 4]);
+    assert_eq!(s.counters().dropped(DropReason::NotInPlan), 1);
+    // Wrong lane count for the chunk.
+    send(&mut s, 1, &data(1, 1, &[1, 2]), &[1, 2]);
+    assert_eq!(s.counters().dropped(DropReason::BadLanes), 1);
+    // Vertex beyond the plan.
+    send(&mut s, 1, &data(1, 99, &[1, 2, 3, 4]), &[1, 2, 3, 4]);
+    assert_eq!(s.counters().dropped(DropReason::OutOfRange), 1);
+    // Results only come from the switch.
+    send(&mut s, 1, &packet(PacketType::Result, 1, |_| {}), &[]);
+    assert_eq!(s.counters().dropped(DropReason::WrongDirection), 1);
+    // Garbage.
+    s.handle_packet(0, Address::Worker(0), &[1, 2, 3]);
+    assert_eq!(s.counters().dropped(DropReason::Truncated), 1);
+    assert_eq!(s.counters().aggregations, 0);
+}
+
+#[test]
+fn the_strawman_pool_overflows_raw_and_sums_the_rest() {
+    // One aggregator for four destinations.
+    let (mut s, _) = star_switch(Mode::Strawman, 1);
+    join_all(&mut s);
+    // Vertex 0 feeds leaves 1, 2, 3: leaf 1 gets the aggregator (and completes at once: it
+    // expects one contribution), so the pool is free again for leaf 2 and 3 too.
+    let out = send(&mut s, 0, &data(0, 0, &[1, 1, 1, 1]), &[1, 1, 1, 1]);
+    let results = out
+        .iter()
+        .filter(|(_, r, _)| r.packet_type == PacketType::Result)
+        .count();
+    assert_eq!(results, 3);
+    // Vertex 0's aggregator (expects 3) takes the only aggregator; hold it with leaf 1 ...
+    send(&mut s, 1, &data(1, 1, &[1, 0, 0, 0]), &[1, 0, 0, 0]);
+    assert_eq!(s.aggregators_in_use(), 1);
+    // ... and with the pool exhausted nothing else can allocate; vertex 0 still completes.
+    send(&mut s, 1, &data(1, 2, &[2, 0, 0, 0]), &[2, 0, 0, 0]);
+    let out = send(&mut s, 1, &data(1, 3, &[4, 0, 0, 0]), &[4, 0, 0, 0]);
+    let r = out
+        .iter()
+        .find(|(_, r, _)| r.packet_type == PacketType::Result)
+        .unwrap();
+    assert_eq!((r.1.count, r.2[0]), (3, 7));
+    assert_eq!(s.counters().peak_aggregators, 1);
+}
+
+#[test]
+fn a_full_pool_sends_contributions_raw_with_a_partial_count() {
+    let (mut s, _) = star_switch(Mode::Strawman, 0);
+    join_all(&mut s);
+    let out = send(&mut s, 1, &data(1, 1, &[3, 0, 0, 0]), &[3, 0, 0, 0]);
+    let raw = out
+        .iter()
+        .find(|(_, r, _)| r.packet_type == PacketType::Raw)
+        .unwrap();
+    assert_eq!((raw.0, raw.1.src, raw.1.dst), (Address::Worker(0), 1, 0));
+    assert!(!raw.1.flags.resend, "an overflow, not a resend");
+    assert_eq!(s.counters().raw_forwarded, 1);
+}
+
+#[test]
+fn resend_releases_the_aggregator_and_ecn_marks_congested_ports() {
+    let (mut s, _) = star_switch(Mode::Blocks, 16);
+    join_all(&mut s);
+    send(&mut s, 1, &data(1, 1, &[1, 2, 3, 4]), &[1, 2, 3, 4]);
+    assert_eq!(s.aggregators_in_use(), 1);
+    // Worker 0 timed out and fetched vertex 2's feature; the resend releases vertex 0's
+    // aggregator and reaches worker 0 unaggregated.
+    let resend = packet(PacketType::Raw, 1, |r| {
+        r.flags.resend = true;
+        r.src = 2;
+        r.dst = 0;
+        r.lanes = 4;
+        r.count = 1;
+    });
+    let out = send(&mut s, 1, &resend, &[9, 9, 9, 9]);
+    assert_eq!(out[0].0, Address::Worker(0));
+    assert_eq!(s.aggregators_in_use(), 0);
+    assert_eq!(s.counters().releases, 1);
+    // Later contributions for the released aggregator go raw.
+    let out = send(&mut s, 1, &data(1, 3, &[1, 1, 1, 1]), &[1, 1, 1, 1]);
+    assert!(out.iter().any(|(_, r, _)| r.packet_type == PacketType::Raw));
+    // Congestion towards worker 1: the ack of a packet feeding it carries ECN.
+    s.set_egress_queue(1, 5_000);
+    let out = send(&mut s, 0, &data(0, 0, &[1, 1, 1, 1]), &[1, 1, 1, 1]);
+    let ack = out.iter().find(|(_, r, _)| r.flags.ack).unwrap();
+    assert!(ack.1.flags.ecn);
+    assert!(s.counters().ecn_marks > 0);
+}
