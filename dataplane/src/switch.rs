@@ -635,12 +635,16 @@ fn data(
             continue;
         };
         let acc = &mut f.pool.lanes[a as usize * MAX_LANES..][..lanes];
-        let sums: Option<Vec<i32>> = acc
-            .iter()
-            .zip(&values[..lanes])
-            .map(|(&x, &y)| checked_add(x, y))
-            .collect();
-        let Some(sums) = sums else {
+        // All lanes are checked before any is written: an overflow leaves no partial update.
+        let mut sums = [0i32; MAX_LANES];
+        let mut overflow = false;
+        for ((s, &x), &y) in sums.iter_mut().zip(acc.iter()).zip(&values[..lanes]) {
+            match checked_add(x, y) {
+                Some(v) => *s = v,
+                None => overflow = true,
+            }
+        }
+        if overflow {
             f.counters.overflows += 1;
             f.pool.release(a);
             state.agg[k] = Agg::Released;
@@ -655,8 +659,9 @@ fn data(
             f.send(dst_port, notice.to_bytes(&[]));
             forward_raw(f, repr, dst, dst_port, &values[..lanes]);
             continue;
-        };
-        acc.copy_from_slice(&sums);
+        }
+        let sums = &sums[..lanes];
+        acc.copy_from_slice(sums);
         f.counters.lane_updates += lanes as u64;
         state.counted[k] += 1;
         if state.remaining[k] == 0 {
@@ -666,7 +671,7 @@ fn data(
             result.dst = dst;
             result.count = state.counted[k];
             result.worker = dst_port;
-            f.send(dst_port, result.to_bytes(&sums));
+            f.send(dst_port, result.to_bytes(sums));
             f.pool.release(a);
             state.agg[k] = Agg::Done;
             f.counters.aggregations += 1;

@@ -1,0 +1,254 @@
+//! Benchmark: switch-model throughput and host-engine packet rate, one core, against baselines
+//! measured in the same run.
+//!
+//! - **switch**: every data packet of one exchange (all blocks, all workers, no loss) fed
+//!   straight into the switch model, with its barriers. Reported as aggregator updates
+//!   (passes) per second and lanes per second; baselines are the direct computation of the
+//!   same sums in memory (`reference::remote_sums`) and the packet rate that fills one
+//!   100 Gbps port with these packets.
+//! - **engine**: each worker's engine replaying the packets it received in a recorded run
+//!   (immediate delivery, unpaced), so only engine work is timed; reported as packets
+//!   (in + out) per second against the same line rate. The replay must reproduce the
+//!   recorded output exactly, or the bench fails.
+//!
+//! `cargo bench -p switchgnn-dataplane --bench dataplane`; `SWITCHGNN_BENCH_SCALE` (default
+//! 0.02 of products-like), `SWITCHGNN_BENCH_WORKERS` (8), `SWITCHGNN_BENCH_WIDTH` (128),
+//! `SWITCHGNN_BENCH_MEMORY` (bytes, default 10 MB).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use switchgnn_dataplane::cc::Unpaced;
+use switchgnn_dataplane::engine::{EngineConfig, Exchange, InNetworkEngine, LocalFeatures, Timers};
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
+use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::wire::{PacketType, HEADER_LEN};
+use switchgnn_dataplane::{Address, ExchangeId, Node};
+use switchgnn_datasets::synthetic::{generate, Preset};
+use switchgnn_datasets::NoProgress;
+use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+
+/// Ethernet (14 + 4 FCS), IPv4 (20), UDP (8), preamble and inter-frame gap (20).
+const FRAME_OVERHEAD: usize = 66;
+const LINE_RATE: f64 = 100e9 / 8.0;
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+const ID: ExchangeId = ExchangeId {
+    job: 1,
+    epoch: 0,
+    layer: 0,
+    backward: false,
+};
+
+fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> InNetworkEngine {
+    let width = plan.width;
+    let vertices: Vec<u32> = (0..plan.owner.len() as u32)
+        .filter(|&v| plan.owner[v as usize] == w)
+        .collect();
+    let local: Vec<f32> = vertices
+        .iter()
+        .flat_map(|&v| &values[v as usize * width..(v as usize + 1) * width])
+        .copied()
+        .collect();
+    let cfg = EngineConfig {
+        exchange: ID,
+        seq: 1,
+        rank: w,
+        scale,
+        timers: Timers::default(),
+    };
+    let features = LocalFeatures {
+        vertices: &vertices,
+        width,
+        values: &local,
+    };
+    InNetworkEngine::new(cfg, plan.clone(), features, Box::new(Unpaced), 0).unwrap()
+}
+
+fn switch(plan: &Arc<ExchangePlan>, memory: u64) -> Switch {
+    let mut s = Switch::new(SwitchConfig {
+        ports: plan.workers,
+        ..SwitchConfig::with_memory(memory)
+    });
+    s.add_job(JobConfig {
+        job: 1,
+        layers: vec![plan.clone()],
+    })
+    .unwrap();
+    s
+}
+
+/// Run the exchange with immediate delivery; return what each worker received, in order, and
+/// every packet the workers sent, in order.
+fn record(
+    plan: &Arc<ExchangePlan>,
+    values: &[f32],
+    scale: Scale,
+    memory: u64,
+) -> (Vec<Vec<Vec<u8>>>, Vec<(u16, Vec<u8>)>) {
+    let mut sw = switch(plan, memory);
+    let mut engines: Vec<InNetworkEngine> = (0..plan.workers)
+        .map(|w| engine(plan, w, values, scale))
+        .collect();
+    let mut received = vec![Vec::new(); usize::from(plan.workers)];
+    let mut sent = Vec::new();
+    let mut queue: VecDeque<(Address, Address, Vec<u8>)> = VecDeque::new();
+    for (w, e) in engines.iter_mut().enumerate() {
+        while let Some(t) = e.poll_transmit(0) {
+            queue.push_back((Address::Worker(w as u16), t.to, t.bytes));
+        }
+    }
+    while let Some((from, to, bytes)) = queue.pop_front() {
+        match to {
+            Address::Switch => {
+                let Address::Worker(w) = from else { continue };
+                sent.push((w, bytes.clone()));
+                sw.handle_packet(0, from, &bytes);
+                while let Some(t) = sw.poll_transmit(0) {
+                    queue.push_back((Address::Switch, t.to, t.bytes));
+                }
+            }
+            Address::Worker(w) => {
+                received[usize::from(w)].push(bytes.clone());
+                let e = &mut engines[usize::from(w)];
+                e.handle_packet(0, from, &bytes);
+                while let Some(t) = e.poll_transmit(0) {
+                    queue.push_back((to, t.to, t.bytes));
+                }
+            }
+        }
+    }
+    assert!(
+        engines.iter().all(|e| e.is_finished()),
+        "recorded run ended"
+    );
+    (received, sent)
+}
+
+fn main() {
+    let scale_factor: f64 = env("SWITCHGNN_BENCH_SCALE", 0.02);
+    let workers: u32 = env("SWITCHGNN_BENCH_WORKERS", 8);
+    let width: usize = env("SWITCHGNN_BENCH_WIDTH", 128);
+    let memory: u64 = env("SWITCHGNN_BENCH_MEMORY", 10_000_000);
+    let mut d = generate(
+        &Preset::ProductsLike.spec(scale_factor, 0).unwrap(),
+        &NoProgress,
+    )
+    .unwrap();
+    d.features = None;
+    let n = d.graph.num_vertices();
+    let spec = PlanSpec {
+        dataset: "products-like".into(),
+        workers,
+        partitioner: Method::Metis(MetisOptions::default()),
+        switch_memory: memory,
+        feature_dims: vec![width],
+        fill_target: 0.9,
+        block_metis: MetisOptions::default(),
+        block_method: Default::default(),
+    };
+    let prepared = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    let plan = Arc::new(ExchangePlan::from_plan(&prepared, 0).unwrap());
+    let values: Vec<f32> = (0..n * width)
+        .map(|i| ((i * 2_654_435_761) % 2001) as f32 / 1000.0 - 1.0)
+        .collect();
+    let most = (0..n as u32).map(|v| d.graph.degree(v)).max().unwrap();
+    let scale = Scale::for_bound(1.0, most).unwrap();
+    println!(
+        "products-like at scale {scale_factor}: {n} vertices, {} edges; {workers} workers, width {width}, {} MB of aggregators, {} blocks (one core)",
+        d.graph.num_edges(),
+        memory / 1_000_000,
+        plan.blocks.len()
+    );
+
+    // Baseline: the same sums computed directly in memory.
+    let (encoded, _) = encode_matrix(&scale, &values, width);
+    let assignment = Assignment::new(prepared.assignment.parts().to_vec(), workers).unwrap();
+    let t = Instant::now();
+    let want = remote_sums(&d.graph, &assignment, width, &encoded);
+    let direct_s = t.elapsed().as_secs_f64();
+
+    let (received, sent) = record(&plan, &values, scale, memory);
+    let data_packets = sent
+        .iter()
+        .filter(|(_, b)| b[3] == PacketType::Data as u8)
+        .count();
+    let data_bytes = HEADER_LEN + 4 * width.min(32);
+    let line_pps = LINE_RATE / (data_bytes + FRAME_OVERHEAD) as f64;
+
+    // Switch alone: every worker packet of the run, in the recorded order.
+    let mut sw = switch(&plan, memory);
+    let t = Instant::now();
+    for (w, bytes) in &sent {
+        sw.handle_packet(0, Address::Worker(*w), bytes);
+        while sw.poll_transmit(0).is_some() {}
+    }
+    let switch_s = t.elapsed().as_secs_f64();
+    let c = sw.counters().clone();
+    assert_eq!(
+        c.exchanges_completed, 1,
+        "the replay completes the exchange"
+    );
+    println!(
+        "{:<34} {:>9} {:>14} {:>14} {:>12}",
+        "", "seconds", "M updates/s", "M lanes/s", "M packets/s"
+    );
+    println!(
+        "{:<34} {direct_s:>9.3} {:>14.1} {:>14.1} {:>12}",
+        "direct sums in memory (baseline)",
+        c.passes as f64 / direct_s / 1e6,
+        c.lane_updates as f64 / direct_s / 1e6,
+        "-"
+    );
+    println!(
+        "{:<34} {switch_s:>9.3} {:>14.1} {:>14.1} {:>12.2}",
+        "switch model",
+        c.passes as f64 / switch_s / 1e6,
+        c.lane_updates as f64 / switch_s / 1e6,
+        c.packets_in as f64 / switch_s / 1e6
+    );
+    println!(
+        "switch model: {:.2}x the direct computation's time; {:.2}x of one 100 Gbps port's rate of {}-byte data packets ({:.2} M packets/s); {} passes for {data_packets} data packets",
+        switch_s / direct_s,
+        c.packets_in as f64 / switch_s / line_pps,
+        data_bytes,
+        line_pps / 1e6,
+        c.passes
+    );
+
+    // Engines alone: replay each worker's inputs.
+    let mut engine_s = 0.0;
+    let mut packets = 0u64;
+    for w in 0..plan.workers {
+        let mut e = engine(&plan, w, &values, scale);
+        let t = Instant::now();
+        let mut out = 0u64;
+        while e.poll_transmit(0).is_some() {
+            out += 1;
+        }
+        for bytes in &received[usize::from(w)] {
+            e.handle_packet(0, Address::Switch, bytes);
+            while e.poll_transmit(0).is_some() {
+                out += 1;
+            }
+        }
+        engine_s += t.elapsed().as_secs_f64();
+        packets += out + received[usize::from(w)].len() as u64;
+        assert!(e.is_finished());
+        assert_eq!(e.output(), &want[usize::from(w)], "replay is exact");
+    }
+    println!(
+        "host engines: {packets} packets in+out in {engine_s:.3} s = {:.2} M packets/s per core, {:.2}x one 100 Gbps port's data-packet rate",
+        packets as f64 / engine_s / 1e6,
+        packets as f64 / engine_s / line_pps
+    );
+}
