@@ -87,6 +87,9 @@ fn switch(plan: &Arc<ExchangePlan>, memory: u64) -> Switch {
     s
 }
 
+/// Per worker the packets it received, in order; and every (worker, packet) sent, in order.
+type Recording = (Vec<Vec<Vec<u8>>>, Vec<(u16, Vec<u8>)>);
+
 /// Run the exchange with immediate delivery; return what each worker received, in order, and
 /// every packet the workers sent, in order.
 fn record(
@@ -94,7 +97,7 @@ fn record(
     values: &[f32],
     scale: Scale,
     memory: u64,
-) -> (Vec<Vec<Vec<u8>>>, Vec<(u16, Vec<u8>)>) {
+) -> Recording {
     let mut sw = switch(plan, memory);
     let mut engines: Vec<InNetworkEngine> = (0..plan.workers)
         .map(|w| engine(plan, w, values, scale))
