@@ -92,12 +92,7 @@ type Recording = (Vec<Vec<Vec<u8>>>, Vec<(u16, Vec<u8>)>);
 
 /// Run the exchange with immediate delivery; return what each worker received, in order, and
 /// every packet the workers sent, in order.
-fn record(
-    plan: &Arc<ExchangePlan>,
-    values: &[f32],
-    scale: Scale,
-    memory: u64,
-) -> Recording {
+fn record(plan: &Arc<ExchangePlan>, values: &[f32], scale: Scale, memory: u64) -> Recording {
     let mut sw = switch(plan, memory);
     let mut engines: Vec<InNetworkEngine> = (0..plan.workers)
         .map(|w| engine(plan, w, values, scale))
