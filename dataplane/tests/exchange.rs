@@ -221,3 +221,20 @@ fn corrupted_packets_that_reach_the_protocol_are_rejected_without_panics() {
         run.switch.accepted + run.switch.total_drops()
     );
 }
+
+#[test]
+fn congestion_marks_ecn_slows_senders_and_stays_exact() {
+    // Eight workers on 1 Gbps links with a 2 KB marking threshold: result bursts towards a
+    // worker queue up, acks echo ECN, and AIMD cuts the senders' rates.
+    let d = dataset_of(random_graph(600, 4_000, 9));
+    let memory = 256 * 2 * 128;
+    let plan = block_plan(&d, 8, 64, memory, metis());
+    let mut s = setup(scale_for(&d.graph), memory, Faults::none(), 3, false);
+    s.network.link.rate = 1e9 / 8.0;
+    s.switch.ecn_threshold = 2_000;
+    let run = run_exact(&d.graph, &plan, &features(600, 64, 4), &s);
+    assert!(run.switch.ecn_marks > 0);
+    assert!(run.network.peak_queue_bytes > 2_000);
+    let echoes: u64 = run.engines.iter().map(|e| e.ecn_echoes).sum();
+    assert!(echoes > 0, "senders heard the congestion");
+}
