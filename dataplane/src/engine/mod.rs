@@ -394,19 +394,20 @@ impl<S: SendStrategy> Engine<S> {
             }
             PacketType::Fetch => {
                 // Features do not depend on the block: answer whatever the phase.
-                let lanes = self.plan.chunk_lanes(c);
-                let values = self.rows.chunk(repr.src, c, lanes)?.to_vec();
-                let mut r = repr;
-                r.packet_type = PacketType::Raw;
-                r.flags = crate::wire::Flags {
-                    resend: true,
-                    backward: self.cfg.exchange.backward,
-                    ..Default::default()
-                };
-                r.worker = self.cfg.rank;
-                r.count = 1;
-                r.lanes = lanes as u8;
-                self.replies.push_back(r.to_bytes(&values));
+                let mut h = self.header(PacketType::Raw);
+                h.flags.resend = true;
+                h.block = repr.block;
+                let (bytes, _) = send::feature_packet(
+                    &h,
+                    PacketType::Raw,
+                    &self.plan,
+                    &self.rows,
+                    repr.src,
+                    repr.dst,
+                    c,
+                    repr.sequence,
+                )?;
+                self.replies.push_back(bytes);
                 self.stats.fetch_replies += 1;
             }
             PacketType::Result if lanes_ok || repr.flags.fetch => {

@@ -39,6 +39,32 @@ pub trait SendStrategy: Debug + Sized {
     fn deadline(&self, rto: Nanos) -> Option<Nanos>;
 }
 
+/// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), and its
+/// payload bytes; `None` when the worker does not hold `src`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn feature_packet(
+    header: &Repr,
+    kind: PacketType,
+    plan: &ExchangePlan,
+    rows: &EncodedRows,
+    src: u32,
+    dst: u32,
+    chunk: usize,
+    sequence: u32,
+) -> Option<(Vec<u8>, u64)> {
+    let lanes = plan.chunk_lanes(chunk);
+    let values = rows.chunk(src, chunk, lanes)?;
+    let mut r = *header;
+    r.packet_type = kind;
+    r.src = src;
+    r.dst = dst;
+    r.chunk = chunk as u8;
+    r.lanes = lanes as u8;
+    r.count = 1;
+    r.sequence = sequence;
+    Some((r.to_bytes(values), 4 * lanes as u64))
+}
+
 /// The worker's rows of `block` in the planned send order (global ids).
 fn send_order(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<u32> {
     let b = &plan.blocks[usize::from(block)];
@@ -123,20 +149,10 @@ impl SendStrategy for InNetwork {
         };
         let (i, c) = (seq as usize / self.chunks, seq as usize % self.chunks);
         let v = self.vertices[i];
-        let lanes = plan.chunk_lanes(c);
-        let values = rows
-            .chunk(v, c, lanes)
+        let mut h = *header;
+        h.block = self.block;
+        let (bytes, payload) = feature_packet(&h, PacketType::Data, plan, rows, v, v, c, seq)
             .expect("the worker encodes every row it sends");
-        let mut r = *header;
-        r.packet_type = PacketType::Data;
-        r.src = v;
-        r.dst = v;
-        r.block = self.block;
-        r.chunk = c as u8;
-        r.lanes = lanes as u8;
-        r.count = 1;
-        r.sequence = seq;
-        let payload = 4 * lanes as u64;
         if again.is_some() {
             stats.retransmits += 1;
             stats.payload_resent += payload;
@@ -144,7 +160,7 @@ impl SendStrategy for InNetwork {
             stats.payload_sent += payload;
         }
         self.inflight.push_back((now, seq));
-        Some(r.to_bytes(values))
+        Some(bytes)
     }
 
     fn on_ack(&mut self, seq: u32, src: u32) -> bool {
@@ -241,20 +257,11 @@ impl SendStrategy for HostExchange {
         let seq = self.cursor;
         self.cursor += 1;
         let ((u, v), c) = (self.sends[seq / self.chunks], seq % self.chunks);
-        let lanes = plan.chunk_lanes(c);
-        let values = rows
-            .chunk(u, c, lanes)
-            .expect("the worker encodes every row it sends");
-        let mut r = *header;
-        r.packet_type = PacketType::Raw;
-        r.src = u;
-        r.dst = v;
-        r.chunk = c as u8;
-        r.lanes = lanes as u8;
-        r.count = 1;
-        r.sequence = seq as u32;
-        stats.payload_sent += 4 * lanes as u64;
-        Some(r.to_bytes(values))
+        let (bytes, payload) =
+            feature_packet(header, PacketType::Raw, plan, rows, u, v, c, seq as u32)
+                .expect("the worker encodes every row it sends");
+        stats.payload_sent += payload;
+        Some(bytes)
     }
 
     fn on_ack(&mut self, _seq: u32, _src: u32) -> bool {
