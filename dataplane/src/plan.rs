@@ -222,6 +222,34 @@ impl ExchangePlan {
         out
     }
 
+    /// A fingerprint of everything the switch and the workers must agree on (mode, width,
+    /// owners, every table and order), compared at start-up so that processes started with
+    /// different plans refuse to run together.
+    pub fn checksum(&self) -> u64 {
+        fn put<T: Copy + Into<u64>>(h: &mut xxhash_rust::xxh3::Xxh3, words: &[T]) {
+            h.update(&(words.len() as u64).to_le_bytes());
+            for &w in words {
+                h.update(&w.into().to_le_bytes());
+            }
+        }
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        put(
+            &mut h,
+            &[self.mode as u32, self.width as u32, u32::from(self.workers)],
+        );
+        put(&mut h, &self.owner);
+        for b in &self.blocks {
+            let t = &b.table;
+            put(&mut h, &t.vertices);
+            put(&mut h, &t.workers);
+            put(&mut h, &t.expected);
+            put(&mut h, &t.offsets);
+            put(&mut h, &t.slots);
+            put(&mut h, &b.order);
+        }
+        h.digest()
+    }
+
     /// Aggregators the largest block holds at once (slots × chunks).
     pub fn peak_aggregators(&self) -> usize {
         self.blocks

@@ -192,6 +192,24 @@ impl SwitchCounters {
     }
 }
 
+/// A job's progress, for diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobStatus {
+    pub job: u16,
+    pub workers: u16,
+    /// The current (or last) exchange; `None` before the first join.
+    pub exchange: Option<ExchangeId>,
+    pub seq: u32,
+    /// Whether every worker has joined the current exchange.
+    pub started: bool,
+    pub block: u16,
+    pub blocks: u16,
+    pub finished: bool,
+    /// Workers the running barrier waits for: those that have not joined (before the start)
+    /// or not reported the running block done.
+    pub waiting_for: Vec<u16>,
+}
+
 /// One job: its workers and one exchange plan per layer.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
@@ -413,6 +431,39 @@ impl Switch {
 
     pub fn config(&self) -> &SwitchConfig {
         &self.fabric.config
+    }
+
+    /// Where a job stands and whom its barrier waits for: what a driver reports when a wait
+    /// times out.
+    pub fn job_status(&self, job: u16) -> Option<JobStatus> {
+        let j = self.jobs.get(&job)?;
+        let mut status = JobStatus {
+            job,
+            workers: j.workers,
+            exchange: None,
+            seq: 0,
+            started: false,
+            block: 0,
+            blocks: 0,
+            finished: false,
+            waiting_for: Vec::new(),
+        };
+        if let Some(run) = &j.current {
+            let missing =
+                |bits: &BitVec| -> Vec<u16> { bits.iter_zeros().map(|w| w as u16).collect() };
+            status.exchange = Some(run.id);
+            status.seq = run.seq;
+            status.started = run.started;
+            status.block = run.block;
+            status.blocks = run.plan.blocks.len() as u16;
+            status.finished = run.finished();
+            status.waiting_for = match (run.started, run.finished()) {
+                (false, _) => missing(&run.joined),
+                (true, false) => missing(&run.done),
+                (true, true) => Vec::new(),
+            };
+        }
+        Some(status)
     }
 
     /// Aggregators in use now.

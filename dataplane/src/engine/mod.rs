@@ -43,6 +43,8 @@ pub trait Exchange: Node {
     fn is_finished(&self) -> bool;
     fn output(&self) -> &ExchangeOutput;
     fn stats(&self) -> &EngineStats;
+    /// The block being exchanged (`None` while joining and once finished): for diagnostics.
+    fn running_block(&self) -> Option<u16>;
 }
 
 /// The in-network (SwitchGNN or strawman) engine.
@@ -618,6 +620,10 @@ impl<S: SendStrategy> Exchange for Engine<S> {
 
     fn stats(&self) -> &EngineStats {
         &self.stats
+    }
+
+    fn running_block(&self) -> Option<u16> {
+        self.current_block()
     }
 }
 

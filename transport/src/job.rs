@@ -1,0 +1,387 @@
+//! The job file: one TOML file describes a run (its id, plan, exchange mode, the switch's
+//! address, the number of workers, timers, link rate and injected faults). The same file serves
+//! one machine (loopback addresses) and a cluster (LAN addresses); a worker's rank comes from
+//! the command line or from the variables launchers set.
+//!
+//! ```toml
+//! job = 1
+//! plan = "plans/cora-4"          # a directory written by `switchgnn prepare`
+//! dataset = "../shared/datasets/cora.npz"   # optional: default is the plan's dataset
+//! mode = "switchgnn"             # or "host", "strawman"
+//! switch = "10.0.0.1:47000"
+//! world = 4
+//! bind = "0.0.0.0:0"             # optional: where workers bind (default: any port)
+//!
+//! [timeouts]                     # optional, these are the defaults
+//! join_ms = 20000                # every worker must have joined by then
+//! peer_ms = 5000                 # a peer silent this long is declared dead
+//! rto_us = 5000                  # data retransmission
+//! control_us = 5000              # join / block-done repetition
+//! result_us = 50000              # no contribution this long: fetch what is missing
+//!
+//! [link]
+//! gbps = 10.0                    # sending rate cap of a worker and of each switch port
+//! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
+//!
+//! [faults]                       # seeded fault shim on every sender (tests)
+//! loss = 0.0
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::plan::Mode;
+use thiserror::Error;
+
+use crate::socket::ShimConfig;
+
+#[derive(Debug, Error)]
+pub enum JobError {
+    #[error("cannot read job file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("job file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Timer settings in human units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    pub join_ms: u64,
+    pub peer_ms: u64,
+    pub rto_us: u64,
+    pub control_us: u64,
+    pub result_us: u64,
+}
+
+impl Default for Timeouts {
+    /// Suited to loopback and LANs under a general-purpose OS, where a process may wait
+    /// milliseconds for a core (the dataplane's own defaults assume a 2 µs fabric).
+    fn default() -> Self {
+        Timeouts {
+            join_ms: 20_000,
+            peer_ms: 5_000,
+            rto_us: 5_000,
+            control_us: 5_000,
+            result_us: 50_000,
+        }
+    }
+}
+
+impl Timeouts {
+    pub fn join(&self) -> Duration {
+        Duration::from_millis(self.join_ms)
+    }
+
+    pub fn peer(&self) -> Duration {
+        Duration::from_millis(self.peer_ms)
+    }
+
+    /// The engine's protocol timers.
+    pub fn protocol(&self) -> Timers {
+        Timers {
+            rto: self.rto_us * 1_000,
+            control: self.control_us * 1_000,
+            result: self.result_us * 1_000,
+        }
+    }
+}
+
+/// The emulated links.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Link {
+    /// Rate cap in Gbit/s of each worker's sending and of each switch egress port.
+    pub gbps: f64,
+    pub ecn_threshold_bytes: u64,
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link {
+            gbps: 10.0,
+            ecn_threshold_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl Link {
+    /// Bytes per second.
+    pub fn rate(&self) -> f64 {
+        self.gbps * 1e9 / 8.0
+    }
+}
+
+/// The exchange a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExchangeMode {
+    /// In-network aggregation over the plan's blocks (SwitchGNN).
+    Switchgnn,
+    /// In-network aggregation of every cross edge at once, overflow to the hosts.
+    Strawman,
+    /// Host-based exchange through a plain switch (BNS-GCN, p = 1).
+    Host,
+}
+
+impl ExchangeMode {
+    pub const ALL: [ExchangeMode; 3] = [
+        ExchangeMode::Switchgnn,
+        ExchangeMode::Host,
+        ExchangeMode::Strawman,
+    ];
+
+    pub fn name(self) -> &'static str {
+        self.dataplane().name()
+    }
+
+    pub fn dataplane(self) -> Mode {
+        match self {
+            ExchangeMode::Switchgnn => Mode::Blocks,
+            ExchangeMode::Strawman => Mode::Strawman,
+            ExchangeMode::Host => Mode::Host,
+        }
+    }
+
+    /// Accepts the names the command line uses (`switch` is SwitchGNN).
+    pub fn parse(name: &str) -> Option<ExchangeMode> {
+        match name {
+            "switch" | "switchgnn" | "blocks" => Some(ExchangeMode::Switchgnn),
+            "strawman" => Some(ExchangeMode::Strawman),
+            "host" => Some(ExchangeMode::Host),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    #[serde(default = "default_job")]
+    pub job: u16,
+    /// The plan directory, relative to the job file.
+    pub plan: PathBuf,
+    /// The dataset argument; default: the one the plan was prepared from.
+    #[serde(default)]
+    pub dataset: Option<String>,
+    #[serde(default = "default_mode")]
+    pub mode: ExchangeMode,
+    pub switch: SocketAddr,
+    pub world: u16,
+    /// Where workers bind; default: any address, a free port.
+    #[serde(default)]
+    pub bind: Option<SocketAddr>,
+    /// Only `udp` for now (DPDK comes behind a cargo feature).
+    #[serde(default = "default_transport")]
+    pub transport: String,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    #[serde(default)]
+    pub link: Link,
+    #[serde(default)]
+    pub faults: ShimConfig,
+}
+
+fn default_job() -> u16 {
+    1
+}
+
+fn default_mode() -> ExchangeMode {
+    ExchangeMode::Switchgnn
+}
+
+fn default_transport() -> String {
+    "udp".into()
+}
+
+impl JobFile {
+    /// A loopback job: the switch at `switch`, workers on 127.0.0.1.
+    pub fn loopback(plan: PathBuf, mode: ExchangeMode, switch: SocketAddr, world: u16) -> JobFile {
+        JobFile {
+            job: default_job(),
+            plan,
+            dataset: None,
+            mode,
+            switch,
+            world,
+            bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            transport: default_transport(),
+            timeouts: Timeouts::default(),
+            link: Link::default(),
+            faults: ShimConfig::default(),
+        }
+    }
+
+    /// Read and check a job file; a relative plan path is taken from the file's folder.
+    pub fn read(path: &Path) -> Result<JobFile, JobError> {
+        let text = std::fs::read_to_string(path).map_err(|source| JobError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut job: JobFile = toml::from_str(&text).map_err(|e| JobError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        if job.plan.is_relative() {
+            if let Some(dir) = path.parent() {
+                job.plan = dir.join(&job.plan);
+            }
+        }
+        job.validate().map_err(|message| JobError::Parse {
+            path: path.to_owned(),
+            message,
+        })?;
+        Ok(job)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("job files serialise")
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.world == 0 {
+            return Err("`world` must be at least 1".into());
+        }
+        if self.transport != "udp" {
+            return Err(format!(
+                "transport `{}` is not available (this build has: udp)",
+                self.transport
+            ));
+        }
+        if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
+            return Err(format!("link.gbps = {} must be positive", self.link.gbps));
+        }
+        let t = &self.timeouts;
+        if [t.join_ms, t.peer_ms, t.rto_us, t.control_us, t.result_us].contains(&0) {
+            return Err("every timeout must be positive".into());
+        }
+        self.faults.validate()
+    }
+}
+
+/// Where a worker's rank and the world size come from, in order: the command line, then the
+/// variables of SLURM (`SLURM_PROCID`, `SLURM_NTASKS`), torchrun-style launchers (`RANK`,
+/// `WORLD_SIZE`), Open MPI (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`) and MPICH/PMI
+/// (`PMI_RANK`, `PMI_SIZE`).
+pub fn resolve_rank(
+    cli_rank: Option<u16>,
+    world: u16,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<u16, JobError> {
+    const LAUNCHERS: [(&str, &str, &str); 4] = [
+        ("SLURM", "SLURM_PROCID", "SLURM_NTASKS"),
+        ("torchrun", "RANK", "WORLD_SIZE"),
+        ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI", "PMI_RANK", "PMI_SIZE"),
+    ];
+    let parse = |name: &str, text: String| -> Result<u16, JobError> {
+        text.trim()
+            .parse()
+            .map_err(|_| JobError::Invalid(format!("{name}=`{text}` is not a rank or size")))
+    };
+    let (rank, source) = match cli_rank {
+        Some(r) => (r, "--rank".to_string()),
+        None => {
+            let mut found = None;
+            for (launcher, rank_var, size_var) in LAUNCHERS {
+                if let Some(text) = env(rank_var) {
+                    let rank = parse(rank_var, text)?;
+                    if let Some(size) = env(size_var) {
+                        let size = parse(size_var, size)?;
+                        if size != world {
+                            return Err(JobError::Invalid(format!(
+                                "{size_var}={size} ({launcher}) but the job has world = {world}"
+                            )));
+                        }
+                    }
+                    found = Some((rank, format!("{rank_var} ({launcher})")));
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                JobError::Invalid(
+                    "no rank: give --rank, or start the worker under SLURM, torchrun or mpirun"
+                        .into(),
+                )
+            })?
+        }
+    };
+    if rank >= world {
+        return Err(JobError::Invalid(format!(
+            "rank {rank} from {source} is not below the job's world size {world}"
+        )));
+    }
+    Ok(rank)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn rank_sources() {
+        let none = env_of(&[]);
+        assert_eq!(resolve_rank(Some(2), 4, &none).unwrap(), 2);
+        assert!(resolve_rank(None, 4, &none).is_err());
+        assert!(resolve_rank(Some(4), 4, &none).is_err());
+        let slurm = env_of(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4"), ("RANK", "0")]);
+        assert_eq!(resolve_rank(None, 4, &slurm).unwrap(), 3);
+        // The command line wins over the environment.
+        assert_eq!(resolve_rank(Some(1), 4, &slurm).unwrap(), 1);
+        let torchrun = env_of(&[("RANK", "1"), ("WORLD_SIZE", "8")]);
+        let err = resolve_rank(None, 4, &torchrun).unwrap_err().to_string();
+        assert!(err.contains("WORLD_SIZE=8"), "{err}");
+        let bad = env_of(&[("PMI_RANK", "x")]);
+        assert!(resolve_rank(None, 4, &bad).is_err());
+    }
+
+    #[test]
+    fn job_file_round_trip_and_errors() {
+        let dir = std::env::temp_dir().join(format!("sgnn-job-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let job = JobFile::loopback(
+            PathBuf::from("plan"),
+            ExchangeMode::Host,
+            "127.0.0.1:4700".parse().unwrap(),
+            4,
+        );
+        let path = dir.join("job.toml");
+        std::fs::write(&path, job.to_toml()).unwrap();
+        let back = JobFile::read(&path).unwrap();
+        assert_eq!(back.plan, dir.join("plan"));
+        assert_eq!(back.mode, ExchangeMode::Host);
+        assert_eq!(back.world, 4);
+
+        std::fs::write(
+            &path,
+            "plan = \"p\"\nswitch = \"127.0.0.1:1\"\nworld = 2\ncolour = 1\n",
+        )
+        .unwrap();
+        let err = JobFile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("job.toml") && err.contains("colour"), "{err}");
+        std::fs::write(
+            &path,
+            "plan = \"p\"\nswitch = \"127.0.0.1:1\"\nworld = 2\n[faults]\nloss = 1.5\n",
+        )
+        .unwrap();
+        let err = JobFile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("loss"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

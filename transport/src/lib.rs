@@ -1,0 +1,26 @@
+//! switchgnn over real packets: the protocol's sans-IO state machines (the switch model and
+//! the exchange engines of `switchgnn-dataplane`) driven in real time over UDP.
+//!
+//! - [`socket`]: a batched, non-blocking UDP endpoint with ECN codepoints, per-peer counters
+//!   and a seeded fault shim;
+//! - [`control`]: the handshake, liveness and shutdown messages;
+//! - [`job`]: the job file (TOML) and the rank from launcher variables;
+//! - [`session`]: the per-layer exchange plans both sides derive, their checksum, the schedule;
+//! - [`server`]: the software switch process;
+//! - [`client`]: a worker's connection and real-time driver;
+//! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
+//! - [`workload`]: the values exchanged and the direct computation they are checked against.
+
+pub mod client;
+pub mod control;
+pub mod job;
+pub mod runner;
+pub mod server;
+pub mod session;
+pub mod socket;
+pub mod workload;
+
+pub use client::{WorkerClient, WorkerConfig, WorkerError};
+pub use job::{ExchangeMode, JobFile, Link, Timeouts};
+pub use server::{ServerConfig, ServerError, ServerReport, SwitchServer};
+pub use session::Session;

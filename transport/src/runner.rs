@@ -1,0 +1,171 @@
+//! A worker's run of the exchange benchmark: every scheduled exchange in turn, with the
+//! values of [`Workload`], then the check of every output against the direct computation.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use switchgnn_dataplane::cc::{Aimd, Controller};
+use switchgnn_dataplane::engine::{
+    EngineConfig, EngineStats, Exchange, ExchangeOutput, HostEngine, InNetworkEngine,
+};
+use switchgnn_dataplane::plan::Mode;
+use switchgnn_datasets::Dataset;
+use thiserror::Error;
+
+use crate::client::{WorkerClient, WorkerError, WorkerWire};
+use crate::session::Session;
+use crate::workload::{OwnedRows, Workload};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    #[error("{during}: {source}")]
+    Engine {
+        during: String,
+        source: switchgnn_dataplane::engine::EngineError,
+    },
+    #[error("{during}: {source}")]
+    Scale {
+        during: String,
+        source: switchgnn_dataplane::fixed::FixedError,
+    },
+}
+
+/// One exchange as a worker saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExchangeReport {
+    pub seq: u32,
+    pub layer: u8,
+    pub backward: bool,
+    pub width: usize,
+    pub blocks: usize,
+    /// Wall time from creating the engine to its completion.
+    pub seconds: f64,
+    pub engine: EngineStats,
+    /// Rows of the output that differ from the direct computation (0 = exact).
+    pub mismatched_rows: usize,
+    pub rows: usize,
+    /// Whether the values were the dataset's features (else seeded stand-ins).
+    pub dataset_values: bool,
+}
+
+/// Everything a worker reports at the end.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    pub rank: u16,
+    pub mode: &'static str,
+    pub exchanges: Vec<ExchangeReport>,
+    pub wire: WorkerWire,
+}
+
+/// How a worker runs the schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    pub job: u16,
+    pub rank: u16,
+    /// Rounds of the schedule (every layer forward, then backward).
+    pub epochs: u32,
+    /// Sending rate cap (bytes/s) of the congestion controller.
+    pub line_rate: f64,
+    pub timers: switchgnn_dataplane::engine::Timers,
+}
+
+/// Run the session's schedule on a connected worker, check every output, say goodbye and
+/// report. `progress` hears what the worker is doing.
+pub fn run_worker(
+    mut client: WorkerClient,
+    session: &Session,
+    dataset: &Dataset,
+    opts: RunOptions,
+    progress: &dyn Fn(&str),
+) -> Result<WorkerReport, RunError> {
+    let RunOptions {
+        job,
+        rank,
+        epochs,
+        line_rate,
+        timers,
+    } = opts;
+    let mut done: Vec<(ExchangeReport, ExchangeOutput)> = Vec::new();
+    for epoch in 0..epochs {
+        for s in session.schedule(job, epoch) {
+            let during = format!("exchange {} ({})", s.seq, s.describe());
+            progress(&during);
+            let plan = &session.layers[usize::from(s.id.layer)];
+            let workload =
+                Workload::new(dataset, s.id, plan.width, u64::from(job)).map_err(|source| {
+                    RunError::Scale {
+                        during: during.clone(),
+                        source,
+                    }
+                })?;
+            let rows = OwnedRows::of(plan, rank, &workload);
+            let cfg = EngineConfig {
+                exchange: s.id,
+                seq: s.seq,
+                rank,
+                scale: workload.scale,
+                timers,
+            };
+            let cc: Box<dyn Controller> = Box::new(Aimd::new(line_rate));
+            let started = Instant::now();
+            let engine = |e| RunError::Engine {
+                during: during.clone(),
+                source: e,
+            };
+            let mut engine: Box<dyn Exchange> = match plan.mode {
+                Mode::Host => Box::new(
+                    HostEngine::new(cfg, plan.clone(), rows.local(), cc, client.now())
+                        .map_err(engine)?,
+                ),
+                Mode::Blocks | Mode::Strawman => Box::new(
+                    InNetworkEngine::new(cfg, plan.clone(), rows.local(), cc, client.now())
+                        .map_err(engine)?,
+                ),
+            };
+            client.run(engine.as_mut(), &during)?;
+            let report = ExchangeReport {
+                seq: s.seq,
+                layer: s.id.layer,
+                backward: s.id.backward,
+                width: plan.width,
+                blocks: plan.blocks.len(),
+                seconds: started.elapsed().as_secs_f64(),
+                engine: engine.stats().clone(),
+                mismatched_rows: 0,
+                rows: engine.output().vertices.len(),
+                dataset_values: workload.is_dataset(),
+            };
+            done.push((report, engine.output().clone()));
+        }
+    }
+    // Goodbye first: the check is local work, and the switch need not wait for it.
+    let wire = client.finish()?;
+    progress("checking against the direct computation");
+    let mut exchanges = Vec::with_capacity(done.len());
+    for (mut report, output) in done {
+        let plan = &session.layers[usize::from(report.layer)];
+        let id = switchgnn_dataplane::ExchangeId {
+            job,
+            epoch: (report.seq - 1) / (2 * session.layers.len() as u32),
+            layer: report.layer,
+            backward: report.backward,
+        };
+        let workload =
+            Workload::new(dataset, id, plan.width, u64::from(job)).map_err(|source| {
+                RunError::Scale {
+                    during: format!("checking exchange {}", report.seq),
+                    source,
+                }
+            })?;
+        report.mismatched_rows = workload.mismatches(plan, rank, &output);
+        exchanges.push(report);
+    }
+    Ok(WorkerReport {
+        rank,
+        mode: session.mode.name(),
+        exchanges,
+        wire,
+    })
+}

@@ -1,0 +1,613 @@
+//! The software switch as a process: the switch model behind a UDP endpoint and a real-time
+//! driver.
+//!
+//! - **Admission**: a worker says hello with its rank, the world size, the exchange mode, the
+//!   plan checksum and the protocol versions; any mismatch is refused with a message naming
+//!   both sides' values. Dataplane packets from an address that has not said hello are
+//!   dropped and answered with `Unknown`, which makes a worker say hello again (this is how
+//!   workers rejoin a restarted switch).
+//! - **Egress queues**: each worker port drains at the link rate, so the switch model's ECN
+//!   marking sees a real queue depth; a packet leaving a queue above the threshold carries the
+//!   congestion-experienced codepoint in its IP header as well.
+//! - **Liveness**: every wait has a deadline. Workers that have not joined in time, a worker
+//!   silent for the peer timeout, or a job that stops making progress end the run with an
+//!   error naming the workers and what the job was waiting for, and the other workers are told
+//!   (`Abort`) so that nobody hangs.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, SwitchCounters};
+use switchgnn_dataplane::{wire, Address, Node};
+use thiserror::Error;
+
+use crate::control::{Control, Hello, CONTROL_VERSION};
+use crate::job::{Link, Timeouts};
+use crate::session::Session;
+use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
+
+/// Bytes an egress queue holds before it drops (a shallow-buffered switch port).
+const EGRESS_BUFFER: u64 = 4 << 20;
+/// How often the driver wakes to check timeouts when nothing else happens.
+const TICK: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub job: u16,
+    pub world: u16,
+    pub listen: SocketAddr,
+    pub timeouts: Timeouts,
+    pub link: Link,
+    pub faults: ShimConfig,
+    /// Aggregators of the switch (128 bytes each).
+    pub aggregators: usize,
+    /// Stop (successfully) once this many exchanges have completed: a switch drained for
+    /// maintenance. Workers rejoin the next switch started on the same address.
+    pub stop_after_exchanges: Option<u64>,
+}
+
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("switch socket: {0}")]
+    Io(#[from] io::Error),
+    #[error("cannot install the job: {0}")]
+    Job(#[from] switchgnn_dataplane::switch::SwitchError),
+    #[error(
+        "workers {missing:?} did not join within {waited:.1?} (joined: {joined}); are they \
+         started with this job file and able to reach the switch?"
+    )]
+    JoinTimeout {
+        missing: Vec<u16>,
+        joined: String,
+        waited: Duration,
+    },
+    #[error("worker {rank} ({addr}) fell silent for {silent:.1?} during {during}")]
+    WorkerLost {
+        rank: u16,
+        addr: SocketAddr,
+        silent: Duration,
+        during: String,
+    },
+    #[error("no progress for {stalled:.1?}: {during}")]
+    Stalled { stalled: Duration, during: String },
+}
+
+/// What the switch reports at exit (and on request while running).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerReport {
+    pub elapsed_s: f64,
+    pub counters: SwitchCounters,
+    /// Per rank: its address and the traffic exchanged with it.
+    pub peers: Vec<PeerReport>,
+    pub endpoint: EndpointStats,
+    /// Dataplane packets from addresses that had not said hello.
+    pub unknown_packets: u64,
+    pub malformed_control: u64,
+    pub refused: u64,
+    /// Packets dropped at a full egress queue.
+    pub egress_drops: u64,
+    pub peak_egress_bytes: u64,
+    pub status: Option<JobStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerReport {
+    pub rank: u16,
+    pub addr: SocketAddr,
+    pub traffic: PeerCounters,
+}
+
+#[derive(Debug)]
+struct Peer {
+    addr: SocketAddr,
+    last_heard: Instant,
+    last_sent: Instant,
+    bye: bool,
+}
+
+#[derive(Debug, Default)]
+struct Egress {
+    queue: VecDeque<Vec<u8>>,
+    bytes: u64,
+    next_free: Option<Instant>,
+}
+
+/// Everything but the socket, so that received datagrams can be handled while the endpoint
+/// lends its buffers.
+#[derive(Debug)]
+struct Core {
+    cfg: ServerConfig,
+    session: Arc<Session>,
+    switch: Switch,
+    epoch: Instant,
+    ranks: HashMap<SocketAddr, u16>,
+    peers: Vec<Option<Peer>>,
+    egress: Vec<Egress>,
+    control_out: Vec<(SocketAddr, Control)>,
+    unknown_replied: HashMap<SocketAddr, Instant>,
+    unknown_packets: u64,
+    malformed_control: u64,
+    refused: u64,
+    egress_drops: u64,
+    peak_egress_bytes: u64,
+    progress_mark: (u64, u64, u64, u64),
+    last_progress: Instant,
+    /// Set once `stop_after_exchanges` is reached.
+    draining: bool,
+    drained_joins: u64,
+}
+
+/// The switch process's driver.
+#[derive(Debug)]
+pub struct SwitchServer {
+    endpoint: Endpoint,
+    core: Core,
+}
+
+impl SwitchServer {
+    pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
+        let endpoint = Endpoint::bind(cfg.listen, cfg.faults)?;
+        let mut switch = Switch::new(SwitchConfig {
+            aggregators: cfg.aggregators,
+            ecn_threshold: cfg.link.ecn_threshold_bytes,
+            ports: cfg.world,
+        });
+        switch.add_job(JobConfig {
+            job: cfg.job,
+            layers: session.layers.clone(),
+        })?;
+        let now = Instant::now();
+        let world = usize::from(cfg.world);
+        Ok(SwitchServer {
+            endpoint,
+            core: Core {
+                switch,
+                epoch: now,
+                ranks: HashMap::new(),
+                peers: (0..world).map(|_| None).collect(),
+                egress: (0..world).map(|_| Egress::default()).collect(),
+                control_out: Vec::new(),
+                unknown_replied: HashMap::new(),
+                unknown_packets: 0,
+                malformed_control: 0,
+                refused: 0,
+                egress_drops: 0,
+                peak_egress_bytes: 0,
+                progress_mark: (0, 0, 0, 0),
+                last_progress: now,
+                draining: false,
+                drained_joins: 0,
+                cfg,
+                session,
+            },
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    pub fn report(&self) -> ServerReport {
+        let c = &self.core;
+        ServerReport {
+            elapsed_s: c.epoch.elapsed().as_secs_f64(),
+            counters: c.switch.counters().clone(),
+            peers: c
+                .peers
+                .iter()
+                .enumerate()
+                .filter_map(|(rank, p)| {
+                    let p = p.as_ref()?;
+                    Some(PeerReport {
+                        rank: rank as u16,
+                        addr: p.addr,
+                        traffic: self.endpoint.peer(&p.addr),
+                    })
+                })
+                .collect(),
+            endpoint: self.endpoint.stats().clone(),
+            unknown_packets: c.unknown_packets,
+            malformed_control: c.malformed_control,
+            refused: c.refused,
+            egress_drops: c.egress_drops,
+            peak_egress_bytes: c.peak_egress_bytes,
+            status: c.switch.job_status(c.cfg.job),
+        }
+    }
+
+    /// One line on where the job stands.
+    pub fn status_line(&self) -> String {
+        let c = &self.core;
+        let joined = c.peers.iter().filter(|p| p.is_some()).count();
+        let k = c.switch.counters();
+        format!(
+            "switch: {joined}/{} workers; {}; {} packets in, {} out, {} aggregations, {} raw, \
+             {} drops, {} ECN marks",
+            c.cfg.world,
+            c.describe(),
+            k.packets_in,
+            k.packets_out,
+            k.aggregations,
+            k.raw_forwarded,
+            k.total_drops(),
+            k.ecn_marks
+        )
+    }
+
+    /// Run until every worker has said goodbye, `stop` is set, or the configured number of
+    /// exchanges is done. `status` (if given) is a flag set from outside (a signal) to print
+    /// the status line.
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        status: Option<&AtomicBool>,
+    ) -> Result<ServerReport, ServerError> {
+        let mut stop_at: Option<Instant> = None;
+        loop {
+            let deadline = self.core.next_deadline(Instant::now());
+            self.endpoint.wait(Some(deadline))?;
+            let now = Instant::now();
+            let core = &mut self.core;
+            self.endpoint.recv(|d| core.on_datagram(now, d))?;
+            self.core.release(now, &mut self.endpoint);
+            self.endpoint.flush()?;
+            if let Err(e) = self.core.check_liveness(now) {
+                self.abort_all(&e.to_string())?;
+                return Err(e);
+            }
+            if status.is_some_and(|s| s.swap(false, Ordering::Relaxed)) {
+                eprintln!("{}", self.status_line());
+            }
+            let c = &self.core;
+            let world = usize::from(c.cfg.world);
+            let byes = c.peers.iter().flatten().filter(|p| p.bye).count();
+            if byes == world || stop.load(Ordering::Relaxed) {
+                self.endpoint.flush()?;
+                return Ok(self.report());
+            }
+            if let Some(n) = c.cfg.stop_after_exchanges {
+                if stop_at.is_none() && c.switch.counters().exchanges_completed >= n {
+                    // Linger a little to repeat final gos to workers that lost theirs, but
+                    // start nothing new.
+                    stop_at = Some(now + 4 * Duration::from_micros(c.cfg.timeouts.control_us));
+                    self.core.draining = true;
+                }
+                if stop_at.is_some_and(|t| now >= t) {
+                    return Ok(self.report());
+                }
+            }
+        }
+    }
+
+    /// Tell every known worker the job is over, a few times over (UDP may lose one).
+    fn abort_all(&mut self, reason: &str) -> io::Result<()> {
+        let bytes = Control::Abort {
+            reason: reason.to_string(),
+        }
+        .encode();
+        for _ in 0..3 {
+            for p in self.core.peers.iter().flatten() {
+                self.endpoint.send(p.addr, None, bytes.clone());
+            }
+        }
+        self.endpoint.flush()
+    }
+}
+
+impl Core {
+    fn nanos(&self, now: Instant) -> u64 {
+        now.duration_since(self.epoch).as_nanos() as u64
+    }
+
+    fn describe(&self) -> String {
+        match self.switch.job_status(self.cfg.job) {
+            Some(s) => describe_status(&s),
+            None => "no job".into(),
+        }
+    }
+
+    fn next_deadline(&self, now: Instant) -> Instant {
+        let egress = self
+            .egress
+            .iter()
+            .filter(|e| !e.queue.is_empty())
+            .filter_map(|e| e.next_free)
+            .min();
+        egress.map_or(now + TICK, |t| t.min(now + TICK))
+    }
+
+    fn on_datagram(&mut self, now: Instant, d: crate::socket::Datagram<'_>) {
+        if let Some(message) = Control::decode(d.bytes) {
+            match message {
+                Ok(m) => self.on_control(now, d.from, m),
+                Err(e) => {
+                    self.malformed_control += 1;
+                    tracing::debug!(from = %d.from, error = %e, "malformed control message");
+                }
+            }
+            return;
+        }
+        let Some(&rank) = self.ranks.get(&d.from) else {
+            self.unknown_packets += 1;
+            // Rate-limited: one reply per address per 50 ms.
+            let due = self
+                .unknown_replied
+                .get(&d.from)
+                .is_none_or(|t| now.duration_since(*t) > Duration::from_millis(50));
+            if due {
+                self.unknown_replied.insert(d.from, now);
+                self.control_out.push((d.from, Control::Unknown));
+            }
+            return;
+        };
+        if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+            p.last_heard = now;
+        }
+        if self.draining && d.bytes.get(3) == Some(&(wire::PacketType::Join as u8)) {
+            // Draining: no new exchange may start on this switch.
+            self.drained_joins += 1;
+            return;
+        }
+        let t = self.nanos(now);
+        self.switch.handle_packet(t, Address::Worker(rank), d.bytes);
+    }
+
+    fn on_control(&mut self, now: Instant, from: SocketAddr, message: Control) {
+        match message {
+            Control::Hello(h) => match self.admit(now, from, &h) {
+                Ok(()) => {
+                    tracing::info!(rank = h.rank, addr = %from, "worker joined");
+                    self.control_out.push((
+                        from,
+                        Control::Welcome {
+                            job: h.job,
+                            rank: h.rank,
+                        },
+                    ));
+                }
+                Err(reason) => {
+                    self.refused += 1;
+                    tracing::warn!(addr = %from, %reason, "worker refused");
+                    self.control_out.push((from, Control::Refuse { reason }));
+                }
+            },
+            Control::Heartbeat => {
+                if let Some(&rank) = self.ranks.get(&from) {
+                    if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+                        p.last_heard = now;
+                    }
+                }
+            }
+            Control::Bye { rank } => {
+                if self.ranks.get(&from) == Some(&rank) {
+                    if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+                        p.bye = true;
+                        p.last_heard = now;
+                    }
+                    self.control_out.push((from, Control::ByeAck));
+                }
+            }
+            _ => self.malformed_control += 1,
+        }
+    }
+
+    fn admit(&mut self, now: Instant, from: SocketAddr, h: &Hello) -> Result<(), String> {
+        let want_mode = self.session.mode.name();
+        let mismatch = |what: &str, worker: String, switch: String| {
+            Err(format!(
+                "worker {} at {from}: {what} is {worker}, the switch has {switch}",
+                h.rank
+            ))
+        };
+        if h.control_version != CONTROL_VERSION {
+            return mismatch(
+                "control protocol version",
+                h.control_version.to_string(),
+                CONTROL_VERSION.to_string(),
+            );
+        }
+        if h.wire_version != wire::VERSION {
+            return mismatch(
+                "wire version",
+                h.wire_version.to_string(),
+                wire::VERSION.to_string(),
+            );
+        }
+        if h.job != self.cfg.job {
+            return mismatch("job id", h.job.to_string(), self.cfg.job.to_string());
+        }
+        if h.world != self.cfg.world {
+            return mismatch(
+                "world size",
+                h.world.to_string(),
+                self.cfg.world.to_string(),
+            );
+        }
+        if h.rank >= self.cfg.world {
+            return Err(format!(
+                "rank {} at {from} is not below the world size {}",
+                h.rank, self.cfg.world
+            ));
+        }
+        if h.mode != want_mode {
+            return mismatch("exchange mode", h.mode.clone(), want_mode.to_string());
+        }
+        if h.plan_checksum != self.session.checksum {
+            return mismatch(
+                "plan checksum",
+                format!("{:#018x}", h.plan_checksum),
+                format!(
+                    "{:#018x} (start both with the same plan directory and dataset)",
+                    self.session.checksum
+                ),
+            );
+        }
+        let slot = &mut self.peers[usize::from(h.rank)];
+        if let Some(p) = slot {
+            let alive = now.duration_since(p.last_heard) < self.cfg.timeouts.peer();
+            if p.addr != from && alive && !p.bye {
+                return Err(format!(
+                    "rank {} is already taken by {}, which is alive",
+                    h.rank, p.addr
+                ));
+            }
+            self.ranks.remove(&p.addr);
+        }
+        *slot = Some(Peer {
+            addr: from,
+            last_heard: now,
+            last_sent: now,
+            bye: false,
+        });
+        self.ranks.insert(from, h.rank);
+        Ok(())
+    }
+
+    /// Move the switch's output into the egress queues, send what the link rate allows, and
+    /// the control messages and heartbeats.
+    fn release(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        while let Some(t) = self.switch.poll_transmit(self.nanos(now)) {
+            let Address::Worker(port) = t.to else {
+                continue;
+            };
+            let q = &mut self.egress[usize::from(port)];
+            if q.bytes + t.bytes.len() as u64 > EGRESS_BUFFER {
+                self.egress_drops += 1;
+                continue;
+            }
+            q.bytes += t.bytes.len() as u64;
+            q.queue.push_back(t.bytes);
+            self.peak_egress_bytes = self.peak_egress_bytes.max(q.bytes);
+        }
+        let rate = self.cfg.link.rate();
+        let threshold = self.cfg.link.ecn_threshold_bytes;
+        for (port, q) in self.egress.iter_mut().enumerate() {
+            let Some(peer) = self.peers[port].as_mut() else {
+                // No address for this port (yet): what is queued cannot leave.
+                q.queue.clear();
+                q.bytes = 0;
+                continue;
+            };
+            while let Some(bytes) = q.queue.front() {
+                let free = q.next_free.unwrap_or(now);
+                if free > now {
+                    break;
+                }
+                let ecn = if q.bytes > threshold {
+                    EcnCodepoint::Ce
+                } else {
+                    EcnCodepoint::Ect0
+                };
+                let gap = Duration::from_secs_f64(bytes.len() as f64 / rate);
+                q.next_free = Some(free.max(now - TICK) + gap);
+                q.bytes -= bytes.len() as u64;
+                let bytes = q.queue.pop_front().expect("front");
+                endpoint.send(peer.addr, Some(ecn), bytes);
+                peer.last_sent = now;
+            }
+            self.switch.set_egress_queue(port as u16, q.bytes);
+        }
+        for (to, m) in self.control_out.drain(..) {
+            endpoint.send(to, None, m.encode());
+            if let Some(&rank) = self.ranks.get(&to) {
+                if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+                    p.last_sent = now;
+                }
+            }
+        }
+        let quiet = self.cfg.timeouts.peer() / 4;
+        for p in self.peers.iter_mut().flatten() {
+            if !p.bye && now.duration_since(p.last_sent) > quiet {
+                endpoint.send(p.addr, None, Control::Heartbeat.encode());
+                p.last_sent = now;
+            }
+        }
+    }
+
+    fn check_liveness(&mut self, now: Instant) -> Result<(), ServerError> {
+        let t = &self.cfg.timeouts;
+        let missing: Vec<u16> = (0..self.cfg.world)
+            .filter(|&r| self.peers[usize::from(r)].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let waited = now.duration_since(self.epoch);
+            if waited > t.join() {
+                let joined: Vec<String> = self
+                    .peers
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(r, p)| p.as_ref().map(|p| format!("{r} at {}", p.addr)))
+                    .collect();
+                return Err(ServerError::JoinTimeout {
+                    missing,
+                    joined: if joined.is_empty() {
+                        "none".into()
+                    } else {
+                        joined.join(", ")
+                    },
+                    waited,
+                });
+            }
+            return Ok(());
+        }
+        for (rank, p) in self.peers.iter().enumerate() {
+            let p = p.as_ref().expect("all joined");
+            let silent = now.duration_since(p.last_heard);
+            if !p.bye && silent > t.peer() {
+                return Err(ServerError::WorkerLost {
+                    rank: rank as u16,
+                    addr: p.addr,
+                    silent,
+                    during: self.describe(),
+                });
+            }
+        }
+        let k = self.switch.counters();
+        let mark = (
+            k.exchanges_completed,
+            k.blocks_completed,
+            k.lane_updates,
+            k.raw_forwarded + k.sent(wire::PacketType::Result),
+        );
+        if mark != self.progress_mark {
+            self.progress_mark = mark;
+            self.last_progress = now;
+        }
+        let any_active = self.peers.iter().flatten().any(|p| !p.bye);
+        let stalled = now.duration_since(self.last_progress);
+        if any_active && stalled > 2 * t.peer() {
+            return Err(ServerError::Stalled {
+                stalled,
+                during: self.describe(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `layer 1 forward, block 3 of 9, waiting for workers [2]`.
+pub fn describe_status(s: &JobStatus) -> String {
+    let Some(id) = s.exchange else {
+        return "no exchange started yet".into();
+    };
+    let dir = if id.backward { "backward" } else { "forward" };
+    let what = format!(
+        "exchange {} (epoch {}, layer {} {dir})",
+        s.seq, id.epoch, id.layer
+    );
+    if s.finished {
+        return format!("{what} complete");
+    }
+    if !s.started {
+        return format!("{what}, waiting for workers {:?} to join", s.waiting_for);
+    }
+    format!(
+        "{what}, block {} of {}, waiting for workers {:?} to finish it",
+        s.block, s.blocks, s.waiting_for
+    )
+}

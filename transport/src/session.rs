@@ -1,0 +1,121 @@
+//! What the switch and every worker of a job derive alike from the plan and the dataset: one
+//! exchange plan per layer for the job's mode, their joint checksum, and the order in which
+//! exchanges run.
+
+use std::sync::Arc;
+
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanError};
+use switchgnn_dataplane::ExchangeId;
+use switchgnn_datasets::Graph;
+use switchgnn_partition::Plan;
+use switchgnn_scheduler::OrderKind;
+
+use crate::job::ExchangeMode;
+
+/// The exchange plans of a job, one per layer.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub mode: ExchangeMode,
+    pub layers: Vec<Arc<ExchangePlan>>,
+    pub checksum: u64,
+}
+
+impl Session {
+    /// SwitchGNN runs the plan's blocks; the strawman and the host exchange run every cross
+    /// edge of the graph as one block (the strawman in a random order, as a naive sender
+    /// would; the host exchange in priority-BFS order).
+    pub fn new(plan: &Plan, graph: &Graph, mode: ExchangeMode) -> Result<Session, PlanError> {
+        let dims = &plan.manifest.spec.feature_dims;
+        let layers = (0..dims.len())
+            .map(|layer| {
+                let width = dims[layer];
+                let p = match mode {
+                    ExchangeMode::Switchgnn => ExchangePlan::from_plan(plan, layer)?,
+                    ExchangeMode::Strawman => ExchangePlan::whole_graph(
+                        graph,
+                        &plan.assignment,
+                        width,
+                        Mode::Strawman,
+                        OrderKind::Random,
+                        layer as u64,
+                    )?,
+                    ExchangeMode::Host => ExchangePlan::whole_graph(
+                        graph,
+                        &plan.assignment,
+                        width,
+                        Mode::Host,
+                        OrderKind::PriorityBfs,
+                        0,
+                    )?,
+                };
+                Ok(Arc::new(p))
+            })
+            .collect::<Result<Vec<_>, PlanError>>()?;
+        Ok(Session::from_layers(mode, layers))
+    }
+
+    pub fn from_layers(mode: ExchangeMode, layers: Vec<Arc<ExchangePlan>>) -> Session {
+        let mut h = mix(0x5347_4e4e);
+        for p in &layers {
+            h = mix(h ^ p.checksum());
+        }
+        Session {
+            mode,
+            layers,
+            checksum: h,
+        }
+    }
+
+    pub fn workers(&self) -> u16 {
+        self.layers.first().map_or(0, |p| p.workers)
+    }
+
+    /// The exchanges of one training step, with their sequence numbers: every layer forward,
+    /// then every layer backward from the last (the transposed exchange of the gradients).
+    pub fn schedule(&self, job: u16, epoch: u32) -> Vec<Scheduled> {
+        let n = self.layers.len();
+        let per_epoch = 2 * n as u32;
+        let forward = (0..n).map(|l| (l, false));
+        let backward = (0..n).rev().map(|l| (l, true));
+        forward
+            .chain(backward)
+            .enumerate()
+            .map(|(i, (layer, backward))| Scheduled {
+                id: ExchangeId {
+                    job,
+                    epoch,
+                    layer: layer as u8,
+                    backward,
+                },
+                seq: epoch * per_epoch + i as u32 + 1,
+            })
+            .collect()
+    }
+}
+
+/// One exchange of the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    pub id: ExchangeId,
+    pub seq: u32,
+}
+
+impl Scheduled {
+    /// `layer 1 forward`, `layer 0 backward`.
+    pub fn describe(&self) -> String {
+        let dir = if self.id.backward {
+            "backward"
+        } else {
+            "forward"
+        };
+        format!("layer {} {dir}", self.id.layer)
+    }
+}
+
+/// A 64-bit mixer (splitmix64's finaliser) to combine the per-layer checksums in order.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}

@@ -1,0 +1,412 @@
+//! A non-blocking UDP endpoint for the real-time drivers.
+//!
+//! - receive in batches (recvmmsg, and GRO where the kernel coalesces) into buffers allocated
+//!   once, reading each datagram's ECN codepoint;
+//! - send in batches: consecutive datagrams to the same peer of the same size leave in one
+//!   GSO send, each with the ECN codepoint the caller chose;
+//! - count packets and bytes per peer, as they cross the socket;
+//! - optionally pass every send through a seeded fault [`Shim`] (loss, duplication, reordering
+//!   by delay), the real-socket twin of the in-memory network's fault injector.
+//!
+//! quinn-udp does the system calls; mio waits for readiness with a deadline. mio is
+//! edge-triggered, so the endpoint remembers when it stopped reading before the socket was
+//! drained and does not sleep in that case.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+use quinn_udp::{RecvMeta, UdpSocketState};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+pub use quinn_udp::EcnCodepoint;
+
+/// Largest datagram the endpoint receives (dataplane packets are at most 160 bytes; control
+/// messages stay below this).
+pub const MAX_DATAGRAM: usize = 2048;
+/// Socket buffers asked of the kernel (it may cap them at `net.core.[rw]mem_max`).
+const SOCKET_BUFFER: usize = 4 << 20;
+/// Receive batches read per call before control returns to the driver.
+const BATCHES_PER_CALL: usize = 16;
+const SOCKET: Token = Token(0);
+
+/// One received datagram, borrowed from the endpoint's buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    pub from: SocketAddr,
+    pub ecn: Option<EcnCodepoint>,
+    pub bytes: &'a [u8],
+}
+
+/// Traffic exchanged with one peer, as it crossed the socket (after the fault shim).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerCounters {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    /// Received with the congestion-experienced codepoint.
+    pub ce_received: u64,
+    /// Sent with the congestion-experienced codepoint.
+    pub ce_sent: u64,
+}
+
+impl PeerCounters {
+    pub fn add(&mut self, other: &PeerCounters) {
+        self.packets_sent += other.packets_sent;
+        self.bytes_sent += other.bytes_sent;
+        self.packets_received += other.packets_received;
+        self.bytes_received += other.bytes_received;
+        self.ce_received += other.ce_received;
+        self.ce_sent += other.ce_sent;
+    }
+}
+
+/// Counters of the endpoint itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointStats {
+    /// Send system calls (each may carry several datagrams).
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    /// Sends that found the socket buffer full and waited.
+    pub send_blocked: u64,
+    /// Datagrams the kernel refused (e.g. no route); UDP errors are not fatal.
+    pub send_errors: u64,
+    /// Datagrams larger than [`MAX_DATAGRAM`] dropped on receipt.
+    pub oversized: u64,
+    pub shim: ShimStats,
+}
+
+/// Seeded faults applied to every datagram this endpoint sends.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShimConfig {
+    /// Probability a datagram is dropped.
+    pub loss: f64,
+    /// Probability a datagram is sent twice.
+    pub duplicate: f64,
+    /// Probability a datagram is held back by up to `reorder_delay_us`, which reorders it.
+    pub reorder: f64,
+    pub reorder_delay_us: u64,
+    pub seed: u64,
+}
+
+impl ShimConfig {
+    pub fn is_active(&self) -> bool {
+        self.loss > 0.0 || self.duplicate > 0.0 || (self.reorder > 0.0 && self.reorder_delay_us > 0)
+    }
+
+    /// Check the probabilities are probabilities.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, p) in [
+            ("loss", self.loss),
+            ("duplicate", self.duplicate),
+            ("reorder", self.reorder),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!(
+                    "fault `{name}` = {p} is not a probability in [0, 1]"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShimStats {
+    pub lost: u64,
+    pub duplicated: u64,
+    pub delayed: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Outgoing {
+    to: SocketAddr,
+    ecn: Option<EcnCodepoint>,
+    bytes: Vec<u8>,
+}
+
+/// The fault injector on the send path.
+#[derive(Debug)]
+struct Shim {
+    cfg: ShimConfig,
+    rng: ChaCha8Rng,
+    /// Held-back datagrams by release time (and a sequence number to keep them apart).
+    delayed: BTreeMap<(Instant, u64), Outgoing>,
+    seq: u64,
+}
+
+impl Shim {
+    /// What to queue now for one datagram (none, one or two copies); delayed copies are kept.
+    fn apply(&mut self, out: Outgoing, now: Instant, stats: &mut ShimStats) -> Vec<Outgoing> {
+        if self.rng.random_bool(self.cfg.loss) {
+            stats.lost += 1;
+            return Vec::new();
+        }
+        let copies = if self.rng.random_bool(self.cfg.duplicate) {
+            stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        let mut now_out = Vec::with_capacity(copies);
+        for _ in 0..copies {
+            let copy = out.clone();
+            if self.cfg.reorder_delay_us > 0 && self.rng.random_bool(self.cfg.reorder) {
+                stats.delayed += 1;
+                let delay = self.rng.random_range(0..self.cfg.reorder_delay_us);
+                self.seq += 1;
+                self.delayed
+                    .insert((now + Duration::from_micros(delay), self.seq), copy);
+            } else {
+                now_out.push(copy);
+            }
+        }
+        now_out
+    }
+
+    fn release(&mut self, now: Instant, queue: &mut VecDeque<Outgoing>) {
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            queue.push_back(entry.remove());
+        }
+    }
+
+    fn next_release(&self) -> Option<Instant> {
+        self.delayed.keys().next().map(|k| k.0)
+    }
+}
+
+/// A bound, non-blocking UDP socket with batching, ECN and counters.
+#[derive(Debug)]
+pub struct Endpoint {
+    socket: mio::net::UdpSocket,
+    state: UdpSocketState,
+    poll: Poll,
+    events: Events,
+    rx_bufs: Vec<Vec<u8>>,
+    rx_meta: Vec<RecvMeta>,
+    /// The last read stopped before the socket said "would block": read again before sleeping.
+    maybe_readable: bool,
+    queue: VecDeque<Outgoing>,
+    gso: Vec<u8>,
+    shim: Option<Shim>,
+    peers: HashMap<SocketAddr, PeerCounters>,
+    stats: EndpointStats,
+}
+
+impl Endpoint {
+    /// Bind `addr` (port 0 picks a free port).
+    pub fn bind(addr: SocketAddr, shim: ShimConfig) -> io::Result<Endpoint> {
+        let std_socket = std::net::UdpSocket::bind(addr)?;
+        std_socket.set_nonblocking(true)?;
+        let mut socket = mio::net::UdpSocket::from_std(std_socket);
+        let state = UdpSocketState::new((&socket).into())?;
+        // Best effort: a smaller buffer only means more kernel drops under load.
+        let _ = state.set_recv_buffer_size((&socket).into(), SOCKET_BUFFER);
+        let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
+        let batch = quinn_udp::BATCH_SIZE;
+        // GRO may coalesce up to 64 KiB of equal-sized datagrams into one buffer.
+        let buf_len = (state.gro_segments() * MAX_DATAGRAM).clamp(MAX_DATAGRAM, 1 << 16);
+        shim.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(Endpoint {
+            socket,
+            state,
+            poll,
+            events: Events::with_capacity(16),
+            rx_bufs: (0..batch).map(|_| vec![0; buf_len]).collect(),
+            rx_meta: vec![RecvMeta::default(); batch],
+            maybe_readable: true,
+            queue: VecDeque::new(),
+            gso: Vec::with_capacity(1 << 16),
+            shim: shim.is_active().then(|| Shim {
+                cfg: shim,
+                rng: ChaCha8Rng::seed_from_u64(shim.seed),
+                delayed: BTreeMap::new(),
+                seq: 0,
+            }),
+            peers: HashMap::new(),
+            stats: EndpointStats::default(),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    pub fn stats(&self) -> &EndpointStats {
+        &self.stats
+    }
+
+    /// Counters per peer address.
+    pub fn peers(&self) -> &HashMap<SocketAddr, PeerCounters> {
+        &self.peers
+    }
+
+    pub fn peer(&self, addr: &SocketAddr) -> PeerCounters {
+        self.peers.get(addr).cloned().unwrap_or_default()
+    }
+
+    /// Datagrams waiting to be sent (queued or held back by the shim).
+    pub fn backlog(&self) -> usize {
+        self.queue.len() + self.shim.as_ref().map_or(0, |s| s.delayed.len())
+    }
+
+    /// Queue a datagram; [`Endpoint::flush`] sends it.
+    pub fn send(&mut self, to: SocketAddr, ecn: Option<EcnCodepoint>, bytes: Vec<u8>) {
+        let out = Outgoing { to, ecn, bytes };
+        match &mut self.shim {
+            None => self.queue.push_back(out),
+            Some(shim) => {
+                let now_out = shim.apply(out, Instant::now(), &mut self.stats.shim);
+                self.queue.extend(now_out);
+            }
+        }
+    }
+
+    /// Send what is queued, in GSO batches, until done or the socket buffer is full.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if let Some(shim) = &mut self.shim {
+            shim.release(Instant::now(), &mut self.queue);
+        }
+        let max_segments = self.state.max_gso_segments().max(1);
+        while let Some(first) = self.queue.front() {
+            let len = first.bytes.len();
+            // A GSO batch: same peer, codepoint and size (the last may be shorter), ≤ 64 KiB.
+            let mut n = 1;
+            while n < max_segments && (n + 1) * len <= 1 << 16 {
+                match self.queue.get(n) {
+                    Some(o) if o.to == first.to && o.ecn == first.ecn && o.bytes.len() <= len => {
+                        n += 1;
+                        if o.bytes.len() < len {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            let contents: &[u8] = if n == 1 {
+                &first.bytes
+            } else {
+                self.gso.clear();
+                for o in self.queue.range(..n) {
+                    self.gso.extend_from_slice(&o.bytes);
+                }
+                &self.gso
+            };
+            let transmit = quinn_udp::Transmit {
+                destination: first.to,
+                ecn: first.ecn,
+                contents,
+                segment_size: (n > 1).then_some(len),
+                src_ip: None,
+            };
+            self.stats.send_calls += 1;
+            match self.state.try_send((&self.socket).into(), &transmit) {
+                Ok(()) => {
+                    for o in self.queue.drain(..n) {
+                        let c = self.peers.entry(o.to).or_default();
+                        c.packets_sent += 1;
+                        c.bytes_sent += o.bytes.len() as u64;
+                        c.ce_sent += u64::from(o.ecn == Some(EcnCodepoint::Ce));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stats.send_blocked += 1;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // UDP is unreliable anyway; the protocol's timers recover what is lost.
+                    tracing::debug!(error = %e, to = %first.to, "send failed");
+                    self.stats.send_errors += n as u64;
+                    self.queue.drain(..n);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleep until the socket is readable, a held-back datagram is due, or `deadline`.
+    pub fn wait(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        let now = Instant::now();
+        let shim_due = self.shim.as_ref().and_then(Shim::next_release);
+        let until = [deadline, shim_due].into_iter().flatten().min();
+        let timeout = if self.maybe_readable {
+            Some(Duration::ZERO)
+        } else {
+            until.map(|t| t.saturating_duration_since(now))
+        };
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if self.events.iter().any(|e| e.is_readable()) {
+            self.maybe_readable = true;
+        }
+        Ok(())
+    }
+
+    /// Read what has arrived, calling `f` for every datagram; returns how many.
+    pub fn recv(&mut self, mut f: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
+        let mut total = 0;
+        for _ in 0..BATCHES_PER_CALL {
+            let mut slices: Vec<IoSliceMut<'_>> = self
+                .rx_bufs
+                .iter_mut()
+                .map(|b| IoSliceMut::new(b))
+                .collect();
+            self.stats.recv_calls += 1;
+            let n = match self
+                .state
+                .recv((&self.socket).into(), &mut slices, &mut self.rx_meta)
+            {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.maybe_readable = false;
+                    return Ok(total);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // An ICMP error queued by an earlier send (e.g. a closed peer port) surfaces
+                // here; it concerns that send, not this read.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e),
+            };
+            drop(slices);
+            for (meta, buf) in self.rx_meta[..n].iter().zip(&self.rx_bufs) {
+                let stride = meta.stride.max(1);
+                for bytes in buf[..meta.len].chunks(stride) {
+                    if bytes.len() > MAX_DATAGRAM {
+                        self.stats.oversized += 1;
+                        continue;
+                    }
+                    let c = self.peers.entry(meta.addr).or_default();
+                    c.packets_received += 1;
+                    c.bytes_received += bytes.len() as u64;
+                    c.ce_received += u64::from(meta.ecn == Some(EcnCodepoint::Ce));
+                    total += 1;
+                    f(Datagram {
+                        from: meta.addr,
+                        ecn: meta.ecn,
+                        bytes,
+                    });
+                }
+            }
+        }
+        // Stopped with data possibly left: the next wait must not sleep.
+        self.maybe_readable = true;
+        Ok(total)
+    }
+}
