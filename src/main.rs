@@ -3,6 +3,7 @@
 
 mod commands;
 mod dataset_args;
+mod job_args;
 mod partition_args;
 mod progress;
 
@@ -41,6 +42,13 @@ enum Command {
     /// Score send orders with the time-slot model: completion slot, maximum queue and idle
     /// output slots, for the whole graph or the blocks of a plan.
     OrderEval(commands::order_eval::Args),
+    /// Run the software switch as a process, serving one job over UDP.
+    Switch(commands::switch::Args),
+    /// Run one worker of a job: exchange every layer through the switch and check the sums.
+    Worker(commands::worker::Args),
+    /// Start a switch and M workers on loopback, run every layer's exchange forward and
+    /// backward in each mode, check them, and report time and bytes against the host exchange.
+    Exchange(commands::exchange::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +62,9 @@ fn main() -> ExitCode {
         Command::Prepare(args) => commands::prepare::run(args),
         Command::VerifyPlan(args) => commands::verify_plan::run(args),
         Command::OrderEval(args) => commands::order_eval::run(args),
+        Command::Switch(args) => commands::switch::run(args),
+        Command::Worker(args) => commands::worker::run(args),
+        Command::Exchange(args) => commands::exchange::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

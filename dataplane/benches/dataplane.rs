@@ -65,6 +65,7 @@ fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> InN
         rank: w,
         scale,
         timers: Timers::default(),
+        window: usize::MAX,
     };
     let features = LocalFeatures {
         vertices: &vertices,

@@ -323,6 +323,8 @@ pub struct RunSetup {
     pub timers: crate::engine::Timers,
     /// Pace with DCQCN-like AIMD at the link rate (else unpaced).
     pub paced: bool,
+    /// Unacknowledged data chunks per worker (`usize::MAX`: no limit).
+    pub window: usize,
 }
 
 #[derive(Debug, Error)]
@@ -383,6 +385,7 @@ pub fn run_exchange(
             rank: w,
             scale: setup.scale,
             timers: setup.timers,
+            window: setup.window,
         };
         let cc: Box<dyn Controller> = if setup.paced {
             Box::new(Aimd::new(setup.network.link.rate))

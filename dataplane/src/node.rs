@@ -3,7 +3,7 @@
 //! next deadline. No sockets, threads or clocks live behind it, so the in-memory network, the
 //! simulator and the UDP emulator all drive the same code.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::wire::{Flags, PacketType, Repr};
 
@@ -38,7 +38,7 @@ pub trait Node {
 
 /// Which exchange a packet belongs to: job, training step, layer and direction. A packet of any
 /// other exchange is stale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExchangeId {
     pub job: u16,
     pub epoch: u32,

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use bitvec::vec::BitVec;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::fixed::checked_add;
@@ -132,7 +132,7 @@ impl DropReason {
 }
 
 /// Counters for everything the switch does.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchCounters {
     pub packets_in: u64,
     pub bytes_in: u64,
@@ -193,7 +193,7 @@ impl SwitchCounters {
 }
 
 /// A job's progress, for diagnostics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStatus {
     pub job: u16,
     pub workers: u16,

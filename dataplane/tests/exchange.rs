@@ -69,6 +69,31 @@ fn blocks_are_exact_under_loss_duplication_and_reordering_in_both_directions() {
 }
 
 #[test]
+fn a_small_send_window_never_stalls_under_loss_or_duplication() {
+    // The window counts chunks awaiting their ack; a leak in that count (an ack or a timeout
+    // not settling a chunk) would stall the sender for good, which the event limit catches.
+    let d = dataset_of(random_graph(300, 1_200, 8));
+    let memory = 32 * 2 * 128;
+    let plan = block_plan(&d, 3, 40, memory, metis());
+    let scale = scale_for(&d.graph);
+    for (i, window) in [1usize, 3, 16].into_iter().enumerate() {
+        let mut s = setup(
+            scale,
+            memory,
+            mixed_faults(20 + i as u64),
+            30 + i as u64,
+            false,
+        );
+        s.network.faults.loss = 0.03;
+        s.window = window;
+        let values = features(d.graph.num_vertices(), 40, 40 + i as u64);
+        let run = run_exact(&d.graph, &plan, &values, &s);
+        let retransmits: u64 = run.engines.iter().map(|e| e.retransmits).sum();
+        assert!(retransmits > 0, "window {window}: losses were repaired");
+    }
+}
+
+#[test]
 fn aggregator_memory_of_one_edge_still_completes_exactly() {
     let d = dataset_of(random_graph(120, 400, 2));
     let memory = 2 * 128; // two aggregators: one edge of width 32 per block

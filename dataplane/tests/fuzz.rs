@@ -117,6 +117,7 @@ proptest! {
             rank: 1,
             scale: Scale::for_bound(1.0, 64).unwrap(),
             timers: Timers::default(),
+            window: 4,
         };
         let local = LocalFeatures { vertices: &vertices, width: 40, values: &values };
         let mut e = InNetworkEngine::new(cfg, plan, local, Box::new(Unpaced), 0).unwrap();

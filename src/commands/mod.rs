@@ -1,7 +1,10 @@
 pub mod analyze;
 pub mod convert;
+pub mod exchange;
 pub mod generate;
 pub mod inspect;
 pub mod order_eval;
 pub mod prepare;
+pub mod switch;
 pub mod verify_plan;
+pub mod worker;

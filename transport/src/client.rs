@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::engine::Exchange;
 use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
@@ -67,7 +67,7 @@ pub enum WorkerError {
 }
 
 /// Traffic between this worker and the switch, as it crossed the socket.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WorkerWire {
     pub to_switch: PeerCounters,
     pub endpoint: EndpointStats,

@@ -22,6 +22,7 @@
 //! [link]
 //! gbps = 10.0                    # sending rate cap of a worker and of each switch port
 //! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
+//! window = 256                   # data chunks a worker keeps unacknowledged at most
 //!
 //! [faults]                       # seeded fault shim on every sender (tests)
 //! loss = 0.0
@@ -102,6 +103,9 @@ pub struct Link {
     /// Rate cap in Gbit/s of each worker's sending and of each switch egress port.
     pub gbps: f64,
     pub ecn_threshold_bytes: u64,
+    /// Data chunks a worker may have unacknowledged at once: keeps a slow software switch's
+    /// socket queue (and with it the round-trip time) short.
+    pub window: usize,
 }
 
 impl Default for Link {
@@ -109,6 +113,7 @@ impl Default for Link {
         Link {
             gbps: 10.0,
             ecn_threshold_bytes: 64 * 1024,
+            window: 256,
         }
     }
 }
@@ -258,6 +263,9 @@ impl JobFile {
         }
         if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
             return Err(format!("link.gbps = {} must be positive", self.link.gbps));
+        }
+        if self.link.window == 0 {
+            return Err("link.window must be at least 1".into());
         }
         let t = &self.timeouts;
         if [t.join_ms, t.peer_ms, t.rto_us, t.control_us, t.result_us].contains(&0) {

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::cc::{Aimd, Controller};
 use switchgnn_dataplane::engine::{
     EngineConfig, EngineStats, Exchange, ExchangeOutput, HostEngine, InNetworkEngine,
@@ -33,7 +33,7 @@ pub enum RunError {
 }
 
 /// One exchange as a worker saw it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExchangeReport {
     pub seq: u32,
     pub layer: u8,
@@ -51,10 +51,10 @@ pub struct ExchangeReport {
 }
 
 /// Everything a worker reports at the end.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerReport {
     pub rank: u16,
-    pub mode: &'static str,
+    pub mode: String,
     pub exchanges: Vec<ExchangeReport>,
     pub wire: WorkerWire,
 }
@@ -68,6 +68,8 @@ pub struct RunOptions {
     pub epochs: u32,
     /// Sending rate cap (bytes/s) of the congestion controller.
     pub line_rate: f64,
+    /// Unacknowledged data chunks at most.
+    pub window: usize,
     pub timers: switchgnn_dataplane::engine::Timers,
 }
 
@@ -85,6 +87,7 @@ pub fn run_worker(
         rank,
         epochs,
         line_rate,
+        window,
         timers,
     } = opts;
     let mut done: Vec<(ExchangeReport, ExchangeOutput)> = Vec::new();
@@ -107,6 +110,7 @@ pub fn run_worker(
                 rank,
                 scale: workload.scale,
                 timers,
+                window,
             };
             let cc: Box<dyn Controller> = Box::new(Aimd::new(line_rate));
             let started = Instant::now();
@@ -164,7 +168,7 @@ pub fn run_worker(
     }
     Ok(WorkerReport {
         rank,
-        mode: session.mode.name(),
+        mode: session.mode.name().to_string(),
         exchanges,
         wire,
     })

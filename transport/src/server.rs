@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, SwitchCounters};
 use switchgnn_dataplane::{wire, Address, Node};
 use thiserror::Error;
@@ -78,7 +78,7 @@ pub enum ServerError {
 }
 
 /// What the switch reports at exit (and on request while running).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerReport {
     pub elapsed_s: f64,
     pub counters: SwitchCounters,
@@ -95,7 +95,7 @@ pub struct ServerReport {
     pub status: Option<JobStatus>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PeerReport {
     pub rank: u16,
     pub addr: SocketAddr,

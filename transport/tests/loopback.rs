@@ -86,6 +86,7 @@ fn options(rank: u16) -> RunOptions {
         rank,
         epochs: 1,
         line_rate: Link::default().rate(),
+        window: Link::default().window,
         timers: timeouts().protocol(),
     }
 }

@@ -26,7 +26,7 @@ mod send;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cc::Controller;
@@ -100,6 +100,9 @@ pub struct EngineConfig {
     pub rank: u16,
     pub scale: Scale,
     pub timers: Timers,
+    /// Data chunks a worker keeps unacknowledged at once (in-network modes): bounds the queue
+    /// a slow switch builds up. `usize::MAX` leaves sending to the pacer alone.
+    pub window: usize,
 }
 
 /// The worker's own features: ascending vertex ids and their rows, row-major.
@@ -142,7 +145,7 @@ impl ExchangeOutput {
 
 /// Counters of one engine. Payload counts feature bytes only (4 per lane), as the partition
 /// crate's traffic model does.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineStats {
     pub packets_sent: u64,
     pub bytes_sent: u64,
@@ -168,6 +171,8 @@ pub struct EngineStats {
     pub dropped: u64,
     /// Feature values beyond the scale's bound (saturated on encoding).
     pub saturated: u64,
+    /// Smoothed round-trip time of data chunks (in-network modes; 0 before the first ack).
+    pub srtt_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,7 +269,7 @@ impl<S: SendStrategy> Engine<S> {
         }
         let output = ExchangeOutput::zeros(vertices.clone(), width);
         let mut engine = Engine {
-            sender: S::new(&plan, cfg.rank),
+            sender: S::new(&plan, cfg.rank, cfg.window),
             rows: EncodedRows {
                 vertices,
                 width,
@@ -390,8 +395,9 @@ impl<S: SendStrategy> Engine<S> {
                 if repr.flags.ecn {
                     self.stats.ecn_echoes += 1;
                 }
-                if self.sender.on_ack(repr.sequence, repr.src) {
+                if self.sender.on_ack(self.now, repr.sequence, repr.src) {
                     self.cc.on_ack(self.now, bytes, repr.flags.ecn);
+                    self.stats.srtt_ns = self.sender.srtt().unwrap_or(0);
                 }
             }
             PacketType::Fetch => {

@@ -15,7 +15,8 @@ pub trait SendStrategy: Debug + Sized {
     const NAME: &'static str;
     /// Whether this strategy runs plans of `mode`.
     fn accepts(mode: Mode) -> bool;
-    fn new(plan: &ExchangePlan, rank: u16) -> Self;
+    /// `window`: packets that may await acknowledgement at once (where there are acks).
+    fn new(plan: &ExchangePlan, rank: u16, window: usize) -> Self;
     /// Forget the previous block and prepare block `block`.
     fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16);
     /// The exchange is over: nothing more to send.
@@ -32,11 +33,14 @@ pub trait SendStrategy: Debug + Sized {
         stats: &mut EngineStats,
     ) -> Option<Vec<u8>>;
     /// An acknowledgement of data sequence `seq` from source `src`; true when it is new.
-    fn on_ack(&mut self, seq: u32, src: u32) -> bool;
-    /// Timers at `now`; true when something timed out (a congestion signal).
+    fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool;
+    /// Timers at `now`; true when something timed out (a congestion signal). `rto` is the
+    /// configured timeout, a floor under the strategy's own round-trip estimate.
     fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool;
     /// The next retransmission deadline.
     fn deadline(&self, rto: Nanos) -> Option<Nanos>;
+    /// The smoothed round-trip time measured so far, if any.
+    fn srtt(&self) -> Option<Nanos>;
 }
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), and its
@@ -85,8 +89,63 @@ pub struct InNetwork {
     chunks: usize,
     cursor: usize,
     acked: BitVec,
+    /// Sent and neither acknowledged nor timed out, and how many.
+    outstanding: BitVec,
+    outstanding_count: usize,
+    window: usize,
     inflight: VecDeque<(Nanos, u32)>,
     resend: VecDeque<u32>,
+    /// When each chunk was last sent, and whether it was ever sent again (Karn: the ack of a
+    /// retransmitted chunk is no round-trip sample).
+    sent_at: Vec<Nanos>,
+    resent: BitVec,
+    rtt: RttEstimator,
+}
+
+/// Smoothed round-trip time and its variation (RFC 6298), so that a switch or host slower
+/// than the configured timeout assumes (a loaded software switch, a busy core) does not
+/// trigger retransmissions of packets that are merely late.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RttEstimator {
+    srtt: Option<f64>,
+    rttvar: f64,
+}
+
+impl RttEstimator {
+    pub fn sample(&mut self, rtt: Nanos) {
+        let r = rtt as f64;
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
+                self.srtt = Some(0.875 * s + 0.125 * r);
+            }
+        }
+    }
+
+    /// The retransmission timeout: `srtt + 4·rttvar`, never below `floor`.
+    pub fn rto(&self, floor: Nanos) -> Nanos {
+        match self.srtt {
+            None => floor,
+            Some(s) => floor.max((s + 4.0 * self.rttvar) as Nanos),
+        }
+    }
+
+    pub fn srtt(&self) -> Option<Nanos> {
+        self.srtt.map(|s| s as Nanos)
+    }
+}
+
+impl InNetwork {
+    /// Sequence `s` is no longer awaiting its ack (acknowledged or timed out).
+    fn settle(&mut self, s: usize) {
+        if self.outstanding.replace(s, false) {
+            self.outstanding_count -= 1;
+        }
+    }
 }
 
 impl SendStrategy for InNetwork {
@@ -96,9 +155,10 @@ impl SendStrategy for InNetwork {
         in_network(mode)
     }
 
-    fn new(plan: &ExchangePlan, _rank: u16) -> Self {
+    fn new(plan: &ExchangePlan, _rank: u16, window: usize) -> Self {
         InNetwork {
             chunks: plan.chunks(),
+            window: window.max(1),
             ..InNetwork::default()
         }
     }
@@ -108,20 +168,30 @@ impl SendStrategy for InNetwork {
         self.vertices = send_order(plan, rank, block);
         self.cursor = 0;
         self.acked = BitVec::repeat(false, self.vertices.len() * self.chunks);
+        self.outstanding = BitVec::repeat(false, self.acked.len());
+        self.outstanding_count = 0;
         self.inflight.clear();
         self.resend.clear();
+        self.sent_at = vec![0; self.acked.len()];
+        self.resent = BitVec::repeat(false, self.acked.len());
     }
 
     fn finish(&mut self) {
         self.vertices.clear();
         self.cursor = 0;
         self.acked.clear();
+        self.sent_at.clear();
+        self.resent.clear();
+        self.outstanding.clear();
+        self.outstanding_count = 0;
         self.inflight.clear();
         self.resend.clear();
     }
 
     fn has_work(&self) -> bool {
-        self.cursor < self.acked.len() || self.resend.iter().any(|&s| !self.acked[s as usize])
+        self.outstanding_count < self.window
+            && (self.cursor < self.acked.len()
+                || self.resend.iter().any(|&s| !self.acked[s as usize]))
     }
 
     fn next(
@@ -132,6 +202,9 @@ impl SendStrategy for InNetwork {
         rows: &EncodedRows,
         stats: &mut EngineStats,
     ) -> Option<Vec<u8>> {
+        if self.outstanding_count >= self.window {
+            return None;
+        }
         let mut again = None;
         while let Some(s) = self.resend.pop_front() {
             if !self.acked[s as usize] {
@@ -156,28 +229,39 @@ impl SendStrategy for InNetwork {
         if again.is_some() {
             stats.retransmits += 1;
             stats.payload_resent += payload;
+            self.resent.set(seq as usize, true);
         } else {
             stats.payload_sent += payload;
         }
+        self.sent_at[seq as usize] = now;
         self.inflight.push_back((now, seq));
+        self.outstanding.set(seq as usize, true);
+        self.outstanding_count += 1;
         Some(bytes)
     }
 
-    fn on_ack(&mut self, seq: u32, src: u32) -> bool {
+    fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool {
         let s = seq as usize;
         if s >= self.acked.len() || self.vertices[s / self.chunks] != src {
             return false;
         }
-        !self.acked.replace(s, true)
+        self.settle(s);
+        let new = !self.acked.replace(s, true);
+        if new && !self.resent[s] {
+            self.rtt.sample(now.saturating_sub(self.sent_at[s]));
+        }
+        new
     }
 
     fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool {
+        let rto = self.rtt.rto(rto);
         let mut expired = false;
         while let Some(&(sent, seq)) = self.inflight.front() {
             if self.acked[seq as usize] {
                 self.inflight.pop_front();
             } else if sent + rto <= now {
                 self.inflight.pop_front();
+                self.settle(seq as usize);
                 self.resend.push_back(seq);
                 expired = true;
             } else {
@@ -188,7 +272,12 @@ impl SendStrategy for InNetwork {
     }
 
     fn deadline(&self, rto: Nanos) -> Option<Nanos> {
+        let rto = self.rtt.rto(rto);
         self.inflight.front().map(|&(sent, _)| sent + rto)
+    }
+
+    fn srtt(&self) -> Option<Nanos> {
+        self.rtt.srtt()
     }
 }
 
@@ -210,7 +299,7 @@ impl SendStrategy for HostExchange {
         mode == Mode::Host
     }
 
-    fn new(plan: &ExchangePlan, _rank: u16) -> Self {
+    fn new(plan: &ExchangePlan, _rank: u16, _window: usize) -> Self {
         HostExchange {
             chunks: plan.chunks(),
             ..HostExchange::default()
@@ -264,7 +353,7 @@ impl SendStrategy for HostExchange {
         Some(bytes)
     }
 
-    fn on_ack(&mut self, _seq: u32, _src: u32) -> bool {
+    fn on_ack(&mut self, _now: Nanos, _seq: u32, _src: u32) -> bool {
         false
     }
 
@@ -272,7 +361,35 @@ impl SendStrategy for HostExchange {
         false
     }
 
+    fn srtt(&self) -> Option<Nanos> {
+        None
+    }
+
     fn deadline(&self, _rto: Nanos) -> Option<Nanos> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RttEstimator;
+
+    #[test]
+    fn the_timeout_follows_the_measured_round_trip_above_the_floor() {
+        let mut r = RttEstimator::default();
+        assert_eq!(r.rto(50), 50);
+        r.sample(1_000);
+        // First sample: srtt 1000, rttvar 500 → 3000.
+        assert_eq!(r.rto(50), 3_000);
+        for _ in 0..100 {
+            r.sample(1_000);
+        }
+        // A steady round trip shrinks the variation; the floor still holds.
+        assert!(r.rto(50) < 1_100 && r.rto(50) >= 1_000, "{}", r.rto(50));
+        assert_eq!(r.rto(5_000), 5_000);
+        // A late ack raises the timeout at once.
+        r.sample(20_000);
+        assert!(r.rto(50) > 10_000, "{}", r.rto(50));
+        assert_eq!(r.srtt(), Some(3_375));
     }
 }

@@ -103,6 +103,7 @@ pub fn setup(scale: Scale, memory: u64, faults: Faults, seed: u64, backward: boo
         network,
         timers: Timers::default(),
         paced: true,
+        window: usize::MAX,
     }
 }
 

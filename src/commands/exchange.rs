@@ -1,0 +1,547 @@
+//! `switchgnn exchange`: the whole dataplane on one machine. Prepares (or reuses) a plan,
+//! then for each exchange mode starts `switchgnn switch` and M `switchgnn worker` processes on
+//! loopback, runs every layer forward and backward, checks every result against the direct
+//! computation, and prints time, packets and bytes on the wire against the traffic model and
+//! against the host exchange.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use switchgnn_datasets::cache;
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_partition::{Plan, PlanSpec};
+use switchgnn_transport::runner::WorkerReport;
+use switchgnn_transport::server::ServerReport;
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::{ExchangeMode, JobFile, Link};
+
+use crate::dataset_args::DatasetArgs;
+use crate::job_args::{check_plan_fits, parse_mode, read_plan, write_json};
+use crate::partition_args::{parse_list, PartitionArgs};
+use crate::progress::Bars;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    #[command(flatten)]
+    pub partition: PartitionArgs,
+    /// Number of worker processes.
+    #[arg(long, default_value_t = 4)]
+    pub workers: u32,
+    /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, strawman.
+    #[arg(long, default_value = "switch,host")]
+    pub exchange: String,
+    /// Width exchanged at each layer, comma-separated (default: the dataset's feature width,
+    /// then 16, a two-layer GCN's hidden width).
+    #[arg(long)]
+    pub feature_dims: Option<String>,
+    /// Aggregator memory of the switch (e.g. 10MB).
+    #[arg(long, default_value = "100MB")]
+    pub switch_memory: String,
+    /// Plan directory to reuse, or to create when it does not exist.
+    #[arg(long, value_name = "DIR")]
+    pub plan: Option<PathBuf>,
+    /// Probability that the fault shim drops a datagram, on every sender.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seed of the fault shim.
+    #[arg(long, default_value_t = 1)]
+    pub fault_seed: u64,
+    /// Rate cap (Gbit/s) of every worker and switch port.
+    #[arg(long, default_value_t = 10.0)]
+    pub gbps: f64,
+    /// Rounds of the schedule (every layer forward, then backward).
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Keep the run folder (job files, logs, reports) here instead of a temporary one.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write the summary as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Give up on a mode after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
+/// One mode's measured run, per exchange and in total.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeSummary {
+    pub mode: String,
+    pub seconds: f64,
+    pub exchanges: Vec<ExchangeRow>,
+    /// UDP payload bytes (headers included) of every packet, counted at the workers'
+    /// sockets in both directions, control messages included.
+    pub wire_bytes: u64,
+    pub wire_packets: u64,
+    pub switch: ServerReport,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExchangeRow {
+    pub seq: u32,
+    pub name: String,
+    pub width: usize,
+    pub blocks: usize,
+    /// The slowest worker's time.
+    pub seconds: f64,
+    /// Dataplane packets and bytes (header + lanes) sent plus received by the workers.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Feature payload (4 B per lane) up and down, first sends and resends.
+    pub payload: u64,
+    /// The partition crate's traffic model for this layer and mode.
+    pub model: u64,
+    pub exact: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let modes: Vec<ExchangeMode> = args
+        .exchange
+        .split(',')
+        .map(|m| parse_mode(m.trim()))
+        .collect::<Result<_>>()?;
+    if args.workers < 2 || args.workers > 512 {
+        bail!("--workers {} must be between 2 and 512", args.workers);
+    }
+    if !(0.0..1.0).contains(&args.loss) {
+        bail!("--loss {} must be in [0, 1)", args.loss);
+    }
+    let run_dir = RunDir::new(args.out.clone())?;
+    let dataset = args.dataset.load()?;
+    // Children read the graph from a cache file: exactly this graph, loaded fast.
+    let cache_path = run_dir.path().join("dataset.sgnn");
+    cache::write(&dataset, &cache_path)
+        .with_context(|| format!("cannot write {}", cache_path.display()))?;
+    let plan_dir = args
+        .plan
+        .clone()
+        .unwrap_or_else(|| run_dir.path().join("plan"));
+    let plan = plan_for(&args, &dataset, &plan_dir)?;
+    println!(
+        "{} ({} vertices, {} edges) on {} workers; widths {:?}; run folder {}",
+        dataset.name,
+        dataset.num_vertices(),
+        dataset.graph.num_edges(),
+        args.workers,
+        plan.manifest.spec.feature_dims,
+        run_dir.path().display()
+    );
+
+    let mut summaries = Vec::new();
+    for mode in modes {
+        let job = JobFile {
+            job: 1,
+            plan: absolute(&plan_dir)?,
+            dataset: Some(absolute(&cache_path)?.display().to_string()),
+            mode,
+            switch: "127.0.0.1:0".parse().expect("an address"),
+            world: args.workers as u16,
+            bind: Some("127.0.0.1:0".parse().expect("an address")),
+            transport: "udp".into(),
+            timeouts: Default::default(),
+            link: Link {
+                gbps: args.gbps,
+                ..Link::default()
+            },
+            faults: ShimConfig {
+                loss: args.loss,
+                seed: args.fault_seed,
+                ..ShimConfig::default()
+            },
+        };
+        let summary = run_mode(&args, &job, &plan, run_dir.path())?;
+        print_mode(&summary);
+        summaries.push(summary);
+    }
+    print_comparison(&summaries);
+    if let Some(path) = &args.json {
+        write_json(path, &summaries)?;
+    }
+    let inexact: Vec<&str> = summaries
+        .iter()
+        .filter(|s| s.exchanges.iter().any(|x| !x.exact))
+        .map(|s| s.mode.as_str())
+        .collect();
+    if !inexact.is_empty() {
+        bail!("{inexact:?} differ from the direct computation");
+    }
+    Ok(())
+}
+
+/// Reuse the plan in `dir` when it fits this dataset and request; prepare it otherwise.
+fn plan_for(args: &Args, dataset: &switchgnn_datasets::Dataset, dir: &Path) -> Result<Plan> {
+    let feature_dims = match &args.feature_dims {
+        Some(text) => parse_list(text, "--feature-dims")?,
+        None => vec![crate::partition_args::default_width(dataset), 16],
+    };
+    let spec = PlanSpec {
+        dataset: args.dataset.dataset.clone(),
+        workers: args.workers,
+        partitioner: args.partition.method(),
+        switch_memory: parse_bytes(&args.switch_memory)?,
+        feature_dims,
+        fill_target: args.partition.fill_target,
+        block_metis: args.partition.metis_options(),
+        block_method: args.partition.block_method(),
+    };
+    if dir.join("manifest.json").exists() {
+        let plan = read_plan(dir)?;
+        check_plan_fits(&plan, &dataset.graph, dir)?;
+        let have = &plan.manifest.spec;
+        if have.workers != spec.workers
+            || have.feature_dims != spec.feature_dims
+            || have.switch_memory != spec.switch_memory
+        {
+            bail!(
+                "the plan in {} is for {} workers, widths {:?}, {} B of switch memory; this run \
+                 asks for {}, {:?}, {} B (choose another --plan folder)",
+                dir.display(),
+                have.workers,
+                have.feature_dims,
+                have.switch_memory,
+                spec.workers,
+                spec.feature_dims,
+                spec.switch_memory
+            );
+        }
+        println!("reusing the plan in {}", dir.display());
+        return Ok(plan);
+    }
+    let bars = Bars::new();
+    let mut plan = Plan::prepare(dataset, &spec, &|stage| {
+        use switchgnn_datasets::Progress;
+        bars.stage(stage, None)
+    })?;
+    bars.finish();
+    plan.write(dir)
+        .with_context(|| format!("cannot write the plan to {}", dir.display()))?;
+    Ok(plan)
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))
+}
+
+/// The folder of a run: kept when the user named it, removed otherwise.
+struct RunDir {
+    path: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl RunDir {
+    fn new(out: Option<PathBuf>) -> Result<RunDir> {
+        match out {
+            Some(path) => {
+                std::fs::create_dir_all(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
+                Ok(RunDir { path, _temp: None })
+            }
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("switchgnn-exchange-")
+                    .tempdir()?;
+                Ok(RunDir {
+                    path: temp.path().to_owned(),
+                    _temp: Some(temp),
+                })
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A child process and where its output goes.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: String, args: &[String], log: PathBuf) -> Result<Proc> {
+        let exe = std::env::current_exe().context("cannot find the switchgnn executable")?;
+        let out = std::fs::File::create(&log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("cannot start the {name}"))?;
+        Ok(Proc { name, child, log })
+    }
+
+    /// The last lines of its log, for an error message.
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n    ")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn run_mode(args: &Args, job: &JobFile, plan: &Plan, dir: &Path) -> Result<ModeSummary> {
+    let name = job.mode.name();
+    let mode_dir = dir.join(name);
+    std::fs::create_dir_all(&mode_dir)?;
+    let job_path = mode_dir.join("job.toml");
+    std::fs::write(&job_path, job.to_toml())
+        .with_context(|| format!("cannot write {}", job_path.display()))?;
+    let s = |p: &Path| p.display().to_string();
+    let ready = mode_dir.join("switch.addr");
+    let switch_report = mode_dir.join("switch.json");
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout);
+    let mut procs = vec![Proc::spawn(
+        "switch".into(),
+        &[
+            "switch".into(),
+            "--job".into(),
+            s(&job_path),
+            "--ready-file".into(),
+            s(&ready),
+            "--report".into(),
+            s(&switch_report),
+        ],
+        mode_dir.join("switch.log"),
+    )?];
+    let addr = wait_ready(&mut procs[0], &ready, deadline)?;
+    for rank in 0..job.world {
+        procs.push(Proc::spawn(
+            format!("worker {rank}"),
+            &[
+                "worker".into(),
+                "--job".into(),
+                s(&job_path),
+                "--switch".into(),
+                addr.clone(),
+                "--rank".into(),
+                rank.to_string(),
+                "--epochs".into(),
+                args.epochs.to_string(),
+                "--report".into(),
+                s(&mode_dir.join(format!("worker-{rank}.json"))),
+            ],
+            mode_dir.join(format!("worker-{rank}.log")),
+        )?);
+    }
+    let bar = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let result = wait_all(&mut procs, deadline, &bar, name);
+    bar.finish_and_clear();
+    result?;
+    let seconds = started.elapsed().as_secs_f64();
+
+    let switch: ServerReport = read_json(&switch_report)?;
+    let workers: Vec<WorkerReport> = (0..job.world)
+        .map(|r| read_json(&mode_dir.join(format!("worker-{r}.json"))))
+        .collect::<Result<_>>()?;
+    Ok(summarise(job.mode, plan, seconds, switch, &workers))
+}
+
+fn wait_ready(switch: &mut Proc, ready: &Path, deadline: Instant) -> Result<String> {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(ready) {
+            return Ok(serde_json::from_str(&text)?);
+        }
+        if let Some(status) = switch.child.try_wait()? {
+            bail!(
+                "the switch exited ({status}) before listening:\n    {}",
+                switch.tail()
+            );
+        }
+        if Instant::now() > deadline {
+            bail!("the switch did not start listening in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait for every process; the first failure stops the others and names itself.
+fn wait_all(procs: &mut [Proc], deadline: Instant, bar: &ProgressBar, mode: &str) -> Result<()> {
+    let mut running: Vec<bool> = vec![true; procs.len()];
+    while running.iter().any(|&r| r) {
+        for (i, p) in procs.iter_mut().enumerate() {
+            if !running[i] {
+                continue;
+            }
+            if let Some(status) = p.child.try_wait()? {
+                running[i] = false;
+                if !status.success() {
+                    bail!(
+                        "{mode}: the {} failed ({status}); its log ({}) ends:\n    {}",
+                        p.name,
+                        p.log.display(),
+                        p.tail()
+                    );
+                }
+            }
+        }
+        let left = running.iter().filter(|&&r| r).count();
+        bar.set_message(format!(
+            "{mode}: {left} of {} processes running",
+            procs.len()
+        ));
+        if Instant::now() > deadline {
+            let names: Vec<&str> = procs
+                .iter()
+                .zip(&running)
+                .filter(|(_, &r)| r)
+                .map(|(p, _)| p.name.as_str())
+                .collect();
+            bail!("{mode}: timed out waiting for {names:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read(path).with_context(|| format!("cannot read report {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("malformed report {}", path.display()))
+}
+
+fn summarise(
+    mode: ExchangeMode,
+    plan: &Plan,
+    seconds: f64,
+    switch: ServerReport,
+    workers: &[WorkerReport],
+) -> ModeSummary {
+    let first = &workers[0];
+    let exchanges = first
+        .exchanges
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let all = workers.iter().map(|w| &w.exchanges[i]);
+            let traffic = &plan.manifest.traffic[usize::from(x.layer)];
+            let model = match mode {
+                ExchangeMode::Switchgnn => traffic.plan_bytes,
+                ExchangeMode::Strawman => traffic.ideal_bytes,
+                ExchangeMode::Host => traffic.host_bytes,
+            };
+            let dir = if x.backward { "backward" } else { "forward" };
+            ExchangeRow {
+                seq: x.seq,
+                name: format!("layer {} {dir}", x.layer),
+                width: x.width,
+                blocks: x.blocks,
+                seconds: all.clone().map(|e| e.seconds).fold(0.0, f64::max),
+                packets: all
+                    .clone()
+                    .map(|e| e.engine.packets_sent + e.engine.packets_received)
+                    .sum(),
+                bytes: all
+                    .clone()
+                    .map(|e| e.engine.bytes_sent + e.engine.bytes_received)
+                    .sum(),
+                payload: all
+                    .clone()
+                    .map(|e| {
+                        e.engine.payload_sent + e.engine.payload_resent + e.engine.payload_received
+                    })
+                    .sum(),
+                model,
+                exact: all.clone().all(|e| e.mismatched_rows == 0),
+            }
+        })
+        .collect();
+    let wire = workers.iter().map(|w| &w.wire.to_switch);
+    ModeSummary {
+        mode: mode.name().to_string(),
+        seconds,
+        exchanges,
+        wire_bytes: wire.clone().map(|c| c.bytes_sent + c.bytes_received).sum(),
+        wire_packets: wire.map(|c| c.packets_sent + c.packets_received).sum(),
+        switch,
+    }
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.3}", bytes as f64 / 1e6)
+}
+
+fn print_mode(s: &ModeSummary) {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "exchange",
+        "width",
+        "blocks",
+        "time (ms)",
+        "packets",
+        "wire MB",
+        "payload MB",
+        "model MB",
+        "payload / model",
+        "exact",
+    ]);
+    for x in &s.exchanges {
+        t.add_row(vec![
+            x.name.clone(),
+            x.width.to_string(),
+            x.blocks.to_string(),
+            format!("{:.1}", 1e3 * x.seconds),
+            x.packets.to_string(),
+            mb(x.bytes),
+            mb(x.payload),
+            mb(x.model),
+            format!("{:.3}", x.payload as f64 / x.model.max(1) as f64),
+            if x.exact { "yes" } else { "NO" }.to_string(),
+        ]);
+    }
+    let k = &s.switch.counters;
+    println!("\n{} exchange: {:.2} s in all", s.mode, s.seconds);
+    println!("{t}");
+    println!(
+        "on the wire: {} packets, {} MB (UDP payloads, both directions, control included); \
+         switch: {} aggregations, {} raw forwards, {} drops, {} ECN marks, peak {} aggregators",
+        s.wire_packets,
+        mb(s.wire_bytes),
+        k.aggregations,
+        k.raw_forwarded,
+        k.total_drops(),
+        k.ecn_marks,
+        k.peak_aggregators
+    );
+}
+
+fn print_comparison(summaries: &[ModeSummary]) {
+    let Some(host) = summaries.iter().find(|s| s.mode == "host") else {
+        return;
+    };
+    let host_time: f64 = host.exchanges.iter().map(|x| x.seconds).sum();
+    for s in summaries.iter().filter(|s| s.mode != "host") {
+        let time: f64 = s.exchanges.iter().map(|x| x.seconds).sum();
+        println!(
+            "{} vs host exchange: wire bytes {:.3}×, packets {:.3}×, exchange time {:.3}×",
+            s.mode,
+            s.wire_bytes as f64 / host.wire_bytes.max(1) as f64,
+            s.wire_packets as f64 / host.wire_packets.max(1) as f64,
+            time / host_time.max(1e-9)
+        );
+    }
+}

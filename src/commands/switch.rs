@@ -1,0 +1,103 @@
+//! `switchgnn switch`: the software switch as a process, serving one job over UDP.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use switchgnn_transport::server::{ServerConfig, SwitchServer};
+
+use crate::job_args::{load, write_json, JobArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Address to listen on (default: the job file's switch address).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Write the address actually bound (useful with port 0) to this file once listening.
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
+    /// Write the final counters as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Print the status line every this many seconds (SIGUSR1 prints it at any time).
+    #[arg(long, value_name = "SECS")]
+    pub status_every: Option<f64>,
+    /// Aggregator memory (e.g. 10MB; default: the memory the plan was prepared for).
+    #[arg(long)]
+    pub switch_memory: Option<String>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let job = args.job.job(args.listen)?;
+    let loaded = load(&job)?;
+    let memory = match &args.switch_memory {
+        Some(text) => switchgnn_partition::size::parse_bytes(text)?,
+        None => loaded.plan.manifest.spec.switch_memory,
+    };
+    let cfg = ServerConfig {
+        job: job.job,
+        world: job.world,
+        listen: job.switch,
+        timeouts: job.timeouts,
+        link: job.link,
+        faults: job.faults,
+        aggregators: (memory / 128) as usize,
+        stop_after_exchanges: None,
+    };
+    let mut server = SwitchServer::bind(cfg, loaded.session.clone())
+        .with_context(|| format!("cannot listen on {}", job.switch))?;
+    let addr = server.local_addr()?;
+    if let Some(path) = &args.ready_file {
+        write_json(path, &addr.to_string())?;
+    }
+    eprintln!(
+        "switch: job {} ({} exchange, {} workers, {} layers) listening on {addr}",
+        job.job,
+        job.mode.name(),
+        job.world,
+        loaded.session.layers.len()
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let status = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, status.clone())?;
+    if let Some(secs) = args.status_every {
+        let every = Duration::from_secs_f64(secs.max(0.1));
+        let (status, stop) = (status.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(every);
+                status.store(true, Ordering::Relaxed);
+            }
+        });
+    }
+    let result = server.run(&stop, Some(&status));
+    eprintln!("{}", server.status_line());
+    let report = server.report();
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    let outcome = result?;
+    let k = &outcome.counters;
+    eprintln!(
+        "switch: done in {:.2} s: {} exchanges, {} packets in ({} B), {} out ({} B), {} lane \
+         updates, peak {} aggregators",
+        outcome.elapsed_s,
+        k.exchanges_completed,
+        k.packets_in,
+        k.bytes_in,
+        k.packets_out,
+        k.bytes_out,
+        k.lane_updates,
+        k.peak_aggregators
+    );
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! What `switch` and `worker` share: where the job comes from (a job file, or flags for a
+//! quick run), and loading the dataset, the plan and the exchange session it names.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use switchgnn_datasets::{LoadOptions, Source};
+use switchgnn_partition::plan::graph_fingerprint;
+use switchgnn_partition::Plan;
+use switchgnn_transport::{ExchangeMode, JobFile, Session};
+
+use crate::progress::Bars;
+
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    /// The job file (TOML): plan, exchange mode, switch address, world size, timeouts, link,
+    /// faults. Without one, the flags below describe the job.
+    #[arg(long, value_name = "FILE")]
+    pub job: Option<PathBuf>,
+    /// The plan directory written by `switchgnn prepare` (without a job file).
+    #[arg(long, value_name = "DIR", conflicts_with = "job")]
+    pub plan: Option<PathBuf>,
+    /// The exchange: switch (SwitchGNN blocks), host or strawman (without a job file).
+    #[arg(long, default_value = "switch", conflicts_with = "job")]
+    pub exchange: String,
+    /// The dataset argument (default: the one the plan was prepared from).
+    #[arg(long)]
+    pub dataset: Option<String>,
+}
+
+impl JobArgs {
+    /// The job: read from the file, or assembled from the flags with `switch` as the switch's
+    /// address and the plan's worker count as the world size.
+    pub fn job(&self, switch: Option<SocketAddr>) -> Result<JobFile> {
+        let mut job = match (&self.job, &self.plan) {
+            (Some(path), _) => JobFile::read(path)?,
+            (None, Some(plan)) => {
+                let mode = parse_mode(&self.exchange)?;
+                let switch = switch.context("without --job, give the switch's address")?;
+                let workers = Plan::read(plan)
+                    .with_context(|| format!("cannot read the plan in {}", plan.display()))?
+                    .manifest
+                    .spec
+                    .workers;
+                let mut job = JobFile::loopback(plan.clone(), mode, switch, workers as u16);
+                job.bind = None;
+                job
+            }
+            (None, None) => bail!("give a job file (--job FILE) or a plan (--plan DIR)"),
+        };
+        if let Some(addr) = switch {
+            job.switch = addr;
+        }
+        if self.dataset.is_some() {
+            job.dataset.clone_from(&self.dataset);
+        }
+        Ok(job)
+    }
+}
+
+pub fn parse_mode(name: &str) -> Result<ExchangeMode> {
+    ExchangeMode::parse(name)
+        .with_context(|| format!("unknown exchange `{name}` (one of: switch, host, strawman)"))
+}
+
+/// A job's dataset, plan and exchange plans, checked against each other.
+#[derive(Debug)]
+pub struct Loaded {
+    pub dataset: switchgnn_datasets::Dataset,
+    pub plan: Plan,
+    pub session: Arc<Session>,
+}
+
+pub fn load(job: &JobFile) -> Result<Loaded> {
+    let plan = read_plan(&job.plan)?;
+    if plan.manifest.spec.workers != u32::from(job.world) {
+        bail!(
+            "the job has world = {} but the plan in {} is for {} workers",
+            job.world,
+            job.plan.display(),
+            plan.manifest.spec.workers
+        );
+    }
+    let name = job
+        .dataset
+        .clone()
+        .unwrap_or_else(|| plan.manifest.spec.dataset.clone());
+    let dataset = load_dataset(&name)?;
+    check_plan_fits(&plan, &dataset.graph, &job.plan)?;
+    let session = Session::new(&plan, &dataset.graph, job.mode)
+        .with_context(|| format!("cannot build the {} exchange plans", job.mode.name()))?;
+    Ok(Loaded {
+        dataset,
+        plan,
+        session: Arc::new(session),
+    })
+}
+
+pub fn read_plan(dir: &Path) -> Result<Plan> {
+    Plan::read(dir).with_context(|| format!("cannot read the plan in {}", dir.display()))
+}
+
+/// Load a dataset argument with default options.
+pub fn load_dataset(name: &str) -> Result<switchgnn_datasets::Dataset> {
+    let source: Source = name.parse()?;
+    let bars = Bars::new();
+    let dataset = source
+        .load(&LoadOptions::default(), &bars)
+        .with_context(|| format!("cannot load dataset `{name}`"))?;
+    bars.finish();
+    Ok(dataset)
+}
+
+/// A plan applies only to the graph it was prepared for.
+pub fn check_plan_fits(plan: &Plan, graph: &switchgnn_datasets::Graph, dir: &Path) -> Result<()> {
+    let want = plan.manifest.dataset.fingerprint;
+    let got = graph_fingerprint(graph);
+    if want != got {
+        bail!(
+            "the plan in {} was prepared for another graph ({}: {} vertices, {} edges, \
+             fingerprint {want:#018x}; this one has {} vertices, {} edges, fingerprint {got:#018x})",
+            dir.display(),
+            plan.manifest.dataset.name,
+            plan.manifest.dataset.vertices,
+            plan.manifest.dataset.edges,
+            graph.num_vertices(),
+            graph.num_edges(),
+        );
+    }
+    Ok(())
+}
+
+/// Write `value` as pretty JSON, atomically.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let json = serde_json::to_vec_pretty(value)?;
+    switchgnn_datasets::atomic::write_atomically(path, |w| std::io::Write::write_all(w, &json))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
