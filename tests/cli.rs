@@ -136,6 +136,9 @@ fn every_level_has_help() {
         vec!["prepare", "--help"],
         vec!["verify-plan", "--help"],
         vec!["order-eval", "--help"],
+        vec!["switch", "--help"],
+        vec!["worker", "--help"],
+        vec!["exchange", "--help"],
     ] {
         let text = stdout_ok(&args);
         assert!(text.contains("Usage:"), "{args:?}");
@@ -245,4 +248,196 @@ fn order_eval_scores_orders_side_by_side() {
     let bad = switchgnn(&["order-eval", "synthetic:small", "--order", "sideways"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown order `sideways`"));
+}
+
+#[test]
+fn exchange_runs_every_mode_exactly_over_real_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    for loss in ["0", "0.02"] {
+        stdout_ok(&[
+            "exchange",
+            "synthetic:small,scale=0.25",
+            "--workers",
+            "4",
+            "--feature-dims",
+            "40,16",
+            "--switch-memory",
+            "64KB",
+            "--exchange",
+            "switch,host,strawman",
+            "--loss",
+            loss,
+            "--json",
+            summary.to_str().unwrap(),
+        ]);
+        let modes: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        let modes = modes.as_array().unwrap();
+        assert_eq!(modes.len(), 3);
+        for m in modes {
+            let name = m["mode"].as_str().unwrap();
+            let exchanges = m["exchanges"].as_array().unwrap();
+            // Two layers, forward then backward.
+            assert_eq!(exchanges.len(), 4, "{name}");
+            for x in exchanges {
+                assert_eq!(x["exact"], true, "{name} loss {loss}: {x}");
+                // Every modelled byte crossed the wire (resends only add to it).
+                assert!(x["payload"].as_u64() >= x["model"].as_u64(), "{name}: {x}");
+            }
+            assert_eq!(m["switch"]["counters"]["exchanges_completed"], 4, "{name}");
+        }
+    }
+}
+
+/// Start `switchgnn` with `args` in the background, output captured.
+fn spawn(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_switchgnn"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts")
+}
+
+fn wait_for_file(path: &Path) -> String {
+    for _ in 0..1500 {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return serde_json::from_str(&text).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// A plan of two workers and a job file for it; returns the job file's path.
+fn two_worker_job(dir: &Path, dims: &str, extra: &str) -> std::path::PathBuf {
+    let plan = dir.join("plan");
+    stdout_ok(&[
+        "prepare",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "2",
+        "--feature-dims",
+        dims,
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "job = 3\nplan = \"plan\"\nmode = \"switchgnn\"\nswitch = \"127.0.0.1:0\"\n\
+             world = 2\nbind = \"127.0.0.1:0\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    job
+}
+
+#[test]
+fn switch_and_workers_started_by_hand_or_by_a_launcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = two_worker_job(dir.path(), "24", "");
+    let job = job.to_str().unwrap();
+    let ready = dir.path().join("switch.addr");
+    let report = dir.path().join("switch.json");
+    let switch = spawn(
+        &[
+            "switch",
+            "--job",
+            job,
+            "--ready-file",
+            ready.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let addr = wait_for_file(&ready);
+    // Rank 0 from the command line, rank 1 from torchrun-style variables.
+    let w0 = spawn(
+        &["worker", "--job", job, "--switch", &addr, "--rank", "0"],
+        &[],
+    );
+    let w1 = spawn(
+        &["worker", "--job", job, "--switch", &addr],
+        &[("RANK", "1"), ("WORLD_SIZE", "2")],
+    );
+    for (name, child) in [("worker 0", w0), ("worker 1", w1), ("switch", switch)] {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} failed: {err}");
+        if name.starts_with("worker") {
+            assert!(err.contains("2 exchanges exact"), "{name}: {err}");
+        }
+    }
+    let counters: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(counters["counters"]["exchanges_completed"], 2);
+
+    // A launcher whose world size disagrees with the job is refused before anything starts.
+    let out = switchgnn(&["worker", "--job", job, "--switch", &addr]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no rank"));
+    let out = Command::new(env!("CARGO_BIN_EXE_switchgnn"))
+        .args(["worker", "--job", job, "--switch", &addr])
+        .envs([("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SLURM_NTASKS=4"));
+}
+
+#[test]
+fn a_killed_worker_process_is_named_and_nothing_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 1 Mbit/s link stretches the four exchanges over seconds (a patient result timer
+    // keeps receivers from fetching what is merely slow); silence counts after 1 s.
+    let job = two_worker_job(
+        dir.path(),
+        "64,64",
+        "[timeouts]\npeer_ms = 1000\nresult_us = 1000000\n[link]\ngbps = 0.001\n",
+    );
+    let job = job.to_str().unwrap();
+    let ready = dir.path().join("switch.addr");
+    let started = std::time::Instant::now();
+    let switch = spawn(
+        &[
+            "switch",
+            "--job",
+            job,
+            "--ready-file",
+            ready.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let addr = wait_for_file(&ready);
+    let w0 = spawn(
+        &["worker", "--job", job, "--switch", &addr, "--rank", "0"],
+        &[],
+    );
+    let mut w1 = spawn(
+        &["worker", "--job", job, "--switch", &addr, "--rank", "1"],
+        &[],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    w1.kill().unwrap();
+    w1.wait().unwrap();
+    let switch = switch.wait_with_output().unwrap();
+    let w0 = w0.wait_with_output().unwrap();
+    let elapsed = started.elapsed();
+    let switch_err = String::from_utf8_lossy(&switch.stderr);
+    let w0_err = String::from_utf8_lossy(&w0.stderr);
+    assert!(
+        !switch.status.success() && !w0.status.success(),
+        "the job ended normally: {switch_err}\n{w0_err}"
+    );
+    assert!(switch_err.contains("worker 1"), "{switch_err}");
+    assert!(
+        w0_err.contains("aborted") && w0_err.contains("worker 1"),
+        "{w0_err}"
+    );
+    assert!(elapsed < std::time::Duration::from_secs(30), "{elapsed:?}");
 }

@@ -207,8 +207,9 @@ pub struct Engine<S: SendStrategy> {
     phase: Phase,
     control: VecDeque<Vec<u8>>,
     control_due: Option<Nanos>,
-    /// Fetch replies, paced ahead of new data.
-    replies: VecDeque<Vec<u8>>,
+    /// Fetch requests and fetch replies: paced like data (a fetch round can ask for many
+    /// contributions at once) and sent ahead of it.
+    recovery: VecDeque<Vec<u8>>,
     next_send: Nanos,
     cc: Box<dyn Controller>,
     sender: S,
@@ -278,7 +279,7 @@ impl<S: SendStrategy> Engine<S> {
             phase: Phase::Joining,
             control: VecDeque::new(),
             control_due: None,
-            replies: VecDeque::new(),
+            recovery: VecDeque::new(),
             next_send: now,
             cc,
             receiver: None,
@@ -415,7 +416,7 @@ impl<S: SendStrategy> Engine<S> {
                     c,
                     repr.sequence,
                 )?;
-                self.replies.push_back(bytes);
+                self.recovery.push_back(bytes);
                 self.stats.fetch_replies += 1;
             }
             PacketType::Result if lanes_ok || repr.flags.fetch => {
@@ -505,7 +506,7 @@ impl<S: SendStrategy> Engine<S> {
             r.dst = v;
             r.block = b;
             r.chunk = c;
-            self.control.push_back(r.to_bytes(&[]));
+            self.recovery.push_back(r.to_bytes(&[]));
             self.stats.fetches_sent += 1;
         }
     }
@@ -528,14 +529,21 @@ impl<S: SendStrategy> Engine<S> {
     fn progress_deadline(&self) -> Option<Nanos> {
         match (self.phase, &self.receiver) {
             (Phase::Running(_), Some(r)) if !r.is_complete() => {
-                Some(self.last_progress + self.cfg.timers.result)
+                // Never shorter than a few measured round trips: on a slow path, results
+                // that are merely late must not set off fetch rounds.
+                let patience = self
+                    .cfg
+                    .timers
+                    .result
+                    .max(4 * self.sender.srtt().unwrap_or(0));
+                Some(self.last_progress + patience)
             }
             _ => None,
         }
     }
 
     fn has_paced_work(&self) -> bool {
-        !self.replies.is_empty() || self.sender.has_work()
+        !self.recovery.is_empty() || self.sender.has_work()
     }
 }
 
@@ -585,7 +593,7 @@ impl<S: SendStrategy> Node for Engine<S> {
         if now < self.next_send {
             return None;
         }
-        let bytes = if let Some(bytes) = self.replies.pop_front() {
+        let bytes = if let Some(bytes) = self.recovery.pop_front() {
             self.stats.payload_resent += (bytes.len() - crate::wire::HEADER_LEN) as u64;
             bytes
         } else {
