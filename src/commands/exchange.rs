@@ -309,6 +309,18 @@ fn run_mode(args: &Args, job: &JobFile, plan: &Plan, dir: &Path) -> Result<ModeS
     let s = |p: &Path| p.display().to_string();
     let ready = mode_dir.join("switch.addr");
     let switch_report = mode_dir.join("switch.json");
+    // A kept run folder may hold an earlier run's files: never read those.
+    for stale in std::iter::once(ready.clone())
+        .chain(std::iter::once(switch_report.clone()))
+        .chain((0..job.world).map(|r| mode_dir.join(format!("worker-{r}.json"))))
+    {
+        match std::fs::remove_file(&stale) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", stale.display()))
+            }
+            _ => {}
+        }
+    }
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.timeout);
     let mut procs = vec![Proc::spawn(

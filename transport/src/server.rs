@@ -572,7 +572,7 @@ impl Core {
             k.exchanges_completed,
             k.blocks_completed,
             k.lane_updates,
-            k.raw_forwarded + k.sent(wire::PacketType::Result),
+            k.sent(wire::PacketType::Raw) + k.sent(wire::PacketType::Result),
         );
         if mark != self.progress_mark {
             self.progress_mark = mark;

@@ -568,11 +568,14 @@ impl<S: SendStrategy> Node for Engine<S> {
         }
         if self.progress_deadline().is_some_and(|t| t <= now) {
             self.last_progress = now;
-            let wants = self
+            let mut wants = self
                 .receiver
                 .as_mut()
                 .map(|r| r.missing())
                 .unwrap_or_default();
+            // A round asks for at most a window of contributions: a stalled block must not
+            // turn into a storm of requests (what is left is asked for in the next round).
+            wants.truncate(self.cfg.window);
             self.fetch(wants);
             self.check_block_done();
         }
@@ -598,8 +601,13 @@ impl<S: SendStrategy> Node for Engine<S> {
             bytes
         } else {
             let header = self.header(PacketType::Data);
-            self.sender
-                .next(now, &self.plan, &header, &self.rows, &mut self.stats)?
+            let bytes = self
+                .sender
+                .next(now, &self.plan, &header, &self.rows, &mut self.stats)?;
+            // While this worker still sends, the others probably do too: waiting for results
+            // only starts once its own rows are out.
+            self.last_progress = now;
+            bytes
         };
         self.pace(bytes.len());
         self.count_sent(&bytes);

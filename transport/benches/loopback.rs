@@ -1,0 +1,198 @@
+//! The software switch over loopback UDP: sustained packets/s and aggregated lanes/s with 4
+//! workers, against the switch model driven in memory (no sockets, same plan, same engines) in
+//! the same run. The switch runs in a thread named `switch`, so `perf record -g` on this
+//! binary and `perf report --comm switch` show where its time goes.
+//!
+//! `cargo bench -p switchgnn-transport --bench loopback [-- DATASET]` (default: synthetic
+//! small; any dataset argument of the command line works, e.g. a path to cora.npz).
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::network::{run_exchange, Faults, LinkConfig, NetworkConfig, RunSetup};
+use switchgnn_dataplane::switch::SwitchConfig;
+use switchgnn_dataplane::ExchangeId;
+use switchgnn_datasets::{LoadOptions, NoProgress, Source};
+use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_transport::runner::{run_worker, RunOptions};
+use switchgnn_transport::server::{ServerConfig, SwitchServer};
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::workload::Workload;
+use switchgnn_transport::{ExchangeMode, Link, Session, Timeouts, WorkerClient, WorkerConfig};
+
+const WORKERS: u16 = 4;
+const WIDTH: usize = 128;
+const MEMORY: u64 = 10_000_000;
+const EPOCHS: u32 = 3;
+
+fn main() {
+    let name = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_else(|| "synthetic:small".into());
+    let source: Source = name.parse().expect("a dataset argument");
+    let dataset = Arc::new(source.load(&LoadOptions::default(), &NoProgress).unwrap());
+    let spec = PlanSpec {
+        dataset: name.clone(),
+        workers: u32::from(WORKERS),
+        partitioner: Method::Metis(MetisOptions::default()),
+        switch_memory: MEMORY,
+        feature_dims: vec![WIDTH],
+        fill_target: 0.9,
+        block_metis: MetisOptions::default(),
+        block_method: Default::default(),
+    };
+    let plan = Plan::prepare(&dataset, &spec, &|_| {}).unwrap();
+    let session = Arc::new(Session::new(&plan, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    println!(
+        "{name}: {} vertices, {} edges; {WORKERS} workers, width {WIDTH}, {} blocks; {} exchanges",
+        dataset.num_vertices(),
+        dataset.graph.num_edges(),
+        session.layers[0].blocks.len(),
+        2 * EPOCHS
+    );
+
+    // Over loopback UDP.
+    let timeouts = Timeouts::default();
+    let link = Link::default();
+    let mut server = SwitchServer::bind(
+        ServerConfig {
+            job: 1,
+            world: WORKERS,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            timeouts,
+            link,
+            faults: ShimConfig::default(),
+            aggregators: (MEMORY / 128) as usize,
+            stop_after_exchanges: None,
+        },
+        session.clone(),
+    )
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let started = Instant::now();
+    let switch = thread::Builder::new()
+        .name("switch".into())
+        .spawn(move || server.run(&AtomicBool::new(false), None).unwrap())
+        .unwrap();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|rank| {
+            let (dataset, session) = (dataset.clone(), session.clone());
+            thread::Builder::new()
+                .name(format!("worker-{rank}"))
+                .spawn(move || {
+                    let client = WorkerClient::connect(WorkerConfig {
+                        job: 1,
+                        rank,
+                        world: WORKERS,
+                        mode: session.mode,
+                        plan_checksum: session.checksum,
+                        switch: addr,
+                        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        timeouts,
+                        link,
+                        faults: ShimConfig::default(),
+                    })
+                    .unwrap();
+                    let opts = RunOptions {
+                        job: 1,
+                        rank,
+                        epochs: EPOCHS,
+                        line_rate: link.rate(),
+                        window: link.window,
+                        timers: timeouts.protocol(),
+                    };
+                    run_worker(client, &session, &dataset, opts, &|_| {}).unwrap()
+                })
+                .unwrap()
+        })
+        .collect();
+    let reports: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let udp_seconds = started.elapsed().as_secs_f64();
+    let report = switch.join().unwrap();
+    for r in &reports {
+        assert!(
+            r.exchanges.iter().all(|x| x.mismatched_rows == 0),
+            "inexact"
+        );
+    }
+    let k = &report.counters;
+    let udp_pps = k.packets_in as f64 / udp_seconds;
+    let udp_lanes = k.lane_updates as f64 / udp_seconds;
+    let retransmits: u64 = reports
+        .iter()
+        .flat_map(|r| &r.exchanges)
+        .map(|x| x.engine.retransmits)
+        .sum();
+
+    // The same exchanges through the in-memory network: protocol work only.
+    let scale_for =
+        |id: ExchangeId| -> Scale { Workload::new(&dataset, id, WIDTH, 1).unwrap().scale };
+    let mut mem_packets = 0;
+    let mut mem_lanes = 0;
+    let mut mem_seconds = 0.0;
+    for epoch in 0..EPOCHS {
+        for s in session.schedule(1, epoch) {
+            let workload = Workload::new(&dataset, s.id, WIDTH, 1).unwrap();
+            let all: Vec<u32> = (0..dataset.num_vertices() as u32).collect();
+            let values = workload.rows(&all);
+            let setup = RunSetup {
+                exchange: s.id,
+                scale: scale_for(s.id),
+                switch: SwitchConfig {
+                    aggregators: (MEMORY / 128) as usize,
+                    ecn_threshold: u64::MAX,
+                    ports: WORKERS,
+                },
+                network: NetworkConfig {
+                    link: LinkConfig {
+                        rate: f64::INFINITY,
+                        delay: 1_000,
+                    },
+                    ..NetworkConfig::new(Faults::none(), 1)
+                },
+                timers: Timers::default(),
+                paced: false,
+                window: usize::MAX,
+            };
+            let t = Instant::now();
+            let run = run_exchange(session.layers[0].clone(), &values, &setup).unwrap();
+            mem_seconds += t.elapsed().as_secs_f64();
+            mem_packets += run.switch.packets_in;
+            mem_lanes += run.switch.lane_updates;
+        }
+    }
+    let mem_pps = mem_packets as f64 / mem_seconds;
+    let mem_lanes_s = mem_lanes as f64 / mem_seconds;
+
+    println!(
+        "loopback UDP : {:>9} packets in {udp_seconds:.3} s = {:.3} Mpps into the switch, {:.1} M \
+         lanes/s aggregated ({} retransmissions, {} switch drops)",
+        k.packets_in,
+        udp_pps / 1e6,
+        udp_lanes / 1e6,
+        retransmits,
+        k.total_drops()
+    );
+    println!(
+        "in memory    : {:>9} packets in {mem_seconds:.3} s = {:.3} Mpps, {:.1} M lanes/s \
+         (switch model + 4 engines + event queue, one thread)",
+        mem_packets,
+        mem_pps / 1e6,
+        mem_lanes_s / 1e6
+    );
+    println!(
+        "UDP / in-memory: {:.3}× packets/s; send calls {} and receive calls {} at the switch for \
+         {} datagrams out and {} in",
+        udp_pps / mem_pps,
+        report.endpoint.send_calls,
+        report.endpoint.recv_calls,
+        k.packets_out,
+        k.packets_in
+    );
+}
