@@ -11,8 +11,11 @@ pub trait Controller: Debug + Send {
     fn rate(&self) -> f64;
     /// An acknowledgement of `bytes` arrived; `ecn` says the switch saw congestion.
     fn on_ack(&mut self, now: Nanos, bytes: usize, ecn: bool);
-    /// A retransmission timer fired.
+    /// A retransmission timer fired, or a receiver asked for a packet that was lost.
     fn on_timeout(&mut self, now: Nanos);
+    /// A packet left. Lets a controller recover its rate where no acknowledgements come
+    /// back (the host exchange).
+    fn on_sent(&mut self, _now: Nanos) {}
 }
 
 /// No pacing at all: every packet goes as soon as it is ready (tests, and links that cannot
@@ -64,6 +67,15 @@ impl Aimd {
         Aimd::new(100e9 / 8.0)
     }
 
+    /// Additive increase for every whole interval since the last growth (or cut).
+    fn grow(&mut self, now: Nanos) {
+        let steps = now.saturating_sub(self.last_growth) / self.increase_interval.max(1);
+        if steps > 0 {
+            self.rate = (self.rate + steps as f64 * self.increase).min(self.line_rate);
+            self.last_growth += steps * self.increase_interval;
+        }
+    }
+
     fn cut(&mut self, now: Nanos) {
         if self
             .last_cut
@@ -87,15 +99,15 @@ impl Controller for Aimd {
             self.cut(now);
             return;
         }
-        let steps = now.saturating_sub(self.last_growth) / self.increase_interval.max(1);
-        if steps > 0 {
-            self.rate = (self.rate + steps as f64 * self.increase).min(self.line_rate);
-            self.last_growth += steps * self.increase_interval;
-        }
+        self.grow(now);
     }
 
     fn on_timeout(&mut self, now: Nanos) {
         self.cut(now);
+    }
+
+    fn on_sent(&mut self, now: Nanos) {
+        self.grow(now);
     }
 }
 

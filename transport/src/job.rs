@@ -15,14 +15,14 @@
 //! [timeouts]                     # optional, these are the defaults
 //! join_ms = 20000                # every worker must have joined by then
 //! peer_ms = 5000                 # a peer silent this long is declared dead
-//! rto_us = 5000                  # data retransmission
+//! rto_us = 20000                 # data retransmission (floor)
 //! control_us = 5000              # join / block-done repetition
 //! result_us = 50000              # no contribution this long: fetch what is missing
 //!
 //! [link]
 //! gbps = 10.0                    # sending rate cap of a worker and of each switch port
 //! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
-//! window = 256                   # data chunks a worker keeps unacknowledged at most
+//! window = 64                    # data chunks a worker keeps unacknowledged at most
 //!
 //! [faults]                       # seeded fault shim on every sender (tests)
 //! loss = 0.0
@@ -70,7 +70,7 @@ impl Default for Timeouts {
         Timeouts {
             join_ms: 20_000,
             peer_ms: 5_000,
-            rto_us: 5_000,
+            rto_us: 20_000,
             control_us: 5_000,
             result_us: 50_000,
         }
@@ -113,7 +113,7 @@ impl Default for Link {
         Link {
             gbps: 10.0,
             ecn_threshold_bytes: 64 * 1024,
-            window: 256,
+            window: 64,
         }
     }
 }

@@ -112,7 +112,7 @@ pub fn run_worker(
                 timers,
                 window,
             };
-            let cc: Box<dyn Controller> = Box::new(Aimd::new(line_rate));
+            let cc: Box<dyn Controller> = Box::new(aimd(line_rate, &timers));
             let started = Instant::now();
             let engine = |e| RunError::Engine {
                 during: during.clone(),
@@ -172,4 +172,14 @@ pub fn run_worker(
         exchanges,
         wire,
     })
+}
+
+/// AIMD at the link rate, its intervals scaled to a real network's round trips (the
+/// defaults assume a 2 µs fabric): at most one halving per retransmission timeout, and back to
+/// the line rate within about 64 control intervals.
+fn aimd(line_rate: f64, timers: &switchgnn_dataplane::engine::Timers) -> Aimd {
+    let mut a = Aimd::new(line_rate);
+    a.cut_interval = timers.rto;
+    a.increase_interval = (timers.control / 8).max(1);
+    a
 }

@@ -504,7 +504,9 @@ impl Core {
                     EcnCodepoint::Ect0
                 };
                 let gap = Duration::from_secs_f64(bytes.len() as f64 / rate);
-                q.next_free = Some(free.max(now - TICK) + gap);
+                // Idle credit is capped at one tick, so a port cannot burst after a pause.
+                let floor = now.checked_sub(TICK).unwrap_or(now);
+                q.next_free = Some(free.max(floor) + gap);
                 q.bytes -= bytes.len() as u64;
                 let bytes = q.queue.pop_front().expect("front");
                 endpoint.send(peer.addr, Some(ecn), bytes);

@@ -402,6 +402,9 @@ impl<S: SendStrategy> Engine<S> {
                 }
             }
             PacketType::Fetch => {
+                // A receiver missed this contribution: a loss, the one congestion signal the
+                // host exchange gets.
+                self.cc.on_timeout(self.now);
                 // Features do not depend on the block: answer whatever the phase.
                 let mut h = self.header(PacketType::Raw);
                 h.flags.resend = true;
@@ -512,6 +515,7 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     fn pace(&mut self, len: usize) {
+        self.cc.on_sent(self.now);
         let rate = self.cc.rate();
         let gap = if rate.is_finite() && rate > 0.0 {
             (len as f64 / rate * 1e9) as Nanos
@@ -573,9 +577,9 @@ impl<S: SendStrategy> Node for Engine<S> {
                 .as_mut()
                 .map(|r| r.missing())
                 .unwrap_or_default();
-            // A round asks for at most a window of contributions: a stalled block must not
+            // A round asks for at most 16 windows of contributions: a stalled block must not
             // turn into a storm of requests (what is left is asked for in the next round).
-            wants.truncate(self.cfg.window);
+            wants.truncate(self.cfg.window.saturating_mul(16));
             self.fetch(wants);
             self.check_block_done();
         }

@@ -100,6 +100,13 @@ pub struct InNetwork {
     sent_at: Vec<Nanos>,
     resent: BitVec,
     rtt: RttEstimator,
+    /// Exponential backoff of the timeout (1, 2, 4, … 64): doubled by every expiry, reset by
+    /// every new acknowledgement, so a congested path is not hammered at a constant rate.
+    backoff: u32,
+    /// Send time of the latest-sent chunk acknowledged so far (RACK, RFC 8985): a chunk sent
+    /// more than a reordering window before it and still unacknowledged is lost, without
+    /// waiting for the timeout.
+    rack: Nanos,
 }
 
 /// Smoothed round-trip time and its variation (RFC 6298), so that a switch or host slower
@@ -140,6 +147,20 @@ impl RttEstimator {
 }
 
 impl InNetwork {
+    /// The retransmission timeout now: the round-trip estimate (at least `floor`), backed off.
+    fn timeout(&self, floor: Nanos) -> Nanos {
+        self.rtt
+            .rto(floor)
+            .saturating_mul(Nanos::from(self.backoff.max(1)))
+    }
+
+    /// Whether a chunk sent at `sent` was overtaken: a chunk sent more than a quarter of the
+    /// round trip after it has been acknowledged.
+    fn overtaken(&self, sent: Nanos) -> bool {
+        let reordering = self.rtt.srtt().unwrap_or(0) / 4;
+        self.rtt.srtt().is_some() && sent + reordering < self.rack
+    }
+
     /// Sequence `s` is no longer awaiting its ack (acknowledged or timed out).
     fn settle(&mut self, s: usize) {
         if self.outstanding.replace(s, false) {
@@ -247,33 +268,50 @@ impl SendStrategy for InNetwork {
         }
         self.settle(s);
         let new = !self.acked.replace(s, true);
-        if new && !self.resent[s] {
-            self.rtt.sample(now.saturating_sub(self.sent_at[s]));
+        if new {
+            self.backoff = 1;
+            self.rack = self.rack.max(self.sent_at[s]);
+            if !self.resent[s] {
+                self.rtt.sample(now.saturating_sub(self.sent_at[s]));
+            }
         }
         new
     }
 
     fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool {
-        let rto = self.rtt.rto(rto);
-        let mut expired = false;
+        let rto = self.timeout(rto);
+        let mut timed_out = false;
+        let mut lost = false;
         while let Some(&(sent, seq)) = self.inflight.front() {
             if self.acked[seq as usize] {
                 self.inflight.pop_front();
-            } else if sent + rto <= now {
-                self.inflight.pop_front();
-                self.settle(seq as usize);
-                self.resend.push_back(seq);
-                expired = true;
-            } else {
+                continue;
+            }
+            let overtaken = self.overtaken(sent);
+            if !overtaken && sent + rto > now {
                 break;
             }
+            self.inflight.pop_front();
+            self.settle(seq as usize);
+            self.resend.push_back(seq);
+            lost |= overtaken;
+            timed_out |= !overtaken;
         }
-        expired
+        if timed_out {
+            self.backoff = (self.backoff.max(1) * 2).min(64);
+        }
+        timed_out || lost
     }
 
     fn deadline(&self, rto: Nanos) -> Option<Nanos> {
-        let rto = self.rtt.rto(rto);
-        self.inflight.front().map(|&(sent, _)| sent + rto)
+        let rto = self.timeout(rto);
+        self.inflight.front().map(|&(sent, seq)| {
+            if !self.acked[seq as usize] && self.overtaken(sent) {
+                sent
+            } else {
+                sent + rto
+            }
+        })
     }
 
     fn srtt(&self) -> Option<Nanos> {
