@@ -215,6 +215,8 @@ pub struct Engine<S: SendStrategy> {
     sender: S,
     receiver: Option<Receiver>,
     cache: HashMap<(u32, u8), Box<[i32]>>,
+    /// When each contribution (source, destination, chunk) was last fetched in this block.
+    requested: HashMap<(u32, u32, u8), Nanos>,
     output: ExchangeOutput,
     last_progress: Nanos,
     now: Nanos,
@@ -284,6 +286,7 @@ impl<S: SendStrategy> Engine<S> {
             cc,
             receiver: None,
             cache: HashMap::new(),
+            requested: HashMap::new(),
             output,
             last_progress: now,
             now,
@@ -330,6 +333,7 @@ impl<S: SendStrategy> Engine<S> {
         }
         self.phase = Phase::Running(b);
         self.last_progress = self.now;
+        self.requested.clear();
         self.sender.start_block(&self.plan, self.cfg.rank, b);
         let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
         self.receiver = Some(receiver);
@@ -503,6 +507,22 @@ impl<S: SendStrategy> Engine<S> {
                 }
                 continue;
             }
+            // Ask again only when an earlier request had time to be answered: repeating
+            // requests whose replies are merely queued would feed a storm.
+            let key = if self.plan.mode == Mode::Host {
+                (u, u32::MAX, c)
+            } else {
+                (u, v, c)
+            };
+            let retry = 2 * self.patience();
+            if self
+                .requested
+                .get(&key)
+                .is_some_and(|&t| self.now < t + retry)
+            {
+                continue;
+            }
+            self.requested.insert(key, self.now);
             let mut r = self.header(PacketType::Fetch);
             r.flags.fetch = true;
             r.src = u;
@@ -530,17 +550,20 @@ impl<S: SendStrategy> Engine<S> {
         self.stats.bytes_sent += bytes.len() as u64;
     }
 
+    /// How long to wait for results before fetching: the result timeout, and never shorter
+    /// than a few measured round trips (on a slow path, late results must not set off fetch
+    /// rounds).
+    fn patience(&self) -> Nanos {
+        self.cfg
+            .timers
+            .result
+            .max(4 * self.sender.srtt().unwrap_or(0))
+    }
+
     fn progress_deadline(&self) -> Option<Nanos> {
         match (self.phase, &self.receiver) {
             (Phase::Running(_), Some(r)) if !r.is_complete() => {
-                // Never shorter than a few measured round trips: on a slow path, results
-                // that are merely late must not set off fetch rounds.
-                let patience = self
-                    .cfg
-                    .timers
-                    .result
-                    .max(4 * self.sender.srtt().unwrap_or(0));
-                Some(self.last_progress + patience)
+                Some(self.last_progress + self.patience())
             }
             _ => None,
         }
