@@ -753,7 +753,13 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
     if plan.owner[repr.src as usize] != repr.worker {
         return Err(DropReason::NotInPlan);
     }
-    if usize::from(repr.lanes) != plan.chunk_lanes(usize::from(repr.chunk)) {
+    // A host-exchange receiver's acknowledgement carries no lanes; everything else a chunk.
+    let lanes = if repr.flags.ack && plan.mode == Mode::Host {
+        0
+    } else {
+        plan.chunk_lanes(usize::from(repr.chunk))
+    };
+    if usize::from(repr.lanes) != lanes {
         return Err(DropReason::BadLanes);
     }
     let dst_port = plan.owner[repr.dst as usize];

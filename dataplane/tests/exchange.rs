@@ -207,10 +207,11 @@ fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
     assert!(a.engines.iter().all(|e| e.payload_resent == 0));
     assert!(b.engines.iter().all(|e| e.payload_resent == 0));
 
-    // With loss, the host exchange recovers by fetching, and stays exact.
+    // With loss, the host exchange recovers (its copies are acknowledged end to end and
+    // resent), and stays exact.
     let lossy = setup(scale, memory, Faults::lossy(0.05), 2, true);
     let c = run_exact(&d.graph, &host, &values, &lossy);
-    assert!(c.engines.iter().map(|e| e.fetches_sent).sum::<u64>() > 0);
+    assert!(c.engines.iter().map(|e| e.retransmits).sum::<u64>() > 0);
 }
 
 #[test]

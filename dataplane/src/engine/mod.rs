@@ -21,6 +21,7 @@
 //! remote contributions (`i64` lanes), and its decoded floats.
 
 mod receive;
+mod reliable;
 mod send;
 
 use std::collections::{HashMap, VecDeque};
@@ -36,6 +37,7 @@ use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr};
 
 use receive::Receiver;
+pub use reliable::RttEstimator;
 pub use send::{HostExchange, InNetwork, SendStrategy};
 
 /// An exchange engine behind one interface, whatever its strategy.
@@ -451,7 +453,30 @@ impl<S: SendStrategy> Engine<S> {
                     self.last_progress = self.now;
                 }
             }
+            PacketType::Raw if repr.flags.ack && repr.lanes == 0 => {
+                // A receiver's acknowledgement of a host-exchange copy of vertex `dst`.
+                if self.current_block() != Some(repr.block) {
+                    return None;
+                }
+                let bytes = 4 * self.plan.chunk_lanes(c);
+                if self.sender.on_ack(self.now, repr.sequence, repr.dst) {
+                    self.cc.on_ack(self.now, bytes, repr.flags.ecn);
+                    self.stats.srtt_ns = self.sender.srtt().unwrap_or(0);
+                }
+            }
             PacketType::Raw if lanes_ok => {
+                if self.plan.mode == Mode::Host && !repr.flags.resend {
+                    // Acknowledge the copy end to end: from the representative destination
+                    // (ours) back to the owner of its source.
+                    let mut ack = self.header(PacketType::Raw);
+                    ack.flags.ack = true;
+                    ack.src = repr.dst;
+                    ack.dst = repr.src;
+                    ack.block = repr.block;
+                    ack.chunk = repr.chunk;
+                    ack.sequence = repr.sequence;
+                    self.control.push_back(ack.to_bytes(&[]));
+                }
                 self.stats.raws += 1;
                 self.stats.payload_received += 4 * u64::from(repr.lanes);
                 let values: Box<[i32]> = packet.payload().collect();

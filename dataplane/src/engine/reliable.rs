@@ -1,0 +1,216 @@
+//! Per-chunk reliability for the strategies whose packets are acknowledged (the switch acks
+//! in-network data; receivers ack host-exchange copies): a send window, retransmission after a
+//! timeout taken from the measured round trip (RFC 6298, the configured value as a floor) with
+//! exponential backoff, and RACK-style loss detection (RFC 8985) that resends a chunk as soon
+//! as one sent well after it has been acknowledged.
+
+use std::collections::VecDeque;
+
+use bitvec::vec::BitVec;
+
+use crate::node::Nanos;
+
+/// Send state of one block's sequences `0..len`.
+#[derive(Debug, Default)]
+pub(super) struct Reliable {
+    /// Next never-sent sequence.
+    cursor: usize,
+    acked: BitVec,
+    /// Sent and neither acknowledged nor timed out, and how many: the window's count.
+    outstanding: BitVec,
+    outstanding_count: usize,
+    window: usize,
+    /// (send time, sequence) in send order, popped once acknowledged or expired.
+    inflight: VecDeque<(Nanos, u32)>,
+    resend: VecDeque<u32>,
+    /// When each sequence was last sent, and whether it was ever sent again (Karn: the ack of
+    /// a retransmitted chunk is no round-trip sample).
+    sent_at: Vec<Nanos>,
+    resent: BitVec,
+    rtt: RttEstimator,
+    /// Timeout multiplier (1, 2, 4, … 64): doubled by every expiry, reset by every new
+    /// acknowledgement, so a congested path is not hammered at a constant rate.
+    backoff: u32,
+    /// Send time of the latest-sent sequence acknowledged so far.
+    rack: Nanos,
+}
+
+impl Reliable {
+    /// `window`: sequences that may await their acknowledgement at once.
+    pub(super) fn new(window: usize) -> Reliable {
+        Reliable {
+            window: window.max(1),
+            backoff: 1,
+            ..Reliable::default()
+        }
+    }
+
+    /// A new block of `len` sequences (the round-trip estimate carries over).
+    pub(super) fn reset(&mut self, len: usize) {
+        self.cursor = 0;
+        self.acked = BitVec::repeat(false, len);
+        self.outstanding = BitVec::repeat(false, len);
+        self.outstanding_count = 0;
+        self.inflight.clear();
+        self.resend.clear();
+        self.sent_at = vec![0; len];
+        self.resent = BitVec::repeat(false, len);
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.acked.len()
+    }
+
+    pub(super) fn has_work(&self) -> bool {
+        self.outstanding_count < self.window
+            && (self.cursor < self.acked.len()
+                || self.resend.iter().any(|&s| !self.acked[s as usize]))
+    }
+
+    /// The sequence to send next — a resend first — and whether it is a resend; `None` when
+    /// the window is full or nothing is left.
+    pub(super) fn next_seq(&mut self) -> Option<(u32, bool)> {
+        if self.outstanding_count >= self.window {
+            return None;
+        }
+        while let Some(s) = self.resend.pop_front() {
+            if !self.acked[s as usize] {
+                return Some((s, true));
+            }
+        }
+        if self.cursor < self.acked.len() {
+            self.cursor += 1;
+            return Some(((self.cursor - 1) as u32, false));
+        }
+        None
+    }
+
+    /// Sequence `seq` left at `now`.
+    pub(super) fn sent(&mut self, now: Nanos, seq: u32, again: bool) {
+        let s = seq as usize;
+        if again {
+            self.resent.set(s, true);
+        }
+        self.sent_at[s] = now;
+        self.inflight.push_back((now, seq));
+        self.outstanding.set(s, true);
+        self.outstanding_count += 1;
+    }
+
+    /// The acknowledgement of sequence `s` (checked by the caller); true when it is new.
+    pub(super) fn on_ack(&mut self, now: Nanos, s: usize) -> bool {
+        self.settle(s);
+        let new = !self.acked.replace(s, true);
+        if new {
+            self.backoff = 1;
+            self.rack = self.rack.max(self.sent_at[s]);
+            if !self.resent[s] {
+                self.rtt.sample(now.saturating_sub(self.sent_at[s]));
+            }
+        }
+        new
+    }
+
+    /// Queue for resending what timed out or was overtaken; true when anything was lost (a
+    /// congestion signal).
+    pub(super) fn on_timeout(&mut self, now: Nanos, floor: Nanos) -> bool {
+        let rto = self.timeout(floor);
+        let mut timed_out = false;
+        let mut lost = false;
+        while let Some(&(sent, seq)) = self.inflight.front() {
+            if self.acked[seq as usize] {
+                self.inflight.pop_front();
+                continue;
+            }
+            let overtaken = self.overtaken(sent);
+            if !overtaken && sent + rto > now {
+                break;
+            }
+            self.inflight.pop_front();
+            self.settle(seq as usize);
+            self.resend.push_back(seq);
+            lost |= overtaken;
+            timed_out |= !overtaken;
+        }
+        if timed_out {
+            self.backoff = (self.backoff.max(1) * 2).min(64);
+        }
+        timed_out || lost
+    }
+
+    /// When [`Reliable::on_timeout`] has something to do next.
+    pub(super) fn deadline(&self, floor: Nanos) -> Option<Nanos> {
+        let rto = self.timeout(floor);
+        self.inflight.front().map(|&(sent, seq)| {
+            if !self.acked[seq as usize] && self.overtaken(sent) {
+                sent
+            } else {
+                sent + rto
+            }
+        })
+    }
+
+    pub(super) fn srtt(&self) -> Option<Nanos> {
+        self.rtt.srtt()
+    }
+
+    /// The retransmission timeout now: the round-trip estimate (at least `floor`), backed off.
+    fn timeout(&self, floor: Nanos) -> Nanos {
+        self.rtt
+            .rto(floor)
+            .saturating_mul(Nanos::from(self.backoff.max(1)))
+    }
+
+    /// Whether a chunk sent at `sent` was overtaken: one sent more than a quarter of the
+    /// round trip after it has been acknowledged.
+    fn overtaken(&self, sent: Nanos) -> bool {
+        match self.rtt.srtt() {
+            Some(srtt) => sent + srtt / 4 < self.rack,
+            None => false,
+        }
+    }
+
+    /// Sequence `s` no longer awaits its ack (acknowledged or timed out).
+    fn settle(&mut self, s: usize) {
+        if self.outstanding.replace(s, false) {
+            self.outstanding_count -= 1;
+        }
+    }
+}
+
+/// Smoothed round-trip time and its variation (RFC 6298), so that a switch or host slower
+/// than the configured timeout assumes (a loaded software switch, a busy core) does not
+/// trigger retransmissions of packets that are merely late.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RttEstimator {
+    srtt: Option<f64>,
+    rttvar: f64,
+}
+
+impl RttEstimator {
+    pub fn sample(&mut self, rtt: Nanos) {
+        let r = rtt as f64;
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
+                self.srtt = Some(0.875 * s + 0.125 * r);
+            }
+        }
+    }
+
+    /// The retransmission timeout: `srtt + 4·rttvar`, never below `floor`.
+    pub fn rto(&self, floor: Nanos) -> Nanos {
+        match self.srtt {
+            None => floor,
+            Some(s) => floor.max((s + 4.0 * self.rttvar) as Nanos),
+        }
+    }
+
+    pub fn srtt(&self) -> Option<Nanos> {
+        self.srtt.map(|s| s as Nanos)
+    }
+}
