@@ -41,6 +41,8 @@ enum Command {
     /// Score send orders with the time-slot model: completion slot, maximum queue and idle
     /// output slots, for the whole graph or the blocks of a plan.
     OrderEval(commands::order_eval::Args),
+    /// Train a GCN (or GraphSAGE) in one process: the reference trainer.
+    Train(commands::train::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Prepare(args) => commands::prepare::run(args),
         Command::VerifyPlan(args) => commands::verify_plan::run(args),
         Command::OrderEval(args) => commands::order_eval::run(args),
+        Command::Train(args) => commands::train::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,7 +1,7 @@
-//! Give the test and bench binaries of this crate an rpath to libtorch's libraries, so they run
-//! without LD_LIBRARY_PATH. torch-sys links against `$LIBTORCH/lib` (or `$LIBTORCH_LIB/lib`) but
-//! leaves the run-time search path to the user; this repeats its lookup. The root crate's
-//! build script includes this file for the `switchgnn` binary.
+// Give the test and bench binaries of this crate an rpath to libtorch's libraries, so they run
+// without LD_LIBRARY_PATH. torch-sys links against `$LIBTORCH/lib` (or `$LIBTORCH_LIB/lib`) but
+// leaves the run-time search path to the user; this repeats its lookup. The root crate's
+// build script includes this file for the `switchgnn` binary.
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
