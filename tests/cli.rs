@@ -136,6 +136,7 @@ fn every_level_has_help() {
         vec!["prepare", "--help"],
         vec!["verify-plan", "--help"],
         vec!["order-eval", "--help"],
+        vec!["train", "--help"],
     ] {
         let text = stdout_ok(&args);
         assert!(text.contains("Usage:"), "{args:?}");
