@@ -196,7 +196,12 @@ pub fn train(
         let loss = logits
             .index_select(0, &t.train)
             .cross_entropy_for_logits(&train_labels);
-        model.backward(&loss, tape.expect("training pass"), &mut data.propagation);
+        model.backward(
+            &loss,
+            tape.expect("training pass"),
+            &data.features,
+            &mut data.propagation,
+        );
         opt.step();
         let train_loss = f64::try_from(&loss)?;
         let train_seconds = started.elapsed().as_secs_f64();
