@@ -49,6 +49,8 @@ enum Command {
     /// Start a switch and M workers on loopback, run every layer's exchange forward and
     /// backward in each mode, check them, and report time and bytes against the host exchange.
     Exchange(commands::exchange::Args),
+    /// Train a GCN (or GraphSAGE) in one process: the reference trainer.
+    Train(commands::train::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => commands::switch::run(args),
         Command::Worker(args) => commands::worker::run(args),
         Command::Exchange(args) => commands::exchange::run(args),
+        Command::Train(args) => commands::train::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -139,6 +139,7 @@ fn every_level_has_help() {
         vec!["switch", "--help"],
         vec!["worker", "--help"],
         vec!["exchange", "--help"],
+        vec!["train", "--help"],
     ] {
         let text = stdout_ok(&args);
         assert!(text.contains("Usage:"), "{args:?}");

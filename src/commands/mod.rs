@@ -6,5 +6,6 @@ pub mod inspect;
 pub mod order_eval;
 pub mod prepare;
 pub mod switch;
+pub mod train;
 pub mod verify_plan;
 pub mod worker;

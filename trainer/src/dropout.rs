@@ -1,0 +1,132 @@
+//! Dropout masks and weight initialisation from the trainer's own seeded generators.
+//!
+//! libtorch's generator is one global state per process: two trainings in one process (tests run
+//! in parallel) would draw from each other's stream, and a distributed worker could not draw the
+//! masks of its own rows only. So masks come from a counter-based generator: entry `i` of draw
+//! `k` is a pure function of `(seed, k, i)`, the same whatever the thread count, and independent
+//! of anything else the process does.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use tch::Tensor;
+
+/// SplitMix64's finaliser: a bijective mix of 64 bits, good enough for Bernoulli draws.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Inverted dropout: kept entries are scaled by `1 / (1 - p)` so expectations do not change.
+#[derive(Debug, Clone)]
+pub struct Dropout {
+    p: f64,
+    seed: u64,
+    draws: u64,
+}
+
+impl Dropout {
+    /// `p` in `[0, 1)`.
+    pub fn new(p: f64, seed: u64) -> Dropout {
+        assert!((0.0..1.0).contains(&p), "dropout rate {p} not in [0, 1)");
+        Dropout { p, seed, draws: 0 }
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.p
+    }
+
+    /// The next mask of `len` entries, each `0` or `1 / (1 - p)`; `None` when `p` is zero.
+    pub fn mask(&mut self, len: usize) -> Option<Tensor> {
+        if self.p == 0.0 {
+            return None;
+        }
+        let key = mix(self.seed ^ mix(self.draws.wrapping_add(0x9e37_79b9_7f4a_7c15)));
+        self.draws += 1;
+        // Keep an entry when its 32-bit draw falls below (1 - p) · 2³².
+        let threshold = ((1.0 - self.p) * 4_294_967_296.0) as u64;
+        let keep = (1.0 / (1.0 - self.p)) as f32;
+        let mut values = vec![0f32; len];
+        const CHUNK: usize = 1 << 14;
+        values
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let base = (c * CHUNK) as u64;
+                for (i, v) in chunk.iter_mut().enumerate() {
+                    let draw = mix(
+                        key.wrapping_add((base + i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                    ) >> 32;
+                    if draw < threshold {
+                        *v = keep;
+                    }
+                }
+            });
+        Some(Tensor::from_slice(&values))
+    }
+}
+
+/// Glorot (Xavier) uniform initialisation, as Kipf & Welling use: `U(-a, a)` with
+/// `a = √(6 / (fan_in + fan_out))`, drawn from a seeded ChaCha stream.
+pub fn glorot(rng: &mut ChaCha8Rng, fan_in: usize, fan_out: usize) -> Tensor {
+    let a = (6.0 / (fan_in + fan_out) as f64).sqrt() as f32;
+    let values: Vec<f32> = (0..fan_in * fan_out)
+        .map(|_| rng.random_range(-a..a))
+        .collect();
+    Tensor::from_slice(&values).reshape([fan_in as i64, fan_out as i64])
+}
+
+/// The initialisation generator of a run.
+pub fn init_rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(t: &Tensor) -> Vec<f32> {
+        Vec::<f32>::try_from(t).unwrap()
+    }
+
+    #[test]
+    fn masks_are_seeded_fresh_per_draw_and_keep_the_right_share() {
+        let mut a = Dropout::new(0.5, 7);
+        let mut b = Dropout::new(0.5, 7);
+        let (a1, a2) = (
+            values(&a.mask(100_000).unwrap()),
+            values(&a.mask(100_000).unwrap()),
+        );
+        assert_eq!(
+            a1,
+            values(&b.mask(100_000).unwrap()),
+            "same seed, same first mask"
+        );
+        assert_ne!(a1, a2, "every draw is a new mask");
+        assert_ne!(a1, values(&Dropout::new(0.5, 8).mask(100_000).unwrap()));
+        assert!(a1.iter().all(|&x| x == 0.0 || x == 2.0));
+        // Kept share: binomial(100000, 0.5) has standard deviation 158; allow 5 of them.
+        let kept = a1.iter().filter(|&&x| x > 0.0).count() as f64;
+        assert!((kept - 50_000.0).abs() < 5.0 * 158.2, "kept {kept}");
+        let mut q = Dropout::new(0.9, 1);
+        let kept = values(&q.mask(100_000).unwrap())
+            .iter()
+            .filter(|&&x| x > 0.0)
+            .count() as f64;
+        // binomial(100000, 0.1): sd 94.9.
+        assert!((kept - 10_000.0).abs() < 5.0 * 94.9, "kept {kept}");
+        assert!(Dropout::new(0.0, 1).mask(10).is_none());
+    }
+
+    #[test]
+    fn glorot_bounds() {
+        let w = values(&glorot(&mut init_rng(3), 30, 10).flatten(0, -1));
+        let a = (6.0f32 / 40.0).sqrt();
+        assert_eq!(w.len(), 300);
+        assert!(w.iter().all(|x| x.abs() <= a));
+        // Uniform on (-a, a) has variance a²/3; 300 draws put the sample variance within 20%.
+        let var = w.iter().map(|x| x * x).sum::<f32>() / 300.0;
+        assert!((var / (a * a / 3.0) - 1.0).abs() < 0.2, "variance {var}");
+    }
+}
