@@ -46,7 +46,7 @@ nvidia-cuda-cupti==13.0.85 --hash=sha256:4eb01c08e859bf924d222250d2e8f8b8ff6d3db
 REQ
 # The wheel's libraries do not depend on the Python version; asking for the cp311 build by tag
 # keeps the download the same whatever python3 this machine has.
-python3 -m pip download --quiet --no-deps --only-binary=:all: \
+python3 -m pip download --quiet --no-cache-dir --no-deps --only-binary=:all: \
   --python-version 3.11 --implementation cp --abi cp311 \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

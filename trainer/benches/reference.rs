@@ -11,7 +11,15 @@
 //! `benches/pyg_gcn.py` in a Python environment that `scripts/pyg-venv.sh` creates once (several
 //! GB). `SWITCHGNN_BENCH_PYG=0` measures this trainer alone; `SWITCHGNN_BENCH_THREADS` sets both
 //! sides' threads (default: all cores); `SWITCHGNN_BENCH_EPOCHS` the timed epochs (default 50,
-//! after 5 untimed); `SWITCHGNN_BENCH_ONLY=coauthor` the graphs whose name starts so.
+//! after 5 untimed); `SWITCHGNN_BENCH_DROPOUT` both sides' dropout rate (default 0.5);
+//! `SWITCHGNN_BENCH_ONLY=coauthor` the graphs whose name starts so.
+//!
+//! Both sides train the same model (Kipf & Welling's 2x16 GCN) on the same preprocessed
+//! features. Each side is used the way it is normally used: PyG gets dense features (as its
+//! dataset classes give them) and draws dropout masks with libtorch's CPU generator; this
+//! trainer keeps sparse features in CSR (dropout and products on the non-zeros only) and draws
+//! masks with its own counter-based generator. `SWITCHGNN_BENCH_DROPOUT=0` takes the masks out
+//! of the comparison.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -185,6 +193,7 @@ fn main() {
     );
     let epochs: usize = env_or("SWITCHGNN_BENCH_EPOCHS", 50);
     let scale: f64 = env_or("SWITCHGNN_BENCH_SCALE", 0.25);
+    let dropout: f64 = env_or("SWITCHGNN_BENCH_DROPOUT", 0.5);
     switchgnn_trainer::hide_libtorch_warnings();
     switchgnn_trainer::set_threads(threads as i32);
     let python = python();
@@ -215,8 +224,8 @@ fn main() {
     ));
 
     println!(
-        "GCN 2x16 (Kipf & Welling's setting), {threads} thread(s), median of {epochs} epochs after {WARMUP}: \
-         forward + backward + Adam step"
+        "GCN 2x16 (Kipf & Welling's setting, dropout {dropout}), {threads} thread(s), median of {epochs} \
+         epochs after {WARMUP}: forward + backward + Adam step"
     );
     println!(
         "{:<22} {:>9} {:>11} {:>7} {:>10} {:>14} {:>10} {:>14} {:>16}",
@@ -237,7 +246,10 @@ fn main() {
         }
         let d = load();
         let config = TrainConfig {
-            model: ModelConfig::default(),
+            model: ModelConfig {
+                dropout,
+                ..ModelConfig::default()
+            },
             epochs: WARMUP + epochs,
             ..TrainConfig::default()
         };

@@ -247,7 +247,7 @@ impl Model {
             .sum()
     }
 
-    /// Per layer: whether it projects before aggregating, and the width it aggregates.
+    /// Per layer: the width its aggregation carries (the narrower of its input and output).
     pub fn aggregated_widths(&self) -> Vec<usize> {
         self.layers
             .iter()
@@ -461,6 +461,15 @@ mod tests {
                 assert_eq!(model.parameters(), config.parameter_count(1433, 7));
             }
         }
+        // Each layer aggregates at its narrower side.
+        let wide = ModelConfig {
+            layers: 3,
+            hidden: 300,
+            ..ModelConfig::default()
+        };
+        let model = Model::new(&wide, 128, 8, 0).unwrap();
+        assert_eq!(model.aggregated_widths(), vec![128, 300, 8]);
+        assert_eq!(model.widths(), vec![(128, 300), (300, 300), (300, 8)]);
         // Kipf & Welling's Cora GCN: 1433·16 + 16 + 16·7 + 7.
         assert_eq!(ModelConfig::default().parameter_count(1433, 7), 23_063);
     }
