@@ -12,7 +12,7 @@ use tch::{Kind, Tensor};
 use crate::dropout::Dropout;
 use crate::error::{Result, TrainError};
 use crate::graph_tensors::{FeatureMatrix, FeatureNorm, Propagation, Targets};
-use crate::model::{Model, ModelConfig, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP};
+use crate::model::{Model, ModelConfig, ModelKind, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -134,6 +134,8 @@ pub struct Prepared {
     pub targets: Targets,
     /// The normalisation actually applied (`Auto` resolved).
     pub feature_norm: FeatureNorm,
+    /// The model kind whose propagation matrix this holds.
+    pub kind: ModelKind,
 }
 
 impl Prepared {
@@ -157,6 +159,7 @@ impl Prepared {
             propagation,
             targets,
             feature_norm,
+            kind: config.model.kind,
         })
     }
 }
@@ -168,6 +171,13 @@ pub fn train(
     observe: &mut dyn FnMut(&EpochRecord),
 ) -> Result<RunReport> {
     config.check()?;
+    if data.kind != config.model.kind {
+        return Err(TrainError::Config(format!(
+            "data prepared for {} cannot train {}",
+            data.kind.name(),
+            config.model.kind.name()
+        )));
+    }
     let t = &data.targets;
     let model = Model::new(
         &config.model,

@@ -266,6 +266,18 @@ fn bad_options_and_unusable_datasets_are_errors() {
     ] {
         assert!(matches!(bad(config), TrainError::Config(_)));
     }
+    let mut gcn_data = Prepared::new(&d, &base).unwrap();
+    let sage = TrainConfig {
+        model: ModelConfig {
+            kind: ModelKind::Sage,
+            ..ModelConfig::default()
+        },
+        ..base.clone()
+    };
+    assert!(matches!(
+        train(&mut gcn_data, &sage, &mut |_| {}).unwrap_err(),
+        TrainError::Config(_)
+    ));
     let mut unlabelled = d.clone();
     unlabelled.labels = None;
     assert!(matches!(
