@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{BlockMethod, BlockParams, Method, MetisOptions, Objective};
+use switchgnn_partition::{BlockMethod, BlockParams, Method, MetisOptions, Objective, PlanSpec};
 
 #[derive(Debug, Args)]
 pub struct PartitionArgs {
@@ -49,6 +49,26 @@ impl PartitionArgs {
             BlockMethod::Parts
         } else {
             BlockMethod::Vertices
+        }
+    }
+
+    /// The plan to prepare for `dataset` (the dataset argument as given) with these options.
+    pub fn plan_spec(
+        &self,
+        dataset: &str,
+        workers: u32,
+        switch_memory: u64,
+        feature_dims: Vec<usize>,
+    ) -> PlanSpec {
+        PlanSpec {
+            dataset: dataset.to_string(),
+            workers,
+            partitioner: self.method(),
+            switch_memory,
+            feature_dims,
+            fill_target: self.fill_target,
+            block_metis: self.metis_options(),
+            block_method: self.block_method(),
         }
     }
 

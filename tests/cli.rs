@@ -302,6 +302,31 @@ fn spawn(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
         .expect("the binary starts")
 }
 
+/// Start `switchgnn switch` for `job` (its report in `dir/switch.json`); returns the process
+/// and the address it listens on.
+fn start_switch(dir: &Path, job: &str) -> (std::process::Child, String) {
+    let ready = dir.join("switch.addr");
+    let report = dir.join("switch.json");
+    let args = [
+        "switch",
+        "--job",
+        job,
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    let child = spawn(&args, &[]);
+    (child, wait_for_file(&ready))
+}
+
+/// Start `switchgnn worker` for `job` against the switch at `addr`.
+fn worker(job: &str, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    let mut args = vec!["worker", "--job", job, "--switch", addr];
+    args.extend_from_slice(extra);
+    spawn(&args, env)
+}
+
 fn wait_for_file(path: &Path) -> String {
     for _ in 0..1500 {
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -342,30 +367,10 @@ fn switch_and_workers_started_by_hand_or_by_a_launcher() {
     let dir = tempfile::tempdir().unwrap();
     let job = two_worker_job(dir.path(), "24", "");
     let job = job.to_str().unwrap();
-    let ready = dir.path().join("switch.addr");
-    let report = dir.path().join("switch.json");
-    let switch = spawn(
-        &[
-            "switch",
-            "--job",
-            job,
-            "--ready-file",
-            ready.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let addr = wait_for_file(&ready);
+    let (switch, addr) = start_switch(dir.path(), job);
     // Rank 0 from the command line, rank 1 from torchrun-style variables.
-    let w0 = spawn(
-        &["worker", "--job", job, "--switch", &addr, "--rank", "0"],
-        &[],
-    );
-    let w1 = spawn(
-        &["worker", "--job", job, "--switch", &addr],
-        &[("RANK", "1"), ("WORLD_SIZE", "2")],
-    );
+    let w0 = worker(job, &addr, &["--rank", "0"], &[]);
+    let w1 = worker(job, &addr, &[], &[("RANK", "1"), ("WORLD_SIZE", "2")]);
     for (name, child) in [("worker 0", w0), ("worker 1", w1), ("switch", switch)] {
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -374,19 +379,17 @@ fn switch_and_workers_started_by_hand_or_by_a_launcher() {
             assert!(err.contains("2 exchanges exact"), "{name}: {err}");
         }
     }
+    let report = dir.path().join("switch.json");
     let counters: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(counters["counters"]["exchanges_completed"], 2);
 
     // A launcher whose world size disagrees with the job is refused before anything starts.
-    let out = switchgnn(&["worker", "--job", job, "--switch", &addr]);
+    let out = worker(job, &addr, &[], &[]).wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no rank"));
-    let out = Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(["worker", "--job", job, "--switch", &addr])
-        .envs([("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")])
-        .output()
-        .unwrap();
+    let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")];
+    let out = worker(job, &addr, &[], &slurm).wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("SLURM_NTASKS=4"));
 }
@@ -402,27 +405,10 @@ fn a_killed_worker_process_is_named_and_nothing_hangs() {
         "[timeouts]\npeer_ms = 1000\nresult_us = 1000000\n[link]\ngbps = 0.001\n",
     );
     let job = job.to_str().unwrap();
-    let ready = dir.path().join("switch.addr");
     let started = std::time::Instant::now();
-    let switch = spawn(
-        &[
-            "switch",
-            "--job",
-            job,
-            "--ready-file",
-            ready.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let addr = wait_for_file(&ready);
-    let w0 = spawn(
-        &["worker", "--job", job, "--switch", &addr, "--rank", "0"],
-        &[],
-    );
-    let mut w1 = spawn(
-        &["worker", "--job", job, "--switch", &addr, "--rank", "1"],
-        &[],
-    );
+    let (switch, addr) = start_switch(dir.path(), job);
+    let w0 = worker(job, &addr, &["--rank", "0"], &[]);
+    let mut w1 = worker(job, &addr, &["--rank", "1"], &[]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     w1.kill().unwrap();
     w1.wait().unwrap();

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use switchgnn_datasets::cache;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{Plan, PlanSpec};
+use switchgnn_partition::Plan;
 use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
 use switchgnn_transport::socket::ShimConfig;
@@ -181,16 +181,12 @@ fn plan_for(args: &Args, dataset: &switchgnn_datasets::Dataset, dir: &Path) -> R
         Some(text) => parse_list(text, "--feature-dims")?,
         None => vec![crate::partition_args::default_width(dataset), 16],
     };
-    let spec = PlanSpec {
-        dataset: args.dataset.dataset.clone(),
-        workers: args.workers,
-        partitioner: args.partition.method(),
-        switch_memory: parse_bytes(&args.switch_memory)?,
+    let spec = args.partition.plan_spec(
+        &args.dataset.dataset,
+        args.workers,
+        parse_bytes(&args.switch_memory)?,
         feature_dims,
-        fill_target: args.partition.fill_target,
-        block_metis: args.partition.metis_options(),
-        block_method: args.partition.block_method(),
-    };
+    );
     if dir.join("manifest.json").exists() {
         let plan = read_plan(dir)?;
         check_plan_fits(&plan, &dataset.graph, dir)?;

@@ -7,7 +7,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::{format_bytes, parse_bytes};
 use switchgnn_partition::traffic::aggregators_per_vertex;
-use switchgnn_partition::{OrderInfo, Plan, PlanSpec};
+use switchgnn_partition::{OrderInfo, Plan};
 use switchgnn_scheduler::blocks::block_orders;
 use switchgnn_scheduler::OrderKind;
 
@@ -48,16 +48,12 @@ pub fn run(args: Args) -> Result<()> {
         Some(text) => parse_list(text, "--feature-dims")?,
         None => vec![default_width(&dataset)],
     };
-    let spec = PlanSpec {
-        dataset: args.dataset.dataset.clone(),
-        workers: args.workers,
-        partitioner: args.partition.method(),
-        switch_memory: parse_bytes(&args.switch_memory)?,
+    let spec = args.partition.plan_spec(
+        &args.dataset.dataset,
+        args.workers,
+        parse_bytes(&args.switch_memory)?,
         feature_dims,
-        fill_target: args.partition.fill_target,
-        block_metis: args.partition.metis_options(),
-        block_method: args.partition.block_method(),
-    };
+    );
     let kind = order_kind(&args.order)?;
     let bars = Bars::new();
     let started = std::time::Instant::now();

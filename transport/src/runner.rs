@@ -90,7 +90,7 @@ pub fn run_worker(
         window,
         timers,
     } = opts;
-    let mut done: Vec<(ExchangeReport, ExchangeOutput)> = Vec::new();
+    let mut done: Vec<(ExchangeReport, ExchangeOutput, Workload<'_>)> = Vec::new();
     for epoch in 0..epochs {
         for s in session.schedule(job, epoch) {
             let during = format!("exchange {} ({})", s.seq, s.describe());
@@ -141,28 +141,15 @@ pub fn run_worker(
                 rows: engine.output().vertices.len(),
                 dataset_values: workload.is_dataset(),
             };
-            done.push((report, engine.output().clone()));
+            done.push((report, engine.output().clone(), workload));
         }
     }
     // Goodbye first: the check is local work, and the switch need not wait for it.
     let wire = client.finish()?;
     progress("checking against the direct computation");
     let mut exchanges = Vec::with_capacity(done.len());
-    for (mut report, output) in done {
+    for (mut report, output, workload) in done {
         let plan = &session.layers[usize::from(report.layer)];
-        let id = switchgnn_dataplane::ExchangeId {
-            job,
-            epoch: (report.seq - 1) / (2 * session.layers.len() as u32),
-            layer: report.layer,
-            backward: report.backward,
-        };
-        let workload =
-            Workload::new(dataset, id, plan.width, u64::from(job)).map_err(|source| {
-                RunError::Scale {
-                    during: format!("checking exchange {}", report.seq),
-                    source,
-                }
-            })?;
         report.mismatched_rows = workload.mismatches(plan, rank, &output);
         exchanges.push(report);
     }

@@ -55,17 +55,6 @@ pub struct PeerCounters {
     pub ce_sent: u64,
 }
 
-impl PeerCounters {
-    pub fn add(&mut self, other: &PeerCounters) {
-        self.packets_sent += other.packets_sent;
-        self.bytes_sent += other.bytes_sent;
-        self.packets_received += other.packets_received;
-        self.bytes_received += other.bytes_received;
-        self.ce_received += other.ce_received;
-        self.ce_sent += other.ce_sent;
-    }
-}
-
 /// Counters of the endpoint itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointStats {
@@ -249,18 +238,9 @@ impl Endpoint {
         &self.stats
     }
 
-    /// Counters per peer address.
-    pub fn peers(&self) -> &HashMap<SocketAddr, PeerCounters> {
-        &self.peers
-    }
-
+    /// Traffic with the peer at `addr` so far.
     pub fn peer(&self, addr: &SocketAddr) -> PeerCounters {
         self.peers.get(addr).cloned().unwrap_or_default()
-    }
-
-    /// Datagrams waiting to be sent (queued or held back by the shim).
-    pub fn backlog(&self) -> usize {
-        self.queue.len() + self.shim.as_ref().map_or(0, |s| s.delayed.len())
     }
 
     /// Queue a datagram; [`Endpoint::flush`] sends it.

@@ -159,8 +159,8 @@ fn every_mode_is_exact_over_udp_with_and_without_faults() {
         for faults in [ShimConfig::default(), lossy] {
             let (report, results) = run_job(&dataset, &session, memory, faults);
             let workers = assert_exact(results, 4);
-            // Layer 0 forward sends the dataset's own features (width 40 is not the
-            // dataset's 128, so only exchanges of matching width would).
+            // Width 40 is not the dataset's feature width (128): every exchange sends seeded
+            // stand-ins rather than the features.
             assert!(workers[0].exchanges.iter().all(|x| !x.dataset_values));
             assert_eq!(report.counters.exchanges_completed, 4, "{mode:?}");
             assert_eq!(report.peers.len(), 4);

@@ -37,8 +37,8 @@ use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr};
 
 use receive::Receiver;
-pub use reliable::RttEstimator;
-pub use send::{HostExchange, InNetwork, SendStrategy};
+pub use reliable::{Reliable, RttEstimator};
+pub use send::{HostExchange, InNetwork, SendQueue, SendStrategy};
 
 /// An exchange engine behind one interface, whatever its strategy.
 pub trait Exchange: Node {
@@ -513,6 +513,7 @@ impl<S: SendStrategy> Engine<S> {
         };
         // In the host exchange one raw copy serves every local neighbour: ask once.
         let mut asked = std::collections::HashSet::new();
+        let retry = 2 * self.patience();
         for (u, v, c) in wants {
             if self.plan.mode == Mode::Host && !asked.insert((u, c)) {
                 continue;
@@ -539,7 +540,6 @@ impl<S: SendStrategy> Engine<S> {
             } else {
                 (u, v, c)
             };
-            let retry = 2 * self.patience();
             if self
                 .requested
                 .get(&key)

@@ -12,7 +12,7 @@ use crate::node::Nanos;
 
 /// Send state of one block's sequences `0..len`.
 #[derive(Debug, Default)]
-pub(super) struct Reliable {
+pub struct Reliable {
     /// Next never-sent sequence.
     cursor: usize,
     acked: BitVec,
@@ -37,7 +37,7 @@ pub(super) struct Reliable {
 
 impl Reliable {
     /// `window`: sequences that may await their acknowledgement at once.
-    pub(super) fn new(window: usize) -> Reliable {
+    pub fn new(window: usize) -> Reliable {
         Reliable {
             window: window.max(1),
             backoff: 1,
@@ -46,7 +46,7 @@ impl Reliable {
     }
 
     /// A new block of `len` sequences (the round-trip estimate carries over).
-    pub(super) fn reset(&mut self, len: usize) {
+    pub fn reset(&mut self, len: usize) {
         self.cursor = 0;
         self.acked = BitVec::repeat(false, len);
         self.outstanding = BitVec::repeat(false, len);
@@ -57,11 +57,12 @@ impl Reliable {
         self.resent = BitVec::repeat(false, len);
     }
 
-    pub(super) fn len(&self) -> usize {
+    /// Sequences in the running block.
+    pub fn sequences(&self) -> usize {
         self.acked.len()
     }
 
-    pub(super) fn has_work(&self) -> bool {
+    pub fn has_work(&self) -> bool {
         self.outstanding_count < self.window
             && (self.cursor < self.acked.len()
                 || self.resend.iter().any(|&s| !self.acked[s as usize]))
@@ -69,7 +70,7 @@ impl Reliable {
 
     /// The sequence to send next — a resend first — and whether it is a resend; `None` when
     /// the window is full or nothing is left.
-    pub(super) fn next_seq(&mut self) -> Option<(u32, bool)> {
+    pub fn next_seq(&mut self) -> Option<(u32, bool)> {
         if self.outstanding_count >= self.window {
             return None;
         }
@@ -86,7 +87,7 @@ impl Reliable {
     }
 
     /// Sequence `seq` left at `now`.
-    pub(super) fn sent(&mut self, now: Nanos, seq: u32, again: bool) {
+    pub fn sent(&mut self, now: Nanos, seq: u32, again: bool) {
         let s = seq as usize;
         if again {
             self.resent.set(s, true);
@@ -98,7 +99,7 @@ impl Reliable {
     }
 
     /// The acknowledgement of sequence `s` (checked by the caller); true when it is new.
-    pub(super) fn on_ack(&mut self, now: Nanos, s: usize) -> bool {
+    pub fn on_ack(&mut self, now: Nanos, s: usize) -> bool {
         self.settle(s);
         let new = !self.acked.replace(s, true);
         if new {
@@ -113,7 +114,7 @@ impl Reliable {
 
     /// Queue for resending what timed out or was overtaken; true when anything was lost (a
     /// congestion signal).
-    pub(super) fn on_timeout(&mut self, now: Nanos, floor: Nanos) -> bool {
+    pub fn on_timeout(&mut self, now: Nanos, floor: Nanos) -> bool {
         let rto = self.timeout(floor);
         let mut timed_out = false;
         let mut lost = false;
@@ -139,7 +140,7 @@ impl Reliable {
     }
 
     /// When [`Reliable::on_timeout`] has something to do next.
-    pub(super) fn deadline(&self, floor: Nanos) -> Option<Nanos> {
+    pub fn deadline(&self, floor: Nanos) -> Option<Nanos> {
         let rto = self.timeout(floor);
         self.inflight.front().map(|&(sent, seq)| {
             if !self.acked[seq as usize] && self.overtaken(sent) {
@@ -150,7 +151,7 @@ impl Reliable {
         })
     }
 
-    pub(super) fn srtt(&self) -> Option<Nanos> {
+    pub fn srtt(&self) -> Option<Nanos> {
         self.rtt.srtt()
     }
 

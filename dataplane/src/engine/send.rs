@@ -8,19 +8,52 @@ use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{PacketType, Repr};
 
-/// How a worker puts its features on the wire.
+/// How a worker puts its features on the wire: which (source, destination) pairs it sends in a
+/// block, and as what. Both strategies send every pair once per chunk (sequence
+/// `pair · chunks + chunk`), acknowledged and resent by one [`Reliable`] layer; the default
+/// methods do that over the strategy's [`SendQueue`].
 pub trait SendStrategy: Debug + Sized {
     const NAME: &'static str;
+    /// The packet type of what it sends.
+    const KIND: PacketType;
     /// Whether this strategy runs plans of `mode`.
     fn accepts(mode: Mode) -> bool;
-    /// `window`: packets that may await acknowledgement at once (where there are acks).
-    fn new(plan: &ExchangePlan, rank: u16, window: usize) -> Self;
+    /// The (source, destination) pairs worker `rank` sends in `block`, in send order.
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)>;
+    fn from_queue(queue: SendQueue) -> Self;
+    fn queue(&self) -> &SendQueue;
+    fn queue_mut(&mut self) -> &mut SendQueue;
+
+    /// `window`: packets that may await acknowledgement at once.
+    fn new(plan: &ExchangePlan, _rank: u16, window: usize) -> Self {
+        Self::from_queue(SendQueue {
+            chunks: plan.chunks(),
+            rel: Reliable::new(window),
+            ..SendQueue::default()
+        })
+    }
+
     /// Forget the previous block and prepare block `block`.
-    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16);
+    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16) {
+        let pairs = Self::pairs(plan, rank, block);
+        let q = self.queue_mut();
+        q.block = block;
+        q.rel.reset(pairs.len() * q.chunks);
+        q.pairs = pairs;
+    }
+
     /// The exchange is over: nothing more to send.
-    fn finish(&mut self);
+    fn finish(&mut self) {
+        let q = self.queue_mut();
+        q.pairs.clear();
+        q.rel.reset(0);
+    }
+
     /// Whether a packet is waiting for the pacer.
-    fn has_work(&self) -> bool;
+    fn has_work(&self) -> bool {
+        self.queue().rel.has_work()
+    }
+
     /// The next packet, built on `header` (type, ids and worker already set).
     fn next(
         &mut self,
@@ -29,16 +62,58 @@ pub trait SendStrategy: Debug + Sized {
         header: &Repr,
         rows: &EncodedRows,
         stats: &mut EngineStats,
-    ) -> Option<Vec<u8>>;
-    /// An acknowledgement of data sequence `seq` from source `src`; true when it is new.
-    fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool;
-    /// Timers at `now`; true when something timed out (a congestion signal). `rto` is the
-    /// configured timeout, a floor under the strategy's own round-trip estimate.
-    fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool;
+    ) -> Option<Vec<u8>> {
+        let q = self.queue_mut();
+        let (seq, again) = q.rel.next_seq()?;
+        let ((u, v), c) = (q.pairs[seq as usize / q.chunks], seq as usize % q.chunks);
+        let mut h = *header;
+        h.block = q.block;
+        let (bytes, payload) = feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq)
+            .expect("the worker encodes every row it sends");
+        if again {
+            stats.retransmits += 1;
+            stats.payload_resent += payload;
+        } else {
+            stats.payload_sent += payload;
+        }
+        q.rel.sent(now, seq, again);
+        Some(bytes)
+    }
+
+    /// An acknowledgement of sequence `seq` of source vertex `src`; true when it is new.
+    fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool {
+        let q = self.queue_mut();
+        let s = seq as usize;
+        if s >= q.rel.sequences() || q.pairs[s / q.chunks].0 != src {
+            return false;
+        }
+        q.rel.on_ack(now, s)
+    }
+
+    /// Timers at `now`; true when something was lost (a congestion signal). `rto` is the
+    /// configured timeout, a floor under the measured round trip.
+    fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool {
+        self.queue_mut().rel.on_timeout(now, rto)
+    }
+
     /// The next retransmission deadline.
-    fn deadline(&self, rto: Nanos) -> Option<Nanos>;
+    fn deadline(&self, rto: Nanos) -> Option<Nanos> {
+        self.queue().rel.deadline(rto)
+    }
+
     /// The smoothed round-trip time measured so far, if any.
-    fn srtt(&self) -> Option<Nanos>;
+    fn srtt(&self) -> Option<Nanos> {
+        self.queue().rel.srtt()
+    }
+}
+
+/// The running block's (source, destination) pairs and their reliability.
+#[derive(Debug, Default)]
+pub struct SendQueue {
+    block: u16,
+    pairs: Vec<(u32, u32)>,
+    chunks: usize,
+    rel: Reliable,
 }
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), and its
@@ -77,95 +152,36 @@ fn send_order(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<u32> {
         .collect()
 }
 
-/// In-network aggregation: every chunk of every row goes up once (data sequence
-/// `row · chunks + chunk`), is acknowledged by the switch, and is sent again until
-/// acknowledged or the block ends (see [`Reliable`]).
-#[derive(Debug, Default)]
-pub struct InNetwork {
-    block: u16,
-    vertices: Vec<u32>,
-    chunks: usize,
-    rel: Reliable,
-}
+/// In-network aggregation: every chunk of every row goes up to the switch once (source and
+/// destination are the vertex itself) and is acknowledged by the switch.
+#[derive(Debug)]
+pub struct InNetwork(SendQueue);
 
 impl SendStrategy for InNetwork {
     const NAME: &'static str = "in-network";
+    const KIND: PacketType = PacketType::Data;
 
     fn accepts(mode: Mode) -> bool {
         in_network(mode)
     }
 
-    fn new(plan: &ExchangePlan, _rank: u16, window: usize) -> Self {
-        InNetwork {
-            chunks: plan.chunks(),
-            rel: Reliable::new(window),
-            ..InNetwork::default()
-        }
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        send_order(plan, rank, block)
+            .into_iter()
+            .map(|v| (v, v))
+            .collect()
     }
 
-    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16) {
-        self.block = block;
-        self.vertices = send_order(plan, rank, block);
-        self.rel.reset(self.vertices.len() * self.chunks);
+    fn from_queue(queue: SendQueue) -> Self {
+        InNetwork(queue)
     }
 
-    fn finish(&mut self) {
-        self.vertices.clear();
-        self.rel.reset(0);
+    fn queue(&self) -> &SendQueue {
+        &self.0
     }
 
-    fn has_work(&self) -> bool {
-        self.rel.has_work()
-    }
-
-    fn next(
-        &mut self,
-        now: Nanos,
-        plan: &ExchangePlan,
-        header: &Repr,
-        rows: &EncodedRows,
-        stats: &mut EngineStats,
-    ) -> Option<Vec<u8>> {
-        let (seq, again) = self.rel.next_seq()?;
-        let (i, c) = (seq as usize / self.chunks, seq as usize % self.chunks);
-        let v = self.vertices[i];
-        let mut h = *header;
-        h.block = self.block;
-        let (bytes, payload) = feature_packet(&h, PacketType::Data, plan, rows, v, v, c, seq)
-            .expect("the worker encodes every row it sends");
-        count_payload(stats, payload, again);
-        self.rel.sent(now, seq, again);
-        Some(bytes)
-    }
-
-    fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool {
-        let s = seq as usize;
-        if s >= self.rel.len() || self.vertices[s / self.chunks] != src {
-            return false;
-        }
-        self.rel.on_ack(now, s)
-    }
-
-    fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool {
-        self.rel.on_timeout(now, rto)
-    }
-
-    fn deadline(&self, rto: Nanos) -> Option<Nanos> {
-        self.rel.deadline(rto)
-    }
-
-    fn srtt(&self) -> Option<Nanos> {
-        self.rel.srtt()
-    }
-}
-
-/// Count a packet's feature payload as a first send or a resend.
-fn count_payload(stats: &mut EngineStats, payload: u64, again: bool) {
-    if again {
-        stats.retransmits += 1;
-        stats.payload_resent += payload;
-    } else {
-        stats.payload_sent += payload;
+    fn queue_mut(&mut self) -> &mut SendQueue {
+        &mut self.0
     }
 }
 
@@ -174,32 +190,20 @@ fn count_payload(stats: &mut EngineStats, payload: u64, again: bool) {
 /// neighbours). The receiving worker acknowledges every copy end to end (as TCP would under
 /// BNS-GCN), so copies have the same window and retransmission as in-network data; receivers
 /// still fetch what does not arrive.
-#[derive(Debug, Default)]
-pub struct HostExchange {
-    /// (source vertex, representative destination) pairs in send order.
-    sends: Vec<(u32, u32)>,
-    chunks: usize,
-    rel: Reliable,
-}
+#[derive(Debug)]
+pub struct HostExchange(SendQueue);
 
 impl SendStrategy for HostExchange {
     const NAME: &'static str = "host";
+    const KIND: PacketType = PacketType::Raw;
 
     fn accepts(mode: Mode) -> bool {
         mode == Mode::Host
     }
 
-    fn new(plan: &ExchangePlan, _rank: u16, window: usize) -> Self {
-        HostExchange {
-            chunks: plan.chunks(),
-            rel: Reliable::new(window),
-            ..HostExchange::default()
-        }
-    }
-
-    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16) {
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
         let b = &plan.blocks[usize::from(block)];
-        self.sends.clear();
+        let mut pairs = Vec::new();
         for u in send_order(plan, rank, block) {
             let row = b.row_of(u).expect("a vertex of the block");
             // Sources ascend, so the first neighbour met on each worker is its lowest.
@@ -209,58 +213,21 @@ impl SendStrategy for HostExchange {
                 .collect();
             targets.sort_unstable();
             targets.dedup_by_key(|t| t.0);
-            self.sends.extend(targets.into_iter().map(|(_, s)| (u, s)));
+            pairs.extend(targets.into_iter().map(|(_, s)| (u, s)));
         }
-        self.rel.reset(self.sends.len() * self.chunks);
+        pairs
     }
 
-    fn finish(&mut self) {
-        self.sends.clear();
-        self.rel.reset(0);
+    fn from_queue(queue: SendQueue) -> Self {
+        HostExchange(queue)
     }
 
-    fn has_work(&self) -> bool {
-        self.rel.has_work()
+    fn queue(&self) -> &SendQueue {
+        &self.0
     }
 
-    fn next(
-        &mut self,
-        now: Nanos,
-        plan: &ExchangePlan,
-        header: &Repr,
-        rows: &EncodedRows,
-        stats: &mut EngineStats,
-    ) -> Option<Vec<u8>> {
-        let (seq, again) = self.rel.next_seq()?;
-        let ((u, v), c) = (
-            self.sends[seq as usize / self.chunks],
-            seq as usize % self.chunks,
-        );
-        let (bytes, payload) = feature_packet(header, PacketType::Raw, plan, rows, u, v, c, seq)
-            .expect("the worker encodes every row it sends");
-        count_payload(stats, payload, again);
-        self.rel.sent(now, seq, again);
-        Some(bytes)
-    }
-
-    fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool {
-        let s = seq as usize;
-        if s >= self.rel.len() || self.sends[s / self.chunks].0 != src {
-            return false;
-        }
-        self.rel.on_ack(now, s)
-    }
-
-    fn on_timeout(&mut self, now: Nanos, rto: Nanos) -> bool {
-        self.rel.on_timeout(now, rto)
-    }
-
-    fn deadline(&self, rto: Nanos) -> Option<Nanos> {
-        self.rel.deadline(rto)
-    }
-
-    fn srtt(&self) -> Option<Nanos> {
-        self.rel.srtt()
+    fn queue_mut(&mut self) -> &mut SendQueue {
+        &mut self.0
     }
 }
 
