@@ -3,16 +3,18 @@
 //! The engine takes the exchange plan, the worker's features and the driver's clock. It joins
 //! the exchange, then runs the blocks one after another:
 //! - **send**: the worker's rows of the block in the planned order, paced by a congestion
-//!   [`Controller`]; what is sent and how depends on the [`SendStrategy`] — feature chunks to
-//!   the switch's aggregators with per-chunk acknowledgements and retransmission
-//!   ([`InNetwork`]), or each boundary vertex once to every remote worker that needs it
-//!   ([`HostExchange`], BNS-GCN with p = 1);
+//!   [`Controller`]; what is sent depends on the [`SendStrategy`] — feature chunks to the
+//!   switch's aggregators, acknowledged by the switch ([`InNetwork`]), or each boundary vertex
+//!   once to every remote worker that needs it, acknowledged by that worker ([`HostExchange`],
+//!   BNS-GCN with p = 1); both share one [`Reliable`] layer (a send window, a timeout from the
+//!   measured round trip with backoff, RACK-style loss detection);
 //! - **receive**: per destination vertex and chunk, either the switch's sum (complete when its
 //!   count plus the contributions that arrived raw equals the expected count) or every
 //!   contribution raw (a per-source bitmap keeps each counted once); raw features that reach
 //!   the worker are cached and reused;
-//! - **recover**: when no contribution has arrived for the result timeout, fetch every missing
-//!   raw contribution from its owner (the replies carry the resend flag, which releases the
+//! - **recover**: when no contribution has arrived for the result timeout (at least four
+//!   round trips) after the worker's own rows are out, fetch the missing raw contributions from
+//!   their owners — a bounded number per round, each asked again only after twice that wait (the replies carry the resend flag, which releases the
 //!   switch's aggregator); a switch that reports an overflow triggers the same fetch at once;
 //! - **barrier**: report the block done, and start the next block on the switch's go (or on
 //!   any packet of the next block, which proves the go was sent).
