@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use switchgnn_transport::collective::{RunningService, ServiceConfig};
 use switchgnn_transport::server::{ServerConfig, SwitchServer};
 
 use crate::job_args::{load, write_json, JobArgs};
@@ -52,6 +53,12 @@ pub fn run(args: Args) -> Result<()> {
     let mut server = SwitchServer::bind(cfg, loaded.session.clone())
         .with_context(|| format!("cannot listen on {}", job.switch))?;
     let addr = server.local_addr()?;
+    // Training jobs all-reduce through a service beside the switch: TCP on the same address.
+    let collective = RunningService::start(
+        addr,
+        ServiceConfig::of(job.job, job.world, &job.timeouts),
+    )
+    .with_context(|| format!("cannot listen on TCP {addr} for the collective service"))?;
     if let Some(path) = &args.ready_file {
         write_json(path, &addr.to_string())?;
     }
@@ -81,11 +88,19 @@ pub fn run(args: Args) -> Result<()> {
     }
     let result = server.run(&stop, Some(&status));
     eprintln!("{}", server.status_line());
+    let collective = collective.finish(std::time::Duration::from_secs(2));
     let report = server.report();
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
     let outcome = result?;
+    let collective = collective.context("the collective service failed")?;
+    if collective.rounds > 0 {
+        eprintln!(
+            "switch: {} all-reduce rounds, {} values reduced",
+            collective.rounds, collective.values_in
+        );
+    }
     let k = &outcome.counters;
     eprintln!(
         "switch: done in {:.2} s: {} exchanges, {} packets in ({} B), {} out ({} B), {} lane \

@@ -86,6 +86,12 @@ impl Timeouts {
         Duration::from_millis(self.peer_ms)
     }
 
+    /// How long a worker may go without an all-reduce: one training epoch of computation, so
+    /// far longer than a peer timeout (a dead worker closes its connection at once anyway).
+    pub fn collective_idle(&self) -> Duration {
+        (120 * self.peer()).max(Duration::from_secs(600))
+    }
+
     /// The engine's protocol timers.
     pub fn protocol(&self) -> Timers {
         Timers {

@@ -8,10 +8,13 @@
 //! - [`session`]: the per-layer exchange plans both sides derive, their checksum, the schedule;
 //! - [`server`]: the software switch process;
 //! - [`client`]: a worker's connection and real-time driver;
+//! - [`collective`]: the all-reduce of a training job (a parameter server in the switch
+//!   process, over TCP);
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
 
 pub mod client;
+pub mod collective;
 pub mod control;
 pub mod job;
 pub mod runner;

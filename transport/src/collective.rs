@@ -1,0 +1,728 @@
+//! The all-reduce a training job needs beside its exchanges: the sum of every worker's weight
+//! gradients each step, and the maximum magnitude each exchange's fixed-point scale is agreed
+//! on. For now it is a parameter server in the switch process, over TCP on the switch's own
+//! address and port number; a later step moves the gradient sum into the switch's aggregators.
+//!
+//! The reduction runs in rank order in `f64` and is rounded to `f32` once, so every worker
+//! receives bit-identical values, whatever the timing — which is what lets every worker apply
+//! the same optimiser step and keep identical weights.
+//!
+//! Frames (little-endian):
+//! - hello, worker → server: `SGAR`, version u16, job u16, rank u16, world u16, agreement u64
+//!   (a fingerprint of everything the workers must share, e.g. the training settings);
+//! - round, worker → server: op u8 (0 sum, 1 max), round u32, count u32, count × f32;
+//! - reply, server → worker: status u8 (0 ok, 1 error); ok: count u32 and count × f32 for a
+//!   round, nothing for a hello; error: length u32 and a UTF-8 reason.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+const MAGIC: [u8; 4] = *b"SGAR";
+const VERSION: u16 = 1;
+/// Largest vector one round may carry (256 Mi values, 1 GiB).
+const MAX_COUNT: u32 = 1 << 28;
+/// How often blocked reads look at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Error)]
+pub enum CollectiveError {
+    #[error("collective service at {addr}: {source}")]
+    Io { addr: SocketAddr, source: io::Error },
+    #[error("no collective service answered at {addr} within {waited:.1?}: {last}")]
+    NoService {
+        addr: SocketAddr,
+        waited: Duration,
+        last: io::Error,
+    },
+    #[error("the collective service refused worker {rank}: {reason}")]
+    Refused { rank: u16, reason: String },
+    #[error("the collective service failed: {0}")]
+    Failed(String),
+    #[error("collective: {0}")]
+    Protocol(String),
+    #[error("the collective service was stopped with {connected} workers connected")]
+    Stopped { connected: usize },
+}
+
+/// How the values of a round combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+}
+
+impl ReduceOp {
+    fn code(self) -> u8 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Max => 1,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<ReduceOp> {
+        match c {
+            0 => Some(ReduceOp::Sum),
+            1 => Some(ReduceOp::Max),
+            _ => None,
+        }
+    }
+}
+
+/// What the service did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectiveReport {
+    pub rounds: u64,
+    /// Values received from all workers together.
+    pub values_in: u64,
+}
+
+/// The service's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceConfig {
+    pub job: u16,
+    pub world: u16,
+    /// Every worker must have connected by then.
+    pub join: Duration,
+    /// A worker that sends nothing this long is given up (a dead process closes its connection
+    /// at once; this catches a hung one).
+    pub idle: Duration,
+}
+
+impl ServiceConfig {
+    pub fn of(job: u16, world: u16, timeouts: &crate::Timeouts) -> ServiceConfig {
+        ServiceConfig {
+            job,
+            world,
+            join: timeouts.join(),
+            idle: timeouts.collective_idle(),
+        }
+    }
+}
+
+/// A service running in its own thread.
+#[derive(Debug)]
+pub struct RunningService {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<CollectiveReport, CollectiveError>>,
+}
+
+impl RunningService {
+    /// Bind at `addr` (the switch's address: TCP beside its UDP port) and start.
+    pub fn start(addr: SocketAddr, cfg: ServiceConfig) -> io::Result<RunningService> {
+        let service = CollectiveService::bind(addr, cfg)?;
+        let addr = service.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = service.spawn(stop.clone());
+        Ok(RunningService { addr, stop, handle })
+    }
+
+    /// Once the switch is done: give the workers a moment to leave, then stop the service.
+    pub fn finish(self, grace: Duration) -> Result<CollectiveReport, CollectiveError> {
+        let until = Instant::now() + grace;
+        while !self.handle.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err(CollectiveError::Failed("the service thread panicked".into())))
+    }
+}
+
+/// The parameter server: accepts `world` workers, then reduces rounds until they all leave.
+#[derive(Debug)]
+pub struct CollectiveService {
+    cfg: ServiceConfig,
+    listener: TcpListener,
+}
+
+impl CollectiveService {
+    pub fn bind(addr: SocketAddr, cfg: ServiceConfig) -> io::Result<CollectiveService> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(CollectiveService { cfg, listener })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Run in a thread of its own until every worker has left, an error, or `stop`.
+    pub fn spawn(
+        self,
+        stop: Arc<AtomicBool>,
+    ) -> std::thread::JoinHandle<Result<CollectiveReport, CollectiveError>> {
+        std::thread::Builder::new()
+            .name("collective".into())
+            .spawn(move || self.run(&stop))
+            .expect("spawn the collective thread")
+    }
+
+    /// Stopped before any worker connected, it returns an empty report.
+    pub fn run(self, stop: &AtomicBool) -> Result<CollectiveReport, CollectiveError> {
+        let addr = self.listener.local_addr().map_err(|source| io_err(addr0(), source))?;
+        let mut peers = match self.accept_all(stop, addr) {
+            Ok(p) => p,
+            Err(CollectiveError::Stopped { connected: 0 }) => return Ok(CollectiveReport::default()),
+            Err(e) => return Err(e),
+        };
+        let outcome = self.serve(&mut peers, stop);
+        if let Err(e) = &outcome {
+            // Tell everyone still connected why the job ends.
+            for p in peers.iter_mut().flatten() {
+                let _ = send_error(p, &e.to_string());
+                let _ = p.shutdown(Shutdown::Both);
+            }
+        }
+        outcome
+    }
+
+    fn accept_all(
+        &self,
+        stop: &AtomicBool,
+        addr: SocketAddr,
+    ) -> Result<Vec<Option<TcpStream>>, CollectiveError> {
+        let world = usize::from(self.cfg.world);
+        let mut peers: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
+        let mut agreement: Option<u64> = None;
+        // The join timeout runs from the first worker's arrival: a switch serving a job that
+        // never trains waits, harmlessly, until it is stopped.
+        let mut deadline: Option<Instant> = None;
+        while peers.iter().any(Option::is_none) {
+            if stop.load(Ordering::Relaxed) {
+                return Err(CollectiveError::Stopped {
+                    connected: peers.iter().flatten().count(),
+                });
+            }
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                let missing: Vec<usize> = (0..world).filter(|&r| peers[r].is_none()).collect();
+                return Err(CollectiveError::Failed(format!(
+                    "workers {missing:?} did not connect within {:?}",
+                    self.cfg.join
+                )));
+            }
+            let mut stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                Err(e) => return Err(io_err(addr, e)),
+            };
+            stream
+                .set_nonblocking(false)
+                .and_then(|()| stream.set_nodelay(true))
+                .map_err(|e| io_err(addr, e))?;
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.cfg.join);
+            let hello = match read_hello(&mut stream, deadline, stop) {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!("collective: a bad hello: {e}");
+                    continue;
+                }
+            };
+            let refusal = if hello.job != self.cfg.job || hello.world != self.cfg.world {
+                Some(format!(
+                    "job {} of {} workers, but this service runs job {} of {}",
+                    hello.job, hello.world, self.cfg.job, self.cfg.world
+                ))
+            } else if hello.rank >= self.cfg.world {
+                Some(format!("rank {} out of range", hello.rank))
+            } else if peers[usize::from(hello.rank)].is_some() {
+                Some(format!("rank {} is already connected", hello.rank))
+            } else if agreement.is_some_and(|a| a != hello.agreement) {
+                Some(format!(
+                    "worker {} runs other settings than the workers before it (agreement \
+                     {:#018x}, expected {:#018x}); start every worker with the same options",
+                    hello.rank,
+                    hello.agreement,
+                    agreement.unwrap_or_default()
+                ))
+            } else {
+                None
+            };
+            match refusal {
+                Some(reason) => {
+                    let _ = send_error(&mut stream, &reason);
+                    tracing::warn!("collective: refused a worker: {reason}");
+                }
+                None => {
+                    stream.write_all(&[0]).map_err(|e| io_err(addr, e))?;
+                    agreement = Some(hello.agreement);
+                    peers[usize::from(hello.rank)] = Some(stream);
+                }
+            }
+        }
+        Ok(peers)
+    }
+
+    fn serve(
+        &self,
+        peers: &mut [Option<TcpStream>],
+        stop: &AtomicBool,
+    ) -> Result<CollectiveReport, CollectiveError> {
+        let mut report = CollectiveReport::default();
+        let mut acc: Vec<f64> = Vec::new();
+        let mut values: Vec<f32> = Vec::new();
+        loop {
+            let mut first: Option<(ReduceOp, u32, u32)> = None;
+            let mut left = 0;
+            for (rank, peer) in peers.iter_mut().enumerate() {
+                let stream = peer.as_mut().expect("all connected");
+                let deadline = Instant::now() + self.cfg.idle;
+                let mut head = [0u8; 9];
+                match read_full(stream, &mut head, deadline, stop) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && rank == left => {
+                        // Leaving is fine when everyone leaves at the same point.
+                        left += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(CollectiveError::Failed(format!(
+                            "worker {rank} in round {}: {}",
+                            report.rounds,
+                            describe(&e)
+                        )))
+                    }
+                }
+                if left > 0 {
+                    return Err(CollectiveError::Failed(format!(
+                        "workers 0..{left} left while worker {rank} started round {}",
+                        report.rounds
+                    )));
+                }
+                let op = ReduceOp::from_code(head[0]).ok_or_else(|| {
+                    CollectiveError::Protocol(format!("worker {rank}: unknown op {}", head[0]))
+                })?;
+                let round = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes"));
+                let count = u32::from_le_bytes(head[5..9].try_into().expect("4 bytes"));
+                if count > MAX_COUNT {
+                    return Err(CollectiveError::Protocol(format!(
+                        "worker {rank}: {count} values in one round"
+                    )));
+                }
+                match first {
+                    None => {
+                        first = Some((op, round, count));
+                        acc.clear();
+                        acc.resize(count as usize, 0.0);
+                        if op == ReduceOp::Max {
+                            acc.fill(f64::NEG_INFINITY);
+                        }
+                    }
+                    Some(f) if f != (op, round, count) => {
+                        return Err(CollectiveError::Failed(format!(
+                            "workers disagree: worker 0 sent {:?} round {} of {} values, worker \
+                             {rank} {op:?} round {round} of {count}",
+                            f.0, f.1, f.2
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                values.resize(count as usize, 0.0);
+                read_f32s(stream, &mut values, deadline, stop).map_err(|e| {
+                    CollectiveError::Failed(format!("worker {rank}: {}", describe(&e)))
+                })?;
+                for (a, &v) in acc.iter_mut().zip(&values) {
+                    match op {
+                        ReduceOp::Sum => *a += f64::from(v),
+                        ReduceOp::Max => *a = a.max(f64::from(v)),
+                    }
+                }
+                report.values_in += u64::from(count);
+            }
+            if left == peers.len() {
+                return Ok(report);
+            }
+            let mut reply = Vec::with_capacity(5 + 4 * acc.len());
+            reply.push(0u8);
+            reply.extend_from_slice(&(acc.len() as u32).to_le_bytes());
+            for &a in &acc {
+                reply.extend_from_slice(&(a as f32).to_le_bytes());
+            }
+            for (rank, peer) in peers.iter_mut().enumerate() {
+                let stream = peer.as_mut().expect("all connected");
+                stream.write_all(&reply).map_err(|e| {
+                    CollectiveError::Failed(format!("worker {rank}: {}", describe(&e)))
+                })?;
+            }
+            report.rounds += 1;
+        }
+    }
+}
+
+struct Hello {
+    job: u16,
+    rank: u16,
+    world: u16,
+    agreement: u64,
+}
+
+fn read_hello(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> io::Result<Hello> {
+    let mut b = [0u8; 20];
+    read_full(stream, &mut b, deadline, stop)?;
+    if b[..4] != MAGIC {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a collective hello"));
+    }
+    let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+    if u16_at(4) != VERSION {
+        let _ = send_error(
+            stream,
+            &format!("collective version {} (this service speaks {VERSION})", u16_at(4)),
+        );
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "version mismatch"));
+    }
+    Ok(Hello {
+        job: u16_at(6),
+        rank: u16_at(8),
+        world: u16_at(10),
+        agreement: u64::from_le_bytes(b[12..20].try_into().expect("8 bytes")),
+    })
+}
+
+fn send_error(stream: &mut TcpStream, reason: &str) -> io::Result<()> {
+    let mut m = vec![1u8];
+    m.extend_from_slice(&(reason.len() as u32).to_le_bytes());
+    m.extend_from_slice(reason.as_bytes());
+    stream.write_all(&m)
+}
+
+/// Fill `buf`, waiting at most until `deadline` and giving up early on `stop`. Unlike
+/// `read_exact` under a read timeout, no byte is lost to a timeout.
+fn read_full(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped"));
+        }
+        stream.set_read_timeout(Some((deadline - now).min(POLL)))?;
+        match stream.read(&mut buf[at..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn read_f32s(
+    stream: &mut TcpStream,
+    out: &mut [f32],
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut bytes = vec![0u8; 4 * out.len()];
+    read_full(stream, &mut bytes, deadline, stop)?;
+    for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *o = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+    }
+    Ok(())
+}
+
+fn describe(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => "the connection closed".into(),
+        io::ErrorKind::TimedOut => "sent nothing in time".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn io_err(addr: SocketAddr, source: io::Error) -> CollectiveError {
+    CollectiveError::Io { addr, source }
+}
+
+fn addr0() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 0))
+}
+
+/// A worker's connection to the service.
+#[derive(Debug)]
+pub struct CollectiveClient {
+    addr: SocketAddr,
+    stream: TcpStream,
+    rank: u16,
+    round: u32,
+    idle: Duration,
+    never: AtomicBool,
+    /// Bytes written and read, for the traffic figures.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+impl CollectiveClient {
+    /// Connect (retrying until `join` has passed: the service may still be starting) and
+    /// introduce this worker.
+    pub fn connect(
+        addr: SocketAddr,
+        job: u16,
+        rank: u16,
+        world: u16,
+        agreement: u64,
+        join: Duration,
+        idle: Duration,
+    ) -> Result<CollectiveClient, CollectiveError> {
+        let started = Instant::now();
+        let mut stream = loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(s) => break s,
+                Err(last) if started.elapsed() >= join => {
+                    return Err(CollectiveError::NoService {
+                        addr,
+                        waited: started.elapsed(),
+                        last,
+                    })
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        stream.set_nodelay(true).map_err(|e| io_err(addr, e))?;
+        let mut hello = Vec::with_capacity(20);
+        hello.extend_from_slice(&MAGIC);
+        for w in [VERSION, job, rank, world] {
+            hello.extend_from_slice(&w.to_le_bytes());
+        }
+        hello.extend_from_slice(&agreement.to_le_bytes());
+        stream.write_all(&hello).map_err(|e| io_err(addr, e))?;
+        let mut client = CollectiveClient {
+            addr,
+            stream,
+            rank,
+            round: 0,
+            idle,
+            never: AtomicBool::new(false),
+            bytes_sent: 20,
+            bytes_received: 0,
+        };
+        // The hello is answered once every worker has connected; that may take a while.
+        client.read_status(started + join.max(idle))?;
+        Ok(client)
+    }
+
+    pub fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    /// Replace `values` by their element-wise reduction over every worker.
+    pub fn all_reduce(&mut self, op: ReduceOp, values: &mut [f32]) -> Result<(), CollectiveError> {
+        let mut m = Vec::with_capacity(9 + 4 * values.len());
+        m.push(op.code());
+        m.extend_from_slice(&self.round.to_le_bytes());
+        m.extend_from_slice(&(values.len() as u32).to_le_bytes());
+        for v in values.iter() {
+            m.extend_from_slice(&v.to_le_bytes());
+        }
+        self.stream
+            .write_all(&m)
+            .map_err(|e| self.failed("sending", &e))?;
+        self.bytes_sent += m.len() as u64;
+        let deadline = Instant::now() + self.idle;
+        self.read_status(deadline)?;
+        let mut count = [0u8; 4];
+        read_full(&mut self.stream, &mut count, deadline, &self.never)
+            .map_err(|e| self.failed("receiving", &e))?;
+        let count = u32::from_le_bytes(count) as usize;
+        if count != values.len() {
+            return Err(CollectiveError::Protocol(format!(
+                "round {} came back with {count} values, {} sent",
+                self.round,
+                values.len()
+            )));
+        }
+        read_f32s(&mut self.stream, values, deadline, &self.never)
+            .map_err(|e| self.failed("receiving", &e))?;
+        self.bytes_received += 5 + 4 * count as u64;
+        self.round += 1;
+        Ok(())
+    }
+
+    /// The maximum of `x` over every worker.
+    pub fn max(&mut self, x: f32) -> Result<f32, CollectiveError> {
+        let mut v = [x];
+        self.all_reduce(ReduceOp::Max, &mut v)?;
+        Ok(v[0])
+    }
+
+    fn read_status(&mut self, deadline: Instant) -> Result<(), CollectiveError> {
+        let mut status = [0u8; 1];
+        read_full(&mut self.stream, &mut status, deadline, &self.never)
+            .map_err(|e| self.failed("waiting for the service", &e))?;
+        self.bytes_received += 1;
+        match status[0] {
+            0 => Ok(()),
+            1 => {
+                let mut len = [0u8; 4];
+                read_full(&mut self.stream, &mut len, deadline, &self.never)
+                    .map_err(|e| self.failed("reading an error", &e))?;
+                let len = (u32::from_le_bytes(len) as usize).min(1 << 16);
+                let mut text = vec![0u8; len];
+                read_full(&mut self.stream, &mut text, deadline, &self.never)
+                    .map_err(|e| self.failed("reading an error", &e))?;
+                let reason = String::from_utf8_lossy(&text).into_owned();
+                Err(if self.round == 0 && self.bytes_sent == 20 {
+                    CollectiveError::Refused {
+                        rank: self.rank,
+                        reason,
+                    }
+                } else {
+                    CollectiveError::Failed(reason)
+                })
+            }
+            other => Err(CollectiveError::Protocol(format!("unknown status {other}"))),
+        }
+    }
+
+    fn failed(&self, during: &str, e: &io::Error) -> CollectiveError {
+        CollectiveError::Failed(format!(
+            "worker {} {during} in round {} at {}: {}",
+            self.rank,
+            self.round,
+            self.addr,
+            describe(e)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(world: u16) -> (SocketAddr, std::thread::JoinHandle<Result<CollectiveReport, CollectiveError>>) {
+        let cfg = ServiceConfig {
+            job: 3,
+            world,
+            join: Duration::from_secs(10),
+            idle: Duration::from_secs(10),
+        };
+        let s = CollectiveService::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = s.local_addr().unwrap();
+        (addr, s.spawn(Arc::new(AtomicBool::new(false))))
+    }
+
+    fn connect(addr: SocketAddr, rank: u16, world: u16, agreement: u64) -> Result<CollectiveClient, CollectiveError> {
+        CollectiveClient::connect(
+            addr,
+            3,
+            rank,
+            world,
+            agreement,
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+        )
+    }
+
+    /// Sums and maxima come back identical to every worker, in any arrival order.
+    #[test]
+    fn sums_and_maxima_reach_every_worker() {
+        let world = 3u16;
+        let (addr, server) = service(world);
+        let workers: Vec<_> = (0..world)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    // Join in reverse order to show that rank, not arrival, orders the sum.
+                    std::thread::sleep(Duration::from_millis(20 * u64::from(world - rank)));
+                    let mut c = connect(addr, rank, world, 7).unwrap();
+                    let r = f32::from(rank);
+                    let mut v = vec![r, 0.1 * r, -r, 1e-8];
+                    c.all_reduce(ReduceOp::Sum, &mut v).unwrap();
+                    let m = c.max(r * 2.0 - 3.0).unwrap();
+                    (v, m)
+                })
+            })
+            .collect();
+        let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        for (v, m) in &results {
+            assert_eq!(v, &results[0].0, "every worker holds the same bits");
+            assert_eq!(v[0], 3.0);
+            assert_eq!(v[2], -3.0);
+            // Summed in f64, rounded once.
+            let tenth = |r: f32| f64::from(0.1 * r);
+            assert_eq!(v[1], (tenth(1.0) + tenth(2.0)) as f32);
+            assert_eq!(v[3], (3.0 * f64::from(1e-8f32)) as f32);
+            assert_eq!(*m, 1.0);
+        }
+        let report = server.join().unwrap().unwrap();
+        assert_eq!(report.rounds, 2);
+        assert_eq!(report.values_in, 3 * 5);
+    }
+
+    #[test]
+    fn workers_with_other_settings_are_refused() {
+        let (addr, server) = service(2);
+        let a = std::thread::spawn(move || connect(addr, 0, 2, 1));
+        std::thread::sleep(Duration::from_millis(50));
+        match connect(addr, 1, 2, 2) {
+            Err(CollectiveError::Refused { reason, .. }) => {
+                assert!(reason.contains("other settings"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // A second worker 0 is refused too; then the right worker 1 completes the job.
+        match connect(addr, 0, 2, 1) {
+            Err(CollectiveError::Refused { reason, .. }) => {
+                assert!(reason.contains("already connected"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let b = connect(addr, 1, 2, 1).unwrap();
+        let a = a.join().unwrap().unwrap();
+        drop((a, b));
+        assert_eq!(server.join().unwrap().unwrap().rounds, 0);
+    }
+
+    /// A worker that dies mid-job ends the round for everyone with its name.
+    #[test]
+    fn a_lost_worker_fails_the_others() {
+        let (addr, server) = service(2);
+        let a = std::thread::spawn(move || {
+            let mut c = connect(addr, 0, 2, 0).unwrap();
+            let mut v = [1.0f32; 4];
+            c.all_reduce(ReduceOp::Sum, &mut v)
+        });
+        let b = connect(addr, 1, 2, 0).unwrap();
+        drop(b);
+        let err = a.join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("worker 1"), "{err}");
+        let err = server.join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("worker 1"), "{err}");
+    }
+
+    #[test]
+    fn disagreeing_rounds_are_an_error() {
+        let (addr, server) = service(2);
+        let a = std::thread::spawn(move || {
+            let mut c = connect(addr, 0, 2, 0).unwrap();
+            c.all_reduce(ReduceOp::Sum, &mut [1.0f32; 4])
+        });
+        let mut b = connect(addr, 1, 2, 0).unwrap();
+        let err = b.all_reduce(ReduceOp::Sum, &mut [1.0f32; 3]).unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
+        assert!(a.join().unwrap().is_err());
+        assert!(server.join().unwrap().is_err());
+    }
+}
