@@ -21,6 +21,9 @@ pub enum TrainError {
     /// Writing a log or plot failed.
     #[error(transparent)]
     Output(#[from] switchgnn_datasets::Error),
+    /// Communication with the other workers failed (a lost peer, the switch gone).
+    #[error("{0}")]
+    Comm(String),
     /// The plot could not be drawn.
     #[error("plot: {0}")]
     Plot(String),

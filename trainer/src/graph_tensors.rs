@@ -30,46 +30,58 @@ impl Propagation {
     /// GCN's symmetric normalisation with self-loops: `D̂^-1/2 (A + I) D̂^-1/2`, where `D̂` counts
     /// the self-loop. A self-loop the graph already has is not added twice.
     pub fn gcn(graph: &Graph) -> Propagation {
-        let n = graph.num_vertices();
-        let (offsets, columns) = with_self_loops(graph);
-        let scale: Vec<f32> = (0..n)
-            .map(|v| 1.0 / ((offsets[v + 1] - offsets[v]) as f32).sqrt())
-            .collect();
-        let values = csr_values(&offsets, &columns, |row, col| scale[row] * scale[col]);
-        Propagation {
-            forward: csr_tensor(&offsets, &columns, values, n),
-            transpose: None,
-            left: scale.clone(),
-            right: scale,
-            rows: n,
-            entries: columns.len(),
-        }
+        Propagation::gcn_rows(graph, &Rows::all(graph.num_vertices()))
     }
 
     /// The neighbour mean of GraphSAGE: `D^-1 A` without self-loops (an isolated vertex's mean is
     /// zero). Its transpose `A D^-1` has the same structure, since the graph is symmetric.
     pub fn mean(graph: &Graph) -> Propagation {
-        let n = graph.num_vertices();
-        let offsets: Vec<u64> = graph.offsets().to_vec();
-        let columns = graph.neighbor_ids();
-        let inv_degree: Vec<f32> = (0..n)
-            .map(|v| {
-                let d = offsets[v + 1] - offsets[v];
-                if d == 0 {
-                    0.0
-                } else {
-                    1.0 / d as f32
-                }
+        Propagation::mean_rows(graph, &Rows::all(graph.num_vertices()))
+    }
+
+    /// The block of GCN's `P` between the vertices of `rows` (a worker's own vertices): the
+    /// scales come from the whole graph's degrees, the entries only from edges inside `rows`.
+    pub fn gcn_rows(graph: &Graph, rows: &Rows) -> Propagation {
+        let degree = |v: u32| {
+            let row = graph.neighbors(v);
+            row.len() + usize::from(row.binary_search(&v).is_err())
+        };
+        let scale: Vec<f32> = rows
+            .ids
+            .iter()
+            .map(|&v| 1.0 / (degree(v) as f32).sqrt())
+            .collect();
+        let (offsets, columns) = local_structure(graph, rows, true);
+        let values = csr_values(&offsets, &columns, |row, col| scale[row] * scale[col]);
+        Propagation {
+            forward: csr_tensor(&offsets, &columns, values, rows.len()),
+            transpose: None,
+            left: scale.clone(),
+            right: scale,
+            rows: rows.len(),
+            entries: columns.len(),
+        }
+    }
+
+    /// The block of GraphSAGE's mean between the vertices of `rows`; see [`Propagation::gcn_rows`].
+    pub fn mean_rows(graph: &Graph, rows: &Rows) -> Propagation {
+        let inv_degree: Vec<f32> = rows
+            .ids
+            .iter()
+            .map(|&v| match graph.degree(v) {
+                0 => 0.0,
+                d => 1.0 / d as f32,
             })
             .collect();
-        let forward = csr_values(&offsets, columns, |row, _| inv_degree[row]);
-        let transpose = csr_values(&offsets, columns, |_, col| inv_degree[col]);
+        let (offsets, columns) = local_structure(graph, rows, false);
+        let forward = csr_values(&offsets, &columns, |row, _| inv_degree[row]);
+        let transpose = csr_values(&offsets, &columns, |_, col| inv_degree[col]);
         Propagation {
-            forward: csr_tensor(&offsets, columns, forward, n),
-            transpose: Some(csr_tensor(&offsets, columns, transpose, n)),
+            forward: csr_tensor(&offsets, &columns, forward, rows.len()),
+            transpose: Some(csr_tensor(&offsets, &columns, transpose, rows.len())),
             left: inv_degree,
-            right: vec![1.0; n],
-            rows: n,
+            right: vec![1.0; rows.len()],
+            rows: rows.len(),
             entries: columns.len(),
         }
     }
@@ -99,19 +111,71 @@ impl Propagation {
     }
 }
 
-/// The graph's CSR with `(v, v)` merged into every row, rows kept sorted.
-fn with_self_loops(graph: &Graph) -> (Vec<u64>, Vec<u32>) {
-    let n = graph.num_vertices();
-    let mut offsets = Vec::with_capacity(n + 1);
-    let mut columns = Vec::with_capacity(graph.neighbor_ids().len() + n);
+/// A set of vertices and their positions: all of a graph's, or one worker's.
+#[derive(Debug, Clone)]
+pub struct Rows {
+    /// Global ids, ascending.
+    pub ids: Vec<u32>,
+    /// Position of every global vertex in `ids`, `u32::MAX` when absent; empty when `ids` is
+    /// every vertex (the position is the id).
+    position: Vec<u32>,
+}
+
+impl Rows {
+    pub fn all(n: usize) -> Rows {
+        Rows {
+            ids: (0..n as u32).collect(),
+            position: Vec::new(),
+        }
+    }
+
+    /// The vertices `ids` (ascending, distinct) of a graph of `n`.
+    pub fn subset(ids: Vec<u32>, n: usize) -> Rows {
+        debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        let mut position = vec![u32::MAX; n];
+        for (i, &v) in ids.iter().enumerate() {
+            position[v as usize] = i as u32;
+        }
+        Rows { ids, position }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Where global vertex `v` sits, if it is one of these rows.
+    pub fn position(&self, v: u32) -> Option<u32> {
+        if self.position.is_empty() {
+            ((v as usize) < self.ids.len()).then_some(v)
+        } else {
+            self.position
+                .get(v as usize)
+                .copied()
+                .filter(|&p| p != u32::MAX)
+        }
+    }
+}
+
+/// The CSR of the graph restricted to `rows` (positions as column ids, rows kept sorted), with
+/// `(v, v)` merged into every row when `self_loops` (a self-loop the graph has is kept once).
+fn local_structure(graph: &Graph, rows: &Rows, self_loops: bool) -> (Vec<u64>, Vec<u32>) {
+    let mut offsets = Vec::with_capacity(rows.len() + 1);
+    let mut columns = Vec::new();
     offsets.push(0u64);
-    for v in 0..n as u32 {
+    for (i, &v) in rows.ids.iter().enumerate() {
         let row = graph.neighbors(v);
         let at = row.partition_point(|&u| u < v);
-        columns.extend_from_slice(&row[..at]);
-        columns.push(v);
-        let rest = if row.get(at) == Some(&v) { at + 1 } else { at };
-        columns.extend_from_slice(&row[rest..]);
+        let has_loop = row.get(at) == Some(&v);
+        let rest = if has_loop { at + 1 } else { at };
+        columns.extend(row[..at].iter().filter_map(|&u| rows.position(u)));
+        if self_loops || has_loop {
+            columns.push(i as u32);
+        }
+        columns.extend(row[rest..].iter().filter_map(|&u| rows.position(u)));
         offsets.push(columns.len() as u64);
     }
     (offsets, columns)
@@ -287,6 +351,21 @@ fn csr(crow: &Tensor, col: &Tensor, values: &Tensor, rows: usize, cols: usize) -
 impl FeatureMatrix {
     /// Tensors of `features`, row-normalised as `norm` says. Returns the normalisation applied.
     pub fn new(features: &Features, norm: FeatureNorm) -> (FeatureMatrix, FeatureNorm) {
+        let (matrix, applied, _) =
+            FeatureMatrix::of_rows(features, norm, &Rows::all(features.rows()));
+        (matrix, applied)
+    }
+
+    /// The rows `rows` of `features` (a worker's vertices), normalised as `norm` says; `Auto`
+    /// is decided over the whole matrix, so every worker decides alike. Also returns where the
+    /// dropout mask's entries of these rows sit in the whole matrix's mask, as `(start, len)`
+    /// runs.
+    #[allow(clippy::type_complexity)]
+    pub fn of_rows(
+        features: &Features,
+        norm: FeatureNorm,
+        rows: &Rows,
+    ) -> (FeatureMatrix, FeatureNorm, Vec<(u64, usize)>) {
         let applied = match norm {
             FeatureNorm::Auto => {
                 let values = match features {
@@ -301,35 +380,44 @@ impl FeatureMatrix {
             }
             n => n,
         };
-        let row_scaled = |sum: f32| if sum == 0.0 { 0.0 } else { 1.0 / sum };
-        let (rows, cols) = (features.rows(), features.cols());
-        let matrix = match features {
-            Features::Dense(d) => {
-                let mut values = d.values().to_vec();
-                if applied == FeatureNorm::Row {
-                    for row in values.chunks_mut(cols) {
-                        let s = row_scaled(row.iter().sum());
-                        row.iter_mut().for_each(|x| *x *= s);
-                    }
-                }
-                FeatureMatrix::Dense(
-                    Tensor::from_slice(&values).reshape([rows as i64, cols as i64]),
-                )
-            }
-            Features::Sparse(s) => {
-                let indptr = s.indptr();
-                let mut values = s.values().to_vec();
-                if applied == FeatureNorm::Row {
-                    for r in 0..rows {
-                        let row = &mut values[indptr[r] as usize..indptr[r + 1] as usize];
-                        let scale = row_scaled(row.iter().sum());
-                        row.iter_mut().for_each(|x| *x *= scale);
-                    }
-                }
-                FeatureMatrix::Sparse(SparseInput::new(indptr, s.indices(), values, rows, cols))
+        let scaled = |row: &mut [f32]| {
+            if applied == FeatureNorm::Row {
+                let sum: f32 = row.iter().sum();
+                let s = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                row.iter_mut().for_each(|x| *x *= s);
             }
         };
-        (matrix, applied)
+        let (n, cols) = (rows.len(), features.cols());
+        let mut runs = Vec::with_capacity(n);
+        let matrix = match features {
+            Features::Dense(d) => {
+                let mut values = Vec::with_capacity(n * cols);
+                for &v in &rows.ids {
+                    let at = values.len();
+                    values.extend_from_slice(d.row(v as usize));
+                    scaled(&mut values[at..]);
+                    runs.push((u64::from(v) * cols as u64, cols));
+                }
+                FeatureMatrix::Dense(Tensor::from_slice(&values).reshape([n as i64, cols as i64]))
+            }
+            Features::Sparse(s) => {
+                let global = s.indptr();
+                let mut indptr = Vec::with_capacity(n + 1);
+                let (mut indices, mut values) = (Vec::new(), Vec::new());
+                indptr.push(0u64);
+                for &v in &rows.ids {
+                    let (c, x) = s.row(v as usize);
+                    indices.extend_from_slice(c);
+                    let at = values.len();
+                    values.extend_from_slice(x);
+                    scaled(&mut values[at..]);
+                    indptr.push(indices.len() as u64);
+                    runs.push((global[v as usize], c.len()));
+                }
+                FeatureMatrix::Sparse(SparseInput::new(&indptr, &indices, values, n, cols))
+            }
+        };
+        (matrix, applied, runs)
     }
 
     pub fn rows(&self) -> usize {
@@ -406,6 +494,12 @@ pub struct Targets {
 
 impl Targets {
     pub fn new(dataset: &Dataset) -> Result<Targets> {
+        Targets::of_rows(dataset, &Rows::all(dataset.num_vertices()))
+    }
+
+    /// The labels of `rows` and the split vertices among them, as positions in `rows`; the
+    /// split sizes stay the whole graph's (losses and accuracies are shares of those).
+    pub fn of_rows(dataset: &Dataset, rows: &Rows) -> Result<Targets> {
         let labels = dataset.labels.as_ref().ok_or(TrainError::NoLabels)?;
         let split = &dataset.split;
         for (name, ids) in [("train", &split.train), ("validation", &split.val)] {
@@ -413,9 +507,19 @@ impl Targets {
                 return Err(TrainError::EmptySplit(name));
             }
         }
-        let ids =
-            |v: &[u32]| Tensor::from_slice(&v.iter().map(|&i| i64::from(i)).collect::<Vec<_>>());
-        let values: Vec<i64> = labels.values().iter().map(|&c| i64::from(c)).collect();
+        let ids = |v: &[u32]| {
+            Tensor::from_slice(
+                &v.iter()
+                    .filter_map(|&i| rows.position(i))
+                    .map(i64::from)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let values: Vec<i64> = rows
+            .ids
+            .iter()
+            .map(|&v| i64::from(labels.values()[v as usize]))
+            .collect();
         Ok(Targets {
             labels: Tensor::from_slice(&values),
             num_classes: labels.num_classes() as usize,

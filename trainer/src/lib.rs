@@ -13,6 +13,7 @@
 //! - [`dropout`]: seeded dropout masks and initialisation, independent of libtorch's global
 //!   generator.
 
+pub mod distributed;
 pub mod dropout;
 mod error;
 pub mod graph_tensors;
@@ -25,7 +26,10 @@ pub use error::{Result, TrainError};
 pub use graph_tensors::{FeatureMatrix, FeatureNorm, Propagation};
 pub use log::{DatasetSummary, MeanStd, Summary, TrainLog};
 pub use model::{Aggregate, Model, ModelConfig, ModelKind};
-pub use train::{train, EpochRecord, Prepared, RunReport, TrainConfig};
+pub use train::{
+    train, train_on, Backend, Collective, EpochRecord, Local, Prepared, RunReport, TrainConfig,
+    Traffic,
+};
 
 /// libtorch's intra-op thread count.
 pub fn threads() -> i32 {

@@ -118,8 +118,18 @@ pub struct TrainLog {
     pub parameters: usize,
     /// libtorch's intra-op threads.
     pub threads: i32,
+    /// Worker processes (1: the single-process reference).
+    #[serde(default = "one")]
+    pub workers: usize,
+    /// The exchange of a distributed run: switch, host or strawman.
+    #[serde(default)]
+    pub exchange: Option<String>,
     pub summary: Summary,
     pub runs: Vec<RunReport>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One CSV row.
@@ -134,6 +144,9 @@ struct Row {
     test_accuracy: Option<f64>,
     train_seconds: f64,
     eval_seconds: f64,
+    comm_seconds: f64,
+    bytes_sent: u64,
+    bytes_received: u64,
 }
 
 impl TrainLog {
@@ -153,6 +166,9 @@ impl TrainLog {
                         test_accuracy: e.test_accuracy,
                         train_seconds: e.train_seconds,
                         eval_seconds: e.eval_seconds,
+                        comm_seconds: e.comm_seconds,
+                        bytes_sent: e.bytes_sent,
+                        bytes_received: e.bytes_received,
                     })
                     .map_err(std::io::Error::other)?;
                 }

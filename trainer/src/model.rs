@@ -22,19 +22,20 @@ use crate::error::{Result, TrainError};
 use crate::graph_tensors::{FeatureMatrix, Propagation};
 
 /// The neighbourhood step of a layer: `Y = P · Z` forward and `∂Z = Pᵀ · ∂Y` backward.
+/// A distributed implementation may fail (a lost peer), so both return a `Result`.
 pub trait Aggregate {
-    fn forward(&mut self, layer: usize, z: &Tensor) -> Tensor;
-    fn backward(&mut self, layer: usize, grad: &Tensor) -> Tensor;
+    fn forward(&mut self, layer: usize, z: &Tensor) -> Result<Tensor>;
+    fn backward(&mut self, layer: usize, grad: &Tensor) -> Result<Tensor>;
 }
 
 /// The whole graph in one process: a local sparse product.
 impl Aggregate for Propagation {
-    fn forward(&mut self, _layer: usize, z: &Tensor) -> Tensor {
-        self.apply(z)
+    fn forward(&mut self, _layer: usize, z: &Tensor) -> Result<Tensor> {
+        Ok(self.apply(z))
     }
 
-    fn backward(&mut self, _layer: usize, grad: &Tensor) -> Tensor {
-        self.apply_transpose(grad)
+    fn backward(&mut self, _layer: usize, grad: &Tensor) -> Result<Tensor> {
+        Ok(self.apply_transpose(grad))
     }
 }
 
@@ -119,6 +120,22 @@ impl ModelConfig {
                 weights * input * output + output
             })
             .sum()
+    }
+
+    /// Per layer: the width its aggregation carries, the narrower of its input and output (what
+    /// a plan's exchanges must be prepared for).
+    pub fn aggregated_widths(&self, inputs: usize, classes: usize) -> Vec<usize> {
+        (0..self.layers)
+            .map(|l| {
+                let input = if l == 0 { inputs } else { self.hidden };
+                let output = if l + 1 == self.layers {
+                    classes
+                } else {
+                    self.hidden
+                };
+                input.min(output)
+            })
+            .collect()
     }
 
     pub fn check(&self) -> Result<()> {
@@ -262,7 +279,7 @@ impl Model {
         x: &FeatureMatrix,
         agg: &mut dyn Aggregate,
         dropout: Option<&mut Dropout>,
-    ) -> (Tensor, Option<Tape>) {
+    ) -> Result<(Tensor, Option<Tape>)> {
         match dropout {
             Some(d) => {
                 let mut tape = Tape {
@@ -270,10 +287,10 @@ impl Model {
                     received: Vec::with_capacity(self.layers.len()),
                     input_mask: None,
                 };
-                let logits = self.run(x, agg, Some(d), Some(&mut tape));
-                (logits, Some(tape))
+                let logits = self.run(x, agg, Some(d), Some(&mut tape))?;
+                Ok((logits, Some(tape)))
             }
-            None => (tch::no_grad(|| self.run(x, agg, None, None)), None),
+            None => Ok((tch::no_grad(|| self.run(x, agg, None, None))?, None)),
         }
     }
 
@@ -283,17 +300,16 @@ impl Model {
         agg: &mut dyn Aggregate,
         mut dropout: Option<&mut Dropout>,
         mut tape: Option<&mut Tape>,
-    ) -> Tensor {
+    ) -> Result<Tensor> {
         let training = tape.is_some();
         let mut h: Option<Tensor> = None;
         for (l, layer) in self.layers.iter().enumerate() {
-            let mask_len = match &h {
-                None => x.mask_len(),
-                Some(t) => t.numel(),
-            };
-            let mask = dropout.as_deref_mut().and_then(|d| d.mask(mask_len));
+            let mask = dropout.as_deref_mut().and_then(|d| match &h {
+                None => d.mask_input(x.mask_len()),
+                Some(t) => d.mask_matrix(t.size()[0] as usize, t.size()[1] as usize),
+            });
             let sent = self.pre(layer, h.as_ref(), x, mask.as_ref());
-            let summed = agg.forward(l, &sent.agg.detach());
+            let summed = agg.forward(l, &sent.agg.detach())?;
             let received = Crossing {
                 agg: summed.set_requires_grad(training),
                 skip: sent
@@ -310,7 +326,7 @@ impl Model {
                 }
             }
         }
-        h.expect("at least one layer")
+        Ok(h.expect("at least one layer"))
     }
 
     /// Dropout, then the projections that come before the aggregation.
@@ -368,7 +384,13 @@ impl Model {
 
     /// Gradients of `loss` (a function of the logits of the pass that made `tape` from the input
     /// `x`) into every parameter's `.grad()`, accumulated as autograd does.
-    pub fn backward(&self, loss: &Tensor, tape: Tape, x: &FeatureMatrix, agg: &mut dyn Aggregate) {
+    pub fn backward(
+        &self,
+        loss: &Tensor,
+        tape: Tape,
+        x: &FeatureMatrix,
+        agg: &mut dyn Aggregate,
+    ) -> Result<()> {
         loss.backward();
         for (l, layer) in self.layers.iter().enumerate().rev() {
             let (sent, received) = (&tape.sent[l], &tape.received[l]);
@@ -387,7 +409,7 @@ impl Model {
             let g_skip = received.skip.as_ref().map(Tensor::grad);
             if l > 0 {
                 if g_agg.defined() {
-                    push(&sent.agg, agg.backward(l, &g_agg));
+                    push(&sent.agg, agg.backward(l, &g_agg)?);
                 }
                 if let (Some(produced), Some(g)) = (&sent.skip, g_skip) {
                     push(produced, g);
@@ -397,7 +419,7 @@ impl Model {
                 // `(X ⊙ mask)ᵀ · G`, with X's transpose prepared once.
                 let mask = tape.input_mask.as_ref();
                 if layer.project_first && g_agg.defined() {
-                    let g = agg.backward(l, &g_agg);
+                    let g = agg.backward(l, &g_agg)?;
                     push(&layer.weight, x.transpose_matmul(&g, mask));
                 }
                 if let (Some(w), Some(g)) = (&layer.self_weight, g_skip) {
@@ -410,6 +432,7 @@ impl Model {
                 s.backward();
             }
         }
+        Ok(())
     }
 
     /// Layer input and output widths, for logs.
@@ -469,6 +492,7 @@ mod tests {
         };
         let model = Model::new(&wide, 128, 8, 0).unwrap();
         assert_eq!(model.aggregated_widths(), vec![128, 300, 8]);
+        assert_eq!(wide.aggregated_widths(128, 8), model.aggregated_widths());
         assert_eq!(model.widths(), vec![(128, 300), (300, 300), (300, 8)]);
         // Kipf & Welling's Cora GCN: 1433·16 + 16 + 16·7 + 7.
         assert_eq!(ModelConfig::default().parameter_count(1433, 7), 23_063);
@@ -534,13 +558,17 @@ mod tests {
                     let (x, _) = FeatureMatrix::new(input, FeatureNorm::None);
                     let mut p = kind.propagation(&data.graph);
                     let model = Model::new(&config, x.cols(), 8, 5).unwrap();
-                    let (logits, tape) = model.forward(&x, &mut p, Some(&mut Dropout::new(0.5, 9)));
-                    model.backward(
-                        &logits.cross_entropy_for_logits(&labels),
-                        tape.unwrap(),
-                        &x,
-                        &mut p,
-                    );
+                    let (logits, tape) = model
+                        .forward(&x, &mut p, Some(&mut Dropout::new(0.5, 9)))
+                        .unwrap();
+                    model
+                        .backward(
+                            &logits.cross_entropy_for_logits(&labels),
+                            tape.unwrap(),
+                            &x,
+                            &mut p,
+                        )
+                        .unwrap();
                     let segmented = grads(&model);
                     model
                         .var_store()

@@ -7,12 +7,12 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use switchgnn_datasets::Dataset;
 use tch::nn::{self, OptimizerConfig};
-use tch::{Kind, Tensor};
+use tch::{Kind, Reduction, Tensor};
 
-use crate::dropout::Dropout;
+use crate::dropout::{Dropout, MaskLayout};
 use crate::error::{Result, TrainError};
 use crate::graph_tensors::{FeatureMatrix, FeatureNorm, Propagation, Targets};
-use crate::model::{Model, ModelConfig, ModelKind, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP};
+use crate::model::{Aggregate, Model, ModelConfig, ModelKind, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -87,6 +87,14 @@ pub struct EpochRecord {
     pub train_seconds: f64,
     /// The evaluation pass.
     pub eval_seconds: f64,
+    /// Of the two: time in exchanges and all-reduces (zero in one process).
+    #[serde(default)]
+    pub comm_seconds: f64,
+    /// Bytes this worker sent and received in the epoch: exchange packets and all-reduces.
+    #[serde(default)]
+    pub bytes_sent: u64,
+    #[serde(default)]
+    pub bytes_received: u64,
 }
 
 impl EpochRecord {
@@ -164,13 +172,60 @@ impl Prepared {
     }
 }
 
+/// All-reduce across the workers of a distributed run.
+pub trait Collective {
+    /// Workers taking part (1: a single process, nothing to reduce).
+    fn workers(&self) -> usize;
+    /// Replace `values` by their element-wise sum over every worker; every worker must end
+    /// with the same bits, so that all apply the same update.
+    fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()>;
+    /// Communication so far (exchanges and all-reduces), for the per-epoch figures.
+    fn traffic(&self) -> Traffic {
+        Traffic::default()
+    }
+}
+
+/// Communication counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Time spent in exchanges and all-reduces.
+    pub seconds: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// What the training loop runs on: the aggregation (local, or local plus the exchange of the
+/// remote part) and the all-reduce.
+pub trait Backend: Aggregate + Collective {}
+
+impl<T: Aggregate + Collective> Backend for T {}
+
+/// The whole graph in one process has nobody to reduce with.
+impl Collective for Propagation {
+    fn workers(&self) -> usize {
+        1
+    }
+
+    fn all_reduce_sum(&mut self, _values: &mut [f32]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The rows a training process holds: all of them (the reference) or a worker's.
+#[derive(Debug)]
+pub struct Local<'a> {
+    pub features: &'a FeatureMatrix,
+    pub targets: &'a Targets,
+    /// Where its dropout mask entries sit among the whole graph's.
+    pub layout: MaskLayout,
+}
+
 /// Train one model from `config.seed`, calling `observe` after every epoch.
 pub fn train(
     data: &mut Prepared,
     config: &TrainConfig,
     observe: &mut dyn FnMut(&EpochRecord),
 ) -> Result<RunReport> {
-    config.check()?;
     if data.kind != config.model.kind {
         return Err(TrainError::Config(format!(
             "data prepared for {} cannot train {}",
@@ -178,70 +233,109 @@ pub fn train(
             config.model.kind.name()
         )));
     }
-    let t = &data.targets;
-    let model = Model::new(
-        &config.model,
-        data.features.cols(),
-        t.num_classes,
-        config.seed,
-    )?;
+    let local = Local {
+        features: &data.features,
+        targets: &data.targets,
+        layout: MaskLayout::whole(),
+    };
+    train_on(local, &mut data.propagation, config, observe)
+}
+
+/// The training loop over `local` rows, aggregating and reducing through `backend`. Every
+/// worker of a distributed run calls it with the same `config`; the loss is the sum over the
+/// worker's training vertices divided by the whole split's size, so that the workers' losses
+/// and gradients add up to the single-process ones.
+pub fn train_on(
+    local: Local<'_>,
+    backend: &mut dyn Backend,
+    config: &TrainConfig,
+    observe: &mut dyn FnMut(&EpochRecord),
+) -> Result<RunReport> {
+    config.check()?;
+    let t = local.targets;
+    let x = local.features;
+    let model = Model::new(&config.model, x.cols(), t.num_classes, config.seed)?;
     let mut opt = nn::Adam::default().build(model.var_store(), config.lr)?;
     opt.set_weight_decay_group(FIRST_LAYER_GROUP, config.weight_decay);
     if config.model.layers > 1 {
         opt.set_weight_decay_group(OTHER_LAYERS_GROUP, 0.0);
     }
     // The dropout stream is seeded apart from the weights (which use `seed` itself).
-    let mut dropout = Dropout::new(config.model.dropout, config.seed ^ 0x5eed_d80f_0a75_u64);
+    let mut dropout = Dropout::with_layout(
+        config.model.dropout,
+        config.seed ^ 0x5eed_d80f_0a75_u64,
+        local.layout,
+    );
     let train_labels = t.labels.index_select(0, &t.train);
     let val_labels = t.labels.index_select(0, &t.val);
+    // Summed losses over this process's vertices, as shares of the whole split.
+    let loss_of = |logits: &Tensor, ids: &Tensor, labels: &Tensor, len: usize| {
+        logits
+            .index_select(0, ids)
+            .cross_entropy_loss::<Tensor>(labels, None, Reduction::Sum, -100, 0.0)
+            / len as f64
+    };
+    // Parameters in name order: the layout of the gradient all-reduce.
+    let mut params: Vec<(String, Tensor)> = model.var_store().variables().into_iter().collect();
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    let distributed = backend.workers() > 1;
 
     let mut epochs: Vec<EpochRecord> = Vec::with_capacity(config.epochs);
     let mut best = 0usize;
     let mut stopped_early = false;
     for epoch in 1..=config.epochs {
+        let traffic_before = backend.traffic();
         let started = Instant::now();
         opt.zero_grad();
-        let (logits, tape) =
-            model.forward(&data.features, &mut data.propagation, Some(&mut dropout));
-        let loss = logits
-            .index_select(0, &t.train)
-            .cross_entropy_for_logits(&train_labels);
-        model.backward(
-            &loss,
-            tape.expect("training pass"),
-            &data.features,
-            &mut data.propagation,
-        );
+        let (logits, tape) = model.forward(x, backend, Some(&mut dropout))?;
+        let loss = loss_of(&logits, &t.train, &train_labels, t.train_len);
+        model.backward(&loss, tape.expect("training pass"), x, backend)?;
+        if distributed {
+            all_reduce_gradients(&params, backend)?;
+        }
         opt.step();
-        let train_loss = f64::try_from(&loss)?;
+        let local_train_loss = f64::try_from(&loss)?;
         let train_seconds = started.elapsed().as_secs_f64();
 
         let started = Instant::now();
-        let (logits, _) = model.forward(&data.features, &mut data.propagation, None);
+        let (logits, _) = model.forward(x, backend, None)?;
         let correct = logits.argmax(-1, false).eq_tensor(&t.labels);
         // Counted in integers, so an accuracy is an exact share of its split.
-        let accuracy = |ids: &Tensor, len: usize| -> Result<f64> {
-            let hits = i64::try_from(correct.index_select(0, ids).sum(Kind::Int64))?;
-            Ok(hits as f64 / len as f64)
+        let hits = |ids: &Tensor| -> Result<f64> {
+            Ok(i64::try_from(correct.index_select(0, ids).sum(Kind::Int64))? as f64)
         };
-        let val_loss = f64::try_from(
-            logits
-                .index_select(0, &t.val)
-                .cross_entropy_for_logits(&val_labels),
-        )?;
+        let val_loss = f64::try_from(loss_of(&logits, &t.val, &val_labels, t.val_len))?;
+        // One reduction for every figure; exact for hit counts below 2²⁴.
+        let mut figures = [
+            local_train_loss as f32,
+            val_loss as f32,
+            hits(&t.train)? as f32,
+            hits(&t.val)? as f32,
+            hits(&t.test)? as f32,
+        ];
+        if distributed {
+            backend.all_reduce_sum(&mut figures)?;
+        }
+        let traffic = backend.traffic();
+        let share = |hits: f32, len: usize| f64::from(hits) / len as f64;
+        // A single process keeps its losses in full precision.
+        let (train_loss, val_loss) = if distributed {
+            (f64::from(figures[0]), f64::from(figures[1]))
+        } else {
+            (local_train_loss, val_loss)
+        };
         let record = EpochRecord {
             epoch,
             train_loss,
             val_loss,
-            train_accuracy: accuracy(&t.train, t.train_len)?,
-            val_accuracy: accuracy(&t.val, t.val_len)?,
-            test_accuracy: if t.test_len > 0 {
-                Some(accuracy(&t.test, t.test_len)?)
-            } else {
-                None
-            },
+            train_accuracy: share(figures[2], t.train_len),
+            val_accuracy: share(figures[3], t.val_len),
+            test_accuracy: (t.test_len > 0).then(|| share(figures[4], t.test_len)),
             train_seconds,
             eval_seconds: started.elapsed().as_secs_f64(),
+            comm_seconds: traffic.seconds - traffic_before.seconds,
+            bytes_sent: traffic.bytes_sent - traffic_before.bytes_sent,
+            bytes_received: traffic.bytes_received - traffic_before.bytes_received,
         };
         observe(&record);
         if !train_loss.is_finite() {
@@ -267,4 +361,26 @@ pub fn train(
         best_epoch: best,
         stopped_early,
     })
+}
+
+/// Sum every parameter's gradient over the workers, in one round, and put the sums back.
+fn all_reduce_gradients(params: &[(String, Tensor)], backend: &mut dyn Backend) -> Result<()> {
+    let mut flat: Vec<f32> = Vec::new();
+    for (name, p) in params {
+        let g = p.grad();
+        if !g.defined() {
+            return Err(TrainError::Config(format!("parameter {name} has no gradient")));
+        }
+        flat.extend(Vec::<f32>::try_from(g.flatten(0, -1))?);
+    }
+    backend.all_reduce_sum(&mut flat)?;
+    let mut at = 0;
+    for (_, p) in params {
+        let mut g = p.grad();
+        let n = g.numel();
+        let summed = Tensor::from_slice(&flat[at..at + n]).view_as(&g);
+        g.copy_(&summed);
+        at += n;
+    }
+    Ok(())
 }

@@ -5,10 +5,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::cc::{Aimd, Controller};
+use std::sync::Arc;
+
 use switchgnn_dataplane::engine::{
-    EngineConfig, EngineStats, Exchange, ExchangeOutput, HostEngine, InNetworkEngine,
+    EngineConfig, EngineError, EngineStats, Exchange, ExchangeOutput, HostEngine,
+    InNetworkEngine, LocalFeatures,
 };
-use switchgnn_dataplane::plan::Mode;
+use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::Nanos;
 use switchgnn_datasets::Dataset;
 use thiserror::Error;
 
@@ -112,22 +116,12 @@ pub fn run_worker(
                 timers,
                 window,
             };
-            let cc: Box<dyn Controller> = Box::new(aimd(line_rate, &timers));
             let started = Instant::now();
-            let engine = |e| RunError::Engine {
-                during: during.clone(),
-                source: e,
-            };
-            let mut engine: Box<dyn Exchange> = match plan.mode {
-                Mode::Host => Box::new(
-                    HostEngine::new(cfg, plan.clone(), rows.local(), cc, client.now())
-                        .map_err(engine)?,
-                ),
-                Mode::Blocks | Mode::Strawman => Box::new(
-                    InNetworkEngine::new(cfg, plan.clone(), rows.local(), cc, client.now())
-                        .map_err(engine)?,
-                ),
-            };
+            let mut engine = new_engine(cfg, plan, rows.local(), line_rate, client.now())
+                .map_err(|e| RunError::Engine {
+                    during: during.clone(),
+                    source: e,
+                })?;
             client.run(engine.as_mut(), &during)?;
             let report = ExchangeReport {
                 seq: s.seq,
@@ -158,6 +152,23 @@ pub fn run_worker(
         mode: session.mode.name().to_string(),
         exchanges,
         wire,
+    })
+}
+
+/// The engine of `plan`'s mode for one exchange, paced by AIMD at `line_rate` (bytes/s).
+pub fn new_engine(
+    cfg: EngineConfig,
+    plan: &Arc<ExchangePlan>,
+    local: LocalFeatures<'_>,
+    line_rate: f64,
+    now: Nanos,
+) -> Result<Box<dyn Exchange>, EngineError> {
+    let cc: Box<dyn Controller> = Box::new(aimd(line_rate, &cfg.timers));
+    Ok(match plan.mode {
+        Mode::Host => Box::new(HostEngine::new(cfg, plan.clone(), local, cc, now)?),
+        Mode::Blocks | Mode::Strawman => {
+            Box::new(InNetworkEngine::new(cfg, plan.clone(), local, cc, now)?)
+        }
     })
 }
 

@@ -1,0 +1,213 @@
+//! A training job's processes: one worker ([`run_worker`], what `switchgnn train --job` runs on
+//! each host) and a whole job on one machine ([`run_loopback`]: the software switch with its
+//! collective service and every worker as threads, over loopback UDP and TCP).
+
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use switchgnn_datasets::Dataset;
+use switchgnn_transport::client::WorkerWire;
+use switchgnn_transport::collective::{
+    CollectiveClient, CollectiveReport, RunningService, ServiceConfig,
+};
+use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
+use switchgnn_transport::{JobFile, Session, WorkerClient, WorkerConfig};
+
+use super::network::{ExchangeTotals, NetworkOptions, NetworkSums};
+use super::{Shard, ShardBackend};
+use crate::error::{Result, TrainError};
+use crate::graph_tensors::FeatureNorm;
+use crate::train::{train_on, EpochRecord, RunReport, TrainConfig};
+
+/// What one worker did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerOutcome {
+    pub rank: u16,
+    pub report: RunReport,
+    pub totals: ExchangeTotals,
+    pub wire: WorkerWire,
+    /// The feature normalisation applied (`auto` resolved).
+    pub feature_norm: FeatureNorm,
+    pub vertices: usize,
+    pub boundary: usize,
+}
+
+/// What a whole loopback job did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterOutcome {
+    pub workers: Vec<WorkerOutcome>,
+    pub switch: ServerReport,
+    pub collective: CollectiveReport,
+}
+
+/// A fingerprint of the settings every worker must share: refused by the collective service
+/// when workers disagree.
+fn agreement(config: &TrainConfig, session: &Session) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(config)
+        .expect("a config serialises")
+        .hash(&mut h);
+    session.checksum.hash(&mut h);
+    h.finish()
+}
+
+/// Run worker `rank` of `job` against the switch at `switch`: build the shard, join, train,
+/// say goodbye. `observe` hears every epoch (the figures are global: every worker sees the
+/// same ones).
+#[allow(clippy::too_many_arguments)]
+pub fn run_worker(
+    dataset: &Dataset,
+    owner: &[u16],
+    session: Arc<Session>,
+    job: &JobFile,
+    rank: u16,
+    switch: SocketAddr,
+    config: &TrainConfig,
+    observe: &mut dyn FnMut(&EpochRecord),
+) -> Result<WorkerOutcome> {
+    let shard = Shard::new(
+        dataset,
+        owner,
+        rank,
+        config.model.kind,
+        config.feature_norm,
+    )?;
+    let comm = |e: &dyn std::fmt::Display| TrainError::Comm(format!("worker {rank}: {e}"));
+    let client = WorkerClient::connect(WorkerConfig {
+        job: job.job,
+        rank,
+        world: job.world,
+        mode: job.mode,
+        plan_checksum: session.checksum,
+        switch,
+        bind: job
+            .bind
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+        timeouts: job.timeouts,
+        link: job.link,
+        faults: switchgnn_transport::socket::ShimConfig {
+            // Every worker draws its own faults.
+            seed: job.faults.seed ^ (u64::from(rank) << 32),
+            ..job.faults
+        },
+    })
+    .map_err(|e| comm(&e))?;
+    let collective = CollectiveClient::connect(
+        switch,
+        job.job,
+        rank,
+        job.world,
+        agreement(config, &session),
+        job.timeouts.join(),
+        job.timeouts.collective_idle(),
+    )
+    .map_err(|e| comm(&e))?;
+    let opts = NetworkOptions {
+        job: job.job,
+        rank,
+        line_rate: job.link.rate(),
+        window: job.link.window,
+        timers: job.timeouts.protocol(),
+    };
+    let mut sums = NetworkSums::new(client, collective, session, shard.boundary(), opts)?;
+    let report = {
+        let mut backend = ShardBackend {
+            shard: &shard,
+            remote: &mut sums,
+        };
+        train_on(shard.local(), &mut backend, config, observe)?
+    };
+    let totals = sums.totals.clone();
+    let wire = sums.finish()?;
+    Ok(WorkerOutcome {
+        rank,
+        report,
+        totals,
+        wire,
+        feature_norm: shard.feature_norm,
+        vertices: shard.rows.len(),
+        boundary: shard.boundary().len(),
+    })
+}
+
+/// Run the whole job on this machine: the switch (and its collective service) on a free
+/// loopback port and `job.world` workers, each in a thread with `threads` libtorch threads.
+/// `observe` hears rank 0's epochs.
+#[allow(clippy::too_many_arguments)]
+pub fn run_loopback(
+    dataset: &Dataset,
+    owner: &[u16],
+    session: Arc<Session>,
+    job: &JobFile,
+    aggregators: usize,
+    config: &TrainConfig,
+    threads: i32,
+    observe: &mut (dyn FnMut(&EpochRecord) + Send),
+) -> Result<ClusterOutcome> {
+    let comm = |what: &str, e: &dyn std::fmt::Display| TrainError::Comm(format!("{what}: {e}"));
+    let server_cfg = ServerConfig {
+        job: job.job,
+        world: job.world,
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        timeouts: job.timeouts,
+        link: job.link,
+        faults: job.faults,
+        aggregators,
+        stop_after_exchanges: None,
+    };
+    let mut server =
+        SwitchServer::bind(server_cfg, session.clone()).map_err(|e| comm("switch", &e))?;
+    let addr = server.local_addr().map_err(|e| comm("switch", &e))?;
+    let collective = RunningService::start(addr, ServiceConfig::of(job.job, job.world, &job.timeouts))
+        .map_err(|e| comm("collective service", &e))?;
+    let job = JobFile {
+        bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..job.clone()
+    };
+    let stop = AtomicBool::new(false);
+    let observe = Mutex::new(observe);
+    let (switch, workers) = std::thread::scope(|s| {
+        let switch = s.spawn(|| {
+            let outcome = server.run(&stop, None);
+            (outcome, server.report())
+        });
+        let workers: Vec<_> = (0..job.world)
+            .map(|rank| {
+                let (session, job, observe) = (session.clone(), &job, &observe);
+                s.spawn(move || {
+                    crate::set_threads(threads);
+                    let mut hear = |e: &EpochRecord| {
+                        if rank == 0 {
+                            (observe.lock().expect("not poisoned"))(e);
+                        }
+                    };
+                    run_worker(dataset, owner, session, job, rank, addr, config, &mut hear)
+                })
+            })
+            .collect();
+        let workers: Vec<Result<WorkerOutcome>> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker thread panicked"))
+            .collect();
+        if workers.iter().any(|w| w.is_err()) {
+            // The switch would wait for goodbyes that will not come.
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        (switch.join().expect("the switch thread panicked"), workers)
+    });
+    let collective = collective.finish(std::time::Duration::from_secs(2));
+    // The first worker error explains more than what followed from it (aborts, closed
+    // connections), but a worker that failed only because another was lost says so too.
+    let workers = workers.into_iter().collect::<Result<Vec<_>>>()?;
+    let (outcome, report) = switch;
+    outcome.map_err(|e| comm("switch", &e))?;
+    let collective = collective.map_err(|e| comm("collective service", &e))?;
+    Ok(ClusterOutcome {
+        workers,
+        switch: report,
+        collective,
+    })
+}

@@ -1,0 +1,216 @@
+//! The distributed worker: each worker holds its own vertices, aggregates the edges among them
+//! with a local sparse product, and gets the remote part of every sum through an exchange.
+//!
+//! With `P = diag(left) · S · diag(right)` ([`Propagation`]), row `v` of `P · Z` is
+//! `left[v] · Σ_{u ∈ N̂(v)} right[u] · Z[u]`. Split the sum by owner: the local part is the
+//! worker's block of `P`; the remote part needs, for every boundary vertex `v` (one with a
+//! neighbour on another worker), `Σ_{remote u} right[u] · Z[u]` — exactly the sum an exchange
+//! delivers when every worker sends `right[u] · Z[u]` for its own boundary vertices. The network
+//! only adds. The backward pass needs `Pᵀ · G`, whose row `u` is
+//! `right[u] · Σ_{v ∈ N̂(u)} left[v] · G[v]` (the graph is symmetric): the same exchange with
+//! the scales swapped.
+//!
+//! - [`Shard`]: a worker's rows, features, targets, local propagation and boundary;
+//! - [`RemoteSums`]: what the shard needs from the network (exchange and all-reduce);
+//! - [`ShardBackend`]: the two together, a [`Backend`](crate::train::Backend) for the
+//!   training loop;
+//! - [`network`]: [`RemoteSums`] over the transport's UDP worker client and the collective;
+//! - [`cluster`]: a worker's whole run, and a whole job on one machine.
+
+pub mod cluster;
+pub mod network;
+
+use switchgnn_datasets::Dataset;
+use tch::{Kind, Tensor};
+
+use crate::dropout::MaskLayout;
+use crate::error::{Result, TrainError};
+use crate::graph_tensors::{FeatureMatrix, FeatureNorm, Propagation, Rows, Targets};
+use crate::model::{Aggregate, ModelKind};
+use crate::train::{Collective, Local, Traffic};
+
+/// One worker's part of the graph.
+#[derive(Debug)]
+pub struct Shard {
+    pub rank: u16,
+    pub workers: u16,
+    /// The worker's vertices.
+    pub rows: Rows,
+    pub features: FeatureMatrix,
+    pub targets: Targets,
+    /// The normalisation applied to the features (`auto` resolved over the whole graph).
+    pub feature_norm: FeatureNorm,
+    /// Where the input's dropout mask entries sit in the whole graph's mask.
+    input_runs: Vec<(u64, usize)>,
+    /// The block of the propagation matrix among the worker's vertices.
+    propagation: Propagation,
+    /// Global ids of the boundary vertices (a neighbour on another worker), ascending.
+    boundary: Vec<u32>,
+    /// Their positions in `rows` (`i64`), and their scales as columns.
+    boundary_index: Tensor,
+    boundary_left: Tensor,
+    boundary_right: Tensor,
+}
+
+impl Shard {
+    /// Worker `rank`'s shard, `owner` giving every vertex's worker.
+    pub fn new(
+        dataset: &Dataset,
+        owner: &[u16],
+        rank: u16,
+        kind: ModelKind,
+        norm: FeatureNorm,
+    ) -> Result<Shard> {
+        let graph = &dataset.graph;
+        let n = graph.num_vertices();
+        if owner.len() != n {
+            return Err(TrainError::Config(format!(
+                "the partition covers {} vertices, the graph has {n}",
+                owner.len()
+            )));
+        }
+        let workers = owner.iter().copied().max().map_or(0, |m| m + 1);
+        let ids: Vec<u32> = (0..n as u32)
+            .filter(|&v| owner[v as usize] == rank)
+            .collect();
+        let rows = Rows::subset(ids, n);
+        let features = dataset
+            .features
+            .as_ref()
+            .ok_or_else(|| TrainError::NoFeatures(dataset.name.clone()))?;
+        let (features, feature_norm, input_runs) = FeatureMatrix::of_rows(features, norm, &rows);
+        let targets = Targets::of_rows(dataset, &rows)?;
+        let propagation = match kind {
+            ModelKind::Gcn => Propagation::gcn_rows(graph, &rows),
+            ModelKind::Sage => Propagation::mean_rows(graph, &rows),
+        };
+        let mut boundary = Vec::new();
+        let mut positions = Vec::new();
+        for (i, &v) in rows.ids.iter().enumerate() {
+            if graph.neighbors(v).iter().any(|&u| owner[u as usize] != rank) {
+                boundary.push(v);
+                positions.push(i);
+            }
+        }
+        let column = |scales: &[f32]| {
+            let picked: Vec<f32> = positions.iter().map(|&i| scales[i]).collect();
+            Tensor::from_slice(&picked).view([-1, 1])
+        };
+        Ok(Shard {
+            rank,
+            workers,
+            boundary_index: Tensor::from_slice(
+                &positions.iter().map(|&i| i as i64).collect::<Vec<_>>(),
+            ),
+            boundary_left: column(&propagation.left),
+            boundary_right: column(&propagation.right),
+            boundary,
+            rows,
+            features,
+            targets,
+            feature_norm,
+            input_runs,
+            propagation,
+        })
+    }
+
+    /// Global ids of the vertices whose sums need remote contributions, ascending; they are
+    /// also the vertices this worker sends.
+    pub fn boundary(&self) -> &[u32] {
+        &self.boundary
+    }
+
+    /// What the training loop reads.
+    pub fn local(&self) -> Local<'_> {
+        Local {
+            features: &self.features,
+            targets: &self.targets,
+            layout: MaskLayout::rows(self.rows.ids.clone(), self.input_runs.clone()),
+        }
+    }
+
+    /// `P_local · z` plus the remote part, or the transposed product for `backward`.
+    fn aggregate(
+        &self,
+        remote: &mut dyn RemoteSums,
+        layer: usize,
+        backward: bool,
+        z: &Tensor,
+    ) -> Result<Tensor> {
+        let (local, before, after) = if backward {
+            (
+                self.propagation.apply_transpose(z),
+                &self.boundary_left,
+                &self.boundary_right,
+            )
+        } else {
+            (
+                self.propagation.apply(z),
+                &self.boundary_right,
+                &self.boundary_left,
+            )
+        };
+        let width = z.size()[1] as usize;
+        let send = z.index_select(0, &self.boundary_index) * before;
+        let send = Vec::<f32>::try_from(send.to_kind(Kind::Float).flatten(0, -1))?;
+        let sums = remote.exchange(layer, backward, width, &send)?;
+        if sums.len() != send.len() {
+            return Err(TrainError::Comm(format!(
+                "layer {layer}: the exchange returned {} values for {} boundary rows of width \
+                 {width}",
+                sums.len(),
+                self.boundary.len()
+            )));
+        }
+        let sums = Tensor::from_slice(&sums).view([-1, width as i64]) * after;
+        Ok(local.index_add(0, &self.boundary_index, &sums))
+    }
+}
+
+/// What a shard needs from the other workers.
+pub trait RemoteSums: std::fmt::Debug {
+    fn workers(&self) -> usize;
+    /// Every worker passes `rows`, the row-major `width`-wide values of its boundary vertices
+    /// (ascending id); each gets back, for each of its boundary vertices, the sum of the values
+    /// its neighbours on other workers passed.
+    fn exchange(
+        &mut self,
+        layer: usize,
+        backward: bool,
+        width: usize,
+        rows: &[f32],
+    ) -> Result<Vec<f32>>;
+    fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()>;
+    fn traffic(&self) -> Traffic;
+}
+
+/// A shard and its connection to the others: the training loop's backend on a worker.
+#[derive(Debug)]
+pub struct ShardBackend<'a> {
+    pub shard: &'a Shard,
+    pub remote: &'a mut dyn RemoteSums,
+}
+
+impl Aggregate for ShardBackend<'_> {
+    fn forward(&mut self, layer: usize, z: &Tensor) -> Result<Tensor> {
+        self.shard.aggregate(self.remote, layer, false, z)
+    }
+
+    fn backward(&mut self, layer: usize, grad: &Tensor) -> Result<Tensor> {
+        self.shard.aggregate(self.remote, layer, true, grad)
+    }
+}
+
+impl Collective for ShardBackend<'_> {
+    fn workers(&self) -> usize {
+        self.remote.workers()
+    }
+
+    fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()> {
+        self.remote.all_reduce_sum(values)
+    }
+
+    fn traffic(&self) -> Traffic {
+        self.remote.traffic()
+    }
+}
