@@ -49,7 +49,8 @@ enum Command {
     /// Start a switch and M workers on loopback, run every layer's exchange forward and
     /// backward in each mode, check them, and report time and bytes against the host exchange.
     Exchange(commands::exchange::Args),
-    /// Train a GCN (or GraphSAGE) in one process: the reference trainer.
+    /// Train a GCN (or GraphSAGE): distributed over the software switch on loopback, in one
+    /// process (--workers 1, the reference), or as one worker of a multi-host job (--job).
     Train(commands::train::Args),
 }
 

@@ -1,11 +1,16 @@
 //! Options shared by the commands that partition a graph across workers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{BlockMethod, BlockParams, Method, MetisOptions, Objective, PlanSpec};
+use switchgnn_partition::{
+    BlockMethod, BlockParams, Method, MetisOptions, Objective, Plan, PlanSpec,
+};
+
+use crate::job_args::{check_plan_fits, read_plan};
+use crate::progress::Bars;
 
 #[derive(Debug, Args)]
 pub struct PartitionArgs {
@@ -113,4 +118,49 @@ pub fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>
 /// Comma-separated sizes, e.g. `10MB,100MB`.
 pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
     text.split(',').map(|s| Ok(parse_bytes(s)?)).collect()
+}
+
+/// The plan in `dir` when it was prepared for this graph and `spec` (workers, widths, switch
+/// memory); else a new one, prepared and written there. A plan in `dir` for another request is
+/// an error, unless `replace` allows overwriting it (a folder the program chose itself).
+pub fn reuse_or_prepare(
+    dataset: &switchgnn_datasets::Dataset,
+    spec: &PlanSpec,
+    dir: &Path,
+    replace: bool,
+) -> Result<Plan> {
+    if dir.join("manifest.json").exists() {
+        let plan = read_plan(dir)?;
+        check_plan_fits(&plan, &dataset.graph, dir)?;
+        let have = &plan.manifest.spec;
+        let fits = have.workers == spec.workers
+            && have.feature_dims == spec.feature_dims
+            && have.switch_memory == spec.switch_memory;
+        if fits {
+            println!("reusing the plan in {}", dir.display());
+            return Ok(plan);
+        }
+        if !replace {
+            bail!(
+                "the plan in {} is for {} workers, widths {:?}, {} B of switch memory; this run \
+                 asks for {}, {:?}, {} B (choose another --plan folder)",
+                dir.display(),
+                have.workers,
+                have.feature_dims,
+                have.switch_memory,
+                spec.workers,
+                spec.feature_dims,
+                spec.switch_memory
+            );
+        }
+    }
+    let bars = Bars::new();
+    let mut plan = Plan::prepare(dataset, spec, &|stage| {
+        use switchgnn_datasets::Progress;
+        bars.stage(stage, None)
+    })?;
+    bars.finish();
+    plan.write(dir)
+        .with_context(|| format!("cannot write the plan to {}", dir.display()))?;
+    Ok(plan)
 }

@@ -11,11 +11,19 @@ fn switchgnn(args: &[&str]) -> Output {
 
 #[test]
 fn train_writes_the_log_and_the_plot() {
+    for workers in ["1", "2"] {
+        train_writes_the_log_and_the_plot_on(workers);
+    }
+}
+
+fn train_writes_the_log_and_the_plot_on(workers: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let args = [
         "train",
         "synthetic:small,scale=0.25,seed=2",
+        "--workers",
+        workers,
         "--epochs",
         "6",
         "--runs",
@@ -56,6 +64,17 @@ fn train_writes_the_log_and_the_plot() {
     assert_eq!(log["runs"].as_array().unwrap().len(), 2);
     assert_eq!(log["summary"]["runs"], 2);
     assert_eq!(log["dataset"]["vertices"], 1000);
+    assert_eq!(log["workers"].to_string(), workers);
+    if workers == "1" {
+        assert!(log["exchange"].is_null());
+    } else {
+        assert_eq!(log["exchange"], "switchgnn");
+        assert!(
+            stderr.contains("kB out/in"),
+            "traffic in the progress lines: {stderr}"
+        );
+        assert!(out.join("plan-2").join("manifest.json").exists());
+    }
     let svg = std::fs::read_to_string(out.join("curves.svg")).unwrap();
     assert!(svg.starts_with("<svg"));
     let leftovers: Vec<_> = std::fs::read_dir(&out)
@@ -84,4 +103,145 @@ fn bad_train_options_fail_with_a_message() {
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(stderr.contains(says), "{all:?}: {stderr}");
     }
+}
+
+/// Start `switchgnn` with `args` in the background, output captured.
+fn spawn(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_switchgnn"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts")
+}
+
+fn losses(log: &std::path::Path) -> Vec<f64> {
+    let log: serde_json::Value = serde_json::from_slice(&std::fs::read(log).unwrap()).unwrap();
+    log["runs"][0]["epochs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["train_loss"].as_f64().unwrap())
+        .collect()
+}
+
+/// A multi-host job started by hand (switch process, one `train --job` process per worker)
+/// trains exactly as the loopback launcher does with the same plan.
+#[test]
+fn a_job_of_separate_processes_trains_like_the_loopback_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = "synthetic:small,scale=0.25";
+    let plan = d.join("plan");
+    let prepare = switchgnn(&[
+        "prepare",
+        data,
+        "--workers",
+        "2",
+        "--feature-dims",
+        "16,8",
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(
+        prepare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prepare.stderr)
+    );
+    let job = d.join("job.toml");
+    std::fs::write(
+        &job,
+        "job = 5\nplan = \"plan\"\nmode = \"host\"\nswitch = \"127.0.0.1:0\"\nworld = 2\n\
+         bind = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    let ready = d.join("switch.addr");
+    let switch = spawn(&[
+        "switch",
+        "--job",
+        job,
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let addr = (0..1500)
+        .find_map(|_| {
+            let text = std::fs::read_to_string(&ready).ok();
+            if text.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            text
+        })
+        .map(|t| serde_json::from_str::<String>(&t).unwrap())
+        .expect("the switch listens");
+    let common = ["--epochs", "8", "--threads", "1", "--print-every", "4"];
+    let workers: Vec<_> = (0..2)
+        .map(|rank| {
+            let out = d.join(format!("out-{rank}"));
+            let mut args = vec![
+                "train".to_string(),
+                data.into(),
+                "--job".into(),
+                job.into(),
+                "--switch".into(),
+                addr.clone(),
+                "--rank".into(),
+                rank.to_string(),
+                "--out".into(),
+                out.to_str().unwrap().into(),
+            ];
+            args.extend(common.iter().map(|s| s.to_string()));
+            spawn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .collect();
+    for (name, child) in workers
+        .into_iter()
+        .enumerate()
+        .map(|(r, c)| (format!("worker {r}"), c))
+        .chain([("switch".to_string(), switch)])
+    {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} failed: {err}");
+        if name == "switch" {
+            assert!(err.contains("all-reduce rounds"), "{err}");
+        } else {
+            assert!(err.contains("epoch    8  loss"), "{name}: {err}");
+        }
+    }
+    // Rank 0 writes the log; the others only train.
+    assert!(d.join("out-0").join("log.json").exists());
+    assert!(!d.join("out-1").join("log.json").exists());
+
+    let loopback = d.join("loopback");
+    let mut args = vec![
+        "train",
+        data,
+        "--workers",
+        "2",
+        "--exchange",
+        "host",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--out",
+        loopback.to_str().unwrap(),
+    ];
+    args.extend(common);
+    let run = switchgnn(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let by_hand = losses(&d.join("out-0").join("log.json"));
+    assert_eq!(by_hand.len(), 8);
+    assert_eq!(by_hand, losses(&loopback.join("log.json")));
+
+    // A plan prepared for other widths is refused with the widths to use.
+    let other = switchgnn(&[
+        "train", data, "--job", job, "--rank", "0", "--hidden", "32", "--epochs", "1",
+    ]);
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("--feature-dims 32,8"), "{err}");
 }

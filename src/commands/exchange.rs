@@ -21,9 +21,8 @@ use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::{ExchangeMode, JobFile, Link};
 
 use crate::dataset_args::DatasetArgs;
-use crate::job_args::{check_plan_fits, parse_mode, read_plan, write_json};
-use crate::partition_args::{parse_list, PartitionArgs};
-use crate::progress::Bars;
+use crate::job_args::{parse_mode, write_json};
+use crate::partition_args::{parse_list, reuse_or_prepare, PartitionArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -187,38 +186,7 @@ fn plan_for(args: &Args, dataset: &switchgnn_datasets::Dataset, dir: &Path) -> R
         parse_bytes(&args.switch_memory)?,
         feature_dims,
     );
-    if dir.join("manifest.json").exists() {
-        let plan = read_plan(dir)?;
-        check_plan_fits(&plan, &dataset.graph, dir)?;
-        let have = &plan.manifest.spec;
-        if have.workers != spec.workers
-            || have.feature_dims != spec.feature_dims
-            || have.switch_memory != spec.switch_memory
-        {
-            bail!(
-                "the plan in {} is for {} workers, widths {:?}, {} B of switch memory; this run \
-                 asks for {}, {:?}, {} B (choose another --plan folder)",
-                dir.display(),
-                have.workers,
-                have.feature_dims,
-                have.switch_memory,
-                spec.workers,
-                spec.feature_dims,
-                spec.switch_memory
-            );
-        }
-        println!("reusing the plan in {}", dir.display());
-        return Ok(plan);
-    }
-    let bars = Bars::new();
-    let mut plan = Plan::prepare(dataset, &spec, &|stage| {
-        use switchgnn_datasets::Progress;
-        bars.stage(stage, None)
-    })?;
-    bars.finish();
-    plan.write(dir)
-        .with_context(|| format!("cannot write the plan to {}", dir.display()))?;
-    Ok(plan)
+    reuse_or_prepare(dataset, &spec, dir, false)
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {

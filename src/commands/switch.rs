@@ -54,11 +54,9 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("cannot listen on {}", job.switch))?;
     let addr = server.local_addr()?;
     // Training jobs all-reduce through a service beside the switch: TCP on the same address.
-    let collective = RunningService::start(
-        addr,
-        ServiceConfig::of(job.job, job.world, &job.timeouts),
-    )
-    .with_context(|| format!("cannot listen on TCP {addr} for the collective service"))?;
+    let collective =
+        RunningService::start(addr, ServiceConfig::of(job.job, job.world, &job.timeouts))
+            .with_context(|| format!("cannot listen on TCP {addr} for the collective service"))?;
     if let Some(path) = &args.ready_file {
         write_json(path, &addr.to_string())?;
     }

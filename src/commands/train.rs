@@ -1,17 +1,35 @@
-//! `switchgnn train`: the single-process reference trainer, one or more seeds, with a progress
-//! line per epoch, the per-epoch log as CSV and JSON and the curves as SVG.
+//! `switchgnn train`: full-graph training, one or more seeds, with a progress line per epoch,
+//! the per-epoch log as CSV and JSON and the curves as SVG.
+//!
+//! - `--workers 1`: the single-process reference trainer;
+//! - `--workers M` (M ≥ 2): prepares (or reuses) a plan for M workers and the model's
+//!   aggregated widths, starts the software switch with its collective service and M workers
+//!   on loopback, and trains over real UDP with the chosen exchange;
+//! - `--job FILE`: one worker of a multi-host job (its switch runs `switchgnn switch --job`).
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use switchgnn_datasets::Dataset;
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_trainer::distributed::cluster::{
+    run_loopback, run_worker, ClusterOutcome, WorkerOutcome,
+};
 use switchgnn_trainer::plot::write_svg;
 use switchgnn_trainer::{
-    train, DatasetSummary, EpochRecord, FeatureNorm, ModelConfig, ModelKind, Prepared, Summary,
-    TrainConfig, TrainLog,
+    train, DatasetSummary, EpochRecord, FeatureNorm, ModelConfig, ModelKind, Prepared, RunReport,
+    Summary, TrainConfig, TrainLog,
 };
+use switchgnn_transport::job::resolve_rank;
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::{JobFile, Session};
 
 use crate::dataset_args::DatasetArgs;
+use crate::job_args::{load, parse_mode};
+use crate::partition_args::{reuse_or_prepare, PartitionArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -62,6 +80,39 @@ pub struct Args {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Workers: 1 trains in this process (the reference); more run the distributed trainer
+    /// over the software switch on loopback.
+    #[arg(long, default_value_t = 4)]
+    pub workers: u32,
+    /// The exchange of a distributed run: switch (SwitchGNN blocks), host or strawman.
+    #[arg(long, default_value = "switch")]
+    pub exchange: String,
+    /// Plan folder to reuse, or to create when it does not exist (default: `plan-<M>` in the
+    /// output folder, re-prepared when it does not fit).
+    #[arg(long, value_name = "DIR")]
+    pub plan: Option<PathBuf>,
+    /// Aggregator memory of the switch (e.g. 10MB).
+    #[arg(long, default_value = "100MB")]
+    pub switch_memory: String,
+    /// Probability that the fault shim drops a datagram, on every sender.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seed of the fault shim.
+    #[arg(long, default_value_t = 1)]
+    pub fault_seed: u64,
+    /// Rate cap (Gbit/s) of every worker and switch port.
+    #[arg(long, default_value_t = 10.0)]
+    pub gbps: f64,
+    /// Run as one worker of the job in this file (its plan must be prepared for the model's
+    /// aggregated widths); the rank comes from --rank or the launcher's variables.
+    #[arg(long, value_name = "FILE")]
+    pub job: Option<PathBuf>,
+    /// This worker's rank (with --job).
+    #[arg(long, requires = "job")]
+    pub rank: Option<u16>,
+    /// The switch's address (with --job; default: the job file's).
+    #[arg(long, requires = "job")]
+    pub switch: Option<SocketAddr>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -89,17 +140,42 @@ pub fn run(args: Args) -> Result<()> {
         anyhow::ensure!(threads >= 1, "--threads must be at least 1");
         switchgnn_trainer::set_threads(threads);
     }
+    if let Some(path) = &args.job {
+        return run_job_worker(&args, path, &config);
+    }
+    anyhow::ensure!(
+        (1..=512).contains(&args.workers),
+        "--workers {} must be between 1 and 512",
+        args.workers
+    );
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.loss),
+        "--loss {} must be in [0, 1)",
+        args.loss
+    );
     let dataset = args.dataset.load()?;
     let summary = DatasetSummary::of(&dataset);
-    let mut data = Prepared::new(&dataset, &config)
-        .with_context(|| format!("cannot train on `{}`", args.dataset.dataset))?;
-    drop(dataset);
-
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "train-{}-{}",
+            file_safe(&summary.name),
+            config.model.kind.name()
+        ))
+    });
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let bar = ProgressBar::new(config.epochs as u64 * args.runs).with_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} epochs ({eta})")
             .expect("valid template")
             .progress_chars("=> "),
     );
+    let mut trainer = if args.workers == 1 {
+        let data = Prepared::new(&dataset, &config)
+            .with_context(|| format!("cannot train on `{}`", args.dataset.dataset))?;
+        drop(dataset);
+        Trainer::Reference(data)
+    } else {
+        Trainer::Loopback(Box::new(Loopback::new(&args, &config, dataset, &out)?))
+    };
     let mut runs = Vec::new();
     for seed in args.seed..args.seed + args.runs {
         let run_config = TrainConfig {
@@ -118,60 +194,67 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
         };
-        let report = train(&mut data, &run_config, &mut observe)?;
+        let report = trainer.train(&run_config, &mut observe)?;
         if report.stopped_early {
             // Keep the bar's total honest: skipped epochs count as done.
             bar.inc((config.epochs - report.epochs.len()) as u64);
         }
-        let best = report.best();
-        println!(
-            "seed {seed}: test {} at epoch {} (val {:.4}, train {:.4}){}, {:.2} ms/epoch",
-            best.test_accuracy
-                .map_or("n/a".to_string(), |t| format!("{t:.4}")),
-            report.best_epoch,
-            best.val_accuracy,
-            best.train_accuracy,
-            if report.stopped_early {
-                format!(", stopped at epoch {}", report.epochs.len())
-            } else {
-                String::new()
-            },
-            report.mean_train_seconds() * 1e3,
-        );
+        println!("seed {seed}: {}", describe_run(&report));
+        if let Trainer::Loopback(l) = &trainer {
+            l.print_traffic();
+        }
         runs.push(report);
     }
     bar.finish_and_clear();
 
+    let (feature_norm, inputs, classes, workers, exchange) = match &trainer {
+        Trainer::Reference(d) => (
+            d.feature_norm,
+            d.features.cols(),
+            d.targets.num_classes,
+            1,
+            None,
+        ),
+        Trainer::Loopback(l) => (
+            l.feature_norm.unwrap_or(config.feature_norm),
+            l.inputs,
+            l.classes,
+            args.workers as usize,
+            Some(l.job.mode.name().to_string()),
+        ),
+    };
     let log = TrainLog {
         dataset: summary,
         config: config.clone(),
-        feature_norm: data.feature_norm,
-        parameters: config
-            .model
-            .parameter_count(data.features.cols(), data.targets.num_classes),
+        feature_norm,
+        parameters: config.model.parameter_count(inputs, classes),
         threads: switchgnn_trainer::threads(),
+        workers,
+        exchange,
         summary: Summary::of(&runs),
         runs,
     };
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "train-{}-{}",
-            file_safe(&log.dataset.name),
-            config.model.kind.name()
-        ))
-    });
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    write_outputs(&log, &out, args.json)
+}
+
+/// The log, its CSV, the curves, and the summary on stdout.
+fn write_outputs(log: &TrainLog, out: &Path, json: bool) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     log.write_csv(&out.join("log.csv"))?;
     log.write_json(&out.join("log.json"))?;
-    write_svg(&log, &out.join("curves.svg"))?;
-
+    write_svg(log, &out.join("curves.svg"))?;
     let s = &log.summary;
-    if args.json {
+    let config = &log.config;
+    if json {
         println!("{}", serde_json::to_string_pretty(&log.summary)?);
     } else {
         let d = &log.dataset;
+        let on = match &log.exchange {
+            Some(x) => format!("{} workers, {x} exchange", log.workers),
+            None => "1 process".to_string(),
+        };
         println!(
-            "{}: {} vertices, {} edges, split {} ({}/{}/{}); {} {}x{}, {} parameters, feature norm {}, {} threads",
+            "{}: {} vertices, {} edges, split {} ({}/{}/{}); {} {}x{}, {} parameters, feature norm {}, {on}, {} threads",
             d.name,
             d.vertices,
             d.edges,
@@ -202,16 +285,275 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn short(e: &EpochRecord) -> String {
+fn describe_run(report: &RunReport) -> String {
+    let best = report.best();
     format!(
-        "loss {:.4}  train {:.4}  val {:.4} (loss {:.4})  test {}  {:.1} ms",
+        "test {} at epoch {} (val {:.4}, train {:.4}){}, {:.2} ms/epoch",
+        best.test_accuracy
+            .map_or("n/a".to_string(), |t| format!("{t:.4}")),
+        report.best_epoch,
+        best.val_accuracy,
+        best.train_accuracy,
+        if report.stopped_early {
+            format!(", stopped at epoch {}", report.epochs.len())
+        } else {
+            String::new()
+        },
+        report.mean_train_seconds() * 1e3,
+    )
+}
+
+enum Trainer {
+    Reference(Prepared),
+    Loopback(Box<Loopback>),
+}
+
+impl Trainer {
+    fn train(
+        &mut self,
+        config: &TrainConfig,
+        observe: &mut (dyn FnMut(&EpochRecord) + Send),
+    ) -> Result<RunReport> {
+        match self {
+            Trainer::Reference(data) => Ok(train(data, config, observe)?),
+            Trainer::Loopback(l) => l.train(config, observe),
+        }
+    }
+}
+
+/// A distributed job on this machine: the dataset, its plan and exchange session, the job.
+struct Loopback {
+    dataset: Dataset,
+    owner: Vec<u16>,
+    session: Arc<Session>,
+    job: JobFile,
+    aggregators: usize,
+    threads: i32,
+    inputs: usize,
+    classes: usize,
+    feature_norm: Option<FeatureNorm>,
+    last: Option<ClusterOutcome>,
+}
+
+impl Loopback {
+    fn new(args: &Args, config: &TrainConfig, dataset: Dataset, out: &Path) -> Result<Loopback> {
+        let mode = parse_mode(&args.exchange)?;
+        let inputs = dataset
+            .features
+            .as_ref()
+            .with_context(|| format!("dataset `{}` has no vertex features", dataset.name))?
+            .cols();
+        let classes = dataset
+            .labels
+            .as_ref()
+            .context("the dataset has no labels")?
+            .num_classes() as usize;
+        let memory = parse_bytes(&args.switch_memory)?;
+        let spec = default_partition().plan_spec(
+            &args.dataset.dataset,
+            args.workers,
+            memory,
+            config.model.aggregated_widths(inputs, classes),
+        );
+        let (dir, replace) = match &args.plan {
+            Some(dir) => (dir.clone(), false),
+            None => (out.join(format!("plan-{}", args.workers)), true),
+        };
+        let plan = reuse_or_prepare(&dataset, &spec, &dir, replace)?;
+        let session = Session::new(&plan, &dataset.graph, mode)
+            .with_context(|| format!("cannot build the {} exchange plans", mode.name()))?;
+        let mut job = JobFile::loopback(
+            dir,
+            mode,
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            args.workers as u16,
+        );
+        job.link.gbps = args.gbps;
+        job.faults = ShimConfig {
+            loss: args.loss,
+            seed: args.fault_seed,
+            ..ShimConfig::default()
+        };
+        Ok(Loopback {
+            owner: plan.assignment.parts().iter().map(|&p| p as u16).collect(),
+            aggregators: (memory / 128) as usize,
+            session: Arc::new(session),
+            job,
+            threads: args.threads.unwrap_or(1),
+            inputs,
+            classes,
+            feature_norm: None,
+            last: None,
+            dataset,
+        })
+    }
+
+    fn train(
+        &mut self,
+        config: &TrainConfig,
+        observe: &mut (dyn FnMut(&EpochRecord) + Send),
+    ) -> Result<RunReport> {
+        let outcome = run_loopback(
+            &self.dataset,
+            &self.owner,
+            self.session.clone(),
+            &self.job,
+            self.aggregators,
+            config,
+            self.threads,
+            observe,
+        )?;
+        let first = &outcome.workers[0];
+        self.feature_norm = Some(first.feature_norm);
+        let report = first.report.clone();
+        self.last = Some(outcome);
+        Ok(report)
+    }
+
+    /// Traffic of the last run, over all workers.
+    fn print_traffic(&self) {
+        let Some(o) = &self.last else { return };
+        let epochs = o.workers[0].report.epochs.len().max(1) as f64;
+        let sum = |f: &dyn Fn(&WorkerOutcome) -> f64| o.workers.iter().map(f).sum::<f64>();
+        let sent = sum(&|w| w.report.epochs.iter().map(|e| e.bytes_sent as f64).sum());
+        let comm = o
+            .workers
+            .iter()
+            .map(|w| w.report.epochs.iter().map(|e| e.comm_seconds).sum::<f64>())
+            .fold(0.0, f64::max);
+        let retransmits = sum(&|w| w.totals.retransmits as f64);
+        let fetches = sum(&|w| w.totals.fetches_sent as f64);
+        let bound = o
+            .workers
+            .iter()
+            .map(|w| w.totals.worst_error_bound)
+            .fold(0.0, f64::max);
+        println!(
+            "  {} workers: {:.3} MB sent per epoch by all workers, {:.1} ms of communication per \
+             epoch (slowest worker), {} exchanges each, {retransmits} retransmits, {fetches} \
+             fetches; switch: {} aggregations, peak {} aggregators; fixed-point error ≤ {:.1e} \
+             per sum",
+            o.workers.len(),
+            sent / epochs / 1e6,
+            1e3 * comm / epochs,
+            o.workers[0].totals.exchanges,
+            o.switch.counters.aggregations,
+            o.switch.counters.peak_aggregators,
+            bound,
+        );
+    }
+}
+
+/// The partitioning options' defaults (METIS, fill 0.9), as `prepare` would use them.
+fn default_partition() -> PartitionArgs {
+    #[derive(clap::Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        partition: PartitionArgs,
+    }
+    <Defaults as clap::Parser>::parse_from(["defaults"]).partition
+}
+
+/// One worker of a multi-host job; rank 0 writes the log.
+fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> {
+    let mut job = JobFile::read(path)?;
+    if let Some(addr) = args.switch {
+        job.switch = addr;
+    }
+    let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
+    let loaded = load(&job)?;
+    let inputs = loaded
+        .dataset
+        .features
+        .as_ref()
+        .context("the dataset has no vertex features")?
+        .cols();
+    let classes = loaded
+        .dataset
+        .labels
+        .as_ref()
+        .context("the dataset has no labels")?
+        .num_classes() as usize;
+    let want = config.model.aggregated_widths(inputs, classes);
+    anyhow::ensure!(
+        loaded.plan.manifest.spec.feature_dims == want,
+        "the plan in {} exchanges widths {:?}, this model aggregates {want:?}; prepare it with \
+         --feature-dims {}",
+        job.plan.display(),
+        loaded.plan.manifest.spec.feature_dims,
+        want.iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let owner: Vec<u16> = loaded
+        .plan
+        .assignment
+        .parts()
+        .iter()
+        .map(|&p| p as u16)
+        .collect();
+    let summary = DatasetSummary::of(&loaded.dataset);
+    let mut observe = |e: &EpochRecord| {
+        if e.epoch % args.print_every.max(1) == 0 || e.epoch == config.epochs {
+            eprintln!("worker {rank} epoch {:>4}  {}", e.epoch, short(e));
+        }
+    };
+    let outcome = run_worker(
+        &loaded.dataset,
+        &owner,
+        loaded.session.clone(),
+        &job,
+        rank,
+        job.switch,
+        config,
+        &mut observe,
+    )?;
+    println!("worker {rank}: {}", describe_run(&outcome.report));
+    if rank != 0 {
+        return Ok(());
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "train-{}-{}",
+            file_safe(&summary.name),
+            config.model.kind.name()
+        ))
+    });
+    let log = TrainLog {
+        dataset: summary,
+        config: config.clone(),
+        feature_norm: outcome.feature_norm,
+        parameters: config.model.parameter_count(inputs, classes),
+        threads: switchgnn_trainer::threads(),
+        workers: usize::from(job.world),
+        exchange: Some(job.mode.name().to_string()),
+        summary: Summary::of(std::slice::from_ref(&outcome.report)),
+        runs: vec![outcome.report],
+    };
+    write_outputs(&log, &out, args.json)
+}
+
+fn short(e: &EpochRecord) -> String {
+    let comm = if e.bytes_sent + e.bytes_received > 0 {
+        format!(
+            "  comm {:.1} ms, {:.1}/{:.1} kB out/in",
+            e.comm_seconds * 1e3,
+            e.bytes_sent as f64 / 1e3,
+            e.bytes_received as f64 / 1e3
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "loss {:.4}  train {:.4}  val {:.4} (loss {:.4})  test {}  {:.1} ms{comm}",
         e.train_loss,
         e.train_accuracy,
         e.val_accuracy,
         e.val_loss,
         e.test_accuracy
             .map_or("n/a".to_string(), |t| format!("{t:.4}")),
-        e.train_seconds * 1e3
+        (e.train_seconds + e.eval_seconds) * 1e3
     )
 }
 

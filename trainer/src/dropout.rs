@@ -217,7 +217,8 @@ mod tests {
         let full_hidden = values(&whole.mask_matrix(rows, width).unwrap());
         let mine = vec![0u32, 1, 2, 9, 30, 49];
         let input_runs = vec![(0u64, 10usize), (150, 1), (290, 10)];
-        let mut part = Dropout::with_layout(0.5, 3, MaskLayout::rows(mine.clone(), input_runs.clone()));
+        let mut part =
+            Dropout::with_layout(0.5, 3, MaskLayout::rows(mine.clone(), input_runs.clone()));
         let part_input = values(&part.mask_input(21).unwrap());
         let part_hidden = values(&part.mask_matrix(mine.len(), width).unwrap());
         let want_input: Vec<f32> = input_runs
@@ -233,7 +234,11 @@ mod tests {
         // Long runs cross the generator's parallel chunks.
         let mut a = Dropout::new(0.3, 5);
         let all = values(&a.mask(100_000).unwrap());
-        let mut b = Dropout::with_layout(0.3, 5, MaskLayout::rows(vec![], vec![(17, 40_000), (60_000, 30_000)]));
+        let mut b = Dropout::with_layout(
+            0.3,
+            5,
+            MaskLayout::rows(vec![], vec![(17, 40_000), (60_000, 30_000)]),
+        );
         let got = values(&b.mask_input(70_000).unwrap());
         assert_eq!(&got[..40_000], &all[17..40_017]);
         assert_eq!(&got[40_000..], &all[60_000..90_000]);

@@ -27,8 +27,8 @@ pub use graph_tensors::{FeatureMatrix, FeatureNorm, Propagation};
 pub use log::{DatasetSummary, MeanStd, Summary, TrainLog};
 pub use model::{Aggregate, Model, ModelConfig, ModelKind};
 pub use train::{
-    train, train_on, Backend, Collective, EpochRecord, Local, Prepared, RunReport, TrainConfig,
-    Traffic,
+    train, train_on, Backend, Collective, EpochRecord, Local, Prepared, RunReport, Traffic,
+    TrainConfig,
 };
 
 /// libtorch's intra-op thread count.

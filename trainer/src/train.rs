@@ -12,7 +12,9 @@ use tch::{Kind, Reduction, Tensor};
 use crate::dropout::{Dropout, MaskLayout};
 use crate::error::{Result, TrainError};
 use crate::graph_tensors::{FeatureMatrix, FeatureNorm, Propagation, Targets};
-use crate::model::{Aggregate, Model, ModelConfig, ModelKind, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP};
+use crate::model::{
+    Aggregate, Model, ModelConfig, ModelKind, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -270,10 +272,13 @@ pub fn train_on(
     let val_labels = t.labels.index_select(0, &t.val);
     // Summed losses over this process's vertices, as shares of the whole split.
     let loss_of = |logits: &Tensor, ids: &Tensor, labels: &Tensor, len: usize| {
-        logits
-            .index_select(0, ids)
-            .cross_entropy_loss::<Tensor>(labels, None, Reduction::Sum, -100, 0.0)
-            / len as f64
+        logits.index_select(0, ids).cross_entropy_loss::<Tensor>(
+            labels,
+            None,
+            Reduction::Sum,
+            -100,
+            0.0,
+        ) / len as f64
     };
     // Parameters in name order: the layout of the gradient all-reduce.
     let mut params: Vec<(String, Tensor)> = model.var_store().variables().into_iter().collect();
@@ -369,7 +374,9 @@ fn all_reduce_gradients(params: &[(String, Tensor)], backend: &mut dyn Backend) 
     for (name, p) in params {
         let g = p.grad();
         if !g.defined() {
-            return Err(TrainError::Config(format!("parameter {name} has no gradient")));
+            return Err(TrainError::Config(format!(
+                "parameter {name} has no gradient"
+            )));
         }
         flat.extend(Vec::<f32>::try_from(g.flatten(0, -1))?);
     }

@@ -61,7 +61,17 @@ fn distributed(
     };
     let owner: Vec<u16> = plan.assignment.parts().iter().map(|&p| p as u16).collect();
     let aggregators = (plan.manifest.spec.switch_memory / 128) as usize;
-    run_loopback(dataset, &owner, session, &job, aggregators, config, 1, &mut |_| {}).unwrap()
+    run_loopback(
+        dataset,
+        &owner,
+        session,
+        &job,
+        aggregators,
+        config,
+        1,
+        &mut |_| {},
+    )
+    .unwrap()
 }
 
 fn losses(r: &RunReport) -> Vec<f64> {
@@ -81,7 +91,11 @@ fn two_workers_follow_the_reference() {
         let got = distributed(&d, &p, mode, &config, 0.0);
         let r0 = &got.workers[0];
         for w in &got.workers {
-            assert_eq!(losses(&w.report), losses(&r0.report), "every worker sees the same figures");
+            assert_eq!(
+                losses(&w.report),
+                losses(&r0.report),
+                "every worker sees the same figures"
+            );
         }
         let worst = losses(&r0.report)
             .iter()

@@ -197,6 +197,8 @@ fn logs_round_trip_and_the_plot_draws_every_series() {
         feature_norm: FeatureNorm::None,
         parameters: config.model.parameter_count(128, 8),
         threads: 1,
+        workers: 1,
+        exchange: None,
         summary: Summary::of(&runs),
         runs,
     };

@@ -130,9 +130,11 @@ impl RunningService {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .join()
-            .unwrap_or_else(|_| Err(CollectiveError::Failed("the service thread panicked".into())))
+        self.handle.join().unwrap_or_else(|_| {
+            Err(CollectiveError::Failed(
+                "the service thread panicked".into(),
+            ))
+        })
     }
 }
 
@@ -167,10 +169,15 @@ impl CollectiveService {
 
     /// Stopped before any worker connected, it returns an empty report.
     pub fn run(self, stop: &AtomicBool) -> Result<CollectiveReport, CollectiveError> {
-        let addr = self.listener.local_addr().map_err(|source| io_err(addr0(), source))?;
+        let addr = self
+            .listener
+            .local_addr()
+            .map_err(|source| io_err(addr0(), source))?;
         let mut peers = match self.accept_all(stop, addr) {
             Ok(p) => p,
-            Err(CollectiveError::Stopped { connected: 0 }) => return Ok(CollectiveReport::default()),
+            Err(CollectiveError::Stopped { connected: 0 }) => {
+                return Ok(CollectiveReport::default())
+            }
             Err(e) => return Err(e),
         };
         let outcome = self.serve(&mut peers, stop);
@@ -366,23 +373,28 @@ struct Hello {
     agreement: u64,
 }
 
-fn read_hello(
-    stream: &mut TcpStream,
-    deadline: Instant,
-    stop: &AtomicBool,
-) -> io::Result<Hello> {
+fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &AtomicBool) -> io::Result<Hello> {
     let mut b = [0u8; 20];
     read_full(stream, &mut b, deadline, stop)?;
     if b[..4] != MAGIC {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a collective hello"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a collective hello",
+        ));
     }
     let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
     if u16_at(4) != VERSION {
         let _ = send_error(
             stream,
-            &format!("collective version {} (this service speaks {VERSION})", u16_at(4)),
+            &format!(
+                "collective version {} (this service speaks {VERSION})",
+                u16_at(4)
+            ),
         );
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "version mismatch"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "version mismatch",
+        ));
     }
     Ok(Hello {
         job: u16_at(6),
@@ -423,7 +435,9 @@ fn read_full(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e),
         }
@@ -612,7 +626,12 @@ impl CollectiveClient {
 mod tests {
     use super::*;
 
-    fn service(world: u16) -> (SocketAddr, std::thread::JoinHandle<Result<CollectiveReport, CollectiveError>>) {
+    fn service(
+        world: u16,
+    ) -> (
+        SocketAddr,
+        std::thread::JoinHandle<Result<CollectiveReport, CollectiveError>>,
+    ) {
         let cfg = ServiceConfig {
             job: 3,
             world,
@@ -624,7 +643,12 @@ mod tests {
         (addr, s.spawn(Arc::new(AtomicBool::new(false))))
     }
 
-    fn connect(addr: SocketAddr, rank: u16, world: u16, agreement: u64) -> Result<CollectiveClient, CollectiveError> {
+    fn connect(
+        addr: SocketAddr,
+        rank: u16,
+        world: u16,
+        agreement: u64,
+    ) -> Result<CollectiveClient, CollectiveError> {
         CollectiveClient::connect(
             addr,
             3,

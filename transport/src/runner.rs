@@ -4,12 +4,12 @@
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::cc::{Aimd, Controller};
 use std::sync::Arc;
+use switchgnn_dataplane::cc::{Aimd, Controller};
 
 use switchgnn_dataplane::engine::{
-    EngineConfig, EngineError, EngineStats, Exchange, ExchangeOutput, HostEngine,
-    InNetworkEngine, LocalFeatures,
+    EngineConfig, EngineError, EngineStats, Exchange, ExchangeOutput, HostEngine, InNetworkEngine,
+    LocalFeatures,
 };
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::Nanos;
@@ -117,10 +117,12 @@ pub fn run_worker(
                 window,
             };
             let started = Instant::now();
-            let mut engine = new_engine(cfg, plan, rows.local(), line_rate, client.now())
-                .map_err(|e| RunError::Engine {
-                    during: during.clone(),
-                    source: e,
+            let mut engine =
+                new_engine(cfg, plan, rows.local(), line_rate, client.now()).map_err(|e| {
+                    RunError::Engine {
+                        during: during.clone(),
+                        source: e,
+                    }
                 })?;
             client.run(engine.as_mut(), &during)?;
             let report = ExchangeReport {

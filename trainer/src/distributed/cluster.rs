@@ -68,13 +68,7 @@ pub fn run_worker(
     config: &TrainConfig,
     observe: &mut dyn FnMut(&EpochRecord),
 ) -> Result<WorkerOutcome> {
-    let shard = Shard::new(
-        dataset,
-        owner,
-        rank,
-        config.model.kind,
-        config.feature_norm,
-    )?;
+    let shard = Shard::new(dataset, owner, rank, config.model.kind, config.feature_norm)?;
     let comm = |e: &dyn std::fmt::Display| TrainError::Comm(format!("worker {rank}: {e}"));
     let client = WorkerClient::connect(WorkerConfig {
         job: job.job,
@@ -161,8 +155,9 @@ pub fn run_loopback(
     let mut server =
         SwitchServer::bind(server_cfg, session.clone()).map_err(|e| comm("switch", &e))?;
     let addr = server.local_addr().map_err(|e| comm("switch", &e))?;
-    let collective = RunningService::start(addr, ServiceConfig::of(job.job, job.world, &job.timeouts))
-        .map_err(|e| comm("collective service", &e))?;
+    let collective =
+        RunningService::start(addr, ServiceConfig::of(job.job, job.world, &job.timeouts))
+            .map_err(|e| comm("collective service", &e))?;
     let job = JobFile {
         bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         ..job.clone()

@@ -87,7 +87,11 @@ impl Shard {
         let mut boundary = Vec::new();
         let mut positions = Vec::new();
         for (i, &v) in rows.ids.iter().enumerate() {
-            if graph.neighbors(v).iter().any(|&u| owner[u as usize] != rank) {
+            if graph
+                .neighbors(v)
+                .iter()
+                .any(|&u| owner[u as usize] != rank)
+            {
                 boundary.push(v);
                 positions.push(i);
             }
