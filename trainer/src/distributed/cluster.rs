@@ -106,7 +106,14 @@ pub fn run_worker(
         window: job.link.window,
         timers: job.timeouts.protocol(),
     };
-    let mut sums = NetworkSums::new(client, collective, session, shard.boundary(), opts)?;
+    let mut sums = NetworkSums::new(
+        client,
+        collective,
+        session,
+        shard.boundary(),
+        shard.max_remote_degree,
+        opts,
+    )?;
     let report = {
         let mut backend = ShardBackend {
             shard: &shard,

@@ -46,6 +46,9 @@ pub struct Shard {
     propagation: Propagation,
     /// Global ids of the boundary vertices (a neighbour on another worker), ascending.
     boundary: Vec<u32>,
+    /// The most remote neighbours any vertex of the graph has: the most contributions one
+    /// exchanged sum can have, whatever the exchange.
+    pub max_remote_degree: u64,
     /// Their positions in `rows` (`i64`), and their scales as columns.
     boundary_index: Tensor,
     boundary_left: Tensor,
@@ -84,6 +87,17 @@ impl Shard {
             ModelKind::Gcn => Propagation::gcn_rows(graph, &rows),
             ModelKind::Sage => Propagation::mean_rows(graph, &rows),
         };
+        let max_remote_degree = (0..n as u32)
+            .map(|v| {
+                let own = owner[v as usize];
+                graph
+                    .neighbors(v)
+                    .iter()
+                    .filter(|&&u| owner[u as usize] != own)
+                    .count() as u64
+            })
+            .max()
+            .unwrap_or(0);
         let mut boundary = Vec::new();
         let mut positions = Vec::new();
         for (i, &v) in rows.ids.iter().enumerate() {
@@ -109,6 +123,7 @@ impl Shard {
             boundary_left: column(&propagation.left),
             boundary_right: column(&propagation.right),
             boundary,
+            max_remote_degree,
             rows,
             features,
             targets,

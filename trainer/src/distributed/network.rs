@@ -60,20 +60,23 @@ pub struct NetworkSums {
     collective: CollectiveClient,
     session: Arc<Session>,
     opts: NetworkOptions,
-    /// Per layer: the most contributions one sum receives (for the scale).
-    contributions: Vec<u64>,
+    /// The most contributions one sum receives (for the scale). Taken from the graph, not the
+    /// plan, so that every exchange mode encodes alike and delivers the same bits.
+    contributions: u64,
     seq: u32,
     traffic: Traffic,
     pub totals: ExchangeTotals,
 }
 
 impl NetworkSums {
-    /// Check that the session's exchanges deliver exactly the shard's `boundary` rows.
+    /// Check that the session's exchanges deliver exactly the `boundary` rows of the shard,
+    /// whose sums have at most `contributions` terms.
     pub fn new(
         client: WorkerClient,
         collective: CollectiveClient,
         session: Arc<Session>,
         boundary: &[u32],
+        contributions: u64,
         opts: NetworkOptions,
     ) -> Result<NetworkSums> {
         for (layer, plan) in session.layers.iter().enumerate() {
@@ -85,17 +88,6 @@ impl NetworkSums {
                 )));
             }
         }
-        let contributions = session
-            .layers
-            .iter()
-            .map(|p| {
-                p.blocks
-                    .iter()
-                    .flat_map(|b| b.table.expected.iter().copied())
-                    .max()
-                    .map_or(1, u64::from)
-            })
-            .collect();
         Ok(NetworkSums {
             client,
             collective,
@@ -159,7 +151,7 @@ impl RemoteSums for NetworkSums {
         let started = Instant::now();
         let mut bound = [rows.iter().fold(0f32, |m, x| m.max(x.abs()))];
         self.reduce(ReduceOp::Max, &mut bound)?;
-        let scale = Scale::for_bound(bound[0], self.contributions[layer])
+        let scale = Scale::for_bound(bound[0], self.contributions)
             .map_err(|e| TrainError::Comm(format!("layer {layer}: {e}")))?;
         self.seq += 1;
         let dir = if backward { "backward" } else { "forward" };
