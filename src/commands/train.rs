@@ -172,7 +172,7 @@ pub fn run(args: Args) -> Result<()> {
         let data = Prepared::new(&dataset, &config)
             .with_context(|| format!("cannot train on `{}`", args.dataset.dataset))?;
         drop(dataset);
-        Trainer::Reference(data)
+        Trainer::Reference(Box::new(data))
     } else {
         Trainer::Loopback(Box::new(Loopback::new(&args, &config, dataset, &out)?))
     };
@@ -304,7 +304,7 @@ fn describe_run(report: &RunReport) -> String {
 }
 
 enum Trainer {
-    Reference(Prepared),
+    Reference(Box<Prepared>),
     Loopback(Box<Loopback>),
 }
 

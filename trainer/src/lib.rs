@@ -1,17 +1,22 @@
 //! switchgnn's GCN trainer on libtorch (through `tch`).
 //!
-//! Part one: the single-process **reference** trainer. GCN (Kipf & Welling: symmetric
-//! normalisation with self-loops) and GraphSAGE-mean, any depth and width, ReLU, dropout, Adam
-//! with weight decay on the first layer, training on the train split and model selection and
-//! early stopping on validation. The adjacency is a sparse CSR tensor; sparse input features are
-//! multiplied as CSR, never densified.
+//! The single-process **reference** trainer: GCN (Kipf & Welling: symmetric normalisation with
+//! self-loops) and GraphSAGE-mean, any depth and width, ReLU, dropout, Adam with weight decay
+//! on the first layer, training on the train split and model selection and early stopping on
+//! validation. The adjacency is a sparse CSR tensor; sparse input features are multiplied as
+//! CSR, never densified. The **distributed** trainer runs the same loop on every worker over
+//! its own vertices, with the remote part of each aggregation summed by an exchange through the
+//! switch and the gradients all-reduced.
 //!
-//! - [`graph_tensors`]: propagation matrices, feature, label and split tensors.
+//! - [`graph_tensors`]: propagation matrices (whole, or a worker's block), feature, label and
+//!   split tensors;
 //! - [`model`]: layers as dense segments joined by an [`Aggregate`] step with its own backward,
-//!   the seam where a distributed worker adds the remote part of each sum.
-//! - [`train`]: the training loop; [`log`] and [`plot`]: its CSV, JSON and SVG outputs.
-//! - [`dropout`]: seeded dropout masks and initialisation, independent of libtorch's global
-//!   generator.
+//!   the seam where a distributed worker adds the remote part of each sum;
+//! - [`train`]: the training loop over a [`Backend`] (aggregation plus all-reduce); [`log`] and
+//!   [`plot`]: its CSV, JSON and SVG outputs;
+//! - [`distributed`]: worker shards, the exchange over the network, whole jobs;
+//! - [`dropout`]: seeded dropout masks drawn at global positions, and initialisation,
+//!   independent of libtorch's global generator.
 
 pub mod distributed;
 pub mod dropout;

@@ -208,9 +208,14 @@ fn two_percent_loss_changes_no_bit() {
     }
 }
 
-/// Kipf & Welling's setting, 200 epochs, on 2, 4 and 8 workers with the switch and the host
-/// exchange, against the reference; and a 2 %-loss run identical to the lossless one.
-fn matches_the_reference_on(file: &str) {
+/// Kipf & Welling's setting, 200 epochs, on 2, 4 and 8 workers against the reference, with
+/// the exchanges `modes(workers)`; with `lossy` workers also a 2 %-loss SwitchGNN run, which
+/// must be identical to the lossless one.
+fn matches_the_reference_on(
+    file: &str,
+    modes: &dyn Fn(u32) -> Vec<ExchangeMode>,
+    lossy: Option<u32>,
+) {
     let Some(path) = shared_dataset(file) else {
         return;
     };
@@ -219,27 +224,41 @@ fn matches_the_reference_on(file: &str) {
     let want = reference(&d, &config);
     for workers in [2, 4, 8] {
         let p = plan(&d, workers, &config, 100 << 20);
-        for mode in [ExchangeMode::Switchgnn, ExchangeMode::Host] {
+        let mut lossless = None;
+        for mode in modes(workers) {
             let got = distributed(&d, &p, mode, &config, 0.0);
             assert_follows(&want, &got, &format!("{file} {workers} workers {mode:?}"));
-            if workers == 4 && mode == ExchangeMode::Switchgnn {
-                let lossy = distributed(&d, &p, mode, &config, 0.02);
-                assert_eq!(
-                    losses(&got.workers[0].report),
-                    losses(&lossy.workers[0].report),
-                    "{file}: 2 % loss"
-                );
+            if mode == ExchangeMode::Switchgnn {
+                lossless = Some(losses(&got.workers[0].report));
             }
+        }
+        if lossy == Some(workers) {
+            let got = distributed(&d, &p, ExchangeMode::Switchgnn, &config, 0.02);
+            assert_eq!(
+                lossless.as_ref(),
+                Some(&losses(&got.workers[0].report)),
+                "{file}: 2 % loss"
+            );
         }
     }
 }
 
 #[test]
 fn cora_matches_the_reference() {
-    matches_the_reference_on("cora.npz");
+    let both = |_| vec![ExchangeMode::Switchgnn, ExchangeMode::Host];
+    matches_the_reference_on("cora.npz", &both, Some(4));
 }
 
+/// Amazon-Computers is 5× Cora's size and 17× its edges: the host exchange (bit-identical to
+/// the switch, as the tests above show) runs at one worker count only, and no lossy run, to
+/// keep the suite's time in bounds. The whole matrix (both exchanges at every count, 2 % loss
+/// on 4 workers) passes too: `cargo test --release -p switchgnn-trainer --test distributed` at
+/// commit c19dceb ran it (README, "Distributed training").
 #[test]
 fn amazon_computers_matches_the_reference() {
-    matches_the_reference_on("amazon-computers.npz");
+    let modes = |workers| match workers {
+        2 => vec![ExchangeMode::Switchgnn, ExchangeMode::Host],
+        _ => vec![ExchangeMode::Switchgnn],
+    };
+    matches_the_reference_on("amazon-computers.npz", &modes, None);
 }

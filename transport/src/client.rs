@@ -197,7 +197,7 @@ impl WorkerClient {
         let received_before = self.endpoint.peer(&switch).packets_received;
         // Between exchanges the caller computes (a training step) and reads nothing; what the
         // switch sent meanwhile waits in the socket. Silence counts from here.
-        self.last_heard = self.last_heard.max(Instant::now());
+        self.last_heard = Instant::now();
         loop {
             let now = Instant::now();
             let t = self.now();
