@@ -121,8 +121,9 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
 }
 
 /// The plan in `dir` when it was prepared for this graph and `spec` (workers, widths, switch
-/// memory); else a new one, prepared and written there. A plan in `dir` for another request is
-/// an error, unless `replace` allows overwriting it (a folder the program chose itself).
+/// memory); else a new one, prepared and written there. A plan in `dir` for another graph or
+/// request is an error, unless `replace` allows overwriting it (a folder the program chose
+/// itself).
 pub fn reuse_or_prepare(
     dataset: &switchgnn_datasets::Dataset,
     spec: &PlanSpec,
@@ -130,17 +131,15 @@ pub fn reuse_or_prepare(
     replace: bool,
 ) -> Result<Plan> {
     if dir.join("manifest.json").exists() {
-        let plan = read_plan(dir)?;
-        check_plan_fits(&plan, &dataset.graph, dir)?;
-        let have = &plan.manifest.spec;
-        let fits = have.workers == spec.workers
-            && have.feature_dims == spec.feature_dims
-            && have.switch_memory == spec.switch_memory;
-        if fits {
-            println!("reusing the plan in {}", dir.display());
-            return Ok(plan);
-        }
-        if !replace {
+        let existing = read_plan(dir).and_then(|plan| {
+            check_plan_fits(&plan, &dataset.graph, dir)?;
+            let have = &plan.manifest.spec;
+            if have.workers == spec.workers
+                && have.feature_dims == spec.feature_dims
+                && have.switch_memory == spec.switch_memory
+            {
+                return Ok(plan);
+            }
             bail!(
                 "the plan in {} is for {} workers, widths {:?}, {} B of switch memory; this run \
                  asks for {}, {:?}, {} B (choose another --plan folder)",
@@ -151,7 +150,15 @@ pub fn reuse_or_prepare(
                 spec.workers,
                 spec.feature_dims,
                 spec.switch_memory
-            );
+            )
+        });
+        match existing {
+            Ok(plan) => {
+                println!("reusing the plan in {}", dir.display());
+                return Ok(plan);
+            }
+            Err(e) if !replace => return Err(e),
+            Err(e) => println!("preparing a new plan in {}: {e:#}", dir.display()),
         }
     }
     let bars = Bars::new();

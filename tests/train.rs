@@ -74,6 +74,27 @@ fn train_writes_the_log_and_the_plot_on(workers: &str) {
             "traffic in the progress lines: {stderr}"
         );
         assert!(out.join("plan-2").join("manifest.json").exists());
+        // The default plan folder follows the model: other widths prepare a new plan there.
+        let out_dir = out.to_str().unwrap();
+        let again = switchgnn(&[
+            "train",
+            "synthetic:small,scale=0.25,seed=2",
+            "--workers",
+            "2",
+            "--hidden",
+            "4",
+            "--epochs",
+            "1",
+            "--out",
+            out_dir,
+        ]);
+        let said = String::from_utf8_lossy(&again.stdout);
+        assert!(
+            again.status.success(),
+            "{}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+        assert!(said.contains("preparing a new plan"), "{said}");
     }
     let svg = std::fs::read_to_string(out.join("curves.svg")).unwrap();
     assert!(svg.starts_with("<svg"));
