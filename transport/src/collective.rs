@@ -483,6 +483,9 @@ pub struct CollectiveClient {
     rank: u16,
     round: u32,
     idle: Duration,
+    /// Whether the service accepted the hello (an error before that is a refusal).
+    joined: bool,
+    /// Never set: the client's reads have no stop flag of their own.
     never: AtomicBool,
     /// Bytes written and read, for the traffic figures.
     pub bytes_sent: u64,
@@ -529,12 +532,14 @@ impl CollectiveClient {
             rank,
             round: 0,
             idle,
+            joined: false,
             never: AtomicBool::new(false),
             bytes_sent: 20,
             bytes_received: 0,
         };
         // The hello is answered once every worker has connected; that may take a while.
         client.read_status(started + join.max(idle))?;
+        client.joined = true;
         Ok(client)
     }
 
@@ -598,7 +603,7 @@ impl CollectiveClient {
                 read_full(&mut self.stream, &mut text, deadline, &self.never)
                     .map_err(|e| self.failed("reading an error", &e))?;
                 let reason = String::from_utf8_lossy(&text).into_owned();
-                Err(if self.round == 0 && self.bytes_sent == 20 {
+                Err(if !self.joined {
                     CollectiveError::Refused {
                         rank: self.rank,
                         reason,
