@@ -4,6 +4,7 @@
 mod commands;
 mod dataset_args;
 mod job_args;
+mod loopback_args;
 mod partition_args;
 mod progress;
 

@@ -13,15 +13,14 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use switchgnn_datasets::cache;
-use switchgnn_partition::size::parse_bytes;
 use switchgnn_partition::Plan;
 use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
-use switchgnn_transport::socket::ShimConfig;
-use switchgnn_transport::{ExchangeMode, JobFile, Link};
+use switchgnn_transport::{ExchangeMode, JobFile};
 
 use crate::dataset_args::DatasetArgs;
 use crate::job_args::{parse_mode, write_json};
+use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{parse_list, reuse_or_prepare, PartitionArgs};
 
 #[derive(Debug, clap::Args)]
@@ -40,21 +39,11 @@ pub struct Args {
     /// then 16, a two-layer GCN's hidden width).
     #[arg(long)]
     pub feature_dims: Option<String>,
-    /// Aggregator memory of the switch (e.g. 10MB).
-    #[arg(long, default_value = "100MB")]
-    pub switch_memory: String,
     /// Plan directory to reuse, or to create when it does not exist.
     #[arg(long, value_name = "DIR")]
     pub plan: Option<PathBuf>,
-    /// Probability that the fault shim drops a datagram, on every sender.
-    #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
-    /// Seed of the fault shim.
-    #[arg(long, default_value_t = 1)]
-    pub fault_seed: u64,
-    /// Rate cap (Gbit/s) of every worker and switch port.
-    #[arg(long, default_value_t = 10.0)]
-    pub gbps: f64,
+    #[command(flatten)]
+    pub net: LoopbackArgs,
     /// Rounds of the schedule (every layer forward, then backward).
     #[arg(long, default_value_t = 1)]
     pub epochs: u32,
@@ -109,9 +98,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.workers < 2 || args.workers > 512 {
         bail!("--workers {} must be between 2 and 512", args.workers);
     }
-    if !(0.0..1.0).contains(&args.loss) {
-        bail!("--loss {} must be in [0, 1)", args.loss);
-    }
+    args.net.check()?;
     let run_dir = RunDir::new(args.out.clone())?;
     let dataset = args.dataset.load()?;
     // Children read the graph from a cache file: exactly this graph, loaded fast.
@@ -145,15 +132,8 @@ pub fn run(args: Args) -> Result<()> {
             bind: Some("127.0.0.1:0".parse().expect("an address")),
             transport: "udp".into(),
             timeouts: Default::default(),
-            link: Link {
-                gbps: args.gbps,
-                ..Link::default()
-            },
-            faults: ShimConfig {
-                loss: args.loss,
-                seed: args.fault_seed,
-                ..ShimConfig::default()
-            },
+            link: args.net.link(),
+            faults: args.net.faults(),
         };
         let summary = run_mode(&args, &job, &plan, run_dir.path())?;
         print_mode(&summary);
@@ -183,7 +163,7 @@ fn plan_for(args: &Args, dataset: &switchgnn_datasets::Dataset, dir: &Path) -> R
     let spec = args.partition.plan_spec(
         &args.dataset.dataset,
         args.workers,
-        parse_bytes(&args.switch_memory)?,
+        args.net.memory()?,
         feature_dims,
     );
     reuse_or_prepare(dataset, &spec, dir, false)

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchgnn_datasets::Dataset;
-use switchgnn_partition::size::parse_bytes;
 use switchgnn_trainer::distributed::cluster::{
     run_loopback, run_worker, ClusterOutcome, WorkerOutcome,
 };
@@ -24,11 +23,11 @@ use switchgnn_trainer::{
     Summary, TrainConfig, TrainLog,
 };
 use switchgnn_transport::job::resolve_rank;
-use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::{JobFile, Session};
 
 use crate::dataset_args::DatasetArgs;
 use crate::job_args::{load, parse_mode};
+use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{reuse_or_prepare, PartitionArgs};
 
 #[derive(Debug, clap::Args)]
@@ -91,18 +90,8 @@ pub struct Args {
     /// output folder, re-prepared when it does not fit).
     #[arg(long, value_name = "DIR")]
     pub plan: Option<PathBuf>,
-    /// Aggregator memory of the switch (e.g. 10MB).
-    #[arg(long, default_value = "100MB")]
-    pub switch_memory: String,
-    /// Probability that the fault shim drops a datagram, on every sender.
-    #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
-    /// Seed of the fault shim.
-    #[arg(long, default_value_t = 1)]
-    pub fault_seed: u64,
-    /// Rate cap (Gbit/s) of every worker and switch port.
-    #[arg(long, default_value_t = 10.0)]
-    pub gbps: f64,
+    #[command(flatten)]
+    pub net: LoopbackArgs,
     /// Run as one worker of the job in this file (its plan must be prepared for the model's
     /// aggregated widths); the rank comes from --rank or the launcher's variables.
     #[arg(long, value_name = "FILE")]
@@ -148,20 +137,10 @@ pub fn run(args: Args) -> Result<()> {
         "--workers {} must be between 1 and 512",
         args.workers
     );
-    anyhow::ensure!(
-        (0.0..1.0).contains(&args.loss),
-        "--loss {} must be in [0, 1)",
-        args.loss
-    );
+    args.net.check()?;
     let dataset = args.dataset.load()?;
     let summary = DatasetSummary::of(&dataset);
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "train-{}-{}",
-            file_safe(&summary.name),
-            config.model.kind.name()
-        ))
-    });
+    let out = out_folder(&args, &summary, &config);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let bar = ProgressBar::new(config.epochs as u64 * args.runs).with_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} epochs ({eta})")
@@ -338,17 +317,8 @@ struct Loopback {
 impl Loopback {
     fn new(args: &Args, config: &TrainConfig, dataset: Dataset, out: &Path) -> Result<Loopback> {
         let mode = parse_mode(&args.exchange)?;
-        let inputs = dataset
-            .features
-            .as_ref()
-            .with_context(|| format!("dataset `{}` has no vertex features", dataset.name))?
-            .cols();
-        let classes = dataset
-            .labels
-            .as_ref()
-            .context("the dataset has no labels")?
-            .num_classes() as usize;
-        let memory = parse_bytes(&args.switch_memory)?;
+        let (inputs, classes) = inputs_and_classes(&dataset)?;
+        let memory = args.net.memory()?;
         let spec = default_partition().plan_spec(
             &args.dataset.dataset,
             args.workers,
@@ -368,12 +338,8 @@ impl Loopback {
             SocketAddr::from(([127, 0, 0, 1], 0)),
             args.workers as u16,
         );
-        job.link.gbps = args.gbps;
-        job.faults = ShimConfig {
-            loss: args.loss,
-            seed: args.fault_seed,
-            ..ShimConfig::default()
-        };
+        job.link = args.net.link();
+        job.faults = args.net.faults();
         Ok(Loopback {
             owner: plan.assignment.parts().iter().map(|&p| p as u16).collect(),
             aggregators: (memory / 128) as usize,
@@ -444,6 +410,30 @@ impl Loopback {
     }
 }
 
+/// The model's input width and class count for `dataset`.
+fn inputs_and_classes(dataset: &Dataset) -> Result<(usize, usize)> {
+    let features = dataset
+        .features
+        .as_ref()
+        .with_context(|| format!("dataset `{}` has no vertex features", dataset.name))?;
+    let labels = dataset
+        .labels
+        .as_ref()
+        .context("the dataset has no labels")?;
+    Ok((features.cols(), labels.num_classes() as usize))
+}
+
+/// `--out`, or `results/train-<dataset>-<model>`.
+fn out_folder(args: &Args, dataset: &DatasetSummary, config: &TrainConfig) -> PathBuf {
+    args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "train-{}-{}",
+            file_safe(&dataset.name),
+            config.model.kind.name()
+        ))
+    })
+}
+
 /// The partitioning options' defaults (METIS, fill 0.9), as `prepare` would use them.
 fn default_partition() -> PartitionArgs {
     #[derive(clap::Parser)]
@@ -462,18 +452,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
     }
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
     let loaded = load(&job)?;
-    let inputs = loaded
-        .dataset
-        .features
-        .as_ref()
-        .context("the dataset has no vertex features")?
-        .cols();
-    let classes = loaded
-        .dataset
-        .labels
-        .as_ref()
-        .context("the dataset has no labels")?
-        .num_classes() as usize;
+    let (inputs, classes) = inputs_and_classes(&loaded.dataset)?;
     let want = config.model.aggregated_widths(inputs, classes);
     anyhow::ensure!(
         loaded.plan.manifest.spec.feature_dims == want,
@@ -513,13 +492,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
     if rank != 0 {
         return Ok(());
     }
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "train-{}-{}",
-            file_safe(&summary.name),
-            config.model.kind.name()
-        ))
-    });
+    let out = out_folder(args, &summary, config);
     let log = TrainLog {
         dataset: summary,
         config: config.clone(),

@@ -103,38 +103,39 @@ impl Default for ModelConfig {
 }
 
 impl ModelConfig {
+    /// Input and output width of every layer for `inputs` features and `classes` classes.
+    pub fn layer_widths(&self, inputs: usize, classes: usize) -> Vec<(usize, usize)> {
+        (0..self.layers)
+            .map(|l| {
+                let input = if l == 0 { inputs } else { self.hidden };
+                let output = if l + 1 == self.layers {
+                    classes
+                } else {
+                    self.hidden
+                };
+                (input, output)
+            })
+            .collect()
+    }
+
     /// Trainable scalars of this model for `inputs` features and `classes` classes.
     pub fn parameter_count(&self, inputs: usize, classes: usize) -> usize {
         let weights = match self.kind {
             ModelKind::Gcn => 1,
             ModelKind::Sage => 2,
         };
-        (0..self.layers)
-            .map(|l| {
-                let input = if l == 0 { inputs } else { self.hidden };
-                let output = if l + 1 == self.layers {
-                    classes
-                } else {
-                    self.hidden
-                };
-                weights * input * output + output
-            })
+        self.layer_widths(inputs, classes)
+            .into_iter()
+            .map(|(input, output)| weights * input * output + output)
             .sum()
     }
 
     /// Per layer: the width its aggregation carries, the narrower of its input and output (what
     /// a plan's exchanges must be prepared for).
     pub fn aggregated_widths(&self, inputs: usize, classes: usize) -> Vec<usize> {
-        (0..self.layers)
-            .map(|l| {
-                let input = if l == 0 { inputs } else { self.hidden };
-                let output = if l + 1 == self.layers {
-                    classes
-                } else {
-                    self.hidden
-                };
-                input.min(output)
-            })
+        self.layer_widths(inputs, classes)
+            .into_iter()
+            .map(|(input, output)| input.min(output))
             .collect()
     }
 
@@ -210,13 +211,7 @@ impl Model {
         let vs = VarStore::new(Device::Cpu);
         let mut rng = init_rng(seed);
         let mut layers = Vec::with_capacity(config.layers);
-        for l in 0..config.layers {
-            let input = if l == 0 { inputs } else { config.hidden };
-            let output = if l + 1 == config.layers {
-                classes
-            } else {
-                config.hidden
-            };
+        for (l, (input, output)) in config.layer_widths(inputs, classes).into_iter().enumerate() {
             let group = if l == 0 {
                 FIRST_LAYER_GROUP
             } else {

@@ -108,7 +108,6 @@ impl ServiceConfig {
 /// A service running in its own thread.
 #[derive(Debug)]
 pub struct RunningService {
-    pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<Result<CollectiveReport, CollectiveError>>,
 }
@@ -117,10 +116,9 @@ impl RunningService {
     /// Bind at `addr` (the switch's address: TCP beside its UDP port) and start.
     pub fn start(addr: SocketAddr, cfg: ServiceConfig) -> io::Result<RunningService> {
         let service = CollectiveService::bind(addr, cfg)?;
-        let addr = service.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let handle = service.spawn(stop.clone());
-        Ok(RunningService { addr, stop, handle })
+        Ok(RunningService { stop, handle })
     }
 
     /// Once the switch is done: give the workers a moment to leave, then stop the service.
@@ -541,10 +539,6 @@ impl CollectiveClient {
         client.read_status(started + join.max(idle))?;
         client.joined = true;
         Ok(client)
-    }
-
-    pub fn rank(&self) -> u16 {
-        self.rank
     }
 
     /// Replace `values` by their element-wise reduction over every worker.

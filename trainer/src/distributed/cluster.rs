@@ -201,8 +201,8 @@ pub fn run_loopback(
         (switch.join().expect("the switch thread panicked"), workers)
     });
     let collective = collective.finish(std::time::Duration::from_secs(2));
-    // The first worker error explains more than what followed from it (aborts, closed
-    // connections), but a worker that failed only because another was lost says so too.
+    // A worker error comes before the switch's: the lowest failed rank's, which names any
+    // peer it lost.
     let workers = workers.into_iter().collect::<Result<Vec<_>>>()?;
     let (outcome, report) = switch;
     outcome.map_err(|e| comm("switch", &e))?;

@@ -21,7 +21,7 @@ pub mod cluster;
 pub mod network;
 
 use switchgnn_datasets::Dataset;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use crate::dropout::MaskLayout;
 use crate::error::{Result, TrainError};
@@ -171,7 +171,7 @@ impl Shard {
         };
         let width = z.size()[1] as usize;
         let send = z.index_select(0, &self.boundary_index) * before;
-        let send = Vec::<f32>::try_from(send.to_kind(Kind::Float).flatten(0, -1))?;
+        let send = Vec::<f32>::try_from(send.flatten(0, -1))?;
         let sums = remote.exchange(layer, backward, width, &send)?;
         if sums.len() != send.len() {
             return Err(TrainError::Comm(format!(

@@ -60,6 +60,8 @@ pub struct NetworkSums {
     collective: CollectiveClient,
     session: Arc<Session>,
     opts: NetworkOptions,
+    /// The shard's boundary vertices: the rows every exchange sends and receives.
+    boundary: Vec<u32>,
     /// The most contributions one sum receives (for the scale). Taken from the graph, not the
     /// plan, so that every exchange mode encodes alike and delivers the same bits.
     contributions: u64,
@@ -93,6 +95,7 @@ impl NetworkSums {
             collective,
             session,
             opts,
+            boundary: boundary.to_vec(),
             contributions,
             seq: 0,
             traffic: Traffic::default(),
@@ -156,7 +159,6 @@ impl RemoteSums for NetworkSums {
         self.seq += 1;
         let dir = if backward { "backward" } else { "forward" };
         let during = format!("exchange {} (layer {layer} {dir})", self.seq);
-        let vertices = plan.receivers(self.opts.rank);
         let cfg = EngineConfig {
             // The sequence number names the exchange: a training pass and an evaluation pass
             // of the same epoch are different exchanges.
@@ -173,7 +175,7 @@ impl RemoteSums for NetworkSums {
             window: self.opts.window,
         };
         let local = LocalFeatures {
-            vertices: &vertices,
+            vertices: &self.boundary,
             width,
             values: rows,
         };
@@ -181,7 +183,7 @@ impl RemoteSums for NetworkSums {
             .map_err(|e| TrainError::Comm(format!("{during}: {e}")))?;
         self.client.run(engine.as_mut(), &during).map_err(comm)?;
         let out = engine.output();
-        if out.vertices != vertices {
+        if out.vertices != self.boundary {
             return Err(TrainError::Comm(format!(
                 "{during}: the result covers other vertices than the plan's"
             )));

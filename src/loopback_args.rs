@@ -1,0 +1,53 @@
+//! Options of the commands that run a whole job on this machine (`exchange`, `train`): the
+//! switch's memory and the emulated links and faults.
+
+use anyhow::{bail, Result};
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::Link;
+
+#[derive(Debug, clap::Args)]
+pub struct LoopbackArgs {
+    /// Aggregator memory of the switch (e.g. 10MB).
+    #[arg(long, default_value = "100MB")]
+    pub switch_memory: String,
+    /// Probability that the fault shim drops a datagram, on every sender.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seed of the fault shim.
+    #[arg(long, default_value_t = 1)]
+    pub fault_seed: u64,
+    /// Rate cap (Gbit/s) of every worker and switch port.
+    #[arg(long, default_value_t = 10.0)]
+    pub gbps: f64,
+}
+
+impl LoopbackArgs {
+    pub fn check(&self) -> Result<()> {
+        if !(0.0..1.0).contains(&self.loss) {
+            bail!("--loss {} must be in [0, 1)", self.loss);
+        }
+        Ok(())
+    }
+
+    /// The switch memory in bytes.
+    pub fn memory(&self) -> Result<u64> {
+        Ok(parse_bytes(&self.switch_memory)?)
+    }
+
+    /// The links: `--gbps`, the rest as a job file's defaults.
+    pub fn link(&self) -> Link {
+        Link {
+            gbps: self.gbps,
+            ..Link::default()
+        }
+    }
+
+    pub fn faults(&self) -> ShimConfig {
+        ShimConfig {
+            loss: self.loss,
+            seed: self.fault_seed,
+            ..ShimConfig::default()
+        }
+    }
+}
