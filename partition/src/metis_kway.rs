@@ -37,6 +37,9 @@ impl Default for MetisOptions {
 
 /// Partition the graph given by CSR `offsets`/`neighbors` (symmetric, no self-loops) into
 /// `parts` parts. `what` names the graph in errors.
+/// Serialises calls into METIS (see where it is taken).
+static METIS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) fn metis_kway(
     offsets: &[u64],
     neighbors: &[u32],
@@ -109,6 +112,11 @@ pub(crate) fn weighted_kway(
     if let (Some(v), Some(e)) = (&vwgt, &adjwgt) {
         graph = graph.set_vwgt(v).set_adjwgt(e);
     }
+    // METIS draws from one process-wide random generator: two partitions computed at once
+    // interleave their draws and stop being reproducible for a seed. One at a time.
+    let _serial = METIS_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     graph
         .set_option(metis::option::Seed(options.seed))
         .set_option(metis::option::UFactor(ufactor))

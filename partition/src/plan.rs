@@ -191,9 +191,31 @@ impl Plan {
                 spec.fill_target
             )));
         }
-        let graph = &dataset.graph;
         stage("worker partition");
-        let assignment = Assignment::compute(graph, spec.workers, &spec.partitioner)?;
+        let assignment = Assignment::compute(&dataset.graph, spec.workers, &spec.partitioner)?;
+        Plan::prepare_with(dataset, spec, assignment, stage)
+    }
+
+    /// [`Plan::prepare`] on a worker partition already computed (by the same `spec`): several
+    /// memories or widths then share one METIS run.
+    pub fn prepare_with(
+        dataset: &Dataset,
+        spec: &PlanSpec,
+        assignment: Assignment,
+        stage: &dyn Fn(&str),
+    ) -> Result<Plan> {
+        let graph = &dataset.graph;
+        if assignment.parts().len() != graph.num_vertices()
+            || assignment.num_parts() != spec.workers
+        {
+            return Err(PartitionError::Usage(format!(
+                "the worker partition has {} vertices in {} parts; the plan needs {} in {}",
+                assignment.parts().len(),
+                assignment.num_parts(),
+                graph.num_vertices(),
+                spec.workers
+            )));
+        }
         stage("boundary analysis");
         let boundary = Boundary::analyze(graph, &assignment);
 

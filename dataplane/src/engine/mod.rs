@@ -40,7 +40,7 @@ use crate::wire::{Packet, PacketType, Repr};
 
 use receive::Receiver;
 pub use reliable::{Reliable, RttEstimator};
-pub use send::{HostExchange, InNetwork, SendQueue, SendStrategy};
+pub use send::{BalancedHostExchange, HostExchange, InNetwork, SendQueue, SendStrategy};
 
 /// An exchange engine behind one interface, whatever its strategy.
 pub trait Exchange: Node {
@@ -55,6 +55,8 @@ pub trait Exchange: Node {
 pub type InNetworkEngine = Engine<InNetwork>;
 /// The host-exchange baseline engine.
 pub type HostEngine = Engine<HostExchange>;
+/// The host exchange with G3-style balanced rounds.
+pub type BalancedHostEngine = Engine<BalancedHostExchange>;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum EngineError {
@@ -74,7 +76,7 @@ pub enum EngineError {
 }
 
 /// Timer settings; the defaults suit 100 Gbps links with microseconds of delay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Timers {
     /// A data chunk unacknowledged this long is sent again.
     pub rto: Nanos,

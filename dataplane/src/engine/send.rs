@@ -231,6 +231,49 @@ impl SendStrategy for HostExchange {
     }
 }
 
+/// G3's balanced host exchange, as modelled here: the same copies as [`HostExchange`], but each
+/// worker walks the remote workers in a shifted cyclic order — worker `r` sends everything for
+/// `r + 1` first, then for `r + 2`, and so on (mod M) — so that while every worker is in its
+/// k-th round each worker receives from exactly one sender, instead of all of them aiming at
+/// the same few at once. Within one destination the plan's send order is kept. G3 also overlaps
+/// communication with computation; that is the compute time the simulator adds, not modelled
+/// here.
+#[derive(Debug)]
+pub struct BalancedHostExchange(SendQueue);
+
+impl SendStrategy for BalancedHostExchange {
+    const NAME: &'static str = "g3";
+    const KIND: PacketType = PacketType::Raw;
+
+    fn accepts(mode: Mode) -> bool {
+        mode == Mode::Host
+    }
+
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        let mut pairs = HostExchange::pairs(plan, rank, block);
+        let workers = u32::from(plan.workers);
+        // Rounds after the sender: r + 1 is round 0. A stable sort keeps the send order within
+        // one destination.
+        let round = |dst: u32| {
+            (u32::from(plan.owner[dst as usize]) + workers - u32::from(rank) - 1) % workers
+        };
+        pairs.sort_by_key(|&(_, dst)| round(dst));
+        pairs
+    }
+
+    fn from_queue(queue: SendQueue) -> Self {
+        BalancedHostExchange(queue)
+    }
+
+    fn queue(&self) -> &SendQueue {
+        &self.0
+    }
+
+    fn queue_mut(&mut self) -> &mut SendQueue {
+        &mut self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::engine::reliable::RttEstimator;

@@ -1,0 +1,476 @@
+//! The event loop: hosts and a switch, all sans-IO state machines, joined by the fabric's
+//! ports. It is the simulator's only driver, for the dataplane's own engines and switch model
+//! as for the simple nodes of the validation tests.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::engine::Exchange;
+use switchgnn_dataplane::switch::Switch;
+use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
+use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
+use thiserror::Error;
+
+use crate::fabric::{
+    ceil_nanos, to_picos, Fabric, HostSpec, Picos, PortStats, SwitchSpec, Topology,
+};
+use crate::queue::{EventQueue, Slab};
+use crate::series::{Series, Traffic};
+
+/// What the driver needs from a switch besides [`Node`].
+pub trait SwitchNode: Node {
+    /// The backlog (bytes) of the egress queue towards `port`, for ECN marking.
+    fn set_egress_queue(&mut self, port: u16, bytes: u64);
+    /// Aggregator passes made so far: each pass after a packet's first is a recirculation.
+    fn passes(&self) -> u64;
+    fn aggregators_in_use(&self) -> usize;
+}
+
+impl SwitchNode for Switch {
+    fn set_egress_queue(&mut self, port: u16, bytes: u64) {
+        Switch::set_egress_queue(self, port, bytes)
+    }
+
+    fn passes(&self) -> u64 {
+        self.counters().passes
+    }
+
+    fn aggregators_in_use(&self) -> usize {
+        Switch::aggregators_in_use(self)
+    }
+}
+
+/// What the driver needs from a host besides [`Node`].
+pub trait HostNode: Node {
+    /// The host has all it waits for: the run ends when every host has.
+    fn is_done(&self) -> bool;
+}
+
+impl HostNode for dyn Exchange {
+    fn is_done(&self) -> bool {
+        self.is_finished()
+    }
+}
+
+/// Chunk bundling: an exchange of width `width` simulated with one 32-lane chunk per vertex,
+/// each packet standing for the `chunks` packets of the real exchange. Every packet of a
+/// vertex then follows the same path at once, so times are those of the real exchange to
+/// within one vertex's chunks per hop, at 1/`chunks` of the work. Byte counts and per-packet
+/// costs are those of the real packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bundle {
+    pub width: u32,
+    pub chunks: u32,
+}
+
+impl Bundle {
+    pub fn of_width(width: usize) -> Bundle {
+        Bundle {
+            width: width as u32,
+            chunks: width.div_ceil(MAX_LANES) as u32,
+        }
+    }
+}
+
+/// Everything the core is configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SimConfig {
+    pub topology: Topology,
+    pub switch: SwitchSpec,
+    pub host: HostSpec,
+    /// Bytes a frame adds to the dataplane's UDP payload on the wire: Ethernet header and FCS
+    /// (18), preamble and inter-frame gap (20), IPv4 (20), UDP (8).
+    pub frame_overhead: u64,
+    /// Width of one bucket of the time series.
+    pub sample_ns: Nanos,
+    /// Events after which a run is declared not to terminate.
+    pub max_events: u64,
+}
+
+impl SimConfig {
+    /// The paper's setup: a star of `hosts` on 100 Gbps, 2 µs links.
+    pub fn paper(hosts: u16) -> SimConfig {
+        SimConfig {
+            topology: Topology::star(hosts, crate::fabric::LinkSpec::hundred_gbps()),
+            switch: SwitchSpec::tofino_like(),
+            host: HostSpec::hundred_gbps(),
+            frame_overhead: 66,
+            sample_ns: 10_000,
+            max_events: 2_000_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SimError {
+    #[error("no event left at {now} ns but {unfinished} hosts are unfinished")]
+    Stalled { now: Nanos, unfinished: usize },
+    #[error("more than {0} events: the run does not terminate")]
+    EventLimit(u64),
+    #[error("the topology has {topology} hosts but {given} were given")]
+    Hosts { topology: u16, given: usize },
+}
+
+/// The recirculation port's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recirculation {
+    /// Aggregator passes in all.
+    pub passes: u64,
+    /// Trips through the recirculation port (passes after each packet's first).
+    pub recirculations: u64,
+    pub bytes: u64,
+    pub busy_ns: f64,
+    /// Longest wait of a packet for the recirculation port.
+    pub max_wait_ns: f64,
+}
+
+/// One run's measurements.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// When the last host finished.
+    pub finish_ns: Nanos,
+    pub events: u64,
+    pub wall_seconds: f64,
+    /// Per host: its uplink (host → switch).
+    pub uplinks: Vec<PortStats>,
+    /// Per host: the switch's egress towards it.
+    pub downlinks: Vec<PortStats>,
+    pub recirculation: Recirculation,
+    pub peak_aggregators: usize,
+    /// Bytes delivered to hosts, by what they carried.
+    pub delivered: Traffic,
+    pub series: Series,
+}
+
+impl RunResult {
+    /// Frame bytes on all links, both directions.
+    pub fn link_bytes(&self) -> u64 {
+        self.uplinks
+            .iter()
+            .chain(&self.downlinks)
+            .map(|p| p.bytes)
+            .sum()
+    }
+
+    pub fn drops(&self) -> u64 {
+        self.downlinks.iter().map(|p| p.drops).sum()
+    }
+
+    pub fn peak_queue(&self) -> u64 {
+        self.downlinks
+            .iter()
+            .map(|p| p.peak_backlog)
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub fn events_per_second(&self) -> f64 {
+        self.events as f64 / self.wall_seconds.max(1e-9)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// A packet (slab key) reaches the switch from a host.
+    AtSwitch {
+        from: u16,
+        packet: u32,
+    },
+    /// A packet reaches a host (after its receive processing).
+    AtHost {
+        host: u16,
+        packet: u32,
+    },
+    Timer {
+        host: u16,
+        generation: u32,
+    },
+    /// Packets the switch emitted once their recirculations are over (slab key of the batch).
+    Release {
+        batch: u32,
+    },
+}
+
+/// A packet in flight and its cost on the wire.
+#[derive(Debug)]
+struct Flight {
+    bytes: Vec<u8>,
+    /// Frame bytes on a link (the real packets', when bundled).
+    wire: u64,
+    /// Real packets it stands for.
+    count: u32,
+}
+
+struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
+    cfg: &'a SimConfig,
+    bundle: Option<Bundle>,
+    switch: &'a mut S,
+    hosts: &'a mut [Box<H>],
+    fabric: Fabric,
+    events: EventQueue<Event>,
+    packets: Slab<Flight>,
+    batches: Slab<Vec<(u16, Flight)>>,
+    now: Nanos,
+    send_free: Vec<Picos>,
+    receive_free: Vec<Picos>,
+    timers: Vec<(Option<Nanos>, u32)>,
+    reported: Vec<u64>,
+    recirculation_free: Picos,
+    recirculation: Recirculation,
+    peak_aggregators: usize,
+    delivered: Traffic,
+    series: Series,
+    unfinished: usize,
+    done: Vec<bool>,
+}
+
+/// Run until every host is done. Hosts are numbered as the topology's.
+pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
+    cfg: &SimConfig,
+    bundle: Option<Bundle>,
+    switch: &mut S,
+    hosts: &mut [Box<H>],
+) -> Result<RunResult, SimError> {
+    let n = usize::from(cfg.topology.hosts());
+    if hosts.len() != n {
+        return Err(SimError::Hosts {
+            topology: cfg.topology.hosts(),
+            given: hosts.len(),
+        });
+    }
+    let started = Instant::now();
+    let done: Vec<bool> = hosts.iter().map(|h| h.is_done()).collect();
+    let mut l = Loop {
+        cfg,
+        bundle,
+        fabric: Fabric::new(&cfg.topology, &cfg.switch, &cfg.host),
+        switch,
+        hosts,
+        events: EventQueue::default(),
+        packets: Slab::default(),
+        batches: Slab::default(),
+        now: 0,
+        send_free: vec![0; n],
+        receive_free: vec![0; n],
+        timers: vec![(None, 0); n],
+        reported: vec![0; n],
+        recirculation_free: 0,
+        recirculation: Recirculation::default(),
+        peak_aggregators: 0,
+        delivered: Traffic::default(),
+        series: Series::new(cfg.sample_ns),
+        unfinished: done.iter().filter(|d| !**d).count(),
+        done,
+    };
+    for h in 0..n {
+        l.after_host_event(h);
+    }
+    let mut events = 0u64;
+    while l.unfinished > 0 {
+        let Some((at, event)) = l.events.pop() else {
+            return Err(SimError::Stalled {
+                now: l.now,
+                unfinished: l.unfinished,
+            });
+        };
+        events += 1;
+        if events > cfg.max_events {
+            return Err(SimError::EventLimit(cfg.max_events));
+        }
+        l.now = l.now.max(at);
+        match event {
+            Event::AtSwitch { from, packet } => l.at_switch(from, packet),
+            Event::AtHost { host, packet } => {
+                let f = l.packets.remove(packet).expect("a packet in flight");
+                l.delivered.add(&f.bytes, f.wire);
+                l.series.delivered(l.now, &f.bytes, f.wire);
+                let h = usize::from(host);
+                l.hosts[h].handle_packet(l.now, Address::Switch, &f.bytes);
+                l.after_host_event(h);
+            }
+            Event::Timer { host, generation } => {
+                let h = usize::from(host);
+                if l.timers[h].1 == generation {
+                    l.timers[h].0 = None;
+                    l.hosts[h].handle_timeout(l.now);
+                    l.after_host_event(h);
+                }
+            }
+            Event::Release { batch } => {
+                let out = l.batches.remove(batch).expect("a batch");
+                for (w, f) in out {
+                    l.egress(w, f);
+                }
+            }
+        }
+    }
+    Ok(RunResult {
+        finish_ns: l.now,
+        events,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        uplinks: l.fabric.uplinks.iter().map(|p| p.stats).collect(),
+        downlinks: l.fabric.downlinks.iter().map(|p| p.stats).collect(),
+        recirculation: l.recirculation,
+        peak_aggregators: l.peak_aggregators,
+        delivered: l.delivered,
+        series: l.series,
+    })
+}
+
+impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
+    /// Frame bytes and packet count of a dataplane packet, bundled or not.
+    fn weigh(&self, bytes: &[u8]) -> (u64, u32) {
+        let overhead = self.cfg.frame_overhead;
+        let Some(b) = self.bundle else {
+            return (bytes.len() as u64 + overhead, 1);
+        };
+        let Ok(p) = Packet::new_checked(bytes) else {
+            return (bytes.len() as u64 + overhead, 1);
+        };
+        let per_chunk = [
+            PacketType::Data,
+            PacketType::Result,
+            PacketType::Raw,
+            PacketType::Fetch,
+        ]
+        .iter()
+        .any(|&t| t as u8 == p.packet_type());
+        if !per_chunk {
+            return (bytes.len() as u64 + overhead, 1);
+        }
+        let c = u64::from(b.chunks);
+        let wire = if p.lanes() > 0 {
+            // The real chunks: one header each and the whole row's lanes.
+            c * (HEADER_LEN as u64 + overhead) + 4 * u64::from(b.width)
+        } else {
+            c * (bytes.len() as u64 + overhead)
+        };
+        (wire, b.chunks)
+    }
+
+    fn flight(&self, bytes: Vec<u8>) -> Flight {
+        let (wire, count) = self.weigh(&bytes);
+        Flight { bytes, wire, count }
+    }
+
+    /// Send what host `h` has, and re-arm its timer.
+    fn after_host_event(&mut self, h: usize) {
+        let now = self.now;
+        while let Some(Transmit { bytes, .. }) = self.hosts[h].poll_transmit(now) {
+            let f = self.flight(bytes);
+            let cost = to_picos(self.cfg.host.per_packet_ns) * u64::from(f.count);
+            let ready = self.send_free[h].max(to_picos(now)) + cost;
+            self.send_free[h] = ready;
+            self.series.sent(now, f.wire);
+            let at = self.fabric.uplinks[h]
+                .send(ready, f.wire)
+                .expect("host queues are unbounded");
+            let packet = self.packets.insert(f);
+            self.events.push(
+                ceil_nanos(at),
+                Event::AtSwitch {
+                    from: h as u16,
+                    packet,
+                },
+            );
+        }
+        if !self.done[h] && self.hosts[h].is_done() {
+            self.done[h] = true;
+            self.unfinished -= 1;
+        }
+        let due = self.hosts[h].poll_timeout();
+        if due != self.timers[h].0 {
+            self.timers[h].0 = due;
+            self.timers[h].1 += 1;
+            if let Some(t) = due {
+                self.events.push(
+                    t.max(now),
+                    Event::Timer {
+                        host: h as u16,
+                        generation: self.timers[h].1,
+                    },
+                );
+            }
+        }
+    }
+
+    fn at_switch(&mut self, from: u16, packet: u32) {
+        let f = self.packets.remove(packet).expect("a packet in flight");
+        let now_ps = to_picos(self.now);
+        // Tell the switch the egress backlogs it marks by (only those that changed).
+        for (port, link) in self.fabric.downlinks.iter().enumerate() {
+            let q = link.backlog(now_ps);
+            if q != self.reported[port] {
+                self.reported[port] = q;
+                self.switch.set_egress_queue(port as u16, q);
+            }
+        }
+        let before = self.switch.passes();
+        self.switch
+            .handle_packet(self.now, Address::Worker(from), &f.bytes);
+        let passes = self.switch.passes() - before;
+        let in_use = self.switch.aggregators_in_use();
+        self.peak_aggregators = self.peak_aggregators.max(in_use);
+        self.series.aggregators(self.now, in_use);
+        let mut out = Vec::new();
+        while let Some(t) = self.switch.poll_transmit(self.now) {
+            if let Address::Worker(w) = t.to {
+                out.push((w, self.flight(t.bytes)));
+            }
+        }
+        // One pipeline pass is free; every further one goes around the recirculation port.
+        let extra = passes.saturating_sub(1);
+        self.recirculation.passes += passes * u64::from(f.count);
+        if extra == 0 {
+            for (w, o) in out {
+                self.egress(w, o);
+            }
+            return;
+        }
+        let bytes = extra * f.wire;
+        let ps = (bytes as f64 * 8_000.0 / self.cfg.switch.recirculation_gbps).round() as Picos;
+        let start = self.recirculation_free.max(now_ps);
+        let wait = (start - now_ps) as f64 / 1_000.0;
+        self.recirculation_free = start + ps;
+        self.recirculation.recirculations += extra * u64::from(f.count);
+        self.recirculation.bytes += bytes;
+        self.recirculation.busy_ns += ps as f64 / 1_000.0;
+        self.recirculation.max_wait_ns = self.recirculation.max_wait_ns.max(wait);
+        self.series.recirculated(self.now, ps as f64 / 1_000.0);
+        if !out.is_empty() {
+            let batch = self.batches.insert(out);
+            self.events.push(
+                ceil_nanos(self.recirculation_free),
+                Event::Release { batch },
+            );
+        }
+    }
+
+    /// Queue a packet the switch emitted on the egress port of its destination host.
+    fn egress(&mut self, to: u16, f: Flight) {
+        let h = usize::from(to);
+        if h >= self.fabric.downlinks.len() {
+            return;
+        }
+        let now_ps = to_picos(self.now);
+        let port = &mut self.fabric.downlinks[h];
+        let Some(arrival) = port.send(now_ps, f.wire) else {
+            self.series.dropped(self.now, f.wire);
+            return;
+        };
+        let backlog = port.backlog(now_ps);
+        self.series.queue(self.now, backlog);
+        // The host's receive core takes packets in arrival order (one link feeds it).
+        let cost = to_picos(self.cfg.host.per_packet_ns) * u64::from(f.count);
+        let ready = self.receive_free[h].max(arrival) + cost;
+        self.receive_free[h] = ready;
+        let packet = self.packets.insert(f);
+        self.events.push(
+            ceil_nanos(ready),
+            Event::AtHost {
+                host: h as u16,
+                packet,
+            },
+        );
+    }
+}

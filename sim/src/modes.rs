@@ -1,0 +1,270 @@
+//! The exchanges the simulator compares, each a real driver of the dataplane's engines and
+//! switch model:
+//!
+//! | mode | plan | engine | switch |
+//! |---|---|---|---|
+//! | `host` | every cross edge | host exchange (BNS-GCN, p = 1) | forwards |
+//! | `g3` | every cross edge | host exchange in balanced rounds (see [`BalancedHostExchange`]) | forwards |
+//! | `strawman` | one block of every cross edge, random order | in-network | best-effort aggregators, overflow to hosts |
+//! | `switchgnn` | the plan's blocks, priority BFS (GAMR) | in-network | aggregators per block |
+//! | `switchgnn-nogamr` | the plan's blocks, random order | in-network | aggregators per block |
+//!
+//! [`BalancedHostExchange`]: switchgnn_dataplane::engine::BalancedHostExchange
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::cc::Aimd;
+use switchgnn_dataplane::engine::{
+    BalancedHostEngine, EngineConfig, EngineError, Exchange, ExchangeOutput, HostEngine,
+    InNetworkEngine, LocalFeatures, Timers,
+};
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanError};
+use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig, SwitchCounters, SwitchError};
+use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
+use switchgnn_dataplane::ExchangeId;
+use switchgnn_datasets::Graph;
+use switchgnn_partition::{Assignment, Plan};
+use switchgnn_scheduler::{order, Adjacency, OrderKind};
+use thiserror::Error;
+
+use crate::driver::{run, Bundle, RunResult, SimConfig, SimError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimMode {
+    Host,
+    G3,
+    Strawman,
+    #[serde(rename = "switchgnn")]
+    SwitchGnn,
+    #[serde(rename = "switchgnn-nogamr")]
+    SwitchGnnNoGamr,
+}
+
+impl SimMode {
+    pub const ALL: [SimMode; 5] = [
+        SimMode::Host,
+        SimMode::G3,
+        SimMode::Strawman,
+        SimMode::SwitchGnn,
+        SimMode::SwitchGnnNoGamr,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SimMode::Host => "host",
+            SimMode::G3 => "g3",
+            SimMode::Strawman => "strawman",
+            SimMode::SwitchGnn => "switchgnn",
+            SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SimMode> {
+        SimMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the switch's aggregator memory changes what the mode does.
+    pub fn uses_memory(self) -> bool {
+        !matches!(self, SimMode::Host | SimMode::G3)
+    }
+
+    /// Whether the mode runs a prepared plan's blocks.
+    pub fn uses_blocks(self) -> bool {
+        matches!(self, SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr)
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ModeError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Switch(#[from] SwitchError),
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    #[error("the topology has {hosts} hosts, the plan {workers} workers")]
+    Workers { hosts: u16, workers: u16 },
+    #[error("layer {layer}: the plan has {layers} layers")]
+    NoLayer { layer: usize, layers: usize },
+}
+
+/// The exchange plan of `mode` for `layer` of `plan` (whose assignment and, for the block
+/// modes, blocks it uses). `seed` seeds the random orders.
+pub fn exchange_plan(
+    mode: SimMode,
+    graph: &Graph,
+    plan: &Plan,
+    layer: usize,
+    seed: u64,
+) -> Result<ExchangePlan, ModeError> {
+    let dims = &plan.manifest.spec.feature_dims;
+    let width = *dims.get(layer).ok_or(ModeError::NoLayer {
+        layer,
+        layers: dims.len(),
+    })?;
+    let assignment: &Assignment = &plan.assignment;
+    let whole = |mode, kind| ExchangePlan::whole_graph(graph, assignment, width, mode, kind, seed);
+    Ok(match mode {
+        SimMode::Host | SimMode::G3 => whole(Mode::Host, OrderKind::PriorityBfs)?,
+        SimMode::Strawman => whole(Mode::Strawman, OrderKind::Random)?,
+        SimMode::SwitchGnn => ExchangePlan::from_plan(plan, layer)?,
+        SimMode::SwitchGnnNoGamr => {
+            let mut p = ExchangePlan::from_plan(plan, layer)?;
+            for (b, block) in p.blocks.iter_mut().enumerate() {
+                let adj = Adjacency::new(&block.table.offsets, &block.table.slots);
+                block.order = order(adj, OrderKind::Random, seed + b as u64);
+            }
+            p
+        }
+    })
+}
+
+/// How one exchange is simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ExchangeSetup {
+    pub mode: SimMode,
+    /// Aggregator memory of the switch, bytes.
+    pub switch_memory: u64,
+    /// Simulate one chunk per vertex standing for all of them (see [`Bundle`]).
+    pub bundle: bool,
+    /// Data chunks a worker may have unacknowledged (real chunks, also when bundled).
+    pub window: usize,
+    pub timers: Timers,
+    pub layer: u8,
+    pub backward: bool,
+}
+
+/// One simulated exchange.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExchangeSim {
+    pub run: RunResult,
+    pub switch: SwitchCounters,
+    /// Summed over the workers.
+    pub retransmits: u64,
+    pub fetches: u64,
+    pub overflow_notices: u64,
+    pub ecn_echoes: u64,
+}
+
+/// Feature value of lane `j` of vertex `v`: deterministic, in [-1, 1), so that sums can be
+/// checked against the direct computation.
+pub fn feature(v: u32, j: usize) -> f32 {
+    let x = (v as u64).wrapping_mul(2_654_435_761) ^ (j as u64).wrapping_mul(40_503);
+    (x % 2_000) as f32 / 1_000.0 - 1.0
+}
+
+/// The fixed-point scale every worker agrees on: values within 1, at most `contributions`
+/// of them per sum.
+pub fn scale_for(graph: &Graph) -> Scale {
+    let most = (0..graph.num_vertices() as u32)
+        .map(|v| graph.degree(v))
+        .max()
+        .unwrap_or(1);
+    Scale::for_bound(1.0, most.max(1)).expect("a scale for any degree that fits a plan")
+}
+
+/// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums.
+pub fn simulate_exchange(
+    plan: &ExchangePlan,
+    cfg: &SimConfig,
+    setup: &ExchangeSetup,
+    scale: Scale,
+) -> Result<(ExchangeSim, Vec<ExchangeOutput>), ModeError> {
+    let hosts = cfg.topology.hosts();
+    if hosts != plan.workers {
+        return Err(ModeError::Workers {
+            hosts,
+            workers: plan.workers,
+        });
+    }
+    let real_width = plan.width;
+    let bundle = (setup.bundle && real_width > MAX_LANES).then(|| Bundle::of_width(real_width));
+    let mut plan = plan.clone();
+    let chunks = bundle.map_or(1, |b| b.chunks as usize);
+    if bundle.is_some() {
+        plan.width = MAX_LANES;
+    }
+    let plan = Arc::new(plan);
+    let width = plan.width;
+    let mut switch = Switch::new(SwitchConfig {
+        aggregators: (setup.switch_memory / (MAX_LANES as u64 * 4) / chunks as u64) as usize,
+        ecn_threshold: cfg.switch.ecn_threshold,
+        ports: hosts,
+    });
+    let exchange = ExchangeId {
+        job: 1,
+        epoch: 0,
+        layer: setup.layer,
+        backward: setup.backward,
+    };
+    switch.add_job(JobConfig {
+        job: 1,
+        layers: (0..=setup.layer).map(|_| plan.clone()).collect(),
+    })?;
+    // The pacer counts the packets the engine builds; aim it at the line rate of the frames
+    // they stand for.
+    let link_gbps = match cfg.topology {
+        crate::fabric::Topology::Star { link, .. } => link.gbps.min(cfg.host.nic_gbps),
+    };
+    let lanes = real_width.min(MAX_LANES);
+    let built = (HEADER_LEN + 4 * lanes) as f64;
+    let framed = match bundle {
+        Some(b) => {
+            (chunks * (HEADER_LEN + cfg.frame_overhead as usize) + 4 * b.width as usize) as f64
+        }
+        None => built + cfg.frame_overhead as f64,
+    };
+    let pace = link_gbps * 1e9 / 8.0 * built / framed;
+    let window = (setup.window / chunks).max(1);
+
+    let mut owned: Vec<Vec<u32>> = vec![Vec::new(); usize::from(plan.workers)];
+    for (v, &w) in plan.owner.iter().enumerate() {
+        owned[usize::from(w)].push(v as u32);
+    }
+    let mut engines: Vec<Box<dyn Exchange>> = Vec::with_capacity(owned.len());
+    for (w, vertices) in owned.iter().enumerate() {
+        let values: Vec<f32> = vertices
+            .iter()
+            .flat_map(|&v| (0..width).map(move |j| feature(v, j)))
+            .collect();
+        let local = LocalFeatures {
+            vertices,
+            width,
+            values: &values,
+        };
+        let ecfg = EngineConfig {
+            exchange,
+            seq: 1,
+            rank: w as u16,
+            scale,
+            timers: setup.timers,
+            window,
+        };
+        let cc = Box::new(Aimd::new(pace));
+        let p = plan.clone();
+        engines.push(match setup.mode {
+            SimMode::Host => Box::new(HostEngine::new(ecfg, p, local, cc, 0)?),
+            SimMode::G3 => Box::new(BalancedHostEngine::new(ecfg, p, local, cc, 0)?),
+            _ => Box::new(InNetworkEngine::new(ecfg, p, local, cc, 0)?),
+        });
+    }
+    let result = run(cfg, bundle, &mut switch, &mut engines)?;
+    let sum = |f: fn(&switchgnn_dataplane::engine::EngineStats) -> u64| -> u64 {
+        engines.iter().map(|e| f(e.stats())).sum()
+    };
+    let sim = ExchangeSim {
+        retransmits: sum(|s| s.retransmits),
+        fetches: sum(|s| s.fetches_sent),
+        overflow_notices: sum(|s| s.overflow_notices),
+        ecn_echoes: sum(|s| s.ecn_echoes),
+        switch: switch.counters().clone(),
+        run: result,
+    };
+    let outputs = engines.iter().map(|e| e.output().clone()).collect();
+    Ok((sim, outputs))
+}

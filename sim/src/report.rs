@@ -1,0 +1,378 @@
+//! The report folder of a sweep: tables as CSV and JSON, every run's time series and per-link
+//! bytes, the plots, and a README with the command and the parameters. Every file is written
+//! atomically; `report.json` carries a format version and is checked when read back.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use switchgnn_datasets::atomic::write_atomically;
+use switchgnn_partition::size::format_bytes;
+use thiserror::Error;
+
+use crate::plot;
+use crate::sweep::{EpochRow, LayerRow, RunRow, SweepResult, SweepSpec};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Write(#[from] switchgnn_datasets::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("plot {name}: {message}")]
+    Plot { name: String, message: String },
+}
+
+/// `report.json`: everything but the series and per-link rows (those have their own files).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReportFile {
+    pub format_version: u32,
+    pub command: String,
+    pub spec: SweepSpec,
+    pub epochs: Vec<EpochRow>,
+    pub layers: Vec<LayerRow>,
+    pub runs: Vec<RunSummary>,
+}
+
+/// A run without its series and links.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub workers: u16,
+    pub switch_memory: Option<u64>,
+    pub mode: String,
+    pub width: usize,
+    pub comm_ms: f64,
+    pub link_bytes: u64,
+    pub uplink_bytes: u64,
+    pub downlink_bytes: u64,
+    pub busiest_downlink_bytes: u64,
+    pub peak_queue_bytes: u64,
+    pub drops: u64,
+    pub aggregation_share: f64,
+    pub peak_aggregators: usize,
+    pub recirculations: u64,
+    pub recirculation_utilisation: f64,
+    pub retransmits: u64,
+    pub fetches: u64,
+    pub ecn_echoes: u64,
+    pub events: u64,
+    pub wall_seconds: f64,
+    pub events_per_second: f64,
+}
+
+impl RunSummary {
+    pub fn of(r: &RunRow) -> RunSummary {
+        RunSummary {
+            id: r.id(),
+            workers: r.workers,
+            switch_memory: r.switch_memory,
+            mode: r.mode.name().into(),
+            width: r.width,
+            comm_ms: r.comm_ns as f64 / 1e6,
+            link_bytes: r.link_bytes,
+            uplink_bytes: r.uplink_bytes,
+            downlink_bytes: r.downlink_bytes,
+            busiest_downlink_bytes: r.busiest_downlink_bytes,
+            peak_queue_bytes: r.peak_queue_bytes,
+            drops: r.drops,
+            aggregation_share: r.aggregation_share,
+            peak_aggregators: r.peak_aggregators,
+            recirculations: r.recirculations,
+            recirculation_utilisation: r.recirculation_busy_ns / (r.comm_ns.max(1) as f64),
+            retransmits: r.retransmits,
+            fetches: r.fetches,
+            ecn_echoes: r.ecn_echoes,
+            events: r.events,
+            wall_seconds: r.wall_seconds,
+            events_per_second: r.events as f64 / r.wall_seconds.max(1e-9),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct EpochCsv {
+    workers: u16,
+    switch_memory_bytes: String,
+    mode: &'static str,
+    comm_ms: f64,
+    compute_ms: f64,
+    epoch_ms: f64,
+    link_bytes: u64,
+    peak_queue_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct LayerCsv {
+    workers: u16,
+    switch_memory_bytes: String,
+    mode: &'static str,
+    layer: usize,
+    direction: &'static str,
+    width: usize,
+    comm_ns: u64,
+    link_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct LinkCsv {
+    host: usize,
+    uplink_bytes: u64,
+    downlink_bytes: u64,
+    downlink_peak_backlog_bytes: u64,
+    downlink_drops: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct SeriesCsv {
+    time_us: f64,
+    sent_gbps: f64,
+    delivered_gbps: f64,
+    aggregated_gbps: f64,
+    raw_gbps: f64,
+    dropped_bytes: u64,
+    queue_max_bytes: u64,
+    aggregators_max: usize,
+    recirculation_utilisation: f64,
+}
+
+fn memory_text(m: Option<u64>) -> String {
+    m.map_or(String::new(), |m| m.to_string())
+}
+
+fn csv_bytes<T: Serialize>(rows: impl IntoIterator<Item = T>) -> std::io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        w.serialize(r).map_err(std::io::Error::other)?;
+    }
+    w.into_inner()
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    write_atomically(path, |w| w.write_all(bytes))?;
+    Ok(())
+}
+
+fn mkdir(path: &Path) -> Result<(), ReportError> {
+    std::fs::create_dir_all(path).map_err(|source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Write the report folder `dir` (created if missing); `command` is the command line that
+/// produced it.
+pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(), ReportError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReportError::Io { path, source }
+    };
+    for sub in ["series", "links", "plots"] {
+        mkdir(&dir.join(sub))?;
+    }
+    let epochs = csv_bytes(result.epochs.iter().map(|e| EpochCsv {
+        workers: e.workers,
+        switch_memory_bytes: memory_text(e.switch_memory),
+        mode: e.mode.name(),
+        comm_ms: e.comm_ms,
+        compute_ms: e.compute_ms,
+        epoch_ms: e.epoch_ms,
+        link_bytes: e.link_bytes,
+        peak_queue_bytes: e.peak_queue_bytes,
+    }))
+    .map_err(io(&dir.join("epochs.csv")))?;
+    write(&dir.join("epochs.csv"), &epochs)?;
+    let layers = csv_bytes(result.layers.iter().map(|l| LayerCsv {
+        workers: l.workers,
+        switch_memory_bytes: memory_text(l.switch_memory),
+        mode: l.mode.name(),
+        layer: l.layer,
+        direction: if l.backward { "backward" } else { "forward" },
+        width: l.width,
+        comm_ns: l.comm_ns,
+        link_bytes: l.link_bytes,
+    }))
+    .map_err(io(&dir.join("layers.csv")))?;
+    write(&dir.join("layers.csv"), &layers)?;
+    let summaries: Vec<RunSummary> = result.runs.iter().map(RunSummary::of).collect();
+    let runs = csv_bytes(&summaries).map_err(io(&dir.join("runs.csv")))?;
+    write(&dir.join("runs.csv"), &runs)?;
+
+    for r in &result.runs {
+        let id = r.id();
+        let links = csv_bytes(
+            r.links
+                .iter()
+                .enumerate()
+                .map(|(host, &(u, d, p, x))| LinkCsv {
+                    host,
+                    uplink_bytes: u,
+                    downlink_bytes: d,
+                    downlink_peak_backlog_bytes: p,
+                    downlink_drops: x,
+                }),
+        )
+        .map_err(io(&dir.join("links")))?;
+        write(&dir.join("links").join(format!("{id}.csv")), &links)?;
+        let s = &r.series;
+        let rows = s.buckets.iter().enumerate().map(|(i, b)| SeriesCsv {
+            time_us: (i as u64 * s.bucket_ns) as f64 / 1e3,
+            sent_gbps: s.gbps(b.sent),
+            delivered_gbps: s.gbps(b.aggregated + b.raw + b.other),
+            aggregated_gbps: s.gbps(b.aggregated),
+            raw_gbps: s.gbps(b.raw),
+            dropped_bytes: b.dropped,
+            queue_max_bytes: b.queue_max,
+            aggregators_max: b.aggregators_max,
+            recirculation_utilisation: b.recirculation_ns / s.bucket_ns as f64,
+        });
+        let series = csv_bytes(rows).map_err(io(&dir.join("series")))?;
+        write(&dir.join("series").join(format!("{id}.csv")), &series)?;
+        let json = serde_json::to_vec(s).map_err(|e| io(&dir.join("series"))(e.into()))?;
+        write(&dir.join("series").join(format!("{id}.json")), &json)?;
+    }
+
+    let report = ReportFile {
+        format_version: FORMAT_VERSION,
+        command: command.to_string(),
+        spec: result.spec.clone(),
+        epochs: result.epochs.clone(),
+        layers: result.layers.clone(),
+        runs: summaries,
+    };
+    let json = serde_json::to_vec_pretty(&report).map_err(|e| io(dir)(e.into()))?;
+    write(&dir.join("report.json"), &json)?;
+
+    for (name, svg) in plot::figures(result)? {
+        write(
+            &dir.join("plots").join(format!("{name}.svg")),
+            svg.as_bytes(),
+        )?;
+        let png = plot::to_png(&svg).map_err(|message| ReportError::Plot {
+            name: name.clone(),
+            message,
+        })?;
+        write(&dir.join("plots").join(format!("{name}.png")), &png)?;
+    }
+    write(&dir.join("README.md"), readme(result, command).as_bytes())?;
+    Ok(())
+}
+
+/// Read `report.json` back, checking its version.
+pub fn read_report(dir: &Path) -> Result<ReportFile, ReportError> {
+    let path = dir.join("report.json");
+    let bytes = std::fs::read(&path).map_err(|source| ReportError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let report: ReportFile = serde_json::from_slice(&bytes).map_err(|e| ReportError::Format {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    if report.format_version != FORMAT_VERSION {
+        return Err(ReportError::Format {
+            path,
+            message: format!(
+                "format version {} (this build reads {FORMAT_VERSION})",
+                report.format_version
+            ),
+        });
+    }
+    Ok(report)
+}
+
+fn memory_label(m: Option<u64>) -> String {
+    m.map_or("—".into(), format_bytes)
+}
+
+/// The epoch table as Markdown, with each mode's epoch time against the host exchange's at
+/// the same worker count.
+pub fn epoch_table(result: &SweepResult) -> String {
+    let mut t = String::from(
+        "| workers | switch memory | mode | comm ms | epoch ms | ÷ host | traffic | ÷ host | peak queue |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for e in &result.epochs {
+        let host = result
+            .epochs
+            .iter()
+            .find(|h| h.workers == e.workers && h.mode == crate::SimMode::Host);
+        let ratio = |a: f64, b: Option<f64>| b.map_or("—".into(), |b| format!("{:.2}", a / b));
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} |",
+            e.workers,
+            memory_label(e.switch_memory),
+            e.mode.name(),
+            e.comm_ms,
+            e.epoch_ms,
+            ratio(e.epoch_ms, host.map(|h| h.epoch_ms)),
+            format_bytes(e.link_bytes),
+            ratio(e.link_bytes as f64, host.map(|h| h.link_bytes as f64)),
+            format_bytes(e.peak_queue_bytes),
+        );
+    }
+    t
+}
+
+fn readme(result: &SweepResult, command: &str) -> String {
+    let s = &result.spec;
+    let mut out = String::new();
+    let _ = writeln!(out, "# Simulation report: {}\n", s.dataset);
+    let _ = writeln!(out, "Made by:\n\n```sh\n{command}\n```\n");
+    let _ = writeln!(
+        out,
+        "Star of N hosts, {} Gbps links with {} µs delay; {} of buffer per egress queue, ECN \
+         marking above {}, a {} Gbps recirculation port; host NICs {} Gbps, {} ns per packet \
+         sent or received; {} bytes of framing per packet. Layer widths {:?}; compute {} ms per \
+         epoch. Chunk bundling: {}. Window {} chunks per worker. Seed {}.\n",
+        s.link.gbps,
+        s.link.delay_ns as f64 / 1e3,
+        format_bytes(s.switch.buffer_bytes),
+        format_bytes(s.switch.ecn_threshold),
+        s.switch.recirculation_gbps,
+        s.host.nic_gbps,
+        s.host.per_packet_ns,
+        s.frame_overhead,
+        s.feature_dims,
+        s.compute_ms,
+        if s.bundle { "on" } else { "off" },
+        s.window,
+        s.seed
+    );
+    out.push_str("## Epochs\n\n");
+    out.push_str(&epoch_table(result));
+    out.push_str(
+        "\n## Runs (one exchange of each width)\n\n| run | comm ms | traffic | peak queue | drops | aggregated share | peak aggregators | recirculations | events/s |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &result.runs {
+        let _ = writeln!(
+            out,
+            "| {} | {:.3} | {} | {} | {} | {:.3} | {} | {} | {:.2} M |",
+            r.id(),
+            r.comm_ns as f64 / 1e6,
+            format_bytes(r.link_bytes),
+            format_bytes(r.peak_queue_bytes),
+            r.drops,
+            r.aggregation_share,
+            r.peak_aggregators,
+            r.recirculations,
+            r.events as f64 / r.wall_seconds.max(1e-9) / 1e6
+        );
+    }
+    out.push_str(
+        "\nFiles: `epochs.csv`, `layers.csv`, `runs.csv`, `report.json` (format version 1); \
+         `series/<run>.csv|json` (time series per bucket), `links/<run>.csv` (bytes per link); \
+         `plots/*.svg|png`.\n",
+    );
+    out
+}

@@ -1,0 +1,141 @@
+//! Time series of a run, in fixed buckets of simulated time, filled as events happen (no
+//! sampling events): what was sent and delivered, how deep the egress queues got, how many
+//! aggregators were held and how busy the recirculation port was.
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::wire::{Packet, PacketType};
+use switchgnn_dataplane::Nanos;
+
+/// Bytes delivered to hosts, by what they carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Sums aggregated in the switch (`Result` packets with lanes).
+    pub aggregated: u64,
+    /// Contributions that reached a host unaggregated (host exchange, overflow, fetch replies).
+    pub raw: u64,
+    /// Everything else: acknowledgements, fetch requests, barriers.
+    pub other: u64,
+}
+
+impl Traffic {
+    pub fn add(&mut self, bytes: &[u8], wire: u64) {
+        match classify(bytes) {
+            Class::Aggregated => self.aggregated += wire,
+            Class::Raw => self.raw += wire,
+            Class::Other => self.other += wire,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.aggregated + self.raw + self.other
+    }
+
+    /// Share of the feature bytes delivered that the switch aggregated.
+    pub fn aggregation_share(&self) -> f64 {
+        let features = self.aggregated + self.raw;
+        if features == 0 {
+            0.0
+        } else {
+            self.aggregated as f64 / features as f64
+        }
+    }
+}
+
+enum Class {
+    Aggregated,
+    Raw,
+    Other,
+}
+
+fn classify(bytes: &[u8]) -> Class {
+    let Ok(p) = Packet::new_checked(bytes) else {
+        return Class::Other;
+    };
+    let t = p.packet_type();
+    if p.lanes() == 0 {
+        Class::Other
+    } else if t == PacketType::Result as u8 {
+        Class::Aggregated
+    } else if t == PacketType::Raw as u8 {
+        Class::Raw
+    } else {
+        Class::Other
+    }
+}
+
+/// One bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Frame bytes hosts put on their uplinks.
+    pub sent: u64,
+    /// Frame bytes delivered to hosts: aggregated sums, raw features, the rest.
+    pub aggregated: u64,
+    pub raw: u64,
+    pub other: u64,
+    pub dropped: u64,
+    /// Deepest egress backlog seen in the bucket (bytes).
+    pub queue_max: u64,
+    /// Most aggregators held at once.
+    pub aggregators_max: usize,
+    /// Recirculation port busy time started in the bucket.
+    pub recirculation_ns: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Series {
+    pub bucket_ns: Nanos,
+    pub buckets: Vec<Bucket>,
+}
+
+impl Series {
+    pub fn new(bucket_ns: Nanos) -> Series {
+        Series {
+            bucket_ns: bucket_ns.max(1),
+            buckets: Vec::new(),
+        }
+    }
+
+    fn at(&mut self, now: Nanos) -> &mut Bucket {
+        let i = (now / self.bucket_ns) as usize;
+        if i >= self.buckets.len() {
+            self.buckets.resize(i + 1, Bucket::default());
+        }
+        &mut self.buckets[i]
+    }
+
+    pub fn sent(&mut self, now: Nanos, wire: u64) {
+        self.at(now).sent += wire;
+    }
+
+    pub fn delivered(&mut self, now: Nanos, bytes: &[u8], wire: u64) {
+        let b = self.at(now);
+        match classify(bytes) {
+            Class::Aggregated => b.aggregated += wire,
+            Class::Raw => b.raw += wire,
+            Class::Other => b.other += wire,
+        }
+    }
+
+    pub fn dropped(&mut self, now: Nanos, wire: u64) {
+        self.at(now).dropped += wire;
+    }
+
+    pub fn queue(&mut self, now: Nanos, backlog: u64) {
+        let b = self.at(now);
+        b.queue_max = b.queue_max.max(backlog);
+    }
+
+    pub fn aggregators(&mut self, now: Nanos, in_use: usize) {
+        let b = self.at(now);
+        b.aggregators_max = b.aggregators_max.max(in_use);
+    }
+
+    pub fn recirculated(&mut self, now: Nanos, busy_ns: f64) {
+        self.at(now).recirculation_ns += busy_ns;
+    }
+
+    /// Gbit/s of `bytes` over one bucket.
+    pub fn gbps(&self, bytes: u64) -> f64 {
+        bytes as f64 * 8.0 / self.bucket_ns as f64
+    }
+}

@@ -1,0 +1,362 @@
+//! A grid of simulations: for each worker count, one METIS partition; for each memory, the
+//! block plan; for each mode, each distinct layer width simulated once. Backward exchanges run
+//! the same plan (the graph is symmetric, so the transposed plan is the plan) and the engines
+//! are deterministic, so a layer's backward exchange takes exactly its forward time; the
+//! report lists both.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_datasets::{Dataset, Progress};
+use switchgnn_partition::{Assignment, Plan, PlanSpec};
+use thiserror::Error;
+
+use crate::driver::SimConfig;
+use crate::fabric::{HostSpec, LinkSpec, SwitchSpec, Topology};
+use crate::modes::{
+    exchange_plan, scale_for, simulate_exchange, ExchangeSetup, ModeError, SimMode,
+};
+use crate::series::Series;
+
+/// Everything a sweep varies and everything it holds fixed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSpec {
+    pub dataset: String,
+    pub workers: Vec<u16>,
+    pub memories: Vec<u64>,
+    pub modes: Vec<SimMode>,
+    /// Width exchanged at each layer.
+    pub feature_dims: Vec<usize>,
+    /// Compute time of one epoch (forward and backward) on one worker, added to the
+    /// simulated communication.
+    pub compute_ms: f64,
+    pub link: LinkSpec,
+    pub switch: SwitchSpec,
+    pub host: HostSpec,
+    pub frame_overhead: u64,
+    pub sample_ns: u64,
+    pub window: usize,
+    pub timers: Timers,
+    /// One chunk per vertex standing for all of its chunks (see [`crate::driver::Bundle`]).
+    pub bundle: bool,
+    pub seed: u64,
+    /// Runs at once (each holds a plan and its engines in memory).
+    pub jobs: usize,
+}
+
+impl SweepSpec {
+    pub fn config(&self, workers: u16) -> SimConfig {
+        SimConfig {
+            topology: Topology::star(workers, self.link),
+            switch: self.switch,
+            host: self.host,
+            frame_overhead: self.frame_overhead,
+            sample_ns: self.sample_ns,
+            max_events: 4_000_000_000,
+        }
+    }
+}
+
+/// One simulated exchange of the grid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRow {
+    pub workers: u16,
+    /// `None` for the modes that use no aggregators.
+    pub switch_memory: Option<u64>,
+    pub mode: SimMode,
+    pub width: usize,
+    pub comm_ns: u64,
+    pub link_bytes: u64,
+    pub uplink_bytes: u64,
+    pub downlink_bytes: u64,
+    pub busiest_downlink_bytes: u64,
+    pub peak_queue_bytes: u64,
+    pub drops: u64,
+    pub aggregated_bytes: u64,
+    pub raw_bytes: u64,
+    pub aggregation_share: f64,
+    pub peak_aggregators: usize,
+    pub recirculations: u64,
+    pub recirculation_busy_ns: f64,
+    pub retransmits: u64,
+    pub fetches: u64,
+    pub ecn_echoes: u64,
+    pub events: u64,
+    pub wall_seconds: f64,
+    /// Per host: (uplink bytes, downlink bytes, downlink peak backlog, downlink drops).
+    pub links: Vec<(u64, u64, u64, u64)>,
+    pub series: Series,
+}
+
+impl RunRow {
+    /// A file-name-safe identifier.
+    pub fn id(&self) -> String {
+        format!(
+            "w{}-{}-{}-d{}",
+            self.workers,
+            self.switch_memory
+                .map_or("nomem".to_string(), |m| format!("{}MB", m / 1_000_000)),
+            self.mode.name(),
+            self.width
+        )
+    }
+}
+
+/// One exchange of one layer and direction, pointing at the run that simulated its width.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LayerRow {
+    pub workers: u16,
+    pub switch_memory: Option<u64>,
+    pub mode: SimMode,
+    pub layer: usize,
+    pub backward: bool,
+    pub width: usize,
+    pub comm_ns: u64,
+    pub link_bytes: u64,
+}
+
+/// One epoch: every layer forward and backward, plus the compute time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpochRow {
+    pub workers: u16,
+    pub switch_memory: Option<u64>,
+    pub mode: SimMode,
+    pub comm_ms: f64,
+    pub compute_ms: f64,
+    pub epoch_ms: f64,
+    pub link_bytes: u64,
+    pub peak_queue_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepResult {
+    pub spec: SweepSpec,
+    pub runs: Vec<RunRow>,
+    pub layers: Vec<LayerRow>,
+    pub epochs: Vec<EpochRow>,
+}
+
+#[derive(Debug, Error)]
+pub enum SweepError {
+    #[error("partition: {0}")]
+    Partition(#[from] switchgnn_partition::PartitionError),
+    #[error("{what}: {source}")]
+    Run {
+        what: String,
+        #[source]
+        source: ModeError,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Run the sweep. `plan_spec(workers, memory)` gives the partitioning options.
+pub fn sweep(
+    dataset: &Dataset,
+    spec: &SweepSpec,
+    plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
+    progress: &(dyn Progress + Sync),
+) -> Result<SweepResult, SweepError> {
+    if spec.workers.is_empty() || spec.modes.is_empty() || spec.feature_dims.is_empty() {
+        return Err(SweepError::Usage(
+            "a sweep needs worker counts, modes and feature widths".into(),
+        ));
+    }
+    if spec.memories.is_empty() && spec.modes.iter().any(|m| m.uses_memory()) {
+        return Err(SweepError::Usage(
+            "in-network modes need at least one switch memory".into(),
+        ));
+    }
+    let scale = scale_for(&dataset.graph);
+    let mut widths: Vec<(usize, usize)> = Vec::new(); // (width, first layer with it)
+    for (l, &w) in spec.feature_dims.iter().enumerate() {
+        if !widths.iter().any(|&(x, _)| x == w) {
+            widths.push((w, l));
+        }
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(spec.jobs.max(1))
+        .build()
+        .map_err(|e| SweepError::Usage(format!("thread pool: {e}")))?;
+    let mut runs = Vec::new();
+    for &workers in &spec.workers {
+        progress.stage(&format!("{workers} workers: partition"), None);
+        let first = plan_spec(workers, spec.memories.first().copied().unwrap_or(0));
+        let assignment =
+            Assignment::compute(&dataset.graph, u32::from(workers), &first.partitioner)?;
+        // Plans per memory (the host modes only read the partition from the first).
+        let memories: Vec<Option<u64>> = if spec.memories.is_empty() {
+            vec![None]
+        } else {
+            spec.memories.iter().map(|&m| Some(m)).collect()
+        };
+        let mut plans = Vec::new();
+        for &memory in &memories {
+            progress.stage(
+                &format!(
+                    "{workers} workers: blocks for {}",
+                    memory.map_or("-".into(), switchgnn_partition::size::format_bytes)
+                ),
+                None,
+            );
+            let ps = plan_spec(workers, memory.unwrap_or(first.switch_memory));
+            let plan = Plan::prepare_with(dataset, &ps, assignment.clone(), &|_| {})?;
+            plans.push((memory, plan));
+        }
+        let mut jobs: Vec<(SimMode, usize, usize)> = Vec::new(); // (mode, plan index, width index)
+        for &mode in &spec.modes {
+            let plan_indices: Vec<usize> = if mode.uses_memory() {
+                (0..plans.len()).collect()
+            } else {
+                vec![0]
+            };
+            for p in plan_indices {
+                for wi in 0..widths.len() {
+                    jobs.push((mode, p, wi));
+                }
+            }
+        }
+        progress.stage(
+            &format!("{workers} workers: {} simulations", jobs.len()),
+            Some(jobs.len() as u64),
+        );
+        let cfg = spec.config(workers);
+        let done = Mutex::new(Vec::new());
+        pool.install(|| {
+            jobs.par_iter().try_for_each(|&(mode, p, wi)| {
+                let (memory, plan) = &plans[p];
+                let (width, layer) = widths[wi];
+                let what = format!(
+                    "{workers} workers, {}, {}, width {width}",
+                    mode.name(),
+                    memory.map_or(
+                        "no aggregators".into(),
+                        switchgnn_partition::size::format_bytes
+                    )
+                );
+                let wrap = |source: ModeError| SweepError::Run {
+                    what: what.clone(),
+                    source,
+                };
+                let xplan =
+                    exchange_plan(mode, &dataset.graph, plan, layer, spec.seed).map_err(wrap)?;
+                let setup = ExchangeSetup {
+                    mode,
+                    switch_memory: memory.unwrap_or(0),
+                    bundle: spec.bundle,
+                    window: spec.window,
+                    timers: spec.timers,
+                    layer: layer as u8,
+                    backward: false,
+                };
+                let (sim, _) = simulate_exchange(&xplan, &cfg, &setup, scale).map_err(wrap)?;
+                drop(xplan);
+                let r = &sim.run;
+                let row = RunRow {
+                    workers,
+                    switch_memory: memory.filter(|_| mode.uses_memory()),
+                    mode,
+                    width,
+                    comm_ns: r.finish_ns,
+                    link_bytes: r.link_bytes(),
+                    uplink_bytes: r.uplinks.iter().map(|p| p.bytes).sum(),
+                    downlink_bytes: r.downlinks.iter().map(|p| p.bytes).sum(),
+                    busiest_downlink_bytes: r.downlinks.iter().map(|p| p.bytes).max().unwrap_or(0),
+                    peak_queue_bytes: r.peak_queue(),
+                    drops: r.drops(),
+                    aggregated_bytes: r.delivered.aggregated,
+                    raw_bytes: r.delivered.raw,
+                    aggregation_share: r.delivered.aggregation_share(),
+                    peak_aggregators: r.peak_aggregators,
+                    recirculations: r.recirculation.recirculations,
+                    recirculation_busy_ns: r.recirculation.busy_ns,
+                    retransmits: sim.retransmits,
+                    fetches: sim.fetches,
+                    ecn_echoes: sim.ecn_echoes,
+                    events: r.events,
+                    wall_seconds: r.wall_seconds,
+                    links: r
+                        .uplinks
+                        .iter()
+                        .zip(&r.downlinks)
+                        .map(|(u, d)| (u.bytes, d.bytes, d.peak_backlog, d.drops))
+                        .collect(),
+                    series: r.series.clone(),
+                };
+                tracing::info!(
+                    run = row.id(),
+                    comm_ms = row.comm_ns as f64 / 1e6,
+                    events = row.events,
+                    wall_s = row.wall_seconds,
+                    "simulated"
+                );
+                done.lock().expect("results lock").push(row);
+                progress.advance(1);
+                Ok::<(), SweepError>(())
+            })
+        })?;
+        let mut rows = done.into_inner().expect("results lock");
+        rows.sort_by_key(|r| (r.mode, r.switch_memory, r.width));
+        runs.extend(rows);
+    }
+    let (layers, epochs) = epochs(spec, &runs);
+    Ok(SweepResult {
+        spec: spec.clone(),
+        runs,
+        layers,
+        epochs,
+    })
+}
+
+/// Per layer and direction, and per epoch, from the runs of each width.
+fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
+    let mut by_config: BTreeMap<(u16, Option<u64>, SimMode), Vec<&RunRow>> = BTreeMap::new();
+    for r in runs {
+        by_config
+            .entry((r.workers, r.switch_memory, r.mode))
+            .or_default()
+            .push(r);
+    }
+    let mut layers = Vec::new();
+    let mut epochs = Vec::new();
+    for ((workers, switch_memory, mode), rows) in by_config {
+        let mut comm = 0u64;
+        let mut bytes = 0u64;
+        let mut peak = 0u64;
+        for (layer, &width) in spec.feature_dims.iter().enumerate() {
+            let Some(r) = rows.iter().find(|r| r.width == width) else {
+                continue;
+            };
+            for backward in [false, true] {
+                layers.push(LayerRow {
+                    workers,
+                    switch_memory,
+                    mode,
+                    layer,
+                    backward,
+                    width,
+                    comm_ns: r.comm_ns,
+                    link_bytes: r.link_bytes,
+                });
+                comm += r.comm_ns;
+                bytes += r.link_bytes;
+            }
+            peak = peak.max(r.peak_queue_bytes);
+        }
+        let comm_ms = comm as f64 / 1e6;
+        epochs.push(EpochRow {
+            workers,
+            switch_memory,
+            mode,
+            comm_ms,
+            compute_ms: spec.compute_ms,
+            epoch_ms: comm_ms + spec.compute_ms,
+            link_bytes: bytes,
+            peak_queue_bytes: peak,
+        });
+    }
+    (layers, epochs)
+}
