@@ -53,6 +53,9 @@ enum Command {
     /// Train a GCN (or GraphSAGE): distributed over the software switch on loopback, in one
     /// process (--workers 1, the reference), or as one worker of a multi-host job (--job).
     Train(commands::train::Args),
+    /// Simulate every exchange mode at paper scale (a 100 Gbps star of up to 128 workers) with
+    /// the project's own switch model and engines; write tables, series and plots.
+    Simulate(commands::simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => commands::worker::run(args),
         Command::Exchange(args) => commands::exchange::run(args),
         Command::Train(args) => commands::train::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,7 +91,9 @@ fn init_logging(verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // usvg warns once per label when the system has no fonts; the report says it once.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default},usvg=error")));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

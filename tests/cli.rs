@@ -140,6 +140,7 @@ fn every_level_has_help() {
         vec!["worker", "--help"],
         vec!["exchange", "--help"],
         vec!["train", "--help"],
+        vec!["simulate", "--help"],
     ] {
         let text = stdout_ok(&args);
         assert!(text.contains("Usage:"), "{args:?}");
@@ -427,4 +428,103 @@ fn a_killed_worker_process_is_named_and_nothing_hangs() {
         "{w0_err}"
     );
     assert!(elapsed < std::time::Duration::from_secs(30), "{elapsed:?}");
+}
+
+#[test]
+fn simulate_writes_a_report_with_tables_series_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let text = stdout_ok(&[
+        "simulate",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "4,8",
+        "--switch-memory",
+        "64KB,1MB",
+        "--modes",
+        "host,g3,strawman,switchgnn,switchgnn-nogamr",
+        "--feature-dims",
+        "64,16",
+        "--compute-ms",
+        "1.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(text.contains("| 8 | 1.0 MB | switchgnn |"), "{text}");
+    let report = switchgnn_sim::report::read_report(&out).unwrap();
+    // Per worker count: host and g3 once, three in-network modes per memory.
+    assert_eq!(report.epochs.len(), 2 * (2 + 3 * 2));
+    // Two distinct widths, one run each per configuration.
+    assert_eq!(report.runs.len(), 2 * report.epochs.len());
+    // Two layers, forward and backward.
+    assert_eq!(report.layers.len(), 4 * report.epochs.len());
+    for e in &report.epochs {
+        assert!(e.comm_ms > 0.0 && (e.epoch_ms - e.comm_ms - 1.5).abs() < 1e-9);
+        let layers: f64 = report
+            .layers
+            .iter()
+            .filter(|l| {
+                (l.workers, l.switch_memory, l.mode) == (e.workers, e.switch_memory, e.mode)
+            })
+            .map(|l| l.comm_ns as f64 / 1e6)
+            .sum();
+        assert!(
+            (layers - e.comm_ms).abs() < 1e-6,
+            "{layers} vs {}",
+            e.comm_ms
+        );
+    }
+    let csv = std::fs::read_to_string(out.join("epochs.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + report.epochs.len());
+    for r in &report.runs {
+        for file in [
+            format!("series/{}.csv", r.id),
+            format!("series/{}.json", r.id),
+            format!("links/{}.csv", r.id),
+        ] {
+            assert!(out.join(&file).is_file(), "{file}");
+        }
+        let links = std::fs::read_to_string(out.join(format!("links/{}.csv", r.id))).unwrap();
+        assert_eq!(links.lines().count(), 1 + r.workers as usize, "{}", r.id);
+    }
+    for plot in [
+        "epoch-time",
+        "traffic",
+        "peak-queue",
+        "queue-vs-memory",
+        "traffic-vs-memory",
+    ] {
+        let svg = std::fs::read_to_string(out.join(format!("plots/{plot}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{plot}");
+        let png = std::fs::read(out.join(format!("plots/{plot}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{plot}");
+    }
+    assert!(std::fs::read_to_string(out.join("README.md"))
+        .unwrap()
+        .contains("simulate"));
+
+    // A report of another format version is refused by name.
+    let path = out.join("report.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("\"format_version\": 1", "\"format_version\": 99", 1),
+    )
+    .unwrap();
+    let err = switchgnn_sim::report::read_report(&out)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("report.json") && err.contains("99"), "{err}");
+
+    // Bad input: an unknown mode is named.
+    let bad = switchgnn(&[
+        "simulate",
+        "synthetic:small",
+        "--modes",
+        "host,magic",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("magic"));
 }

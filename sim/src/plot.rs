@@ -24,6 +24,10 @@ const COLOURS: [RGBColor; 10] = [
 ];
 
 type Line = (String, Vec<(f64, f64)>);
+/// (workers, epoch ms, traffic GB, peak queue MB) of one configuration.
+type EpochPoint = (f64, f64, f64, f64);
+/// (memory MB, peak queue MB, traffic GB).
+type MemoryPoint = (f64, f64, f64);
 
 fn plot_err(name: &str) -> impl Fn(&dyn std::fmt::Display) -> ReportError + '_ {
     move |e| ReportError::Plot {
@@ -115,8 +119,7 @@ fn config_label(mode: SimMode, memory: Option<u64>) -> String {
 /// Every figure of a sweep, as (file stem, SVG).
 pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, ReportError> {
     let mut out = Vec::new();
-    let mut by_config: BTreeMap<(SimMode, Option<u64>), Vec<(f64, f64, f64, f64)>> =
-        BTreeMap::new();
+    let mut by_config: BTreeMap<(SimMode, Option<u64>), Vec<EpochPoint>> = BTreeMap::new();
     for e in &result.epochs {
         by_config
             .entry((e.mode, e.switch_memory))
@@ -128,7 +131,7 @@ pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, ReportErro
                 e.peak_queue_bytes as f64 / 1e6,
             ));
     }
-    let lines = |pick: fn(&(f64, f64, f64, f64)) -> f64| -> Vec<Line> {
+    let lines = |pick: fn(&EpochPoint) -> f64| -> Vec<Line> {
         by_config
             .iter()
             .map(|(&(m, mem), pts)| {
@@ -171,7 +174,7 @@ pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, ReportErro
         )?,
     ));
     // Against memory, per in-network mode and worker count.
-    let mut vs_memory: BTreeMap<(SimMode, u16), Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let mut vs_memory: BTreeMap<(SimMode, u16), Vec<MemoryPoint>> = BTreeMap::new();
     for e in result.epochs.iter().filter(|e| e.mode.uses_memory()) {
         if let Some(m) = e.switch_memory {
             vs_memory.entry((e.mode, e.workers)).or_default().push((
@@ -182,7 +185,7 @@ pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, ReportErro
         }
     }
     if result.spec.memories.len() > 1 && !vs_memory.is_empty() {
-        let mem_lines = |pick: fn(&(f64, f64, f64)) -> f64| -> Vec<Line> {
+        let mem_lines = |pick: fn(&MemoryPoint) -> f64| -> Vec<Line> {
             vs_memory
                 .iter()
                 .map(|(&(m, w), pts)| {
@@ -295,10 +298,33 @@ fn timeline(name: &str, r: &RunRow) -> Result<String, ReportError> {
     Ok(svg)
 }
 
-/// Rasterise an SVG document to PNG.
+/// Whether the system has fonts for the PNGs' labels.
+pub fn fonts_available() -> bool {
+    let mut db = resvg::usvg::fontdb::Database::new();
+    db.load_system_fonts();
+    !db.is_empty()
+}
+
+/// Rasterise an SVG document to PNG (labels need system fonts; see [`fonts_available`]).
 pub fn to_png(svg: &str) -> Result<Vec<u8>, String> {
     let mut opt = resvg::usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
+    let db = opt.fontdb_mut();
+    db.load_system_fonts();
+    // fontdb maps `sans-serif` to Arial; point it at a family this system has.
+    let families: Vec<String> = db
+        .faces()
+        .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
+        .collect();
+    let preferred = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "Arial"];
+    if let Some(family) = preferred
+        .iter()
+        .map(|p| p.to_string())
+        .find(|p| families.contains(p))
+        .or_else(|| families.first().cloned())
+    {
+        db.set_sans_serif_family(family);
+    }
+
     let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| e.to_string())?;
     let size = tree.size().to_int_size();
     let mut pixmap =

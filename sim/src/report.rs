@@ -253,6 +253,11 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
     let json = serde_json::to_vec_pretty(&report).map_err(|e| io(dir)(e.into()))?;
     write(&dir.join("report.json"), &json)?;
 
+    if !plot::fonts_available() {
+        tracing::warn!(
+            "no system fonts: the PNG plots have no labels (Debian: apt install fonts-dejavu-core); the SVGs do"
+        );
+    }
     for (name, svg) in plot::figures(result)? {
         write(
             &dir.join("plots").join(format!("{name}.svg")),

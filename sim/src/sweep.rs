@@ -48,10 +48,17 @@ pub struct SweepSpec {
 }
 
 impl SweepSpec {
+    /// The core's configuration for `workers` hosts. A recirculation bandwidth of 0 means the
+    /// aggregate bandwidth of the host links: the pipeline takes one pass per packet slot of
+    /// every port.
     pub fn config(&self, workers: u16) -> SimConfig {
+        let mut switch = self.switch;
+        if switch.recirculation_gbps <= 0.0 {
+            switch.recirculation_gbps = f64::from(workers) * self.link.gbps;
+        }
         SimConfig {
             topology: Topology::star(workers, self.link),
-            switch: self.switch,
+            switch,
             host: self.host,
             frame_overhead: self.frame_overhead,
             sample_ns: self.sample_ns,
@@ -97,8 +104,11 @@ impl RunRow {
         format!(
             "w{}-{}-{}-d{}",
             self.workers,
-            self.switch_memory
-                .map_or("nomem".to_string(), |m| format!("{}MB", m / 1_000_000)),
+            self.switch_memory.map_or("nomem".to_string(), |m| match m {
+                m if m % 1_000_000 == 0 => format!("{}MB", m / 1_000_000),
+                m if m % 1_000 == 0 => format!("{}KB", m / 1_000),
+                m => format!("{m}B"),
+            }),
             self.mode.name(),
             self.width
         )
@@ -193,8 +203,11 @@ pub fn sweep(
         } else {
             spec.memories.iter().map(|&m| Some(m)).collect()
         };
-        let mut plans = Vec::new();
-        for &memory in &memories {
+        let cfg = spec.config(workers);
+        let done = Mutex::new(Vec::new());
+        // One memory's plan at a time (a plan of a large graph is gigabytes); the modes without
+        // aggregators run with the first.
+        for (mi, &memory) in memories.iter().enumerate() {
             progress.stage(
                 &format!(
                     "{workers} workers: blocks for {}",
@@ -204,100 +217,99 @@ pub fn sweep(
             );
             let ps = plan_spec(workers, memory.unwrap_or(first.switch_memory));
             let plan = Plan::prepare_with(dataset, &ps, assignment.clone(), &|_| {})?;
-            plans.push((memory, plan));
+            let jobs: Vec<(SimMode, usize)> = spec
+                .modes
+                .iter()
+                .filter(|m| m.uses_memory() || mi == 0)
+                .flat_map(|&m| (0..widths.len()).map(move |wi| (m, wi)))
+                .collect();
+            progress.stage(
+                &format!(
+                    "{workers} workers, {}: {} simulations",
+                    memory.map_or("-".into(), switchgnn_partition::size::format_bytes),
+                    jobs.len()
+                ),
+                Some(jobs.len() as u64),
+            );
+            pool.install(|| {
+                jobs.par_iter().try_for_each(|&(mode, wi)| {
+                    let plan = &plan;
+                    let (width, layer) = widths[wi];
+                    let what = format!(
+                        "{workers} workers, {}, {}, width {width}",
+                        mode.name(),
+                        memory.map_or(
+                            "no aggregators".into(),
+                            switchgnn_partition::size::format_bytes
+                        )
+                    );
+                    let wrap = |source: ModeError| SweepError::Run {
+                        what: what.clone(),
+                        source,
+                    };
+                    let xplan = exchange_plan(mode, &dataset.graph, plan, layer, spec.seed)
+                        .map_err(wrap)?;
+                    let setup = ExchangeSetup {
+                        mode,
+                        switch_memory: memory.unwrap_or(0),
+                        bundle: spec.bundle,
+                        window: spec.window,
+                        timers: spec.timers,
+                        layer: layer as u8,
+                        backward: false,
+                    };
+                    let (sim, _) = simulate_exchange(&xplan, &cfg, &setup, scale).map_err(wrap)?;
+                    drop(xplan);
+                    let r = &sim.run;
+                    let row = RunRow {
+                        workers,
+                        switch_memory: memory.filter(|_| mode.uses_memory()),
+                        mode,
+                        width,
+                        comm_ns: r.finish_ns,
+                        link_bytes: r.link_bytes(),
+                        uplink_bytes: r.uplinks.iter().map(|p| p.bytes).sum(),
+                        downlink_bytes: r.downlinks.iter().map(|p| p.bytes).sum(),
+                        busiest_downlink_bytes: r
+                            .downlinks
+                            .iter()
+                            .map(|p| p.bytes)
+                            .max()
+                            .unwrap_or(0),
+                        peak_queue_bytes: r.peak_queue(),
+                        drops: r.drops(),
+                        aggregated_bytes: r.delivered.aggregated,
+                        raw_bytes: r.delivered.raw,
+                        aggregation_share: r.delivered.aggregation_share(),
+                        peak_aggregators: r.peak_aggregators,
+                        recirculations: r.recirculation.recirculations,
+                        recirculation_busy_ns: r.recirculation.busy_ns,
+                        retransmits: sim.retransmits,
+                        fetches: sim.fetches,
+                        ecn_echoes: sim.ecn_echoes,
+                        events: r.events,
+                        wall_seconds: r.wall_seconds,
+                        links: r
+                            .uplinks
+                            .iter()
+                            .zip(&r.downlinks)
+                            .map(|(u, d)| (u.bytes, d.bytes, d.peak_backlog, d.drops))
+                            .collect(),
+                        series: r.series.clone(),
+                    };
+                    tracing::info!(
+                        run = row.id(),
+                        comm_ms = row.comm_ns as f64 / 1e6,
+                        events = row.events,
+                        wall_s = row.wall_seconds,
+                        "simulated"
+                    );
+                    done.lock().expect("results lock").push(row);
+                    progress.advance(1);
+                    Ok::<(), SweepError>(())
+                })
+            })?;
         }
-        let mut jobs: Vec<(SimMode, usize, usize)> = Vec::new(); // (mode, plan index, width index)
-        for &mode in &spec.modes {
-            let plan_indices: Vec<usize> = if mode.uses_memory() {
-                (0..plans.len()).collect()
-            } else {
-                vec![0]
-            };
-            for p in plan_indices {
-                for wi in 0..widths.len() {
-                    jobs.push((mode, p, wi));
-                }
-            }
-        }
-        progress.stage(
-            &format!("{workers} workers: {} simulations", jobs.len()),
-            Some(jobs.len() as u64),
-        );
-        let cfg = spec.config(workers);
-        let done = Mutex::new(Vec::new());
-        pool.install(|| {
-            jobs.par_iter().try_for_each(|&(mode, p, wi)| {
-                let (memory, plan) = &plans[p];
-                let (width, layer) = widths[wi];
-                let what = format!(
-                    "{workers} workers, {}, {}, width {width}",
-                    mode.name(),
-                    memory.map_or(
-                        "no aggregators".into(),
-                        switchgnn_partition::size::format_bytes
-                    )
-                );
-                let wrap = |source: ModeError| SweepError::Run {
-                    what: what.clone(),
-                    source,
-                };
-                let xplan =
-                    exchange_plan(mode, &dataset.graph, plan, layer, spec.seed).map_err(wrap)?;
-                let setup = ExchangeSetup {
-                    mode,
-                    switch_memory: memory.unwrap_or(0),
-                    bundle: spec.bundle,
-                    window: spec.window,
-                    timers: spec.timers,
-                    layer: layer as u8,
-                    backward: false,
-                };
-                let (sim, _) = simulate_exchange(&xplan, &cfg, &setup, scale).map_err(wrap)?;
-                drop(xplan);
-                let r = &sim.run;
-                let row = RunRow {
-                    workers,
-                    switch_memory: memory.filter(|_| mode.uses_memory()),
-                    mode,
-                    width,
-                    comm_ns: r.finish_ns,
-                    link_bytes: r.link_bytes(),
-                    uplink_bytes: r.uplinks.iter().map(|p| p.bytes).sum(),
-                    downlink_bytes: r.downlinks.iter().map(|p| p.bytes).sum(),
-                    busiest_downlink_bytes: r.downlinks.iter().map(|p| p.bytes).max().unwrap_or(0),
-                    peak_queue_bytes: r.peak_queue(),
-                    drops: r.drops(),
-                    aggregated_bytes: r.delivered.aggregated,
-                    raw_bytes: r.delivered.raw,
-                    aggregation_share: r.delivered.aggregation_share(),
-                    peak_aggregators: r.peak_aggregators,
-                    recirculations: r.recirculation.recirculations,
-                    recirculation_busy_ns: r.recirculation.busy_ns,
-                    retransmits: sim.retransmits,
-                    fetches: sim.fetches,
-                    ecn_echoes: sim.ecn_echoes,
-                    events: r.events,
-                    wall_seconds: r.wall_seconds,
-                    links: r
-                        .uplinks
-                        .iter()
-                        .zip(&r.downlinks)
-                        .map(|(u, d)| (u.bytes, d.bytes, d.peak_backlog, d.drops))
-                        .collect(),
-                    series: r.series.clone(),
-                };
-                tracing::info!(
-                    run = row.id(),
-                    comm_ms = row.comm_ns as f64 / 1e6,
-                    events = row.events,
-                    wall_s = row.wall_seconds,
-                    "simulated"
-                );
-                done.lock().expect("results lock").push(row);
-                progress.advance(1);
-                Ok::<(), SweepError>(())
-            })
-        })?;
         let mut rows = done.into_inner().expect("results lock");
         rows.sort_by_key(|r| (r.mode, r.switch_memory, r.width));
         runs.extend(rows);

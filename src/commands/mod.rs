@@ -5,6 +5,7 @@ pub mod generate;
 pub mod inspect;
 pub mod order_eval;
 pub mod prepare;
+pub mod simulate;
 pub mod switch;
 pub mod train;
 pub mod verify_plan;

@@ -81,9 +81,13 @@ pub(super) struct Receiver {
     done: BitVec,
     left: usize,
     pending: HashMap<usize, Pending>,
-    /// Host mode: (source vertex, destination position), sorted, so one raw feature serves
-    /// every local vertex it neighbours.
-    by_source: Vec<(u32, u32)>,
+    /// Host mode: (source vertex, destination position, the source's index in the
+    /// destination's row), sorted, so one raw feature serves every local vertex it neighbours
+    /// without a search per neighbour.
+    by_source: Vec<(u32, u32, u32)>,
+    /// Host mode: where each source's entries start and end in `by_source` (a hash lookup
+    /// instead of a binary search through a large array for every raw feature).
+    source_ranges: HashMap<u32, (u32, u32)>,
 }
 
 impl Receiver {
@@ -110,9 +114,21 @@ impl Receiver {
         let mut by_source = Vec::new();
         if plan.mode == Mode::Host {
             for (pos, &row) in dests.iter().enumerate() {
-                by_source.extend(b.sources(row as usize).map(|u| (u, pos as u32)));
+                by_source.extend(
+                    b.sources(row as usize)
+                        .enumerate()
+                        .map(|(j, u)| (u, pos as u32, j as u32)),
+                );
             }
             by_source.sort_unstable();
+        }
+        let mut source_ranges = HashMap::new();
+        let mut start = 0;
+        for (i, e) in by_source.iter().enumerate() {
+            if by_source.get(i + 1).is_none_or(|next| next.0 != e.0) {
+                source_ranges.insert(e.0, (start as u32, i as u32 + 1));
+                start = i + 1;
+            }
         }
         let chunks = plan.chunks();
         Receiver {
@@ -125,6 +141,7 @@ impl Receiver {
             out_rows,
             pending: HashMap::new(),
             by_source,
+            source_ranges,
         }
     }
 
@@ -233,25 +250,25 @@ impl Receiver {
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
-        let positions: Vec<usize> = if self.plan.mode == Mode::Host {
-            let start = self.by_source.partition_point(|&(s, _)| s < u);
-            self.by_source[start..]
+        // (destination position, index of `u` among its sources)
+        let targets: Vec<(usize, usize)> = if self.plan.mode == Mode::Host {
+            let (start, end) = self.source_ranges.get(&u).copied().unwrap_or((0, 0));
+            self.by_source[start as usize..end as usize]
                 .iter()
-                .take_while(|&&(s, _)| s == u)
-                .map(|&(_, p)| p as usize)
+                .map(|&(_, p, j)| (p as usize, j as usize))
                 .collect()
         } else {
-            self.position(v).into_iter().collect()
+            self.position(v)
+                .and_then(|pos| Some((pos, self.source_index(pos, u)?)))
+                .into_iter()
+                .collect()
         };
         let mut progressed = false;
-        for pos in positions {
+        for (pos, j) in targets {
             let key = pos * self.chunks + c;
             if self.done[key] {
                 continue;
             }
-            let Some(j) = self.source_index(pos, u) else {
-                continue;
-            };
             let p = self.pending(key);
             if !p.raw_seen.replace(j, true) {
                 p.raw_count += 1;

@@ -1,0 +1,184 @@
+//! `switchgnn simulate`: the paper-scale question — epoch time, traffic, queues and aggregator
+//! use of every exchange mode on a 100 Gbps star of up to 128 workers — answered by the
+//! discrete-event simulator running the project's own switch model and engines. Writes a report
+//! folder with tables, series and plots.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_sim::report::{epoch_table, write_report};
+use switchgnn_sim::sweep::{sweep, SweepSpec};
+use switchgnn_sim::{HostSpec, LinkSpec, SimMode, SwitchSpec};
+
+use crate::dataset_args::DatasetArgs;
+use crate::partition_args::{default_width, parse_list, parse_sizes, PartitionArgs};
+use crate::progress::Bars;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    #[command(flatten)]
+    pub partition: PartitionArgs,
+    /// Worker counts, comma-separated (one host per worker on the star).
+    #[arg(long, default_value = "32,64,96,128")]
+    pub workers: String,
+    /// Switch aggregator memories, comma-separated.
+    #[arg(long, default_value = "10MB,100MB")]
+    pub switch_memory: String,
+    /// Modes, comma-separated: host, g3, strawman, switchgnn, switchgnn-nogamr.
+    #[arg(long, default_value = "host,g3,strawman,switchgnn")]
+    pub modes: String,
+    /// Width exchanged at each layer (default: the paper's 4-layer GCN with 128 hidden units,
+    /// each layer exchanging the narrower of its input and output: min(F,128),128,128,min(128,C)).
+    #[arg(long)]
+    pub feature_dims: Option<String>,
+    /// Compute time of one epoch, ms (what `switchgnn train` logs as train minus comm seconds).
+    #[arg(long, default_value_t = 0.0)]
+    pub compute_ms: f64,
+    /// Link bandwidth, Gbit/s.
+    #[arg(long, default_value_t = 100.0)]
+    pub gbps: f64,
+    /// One-way link delay, µs.
+    #[arg(long, default_value_t = 2.0)]
+    pub delay_us: f64,
+    /// Buffer of each switch egress queue (drop-tail).
+    #[arg(long, default_value = "10MB")]
+    pub buffer: String,
+    /// Egress backlog above which the switch marks ECN.
+    #[arg(long, default_value = "100KB")]
+    pub ecn_threshold: String,
+    /// Bandwidth of the switch's recirculation path, Gbit/s; 0 = workers × link bandwidth (the
+    /// pipeline spends one packet slot of any port on each extra aggregator pass), `inf` = passes
+    /// cost nothing, 100 = a single recirculation port.
+    #[arg(long, default_value_t = 0.0)]
+    pub recirculation_gbps: f64,
+    /// Host processing cost per packet sent and per packet received, ns.
+    #[arg(long, default_value_t = 20)]
+    pub host_packet_ns: u64,
+    /// Data chunks a worker keeps unacknowledged.
+    #[arg(long, default_value_t = 512)]
+    pub window: usize,
+    /// Retransmission timeout floor of the engines, µs.
+    #[arg(long, default_value_t = 50.0)]
+    pub rto_us: f64,
+    /// A worker that receives no contribution for this long fetches what is missing, µs.
+    #[arg(long, default_value_t = 200.0)]
+    pub result_timeout_us: f64,
+    /// Width of a time-series bucket, µs.
+    #[arg(long, default_value_t = 10.0)]
+    pub sample_us: f64,
+    /// Simulate every 32-lane chunk as its own packet (slower; the default sends one packet per
+    /// vertex standing for all of its chunks, which the tests show changes times by ~1%).
+    #[arg(long)]
+    pub exact_chunks: bool,
+    /// Simulations run at once (each holds its plan and engines in memory).
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Report folder.
+    #[arg(short, long)]
+    pub out: PathBuf,
+}
+
+fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
+    text.split(',')
+        .map(|m| {
+            SimMode::from_name(m.trim()).with_context(|| {
+                let names: Vec<_> = SimMode::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown mode `{m}` (one of: {})", names.join(", "))
+            })
+        })
+        .collect()
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let modes = parse_modes(&args.modes)?;
+    let workers: Vec<u16> = parse_list(&args.workers, "--workers")?;
+    if workers.iter().any(|&w| w < 2) {
+        bail!("--workers: every count must be at least 2");
+    }
+    let memories = parse_sizes(&args.switch_memory)?;
+    if !(args.gbps > 0.0 && args.recirculation_gbps >= 0.0 && args.sample_us > 0.0) {
+        bail!("--gbps and --sample-us must be positive, --recirculation-gbps not negative");
+    }
+    let mut dataset = args.dataset.load()?;
+    let feature_dims = match &args.feature_dims {
+        Some(s) => parse_list(s, "--feature-dims")?,
+        None => {
+            let f = default_width(&dataset);
+            let c = dataset
+                .labels
+                .as_ref()
+                .map_or(2, |l| l.num_classes().max(2)) as usize;
+            vec![f.min(128), 128, 128, c.min(128)]
+        }
+    };
+    if feature_dims.contains(&0) {
+        bail!("--feature-dims: widths must be positive");
+    }
+    // The simulator sends made-up values of the right width: the dataset's own features would
+    // only take memory (Reddit's are 0.56 GB).
+    dataset.features = None;
+    let spec = SweepSpec {
+        dataset: dataset.name.clone(),
+        workers,
+        memories,
+        modes,
+        feature_dims: feature_dims.clone(),
+        compute_ms: args.compute_ms,
+        link: LinkSpec {
+            gbps: args.gbps,
+            delay_ns: (args.delay_us * 1e3).round() as u64,
+        },
+        switch: SwitchSpec {
+            buffer_bytes: parse_bytes(&args.buffer)?,
+            ecn_threshold: parse_bytes(&args.ecn_threshold)?,
+            recirculation_gbps: args.recirculation_gbps,
+        },
+        host: HostSpec {
+            nic_gbps: args.gbps,
+            per_packet_ns: args.host_packet_ns,
+        },
+        frame_overhead: 66,
+        sample_ns: (args.sample_us * 1e3).round().max(1.0) as u64,
+        window: args.window.max(1),
+        timers: Timers {
+            rto: (args.rto_us * 1e3).round().max(1.0) as u64,
+            result: (args.result_timeout_us * 1e3).round().max(1.0) as u64,
+            ..Timers::default()
+        },
+        bundle: !args.exact_chunks,
+        seed: args.partition.seed,
+        jobs: args.jobs.max(1),
+    };
+    let bars = Bars::new();
+    let plan_spec = |w: u16, memory: u64| {
+        args.partition.plan_spec(
+            &args.dataset.dataset,
+            u32::from(w),
+            memory,
+            feature_dims.clone(),
+        )
+    };
+    let started = std::time::Instant::now();
+    let result = sweep(&dataset, &spec, &plan_spec, &bars)?;
+    bars.finish();
+    let command: Vec<String> = std::env::args().collect();
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    write_report(&args.out, &result, &command.join(" "))?;
+    println!("{}", epoch_table(&result));
+    let events: u64 = result.runs.iter().map(|r| r.events).sum();
+    let sim_seconds: f64 = result.runs.iter().map(|r| r.wall_seconds).sum();
+    println!(
+        "{} simulations, {:.1} M events at {:.2} M events/s; {:.0} s in all. Report: {}",
+        result.runs.len(),
+        events as f64 / 1e6,
+        events as f64 / sim_seconds.max(1e-9) / 1e6,
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
+}
