@@ -49,8 +49,11 @@ fn spec(workers: u16) -> SweepSpec {
         feature_dims: vec![WIDTH],
         compute_ms: 0.0,
         link: LinkSpec::hundred_gbps(),
+        // Free recirculation, as in the reproduction runs (docs/simulator.md): the default
+        // (aggregate link bandwidth) makes the in-network modes recirculation-bound on Reddit's
+        // degrees, and their timeouts then dominate the event count.
         switch: SwitchSpec {
-            recirculation_gbps: 0.0,
+            recirculation_gbps: f64::INFINITY,
             ..SwitchSpec::tofino_like()
         },
         host: HostSpec::hundred_gbps(),
@@ -148,7 +151,10 @@ fn parent() {
     let scale: f64 = env("SWITCHGNN_BENCH_SCALE", 1.0);
     let workers: u16 = env("SWITCHGNN_BENCH_WORKERS", 128);
     let tmp = tempfile::tempdir().unwrap();
-    println!("switchgnn-sim benchmark: reddit-like ×{scale}, {workers} workers, width {WIDTH}, {} of aggregators", memory());
+    println!(
+        "switchgnn-sim benchmark: reddit-like ×{scale}, {workers} workers, width {WIDTH}, {} of aggregators",
+        switchgnn_partition::size::format_bytes(memory())
+    );
     let t = Instant::now();
     let d = generate(&Preset::RedditLike.spec(scale, 0).unwrap(), &NoProgress).unwrap();
     let cache_path = tmp.path().join("reddit-like.sgnn");
