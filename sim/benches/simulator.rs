@@ -101,7 +101,6 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         return;
     }
     let mode = SimMode::from_name(kind).unwrap();
-    let started = Instant::now();
     let d = load_path(Path::new(cache_path), &LoadOptions::default()).unwrap();
     let plan = Plan::read(Path::new(plan_dir)).unwrap();
     let workers = plan.manifest.spec.workers as u16;
@@ -118,7 +117,6 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
     };
     let (sim, _) =
         simulate_exchange(&xplan, &s.config(workers), &setup, scale_for(&d.graph)).unwrap();
-    let _ = started;
     println!(
         "{} {} {} {} {}",
         sim.run.wall_seconds,

@@ -436,7 +436,8 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         self.recirculation.bytes += bytes;
         self.recirculation.busy_ns += ps as f64 / 1_000.0;
         self.recirculation.max_wait_ns = self.recirculation.max_wait_ns.max(wait);
-        self.series.recirculated(self.now, ps as f64 / 1_000.0);
+        self.series
+            .recirculated(start as f64 / 1_000.0, (start + ps) as f64 / 1_000.0);
         if !out.is_empty() {
             let batch = self.batches.insert(out);
             self.events.push(

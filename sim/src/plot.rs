@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use switchgnn_partition::size::format_bytes;
 
@@ -36,7 +38,9 @@ fn plot_err(name: &str) -> impl Fn(&dyn std::fmt::Display) -> ReportError + '_ {
     }
 }
 
-/// Draw `lines` into `area` with a title and axis labels.
+/// Draw `lines` into `area` with a title and axis labels. When the values span more than two
+/// orders of magnitude (a collapsing strawman beside a fast SwitchGNN) the y axis is
+/// logarithmic, so every line stays readable.
 fn chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     name: &str,
@@ -48,10 +52,14 @@ fn chart<DB: DrawingBackend>(
     let err = plot_err(name);
     let points = lines.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    let mut y_min_positive = f64::MAX;
     for &(x, y) in points {
         x0 = x0.min(x);
         x1 = x1.max(x);
         y1 = y1.max(y);
+        if y > 0.0 {
+            y_min_positive = y_min_positive.min(y);
+        }
     }
     if x0 > x1 {
         (x0, x1) = (0.0, 1.0);
@@ -60,13 +68,36 @@ fn chart<DB: DrawingBackend>(
         x1 = x0 + 1.0;
     }
     let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
-    let mut c = ChartBuilder::on(area)
+    let mut builder = ChartBuilder::on(area);
+    builder
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, 0.0..y1)
-        .map_err(|e| err(&e))?;
+        .y_label_area_size(70);
+    if y_min_positive < f64::MAX && y1 / y_min_positive > 100.0 {
+        let c = builder
+            .build_cartesian_2d(x0..x1, (y_min_positive / 1.5..y1).log_scale())
+            .map_err(|e| err(&e))?;
+        draw_lines(c, name, x_label, &format!("{y_label} (log scale)"), lines)
+    } else {
+        let c = builder
+            .build_cartesian_2d(x0..x1, 0.0..y1)
+            .map_err(|e| err(&e))?;
+        draw_lines(c, name, x_label, y_label, lines)
+    }
+}
+
+fn draw_lines<'a, DB: DrawingBackend + 'a, Y>(
+    mut c: ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>,
+    name: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[Line],
+) -> Result<(), ReportError>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = plot_err(name);
     c.configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)

@@ -77,7 +77,7 @@ pub struct Bucket {
     pub queue_max: u64,
     /// Most aggregators held at once.
     pub aggregators_max: usize,
-    /// Recirculation port busy time started in the bucket.
+    /// Time the recirculation port was busy within the bucket.
     pub recirculation_ns: f64,
 }
 
@@ -130,12 +130,35 @@ impl Series {
         b.aggregators_max = b.aggregators_max.max(in_use);
     }
 
-    pub fn recirculated(&mut self, now: Nanos, busy_ns: f64) {
-        self.at(now).recirculation_ns += busy_ns;
+    /// The recirculation port is busy from `from_ns` to `to_ns`: each bucket gets its part.
+    pub fn recirculated(&mut self, from_ns: f64, to_ns: f64) {
+        let width = self.bucket_ns as f64;
+        let mut t = from_ns;
+        while t < to_ns {
+            let end = ((t / width).floor() + 1.0) * width;
+            let piece = end.min(to_ns) - t;
+            self.at(t as Nanos).recirculation_ns += piece;
+            t = end;
+        }
     }
 
     /// Gbit/s of `bytes` over one bucket.
     pub fn gbps(&self, bytes: u64) -> f64 {
         bytes as f64 * 8.0 / self.bucket_ns as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recirculation_time_is_split_across_buckets() {
+        let mut s = Series::new(100);
+        s.recirculated(50.0, 320.0);
+        let busy: Vec<f64> = s.buckets.iter().map(|b| b.recirculation_ns).collect();
+        assert_eq!(busy, vec![50.0, 100.0, 100.0, 20.0]);
+        s.recirculated(320.0, 320.0);
+        assert_eq!(s.buckets.len(), 4);
     }
 }
