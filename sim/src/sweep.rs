@@ -197,7 +197,7 @@ pub fn sweep(
         let first = plan_spec(workers, spec.memories.first().copied().unwrap_or(0));
         let assignment =
             Assignment::compute(&dataset.graph, u32::from(workers), &first.partitioner)?;
-        // Plans per memory (the host modes only read the partition from the first).
+        // One entry per memory; `None` when the sweep has no memories (host modes only).
         let memories: Vec<Option<u64>> = if spec.memories.is_empty() {
             vec![None]
         } else {
