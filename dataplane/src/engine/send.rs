@@ -236,8 +236,7 @@ impl SendStrategy for HostExchange {
 /// `r + 1` first, then for `r + 2`, and so on (mod M) — so that while every worker is in its
 /// k-th round each worker receives from exactly one sender, instead of all of them aiming at
 /// the same few at once. Within one destination the plan's send order is kept. G3 also overlaps
-/// communication with computation; that is the compute time the simulator adds, not modelled
-/// here.
+/// communication with computation, which this model leaves out.
 #[derive(Debug)]
 pub struct BalancedHostExchange(SendQueue);
 
