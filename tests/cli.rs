@@ -458,7 +458,7 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
     assert_eq!(report.runs.len(), 2 * report.epochs.len());
     // Two layers, forward and backward.
     assert_eq!(report.layers.len(), 4 * report.epochs.len());
-    for e in &report.epochs {
+    for e in report.epochs.iter() {
         assert!(e.comm_ms > 0.0 && (e.epoch_ms - e.comm_ms - 1.5).abs() < 1e-9);
         let layers: f64 = report
             .layers
@@ -476,16 +476,16 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
     }
     let csv = std::fs::read_to_string(out.join("epochs.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + report.epochs.len());
-    for r in &report.runs {
+    for r in report.runs.iter() {
         for file in [
-            format!("series/{}.csv", r.id),
-            format!("series/{}.json", r.id),
-            format!("links/{}.csv", r.id),
+            format!("series/{}.csv", r.id()),
+            format!("series/{}.json", r.id()),
+            format!("links/{}.csv", r.id()),
         ] {
             assert!(out.join(&file).is_file(), "{file}");
         }
-        let links = std::fs::read_to_string(out.join(format!("links/{}.csv", r.id))).unwrap();
-        assert_eq!(links.lines().count(), 1 + r.workers as usize, "{}", r.id);
+        let links = std::fs::read_to_string(out.join(format!("links/{}.csv", r.id()))).unwrap();
+        assert_eq!(links.lines().count(), 1 + r.workers as usize, "{}", r.id());
     }
     for plot in [
         "epoch-time",
@@ -508,7 +508,14 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
         &path,
-        text.replacen("\"format_version\": 1", "\"format_version\": 99", 1),
+        text.replacen(
+            &format!(
+                "\"format_version\": {}",
+                switchgnn_sim::report::FORMAT_VERSION
+            ),
+            "\"format_version\": 99",
+            1,
+        ),
     )
     .unwrap();
     let err = switchgnn_sim::report::read_report(&out)

@@ -47,6 +47,15 @@ pub fn peak_rss_kib() -> u64 {
 /// Run this benchmark binary again as `--item <args>` and parse the `seconds peak_kib` line it
 /// prints, so each measurement has a fresh process and a peak memory of its own.
 pub fn run_bench_child(args: &[&str]) -> (f64, f64) {
+    let values = run_bench_child_values(args);
+    let seconds = *values.first().expect("seconds");
+    let kib = *values.get(1).expect("peak KiB");
+    (seconds, kib / 1024.0)
+}
+
+/// Run this benchmark binary again as `--item <args>` and parse the numbers it prints on
+/// stdout, whitespace-separated.
+pub fn run_bench_child_values(args: &[&str]) -> Vec<f64> {
     let exe = std::env::current_exe().expect("own executable");
     let out = std::process::Command::new(exe)
         .arg("--item")
@@ -58,9 +67,12 @@ pub fn run_bench_child(args: &[&str]) -> (f64, f64) {
         "bench item {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).expect("utf-8 output");
-    let mut parts = text.split_whitespace();
-    let seconds: f64 = parts.next().and_then(|s| s.parse().ok()).expect("seconds");
-    let kib: f64 = parts.next().and_then(|s| s.parse().ok()).expect("peak KiB");
-    (seconds, kib / 1024.0)
+    String::from_utf8(out.stdout)
+        .expect("utf-8 output")
+        .split_whitespace()
+        .map(|x| {
+            x.parse()
+                .unwrap_or_else(|_| panic!("bench item {args:?} printed `{x}`"))
+        })
+        .collect()
 }

@@ -12,12 +12,11 @@
 //! `SWITCHGNN_BENCH_WORKERS` (default 128); `SWITCHGNN_BENCH_MEMORY` (default 100MB).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::synthetic::{generate, Preset};
-use switchgnn_datasets::testdata::peak_rss_kib;
+use switchgnn_datasets::testdata::{peak_rss_kib, run_bench_child_values};
 use switchgnn_datasets::{cache, load_path, LoadOptions, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
 use switchgnn_partition::size::parse_bytes;
@@ -57,7 +56,7 @@ fn spec(workers: u16) -> SweepSpec {
             ..SwitchSpec::tofino_like()
         },
         host: HostSpec::hundred_gbps(),
-        frame_overhead: 66,
+        frame_overhead: switchgnn_sim::driver::FRAME_OVERHEAD,
         sample_ns: 10_000,
         window: 512,
         // As in the reproduction runs: the 200 µs default sets off fetch storms at 128 workers.
@@ -120,7 +119,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         backward: false,
     };
     let (sim, _) =
-        simulate_exchange(&xplan, &s.config(workers), &setup, scale_for(&d.graph)).unwrap();
+        simulate_exchange(xplan, &s.config(workers), &setup, scale_for(&d.graph)).unwrap();
     println!(
         "{} {} {} {} {}",
         sim.run.wall_seconds,
@@ -129,24 +128,6 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         sim.run.finish_ns,
         sim.run.link_bytes()
     );
-}
-
-fn run_child(args: &[&str]) -> Vec<f64> {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .arg("--item")
-        .args(args)
-        .output()
-        .expect("child runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect()
 }
 
 fn parent() {
@@ -184,11 +165,11 @@ fn parent() {
     );
     let mut rows = Vec::new();
     for mode in SimMode::ALL {
-        let r = run_child(&[mode.name(), &cache_s, &plan_s]);
+        let r = run_bench_child_values(&[mode.name(), &cache_s, &plan_s]);
         rows.push((mode, r));
     }
     let most = rows.iter().map(|(_, r)| r[2] as u64).max().unwrap_or(1);
-    let q = run_child(&["queue", &cache_s, &most.to_string()]);
+    let q = run_bench_child_values(&["queue", &cache_s, &most.to_string()]);
     let queue_rate = q[2] / q[0];
     for (mode, r) in &rows {
         let rate = r[2] / r[0];

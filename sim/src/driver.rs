@@ -15,7 +15,7 @@ use crate::fabric::{
     ceil_nanos, to_picos, Fabric, HostSpec, Picos, PortStats, SwitchSpec, Topology,
 };
 use crate::queue::{EventQueue, Slab};
-use crate::series::{Series, Traffic};
+use crate::series::{Class, Series, Traffic};
 
 /// What the driver needs from a switch besides [`Node`].
 pub trait SwitchNode: Node {
@@ -72,14 +72,18 @@ impl Bundle {
     }
 }
 
+/// Bytes a frame adds to the dataplane's UDP payload on the wire: Ethernet header and FCS (18),
+/// preamble and inter-frame gap (20), IPv4 (20), UDP (8).
+pub const FRAME_OVERHEAD: u64 = 66;
+
 /// Everything the core is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
     pub topology: Topology,
     pub switch: SwitchSpec,
     pub host: HostSpec,
-    /// Bytes a frame adds to the dataplane's UDP payload on the wire: Ethernet header and FCS
-    /// (18), preamble and inter-frame gap (20), IPv4 (20), UDP (8).
+    /// Bytes a frame adds to the dataplane packet on the wire ([`FRAME_OVERHEAD`] for
+    /// Ethernet/IPv4/UDP).
     pub frame_overhead: u64,
     /// Width of one bucket of the time series.
     pub sample_ns: Nanos,
@@ -94,7 +98,7 @@ impl SimConfig {
             topology: Topology::star(hosts, crate::fabric::LinkSpec::hundred_gbps()),
             switch: SwitchSpec::tofino_like(),
             host: HostSpec::hundred_gbps(),
-            frame_overhead: 66,
+            frame_overhead: FRAME_OVERHEAD,
             sample_ns: 10_000,
             max_events: 2_000_000_000,
         }
@@ -282,8 +286,10 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
             Event::AtSwitch { from, packet } => l.at_switch(from, packet),
             Event::AtHost { host, packet } => {
                 let f = l.packets.remove(packet).expect("a packet in flight");
-                l.delivered.add(&f.bytes, f.wire);
-                l.series.delivered(l.now, &f.bytes, f.wire);
+                let class =
+                    Packet::new_checked(&f.bytes[..]).map_or(Class::Other, |p| Class::of(&p));
+                l.delivered.add(class, f.wire);
+                l.series.delivered(l.now, class, f.wire);
                 let h = usize::from(host);
                 l.hosts[h].handle_packet(l.now, Address::Switch, &f.bytes);
                 l.after_host_event(h);
@@ -399,6 +405,10 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         let now_ps = to_picos(self.now);
         // Tell the switch the egress backlogs it marks by (only those that changed).
         for (port, link) in self.fabric.downlinks.iter().enumerate() {
+            // An idle port that was reported empty stays empty: skip the arithmetic.
+            if self.reported[port] == 0 && link.idle_at(now_ps) {
+                continue;
+            }
             let q = link.backlog(now_ps);
             if q != self.reported[port] {
                 self.reported[port] = q;

@@ -65,6 +65,20 @@ impl Topology {
             Topology::Star { hosts, .. } => hosts,
         }
     }
+
+    /// The link a host attaches with.
+    pub fn host_link(&self) -> LinkSpec {
+        match *self {
+            Topology::Star { link, .. } => link,
+        }
+    }
+}
+
+impl HostSpec {
+    /// The rate a host's uplink runs at: the lower of its NIC's and its link's.
+    pub fn uplink_gbps(&self, topology: &Topology) -> f64 {
+        topology.host_link().gbps.min(self.nic_gbps)
+    }
 }
 
 /// The switch's resources besides its aggregators (which the switch model holds).
@@ -151,6 +165,11 @@ impl Port {
         (bytes as f64 * self.ps_per_byte).round() as Picos
     }
 
+    /// Whether the port has nothing queued or on the wire at `now`.
+    pub fn idle_at(&self, now: Picos) -> bool {
+        self.last_departure <= now
+    }
+
     /// Bytes queued or on the wire at `now`.
     pub fn backlog(&self, now: Picos) -> u64 {
         let left = self.last_departure.saturating_sub(now);
@@ -187,7 +206,7 @@ impl Fabric {
     pub fn new(topology: &Topology, switch: &SwitchSpec, host: &HostSpec) -> Fabric {
         match *topology {
             Topology::Star { hosts, link } => {
-                let up = link.gbps.min(host.nic_gbps);
+                let up = host.uplink_gbps(topology);
                 Fabric {
                     uplinks: (0..hosts)
                         .map(|_| Port::new(up, link.delay_ns, u64::MAX))

@@ -168,9 +168,10 @@ pub fn scale_for(graph: &Graph) -> Scale {
     Scale::for_bound(1.0, most.max(1)).expect("a scale for any degree that fits a plan")
 }
 
-/// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums.
+/// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums. Takes the
+/// plan by value: a bundled run narrows its width, and a large graph's plan is not copied.
 pub fn simulate_exchange(
-    plan: &ExchangePlan,
+    mut plan: ExchangePlan,
     cfg: &SimConfig,
     setup: &ExchangeSetup,
     scale: Scale,
@@ -184,7 +185,6 @@ pub fn simulate_exchange(
     }
     let real_width = plan.width;
     let bundle = (setup.bundle && real_width > MAX_LANES).then(|| Bundle::of_width(real_width));
-    let mut plan = plan.clone();
     let chunks = bundle.map_or(1, |b| b.chunks as usize);
     if bundle.is_some() {
         plan.width = MAX_LANES;
@@ -208,9 +208,7 @@ pub fn simulate_exchange(
     })?;
     // The pacer counts the packets the engine builds; aim it at the line rate of the frames
     // they stand for.
-    let link_gbps = match cfg.topology {
-        crate::fabric::Topology::Star { link, .. } => link.gbps.min(cfg.host.nic_gbps),
-    };
+    let link_gbps = cfg.host.uplink_gbps(&cfg.topology);
     let lanes = real_width.min(MAX_LANES);
     let built = (HEADER_LEN + 4 * lanes) as f64;
     let framed = match bundle {

@@ -294,15 +294,12 @@ fn timeline(name: &str, r: &RunRow) -> Result<String, ReportError> {
             "µs",
             "Gbit/s",
             &[
-                (
-                    "total".into(),
-                    pts(&|b| s.gbps(b.aggregated + b.raw + b.other)),
-                ),
+                ("total".into(), pts(&|b| s.gbps(b.delivered.total()))),
                 (
                     "aggregated in switch".into(),
-                    pts(&|b| s.gbps(b.aggregated)),
+                    pts(&|b| s.gbps(b.delivered.aggregated)),
                 ),
-                ("raw features".into(), pts(&|b| s.gbps(b.raw))),
+                ("raw features".into(), pts(&|b| s.gbps(b.delivered.raw))),
             ],
         )?;
         chart(

@@ -65,14 +65,6 @@ impl<E> EventQueue<E> {
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
         self.heap.pop().map(|e| (e.at, e.event))
     }
-
-    pub fn len(&self) -> usize {
-        self.heap.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
-    }
 }
 
 /// Values addressed by a `u32` key, with freed keys reused.

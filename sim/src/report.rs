@@ -2,6 +2,7 @@
 //! bytes, the plots, and a README with the command and the parameters. Every file is written
 //! atomically; `report.json` carries a format version and is checked when read back.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,8 @@ use thiserror::Error;
 use crate::plot;
 use crate::sweep::{EpochRow, LayerRow, RunRow, SweepResult, SweepSpec};
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: `runs` hold the full run rows (bytes by kind, nanoseconds) instead of a summary.
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -33,70 +35,15 @@ pub enum ReportError {
 }
 
 /// `report.json`: everything but the series and per-link rows (those have their own files).
+/// Written from the sweep's rows without copying them; read back owned.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ReportFile {
+pub struct ReportFile<'a> {
     pub format_version: u32,
     pub command: String,
     pub spec: SweepSpec,
-    pub epochs: Vec<EpochRow>,
-    pub layers: Vec<LayerRow>,
-    pub runs: Vec<RunSummary>,
-}
-
-/// A run without its series and links.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunSummary {
-    pub id: String,
-    pub workers: u16,
-    pub switch_memory: Option<u64>,
-    pub mode: String,
-    pub width: usize,
-    pub comm_ms: f64,
-    pub link_bytes: u64,
-    pub uplink_bytes: u64,
-    pub downlink_bytes: u64,
-    pub busiest_downlink_bytes: u64,
-    pub peak_queue_bytes: u64,
-    pub drops: u64,
-    pub aggregation_share: f64,
-    pub peak_aggregators: usize,
-    pub recirculations: u64,
-    pub recirculation_utilisation: f64,
-    pub retransmits: u64,
-    pub fetches: u64,
-    pub ecn_echoes: u64,
-    pub events: u64,
-    pub wall_seconds: f64,
-    pub events_per_second: f64,
-}
-
-impl RunSummary {
-    pub fn of(r: &RunRow) -> RunSummary {
-        RunSummary {
-            id: r.id(),
-            workers: r.workers,
-            switch_memory: r.switch_memory,
-            mode: r.mode.name().into(),
-            width: r.width,
-            comm_ms: r.comm_ns as f64 / 1e6,
-            link_bytes: r.link_bytes,
-            uplink_bytes: r.uplink_bytes,
-            downlink_bytes: r.downlink_bytes,
-            busiest_downlink_bytes: r.busiest_downlink_bytes,
-            peak_queue_bytes: r.peak_queue_bytes,
-            drops: r.drops,
-            aggregation_share: r.aggregation_share,
-            peak_aggregators: r.peak_aggregators,
-            recirculations: r.recirculations,
-            recirculation_utilisation: r.recirculation_busy_ns / (r.comm_ns.max(1) as f64),
-            retransmits: r.retransmits,
-            fetches: r.fetches,
-            ecn_echoes: r.ecn_echoes,
-            events: r.events,
-            wall_seconds: r.wall_seconds,
-            events_per_second: r.events as f64 / r.wall_seconds.max(1e-9),
-        }
-    }
+    pub epochs: Cow<'a, [EpochRow]>,
+    pub layers: Cow<'a, [LayerRow]>,
+    pub runs: Cow<'a, [RunRow]>,
 }
 
 #[derive(Debug, Serialize)]
@@ -204,8 +151,7 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
     }))
     .map_err(io(&dir.join("layers.csv")))?;
     write(&dir.join("layers.csv"), &layers)?;
-    let summaries: Vec<RunSummary> = result.runs.iter().map(RunSummary::of).collect();
-    let runs = csv_bytes(&summaries).map_err(io(&dir.join("runs.csv")))?;
+    let runs = csv_bytes(&result.runs).map_err(io(&dir.join("runs.csv")))?;
     write(&dir.join("runs.csv"), &runs)?;
 
     for r in &result.runs {
@@ -228,9 +174,9 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
         let rows = s.buckets.iter().enumerate().map(|(i, b)| SeriesCsv {
             time_us: (i as u64 * s.bucket_ns) as f64 / 1e3,
             sent_gbps: s.gbps(b.sent),
-            delivered_gbps: s.gbps(b.aggregated + b.raw + b.other),
-            aggregated_gbps: s.gbps(b.aggregated),
-            raw_gbps: s.gbps(b.raw),
+            delivered_gbps: s.gbps(b.delivered.total()),
+            aggregated_gbps: s.gbps(b.delivered.aggregated),
+            raw_gbps: s.gbps(b.delivered.raw),
             dropped_bytes: b.dropped,
             queue_max_bytes: b.queue_max,
             aggregators_max: b.aggregators_max,
@@ -246,9 +192,9 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
         format_version: FORMAT_VERSION,
         command: command.to_string(),
         spec: result.spec.clone(),
-        epochs: result.epochs.clone(),
-        layers: result.layers.clone(),
-        runs: summaries,
+        epochs: Cow::Borrowed(&result.epochs),
+        layers: Cow::Borrowed(&result.layers),
+        runs: Cow::Borrowed(&result.runs),
     };
     let json = serde_json::to_vec_pretty(&report).map_err(|e| io(dir)(e.into()))?;
     write(&dir.join("report.json"), &json)?;
@@ -274,7 +220,7 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
 }
 
 /// Read `report.json` back, checking its version.
-pub fn read_report(dir: &Path) -> Result<ReportFile, ReportError> {
+pub fn read_report(dir: &Path) -> Result<ReportFile<'static>, ReportError> {
     let path = dir.join("report.json");
     let bytes = std::fs::read(&path).map_err(|source| ReportError::Io {
         path: path.clone(),
@@ -374,10 +320,11 @@ fn readme(result: &SweepResult, command: &str) -> String {
             r.events as f64 / r.wall_seconds.max(1e-9) / 1e6
         );
     }
-    out.push_str(
-        "\nFiles: `epochs.csv`, `layers.csv`, `runs.csv`, `report.json` (format version 1); \
-         `series/<run>.csv|json` (time series per bucket), `links/<run>.csv` (bytes per link); \
-         `plots/*.svg|png`.\n",
+    let _ = writeln!(
+        out,
+        "\nFiles: `epochs.csv`, `layers.csv`, `runs.csv`, `report.json` (format version \
+         {FORMAT_VERSION}); `series/<run>.csv|json` (time series per bucket), `links/<run>.csv` \
+         (bytes per link); `plots/*.svg|png`."
     );
     out
 }

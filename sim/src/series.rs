@@ -18,8 +18,8 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    pub fn add(&mut self, bytes: &[u8], wire: u64) {
-        match classify(bytes) {
+    pub fn add(&mut self, class: Class, wire: u64) {
+        match class {
             Class::Aggregated => self.aggregated += wire,
             Class::Raw => self.raw += wire,
             Class::Other => self.other += wire,
@@ -41,25 +41,27 @@ impl Traffic {
     }
 }
 
-enum Class {
+/// What a packet delivered to a host carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
     Aggregated,
     Raw,
     Other,
 }
 
-fn classify(bytes: &[u8]) -> Class {
-    let Ok(p) = Packet::new_checked(bytes) else {
-        return Class::Other;
-    };
-    let t = p.packet_type();
-    if p.lanes() == 0 {
-        Class::Other
-    } else if t == PacketType::Result as u8 {
-        Class::Aggregated
-    } else if t == PacketType::Raw as u8 {
-        Class::Raw
-    } else {
-        Class::Other
+impl Class {
+    /// The class of a dataplane packet (anything unparsable is `Other`).
+    pub fn of(packet: &Packet<&[u8]>) -> Class {
+        let t = packet.packet_type();
+        if packet.lanes() == 0 {
+            Class::Other
+        } else if t == PacketType::Result as u8 {
+            Class::Aggregated
+        } else if t == PacketType::Raw as u8 {
+            Class::Raw
+        } else {
+            Class::Other
+        }
     }
 }
 
@@ -68,10 +70,8 @@ fn classify(bytes: &[u8]) -> Class {
 pub struct Bucket {
     /// Frame bytes hosts put on their uplinks.
     pub sent: u64,
-    /// Frame bytes delivered to hosts: aggregated sums, raw features, the rest.
-    pub aggregated: u64,
-    pub raw: u64,
-    pub other: u64,
+    /// Frame bytes delivered to hosts, by what they carried.
+    pub delivered: Traffic,
     pub dropped: u64,
     /// Deepest egress backlog seen in the bucket (bytes).
     pub queue_max: u64,
@@ -81,7 +81,7 @@ pub struct Bucket {
     pub recirculation_ns: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Series {
     pub bucket_ns: Nanos,
     pub buckets: Vec<Bucket>,
@@ -107,13 +107,8 @@ impl Series {
         self.at(now).sent += wire;
     }
 
-    pub fn delivered(&mut self, now: Nanos, bytes: &[u8], wire: u64) {
-        let b = self.at(now);
-        match classify(bytes) {
-            Class::Aggregated => b.aggregated += wire,
-            Class::Raw => b.raw += wire,
-            Class::Other => b.other += wire,
-        }
+    pub fn delivered(&mut self, now: Nanos, class: Class, wire: u64) {
+        self.at(now).delivered.add(class, wire);
     }
 
     pub fn dropped(&mut self, now: Nanos, wire: u64) {

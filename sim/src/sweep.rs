@@ -15,9 +15,9 @@ use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use thiserror::Error;
 
 use crate::driver::SimConfig;
-use crate::fabric::{HostSpec, LinkSpec, SwitchSpec, Topology};
+use crate::fabric::{HostSpec, LinkSpec, PortStats, SwitchSpec, Topology};
 use crate::modes::{
-    exchange_plan, scale_for, simulate_exchange, ExchangeSetup, ModeError, SimMode,
+    exchange_plan, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim, ModeError, SimMode,
 };
 use crate::series::Series;
 
@@ -67,7 +67,7 @@ impl SweepSpec {
     }
 }
 
-/// One simulated exchange of the grid.
+/// One simulated exchange of the grid (a row of `runs.csv`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRow {
     pub workers: u16,
@@ -93,12 +93,58 @@ pub struct RunRow {
     pub ecn_echoes: u64,
     pub events: u64,
     pub wall_seconds: f64,
-    /// Per host: (uplink bytes, downlink bytes, downlink peak backlog, downlink drops).
+    /// Per host: (uplink bytes, downlink bytes, downlink peak backlog, downlink drops). Kept
+    /// out of `report.json` and `runs.csv`: each run's links and series have their own files.
+    #[serde(skip)]
     pub links: Vec<(u64, u64, u64, u64)>,
+    #[serde(skip)]
     pub series: Series,
 }
 
 impl RunRow {
+    /// The row of one simulated exchange (its series moves into the row).
+    pub fn of(
+        workers: u16,
+        switch_memory: Option<u64>,
+        mode: SimMode,
+        width: usize,
+        sim: ExchangeSim,
+    ) -> RunRow {
+        let r = sim.run;
+        let bytes = |ports: &[PortStats]| ports.iter().map(|p| p.bytes).sum();
+        RunRow {
+            workers,
+            switch_memory,
+            mode,
+            width,
+            comm_ns: r.finish_ns,
+            link_bytes: r.link_bytes(),
+            uplink_bytes: bytes(&r.uplinks),
+            downlink_bytes: bytes(&r.downlinks),
+            busiest_downlink_bytes: r.downlinks.iter().map(|p| p.bytes).max().unwrap_or(0),
+            peak_queue_bytes: r.peak_queue(),
+            drops: r.drops(),
+            aggregated_bytes: r.delivered.aggregated,
+            raw_bytes: r.delivered.raw,
+            aggregation_share: r.delivered.aggregation_share(),
+            peak_aggregators: r.peak_aggregators,
+            recirculations: r.recirculation.recirculations,
+            recirculation_busy_ns: r.recirculation.busy_ns,
+            retransmits: sim.retransmits,
+            fetches: sim.fetches,
+            ecn_echoes: sim.ecn_echoes,
+            events: r.events,
+            wall_seconds: r.wall_seconds,
+            links: r
+                .uplinks
+                .iter()
+                .zip(&r.downlinks)
+                .map(|(u, d)| (u.bytes, d.bytes, d.peak_backlog, d.drops))
+                .collect(),
+            series: r.series,
+        }
+    }
+
     /// A file-name-safe identifier.
     pub fn id(&self) -> String {
         format!(
@@ -258,45 +304,14 @@ pub fn sweep(
                         layer: layer as u8,
                         backward: false,
                     };
-                    let (sim, _) = simulate_exchange(&xplan, &cfg, &setup, scale).map_err(wrap)?;
-                    drop(xplan);
-                    let r = &sim.run;
-                    let row = RunRow {
+                    let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale).map_err(wrap)?;
+                    let row = RunRow::of(
                         workers,
-                        switch_memory: memory.filter(|_| mode.uses_memory()),
+                        memory.filter(|_| mode.uses_memory()),
                         mode,
                         width,
-                        comm_ns: r.finish_ns,
-                        link_bytes: r.link_bytes(),
-                        uplink_bytes: r.uplinks.iter().map(|p| p.bytes).sum(),
-                        downlink_bytes: r.downlinks.iter().map(|p| p.bytes).sum(),
-                        busiest_downlink_bytes: r
-                            .downlinks
-                            .iter()
-                            .map(|p| p.bytes)
-                            .max()
-                            .unwrap_or(0),
-                        peak_queue_bytes: r.peak_queue(),
-                        drops: r.drops(),
-                        aggregated_bytes: r.delivered.aggregated,
-                        raw_bytes: r.delivered.raw,
-                        aggregation_share: r.delivered.aggregation_share(),
-                        peak_aggregators: r.peak_aggregators,
-                        recirculations: r.recirculation.recirculations,
-                        recirculation_busy_ns: r.recirculation.busy_ns,
-                        retransmits: sim.retransmits,
-                        fetches: sim.fetches,
-                        ecn_echoes: sim.ecn_echoes,
-                        events: r.events,
-                        wall_seconds: r.wall_seconds,
-                        links: r
-                            .uplinks
-                            .iter()
-                            .zip(&r.downlinks)
-                            .map(|(u, d)| (u.bytes, d.bytes, d.peak_backlog, d.drops))
-                            .collect(),
-                        series: r.series.clone(),
-                    };
+                        sim,
+                    );
                     tracing::info!(
                         run = row.id(),
                         comm_ms = row.comm_ns as f64 / 1e6,

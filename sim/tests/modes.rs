@@ -47,7 +47,7 @@ fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> 
         backward: false,
     };
     let scale = scale_for(&d.graph);
-    let (sim, outputs) = simulate_exchange(&xplan, &SimConfig::paper(WORKERS), &setup, scale)
+    let (sim, outputs) = simulate_exchange(xplan, &SimConfig::paper(WORKERS), &setup, scale)
         .unwrap_or_else(|e| panic!("{}: {e}", mode.name()));
     // The sums the workers hold equal the direct computation over the simulated width.
     let w = if bundle { width.min(32) } else { width };
