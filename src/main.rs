@@ -56,6 +56,9 @@ enum Command {
     /// Simulate every exchange mode at paper scale (a 100 Gbps star of up to 128 workers) with
     /// the project's own switch model and engines; write tables, series and plots.
     Simulate(commands::simulate::Args),
+    /// The Tofino program's control plane: what a plan needs of the switch, and the table
+    /// entries that install it.
+    P4(commands::p4::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Exchange(args) => commands::exchange::run(args),
         Command::Train(args) => commands::train::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::P4(args) => commands::p4::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

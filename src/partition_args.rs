@@ -31,6 +31,11 @@ pub struct PartitionArgs {
     /// (group whole worker parts: much faster with many workers, more traffic).
     #[arg(long, default_value = "vertices", value_parser = ["vertices", "parts"])]
     pub block_method: String,
+    /// Most switch table entries one block may need ((vertex, aggregator) pairs plus
+    /// destinations): a Tofino's exact-match tables hold far fewer pairs than a large graph
+    /// has, so larger blocks are cut (`switchgnn p4 resources` says what a plan needs).
+    #[arg(long, value_name = "N")]
+    pub table_entries: Option<u64>,
     /// Share of the aggregator memory each block part aims at; the rest absorbs imbalance.
     #[arg(long, default_value_t = 0.9)]
     pub fill_target: f64,
@@ -74,6 +79,7 @@ impl PartitionArgs {
             fill_target: self.fill_target,
             block_metis: self.metis_options(),
             block_method: self.block_method(),
+            table_entries: self.table_entries,
         }
     }
 
@@ -85,6 +91,7 @@ impl PartitionArgs {
             fill_target: self.fill_target,
             metis: self.metis_options(),
             method: self.block_method(),
+            table_entries: self.table_entries,
         }
     }
 

@@ -154,6 +154,7 @@ fn main() {
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     let prepared = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let plan = Arc::new(ExchangePlan::from_plan(&prepared, 0).unwrap());

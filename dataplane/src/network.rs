@@ -347,6 +347,17 @@ pub fn run_exchange(
     features: &[f32],
     setup: &RunSetup,
 ) -> Result<ExchangeRun, RunError> {
+    run_exchange_through(plan.clone(), plan, features, setup)
+}
+
+/// [`run_exchange`] with the switch running `switch_plan` (for instance tables read back from
+/// control-plane entries) while the workers run `plan`.
+pub fn run_exchange_through(
+    switch_plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+) -> Result<ExchangeRun, RunError> {
     use crate::cc::{Aimd, Controller, Unpaced};
     use crate::engine::{EngineConfig, HostEngine, InNetworkEngine, LocalFeatures};
     use crate::plan::Mode;
@@ -362,7 +373,9 @@ pub fn run_exchange(
     let mut switch = Switch::new(setup.switch);
     switch.add_job(crate::switch::JobConfig {
         job: setup.exchange.job,
-        layers: (0..=setup.exchange.layer).map(|_| plan.clone()).collect(),
+        layers: (0..=setup.exchange.layer)
+            .map(|_| switch_plan.clone())
+            .collect(),
     })?;
     let mut engines: Vec<Box<dyn Exchange>> = Vec::new();
     for w in 0..plan.workers {

@@ -174,6 +174,7 @@ fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
         fill_target: 0.9,
         block_metis: Default::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     let prepared = switchgnn_partition::Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let traffic = &prepared.manifest.traffic[0];

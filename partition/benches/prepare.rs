@@ -121,6 +121,7 @@ fn child(kind: &str, graph: &Path, memory: Option<&String>, method: Option<&Stri
                 fill_target: 0.9,
                 block_metis: MetisOptions::default(),
                 block_method: method,
+                table_entries: None,
             };
             let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
             let info = &plan.manifest.block_sets[0];

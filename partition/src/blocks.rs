@@ -67,6 +67,9 @@ pub struct BlockParams {
     pub fill_target: f64,
     pub metis: MetisOptions,
     pub method: BlockMethod,
+    /// Most switch table entries a block may need: its (vertex, aggregator) pairs (twice its
+    /// edges) plus its destinations. A block above it is cut into runs of its edges.
+    pub table_entries: Option<u64>,
 }
 
 impl BlockParams {
@@ -117,6 +120,52 @@ pub struct Fill {
     pub per_level: Vec<usize>,
     /// Sum over blocks of their endpoints (each sends once and receives once per block).
     pub vertex_slots: u64,
+}
+
+/// Table entries a block needs on the switch: a pass entry per (vertex, aggregator) pair, two
+/// per edge, and a slot entry per destination.
+pub fn table_entries(edges: usize, vertices: usize) -> u64 {
+    2 * edges as u64 + vertices as u64
+}
+
+/// Cut every block whose table entries exceed `limit` into runs of its sorted edges, each
+/// within the limit. A run's vertices are a subset of its block's, so it still fits the
+/// aggregator memory; edges sorted by their first endpoint keep a vertex's edges together.
+fn split_for_table(blocks: Vec<Block>, limit: u64) -> Result<Vec<Block>> {
+    if limit < table_entries(1, 2) {
+        return Err(PartitionError::Usage(format!(
+            "a table of {limit} entries cannot hold one edge (it needs {})",
+            table_entries(1, 2)
+        )));
+    }
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut ids = std::collections::HashSet::new();
+    for block in blocks {
+        if table_entries(block.edges.len(), block.vertices().len()) <= limit {
+            out.push(block);
+            continue;
+        }
+        let mut run: Edges = Vec::new();
+        ids.clear();
+        for &(u, v) in &block.edges {
+            let new = [u, v].iter().filter(|x| !ids.contains(*x)).count();
+            if table_entries(run.len() + 1, ids.len() + new) > limit {
+                out.push(Block {
+                    level: block.level,
+                    edges: std::mem::take(&mut run),
+                });
+                ids.clear();
+            }
+            ids.insert(u);
+            ids.insert(v);
+            run.push((u, v));
+        }
+        out.push(Block {
+            level: block.level,
+            edges: run,
+        });
+    }
+    Ok(out)
 }
 
 impl Blocks {
@@ -185,6 +234,9 @@ impl Blocks {
                 "pair grouping finished the rest"
             );
             push(placed, level, &mut blocks);
+        }
+        if let Some(limit) = params.table_entries {
+            blocks = split_for_table(blocks, limit)?;
         }
         Ok(Blocks {
             params: params.clone(),

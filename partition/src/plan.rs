@@ -83,6 +83,10 @@ pub struct PlanSpec {
     /// How blocks are cut.
     #[serde(default)]
     pub block_method: BlockMethod,
+    /// Table entries one block may need on the switch ((vertex, aggregator) pairs plus
+    /// destinations); `None`: no limit besides the aggregator memory.
+    #[serde(default)]
+    pub table_entries: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,6 +240,7 @@ impl Plan {
                 fill_target: spec.fill_target,
                 metis: spec.block_metis.clone(),
                 method: spec.block_method,
+                table_entries: spec.table_entries,
             };
             block_sets.push(Blocks::build(graph, &assignment, &params)?);
         }
@@ -420,6 +425,7 @@ impl Plan {
                     fill_target: manifest.spec.fill_target,
                     metis: manifest.spec.block_metis.clone(),
                     method: manifest.spec.block_method,
+                    table_entries: manifest.spec.table_entries,
                 },
                 blocks,
                 levels,

@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use switchgnn_datasets::{BuildOptions, Graph};
+use switchgnn_partition::blocks::table_entries;
 use switchgnn_partition::{Assignment, BlockMethod, BlockParams, Blocks, Method, MetisOptions};
 
 fn random_graph(n: usize, raw: &[(u32, u32)]) -> Graph {
@@ -21,6 +22,7 @@ fn params(memory_aggregators: u64, width: usize) -> BlockParams {
         fill_target: 0.9,
         metis: MetisOptions::default(),
         method: BlockMethod::Vertices,
+        table_entries: None,
     }
 }
 
@@ -37,18 +39,21 @@ proptest! {
         use_metis in any::<bool>(),
         by_parts in any::<bool>(),
         seed in 0u64..1000,
+        table_limit in proptest::option::of(4u64..60),
     ) {
         let g = random_graph(n, &raw);
         let method = if use_metis { Method::Metis(MetisOptions::default()) } else { Method::Random { seed } };
         let a = Assignment::compute(&g, workers.min(n as u32), &method).unwrap();
         let method = if by_parts { BlockMethod::Parts } else { BlockMethod::Vertices };
-        let p = BlockParams { method, ..params(aggregators, width) };
+        let p = BlockParams { method, table_entries: table_limit, ..params(aggregators, width) };
         let apv = p.aggregators_per_vertex();
         match Blocks::build(&g, &a, &p) {
             Ok(blocks) => {
                 prop_assert!(blocks.check(&g, &a).is_ok(), "{:?}", blocks.check(&g, &a));
                 for b in &blocks.blocks {
                     prop_assert!(b.vertices().len() as u64 * apv <= aggregators);
+                    let entries = table_entries(b.edges.len(), b.vertices().len());
+                    prop_assert!(table_limit.is_none_or(|limit| entries <= limit), "{} entries", entries);
                 }
                 // Integer features; the exchange must reproduce the neighbourhood sums exactly.
                 let x: Vec<i64> = (0..n as i64).map(|v| (v * 7919 + seed as i64) % 1013 - 500).collect();
@@ -112,6 +117,7 @@ fn many_small_workers_group_whole_parts() {
     let a = Assignment::compute(&g, 60, &Method::Hash).unwrap();
     let p = BlockParams {
         method: BlockMethod::Parts,
+        table_entries: None,
         ..params(64, 32)
     };
     let blocks = Blocks::build(&g, &a, &p).unwrap();

@@ -20,6 +20,7 @@ fn spec() -> PlanSpec {
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     }
 }
 

@@ -151,6 +151,7 @@ fn parent() {
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: BlockMethod::Vertices,
+        table_entries: None,
     };
     let mut plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let plan_dir = tmp.path().join("plan");

@@ -30,6 +30,7 @@ fn plan(d: &Dataset, memory: u64, width: usize) -> Plan {
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: BlockMethod::Vertices,
+        table_entries: None,
     };
     Plan::prepare(d, &spec, &|_| {}).unwrap()
 }

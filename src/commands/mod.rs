@@ -4,6 +4,7 @@ pub mod exchange;
 pub mod generate;
 pub mod inspect;
 pub mod order_eval;
+pub mod p4;
 pub mod prepare;
 pub mod simulate;
 pub mod switch;

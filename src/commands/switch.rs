@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use switchgnn_transport::collective::{RunningService, ServiceConfig};
 use switchgnn_transport::server::{ServerConfig, SwitchServer};
+use switchgnn_transport::{JobFile, Session};
 
-use crate::job_args::{load, write_json, JobArgs};
+use crate::job_args::{load, parse_mode, write_json, JobArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -28,17 +29,70 @@ pub struct Args {
     /// Print the status line every this many seconds (SIGUSR1 prints it at any time).
     #[arg(long, value_name = "SECS")]
     pub status_every: Option<f64>,
-    /// Aggregator memory (e.g. 10MB; default: the memory the plan was prepared for).
+    /// Aggregator memory (e.g. 10MB; default: the memory the plan was prepared for, or the
+    /// Tofino program's 2 MiB with --entries).
     #[arg(long)]
     pub switch_memory: Option<String>,
+    /// Take the switch's tables from a P4Runtime entries file (`switchgnn p4 entries --format
+    /// p4runtime`) instead of the plan: the job id, workers, exchange, ECN threshold and plan
+    /// checksum come from the file; the job file (if any) gives addresses and timeouts.
+    #[arg(long, value_name = "FILE")]
+    pub entries: Option<PathBuf>,
+}
+
+/// The job and its exchange plans: from the plan and dataset, or from an entries file.
+fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
+    let Some(path) = &args.entries else {
+        let job = args.job.job(args.listen)?;
+        let loaded = load(&job)?;
+        let memory = loaded.plan.manifest.spec.switch_memory;
+        return Ok((job, loaded.session, memory));
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let tables = switchgnn_p4::p4runtime::from_json(&text)
+        .and_then(|e| e.switch_tables().map(|t| (e, t)))
+        .with_context(|| format!("{} is not a usable entries file", path.display()));
+    let (entries, tables) = tables?;
+    let mode = parse_mode(&entries.meta.exchange)?;
+    let mut job = if args.job.job.is_some() || args.job.plan.is_some() {
+        let job = args.job.job(args.listen)?;
+        if job.job != tables.job || job.world != tables.workers || job.mode != mode {
+            bail!(
+                "the job file describes job {} ({} workers, {} exchange) but {} installs job {}                  ({} workers, {} exchange)",
+                job.job,
+                job.world,
+                job.mode.name(),
+                path.display(),
+                tables.job,
+                tables.workers,
+                mode.name()
+            );
+        }
+        job
+    } else {
+        let listen = args
+            .listen
+            .context("with --entries and no job file, give the address with --listen")?;
+        let mut job = JobFile::loopback(PathBuf::new(), mode, listen, tables.workers);
+        job.job = tables.job;
+        job
+    };
+    job.link.ecn_threshold_bytes = tables.ecn_threshold_bytes;
+    let session = Session {
+        mode,
+        layers: tables.layers,
+        checksum: tables.plan_checksum,
+    };
+    let memory = switchgnn_p4::program::AGGREGATORS * 128;
+    Ok((job, Arc::new(session), memory))
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let job = args.job.job(args.listen)?;
-    let loaded = load(&job)?;
+    let (job, session, plan_memory) = job_and_session(&args)?;
     let memory = match &args.switch_memory {
         Some(text) => switchgnn_partition::size::parse_bytes(text)?,
-        None => loaded.plan.manifest.spec.switch_memory,
+        None => plan_memory,
     };
     let cfg = ServerConfig {
         job: job.job,
@@ -50,7 +104,7 @@ pub fn run(args: Args) -> Result<()> {
         aggregators: (memory / 128) as usize,
         stop_after_exchanges: None,
     };
-    let mut server = SwitchServer::bind(cfg, loaded.session.clone())
+    let mut server = SwitchServer::bind(cfg, session.clone())
         .with_context(|| format!("cannot listen on {}", job.switch))?;
     let addr = server.local_addr()?;
     // Training jobs all-reduce through a service beside the switch: TCP on the same address.
@@ -65,7 +119,7 @@ pub fn run(args: Args) -> Result<()> {
         job.job,
         job.mode.name(),
         job.world,
-        loaded.session.layers.len()
+        session.layers.len()
     );
 
     let stop = Arc::new(AtomicBool::new(false));

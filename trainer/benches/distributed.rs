@@ -61,6 +61,7 @@ fn bench(d: &Dataset, workers: u32, epochs: usize) {
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     let plan = Plan::prepare(d, &spec, &|_| {}).expect("a plan");
     let owner: Vec<u16> = plan.assignment.parts().iter().map(|&p| p as u16).collect();

@@ -30,6 +30,7 @@ fn plan(dataset: &Dataset, workers: u32, config: &TrainConfig, memory: u64) -> P
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     Plan::prepare(dataset, &spec, &|_| {}).unwrap()
 }

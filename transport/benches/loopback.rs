@@ -46,6 +46,7 @@ fn main() {
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     let plan = Plan::prepare(&dataset, &spec, &|_| {}).unwrap();
     let session = Arc::new(Session::new(&plan, &dataset.graph, ExchangeMode::Switchgnn).unwrap());

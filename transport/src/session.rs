@@ -51,15 +51,20 @@ impl Session {
                 Ok(Arc::new(p))
             })
             .collect::<Result<Vec<_>, PlanError>>()?;
+        Ok(Session::from_layers(mode, layers))
+    }
+
+    /// A session of exchange plans built elsewhere (one per layer), with their checksum.
+    pub fn from_layers(mode: ExchangeMode, layers: Vec<Arc<ExchangePlan>>) -> Session {
         let mut h = mix(0x5347_4e4e);
         for p in &layers {
             h = mix(h ^ p.checksum());
         }
-        Ok(Session {
+        Session {
             mode,
             layers,
             checksum: h,
-        })
+        }
     }
 
     pub fn workers(&self) -> u16 {

@@ -32,6 +32,7 @@ fn plan(dataset: &Dataset, workers: u32, dims: Vec<usize>, memory: u64) -> Plan 
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     Plan::prepare(dataset, &spec, &|_| {}).unwrap()
 }

@@ -57,6 +57,7 @@ pub fn block_plan(
         fill_target: 0.9,
         block_metis: MetisOptions::default(),
         block_method: Default::default(),
+        table_entries: None,
     };
     let plan = Plan::prepare(dataset, &spec, &|_| {}).unwrap();
     Arc::new(ExchangePlan::from_plan(&plan, 0).unwrap())

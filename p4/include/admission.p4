@@ -1,0 +1,137 @@
+/* switchgnn: admission and the exchange's limits.
+ *
+ * Mirrors `Switch::process` (switch.rs) up to the handler dispatch: the job must be installed,
+ * the worker must belong to it and arrive on its own port; flags, type, layer, ids and lane
+ * count must fit the exchange (`Repr::check_plan`). Recirculated passes were checked on their
+ * first pass and skip all of this.
+ */
+#ifndef SWITCHGNN_ADMISSION_P4
+#define SWITCHGNN_ADMISSION_P4
+
+control Admission(inout headers_t hdr,
+                  inout ingress_metadata_t meta,
+                  in ingress_intrinsic_metadata_t ig_intr_md) {
+
+    action admit(MirrorId_t ack_session) {
+        meta.admitted = true;
+        meta.ack_session = ack_session;
+    }
+
+    action reject() {
+        meta.admitted = false;
+    }
+
+    /* (job, worker, ingress port) of every worker of every installed job. */
+    @id(0x02000001)
+    table admission {
+        key = {
+            hdr.sg.job                : exact @name("job");
+            hdr.sg.worker             : exact @name("worker");
+            ig_intr_md.ingress_port   : exact @name("port");
+        }
+        actions = { @id(0x01000001) admit; @id(0x01000002) reject; }
+        const default_action = reject();
+        size = ADMISSION_SIZE;
+    }
+
+    action set_job(bit<16> workers, MulticastGroupId_t go_group, PortId_t recirc_port,
+                   bit<16> job_slot) {
+        meta.workers = workers;
+        meta.go_group = go_group;
+        meta.recirc_port = recirc_port;
+        meta.job_slot = job_slot;
+    }
+
+    /* Per job: its worker count, the multicast group of its block go, the loopback port its
+     * passes recirculate through, and its index in the barrier registers. */
+    @id(0x02000007)
+    table job_config {
+        key = { hdr.sg.job : exact @name("job"); }
+        actions = { @id(0x01000008) set_job; @id(0x01000002) reject; }
+        const default_action = reject();
+        size = MAX_JOBS;
+    }
+
+    action set_exchange(bit<8> set, bit<8> chunks, bit<8> last_lanes, bit<16> blocks,
+                        bit<32> vertices, bit<8> mode) {
+        hdr.pass.set = set;
+        hdr.pass.chunks = chunks;
+        meta.last_lanes = last_lanes;
+        meta.blocks = blocks;
+        meta.vertices = vertices;
+        meta.mode = mode;
+    }
+
+    action no_such_layer() {
+        meta.drop = true;
+        meta.drop_reason = DROP_OUT_OF_RANGE;
+    }
+
+    /* Per (job, layer): the block set and lane geometry of the layer's width, its block count
+     * and vertex count (the limits of `Repr::check_plan`), and the exchange mode. */
+    @id(0x02000002)
+    table exchange_config {
+        key = {
+            hdr.sg.job   : exact @name("job");
+            hdr.sg.layer : exact @name("layer");
+        }
+        actions = { @id(0x01000003) set_exchange; @id(0x01000009) no_such_layer; }
+        const default_action = no_such_layer();
+        size = EXCHANGE_SIZE;
+    }
+
+    action drop_with(bit<8> reason) {
+        meta.drop = true;
+        meta.drop_reason = reason;
+    }
+
+    apply {
+        if (hdr.pass.isValid()) {
+            /* A recirculated pass: checked on its first pass; only the configuration. */
+            job_config.apply();
+            exchange_config.apply();
+            return;
+        }
+        if (meta.drop) {
+            return;   /* the parser already named the reason */
+        }
+        if (!hdr.sg.isValid()) {
+            drop_with(DROP_TRUNCATED);
+            return;
+        }
+        if ((hdr.sg.flags & SG_FLAG_RESERVED) != 0) {
+            drop_with(DROP_RESERVED_FLAGS);
+            return;
+        }
+        if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_JOIN) {
+            drop_with(DROP_UNKNOWN_TYPE);
+            return;
+        }
+        admission.apply();
+        job_config.apply();
+        if (!meta.admitted) {
+            drop_with(DROP_NOT_ADMITTED);
+            return;
+        }
+        hdr.pass.setValid();
+        hdr.pass.pass = 0;
+        hdr.pass.emit = 0;
+        hdr.pass.out_kind = OUT_FORWARD;
+        exchange_config.apply();
+        if (meta.drop) {
+            return;
+        }
+        /* Repr::check_plan, in its order. */
+        if (hdr.sg.src >= meta.vertices || hdr.sg.dst >= meta.vertices
+                || hdr.sg.block > meta.blocks || hdr.sg.chunk >= hdr.pass.chunks) {
+            drop_with(DROP_OUT_OF_RANGE);
+            return;
+        }
+        if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_BLOCK_GO) {
+            drop_with(DROP_WRONG_DIRECTION);
+            return;
+        }
+    }
+}
+
+#endif

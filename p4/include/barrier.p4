@@ -1,0 +1,242 @@
+/* switchgnn: the running exchange, its barriers and the block go.
+ *
+ * Mirrors `running`, `join`, `start_if_all_joined`, `begin_block` and `block_done`
+ * (switch.rs). The model keeps this state in a `Run`; here it is registers per job (index:
+ * the job's slot from `job_config`):
+ *
+ *   exchange_epoch[job]  epoch of the running exchange;
+ *   exchange_tag[job]    layer << 24 | backward << 16 | (block + 1); block + 1 = 0 while the
+ *                        workers are still joining, = blocks + 1 once the exchange is complete;
+ *   previous[job]        pair {epoch, tag} of the exchange before, to repeat its final go to a
+ *                        worker that missed it;
+ *   phase[job]           a counter advanced at every barrier: aggregator, seen and arrival
+ *                        words stamped with an older phase count as empty, so the program never
+ *                        clears registers in bulk (the model frees a block's state at its end);
+ *   sequence[job]        the running exchange's sequence number (exchanges run in order);
+ *   arrived[job·MAX_WORKERS + worker]  the phase in which the worker last reported;
+ *   reports[job]         reports in the current phase.
+ *
+ * A register is touched once per pass, so the two writes that change the exchange (opening the
+ * next one, advancing the block) are made by one extra pass of the packet that triggers them:
+ * one pass per exchange and one per block, none per data packet.
+ */
+#ifndef SWITCHGNN_BARRIER_P4
+#define SWITCHGNN_BARRIER_P4
+
+/* What the exchange registers say about a packet. */
+const bit<8> RUN_CURRENT = 1;   /* the running exchange and the packet's block */
+const bit<8> RUN_OTHER   = 2;   /* the running exchange, another block (or not started) */
+const bit<8> RUN_STALE   = 3;   /* another exchange */
+
+/* Extra passes of the barrier (bridged `emit` of a barrier packet). */
+const bit<8> EMIT_OPEN    = 3;  /* write the new exchange into the registers */
+const bit<8> EMIT_ADVANCE = 4;  /* advance the block, then multicast its go */
+
+struct exchange_t {
+    bit<32> epoch;
+    bit<32> tag;
+}
+
+control RunningExchange(inout headers_t hdr,
+                        inout ingress_metadata_t meta) {
+    Register<bit<32>, bit<32>>(MAX_JOBS) exchange_epoch;
+    Register<bit<32>, bit<32>>(MAX_JOBS) exchange_tag;
+    Register<exchange_t, bit<32>>(MAX_JOBS) previous;
+    Register<bit<32>, bit<32>>(MAX_JOBS) phase;
+
+    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_epoch) read_epoch = {
+        void apply(inout bit<32> value, out bit<32> old) { old = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_epoch) write_epoch = {
+        void apply(inout bit<32> value, out bit<32> old) { old = value; value = hdr.sg.epoch; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_tag) read_tag = {
+        void apply(inout bit<32> value, out bit<32> old) { old = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_tag) write_tag = {
+        void apply(inout bit<32> value, out bit<32> now) { value = meta.new_tag; now = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_tag) advance_tag = {
+        void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
+    };
+    RegisterAction<exchange_t, bit<32>, bit<32>>(previous) read_previous = {
+        void apply(inout exchange_t value, out bit<32> tag) {
+            if (value.epoch == hdr.sg.epoch) { tag = value.tag; } else { tag = 0; }
+        }
+    };
+    /* The opening pass carries the old epoch and tag in the pass header's dst and count
+     * words (see Barrier.open_next). */
+    RegisterAction<exchange_t, bit<32>, bit<32>>(previous) write_previous = {
+        void apply(inout exchange_t value, out bit<32> unused) {
+            value.epoch = hdr.pass.dst;
+            value.tag = hdr.pass.phase;
+            unused = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(phase) read_phase = {
+        void apply(inout bit<32> value, out bit<32> now) { now = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(phase) next_phase = {
+        void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
+    };
+
+    apply {
+        bit<32> index = (bit<32>) meta.job_slot;
+        bit<32> want = (bit<32>) hdr.sg.layer << 24
+                     | (bit<32>) ((hdr.sg.flags & SG_FLAG_BACKWARD) >> 4) << 16;
+        bit<32> epoch;
+        if (hdr.pass.emit == EMIT_OPEN) {
+            meta.new_tag = want;
+            epoch = write_epoch.execute(index);
+            meta.running_tag = write_tag.execute(index);
+            write_previous.execute(index);
+            meta.phase = next_phase.execute(index);
+            epoch = hdr.sg.epoch;
+        } else if (hdr.pass.emit == EMIT_ADVANCE) {
+            epoch = hdr.sg.epoch;
+            meta.running_tag = advance_tag.execute(index);
+            meta.phase = next_phase.execute(index);
+        } else if (hdr.pass.pass == 0) {
+            epoch = read_epoch.execute(index);
+            meta.running_tag = read_tag.execute(index);
+            meta.previous_tag = read_previous.execute(index);
+            meta.phase = read_phase.execute(index);
+        } else {
+            meta.phase = hdr.pass.phase;   /* later passes of a data packet trust their first */
+            meta.run = RUN_CURRENT;
+            return;
+        }
+        meta.running_epoch = epoch;
+        hdr.pass.phase = meta.phase;
+        meta.started = meta.running_tag[15:0] != 0;
+        meta.running_block = meta.running_tag[15:0] - 1;
+        meta.finished = meta.started && meta.running_block == meta.blocks;
+        if (epoch != hdr.sg.epoch || meta.running_tag[31:16] != want[31:16]) {
+            meta.run = RUN_STALE;
+        } else if (meta.started && meta.running_block == hdr.sg.block) {
+            meta.run = RUN_CURRENT;
+        } else {
+            meta.run = RUN_OTHER;
+        }
+    }
+}
+
+/* Join and BlockDone: count reports once per worker and phase; the last one starts the next
+ * block. */
+control Barrier(inout headers_t hdr,
+                inout ingress_metadata_t meta,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Register<bit<32>, bit<32>>(MAX_JOBS * MAX_WORKERS) arrived;
+    Register<bit<32>, bit<32>>(MAX_JOBS) reports;
+    Register<bit<32>, bit<32>>(MAX_JOBS) sequence;
+
+    /* Exchanges run in sequence order (switch.rs `join`). */
+    RegisterAction<bit<32>, bit<32>, bit<8>>(sequence) check_sequence = {
+        void apply(inout bit<32> value, out bit<8> verdict) {
+            if (hdr.sg.sequence == value) {
+                verdict = 1;                       /* this exchange */
+            } else if (hdr.sg.sequence > value && meta.may_open) {
+                value = hdr.sg.sequence;
+                verdict = 2;                       /* opens the next */
+            } else {
+                verdict = 0;                       /* stale */
+            }
+        }
+    };
+    /* First report of this worker in this phase? */
+    RegisterAction<bit<32>, bit<32>, bit<8>>(arrived) mark_arrived = {
+        void apply(inout bit<32> value, out bit<8> first) {
+            if (value != meta.phase) { value = meta.phase; first = 1; } else { first = 0; }
+        }
+    };
+    /* Count it; the last report resets the count and completes the barrier. */
+    RegisterAction<bit<32>, bit<32>, bit<8>>(reports) count_report = {
+        void apply(inout bit<32> value, out bit<8> complete) {
+            if (value + 1 == (bit<32>) meta.workers) {
+                value = 0;
+                complete = 1;
+            } else {
+                value = value + 1;
+                complete = 0;
+            }
+        }
+    };
+
+    action drop_stale() {
+        meta.drop = true;
+        meta.drop_reason = DROP_STALE;
+    }
+
+    /* A go to this worker alone (switch.rs `Fabric::go` for one port): a lost go, repeated. */
+    action unicast_go(bit<16> block) {
+        hdr.sg.packet_type = SG_BLOCK_GO;
+        hdr.sg.block = block;
+        hdr.pass.out_kind = OUT_FORWARD;
+        hdr.pass.dst_worker = hdr.sg.worker;
+        meta.to_sender = true;
+    }
+
+    apply {
+        bit<32> index = (bit<32>) meta.job_slot;
+        bit<32> arrival = index * MAX_WORKERS + (bit<32>) hdr.sg.worker;
+
+        if (hdr.pass.emit == EMIT_ADVANCE) {
+            /* begin_block: multicast the go of the block the exchange is now in (the final go,
+             * block = blocks, when it is complete). */
+            hdr.sg.packet_type = SG_BLOCK_GO;
+            hdr.sg.block = meta.running_block;
+            hdr.pass.out_kind = OUT_GO;
+            ig_tm_md.mcast_grp_a = meta.go_group;
+            return;
+        }
+        if (hdr.pass.emit != EMIT_OPEN) {
+            if (hdr.sg.packet_type == SG_JOIN) {
+                meta.may_open = meta.finished || meta.running_tag == 0;
+                bit<8> verdict = check_sequence.execute(index);
+                if (verdict == 0) { drop_stale(); return; }
+                if (verdict == 2) {
+                    /* open_next: one more pass writes the exchange registers, carrying the
+                     * old exchange for `previous`. */
+                    hdr.pass.emit = EMIT_OPEN;
+                    hdr.pass.dst = meta.running_epoch;
+                    hdr.pass.phase = meta.running_tag;
+                    hdr.pass.out_kind = OUT_RECIRC;
+                    ig_tm_md.ucast_egress_port = meta.recirc_port;
+                    return;
+                }
+                if (meta.run == RUN_STALE) { drop_stale(); return; }
+                if (meta.started) { unicast_go(meta.running_block); return; }
+            } else {
+                /* BlockDone */
+                if (meta.run == RUN_STALE) {
+                    bit<32> want = (bit<32>) hdr.sg.layer << 24
+                                 | (bit<32>) ((hdr.sg.flags & SG_FLAG_BACKWARD) >> 4) << 16;
+                    if (meta.previous_tag != 0 && meta.previous_tag[31:16] == want[31:16]) {
+                        unicast_go(meta.previous_tag[15:0] - 1);   /* missed the final go */
+                        return;
+                    }
+                    drop_stale();
+                    return;
+                }
+                if (!meta.started) { drop_stale(); return; }
+                if (hdr.sg.block < meta.running_block) { unicast_go(meta.running_block); return; }
+                if (hdr.sg.block > meta.running_block || meta.finished) { drop_stale(); return; }
+            }
+        }
+        if (mark_arrived.execute(arrival) == 0) {
+            ig_dprsr_md.drop_ctl = 1;   /* a repeated report: already counted */
+            return;
+        }
+        if (count_report.execute(index) == 1) {
+            /* The barrier is complete: one more pass advances the block. */
+            hdr.pass.emit = EMIT_ADVANCE;
+            hdr.pass.out_kind = OUT_RECIRC;
+            ig_tm_md.ucast_egress_port = meta.recirc_port;
+        } else {
+            ig_dprsr_md.drop_ctl = 1;
+        }
+    }
+}
+
+#endif

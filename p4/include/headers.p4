@@ -1,0 +1,152 @@
+/* switchgnn: headers and metadata.
+ *
+ * `switchgnn_h` is the header of `dataplane/src/wire.rs`, field for field and bit for bit (the
+ * cross-check test compares the two). Lanes are a stack of 32-bit words so that a short last
+ * chunk (fewer than 32 lanes) parses too.
+ */
+#ifndef SWITCHGNN_HEADERS_P4
+#define SWITCHGNN_HEADERS_P4
+
+header ethernet_h {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_h {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<6>  dscp;
+    bit<2>  ecn;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* wire.rs: the 32-byte switchgnn header. */
+header switchgnn_h {
+    bit<16> magic;
+    bit<8>  version;
+    bit<8>  packet_type;
+    bit<8>  flags;
+    bit<8>  layer;
+    bit<16> job;
+    bit<32> src;
+    bit<32> dst;
+    bit<16> block;
+    bit<16> count;
+    bit<16> worker;
+    bit<8>  chunk;
+    bit<8>  lanes;
+    bit<32> epoch;
+    bit<32> sequence;
+}
+
+/* One int32 lane (network byte order, two's complement). */
+header lane_h {
+    bit<32> value;
+}
+
+/* The pass state a packet carries from one recirculation to the next (and from ingress to
+ * egress as bridged metadata). Emitted in front of Ethernet on recirculating copies only. */
+header pass_h {
+    bit<8>  out_kind;     /* OUT_*: what egress makes of this copy */
+    bit<8>  emit;         /* EMIT_*: what an emitting pass sends to the destination */
+    bit<16> pass;         /* index of the pass this packet makes next (0 = first) */
+    bit<8>  set;          /* block set of the exchange (layers of one width share tables) */
+    bit<8>  chunks;       /* 32-lane chunks per feature */
+    bit<32> phase;        /* the job's block phase when pass 0 ran */
+    bit<32> dst;          /* destination vertex of this pass's aggregator */
+    bit<16> dst_worker;   /* its owner */
+    bit<16> count;        /* contributions in the emitted sum */
+}
+
+/* The acknowledgement copy's mirror header (ingress-to-egress mirror to the sender). */
+header ack_mirror_h {
+    bit<8> kind;          /* MIRROR_ACK, widened to a byte */
+}
+
+struct headers_t {
+    pass_h         pass;
+    ethernet_h     ethernet;
+    ipv4_h         ipv4;
+    udp_h          udp;
+    switchgnn_h    sg;
+    lane_h[32]     lanes;   /* the contribution as it arrived */
+    lane_h[32]     sums;    /* aggregator values after this pass (emitted as a result) */
+}
+
+struct ingress_metadata_t {
+    bit<8>  drop_reason;
+    bool    drop;
+    bool    admitted;
+    /* exchange_config */
+    bit<8>  mode;
+    bit<8>  last_lanes;
+    bit<16> blocks;
+    bit<32> vertices;
+    /* job_config */
+    bit<16> workers;
+    MulticastGroupId_t go_group;
+    /* owners */
+    bool    src_known;
+    bit<16> src_owner;
+    PortId_t src_owner_port;
+    bool    dst_known;
+    bit<16> dst_owner;
+    PortId_t dst_owner_port;
+    /* vertex_aggregators: this pass's aggregator */
+    bool    has_pass;
+    bit<32> agg_index;
+    bit<32> dst;
+    bit<16> dst_worker;
+    bit<16> expected;
+    bit<32> seen_index;
+    bit<1>  last;
+    MulticastGroupId_t emit_group;
+    PortId_t dst_port;
+    /* register outcomes */
+    bit<32> phase;
+    bit<8>  agg_outcome;  /* AGG_* below */
+    bit<32> counted;      /* count after this contribution; 1 = a fresh aggregator */
+    MirrorId_t ack_session;
+    /* job_config and the running exchange (barrier.p4) */
+    bit<16> job_slot;
+    PortId_t recirc_port;
+    bit<32> running_epoch;
+    bit<32> running_tag;
+    bit<32> previous_tag;
+    bit<32> new_tag;
+    bit<16> running_block;
+    bit<8>  run;
+    bool    started;
+    bool    finished;
+    bool    may_open;
+    bool    to_sender;
+}
+
+/* What the count register says about this pass's aggregator (switch.rs `Agg`). */
+const bit<8> AGG_ADD      = 0;   /* Active: add, not yet complete */
+const bit<8> AGG_COMPLETE = 1;   /* Active: add, and this was the expected count → emit result */
+const bit<8> AGG_RAW      = 2;   /* Released: send this contribution raw to the destination */
+const bit<8> AGG_DONE     = 3;   /* already complete (cannot happen with a consistent table) */
+
+struct egress_metadata_t {
+    bit<8>  mirror_kind;
+    bit<19> ecn_threshold;
+}
+
+#endif

@@ -1,0 +1,88 @@
+//! Entries as a `bfrt_python` script for the Tofino SDE's `bfshell`
+//! (`bfshell -b entries.py`): multicast nodes and groups, mirror sessions, then every table's
+//! rows as data and one loop that adds them, so that the script stays readable at any size.
+
+use std::fmt::Write;
+
+use crate::entries::Entries;
+use crate::program::TABLES;
+
+pub fn to_script(entries: &Entries) -> String {
+    let m = &entries.meta;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# switchgnn control-plane entries: job {} ({} exchange, {} workers), plan checksum {}.\n\
+         # Written by {}. Run in the SDE: bfshell -b <this file>\n\
+         # Registers need no initial values: the program's phase stamps make leftovers read as\n\
+         # empty (see p4/README.md).",
+        m.job, m.exchange, m.workers, m.plan_checksum, m.created_by
+    );
+    s.push_str("\np4 = bfrt.switchgnn.pipe\npre = bfrt.pre\n\n");
+    s.push_str("# Multicast: the block go (one replica per worker, rid = rank) and each worker's\n");
+    s.push_str("# emit group (the destination and the recirculation port).\n");
+    s.push_str("GROUPS = [\n");
+    for g in &entries.groups {
+        let replicas: Vec<String> = g
+            .replicas
+            .iter()
+            .map(|r| format!("({}, {})", r.port, r.rid))
+            .collect();
+        let _ = writeln!(s, "    ({}, [{}]),", g.id, replicas.join(", "));
+    }
+    s.push_str(
+        "]\nnode = 1\nfor mgid, replicas in GROUPS:\n    nodes = []\n    for port, rid in replicas:\n        \
+         pre.node.add(MULTICAST_NODE_ID=node, MULTICAST_RID=rid, MULTICAST_LAG_ID=[], DEV_PORT=[port])\n        \
+         nodes.append(node)\n        node += 1\n    \
+         pre.mgid.add(MGID=mgid, MULTICAST_NODE_ID=nodes,\n                 \
+         MULTICAST_NODE_L1_XID_VALID=[False] * len(nodes), MULTICAST_NODE_L1_XID=[0] * len(nodes))\n\n",
+    );
+    s.push_str("# Ingress mirror sessions of the acknowledgements (one per worker port).\nSESSIONS = [\n");
+    for x in &entries.sessions {
+        let _ = writeln!(s, "    ({}, {}, {}),", x.id, x.port, x.truncate);
+    }
+    s.push_str(
+        "]\nfor sid, port, length in SESSIONS:\n    \
+         bfrt.mirror.cfg.add_with_normal(sid=sid, direction=\"INGRESS\", session_enable=True,\n        \
+         ucast_egress_port=port, ucast_egress_port_valid=True, max_pkt_len=length)\n\n",
+    );
+    s.push_str("def table(name):\n    t = p4\n    for part in name.split(\".\"):\n        t = getattr(t, part)\n    return t\n\n");
+    for t in TABLES {
+        let rows: Vec<String> = entries
+            .tables
+            .iter()
+            .filter(|e| e.table.id == t.id)
+            .map(|e| {
+                let values: Vec<String> = e
+                    .keys
+                    .iter()
+                    .chain(&e.params)
+                    .map(|v| v.to_string())
+                    .collect();
+                format!("    ({}),", values.join(", "))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = t
+            .keys
+            .iter()
+            .chain(t.action.params)
+            .map(|f| format!("\"{}\"", f.name))
+            .collect();
+        let action = t.action.name.rsplit('.').next().expect("a name");
+        let _ = writeln!(
+            s,
+            "# {} ({} entries)\nrows = [\n{}\n]\nadd = getattr(table(\"{}\"), \"add_with_{action}\")\n\
+             names = [{}]\nfor row in rows:\n    add(**dict(zip(names, row)))\n",
+            t.name,
+            rows.len(),
+            rows.join("\n"),
+            t.name,
+            names.join(", ")
+        );
+    }
+    s.push_str("bfrt.complete_operations()\n");
+    s
+}

@@ -1,0 +1,705 @@
+//! The control-plane state of one job: table entries, multicast groups and mirror sessions,
+//! in a format-neutral form. [`Entries::build`] derives them from a job's exchange plans;
+//! [`Entries::switch_tables`] reads them back into the exchange plans the software switch runs,
+//! so a switch loaded from an entries file runs exactly what a Tofino loaded from it would.
+//!
+//! Layout the entries encode (see `p4/README.md`):
+//! - a job occupies aggregators `agg_base ..` and seen words `seen_base ..`; a block's slot `s`,
+//!   chunk `c` is aggregator `agg_base + s·C + c`, and the job's `i`-th boundary vertex stamps
+//!   seen word `seen_base + i·W + c` (`W` the widest layer's chunk count);
+//! - layers of one feature width share one *set* of block tables;
+//! - no register needs a value other than zero at install time: the program stamps aggregator,
+//!   seen and arrival words with the job's phase, so stale values from an earlier job or block
+//!   read as empty.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
+use switchgnn_dataplane::wire::MAX_LANES;
+use switchgnn_partition::BlockTable;
+use thiserror::Error;
+
+use crate::ports::{HostAddress, Install};
+use crate::program::{self, Table};
+
+pub const FORMAT: &str = "switchgnn-p4-entries";
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Error)]
+pub enum EntriesError {
+    #[error("{0}")]
+    Layout(String),
+    #[error("the {mode} exchange has no program on the switch: {why}")]
+    Mode { mode: &'static str, why: &'static str },
+    #[error("{what}: the plan needs {need}, the program holds {have}{hint}")]
+    TooLarge {
+        what: &'static str,
+        need: u64,
+        have: u64,
+        hint: &'static str,
+    },
+    #[error("entry {index} ({table}): {message}")]
+    Entry {
+        index: usize,
+        table: &'static str,
+        message: String,
+    },
+    #[error("{0}")]
+    Format(String),
+}
+
+/// One exact-match entry: key values and action parameters in the program's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    pub table: &'static Table,
+    pub keys: Vec<u64>,
+    pub params: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replica {
+    pub port: u16,
+    pub rid: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MulticastGroup {
+    pub id: u16,
+    pub replicas: Vec<Replica>,
+}
+
+/// An ingress mirror session: the acknowledgement copies towards one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MirrorSession {
+    pub id: u16,
+    pub port: u16,
+    /// Bytes kept of the mirrored packet (the headers; the ack carries no lanes).
+    pub truncate: u32,
+}
+
+/// What the entries are for, carried beside them in every format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub format: String,
+    pub format_version: u32,
+    pub job: u16,
+    pub workers: u16,
+    /// `switchgnn` or `host`.
+    pub exchange: String,
+    /// The job's plan checksum that workers present at start-up (the session checksum).
+    pub plan_checksum: String,
+    pub created_by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entries {
+    pub meta: Metadata,
+    pub tables: Vec<TableEntry>,
+    pub groups: Vec<MulticastGroup>,
+    pub sessions: Vec<MirrorSession>,
+}
+
+/// Entries per table, for reports.
+pub fn count_by_table(entries: &[TableEntry]) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for e in entries {
+        *out.entry(e.table.name).or_insert(0) += 1;
+    }
+    out
+}
+
+/// Distinct block tables of a job's layers: layers of one width share a set.
+fn sets_of(layers: &[Arc<ExchangePlan>]) -> (Vec<usize>, Vec<&ExchangePlan>) {
+    let mut sets: Vec<&ExchangePlan> = Vec::new();
+    let mut of_layer = Vec::new();
+    for p in layers {
+        let same = |q: &&ExchangePlan| {
+            q.chunks() == p.chunks()
+                && q.blocks.len() == p.blocks.len()
+                && q.blocks.iter().zip(&p.blocks).all(|(a, b)| a.table == b.table)
+        };
+        match sets.iter().position(same) {
+            Some(i) => of_layer.push(i),
+            None => {
+                of_layer.push(sets.len());
+                sets.push(p);
+            }
+        }
+    }
+    (of_layer, sets)
+}
+
+impl Entries {
+    /// The entries of a job whose layers exchange through `layers` (one plan per layer, all
+    /// of one mode), with `checksum` the session checksum its workers present.
+    pub fn build(
+        job: u16,
+        layers: &[Arc<ExchangePlan>],
+        checksum: u64,
+        install: &Install,
+    ) -> Result<Entries, EntriesError> {
+        let first = layers
+            .first()
+            .ok_or_else(|| EntriesError::Layout("a job needs at least one layer".into()))?;
+        let mode = first.mode;
+        if mode == Mode::Strawman {
+            return Err(EntriesError::Mode {
+                mode: "strawman",
+                why: "it allocates aggregators from a free pool on first arrival, which a \
+                      Tofino pass cannot do (see p4/README.md); run it on the software switch",
+            });
+        }
+        let workers = first.workers;
+        if layers
+            .iter()
+            .any(|p| p.mode != mode || p.workers != workers || p.owner != first.owner)
+        {
+            return Err(EntriesError::Layout(
+                "the layers disagree on mode, workers or owners".into(),
+            ));
+        }
+        install.check(workers)?;
+        fits("workers per job", u64::from(workers), program::MAX_WORKERS, "")?;
+        fits("job slot", u64::from(install.job_slot) + 1, program::MAX_JOBS, "")?;
+
+        let mut tables = Vec::new();
+        let mut put = |table: &'static Table, keys: Vec<u64>, params: Vec<u64>| {
+            tables.push(TableEntry {
+                table,
+                keys,
+                params,
+            })
+        };
+        let job64 = u64::from(job);
+        let port = |w: u16| u64::from(install.ports[usize::from(w)]);
+        put(
+            &program::JOB_CONFIG,
+            vec![job64],
+            vec![
+                u64::from(workers),
+                u64::from(install.go_group),
+                u64::from(install.recirc_port),
+                u64::from(install.job_slot),
+            ],
+        );
+        let (set_of_layer, sets) = sets_of(layers);
+        for (layer, p) in layers.iter().enumerate() {
+            let chunks = p.chunks();
+            put(
+                &program::EXCHANGE_CONFIG,
+                vec![job64, layer as u64],
+                vec![
+                    set_of_layer[layer] as u64,
+                    chunks as u64,
+                    p.chunk_lanes(chunks - 1) as u64,
+                    p.blocks.len() as u64,
+                    p.owner.len() as u64,
+                    if mode == Mode::Host {
+                        program::MODE_HOST
+                    } else {
+                        program::MODE_BLOCKS
+                    },
+                ],
+            );
+        }
+        // Owners of every vertex some block names (the boundary vertices).
+        let mut boundary = BTreeSet::new();
+        for p in &sets {
+            for b in &p.blocks {
+                boundary.extend(b.table.vertices.iter().copied());
+            }
+        }
+        let widest = layers.iter().map(|p| p.chunks() as u64).max().unwrap_or(1);
+        fits(
+            "seen words (boundary vertices × chunks)",
+            install.seen_base + boundary.len() as u64 * widest,
+            program::SEEN_WORDS,
+            "",
+        )?;
+        for (i, &v) in boundary.iter().enumerate() {
+            let w = first.owner[v as usize];
+            let key = vec![job64, u64::from(v)];
+            let seen_row = install.seen_base + i as u64 * widest;
+            put(
+                &program::SOURCE_OWNER,
+                key.clone(),
+                vec![u64::from(w), port(w), seen_row],
+            );
+            put(&program::DESTINATION_OWNER, key, vec![u64::from(w), port(w)]);
+        }
+        if mode == Mode::Blocks {
+            for (set, p) in sets.iter().enumerate() {
+                let c = p.chunks() as u64;
+                for (b, block) in p.blocks.iter().enumerate() {
+                    let t = &block.table;
+                    fits(
+                        "aggregators of a block",
+                        install.agg_base + t.len() as u64 * c,
+                        program::AGGREGATORS,
+                        " (prepare the plan with --switch-memory 2MiB or less)",
+                    )?;
+                    let key = |v: u32| vec![job64, set as u64, b as u64, u64::from(v)];
+                    for (row, &src) in t.vertices.iter().enumerate() {
+                        let slots = t.row(row);
+                        for (pass, &slot) in slots.iter().enumerate() {
+                            let s = slot as usize;
+                            let dst_worker = t.workers[s] as u16;
+                            let mut k = key(src);
+                            k.push(pass as u64);
+                            put(
+                                &program::VERTEX_AGGREGATORS,
+                                k,
+                                vec![
+                                    install.agg_base + u64::from(slot) * c,
+                                    u64::from(t.vertices[s]),
+                                    u64::from(dst_worker),
+                                    port(dst_worker),
+                                    u64::from(install.emit_group(dst_worker)),
+                                    u64::from(t.expected[s]),
+                                    u64::from(pass + 1 == slots.len()),
+                                ],
+                            );
+                        }
+                        put(
+                            &program::DESTINATION_SLOT,
+                            key(src),
+                            vec![install.agg_base + row as u64 * c],
+                        );
+                    }
+                }
+            }
+        }
+        for w in 0..workers {
+            let HostAddress { mac, ip, udp_port } = install.hosts[usize::from(w)];
+            put(
+                &program::WORKER_ADDRESS,
+                vec![job64, u64::from(w)],
+                vec![
+                    mac,
+                    u64::from(ip),
+                    u64::from(udp_port),
+                    install.switch.mac,
+                    u64::from(install.switch.ip),
+                ],
+            );
+        }
+        let cells = install.ecn_threshold_bytes.div_ceil(program::CELL_BYTES);
+        for w in 0..workers {
+            put(&program::ECN_MARKING, vec![port(w)], vec![cells]);
+        }
+        for w in 0..workers {
+            put(
+                &program::ADMISSION,
+                vec![job64, u64::from(w), port(w)],
+                vec![u64::from(install.ack_session(w))],
+            );
+        }
+        for (name, n) in count_by_table(&tables) {
+            let t = program::table_by_name(name).expect("a program table");
+            fits(
+                t.name,
+                n,
+                t.size,
+                " entries (prepare with --table-entries, or reload per block)",
+            )?;
+        }
+
+        let mut groups = vec![MulticastGroup {
+            id: install.go_group,
+            replicas: (0..workers)
+                .map(|w| Replica {
+                    port: install.ports[usize::from(w)],
+                    rid: w,
+                })
+                .collect(),
+        }];
+        let mut sessions = Vec::new();
+        for w in 0..workers {
+            groups.push(MulticastGroup {
+                id: install.emit_group(w),
+                replicas: vec![
+                    Replica {
+                        port: install.ports[usize::from(w)],
+                        rid: program::RID_EMIT,
+                    },
+                    Replica {
+                        port: install.recirc_port,
+                        rid: program::RID_CONTINUE,
+                    },
+                ],
+            });
+            sessions.push(MirrorSession {
+                id: install.ack_session(w),
+                port: install.ports[usize::from(w)],
+                truncate: 256,
+            });
+        }
+        Ok(Entries {
+            meta: Metadata {
+                format: FORMAT.into(),
+                format_version: FORMAT_VERSION,
+                job,
+                workers,
+                exchange: mode.name().into(),
+                plan_checksum: format!("{checksum:#018x}"),
+                created_by: concat!("switchgnn ", env!("CARGO_PKG_VERSION")).into(),
+            },
+            tables,
+            groups,
+            sessions,
+        })
+    }
+
+    /// The plan checksum the entries were made for.
+    pub fn plan_checksum(&self) -> Result<u64, EntriesError> {
+        let text = self.meta.plan_checksum.trim_start_matches("0x");
+        u64::from_str_radix(text, 16).map_err(|_| {
+            EntriesError::Format(format!(
+                "plan checksum `{}` is not a hex number",
+                self.meta.plan_checksum
+            ))
+        })
+    }
+
+    /// The exchange plans the switch runs, one per layer, read back from the entries alone.
+    pub fn switch_tables(&self) -> Result<SwitchTables, EntriesError> {
+        Reader::default().read(self)
+    }
+}
+
+fn fits(what: &'static str, need: u64, have: u64, hint: &'static str) -> Result<(), EntriesError> {
+    if need > have {
+        Err(EntriesError::TooLarge {
+            what,
+            need,
+            have,
+            hint,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// What a switch loaded from entries runs.
+#[derive(Debug, Clone)]
+pub struct SwitchTables {
+    pub job: u16,
+    pub workers: u16,
+    pub layers: Vec<Arc<ExchangePlan>>,
+    /// Dev port of each worker rank.
+    pub ports: Vec<u16>,
+    pub ecn_threshold_bytes: u64,
+    pub plan_checksum: u64,
+}
+
+/// One row of `vertex_aggregators`, as read.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    index: usize,
+    pass: u64,
+    agg_base: u64,
+    dst: u32,
+    dst_worker: u16,
+    expected: u64,
+    last: bool,
+}
+
+#[derive(Debug, Default)]
+struct Reader {
+    job: Option<(u16, u16, u64)>,
+    layers: BTreeMap<u64, (usize, [u64; 6])>,
+    owners: BTreeMap<u32, (u16, u16)>,
+    destination_owners: BTreeMap<u32, (u16, u16)>,
+    /// (set, block) → src → passes.
+    passes: BTreeMap<(u64, u64), BTreeMap<u32, Vec<Pass>>>,
+    slots: BTreeMap<(u64, u64), BTreeMap<u32, u64>>,
+    ports: BTreeMap<u16, u16>,
+    ecn_cells: BTreeSet<u64>,
+    addressed: BTreeSet<u16>,
+}
+
+fn entry_error(index: usize, table: &'static Table, message: String) -> EntriesError {
+    EntriesError::Entry {
+        index,
+        table: table.name,
+        message,
+    }
+}
+
+impl Reader {
+    fn read(mut self, entries: &Entries) -> Result<SwitchTables, EntriesError> {
+        let job = entries.meta.job;
+        for (index, e) in entries.tables.iter().enumerate() {
+            let bad = |m: String| entry_error(index, e.table, m);
+            let keyed_by_job = e.table.keys.first().is_some_and(|k| k.name == "job");
+            if keyed_by_job && e.keys.first() != Some(&u64::from(job)) {
+                return Err(bad(format!("job {:?} is not the file's job {job}", e.keys.first())));
+            }
+            let k = &e.keys;
+            let p = &e.params;
+            match e.table.id {
+                id if id == program::JOB_CONFIG.id => {
+                    if self.job.is_some() {
+                        return Err(bad("a second job configuration".into()));
+                    }
+                    self.job = Some((p[0] as u16, p[3] as u16, p[2]));
+                }
+                id if id == program::EXCHANGE_CONFIG.id => {
+                    let row = [p[0], p[1], p[2], p[3], p[4], p[5]];
+                    if self.layers.insert(k[1], (index, row)).is_some() {
+                        return Err(bad(format!("layer {} configured twice", k[1])));
+                    }
+                }
+                id if id == program::SOURCE_OWNER.id || id == program::DESTINATION_OWNER.id => {
+                    let map = if id == program::SOURCE_OWNER.id {
+                        &mut self.owners
+                    } else {
+                        &mut self.destination_owners
+                    };
+                    if map.insert(k[1] as u32, (p[0] as u16, p[1] as u16)).is_some() {
+                        return Err(bad(format!("vertex {} listed twice", k[1])));
+                    }
+                }
+                id if id == program::VERTEX_AGGREGATORS.id => {
+                    self.passes
+                        .entry((k[1], k[2]))
+                        .or_default()
+                        .entry(k[3] as u32)
+                        .or_default()
+                        .push(Pass {
+                            index,
+                            pass: k[4],
+                            agg_base: p[0],
+                            dst: p[1] as u32,
+                            dst_worker: p[2] as u16,
+                            expected: p[5],
+                            last: p[6] == 1,
+                        });
+                }
+                id if id == program::DESTINATION_SLOT.id => {
+                    let block = self.slots.entry((k[1], k[2])).or_default();
+                    if block.insert(k[3] as u32, p[0]).is_some() {
+                        return Err(bad(format!("destination {} listed twice", k[3])));
+                    }
+                }
+                id if id == program::ADMISSION.id => {
+                    if self.ports.insert(k[1] as u16, k[2] as u16).is_some() {
+                        return Err(bad(format!("worker {} admitted twice", k[1])));
+                    }
+                }
+                id if id == program::ECN_MARKING.id => {
+                    self.ecn_cells.insert(p[0]);
+                }
+                id if id == program::WORKER_ADDRESS.id => {
+                    self.addressed.insert(k[1] as u16);
+                }
+                _ => return Err(bad("a table this reader does not know".into())),
+            }
+        }
+        self.assemble(entries)
+    }
+
+    fn assemble(self, entries: &Entries) -> Result<SwitchTables, EntriesError> {
+        let layout = |m: String| EntriesError::Layout(m);
+        let (workers, _job_slot, _recirc) = self
+            .job
+            .ok_or_else(|| layout("no job configuration entry".into()))?;
+        if workers != entries.meta.workers {
+            return Err(layout(format!(
+                "the job configuration says {workers} workers, the metadata {}",
+                entries.meta.workers
+            )));
+        }
+        let ports: Vec<u16> = (0..workers)
+            .map(|w| {
+                self.ports
+                    .get(&w)
+                    .copied()
+                    .ok_or_else(|| layout(format!("worker {w} has no admission entry")))
+            })
+            .collect::<Result<_, _>>()?;
+        if let Some(w) = (0..workers).find(|w| !self.addressed.contains(w)) {
+            return Err(layout(format!("worker {w} has no address entry")));
+        }
+        if self.owners != self.destination_owners {
+            return Err(layout(
+                "the source and destination owner tables differ".into(),
+            ));
+        }
+        let cells = match self.ecn_cells.len() {
+            0 => return Err(layout("no ECN marking entries".into())),
+            1 => *self.ecn_cells.first().expect("one"),
+            _ => return Err(layout("ports disagree on the ECN threshold".into())),
+        };
+        if self.layers.keys().copied().ne(0..self.layers.len() as u64) {
+            return Err(layout("layers must be configured as 0, 1, 2, ...".into()));
+        }
+
+        let mut built: BTreeMap<u64, Arc<Vec<PlanBlock>>> = BTreeMap::new();
+        let mut layers = Vec::new();
+        for &(index, [set, chunks, last_lanes, blocks, vertices, mode]) in self.layers.values() {
+            let bad = |m: String| entry_error(index, &program::EXCHANGE_CONFIG, m);
+            if chunks == 0 || last_lanes == 0 || last_lanes > MAX_LANES as u64 {
+                return Err(bad(format!("{chunks} chunks, {last_lanes} lanes in the last")));
+            }
+            let width = (chunks as usize - 1) * MAX_LANES + last_lanes as usize;
+            let mode = match mode {
+                program::MODE_BLOCKS => Mode::Blocks,
+                program::MODE_HOST => Mode::Host,
+                m => return Err(bad(format!("unknown mode {m}"))),
+            };
+            let mut owner = vec![u16::MAX; vertices as usize];
+            for (&v, &(w, _)) in &self.owners {
+                if v as usize >= owner.len() || w >= workers {
+                    return Err(bad(format!("owner entry {v} → {w} out of range")));
+                }
+                owner[v as usize] = w;
+            }
+            let plan_blocks = match mode {
+                Mode::Host => Arc::new(vec![
+                    PlanBlock {
+                        table: BlockTable::default(),
+                        order: Vec::new(),
+                    };
+                    blocks as usize
+                ]),
+                _ => match built.get(&set) {
+                    Some(b) => b.clone(),
+                    None => {
+                        let b = Arc::new(
+                            (0..blocks)
+                                .map(|b| self.block(set, b, chunks, &owner))
+                                .collect::<Result<Vec<_>, _>>()?,
+                        );
+                        built.insert(set, b.clone());
+                        b
+                    }
+                },
+            };
+            if plan_blocks.len() as u64 != blocks {
+                return Err(bad(format!(
+                    "{blocks} blocks, but set {set} has {}",
+                    plan_blocks.len()
+                )));
+            }
+            layers.push(Arc::new(ExchangePlan {
+                mode,
+                width,
+                workers,
+                owner,
+                blocks: (*plan_blocks).clone(),
+            }));
+        }
+        if layers.is_empty() {
+            return Err(layout("no layer configuration entries".into()));
+        }
+        Ok(SwitchTables {
+            job: entries.meta.job,
+            workers,
+            layers,
+            ports,
+            ecn_threshold_bytes: cells * program::CELL_BYTES,
+            plan_checksum: entries.plan_checksum()?,
+        })
+    }
+
+    /// Rebuild block `b` of `set` from its pass and slot entries.
+    fn block(&self, set: u64, b: u64, chunks: u64, owner: &[u16]) -> Result<PlanBlock, EntriesError> {
+        let (no_passes, no_slots) = (BTreeMap::new(), BTreeMap::new());
+        let passes = self.passes.get(&(set, b)).unwrap_or(&no_passes);
+        let slots = self.slots.get(&(set, b)).unwrap_or(&no_slots);
+        let table = &program::VERTEX_AGGREGATORS;
+        // Every endpoint of a block is a source and a destination: the slot table lists them,
+        // and slot s is the s-th in vertex order.
+        let vertices: Vec<u32> = slots.keys().copied().collect();
+        if passes.keys().ne(vertices.iter()) {
+            return Err(EntriesError::Layout(format!(
+                "set {set} block {b}: the sources of the pass table are not the destinations \
+                 of the slot table"
+            )));
+        }
+        let base = slots.values().next().copied().unwrap_or(0);
+        for (s, (&v, &agg)) in slots.iter().enumerate() {
+            if agg != base + s as u64 * chunks {
+                return Err(EntriesError::Layout(format!(
+                    "set {set} block {b}: destination {v} has aggregator {agg}, expected {} \
+                     (slot {s} of {chunks} chunks after base {base})",
+                    base + s as u64 * chunks
+                )));
+            }
+        }
+        let slot_of = |v: u32| vertices.binary_search(&v).ok();
+        let mut expected: Vec<Option<u64>> = vec![None; vertices.len()];
+        let mut offsets = vec![0u64];
+        let mut row_slots = Vec::new();
+        for list in passes.values() {
+            let mut list = list.clone();
+            list.sort_by_key(|p| p.pass);
+            for (i, p) in list.iter().enumerate() {
+                let bad = |m: String| entry_error(p.index, table, m);
+                if p.pass != i as u64 || p.last != (i + 1 == list.len()) {
+                    return Err(bad(format!(
+                        "pass {} of {} (last = {}): passes must run 0, 1, ... with the last marked",
+                        p.pass,
+                        list.len(),
+                        p.last
+                    )));
+                }
+                let s = slot_of(p.dst)
+                    .ok_or_else(|| bad(format!("destination {} has no slot", p.dst)))?;
+                if p.agg_base != base + s as u64 * chunks {
+                    return Err(bad(format!(
+                        "aggregator {} is not destination {}'s ({})",
+                        p.agg_base,
+                        p.dst,
+                        base + s as u64 * chunks
+                    )));
+                }
+                if owner.get(p.dst as usize) != Some(&p.dst_worker) {
+                    return Err(bad(format!(
+                        "destination {} owned by {}, not worker {}",
+                        p.dst,
+                        owner.get(p.dst as usize).copied().unwrap_or(u16::MAX),
+                        p.dst_worker
+                    )));
+                }
+                match expected[s] {
+                    Some(e) if e != p.expected => {
+                        return Err(bad(format!(
+                            "destination {} expects {} here, {e} elsewhere",
+                            p.dst, p.expected
+                        )))
+                    }
+                    _ => expected[s] = Some(p.expected),
+                }
+                row_slots.push(s as u32);
+            }
+            offsets.push(row_slots.len() as u64);
+        }
+        let expected = expected
+            .into_iter()
+            .zip(&vertices)
+            .map(|(e, v)| {
+                e.map(|e| e as u32).ok_or_else(|| {
+                    EntriesError::Layout(format!(
+                        "set {set} block {b}: destination {v} receives nothing"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let workers = vertices.iter().map(|&v| u32::from(owner[v as usize])).collect();
+        let n = vertices.len() as u32;
+        Ok(PlanBlock {
+            table: BlockTable {
+                vertices,
+                workers,
+                expected,
+                offsets,
+                slots: row_slots,
+            },
+            order: (0..n).collect(),
+        })
+    }
+}

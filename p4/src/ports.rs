@@ -1,0 +1,206 @@
+//! Where a job sits on the switch: dev ports of its workers, their addresses, and the ids the
+//! control plane gives its multicast groups, mirror sessions and register regions.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::entries::EntriesError;
+use crate::program;
+
+/// A worker's (or the switch's) addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostAddress {
+    /// 48-bit MAC.
+    pub mac: u64,
+    pub ip: u32,
+    pub udp_port: u16,
+}
+
+impl HostAddress {
+    /// The default address of worker `rank`: MAC 02:53:47:00:hi:lo, IP 10.0.hi.(lo+1) of
+    /// rank + 1, UDP port 47000.
+    pub fn default_for(rank: u16) -> HostAddress {
+        let n = u32::from(rank) + 1;
+        HostAddress {
+            mac: 0x02_53_47_00_00_00 | u64::from(n),
+            ip: u32::from(Ipv4Addr::new(10, 0, (n >> 8) as u8, n as u8)),
+            udp_port: program::SG_UDP_PORT,
+        }
+    }
+}
+
+/// How a job is installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Install {
+    /// The job's index in the barrier registers (`< MAX_JOBS`).
+    pub job_slot: u16,
+    /// First aggregator and first seen word of the job's regions.
+    pub agg_base: u64,
+    pub seen_base: u64,
+    /// Dev port of each worker rank.
+    pub ports: Vec<u16>,
+    pub hosts: Vec<HostAddress>,
+    pub switch: HostAddress,
+    /// The loopback port passes recirculate through.
+    pub recirc_port: u16,
+    pub ecn_threshold_bytes: u64,
+    /// The block go's multicast group; the emit groups follow it, one per worker.
+    pub go_group: u16,
+}
+
+impl Install {
+    /// Defaults for `workers` workers: Tofino 1 ports in front-panel order (100G ports
+    /// 0, 4, 8, ... of each pipe up to 64 workers, every 25G lane beyond), default addresses,
+    /// pipe 0's recirculation port, the job file's 64 KiB ECN threshold, slot 0.
+    pub fn defaults(workers: u16) -> Install {
+        Install {
+            job_slot: 0,
+            agg_base: 0,
+            seen_base: 0,
+            ports: tofino1_ports(workers),
+            hosts: (0..workers).map(HostAddress::default_for).collect(),
+            switch: HostAddress {
+                mac: 0x02_53_47_ff_ff_ff,
+                ip: u32::from(Ipv4Addr::new(10, 0, 255, 254)),
+                udp_port: program::SG_UDP_PORT,
+            },
+            recirc_port: program::RECIRC_PORTS[0],
+            ecn_threshold_bytes: 64 * 1024,
+            go_group: 1,
+        }
+    }
+
+    pub fn emit_group(&self, worker: u16) -> u16 {
+        self.go_group + 1 + worker
+    }
+
+    /// The acknowledgement mirror session towards a worker: one per dev port, shared by jobs.
+    pub fn ack_session(&self, worker: u16) -> u16 {
+        self.ports[usize::from(worker)] + 1
+    }
+
+    pub fn check(&self, workers: u16) -> Result<(), EntriesError> {
+        let n = usize::from(workers);
+        if self.ports.len() != n || self.hosts.len() != n {
+            return Err(EntriesError::Layout(format!(
+                "{} ports and {} host addresses for {workers} workers",
+                self.ports.len(),
+                self.hosts.len()
+            )));
+        }
+        let mut seen = self.ports.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != n {
+            return Err(EntriesError::Layout("two workers share a port".into()));
+        }
+        if let Some(p) = self
+            .ports
+            .iter()
+            .chain([&self.recirc_port])
+            .find(|&&p| p >= 512)
+        {
+            return Err(EntriesError::Layout(format!(
+                "port {p} does not fit the 9-bit port id"
+            )));
+        }
+        if u32::from(self.go_group) + 1 + u32::from(workers) > u32::from(u16::MAX) {
+            return Err(EntriesError::Layout(
+                "multicast group ids run past 65535".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Read worker ports and addresses from a CSV file with the header
+    /// `rank,port,mac,ip,udp_port` (one row per worker, every rank once).
+    pub fn read_hosts(&mut self, path: &Path, workers: u16) -> Result<(), EntriesError> {
+        #[derive(Deserialize)]
+        struct Row {
+            rank: u16,
+            port: u16,
+            mac: String,
+            ip: Ipv4Addr,
+            udp_port: u16,
+        }
+        let err = |m: String| EntriesError::Format(format!("{}: {m}", path.display()));
+        let mut reader = csv::Reader::from_path(path).map_err(|e| err(e.to_string()))?;
+        let mut ports = vec![None; usize::from(workers)];
+        let mut hosts = vec![None; usize::from(workers)];
+        for (i, row) in reader.deserialize::<Row>().enumerate() {
+            let record = i + 2; // the header is line 1
+            let row = row.map_err(|e| err(format!("record {record}: {e}")))?;
+            let r = usize::from(row.rank);
+            if r >= ports.len() || ports[r].is_some() {
+                return Err(err(format!(
+                    "record {record}: rank {} is out of range or repeated",
+                    row.rank
+                )));
+            }
+            let mac = parse_mac(&row.mac)
+                .ok_or_else(|| err(format!("record {record}: bad MAC `{}`", row.mac)))?;
+            ports[r] = Some(row.port);
+            hosts[r] = Some(HostAddress {
+                mac,
+                ip: u32::from(row.ip),
+                udp_port: row.udp_port,
+            });
+        }
+        if let Some(r) = ports.iter().position(Option::is_none) {
+            return Err(err(format!("no row for rank {r}")));
+        }
+        self.ports = ports.into_iter().flatten().collect();
+        self.hosts = hosts.into_iter().flatten().collect();
+        Ok(())
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff` as a 48-bit number.
+pub fn parse_mac(text: &str) -> Option<u64> {
+    let parts: Vec<&str> = text.split(':').collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    parts.iter().try_fold(0u64, |acc, p| {
+        (p.len() == 2)
+            .then(|| u8::from_str_radix(p, 16).ok())
+            .flatten()
+            .map(|b| acc << 8 | u64::from(b))
+    })
+}
+
+/// Dev ports of a 4-pipe Tofino 1 in front-panel order: the 16 100G ports of each pipe
+/// (`pipe << 7 | 4·i`) while they suffice, else every 25G lane of breakout cables.
+pub fn tofino1_ports(workers: u16) -> Vec<u16> {
+    (0..workers)
+        .map(|r| {
+            if workers <= 64 {
+                (r / 16) << 7 | (r % 16) * 4
+            } else {
+                (r / 64) << 7 | (r % 64)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_and_ports_are_distinct() {
+        assert_eq!(parse_mac("02:53:47:00:01:0a"), Some(0x0253_4700_010a));
+        assert_eq!(parse_mac("02:53:47:00:01"), None);
+        assert_eq!(parse_mac("02:53:47:00:01:zz"), None);
+        for w in [1, 32, 64, 65, 128, 256] {
+            let mut p = tofino1_ports(w);
+            assert!(p.iter().all(|&x| x < 512 && !program::RECIRC_PORTS.contains(&x)));
+            p.sort_unstable();
+            p.dedup();
+            assert_eq!(p.len(), usize::from(w));
+        }
+        assert_eq!(tofino1_ports(32)[16], 128);
+    }
+}

@@ -1,0 +1,228 @@
+//! What the control plane knows of `p4/switchgnn.p4`: its tables with their P4Runtime ids, key
+//! fields and action parameters (name and bit width), and the program's constants. This is the
+//! one place the Rust side names the P4 program; `tests/cross_check.rs` reads the `.p4` files
+//! and fails when they disagree.
+
+/// A field of a key or a parameter of an action: name and width in bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    pub bits: u32,
+}
+
+const fn f(name: &'static str, bits: u32) -> Field {
+    Field { name, bits }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    /// Fully qualified, as P4Runtime and BfRt name it (`Ingress.check.admit`).
+    pub name: &'static str,
+    pub id: u32,
+    pub params: &'static [Field],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    pub name: &'static str,
+    pub id: u32,
+    /// Exact-match key fields in key order (P4Runtime field ids are 1-based positions).
+    pub keys: &'static [Field],
+    /// The action the control plane installs.
+    pub action: &'static Action,
+    /// `size` in the program: entries it can hold.
+    pub size: u64,
+}
+
+impl Table {
+    /// Bits of key and action data one entry stores.
+    pub fn entry_bits(&self) -> u32 {
+        self.keys.iter().chain(self.action.params).map(|k| k.bits).sum()
+    }
+}
+
+pub const PORT_BITS: u32 = 9;
+
+pub const ADMIT: Action = Action {
+    name: "Ingress.check.admit",
+    id: 0x0100_0001,
+    params: &[f("ack_session", 10)],
+};
+pub const SET_EXCHANGE: Action = Action {
+    name: "Ingress.check.set_exchange",
+    id: 0x0100_0003,
+    params: &[
+        f("set", 8),
+        f("chunks", 8),
+        f("last_lanes", 8),
+        f("blocks", 16),
+        f("vertices", 32),
+        f("mode", 8),
+    ],
+};
+pub const SET_SOURCE_OWNER: Action = Action {
+    name: "Ingress.set_source_owner",
+    id: 0x0100_0004,
+    params: &[f("worker", 16), f("port", PORT_BITS), f("seen_row", 32)],
+};
+pub const SET_DESTINATION_OWNER: Action = Action {
+    name: "Ingress.set_destination_owner",
+    id: 0x0100_0005,
+    params: &[f("worker", 16), f("port", PORT_BITS)],
+};
+pub const AGGREGATE: Action = Action {
+    name: "Ingress.aggregation.aggregate",
+    id: 0x0100_0006,
+    params: &[
+        f("agg_base", 32),
+        f("dst", 32),
+        f("dst_worker", 16),
+        f("dst_port", PORT_BITS),
+        f("emit_group", 16),
+        f("expected", 16),
+        f("last", 1),
+    ],
+};
+pub const SET_DESTINATION_SLOT: Action = Action {
+    name: "Ingress.aggregation.set_destination_slot",
+    id: 0x0100_0007,
+    params: &[f("agg_base", 32)],
+};
+pub const SET_JOB: Action = Action {
+    name: "Ingress.check.set_job",
+    id: 0x0100_0008,
+    params: &[
+        f("workers", 16),
+        f("go_group", 16),
+        f("recirc_port", PORT_BITS),
+        f("job_slot", 16),
+    ],
+};
+pub const SET_WORKER_ADDRESS: Action = Action {
+    name: "Egress.set_worker_address",
+    id: 0x0100_000b,
+    params: &[
+        f("mac", 48),
+        f("ip", 32),
+        f("udp_port", 16),
+        f("switch_mac", 48),
+        f("switch_ip", 32),
+    ],
+};
+pub const SET_ECN_THRESHOLD: Action = Action {
+    name: "Egress.set_ecn_threshold",
+    id: 0x0100_000d,
+    params: &[f("cells", 19)],
+};
+
+pub const ADMISSION: Table = Table {
+    name: "Ingress.check.admission",
+    id: 0x0200_0001,
+    keys: &[f("job", 16), f("worker", 16), f("port", PORT_BITS)],
+    action: &ADMIT,
+    size: 4096,
+};
+pub const EXCHANGE_CONFIG: Table = Table {
+    name: "Ingress.check.exchange_config",
+    id: 0x0200_0002,
+    keys: &[f("job", 16), f("layer", 8)],
+    action: &SET_EXCHANGE,
+    size: 1024,
+};
+pub const SOURCE_OWNER: Table = Table {
+    name: "Ingress.source_owner",
+    id: 0x0200_0003,
+    keys: &[f("job", 16), f("vertex", 32)],
+    action: &SET_SOURCE_OWNER,
+    size: 65536,
+};
+pub const DESTINATION_OWNER: Table = Table {
+    name: "Ingress.destination_owner",
+    id: 0x0200_0004,
+    keys: &[f("job", 16), f("vertex", 32)],
+    action: &SET_DESTINATION_OWNER,
+    size: 65536,
+};
+pub const VERTEX_AGGREGATORS: Table = Table {
+    name: "Ingress.aggregation.vertex_aggregators",
+    id: 0x0200_0005,
+    keys: &[
+        f("job", 16),
+        f("set", 8),
+        f("block", 16),
+        f("src", 32),
+        f("pass", 16),
+    ],
+    action: &AGGREGATE,
+    size: 262144,
+};
+pub const DESTINATION_SLOT: Table = Table {
+    name: "Ingress.aggregation.destination_slot",
+    id: 0x0200_0006,
+    keys: &[f("job", 16), f("set", 8), f("block", 16), f("dst", 32)],
+    action: &SET_DESTINATION_SLOT,
+    size: 65536,
+};
+pub const JOB_CONFIG: Table = Table {
+    name: "Ingress.check.job_config",
+    id: 0x0200_0007,
+    keys: &[f("job", 16)],
+    action: &SET_JOB,
+    size: MAX_JOBS,
+};
+pub const WORKER_ADDRESS: Table = Table {
+    name: "Egress.worker_address",
+    id: 0x0200_0008,
+    keys: &[f("job", 16), f("worker", 16)],
+    action: &SET_WORKER_ADDRESS,
+    size: 4096,
+};
+pub const ECN_MARKING: Table = Table {
+    name: "Egress.ecn_marking",
+    id: 0x0200_0009,
+    keys: &[f("port", PORT_BITS)],
+    action: &SET_ECN_THRESHOLD,
+    size: 512,
+};
+
+/// Every table the control plane fills, in installation order (configuration first, so that
+/// no packet meets a half-installed job: admission comes last).
+pub const TABLES: [&Table; 9] = [
+    &JOB_CONFIG,
+    &EXCHANGE_CONFIG,
+    &SOURCE_OWNER,
+    &DESTINATION_OWNER,
+    &VERTEX_AGGREGATORS,
+    &DESTINATION_SLOT,
+    &WORKER_ADDRESS,
+    &ECN_MARKING,
+    &ADMISSION,
+];
+
+pub fn table_by_id(id: u32) -> Option<&'static Table> {
+    TABLES.iter().copied().find(|t| t.id == id)
+}
+
+pub fn table_by_name(name: &str) -> Option<&'static Table> {
+    TABLES.iter().copied().find(|t| t.name == name)
+}
+
+/// Constants of `include/constants.p4` the control plane depends on.
+pub const SG_UDP_PORT: u16 = 47000;
+/// Aggregators per pipe (32 lane registers of this many 32-bit words: 2 MiB).
+pub const AGGREGATORS: u64 = 16384;
+/// Seen words (one per boundary vertex and chunk of a job).
+pub const SEEN_WORDS: u64 = 32768;
+pub const MAX_JOBS: u64 = 64;
+pub const MAX_WORKERS: u64 = 256;
+/// The internal recirculation ports of the four pipes of a Tofino 1.
+pub const RECIRC_PORTS: [u16; 4] = [68, 196, 324, 452];
+/// Replication ids of an emitting pass's two copies.
+pub const RID_EMIT: u16 = 0xffff;
+pub const RID_CONTINUE: u16 = 0xfffe;
+/// Exchange mode codes of `set_exchange` (`dataplane::plan::Mode` discriminants).
+pub const MODE_BLOCKS: u64 = 0;
+pub const MODE_HOST: u64 = 2;
+/// Bytes of one queue cell, the unit of `enq_qdepth` (an assumption: the figure commonly
+/// quoted for Tofino 1; Intel publishes none).
+pub const CELL_BYTES: u64 = 80;

@@ -1,0 +1,354 @@
+//! What a plan needs of a Tofino 1 running `p4/switchgnn.p4`, against what the chip has.
+//!
+//! The chip's figures are public ones, each with its source in [`SOURCES`]; where no public
+//! figure exists (recirculation bandwidth, table-update rate, the load an exact-match table
+//! reaches) the figure is an [`Assumptions`] field the user can change, and the report says it
+//! is an assumption. The program's own layout (which stage holds what) is [`STAGES`], written
+//! from the `.p4` files; nothing here has been checked by the Tofino compiler, which these
+//! machines cannot run.
+
+use serde::Serialize;
+use switchgnn_partition::traffic::aggregators_per_vertex;
+use switchgnn_partition::Plan;
+
+use crate::program::{self, Table};
+
+/// One figure of the chip with where it comes from.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Source {
+    pub figure: &'static str,
+    pub value: &'static str,
+    pub source: &'static str,
+}
+
+pub const SOURCES: &[Source] = &[
+    Source {
+        figure: "MAU stages per pipe, pipes",
+        value: "12, 4",
+        source: "p4lang/p4c backends/tofino device.h (TofinoDevice: getNumStages 12, getNumPipes 4)",
+    },
+    Source {
+        figure: "SRAM per stage",
+        value: "80 blocks of 1024 x 128 bit (1.25 MiB)",
+        source: "p4lang/p4c backends/tofino mau/tofino/memories.h (SRAM_ROWS 8, SRAM_COLUMNS 10, SRAM_DEPTH 1024), table_format.h (128-bit words)",
+    },
+    Source {
+        figure: "stateful ALUs per stage",
+        value: "4",
+        source: "p4lang/p4c backends/tofino (METER_ALUS = 4)",
+    },
+    Source {
+        figure: "largest stateful register per stage",
+        value: "16384 x 64 bit",
+        source: "p4lang/p4app-switchML dev_root/p4/configuration.p4",
+    },
+    Source {
+        figure: "register access per pass",
+        value: "one 32-bit word or a 64-bit pair, one output word",
+        source: "p4lang/p4c backends/tofino mau/stateful_alu.cpp (Tofino 1 MaxSize 32, MaxDualSize 64, OutputWords 1)",
+    },
+    Source {
+        figure: "PHV",
+        value: "224 containers, 4096 bit",
+        source: "p4lang/p4c backends/tofino phv/phv_spec.cpp (TofinoPhvSpec)",
+    },
+    Source {
+        figure: "port rate, pipeline clock",
+        value: "100 Gb/s, 1.22 GHz (one packet per clock per pipe)",
+        source: "p4lang/p4c backends/tofino parde/parde_spec.h; p4lang/open-p4studio issue 64",
+    },
+    Source {
+        figure: "recirculation port of pipe 0",
+        value: "dev port 68",
+        source: "p4lang/p4app-switchML parsers.p4 and issue 33",
+    },
+    Source {
+        figure: "multicast groups, mirror sessions",
+        value: "65536, 1024",
+        source: "tna.p4 MulticastGroupId_t (16 bit), MirrorId_t (10 bit)",
+    },
+];
+
+/// The program's stage layout (ingress), as `include/*.p4` places it.
+pub const STAGES: &[(&str, &str, &str)] = &[
+    ("0", "admission, job_config, exchange_config, source_owner, destination_owner", "-"),
+    ("1", "vertex_aggregators, destination_slot", "exchange_epoch, exchange_tag, previous, phase"),
+    ("2", "vertex_aggregators, destination_slot (continued)", "seen, sequence, arrived"),
+    ("3", "-", "state (aggregator {phase, count}), reports"),
+    ("4-11", "-", "lane_0 .. lane_31, four per stage"),
+];
+
+/// The chip, as [`SOURCES`] give it.
+pub const STAGES_PER_PIPE: u64 = 12;
+pub const SALUS_PER_STAGE: u64 = 4;
+pub const SRAM_BLOCKS_PER_STAGE: u64 = 80;
+pub const SRAM_WORDS_PER_BLOCK: u64 = 1024;
+pub const SRAM_WORD_BITS: u64 = 128;
+pub const MULTICAST_GROUPS: u64 = 65536;
+pub const MIRROR_SESSIONS: u64 = 1024;
+/// Stateful ALUs the program uses: 32 lanes, state, seen, and seven barrier registers.
+pub const PROGRAM_SALUS: u64 = 32 + 2 + 7;
+/// SRAM blocks the registers of stages 1-2 take (barrier registers of 64 jobs, the seen words).
+const REGISTER_BLOCKS_STAGES_1_2: u64 = 4 + 8 + 1 + 2;
+
+/// Figures with no public source: the report names them as assumptions.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Assumptions {
+    /// Usable share of an exact-match table's words (cuckoo hashing never fills them all).
+    pub load_factor: f64,
+    /// Table entries the control plane installs per second.
+    pub entry_rate: f64,
+    /// Host link rate, Gb/s.
+    pub link_gbps: f64,
+    /// Recirculation bandwidth the passes share, Gb/s (one pipe's internal port by default;
+    /// front-panel ports in loopback add theirs).
+    pub recirc_gbps: f64,
+}
+
+impl Default for Assumptions {
+    fn default() -> Self {
+        Assumptions {
+            load_factor: 0.8,
+            entry_rate: 100_000.0,
+            link_gbps: 100.0,
+            recirc_gbps: 100.0,
+        }
+    }
+}
+
+/// 128-bit words one entry of `table` takes (key and action data side by side).
+pub fn words_per_entry(table: &Table) -> u64 {
+    u64::from(table.entry_bits()).div_ceil(SRAM_WORD_BITS)
+}
+
+/// Entries the per-block tables (vertex_aggregators and destination_slot, stages 1-2) can
+/// hold, counting every entry at the pass table's width.
+pub fn block_table_capacity(a: &Assumptions) -> u64 {
+    let blocks = 2 * SRAM_BLOCKS_PER_STAGE - REGISTER_BLOCKS_STAGES_1_2;
+    let words = (blocks * SRAM_WORDS_PER_BLOCK) as f64 * a.load_factor;
+    (words / words_per_entry(&program::VERTEX_AGGREGATORS) as f64) as u64
+}
+
+/// Entries each owner table can hold in stage 0 (both share it with three small tables).
+pub fn owner_table_capacity(a: &Assumptions) -> u64 {
+    let blocks = SRAM_BLOCKS_PER_STAGE - 4;
+    let words = (blocks * SRAM_WORDS_PER_BLOCK) as f64 * a.load_factor / 2.0;
+    (words / words_per_entry(&program::SOURCE_OWNER) as f64) as u64
+}
+
+/// Bytes on the wire of one switchgnn packet with `lanes` lanes (Ethernet, IPv4, UDP, header,
+/// lanes, preamble and gap), plus the 24-byte pass header on recirculating copies.
+fn frame_bytes(lanes: u64, recirculating: bool) -> u64 {
+    let pass = if recirculating { 24 } else { 0 };
+    20 + 14 + 20 + 8 + 32 + 4 * lanes + pass
+}
+
+/// One block set's needs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetNeeds {
+    pub width: usize,
+    pub chunks: u64,
+    pub blocks: usize,
+    /// Aggregators of the largest block.
+    pub peak_aggregators: u64,
+    /// (vertex, aggregator) pairs plus destinations, summed over blocks and at the largest.
+    pub block_entries_total: u64,
+    pub block_entries_peak: u64,
+    /// Recirculated packets and bytes of one exchange, and its time at the recirculation rate.
+    pub recirc_packets: u64,
+    pub recirc_bytes: u64,
+    pub recirc_s: f64,
+    /// Line-rate time of one exchange's uploads (the busiest worker's bytes over its link).
+    pub host_s: f64,
+    /// Time to load every block's tables once, at the assumed entry rate.
+    pub reload_s: f64,
+}
+
+/// Everything `switchgnn p4 resources` reports for one plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub dataset: String,
+    pub workers: u32,
+    pub switch_memory: u64,
+    pub table_entries: Option<u64>,
+    pub boundary_vertices: u64,
+    pub sets: Vec<SetNeeds>,
+    pub checks: Vec<Check>,
+    /// Fits without reloading tables between blocks.
+    pub fits_resident: bool,
+    /// Fits when the control plane reloads the block tables between blocks.
+    pub fits_with_reloads: bool,
+    /// What to pass `prepare` to make the plan fit.
+    pub advice: Vec<String>,
+    pub assumptions: Assumptions,
+}
+
+/// A need against a limit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub resource: String,
+    pub need: u64,
+    pub have: u64,
+    pub fits: bool,
+    pub note: String,
+}
+
+fn check(resource: &str, need: u64, have: u64, note: &str) -> Check {
+    Check {
+        resource: resource.into(),
+        need,
+        have,
+        fits: need <= have,
+        note: note.into(),
+    }
+}
+
+impl Report {
+    pub fn of(plan: &Plan, a: &Assumptions) -> Report {
+        let spec = &plan.manifest.spec;
+        let workers = spec.workers;
+        let parts = plan.assignment.parts();
+        let line = a.link_gbps * 1e9 / 8.0;
+        let recirc = a.recirc_gbps * 1e9 / 8.0;
+        let sets: Vec<SetNeeds> = plan
+            .block_sets
+            .iter()
+            .map(|set| {
+                let width = set.params.width;
+                let c = aggregators_per_vertex(width);
+                let lanes = |chunk: u64| (width as u64 - chunk * 32).min(32);
+                let per_vertex_up: u64 = (0..c).map(|k| frame_bytes(lanes(k), false)).sum();
+                let per_vertex_recirc: u64 = (0..c).map(|k| frame_bytes(lanes(k), true)).sum();
+                let mut needs = SetNeeds {
+                    width,
+                    chunks: c,
+                    blocks: set.blocks.len(),
+                    peak_aggregators: 0,
+                    block_entries_total: 0,
+                    block_entries_peak: 0,
+                    recirc_packets: 0,
+                    recirc_bytes: 0,
+                    recirc_s: 0.0,
+                    host_s: 0.0,
+                    reload_s: 0.0,
+                };
+                for block in &set.blocks {
+                    let vertices = block.vertices();
+                    let v = vertices.len() as u64;
+                    let pairs = 2 * block.edges.len() as u64;
+                    let entries = pairs + v;
+                    needs.peak_aggregators = needs.peak_aggregators.max(v * c);
+                    needs.block_entries_total += entries;
+                    needs.block_entries_peak = needs.block_entries_peak.max(entries);
+                    needs.recirc_packets += (pairs - v) * c;
+                    needs.recirc_bytes += (pairs - v) * per_vertex_recirc;
+                    let mut sent = vec![0u64; workers as usize];
+                    for &x in &vertices {
+                        sent[parts[x as usize] as usize] += per_vertex_up;
+                    }
+                    needs.host_s += *sent.iter().max().unwrap_or(&0) as f64 / line;
+                }
+                needs.recirc_s = needs.recirc_bytes as f64 / recirc;
+                needs.reload_s = needs.block_entries_total as f64 / a.entry_rate;
+                needs
+            })
+            .collect();
+
+        let boundary = plan.manifest.boundary.boundary_vertices;
+        let widest = sets.iter().map(|s| s.chunks).max().unwrap_or(1);
+        let peak_aggs = sets.iter().map(|s| s.peak_aggregators).max().unwrap_or(0);
+        let total_entries: u64 = sets.iter().map(|s| s.block_entries_total).sum();
+        let peak_entries = sets.iter().map(|s| s.block_entries_peak).max().unwrap_or(0);
+        let capacity = block_table_capacity(a);
+        let w = u64::from(workers);
+        let checks = vec![
+            check(
+                "ingress stages",
+                STAGES_PER_PIPE,
+                STAGES_PER_PIPE,
+                "the program's layout, independent of the plan",
+            ),
+            check(
+                "stateful ALUs",
+                PROGRAM_SALUS,
+                STAGES_PER_PIPE * SALUS_PER_STAGE,
+                "32 lanes, aggregator state, seen, barrier",
+            ),
+            check(
+                "aggregators (largest block)",
+                peak_aggs,
+                program::AGGREGATORS,
+                "2 MiB: 32 lane registers of 16384 words",
+            ),
+            check(
+                "seen words (boundary x chunks)",
+                boundary * widest,
+                program::SEEN_WORDS,
+                "one phase stamp per boundary vertex and chunk",
+            ),
+            check(
+                "owner table entries (boundary)",
+                boundary,
+                owner_table_capacity(a),
+                "source_owner and destination_owner, stage 0",
+            ),
+            check(
+                "block table entries, all blocks resident",
+                total_entries,
+                capacity,
+                "(vertex, aggregator) pairs + destinations, stages 1-2",
+            ),
+            check(
+                "block table entries, largest block (double-buffered)",
+                peak_entries,
+                capacity / 2,
+                "the next block loads into the other half while one runs",
+            ),
+            check(
+                "multicast groups",
+                w + 1,
+                MULTICAST_GROUPS,
+                "block go + one emit group per worker",
+            ),
+            check("mirror sessions", w, MIRROR_SESSIONS, "one per worker port"),
+            check(
+                "worker ports",
+                w,
+                if w <= 64 { 64 } else { 256 },
+                "100G ports, or 25G breakout lanes beyond 64",
+            ),
+        ];
+        let fixed_ok = checks
+            .iter()
+            .filter(|c| !c.resource.starts_with("block table"))
+            .all(|c| c.fits);
+        let fits_resident = fixed_ok && total_entries <= capacity;
+        let fits_with_reloads = fixed_ok && peak_entries <= capacity / 2;
+        let mut advice = Vec::new();
+        if peak_aggs > program::AGGREGATORS {
+            advice.push("--switch-memory 2MiB".to_string());
+        }
+        if !fits_resident && peak_entries > capacity / 2 {
+            advice.push(format!("--table-entries {}", capacity / 2));
+        }
+        if boundary * widest > program::SEEN_WORDS || boundary > owner_table_capacity(a) {
+            advice.push(format!(
+                "more workers per switch do not help: {boundary} boundary vertices exceed the \
+                 owner and seen tables; the graph needs a larger switch or several jobs"
+            ));
+        }
+        Report {
+            dataset: plan.manifest.dataset.name.clone(),
+            workers,
+            switch_memory: spec.switch_memory,
+            table_entries: spec.table_entries,
+            boundary_vertices: boundary,
+            sets,
+            checks,
+            fits_resident,
+            fits_with_reloads,
+            advice,
+            assumptions: *a,
+        }
+    }
+}

@@ -1,0 +1,154 @@
+/* switchgnn: in-network multicast and aggregation for full-graph GNN training.
+ *
+ * P4_16 for the Tofino Native Architecture (Tofino 1). This is the switch model of
+ * `dataplane/src/switch.rs` written for the hardware; every control names the model function
+ * it mirrors, and `p4/README.md` lists where the hardware forces a difference. Files by
+ * concern:
+ *
+ *   include/constants.p4    wire constants, drop reasons, sizes
+ *   include/headers.p4      Ethernet/IPv4/UDP, the switchgnn header, lanes, pass state
+ *   include/parser.p4       parsers and deparsers (wire.rs `Packet::new_checked`, `Repr::parse`)
+ *   include/admission.p4    admission and the exchange's limits (`Switch::process`)
+ *   include/barrier.p4      the running exchange, joins, block done, block go
+ *   include/aggregation.p4  the aggregators and their recirculation passes (`data`, `raw`)
+ *   include/egress.p4       copies, addresses, ECN (`Fabric::send`, `Fabric::go`)
+ *
+ * Control-plane entries for a plan: `switchgnn p4 entries --plan DIR`.
+ */
+#include <core.p4>
+#include <tna.p4>
+
+#include "include/constants.p4"
+#include "include/headers.p4"
+#include "include/parser.p4"
+#include "include/admission.p4"
+#include "include/barrier.p4"
+#include "include/aggregation.p4"
+#include "include/egress.p4"
+
+control Ingress(inout headers_t hdr,
+                inout ingress_metadata_t meta,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Admission() check;
+    RunningExchange() running;
+    Barrier() barrier;
+    Aggregation() aggregation;
+
+    /* Drops by reason: the model's `SwitchCounters::drops`, same order. */
+    Counter<bit<64>, bit<8>>(DROP_REASONS, CounterType_t.PACKETS) drops;
+
+    action set_source_owner(bit<16> worker, PortId_t port, bit<32> seen_row) {
+        meta.src_known = true;
+        meta.src_owner = worker;
+        meta.src_owner_port = port;
+        meta.seen_index = seen_row + (bit<32>) hdr.sg.chunk;
+    }
+    action set_destination_owner(bit<16> worker, PortId_t port) {
+        meta.dst_known = true;
+        meta.dst_owner = worker;
+        meta.dst_owner_port = port;
+    }
+    action unknown_source() { meta.src_known = false; }
+    action unknown_destination() { meta.dst_known = false; }
+
+    /* (job, vertex) → owner, for every boundary vertex: the model's `plan.owner`, which it
+     * consults for the sender of data and raw, the destination of raw, the source of a fetch.
+     * The same entries in two tables, since a table is applied once per pass; the source's
+     * also gives its first seen word (a job's boundary vertices × its widest chunk count). */
+    @id(0x02000003)
+    table source_owner {
+        key = { hdr.sg.job : exact @name("job"); hdr.sg.src : exact @name("vertex"); }
+        actions = { @id(0x01000004) set_source_owner; @id(0x0100000e) unknown_source; }
+        const default_action = unknown_source();
+        size = OWNER_SIZE;
+    }
+    @id(0x02000004)
+    table destination_owner {
+        key = { hdr.sg.job : exact @name("job"); hdr.sg.dst : exact @name("vertex"); }
+        actions = { @id(0x01000005) set_destination_owner; @id(0x0100000f) unknown_destination; }
+        const default_action = unknown_destination();
+        size = OWNER_SIZE;
+    }
+
+    action drop_with(bit<8> reason) {
+        meta.drop = true;
+        meta.drop_reason = reason;
+    }
+
+    /* Send the packet unchanged (raw, fetch) to a worker's port. */
+    action forward(PortId_t port, bit<16> worker) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.pass.out_kind = OUT_FORWARD;
+        hdr.pass.dst_worker = worker;
+    }
+
+    apply {
+        bool recirculated = hdr.pass.isValid();
+        check.apply(hdr, meta, ig_intr_md);
+        if (ig_prsr_md.parser_err != 0 && !meta.drop) {
+            drop_with(hdr.sg.isValid() ? DROP_LANES_BEYOND : DROP_TRUNCATED);
+        }
+        if (!meta.drop) {
+            running.apply(hdr, meta);
+            if (hdr.sg.packet_type == SG_JOIN || hdr.sg.packet_type == SG_BLOCK_DONE) {
+                barrier.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+            } else if (!recirculated || hdr.pass.pass == 0) {
+                /* running(): data, raw and fetch belong to the running exchange. */
+                source_owner.apply();
+                destination_owner.apply();
+                bool lanes_ok = hdr.sg.lanes == (hdr.sg.chunk + 1 == hdr.pass.chunks
+                                                 ? meta.last_lanes : SG_MAX_LANES);
+                if (meta.run == RUN_STALE || !meta.started || meta.finished) {
+                    drop_with(DROP_STALE);
+                } else if (hdr.sg.packet_type == SG_DATA) {
+                    if (meta.run != RUN_CURRENT) {
+                        drop_with(DROP_STALE);
+                    } else if (meta.mode == SG_MODE_HOST) {
+                        drop_with(DROP_WRONG_MODE);
+                    } else if (!meta.src_known || meta.src_owner != hdr.sg.worker) {
+                        drop_with(DROP_NOT_IN_PLAN);
+                    } else if (!lanes_ok) {
+                        drop_with(DROP_BAD_LANES);
+                    } else {
+                        aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+                    }
+                } else if (hdr.sg.packet_type == SG_RAW) {
+                    /* A host-exchange receiver's acknowledgement carries no lanes. */
+                    bool host_ack = (hdr.sg.flags & SG_FLAG_ACK) != 0 && meta.mode == SG_MODE_HOST;
+                    if (!meta.src_known || meta.src_owner != hdr.sg.worker || !meta.dst_known) {
+                        drop_with(DROP_NOT_IN_PLAN);
+                    } else if (host_ack ? hdr.sg.lanes != 0 : !lanes_ok) {
+                        drop_with(DROP_BAD_LANES);
+                    } else {
+                        aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+                        forward(meta.dst_owner_port, meta.dst_owner);
+                    }
+                } else {
+                    /* Fetch: only the destination's owner asks; it goes to the source's. */
+                    if (!meta.dst_known || meta.dst_owner != hdr.sg.worker || !meta.src_known) {
+                        drop_with(DROP_NOT_IN_PLAN);
+                    } else {
+                        forward(meta.src_owner_port, meta.src_owner);
+                    }
+                }
+            } else {
+                /* A later pass of a data packet. */
+                aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+            }
+        }
+        if (meta.drop) {
+            drops.count(meta.drop_reason);
+            ig_dprsr_md.drop_ctl = 1;   /* a duplicate's acknowledgement is a mirror: it stays */
+        } else if (meta.to_sender) {
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        }
+    }
+}
+
+Pipeline(IngressParser(), Ingress(), IngressDeparser(),
+         EgressParser(), Egress(), EgressDeparser()) pipe;
+
+Switch(pipe) main;

@@ -1,0 +1,257 @@
+//! Exchanges through a software switch whose tables came through the control-plane format:
+//! plan → entries → P4Runtime JSON → entries → switch tables. The tables read back must be the
+//! plan's own, and every exchange over them must be exact under loss, duplication and
+//! reordering. Runs on Cora from `../shared/datasets` and on a synthetic graph.
+
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::network::{run_exchange_through, Faults, NetworkConfig, RunSetup};
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
+use switchgnn_dataplane::switch::SwitchConfig;
+use switchgnn_dataplane::ExchangeId;
+use switchgnn_datasets::testdata::shared_dataset;
+use switchgnn_datasets::{load_path, BuildOptions, Dataset, Graph, LoadOptions, Split};
+use switchgnn_p4::entries::EntriesError;
+use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
+use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+
+const JOB: u16 = 7;
+const CHECKSUM: u64 = 0x5347_0000_1234_abcd;
+
+fn prepare(d: &Dataset, workers: u32, dims: Vec<usize>, memory: u64, table: u64) -> Plan {
+    let spec = PlanSpec {
+        dataset: d.name.clone(),
+        workers,
+        partitioner: Method::Metis(MetisOptions::default()),
+        switch_memory: memory,
+        feature_dims: dims,
+        fill_target: 0.9,
+        block_metis: MetisOptions::default(),
+        block_method: Default::default(),
+        table_entries: Some(table),
+    };
+    Plan::prepare(d, &spec, &|_| {}).unwrap()
+}
+
+fn layers(plan: &Plan) -> Vec<Arc<ExchangePlan>> {
+    (0..plan.manifest.spec.feature_dims.len())
+        .map(|l| Arc::new(ExchangePlan::from_plan(plan, l).unwrap()))
+        .collect()
+}
+
+/// The plan's layers installed as entries and read back through P4Runtime JSON.
+fn through_the_control_plane(layers: &[Arc<ExchangePlan>]) -> (Entries, Vec<Arc<ExchangePlan>>) {
+    let install = Install::defaults(layers[0].workers);
+    let entries = Entries::build(JOB, layers, CHECKSUM, &install).unwrap();
+    let json = p4runtime::to_json(&entries);
+    let back = p4runtime::from_json(&json).unwrap();
+    assert_eq!(back, entries, "P4Runtime JSON round-trips");
+    let tables = back.switch_tables().unwrap();
+    assert_eq!(tables.plan_checksum, CHECKSUM);
+    assert_eq!(tables.ports, install.ports);
+    assert_eq!(tables.workers, layers[0].workers);
+    (entries, tables.layers)
+}
+
+fn setup(scale: Scale, faults: Faults, seed: u64, layer: u8, backward: bool) -> RunSetup {
+    let mut network = NetworkConfig::new(faults, seed);
+    network.max_events = 5_000_000;
+    RunSetup {
+        exchange: ExchangeId {
+            job: JOB,
+            epoch: 1,
+            layer,
+            backward,
+        },
+        scale,
+        switch: SwitchConfig {
+            aggregators: program::AGGREGATORS as usize,
+            ecn_threshold: 65_600,
+            ports: 64,
+        },
+        network,
+        timers: Timers::default(),
+        paced: true,
+        window: usize::MAX,
+    }
+}
+
+/// Every layer of `plan`, forward and backward, under faults, with the switch on the tables
+/// read back from the entries: each worker's sums equal the direct computation.
+fn exact_through_entries(d: &Dataset, plan: &Plan) {
+    let original = layers(plan);
+    let (_, loaded) = through_the_control_plane(&original);
+    let assignment = &plan.assignment;
+    for (l, (host, switch)) in original.iter().zip(&loaded).enumerate() {
+        // The switch's tables are the plan's, block for block.
+        assert_eq!(switch.blocks.len(), host.blocks.len(), "layer {l}");
+        for (b, (x, y)) in switch.blocks.iter().zip(&host.blocks).enumerate() {
+            assert_eq!(x.table, y.table, "layer {l} block {b}");
+        }
+        assert_eq!((switch.width, switch.mode), (host.width, host.mode));
+
+        let graph = &d.graph;
+        let n = graph.num_vertices();
+        let mut rng = ChaCha8Rng::seed_from_u64(l as u64);
+        let values: Vec<f32> = (0..n * host.width)
+            .map(|_| rng.random_range(-1.0..=1.0))
+            .collect();
+        let most = (0..n as u32).map(|v| graph.degree(v)).max().unwrap();
+        let scale = Scale::for_bound(1.0, most).unwrap();
+        let (encoded, _) = encode_matrix(&scale, &values, host.width);
+        let want = remote_sums(graph, assignment, host.width, &encoded);
+        let faults = [
+            Faults::none(),
+            Faults {
+                loss: 0.02,
+                duplicate: 0.02,
+                reorder: 0.05,
+                reorder_delay: 30_000,
+                ..Faults::none()
+            },
+        ];
+        for (i, f) in faults.into_iter().enumerate() {
+            let s = setup(scale, f, i as u64, l as u8, i == 1);
+            let run = run_exchange_through(switch.clone(), host.clone(), &values, &s)
+                .unwrap_or_else(|e| panic!("layer {l}: {e}"));
+            for (w, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+                assert_eq!(got.vertices, want.vertices, "layer {l} worker {w}");
+                assert!(got.sums == want.sums, "layer {l} worker {w}: sums differ");
+            }
+            assert!(run.switch.aggregations > 0);
+        }
+    }
+}
+
+fn synthetic(n: usize, edges: usize, seed: u64) -> Dataset {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let list: Vec<(u32, u32)> = (0..edges)
+        .map(|i| {
+            let u = if i % 3 == 0 {
+                rng.random_range(0..n as u32 / 20)
+            } else {
+                rng.random_range(0..n as u32)
+            };
+            (u, rng.random_range(0..n as u32))
+        })
+        .collect();
+    let graph = Graph::from_edges(n, &list, BuildOptions::default()).unwrap();
+    let split = Split::random(n, Default::default(), 0).unwrap();
+    Dataset::new("synthetic", graph, None, None, split).unwrap()
+}
+
+#[test]
+fn cora_exchanges_are_exact_on_tables_loaded_from_entries() {
+    let Some(path) = shared_dataset("cora.npz") else {
+        return;
+    };
+    let d = load_path(&path, &LoadOptions::default()).unwrap();
+    // Two widths (two block sets), aggregator memory for a few hundred vertices, and a table
+    // limit that cuts blocks further.
+    let plan = prepare(&d, 4, vec![48, 16], 32 * 1024, 1000);
+    let blocks: Vec<usize> = plan.block_sets.iter().map(|s| s.blocks.len()).collect();
+    assert!(blocks.iter().all(|&b| b > 1), "blocks per set: {blocks:?}");
+    exact_through_entries(&d, &plan);
+}
+
+#[test]
+fn synthetic_exchanges_are_exact_on_tables_loaded_from_entries() {
+    let d = synthetic(600, 3000, 5);
+    let plan = prepare(&d, 3, vec![40], 32 * 1024, 400);
+    exact_through_entries(&d, &plan);
+}
+
+#[test]
+fn the_bfrt_script_lists_every_entry() {
+    let d = synthetic(300, 1200, 6);
+    let plan = prepare(&d, 2, vec![32], 16 * 1024, 10_000);
+    let entries = Entries::build(JOB, &layers(&plan), CHECKSUM, &Install::defaults(2)).unwrap();
+    let script = bfrt::to_script(&entries);
+    for table in program::TABLES {
+        let n = entries.tables.iter().filter(|e| e.table.id == table.id).count();
+        assert!(
+            script.contains(&format!("# {} ({n} entries)", table.name)),
+            "{}",
+            table.name
+        );
+    }
+    let rows = script.lines().filter(|l| l.starts_with("    (")).count();
+    assert_eq!(
+        rows,
+        entries.tables.len() + entries.groups.len() + entries.sessions.len()
+    );
+}
+
+#[test]
+fn damaged_or_inconsistent_entries_are_refused_with_the_entry_named() {
+    let d = synthetic(300, 1200, 7);
+    let plan = prepare(&d, 2, vec![32], 16 * 1024, 10_000);
+    let entries = Entries::build(JOB, &layers(&plan), CHECKSUM, &Install::defaults(2)).unwrap();
+    let json = p4runtime::to_json(&entries);
+
+    // A changed byte fails the checksum; a cut file is not JSON.
+    let changed = json.replacen("\"tableId\": 33554437", "\"tableId\": 33554438", 1);
+    assert_ne!(changed, json);
+    let err = p4runtime::from_json(&changed).unwrap_err().to_string();
+    assert!(err.contains("checksum"), "{err}");
+    assert!(p4runtime::from_json(&json[..json.len() / 2]).is_err());
+
+    // An aggregator that is not its destination's (with a fresh checksum): the entry is named.
+    let mut bad = entries.clone();
+    let i = bad
+        .tables
+        .iter()
+        .position(|e| e.table.id == program::VERTEX_AGGREGATORS.id)
+        .unwrap();
+    bad.tables[i].params[0] += 1;
+    let err = p4runtime::from_json(&p4runtime::to_json(&bad))
+        .unwrap()
+        .switch_tables()
+        .unwrap_err();
+    match err {
+        EntriesError::Entry { index, table, .. } => {
+            assert_eq!((index, table), (i, program::VERTEX_AGGREGATORS.name))
+        }
+        other => panic!("{other}"),
+    }
+
+    // A worker without admission cannot be served.
+    let mut bad = entries.clone();
+    bad.tables.retain(|e| e.table.id != program::ADMISSION.id || e.keys[1] != 1);
+    let err = bad.switch_tables().unwrap_err().to_string();
+    assert!(err.contains("worker 1 has no admission entry"), "{err}");
+}
+
+#[test]
+fn plans_that_do_not_fit_the_program_are_refused() {
+    let d = synthetic(600, 3000, 8);
+    let plan = prepare(&d, 2, vec![128], 1 << 20, 1 << 40);
+    let layers = layers(&plan);
+    // A job placed so near the end of the aggregator registers that its blocks run past them.
+    let install = Install {
+        agg_base: program::AGGREGATORS - 8,
+        ..Install::defaults(2)
+    };
+    let err = Entries::build(JOB, &layers, CHECKSUM, &install).unwrap_err();
+    assert!(err.to_string().contains("--switch-memory"), "{err}");
+    // The strawman has no program.
+    let a = Assignment::new(plan.assignment.parts().to_vec(), 2).unwrap();
+    let strawman = Arc::new(
+        ExchangePlan::whole_graph(
+            &d.graph,
+            &a,
+            16,
+            switchgnn_dataplane::plan::Mode::Strawman,
+            switchgnn_scheduler::OrderKind::Random,
+            0,
+        )
+        .unwrap(),
+    );
+    let err = Entries::build(JOB, &[strawman], CHECKSUM, &Install::defaults(2)).unwrap_err();
+    assert!(matches!(err, EntriesError::Mode { .. }), "{err}");
+}
