@@ -1,0 +1,268 @@
+//! `switchgnn p4`: the Tofino program's control plane — what a plan needs of the switch
+//! (`resources`) and the table entries that install it (`entries`).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_p4::resources::{self, Assumptions, Report};
+use switchgnn_p4::{bfrt, p4runtime, Entries, Install};
+use switchgnn_partition::size::parse_bytes;
+use switchgnn_transport::{ExchangeMode, Session};
+
+use crate::job_args::{load_dataset, parse_mode, read_plan, write_json};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: P4Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum P4Command {
+    /// What one or more plans need of a Tofino 1 running p4/switchgnn.p4 (stages, register
+    /// memory, table entries, recirculation, reloads), against its limits, with the planner
+    /// options that make a plan fit.
+    Resources(ResourcesArgs),
+    /// The table entries, multicast groups and mirror sessions that install a plan's job, as
+    /// P4Runtime JSON or a bfrt_python script (`switchgnn switch --entries` loads the JSON).
+    Entries(EntriesArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ResourcesArgs {
+    /// Plan directories written by `switchgnn prepare`.
+    #[arg(long = "plan", value_name = "DIR", required = true)]
+    pub plans: Vec<PathBuf>,
+    /// Also write the reports as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Assumed usable share of an exact-match table's words.
+    #[arg(long, default_value_t = 0.8)]
+    pub load_factor: f64,
+    /// Assumed table entries the control plane installs per second.
+    #[arg(long, default_value_t = 100_000.0)]
+    pub entry_rate: f64,
+    /// Host link rate, Gb/s.
+    #[arg(long, default_value_t = 100.0)]
+    pub link_gbps: f64,
+    /// Recirculation bandwidth, Gb/s (100: one pipe's internal port; add loopback ports').
+    #[arg(long, default_value_t = 100.0)]
+    pub recirc_gbps: f64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EntriesArgs {
+    /// The plan directory.
+    #[arg(long, value_name = "DIR")]
+    pub plan: PathBuf,
+    /// `p4runtime` (JSON WriteRequests) or `bfrt` (a bfrt_python script).
+    #[arg(long, value_parser = ["p4runtime", "bfrt"])]
+    pub format: String,
+    /// Where to write them.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The exchange: switch (SwitchGNN blocks) or host (plain forwarding).
+    #[arg(long, default_value = "switch")]
+    pub exchange: String,
+    /// The job id (as in the job file).
+    #[arg(long, default_value_t = 1)]
+    pub job: u16,
+    /// The dataset (host exchange only; default: the one the plan was prepared from).
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Worker ports and addresses: CSV with the header `rank,port,mac,ip,udp_port` (default:
+    /// Tofino 1 front-panel ports in order, MACs 02:53:47:00:*, IPs 10.0.*.*, UDP 47000).
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// The switch's own IPv4 address (the job file's switch address).
+    #[arg(long, default_value = "10.0.255.254")]
+    pub switch_ip: Ipv4Addr,
+    /// The job's index in the program's per-job registers (0-63); jobs sharing a switch need
+    /// distinct slots and disjoint aggregator ranges.
+    #[arg(long, default_value_t = 0)]
+    pub job_slot: u16,
+    /// First aggregator of the job's range.
+    #[arg(long, default_value_t = 0)]
+    pub agg_base: u64,
+    /// The loopback port passes recirculate through (68: pipe 0's internal port).
+    #[arg(long, default_value_t = 68)]
+    pub recirc_port: u16,
+    /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
+    #[arg(long, default_value = "64KiB")]
+    pub ecn_threshold: String,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        P4Command::Resources(a) => resources_cmd(a),
+        P4Command::Entries(a) => entries_cmd(a),
+    }
+}
+
+fn resources_cmd(args: ResourcesArgs) -> Result<()> {
+    let assumptions = Assumptions {
+        load_factor: args.load_factor,
+        entry_rate: args.entry_rate,
+        link_gbps: args.link_gbps,
+        recirc_gbps: args.recirc_gbps,
+    };
+    if !(assumptions.load_factor > 0.0 && assumptions.load_factor <= 1.0) {
+        bail!("--load-factor must lie in (0, 1]");
+    }
+    let mut reports = Vec::new();
+    for dir in &args.plans {
+        let plan = read_plan(dir)?;
+        let report = Report::of(&plan, &assumptions);
+        print_report(dir, &report);
+        reports.push(report);
+    }
+    println!("Tofino 1 figures assumed (sources):");
+    for s in resources::SOURCES {
+        println!("  {}: {} ({})", s.figure, s.value, s.source);
+    }
+    println!(
+        "Assumptions without a public source: exact-match load factor {}, {} entries/s \
+         installed, recirculation {} Gb/s.",
+        assumptions.load_factor, assumptions.entry_rate, assumptions.recirc_gbps
+    );
+    if let Some(path) = &args.json {
+        write_json(path, &reports)?;
+    }
+    Ok(())
+}
+
+fn print_report(dir: &std::path::Path, r: &Report) {
+    let memory = r.switch_memory as f64 / 1e6;
+    let limit = r
+        .table_entries
+        .map_or("none".to_string(), |n| n.to_string());
+    println!(
+        "\n{} — {} on {} workers, {memory} MB aggregator memory, table-entry limit {limit}, \
+         {} boundary vertices",
+        dir.display(),
+        r.dataset,
+        r.workers,
+        r.boundary_vertices
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(["resource", "needs", "Tofino 1", "fits", "what"]);
+    for c in &r.checks {
+        t.add_row([
+            c.resource.clone(),
+            c.need.to_string(),
+            c.have.to_string(),
+            if c.fits { "yes" } else { "NO" }.to_string(),
+            c.note.clone(),
+        ]);
+    }
+    println!("{t}");
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header([
+        "width",
+        "blocks",
+        "peak aggregators",
+        "table entries (all / largest block)",
+        "recirculated per exchange",
+        "uploads at line rate",
+        "recirculation time",
+        "table loads per exchange",
+    ]);
+    for s in &r.sets {
+        t.add_row([
+            s.width.to_string(),
+            s.blocks.to_string(),
+            s.peak_aggregators.to_string(),
+            format!("{} / {}", s.block_entries_total, s.block_entries_peak),
+            format!(
+                "{} packets, {:.1} MB",
+                s.recirc_packets,
+                s.recirc_bytes as f64 / 1e6
+            ),
+            format!("{:.3} ms", s.host_s * 1e3),
+            format!("{:.3} ms ({:.1}x)", s.recirc_s * 1e3, s.recirc_s / s.host_s.max(1e-12)),
+            format!("{:.3} s", s.reload_s),
+        ]);
+    }
+    println!("{t}");
+    let verdict = if r.fits_resident {
+        "fits a Tofino 1 with every block's tables resident"
+    } else if r.fits_with_reloads {
+        "fits a Tofino 1 if the control plane reloads the block tables between blocks (double-buffered)"
+    } else {
+        "does NOT fit a Tofino 1 as planned"
+    };
+    println!("verdict: {verdict}");
+    if !r.advice.is_empty() {
+        println!("to make it fit, prepare with: {}", r.advice.join("; "));
+    }
+}
+
+fn entries_cmd(args: EntriesArgs) -> Result<()> {
+    let plan = read_plan(&args.plan)?;
+    let mode = parse_mode(&args.exchange)?;
+    let session = match mode {
+        ExchangeMode::Switchgnn => {
+            let layers = (0..plan.manifest.spec.feature_dims.len())
+                .map(|l| ExchangePlan::from_plan(&plan, l).map(Arc::new))
+                .collect::<Result<Vec<_>, _>>()
+                .context("cannot build the exchange plans")?;
+            Session::from_layers(mode, layers)
+        }
+        ExchangeMode::Host => {
+            let name = args
+                .dataset
+                .clone()
+                .unwrap_or_else(|| plan.manifest.spec.dataset.clone());
+            let dataset = load_dataset(&name)?;
+            crate::job_args::check_plan_fits(&plan, &dataset.graph, &args.plan)?;
+            Session::new(&plan, &dataset.graph, mode).context("cannot build the exchange plans")?
+        }
+        ExchangeMode::Strawman => bail!(
+            "the strawman has no Tofino program: it allocates aggregators from a free pool on \
+             first arrival, which one pipeline pass cannot do (see p4/README.md)"
+        ),
+    };
+    let workers = session.workers();
+    let mut install = Install::defaults(workers);
+    if let Some(path) = &args.hosts {
+        install.read_hosts(path, workers)?;
+    }
+    install.switch.ip = u32::from(args.switch_ip);
+    install.job_slot = args.job_slot;
+    install.agg_base = args.agg_base;
+    install.recirc_port = args.recirc_port;
+    install.ecn_threshold_bytes = parse_bytes(&args.ecn_threshold)?;
+    let entries = Entries::build(args.job, &session.layers, session.checksum, &install)
+        .with_context(|| format!("cannot install the plan in {}", args.plan.display()))?;
+    let text = match args.format.as_str() {
+        "p4runtime" => p4runtime::to_json(&entries),
+        _ => bfrt::to_script(&entries),
+    };
+    switchgnn_datasets::atomic::write_atomically(&args.out, |w| {
+        std::io::Write::write_all(w, text.as_bytes())
+    })
+    .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let counts = switchgnn_p4::entries::count_by_table(&entries.tables);
+    eprintln!(
+        "p4 entries: job {} ({} workers): {} table entries ({}), {} multicast groups, {} mirror \
+         sessions -> {}",
+        args.job,
+        workers,
+        entries.tables.len(),
+        counts
+            .iter()
+            .map(|(t, n)| format!("{} {n}", t.rsplit('.').next().unwrap_or(t)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        entries.groups.len(),
+        entries.sessions.len(),
+        args.out.display()
+    );
+    Ok(())
+}
