@@ -40,37 +40,50 @@ control Ingress(inout headers_t hdr,
     /* Drops by reason: the model's `SwitchCounters::drops`, same order. */
     Counter<bit<64>, bit<8>>(DROP_REASONS, CounterType_t.PACKETS) drops;
 
-    action set_source_owner(bit<16> worker, PortId_t port, bit<32> seen_row) {
+    action set_source_row(bit<16> worker, PortId_t port, bit<32> seen_row) {
         meta.src_known = true;
         meta.src_owner = worker;
         meta.src_owner_port = port;
         meta.seen_index = seen_row + (bit<32>) hdr.sg.chunk;
     }
-    action set_destination_owner(bit<16> worker, PortId_t port) {
+    action set_destination(bit<32> agg_base, bit<16> worker, PortId_t port) {
         meta.dst_known = true;
         meta.dst_owner = worker;
         meta.dst_owner_port = port;
+        meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
     }
     action unknown_source() { meta.src_known = false; }
     action unknown_destination() { meta.dst_known = false; }
 
-    /* (job, vertex) → owner, for every boundary vertex: the model's `plan.owner`, which it
-     * consults for the sender of data and raw, the destination of raw, the source of a fetch.
-     * The same entries in two tables, since a table is applied once per pass; the source's
-     * also gives its first seen word (a job's boundary vertices × its widest chunk count). */
+    /* The block's vertices as senders: owner (the model's `plan.owner` for the sender of data
+     * and raw, and the source a fetch goes to) and first seen word (row · chunks). Per block,
+     * like every table that grows with the graph, so that the control plane can reload it. */
     @id(0x02000003)
-    table source_owner {
-        key = { hdr.sg.job : exact @name("job"); hdr.sg.src : exact @name("vertex"); }
-        actions = { @id(0x01000004) set_source_owner; @id(0x0100000e) unknown_source; }
+    table source_row {
+        key = {
+            hdr.sg.job     : exact @name("job");
+            hdr.pass.set   : exact @name("set");
+            hdr.sg.block   : exact @name("block");
+            hdr.sg.src     : exact @name("vertex");
+        }
+        actions = { @id(0x01000004) set_source_row; @id(0x0100000e) unknown_source; }
         const default_action = unknown_source();
-        size = OWNER_SIZE;
+        size = ROW_SIZE;
     }
+
+    /* The block's vertices as destinations: their aggregator (slot · chunks + the job's base,
+     * for a resend's release) and owner (where raw goes, who may fetch). */
     @id(0x02000004)
-    table destination_owner {
-        key = { hdr.sg.job : exact @name("job"); hdr.sg.dst : exact @name("vertex"); }
-        actions = { @id(0x01000005) set_destination_owner; @id(0x0100000f) unknown_destination; }
+    table destination_slot {
+        key = {
+            hdr.sg.job     : exact @name("job");
+            hdr.pass.set   : exact @name("set");
+            hdr.sg.block   : exact @name("block");
+            hdr.sg.dst     : exact @name("vertex");
+        }
+        actions = { @id(0x01000005) set_destination; @id(0x0100000f) unknown_destination; }
         const default_action = unknown_destination();
-        size = OWNER_SIZE;
+        size = ROW_SIZE;
     }
 
     action drop_with(bit<8> reason) {
@@ -97,8 +110,8 @@ control Ingress(inout headers_t hdr,
                 barrier.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
             } else if (!recirculated || hdr.pass.pass == 0) {
                 /* running(): data, raw and fetch belong to the running exchange. */
-                source_owner.apply();
-                destination_owner.apply();
+                source_row.apply();
+                destination_slot.apply();
                 bool lanes_ok = hdr.sg.lanes == (hdr.sg.chunk + 1 == hdr.pass.chunks
                                                  ? meta.last_lanes : SG_MAX_LANES);
                 if (meta.run == RUN_STALE || !meta.started || meta.finished) {

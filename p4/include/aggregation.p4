@@ -81,27 +81,8 @@ control Aggregation(inout headers_t hdr,
         size = PASS_SIZE;
     }
 
-    action set_destination_slot(bit<32> agg_base) {
-        meta.has_pass = true;
-        meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
-    }
-
-    /* (job, block set, block, destination) → its aggregator, for a resend's release. */
-    @id(0x02000006)
-    table destination_slot {
-        key = {
-            hdr.sg.job     : exact @name("job");
-            hdr.pass.set   : exact @name("set");
-            hdr.sg.block   : exact @name("block");
-            hdr.sg.dst     : exact @name("dst");
-        }
-        actions = { @id(0x01000007) set_destination_slot; @id(0x0100000a) not_in_plan; }
-        const default_action = not_in_plan();
-        size = SLOT_SIZE;
-    }
-
     /* seen[seen_row + chunk] = phase of the last sighting: a duplicate within this block. The
-     * row comes from `source_owner` (stage 0), so this check does not wait for the pass table. */
+     * row comes from `source_row` (stage 1), so this check does not wait for the pass table. */
     Register<bit<32>, bit<32>>(SEEN_WORDS) seen;
     RegisterAction<bit<32>, bit<32>, bit<8>>(seen) test_and_set = {
         void apply(inout bit<32> value, out bit<8> duplicate) {
@@ -145,12 +126,9 @@ control Aggregation(inout headers_t hdr,
         if (hdr.sg.packet_type == SG_RAW) {
             /* raw(): a resend of the running block releases the destination's aggregator. */
             if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
-                    && meta.run == RUN_CURRENT) {
-                destination_slot.apply();
-                if (meta.has_pass) {
-                    meta.expected = 0xffff;
-                    release.execute(meta.agg_index);
-                }
+                    && meta.run == RUN_CURRENT && meta.dst_known) {
+                meta.expected = 0xffff;
+                release.execute(meta.agg_index);   /* agg_index from destination_slot */
             }
             return;
         }

@@ -58,7 +58,7 @@ const bit<32> DROP_REASONS       = 15;
  * 16384 x 64 bit, which bounds the aggregators' {phase, count} pair register; the 32 lane
  * registers (16384 x 32 bit each) sit four per stage over eight stages. */
 const bit<32> AGGREGATORS    = 16384;
-/* Seen words: one 32-bit phase stamp per boundary vertex and chunk of a job. */
+/* Seen words: one 32-bit phase stamp per source row and chunk of the running block. */
 const bit<32> SEEN_WORDS     = 32768;
 /* Jobs the barrier registers hold, and workers per job. */
 const bit<32> MAX_JOBS       = 64;
@@ -66,9 +66,9 @@ const bit<32> MAX_WORKERS    = 256;
 /* Exact-match table sizes: the control plane may not install more (see p4/README.md). */
 const int ADMISSION_SIZE     = 4096;
 const int EXCHANGE_SIZE      = 1024;
-const int OWNER_SIZE         = 65536;
-const int PASS_SIZE          = 262144;
-const int SLOT_SIZE          = 65536;
+/* The per-block tables share the SRAM of stages 1-2 (p4/README.md has the arithmetic): */
+const int PASS_SIZE          = 36864;   /* (vertex, aggregator) pairs of the loaded blocks */
+const int ROW_SIZE           = 18432;   /* vertices of the loaded blocks (two tables) */
 const int WORKER_SIZE        = 4096;
 
 /* Where recirculated passes and bridged headers come back: the pipes' internal recirculation

@@ -204,68 +204,57 @@ impl Entries {
                 ],
             );
         }
-        // Owners of every vertex some block names (the boundary vertices).
-        let mut boundary = BTreeSet::new();
-        for p in &sets {
-            for b in &p.blocks {
-                boundary.extend(b.table.vertices.iter().copied());
-            }
-        }
-        let widest = layers.iter().map(|p| p.chunks() as u64).max().unwrap_or(1);
-        fits(
-            "seen words (boundary vertices × chunks)",
-            install.seen_base + boundary.len() as u64 * widest,
-            program::SEEN_WORDS,
-            "",
-        )?;
-        for (i, &v) in boundary.iter().enumerate() {
-            let w = first.owner[v as usize];
-            let key = vec![job64, u64::from(v)];
-            let seen_row = install.seen_base + i as u64 * widest;
-            put(
-                &program::SOURCE_OWNER,
-                key.clone(),
-                vec![u64::from(w), port(w), seen_row],
-            );
-            put(&program::DESTINATION_OWNER, key, vec![u64::from(w), port(w)]);
-        }
-        if mode == Mode::Blocks {
-            for (set, p) in sets.iter().enumerate() {
-                let c = p.chunks() as u64;
-                for (b, block) in p.blocks.iter().enumerate() {
-                    let t = &block.table;
+        // Per block: its vertices as senders and as destinations, and in SwitchGNN mode the
+        // (vertex, aggregator) pairs, one entry per pass.
+        for (set, p) in sets.iter().enumerate() {
+            let c = p.chunks() as u64;
+            for (b, block) in p.blocks.iter().enumerate() {
+                let t = &block.table;
+                let v = t.len() as u64;
+                let key = |x: u32| vec![job64, set as u64, b as u64, u64::from(x)];
+                if mode == Mode::Blocks {
                     fits(
                         "aggregators of a block",
-                        install.agg_base + t.len() as u64 * c,
+                        install.agg_base + v * c,
                         program::AGGREGATORS,
                         " (prepare the plan with --switch-memory 2MiB or less)",
                     )?;
-                    let key = |v: u32| vec![job64, set as u64, b as u64, u64::from(v)];
-                    for (row, &src) in t.vertices.iter().enumerate() {
-                        let slots = t.row(row);
-                        for (pass, &slot) in slots.iter().enumerate() {
-                            let s = slot as usize;
-                            let dst_worker = t.workers[s] as u16;
-                            let mut k = key(src);
-                            k.push(pass as u64);
-                            put(
-                                &program::VERTEX_AGGREGATORS,
-                                k,
-                                vec![
-                                    install.agg_base + u64::from(slot) * c,
-                                    u64::from(t.vertices[s]),
-                                    u64::from(dst_worker),
-                                    port(dst_worker),
-                                    u64::from(install.emit_group(dst_worker)),
-                                    u64::from(t.expected[s]),
-                                    u64::from(pass + 1 == slots.len()),
-                                ],
-                            );
-                        }
+                }
+                fits("seen words of a block", install.seen_base + v * c, program::SEEN_WORDS, "")?;
+                for (row, &x) in t.vertices.iter().enumerate() {
+                    let w = t.workers[row] as u16;
+                    let row = row as u64;
+                    put(
+                        &program::SOURCE_ROW,
+                        key(x),
+                        vec![u64::from(w), port(w), install.seen_base + row * c],
+                    );
+                    put(
+                        &program::DESTINATION_SLOT,
+                        key(x),
+                        vec![install.agg_base + row * c, u64::from(w), port(w)],
+                    );
+                    if mode != Mode::Blocks {
+                        continue;
+                    }
+                    let slots = t.row(row as usize);
+                    for (pass, &slot) in slots.iter().enumerate() {
+                        let s = slot as usize;
+                        let dst_worker = t.workers[s] as u16;
+                        let mut k = key(x);
+                        k.push(pass as u64);
                         put(
-                            &program::DESTINATION_SLOT,
-                            key(src),
-                            vec![install.agg_base + row as u64 * c],
+                            &program::VERTEX_AGGREGATORS,
+                            k,
+                            vec![
+                                install.agg_base + u64::from(slot) * c,
+                                u64::from(t.vertices[s]),
+                                u64::from(dst_worker),
+                                port(dst_worker),
+                                u64::from(install.emit_group(dst_worker)),
+                                u64::from(t.expected[s]),
+                                u64::from(pass + 1 == slots.len()),
+                            ],
                         );
                     }
                 }
@@ -410,11 +399,12 @@ struct Pass {
 struct Reader {
     job: Option<(u16, u16, u64)>,
     layers: BTreeMap<u64, (usize, [u64; 6])>,
-    owners: BTreeMap<u32, (u16, u16)>,
-    destination_owners: BTreeMap<u32, (u16, u16)>,
+    /// (set, block) → vertex → (worker, port) of `source_row`.
+    rows: BTreeMap<(u64, u64), BTreeMap<u32, (u16, u16)>>,
     /// (set, block) → src → passes.
     passes: BTreeMap<(u64, u64), BTreeMap<u32, Vec<Pass>>>,
-    slots: BTreeMap<(u64, u64), BTreeMap<u32, u64>>,
+    /// (set, block) → vertex → (aggregator, worker, port) of `destination_slot`.
+    slots: BTreeMap<(u64, u64), BTreeMap<u32, (u64, u16, u16)>>,
     ports: BTreeMap<u16, u16>,
     ecn_cells: BTreeSet<u64>,
     addressed: BTreeSet<u16>,
@@ -452,14 +442,10 @@ impl Reader {
                         return Err(bad(format!("layer {} configured twice", k[1])));
                     }
                 }
-                id if id == program::SOURCE_OWNER.id || id == program::DESTINATION_OWNER.id => {
-                    let map = if id == program::SOURCE_OWNER.id {
-                        &mut self.owners
-                    } else {
-                        &mut self.destination_owners
-                    };
-                    if map.insert(k[1] as u32, (p[0] as u16, p[1] as u16)).is_some() {
-                        return Err(bad(format!("vertex {} listed twice", k[1])));
+                id if id == program::SOURCE_ROW.id => {
+                    let block = self.rows.entry((k[1], k[2])).or_default();
+                    if block.insert(k[3] as u32, (p[0] as u16, p[1] as u16)).is_some() {
+                        return Err(bad(format!("vertex {} listed twice", k[3])));
                     }
                 }
                 id if id == program::VERTEX_AGGREGATORS.id => {
@@ -480,7 +466,7 @@ impl Reader {
                 }
                 id if id == program::DESTINATION_SLOT.id => {
                     let block = self.slots.entry((k[1], k[2])).or_default();
-                    if block.insert(k[3] as u32, p[0]).is_some() {
+                    if block.insert(k[3] as u32, (p[0], p[1] as u16, p[2] as u16)).is_some() {
                         return Err(bad(format!("destination {} listed twice", k[3])));
                     }
                 }
@@ -523,10 +509,30 @@ impl Reader {
         if let Some(w) = (0..workers).find(|w| !self.addressed.contains(w)) {
             return Err(layout(format!("worker {w} has no address entry")));
         }
-        if self.owners != self.destination_owners {
-            return Err(layout(
-                "the source and destination owner tables differ".into(),
-            ));
+        // Owners: every block's rows, which must agree with each other, with the destination
+        // table, and with the admission ports.
+        let mut owners: BTreeMap<u32, u16> = BTreeMap::new();
+        for (at, rows) in &self.rows {
+            let slots = self.slots.get(at);
+            for (&v, &(w, port)) in rows {
+                let slot = slots.and_then(|s| s.get(&v));
+                if slot.map(|&(_, sw, sp)| (sw, sp)) != Some((w, port))
+                    || ports.get(usize::from(w)) != Some(&port)
+                    || *owners.entry(v).or_insert(w) != w
+                {
+                    return Err(layout(format!(
+                        "set {} block {}: vertex {v}'s owner (worker {w}, port {port}) disagrees \
+                         with its destination entry, the admission ports or another block",
+                        at.0, at.1
+                    )));
+                }
+            }
+            if slots.map_or(0, |s| s.len()) != rows.len() {
+                return Err(layout(format!(
+                    "set {} block {}: the source and destination tables list different vertices",
+                    at.0, at.1
+                )));
+            }
         }
         let cells = match self.ecn_cells.len() {
             0 => return Err(layout("no ECN marking entries".into())),
@@ -551,7 +557,7 @@ impl Reader {
                 m => return Err(bad(format!("unknown mode {m}"))),
             };
             let mut owner = vec![u16::MAX; vertices as usize];
-            for (&v, &(w, _)) in &self.owners {
+            for (&v, &w) in &owners {
                 if v as usize >= owner.len() || w >= workers {
                     return Err(bad(format!("owner entry {v} → {w} out of range")));
                 }
@@ -607,7 +613,8 @@ impl Reader {
 
     /// Rebuild block `b` of `set` from its pass and slot entries.
     fn block(&self, set: u64, b: u64, chunks: u64, owner: &[u16]) -> Result<PlanBlock, EntriesError> {
-        let (no_passes, no_slots) = (BTreeMap::new(), BTreeMap::new());
+        let (no_passes, no_slots): (_, BTreeMap<u32, (u64, u16, u16)>) =
+            (BTreeMap::new(), BTreeMap::new());
         let passes = self.passes.get(&(set, b)).unwrap_or(&no_passes);
         let slots = self.slots.get(&(set, b)).unwrap_or(&no_slots);
         let table = &program::VERTEX_AGGREGATORS;
@@ -620,8 +627,8 @@ impl Reader {
                  of the slot table"
             )));
         }
-        let base = slots.values().next().copied().unwrap_or(0);
-        for (s, (&v, &agg)) in slots.iter().enumerate() {
+        let base = slots.values().next().map_or(0, |s| s.0);
+        for (s, (&v, &(agg, _, _))) in slots.iter().enumerate() {
             if agg != base + s as u64 * chunks {
                 return Err(EntriesError::Layout(format!(
                     "set {set} block {b}: destination {v} has aggregator {agg}, expected {} \

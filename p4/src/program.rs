@@ -60,15 +60,15 @@ pub const SET_EXCHANGE: Action = Action {
         f("mode", 8),
     ],
 };
-pub const SET_SOURCE_OWNER: Action = Action {
-    name: "Ingress.set_source_owner",
+pub const SET_SOURCE_ROW: Action = Action {
+    name: "Ingress.set_source_row",
     id: 0x0100_0004,
     params: &[f("worker", 16), f("port", PORT_BITS), f("seen_row", 32)],
 };
-pub const SET_DESTINATION_OWNER: Action = Action {
-    name: "Ingress.set_destination_owner",
+pub const SET_DESTINATION: Action = Action {
+    name: "Ingress.set_destination",
     id: 0x0100_0005,
-    params: &[f("worker", 16), f("port", PORT_BITS)],
+    params: &[f("agg_base", 32), f("worker", 16), f("port", PORT_BITS)],
 };
 pub const AGGREGATE: Action = Action {
     name: "Ingress.aggregation.aggregate",
@@ -82,11 +82,6 @@ pub const AGGREGATE: Action = Action {
         f("expected", 16),
         f("last", 1),
     ],
-};
-pub const SET_DESTINATION_SLOT: Action = Action {
-    name: "Ingress.aggregation.set_destination_slot",
-    id: 0x0100_0007,
-    params: &[f("agg_base", 32)],
 };
 pub const SET_JOB: Action = Action {
     name: "Ingress.check.set_job",
@@ -129,19 +124,24 @@ pub const EXCHANGE_CONFIG: Table = Table {
     action: &SET_EXCHANGE,
     size: 1024,
 };
-pub const SOURCE_OWNER: Table = Table {
-    name: "Ingress.source_owner",
+/// Per-block tables (they grow with the graph, so the control plane may reload them between
+/// blocks): sizes as `include/constants.p4` declares them.
+pub const PASS_SIZE: u64 = 36864;
+pub const ROW_SIZE: u64 = 18432;
+
+pub const SOURCE_ROW: Table = Table {
+    name: "Ingress.source_row",
     id: 0x0200_0003,
-    keys: &[f("job", 16), f("vertex", 32)],
-    action: &SET_SOURCE_OWNER,
-    size: 65536,
+    keys: &[f("job", 16), f("set", 8), f("block", 16), f("vertex", 32)],
+    action: &SET_SOURCE_ROW,
+    size: ROW_SIZE,
 };
-pub const DESTINATION_OWNER: Table = Table {
-    name: "Ingress.destination_owner",
+pub const DESTINATION_SLOT: Table = Table {
+    name: "Ingress.destination_slot",
     id: 0x0200_0004,
-    keys: &[f("job", 16), f("vertex", 32)],
-    action: &SET_DESTINATION_OWNER,
-    size: 65536,
+    keys: &[f("job", 16), f("set", 8), f("block", 16), f("vertex", 32)],
+    action: &SET_DESTINATION,
+    size: ROW_SIZE,
 };
 pub const VERTEX_AGGREGATORS: Table = Table {
     name: "Ingress.aggregation.vertex_aggregators",
@@ -154,14 +154,7 @@ pub const VERTEX_AGGREGATORS: Table = Table {
         f("pass", 16),
     ],
     action: &AGGREGATE,
-    size: 262144,
-};
-pub const DESTINATION_SLOT: Table = Table {
-    name: "Ingress.aggregation.destination_slot",
-    id: 0x0200_0006,
-    keys: &[f("job", 16), f("set", 8), f("block", 16), f("dst", 32)],
-    action: &SET_DESTINATION_SLOT,
-    size: 65536,
+    size: PASS_SIZE,
 };
 pub const JOB_CONFIG: Table = Table {
     name: "Ingress.check.job_config",
@@ -187,13 +180,12 @@ pub const ECN_MARKING: Table = Table {
 
 /// Every table the control plane fills, in installation order (configuration first, so that
 /// no packet meets a half-installed job: admission comes last).
-pub const TABLES: [&Table; 9] = [
+pub const TABLES: [&Table; 8] = [
     &JOB_CONFIG,
     &EXCHANGE_CONFIG,
-    &SOURCE_OWNER,
-    &DESTINATION_OWNER,
-    &VERTEX_AGGREGATORS,
+    &SOURCE_ROW,
     &DESTINATION_SLOT,
+    &VERTEX_AGGREGATORS,
     &WORKER_ADDRESS,
     &ECN_MARKING,
     &ADMISSION,
@@ -211,7 +203,7 @@ pub fn table_by_name(name: &str) -> Option<&'static Table> {
 pub const SG_UDP_PORT: u16 = 47000;
 /// Aggregators per pipe (32 lane registers of this many 32-bit words: 2 MiB).
 pub const AGGREGATORS: u64 = 16384;
-/// Seen words (one per boundary vertex and chunk of a job).
+/// Seen words (one per source row and chunk of the running block).
 pub const SEEN_WORDS: u64 = 32768;
 pub const MAX_JOBS: u64 = 64;
 pub const MAX_WORKERS: u64 = 256;

@@ -71,9 +71,9 @@ pub const SOURCES: &[Source] = &[
 
 /// The program's stage layout (ingress), as `include/*.p4` places it.
 pub const STAGES: &[(&str, &str, &str)] = &[
-    ("0", "admission, job_config, exchange_config, source_owner, destination_owner", "-"),
-    ("1", "vertex_aggregators, destination_slot", "exchange_epoch, exchange_tag, previous, phase"),
-    ("2", "vertex_aggregators, destination_slot (continued)", "seen, sequence, arrived"),
+    ("0", "admission, job_config, exchange_config", "-"),
+    ("1", "source_row, destination_slot, vertex_aggregators", "exchange_epoch, exchange_tag, previous, phase"),
+    ("2", "vertex_aggregators (continued)", "seen, sequence, arrived"),
     ("3", "-", "state (aggregator {phase, count}), reports"),
     ("4-11", "-", "lane_0 .. lane_31, four per stage"),
 ];
@@ -88,8 +88,9 @@ pub const MULTICAST_GROUPS: u64 = 65536;
 pub const MIRROR_SESSIONS: u64 = 1024;
 /// Stateful ALUs the program uses: 32 lanes, state, seen, and seven barrier registers.
 pub const PROGRAM_SALUS: u64 = 32 + 2 + 7;
-/// SRAM blocks the registers of stages 1-2 take (barrier registers of 64 jobs, the seen words).
-const REGISTER_BLOCKS_STAGES_1_2: u64 = 4 + 8 + 1 + 2;
+/// SRAM blocks the registers of stages 1-2 take: five small per-job registers (one block each),
+/// the arrival words (64 jobs x 256 workers x 32 bit: 4 blocks) and the seen words (8 blocks).
+const REGISTER_BLOCKS_STAGES_1_2: u64 = 5 + 4 + 8;
 
 /// Figures with no public source: the report names them as assumptions.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -121,19 +122,24 @@ pub fn words_per_entry(table: &Table) -> u64 {
     u64::from(table.entry_bits()).div_ceil(SRAM_WORD_BITS)
 }
 
-/// Entries the per-block tables (vertex_aggregators and destination_slot, stages 1-2) can
-/// hold, counting every entry at the pass table's width.
-pub fn block_table_capacity(a: &Assumptions) -> u64 {
+/// SRAM words of stages 1-2 the per-block tables take at their declared sizes, and the words
+/// those stages offer once their registers are placed and the assumed load factor applied.
+pub fn block_table_words(a: &Assumptions) -> (u64, u64) {
+    let need = [&program::VERTEX_AGGREGATORS, &program::SOURCE_ROW, &program::DESTINATION_SLOT]
+        .iter()
+        .map(|t| t.size * words_per_entry(t))
+        .sum();
     let blocks = 2 * SRAM_BLOCKS_PER_STAGE - REGISTER_BLOCKS_STAGES_1_2;
-    let words = (blocks * SRAM_WORDS_PER_BLOCK) as f64 * a.load_factor;
-    (words / words_per_entry(&program::VERTEX_AGGREGATORS) as f64) as u64
+    let have = ((blocks * SRAM_WORDS_PER_BLOCK) as f64 * a.load_factor) as u64;
+    (need, have)
 }
 
-/// Entries each owner table can hold in stage 0 (both share it with three small tables).
-pub fn owner_table_capacity(a: &Assumptions) -> u64 {
-    let blocks = SRAM_BLOCKS_PER_STAGE - 4;
-    let words = (blocks * SRAM_WORDS_PER_BLOCK) as f64 * a.load_factor / 2.0;
-    (words / words_per_entry(&program::SOURCE_OWNER) as f64) as u64
+/// The `prepare --table-entries` limit under which every block's tables fit half of the
+/// program's per-block tables (the other half loads the next block): a block of `E` edges and
+/// `V` vertices needs `2E` pass entries and `V` rows, and `2E + V ≤ PASS_SIZE / 2` keeps both
+/// (`V ≤ 2E`) within their halves.
+pub fn double_buffered_limit() -> u64 {
+    (program::PASS_SIZE / 2).min(program::ROW_SIZE)
 }
 
 /// Bytes on the wire of one switchgnn packet with `lanes` lanes (Ethernet, IPv4, UDP, header,
@@ -151,9 +157,12 @@ pub struct SetNeeds {
     pub blocks: usize,
     /// Aggregators of the largest block.
     pub peak_aggregators: u64,
-    /// (vertex, aggregator) pairs plus destinations, summed over blocks and at the largest.
-    pub block_entries_total: u64,
-    pub block_entries_peak: u64,
+    /// (vertex, aggregator) pairs (pass entries) and vertices (rows), summed over blocks and at
+    /// the largest block.
+    pub pairs_total: u64,
+    pub pairs_peak: u64,
+    pub vertices_total: u64,
+    pub vertices_peak: u64,
     /// Recirculated packets and bytes of one exchange, and its time at the recirculation rate.
     pub recirc_packets: u64,
     pub recirc_bytes: u64,
@@ -178,7 +187,7 @@ pub struct Report {
     pub fits_resident: bool,
     /// Fits when the control plane reloads the block tables between blocks.
     pub fits_with_reloads: bool,
-    /// What to pass `prepare` to make the plan fit.
+    /// What to pass `prepare` to make the plan fit (empty when it fits resident).
     pub advice: Vec<String>,
     pub assumptions: Assumptions,
 }
@@ -224,8 +233,10 @@ impl Report {
                     chunks: c,
                     blocks: set.blocks.len(),
                     peak_aggregators: 0,
-                    block_entries_total: 0,
-                    block_entries_peak: 0,
+                    pairs_total: 0,
+                    pairs_peak: 0,
+                    vertices_total: 0,
+                    vertices_peak: 0,
                     recirc_packets: 0,
                     recirc_bytes: 0,
                     recirc_s: 0.0,
@@ -236,10 +247,11 @@ impl Report {
                     let vertices = block.vertices();
                     let v = vertices.len() as u64;
                     let pairs = 2 * block.edges.len() as u64;
-                    let entries = pairs + v;
                     needs.peak_aggregators = needs.peak_aggregators.max(v * c);
-                    needs.block_entries_total += entries;
-                    needs.block_entries_peak = needs.block_entries_peak.max(entries);
+                    needs.pairs_total += pairs;
+                    needs.pairs_peak = needs.pairs_peak.max(pairs);
+                    needs.vertices_total += v;
+                    needs.vertices_peak = needs.vertices_peak.max(v);
                     needs.recirc_packets += (pairs - v) * c;
                     needs.recirc_bytes += (pairs - v) * per_vertex_recirc;
                     let mut sent = vec![0u64; workers as usize];
@@ -249,17 +261,21 @@ impl Report {
                     needs.host_s += *sent.iter().max().unwrap_or(&0) as f64 / line;
                 }
                 needs.recirc_s = needs.recirc_bytes as f64 / recirc;
-                needs.reload_s = needs.block_entries_total as f64 / a.entry_rate;
+                // Every block's pass entries and its two rows per vertex, loaded once.
+                needs.reload_s =
+                    (needs.pairs_total + 2 * needs.vertices_total) as f64 / a.entry_rate;
                 needs
             })
             .collect();
 
         let boundary = plan.manifest.boundary.boundary_vertices;
-        let widest = sets.iter().map(|s| s.chunks).max().unwrap_or(1);
-        let peak_aggs = sets.iter().map(|s| s.peak_aggregators).max().unwrap_or(0);
-        let total_entries: u64 = sets.iter().map(|s| s.block_entries_total).sum();
-        let peak_entries = sets.iter().map(|s| s.block_entries_peak).max().unwrap_or(0);
-        let capacity = block_table_capacity(a);
+        let most = |f: fn(&SetNeeds) -> u64| sets.iter().map(f).max().unwrap_or(0);
+        let sum = |f: fn(&SetNeeds) -> u64| sets.iter().map(f).sum::<u64>();
+        let peak_aggs = most(|s| s.peak_aggregators);
+        let peak_seen = most(|s| s.vertices_peak * s.chunks);
+        let (pairs_total, vertices_total) = (sum(|s| s.pairs_total), sum(|s| s.vertices_total));
+        let (pairs_peak, vertices_peak) = (most(|s| s.pairs_peak), most(|s| s.vertices_peak));
+        let (words_need, words_have) = block_table_words(a);
         let w = u64::from(workers);
         let checks = vec![
             check(
@@ -275,34 +291,46 @@ impl Report {
                 "32 lanes, aggregator state, seen, barrier",
             ),
             check(
+                "SRAM words of stages 1-2",
+                words_need,
+                words_have,
+                "the per-block tables at their declared sizes",
+            ),
+            check(
                 "aggregators (largest block)",
                 peak_aggs,
                 program::AGGREGATORS,
                 "2 MiB: 32 lane registers of 16384 words",
             ),
             check(
-                "seen words (boundary x chunks)",
-                boundary * widest,
+                "seen words (largest block)",
+                peak_seen,
                 program::SEEN_WORDS,
-                "one phase stamp per boundary vertex and chunk",
+                "a phase stamp per source row and chunk",
             ),
             check(
-                "owner table entries (boundary)",
-                boundary,
-                owner_table_capacity(a),
-                "source_owner and destination_owner, stage 0",
+                "pass entries, all blocks loaded",
+                pairs_total,
+                program::PASS_SIZE,
+                "(vertex, aggregator) pairs of every block",
             ),
             check(
-                "block table entries, all blocks resident",
-                total_entries,
-                capacity,
-                "(vertex, aggregator) pairs + destinations, stages 1-2",
+                "row entries, all blocks loaded",
+                vertices_total,
+                program::ROW_SIZE,
+                "vertices of every block (source_row, destination_slot)",
             ),
             check(
-                "block table entries, largest block (double-buffered)",
-                peak_entries,
-                capacity / 2,
-                "the next block loads into the other half while one runs",
+                "pass entries, largest block",
+                pairs_peak,
+                program::PASS_SIZE / 2,
+                "half the table: the next block loads into the other half",
+            ),
+            check(
+                "row entries, largest block",
+                vertices_peak,
+                program::ROW_SIZE / 2,
+                "half the table, as above",
             ),
             check(
                 "multicast groups",
@@ -318,24 +346,18 @@ impl Report {
                 "100G ports, or 25G breakout lanes beyond 64",
             ),
         ];
-        let fixed_ok = checks
-            .iter()
-            .filter(|c| !c.resource.starts_with("block table"))
-            .all(|c| c.fits);
-        let fits_resident = fixed_ok && total_entries <= capacity;
-        let fits_with_reloads = fixed_ok && peak_entries <= capacity / 2;
+        let fits = |c: &Check| c.fits || c.resource.contains("entries");
+        let fixed_ok = checks.iter().all(fits);
+        let fits_resident = fixed_ok && pairs_total <= program::PASS_SIZE && vertices_total <= program::ROW_SIZE;
+        let fits_with_reloads = fixed_ok
+            && pairs_peak <= program::PASS_SIZE / 2
+            && vertices_peak <= program::ROW_SIZE / 2;
         let mut advice = Vec::new();
         if peak_aggs > program::AGGREGATORS {
             advice.push("--switch-memory 2MiB".to_string());
         }
-        if !fits_resident && peak_entries > capacity / 2 {
-            advice.push(format!("--table-entries {}", capacity / 2));
-        }
-        if boundary * widest > program::SEEN_WORDS || boundary > owner_table_capacity(a) {
-            advice.push(format!(
-                "more workers per switch do not help: {boundary} boundary vertices exceed the \
-                 owner and seen tables; the graph needs a larger switch or several jobs"
-            ));
+        if !fits_resident && !fits_with_reloads {
+            advice.push(format!("--table-entries {}", double_buffered_limit()));
         }
         Report {
             dataset: plan.manifest.dataset.name.clone(),
