@@ -40,17 +40,18 @@ control Ingress(inout headers_t hdr,
     /* Drops by reason: the model's `SwitchCounters::drops`, same order. */
     Counter<bit<64>, bit<8>>(DROP_REASONS, CounterType_t.PACKETS) drops;
 
-    action set_source_row(bit<16> worker, PortId_t port, bit<32> seen_row) {
+    /* Row words are 16 bits so that an entry fits one 128-bit SRAM word. */
+    action set_source_row(bit<16> worker, PortId_t port, bit<16> seen_row) {
         meta.src_known = true;
         meta.src_owner = worker;
         meta.src_owner_port = port;
-        meta.seen_index = seen_row + (bit<32>) hdr.sg.chunk;
+        meta.seen_index = (bit<32>) seen_row + (bit<32>) hdr.sg.chunk;
     }
-    action set_destination(bit<32> agg_base, bit<16> worker, PortId_t port) {
+    action set_destination(bit<16> agg_base, bit<16> worker, PortId_t port) {
         meta.dst_known = true;
         meta.dst_owner = worker;
         meta.dst_owner_port = port;
-        meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
+        meta.agg_index = (bit<32>) agg_base + (bit<32>) hdr.sg.chunk;
     }
     action unknown_source() { meta.src_known = false; }
     action unknown_destination() { meta.dst_known = false; }

@@ -63,12 +63,12 @@ pub const SET_EXCHANGE: Action = Action {
 pub const SET_SOURCE_ROW: Action = Action {
     name: "Ingress.set_source_row",
     id: 0x0100_0004,
-    params: &[f("worker", 16), f("port", PORT_BITS), f("seen_row", 32)],
+    params: &[f("worker", 16), f("port", PORT_BITS), f("seen_row", 16)],
 };
 pub const SET_DESTINATION: Action = Action {
     name: "Ingress.set_destination",
     id: 0x0100_0005,
-    params: &[f("agg_base", 32), f("worker", 16), f("port", PORT_BITS)],
+    params: &[f("agg_base", 16), f("worker", 16), f("port", PORT_BITS)],
 };
 pub const AGGREGATE: Action = Action {
     name: "Ingress.aggregation.aggregate",
