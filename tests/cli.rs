@@ -141,6 +141,8 @@ fn every_level_has_help() {
         vec!["exchange", "--help"],
         vec!["train", "--help"],
         vec!["simulate", "--help"],
+        vec!["p4", "resources", "--help"],
+        vec!["p4", "entries", "--help"],
     ] {
         let text = stdout_ok(&args);
         assert!(text.contains("Usage:"), "{args:?}");
@@ -306,9 +308,13 @@ fn spawn(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
 /// Start `switchgnn switch` for `job` (its report in `dir/switch.json`); returns the process
 /// and the address it listens on.
 fn start_switch(dir: &Path, job: &str) -> (std::process::Child, String) {
+    start_switch_with(dir, job, &[])
+}
+
+fn start_switch_with(dir: &Path, job: &str, extra: &[&str]) -> (std::process::Child, String) {
     let ready = dir.join("switch.addr");
     let report = dir.join("switch.json");
-    let args = [
+    let mut args = vec![
         "switch",
         "--job",
         job,
@@ -317,6 +323,7 @@ fn start_switch(dir: &Path, job: &str) -> (std::process::Child, String) {
         "--report",
         report.to_str().unwrap(),
     ];
+    args.extend_from_slice(extra);
     let child = spawn(&args, &[]);
     (child, wait_for_file(&ready))
 }
@@ -534,4 +541,68 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("magic"));
+}
+
+#[test]
+fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = two_worker_job(dir.path(), "24,40", "");
+    let job = job.to_str().unwrap();
+    let plan = dir.path().join("plan");
+    let plan = plan.to_str().unwrap();
+    let entries = dir.path().join("entries.json");
+    let entries = entries.to_str().unwrap();
+    let p4_entries = |format: &str, out: &str, job_id: &str| {
+        switchgnn(&[
+            "p4", "entries", "--plan", plan, "--format", format, "--job", job_id, "--out", out,
+        ])
+    };
+    let out = p4_entries("p4runtime", entries, "3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(entries).unwrap()).unwrap();
+    assert_eq!(doc["switchgnn"]["job"], 3);
+    assert!(doc["write_requests"][0]["updates"].as_array().unwrap().len() > 10);
+
+    let (switch, addr) = start_switch_with(dir.path(), job, &["--entries", entries]);
+    let w0 = worker(job, &addr, &["--rank", "0"], &[]);
+    let w1 = worker(job, &addr, &["--rank", "1"], &[]);
+    for (name, child) in [("worker 0", w0), ("worker 1", w1), ("switch", switch)] {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} failed: {err}");
+        if name.starts_with("worker") {
+            assert!(err.contains("4 exchanges exact"), "{name}: {err}");
+        }
+    }
+
+    // The bfrt_python form of the same entries.
+    let script = dir.path().join("entries.py");
+    let out = p4_entries("bfrt", script.to_str().unwrap(), "3");
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(text.contains("p4 = bfrt.switchgnn.pipe"));
+    assert!(text.contains("# Ingress.aggregation.vertex_aggregators ("));
+
+    // Entries of another job than the job file's are refused, naming the file.
+    let other = dir.path().join("job4.json");
+    assert!(p4_entries("p4runtime", other.to_str().unwrap(), "4").status.success());
+    let out = switchgnn(&[
+        "switch", "--job", job, "--entries", other.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("job4.json installs job 4"), "{err}");
+    // A damaged file is refused too.
+    std::fs::write(&other, "{\"switchgnn\": 1}").unwrap();
+    let out = switchgnn(&["switch", "--job", job, "--entries", other.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a usable entries file"));
+
+    // The resource model: a small plan fits with every block's tables resident.
+    let report = dir.path().join("resources.json");
+    let text = stdout_ok(&["p4", "resources", "--plan", plan, "--json", report.to_str().unwrap()]);
+    assert!(text.contains("verdict: fits a Tofino 1 with every block's tables resident"), "{text}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r[0]["fits_resident"], true);
+    assert_eq!(r[0]["workers"], 2);
 }
