@@ -1,0 +1,225 @@
+"""PTF tests of p4/switchgnn.p4 on a Tofino model (tofino-model) or a Tofino switch.
+
+They drive one job installed from a plan's entries and check what the program sends against
+what the switch model (dataplane/src/switch.rs) does: malformed and unadmitted packets are
+dropped, joins start block 0 with a go to every worker, data is acknowledged and aggregated
+with one result per destination at its expected count, duplicates are acknowledged and not
+added, and block-done reports advance the block.
+
+Set up (see p4/README.md):
+    switchgnn prepare synthetic:small,scale=0.25 --workers 2 --feature-dims 24 --out plan
+    switchgnn p4 entries --plan plan --format bfrt --out entries.py
+    switchgnn p4 entries --plan plan --format p4runtime --out entries.json
+    bfshell -b entries.py                       # install them on the model or switch
+    ptf --test-dir p4/ptf --pypath $PWD/p4/ptf \\
+        --interface 0@veth1 --interface 4@veth3 ... \\
+        --test-params="entries='$PWD/entries.json'" switchgnn_test
+
+Each test that starts an exchange runs it to its end (the final go), and the next one opens
+with a higher sequence number, as workers do; so they run in any order on one installation.
+The `--interface` list must map every worker's dev port.
+"""
+import base64
+import json
+import struct
+
+import ptf
+from ptf import testutils
+from ptf.base_tests import BaseTest
+from ptf.mask import Mask
+from scapy.all import IP, UDP, Ether, Raw
+
+MAGIC, VERSION, UDP_PORT = 0x5347, 1, 47000
+DATA, RESULT, RAW, FETCH, BLOCK_DONE, BLOCK_GO, JOIN = 1, 2, 3, 4, 5, 6, 7
+ACK, ECN = 0x01, 0x04
+HEADER = struct.Struct("!HBBBBHIIHHHBBII")
+
+TABLES = {  # table id -> name, as in p4/src/program.rs
+    0x02000001: "admission", 0x02000002: "exchange_config", 0x02000003: "source_row",
+    0x02000004: "destination_slot", 0x02000005: "vertex_aggregators", 0x02000007: "job_config",
+    0x02000008: "worker_address", 0x02000009: "ecn_marking",
+}
+
+
+def number(text):
+    return int.from_bytes(base64.b64decode(text), "big")
+
+
+class Job:
+    """The installation, read from the P4Runtime JSON of `switchgnn p4 entries`."""
+
+    def __init__(self, path):
+        with open(path) as f:
+            doc = json.load(f)
+        self.job = doc["switchgnn"]["job"]
+        self.workers = doc["switchgnn"]["workers"]
+        rows = {name: [] for name in TABLES.values()}
+        for request in doc["write_requests"]:
+            for update in request["updates"]:
+                entry = update["entity"].get("tableEntry")
+                if entry is None:
+                    continue
+                keys = [number(m["exact"]["value"])
+                        for m in sorted(entry["match"], key=lambda m: m["fieldId"])]
+                params = [number(p["value"]) for p in
+                          sorted(entry["action"]["action"]["params"], key=lambda p: p["paramId"])]
+                rows[TABLES[entry["tableId"]]].append((keys, params))
+        self.port = {k[1]: k[2] for k, _ in rows["admission"]}
+        self.address = {k[1]: p for k, p in rows["worker_address"]}  # mac, ip, udp, sw mac, sw ip
+        layer0 = next(p for k, p in rows["exchange_config"] if k[1] == 0)
+        self.set, self.chunks, self.last_lanes, self.blocks = layer0[0], layer0[1], layer0[2], layer0[3]
+        self.owner = {k[3]: p[0] for k, p in rows["source_row"] if k[1] == self.set}
+        # Block 0's passes: source -> [(pass, dst, dst_worker, expected)] in pass order.
+        self.passes = {}
+        for k, p in rows["vertex_aggregators"]:
+            if k[1] == self.set and k[2] == 0:
+                self.passes.setdefault(k[3], []).append((k[4], p[1], p[2], p[5]))
+        for v in self.passes.values():
+            v.sort()
+
+    def lanes(self, chunk):
+        return self.last_lanes if chunk == self.chunks - 1 else 32
+
+
+def ip(n):
+    return "%d.%d.%d.%d" % ((n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255)
+
+
+def mac(n):
+    return ":".join("%02x" % ((n >> s) & 255) for s in range(40, -8, -8))
+
+
+class SwitchgnnTest(BaseTest):
+    epoch = 100
+    seq = 0
+
+    def setUp(self):
+        BaseTest.setUp(self)
+        self.dataplane = ptf.dataplane_instance
+        self.dataplane.flush()
+        self.job = Job(testutils.test_params_get()["entries"])
+        SwitchgnnTest.epoch += 1
+        self.epoch = SwitchgnnTest.epoch
+
+    def header(self, kind, worker, **f):
+        return HEADER.pack(MAGIC, f.get("version", VERSION), kind, f.get("flags", 0),
+                           f.get("layer", 0), self.job.job, f.get("src", 0), f.get("dst", 0),
+                           f.get("block", 0), f.get("count", 0), worker, f.get("chunk", 0),
+                           len(f.get("lanes", [])), self.epoch, f.get("sequence", 0))
+
+    def to_switch(self, worker, payload):
+        a = self.job.address[worker]
+        return (Ether(src=mac(a[0]), dst=mac(a[3])) / IP(src=ip(a[1]), dst=ip(a[4])) /
+                UDP(sport=a[2], dport=UDP_PORT) / Raw(payload))
+
+    def from_switch(self, worker, payload):
+        a = self.job.address[worker]
+        pkt = (Ether(src=mac(a[3]), dst=mac(a[0])) / IP(src=ip(a[4]), dst=ip(a[1])) /
+               UDP(sport=UDP_PORT, dport=a[2], chksum=0) / Raw(payload))
+        m = Mask(pkt)
+        for field in ("id", "ttl", "chksum", "tos", "flags"):
+            m.set_do_not_care_scapy(IP, field)
+        return m
+
+    def send(self, worker, payload, port=None):
+        port = self.job.port[worker] if port is None else port
+        testutils.send_packet(self, port, self.to_switch(worker, payload))
+
+    def packet(self, kind, worker, lanes=(), **f):
+        return self.header(kind, worker, lanes=list(lanes), **f) + b"".join(
+            struct.pack("!i", x) for x in lanes)
+
+    def expect(self, worker, payload):
+        testutils.verify_packet(self, self.from_switch(worker, payload), self.job.port[worker])
+
+    def start(self):
+        """Every worker joins the next exchange (layer 0 forward): block 0's go to each."""
+        SwitchgnnTest.seq += 1
+        self.seq = SwitchgnnTest.seq
+        for w in range(self.job.workers):
+            self.send(w, self.packet(JOIN, w, sequence=self.seq))
+        for w in range(self.job.workers):
+            self.expect(w, self.packet(BLOCK_GO, w, sequence=self.seq))
+        testutils.verify_no_other_packets(self)
+
+    def report(self, block):
+        """Every worker reports `block` done: the go of the next to each."""
+        for w in range(self.job.workers):
+            self.send(w, self.packet(BLOCK_DONE, w, block=block, sequence=self.seq))
+        for w in range(self.job.workers):
+            self.expect(w, self.packet(BLOCK_GO, w, block=block + 1, sequence=self.seq))
+        testutils.verify_no_other_packets(self)
+
+    def finish(self, block):
+        """Run the exchange from `block` to its final go."""
+        for b in range(block, self.job.blocks):
+            self.report(b)
+
+
+class MalformedAndUnadmittedAreDropped(SwitchgnnTest):
+    def runTest(self):
+        bad_magic = bytearray(self.packet(JOIN, 0, sequence=1))
+        bad_magic[0] = 0
+        self.send(0, bytes(bad_magic))
+        self.send(0, self.packet(JOIN, 0, sequence=1)[:20])         # truncated header
+        self.send(0, self.packet(JOIN, 0, sequence=1, flags=0x80))  # reserved flag
+        self.send(0, self.packet(RESULT, 0, sequence=1))            # only the switch sends it
+        if self.job.workers > 1:
+            # Worker 1's packet on worker 0's port.
+            self.send(1, self.packet(JOIN, 1, sequence=1), port=self.job.port[0])
+        testutils.verify_no_other_packets(self)
+
+
+class JoinsStartBlockZero(SwitchgnnTest):
+    def runTest(self):
+        self.start()
+        # A repeated join after the start gets the go again.
+        self.send(0, self.packet(JOIN, 0, sequence=self.seq))
+        self.expect(0, self.packet(BLOCK_GO, 0, sequence=self.seq))
+        testutils.verify_no_other_packets(self)
+        self.finish(0)
+
+
+class DataIsAggregatedAcknowledgedAndDeduplicated(SwitchgnnTest):
+    def runTest(self):
+        self.start()
+        counts, sums = {}, {}
+        sources = sorted(self.job.passes)
+        for src in sources:
+            w = self.job.owner[src]
+            lanes = [(src * 7 + i) % 101 - 50 for i in range(self.job.lanes(0))]
+            data = self.packet(DATA, w, lanes, src=src, block=0, chunk=0, sequence=src + 1)
+            self.send(w, data)
+            ack = bytearray(self.packet(DATA, w, src=src, block=0, chunk=0, sequence=src + 1))
+            ack[4] |= ACK
+            self.expect(w, bytes(ack))
+            # One pass per destination; a result where a destination reaches its count.
+            for _, dst, dst_worker, expected in self.job.passes[src]:
+                counts[dst] = counts.get(dst, 0) + 1
+                sums[dst] = [a + b for a, b in zip(sums.get(dst, [0] * len(lanes)), lanes)]
+                if counts[dst] == expected:
+                    result = self.packet(RESULT, dst_worker, sums[dst], src=dst, dst=dst,
+                                         block=0, count=expected, chunk=0, sequence=src + 1)
+                    self.expect(dst_worker, result)
+            testutils.verify_no_other_packets(self)
+        # A repeat is acknowledged again and adds nothing.
+        src = sources[0]
+        w = self.job.owner[src]
+        lanes = [1] * self.job.lanes(0)
+        self.send(w, self.packet(DATA, w, lanes, src=src, block=0, chunk=0, sequence=src + 1))
+        ack = bytearray(self.packet(DATA, w, src=src, block=0, chunk=0, sequence=src + 1))
+        ack[4] |= ACK
+        self.expect(w, bytes(ack))
+        testutils.verify_no_other_packets(self)
+        self.finish(0)
+
+
+class BlockDoneAdvancesTheBlock(SwitchgnnTest):
+    def runTest(self):
+        self.start()
+        self.report(0)
+        # A report of an earlier block gets the current go again.
+        self.send(0, self.packet(BLOCK_DONE, 0, block=0, sequence=self.seq))
+        self.expect(0, self.packet(BLOCK_GO, 0, block=1, sequence=self.seq))
+        testutils.verify_no_other_packets(self)
+        self.finish(1)

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Check a `switchgnn p4 entries --format p4runtime` file against the P4Runtime protobuf.
+
+Every element of its `write_requests` must parse as a `p4.v1.WriteRequest` (unknown fields,
+wrong types and bad enum values are errors), every update must be an INSERT of a table entry,
+a multicast group or a clone session, and every table entry's action must be listed by its
+table in the program (the table/action ids of p4/switchgnn.p4, given here by their @id).
+
+Usage: PYTHONPATH=.p4py python3 p4/ptf/validate_p4runtime.py entries.json
+Needs the `p4runtime` and `protobuf` (3.20) packages: scripts/p4py.sh installs them.
+"""
+import collections
+import json
+import sys
+
+from google.protobuf import json_format
+from p4.v1 import p4runtime_pb2
+
+# table id -> action id, as p4/switchgnn.p4 declares them with @id.
+ACTIONS = {
+    0x02000001: 0x01000001,  # Ingress.check.admission -> admit
+    0x02000002: 0x01000003,  # Ingress.check.exchange_config -> set_exchange
+    0x02000003: 0x01000004,  # Ingress.source_row -> set_source_row
+    0x02000004: 0x01000005,  # Ingress.destination_slot -> set_destination
+    0x02000005: 0x01000006,  # Ingress.aggregation.vertex_aggregators -> aggregate
+    0x02000007: 0x01000008,  # Ingress.check.job_config -> set_job
+    0x02000008: 0x0100000B,  # Egress.worker_address -> set_worker_address
+    0x02000009: 0x0100000D,  # Egress.ecn_marking -> set_ecn_threshold
+}
+
+
+def validate(path):
+    with open(path) as f:
+        doc = json.load(f)
+    counts = collections.Counter()
+    for i, raw in enumerate(doc["write_requests"]):
+        request = p4runtime_pb2.WriteRequest()
+        json_format.ParseDict(raw, request)  # raises ParseError on any mismatch
+        for update in request.updates:
+            if update.type != p4runtime_pb2.Update.INSERT:
+                raise ValueError(f"request {i}: an update that is not an INSERT")
+            kind = update.entity.WhichOneof("entity")
+            if kind == "table_entry":
+                entry = update.entity.table_entry
+                want = ACTIONS.get(entry.table_id)
+                if want is None or entry.action.action.action_id != want:
+                    raise ValueError(f"request {i}: table {entry.table_id:#x} with action "
+                                     f"{entry.action.action.action_id:#x}")
+                if any(m.WhichOneof("field_match_type") != "exact" for m in entry.match):
+                    raise ValueError(f"request {i}: a match that is not exact")
+                counts[f"table {entry.table_id:#x}"] += 1
+            elif kind == "packet_replication_engine_entry":
+                counts[update.entity.packet_replication_engine_entry.WhichOneof("type")] += 1
+            else:
+                raise ValueError(f"request {i}: unexpected entity {kind}")
+    return counts
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for path in sys.argv[1:]:
+        counts = validate(path)
+        total = sum(counts.values())
+        detail = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+        print(f"{path}: {total} updates valid ({detail})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
