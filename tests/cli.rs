@@ -558,10 +558,20 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
         ])
     };
     let out = p4_entries("p4runtime", entries, "3");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(entries).unwrap()).unwrap();
     assert_eq!(doc["switchgnn"]["job"], 3);
-    assert!(doc["write_requests"][0]["updates"].as_array().unwrap().len() > 10);
+    assert!(
+        doc["write_requests"][0]["updates"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 10
+    );
 
     let (switch, addr) = start_switch_with(dir.path(), job, &["--entries", entries]);
     let w0 = worker(job, &addr, &["--rank", "0"], &[]);
@@ -585,10 +595,10 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
 
     // Entries of another job than the job file's are refused, naming the file.
     let other = dir.path().join("job4.json");
-    assert!(p4_entries("p4runtime", other.to_str().unwrap(), "4").status.success());
-    let out = switchgnn(&[
-        "switch", "--job", job, "--entries", other.to_str().unwrap(),
-    ]);
+    assert!(p4_entries("p4runtime", other.to_str().unwrap(), "4")
+        .status
+        .success());
+    let out = switchgnn(&["switch", "--job", job, "--entries", other.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("job4.json installs job 4"), "{err}");
@@ -600,8 +610,18 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
 
     // The resource model: a small plan fits with every block's tables resident.
     let report = dir.path().join("resources.json");
-    let text = stdout_ok(&["p4", "resources", "--plan", plan, "--json", report.to_str().unwrap()]);
-    assert!(text.contains("verdict: fits a Tofino 1 with every block's tables resident"), "{text}");
+    let text = stdout_ok(&[
+        "p4",
+        "resources",
+        "--plan",
+        plan,
+        "--json",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("verdict: fits a Tofino 1 with every block's tables resident"),
+        "{text}"
+    );
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(r[0]["fits_resident"], true);
     assert_eq!(r[0]["workers"], 2);

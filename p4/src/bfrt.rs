@@ -19,7 +19,9 @@ pub fn to_script(entries: &Entries) -> String {
         m.job, m.exchange, m.workers, m.plan_checksum, m.created_by
     );
     s.push_str("\np4 = bfrt.switchgnn.pipe\npre = bfrt.pre\n\n");
-    s.push_str("# Multicast: the block go (one replica per worker, rid = rank) and each worker's\n");
+    s.push_str(
+        "# Multicast: the block go (one replica per worker, rid = rank) and each worker's\n",
+    );
     s.push_str("# emit group (the destination and the recirculation port).\n");
     s.push_str("GROUPS = [\n");
     for g in &entries.groups {
@@ -37,7 +39,9 @@ pub fn to_script(entries: &Entries) -> String {
          pre.mgid.add(MGID=mgid, MULTICAST_NODE_ID=nodes,\n                 \
          MULTICAST_NODE_L1_XID_VALID=[False] * len(nodes), MULTICAST_NODE_L1_XID=[0] * len(nodes))\n\n",
     );
-    s.push_str("# Ingress mirror sessions of the acknowledgements (one per worker port).\nSESSIONS = [\n");
+    s.push_str(
+        "# Ingress mirror sessions of the acknowledgements (one per worker port).\nSESSIONS = [\n",
+    );
     for x in &entries.sessions {
         let _ = writeln!(s, "    ({}, {}, {}),", x.id, x.port, x.truncate);
     }

@@ -32,7 +32,10 @@ pub enum EntriesError {
     #[error("{0}")]
     Layout(String),
     #[error("the {mode} exchange has no program on the switch: {why}")]
-    Mode { mode: &'static str, why: &'static str },
+    Mode {
+        mode: &'static str,
+        why: &'static str,
+    },
     #[error("{what}: the plan needs {need}, the program holds {have}{hint}")]
     TooLarge {
         what: &'static str,
@@ -118,7 +121,10 @@ fn sets_of(layers: &[Arc<ExchangePlan>]) -> (Vec<usize>, Vec<&ExchangePlan>) {
         let same = |q: &&ExchangePlan| {
             q.chunks() == p.chunks()
                 && q.blocks.len() == p.blocks.len()
-                && q.blocks.iter().zip(&p.blocks).all(|(a, b)| a.table == b.table)
+                && q.blocks
+                    .iter()
+                    .zip(&p.blocks)
+                    .all(|(a, b)| a.table == b.table)
         };
         match sets.iter().position(same) {
             Some(i) => of_layer.push(i),
@@ -161,8 +167,18 @@ impl Entries {
             ));
         }
         install.check(workers)?;
-        fits("workers per job", u64::from(workers), program::MAX_WORKERS, "")?;
-        fits("job slot", u64::from(install.job_slot) + 1, program::MAX_JOBS, "")?;
+        fits(
+            "workers per job",
+            u64::from(workers),
+            program::MAX_WORKERS,
+            "",
+        )?;
+        fits(
+            "job slot",
+            u64::from(install.job_slot) + 1,
+            program::MAX_JOBS,
+            "",
+        )?;
 
         let mut tables = Vec::new();
         let mut put = |table: &'static Table, keys: Vec<u64>, params: Vec<u64>| {
@@ -220,7 +236,12 @@ impl Entries {
                         " (prepare the plan with --switch-memory 2MiB or less)",
                     )?;
                 }
-                fits("seen words of a block", install.seen_base + v * c, program::SEEN_WORDS, "")?;
+                fits(
+                    "seen words of a block",
+                    install.seen_base + v * c,
+                    program::SEEN_WORDS,
+                    "",
+                )?;
                 for (row, &x) in t.vertices.iter().enumerate() {
                     let w = t.workers[row] as u16;
                     let row = row as u64;
@@ -383,6 +404,9 @@ pub struct SwitchTables {
     pub plan_checksum: u64,
 }
 
+/// Per (set, block): vertex → (aggregator, worker, port) of its `destination_slot` entry.
+type SlotRows = BTreeMap<(u64, u64), BTreeMap<u32, (u64, u16, u16)>>;
+
 /// One row of `vertex_aggregators`, as read.
 #[derive(Debug, Clone, Copy)]
 struct Pass {
@@ -404,7 +428,7 @@ struct Reader {
     /// (set, block) → src → passes.
     passes: BTreeMap<(u64, u64), BTreeMap<u32, Vec<Pass>>>,
     /// (set, block) → vertex → (aggregator, worker, port) of `destination_slot`.
-    slots: BTreeMap<(u64, u64), BTreeMap<u32, (u64, u16, u16)>>,
+    slots: SlotRows,
     ports: BTreeMap<u16, u16>,
     ecn_cells: BTreeSet<u64>,
     addressed: BTreeSet<u16>,
@@ -425,7 +449,10 @@ impl Reader {
             let bad = |m: String| entry_error(index, e.table, m);
             let keyed_by_job = e.table.keys.first().is_some_and(|k| k.name == "job");
             if keyed_by_job && e.keys.first() != Some(&u64::from(job)) {
-                return Err(bad(format!("job {:?} is not the file's job {job}", e.keys.first())));
+                return Err(bad(format!(
+                    "job {:?} is not the file's job {job}",
+                    e.keys.first()
+                )));
             }
             let k = &e.keys;
             let p = &e.params;
@@ -444,7 +471,10 @@ impl Reader {
                 }
                 id if id == program::SOURCE_ROW.id => {
                     let block = self.rows.entry((k[1], k[2])).or_default();
-                    if block.insert(k[3] as u32, (p[0] as u16, p[1] as u16)).is_some() {
+                    if block
+                        .insert(k[3] as u32, (p[0] as u16, p[1] as u16))
+                        .is_some()
+                    {
                         return Err(bad(format!("vertex {} listed twice", k[3])));
                     }
                 }
@@ -466,7 +496,10 @@ impl Reader {
                 }
                 id if id == program::DESTINATION_SLOT.id => {
                     let block = self.slots.entry((k[1], k[2])).or_default();
-                    if block.insert(k[3] as u32, (p[0], p[1] as u16, p[2] as u16)).is_some() {
+                    if block
+                        .insert(k[3] as u32, (p[0], p[1] as u16, p[2] as u16))
+                        .is_some()
+                    {
                         return Err(bad(format!("destination {} listed twice", k[3])));
                     }
                 }
@@ -548,7 +581,9 @@ impl Reader {
         for &(index, [set, chunks, last_lanes, blocks, vertices, mode]) in self.layers.values() {
             let bad = |m: String| entry_error(index, &program::EXCHANGE_CONFIG, m);
             if chunks == 0 || last_lanes == 0 || last_lanes > MAX_LANES as u64 {
-                return Err(bad(format!("{chunks} chunks, {last_lanes} lanes in the last")));
+                return Err(bad(format!(
+                    "{chunks} chunks, {last_lanes} lanes in the last"
+                )));
             }
             let width = (chunks as usize - 1) * MAX_LANES + last_lanes as usize;
             let mode = match mode {
@@ -612,7 +647,13 @@ impl Reader {
     }
 
     /// Rebuild block `b` of `set` from its pass and slot entries.
-    fn block(&self, set: u64, b: u64, chunks: u64, owner: &[u16]) -> Result<PlanBlock, EntriesError> {
+    fn block(
+        &self,
+        set: u64,
+        b: u64,
+        chunks: u64,
+        owner: &[u16],
+    ) -> Result<PlanBlock, EntriesError> {
         let (no_passes, no_slots): (_, BTreeMap<u32, (u64, u16, u16)>) =
             (BTreeMap::new(), BTreeMap::new());
         let passes = self.passes.get(&(set, b)).unwrap_or(&no_passes);
@@ -696,7 +737,10 @@ impl Reader {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let workers = vertices.iter().map(|&v| u32::from(owner[v as usize])).collect();
+        let workers = vertices
+            .iter()
+            .map(|&v| u32::from(owner[v as usize]))
+            .collect();
         let n = vertices.len() as u32;
         Ok(PlanBlock {
             table: BlockTable {

@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::entries::{
-    Entries, EntriesError, Metadata, MirrorSession, MulticastGroup, Replica, TableEntry,
-    FORMAT, FORMAT_VERSION,
+    Entries, EntriesError, Metadata, MirrorSession, MulticastGroup, Replica, TableEntry, FORMAT,
+    FORMAT_VERSION,
 };
 use crate::program::{self, Field};
 
@@ -40,9 +40,15 @@ fn decode(text: &str, field: &Field) -> Result<u64, String> {
         .map_err(|e| format!("`{}`: bad base64 {text:?}: {e}", field.name))?;
     let significant: Vec<u8> = bytes.iter().copied().skip_while(|&b| b == 0).collect();
     if significant.len() > 8 {
-        return Err(format!("`{}`: {} bytes is too wide", field.name, bytes.len()));
+        return Err(format!(
+            "`{}`: {} bytes is too wide",
+            field.name,
+            bytes.len()
+        ));
     }
-    let value = significant.iter().fold(0u64, |acc, &b| acc << 8 | u64::from(b));
+    let value = significant
+        .iter()
+        .fold(0u64, |acc, &b| acc << 8 | u64::from(b));
     if field.bits < 64 && value >> field.bits != 0 {
         return Err(format!(
             "`{}` = {value} does not fit {} bits",
@@ -157,11 +163,12 @@ pub fn from_json(text: &str) -> Result<Entries, EntriesError> {
         groups: Vec::new(),
         sessions: Vec::new(),
     };
-    let updates = requests
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|r| r.get("updates").and_then(Value::as_array).into_iter().flatten());
+    let updates = requests.as_array().into_iter().flatten().flat_map(|r| {
+        r.get("updates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+    });
     for (index, update) in updates.enumerate() {
         read_update(&mut entries, update).map_err(|m| fmt(format!("update {index}: {m}")))?;
     }
@@ -205,7 +212,10 @@ fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
             params,
         });
     } else if let Some(g) = entity.pointer("/packetReplicationEngineEntry/multicastGroupEntry") {
-        let id = number(g.get("multicastGroupId").unwrap_or(&Value::Null), "multicastGroupId")?;
+        let id = number(
+            g.get("multicastGroupId").unwrap_or(&Value::Null),
+            "multicastGroupId",
+        )?;
         entries.groups.push(MulticastGroup {
             id: id as u16,
             replicas: replicas(g)?,
@@ -285,7 +295,16 @@ mod tests {
             name: "port",
             bits: 9,
         };
-        assert_eq!(decode("EjQ=", &Field { name: "x", bits: 16 }), Ok(0x1234));
+        assert_eq!(
+            decode(
+                "EjQ=",
+                &Field {
+                    name: "x",
+                    bits: 16
+                }
+            ),
+            Ok(0x1234)
+        );
         // Padded forms are accepted too, values beyond the field's width are not.
         assert_eq!(decode("AAAB/w==", &port), Ok(511));
         assert!(decode("Ag==", &Field { name: "b", bits: 1 }).is_err());

@@ -177,9 +177,9 @@ pub fn tofino1_ports(workers: u16) -> Vec<u16> {
     (0..workers)
         .map(|r| {
             if workers <= 64 {
-                (r / 16) << 7 | (r % 16) * 4
+                ((r / 16) << 7) | ((r % 16) * 4)
             } else {
-                (r / 64) << 7 | (r % 64)
+                ((r / 64) << 7) | (r % 64)
             }
         })
         .collect()
@@ -196,7 +196,9 @@ mod tests {
         assert_eq!(parse_mac("02:53:47:00:01:zz"), None);
         for w in [1, 32, 64, 65, 128, 256] {
             let mut p = tofino1_ports(w);
-            assert!(p.iter().all(|&x| x < 512 && !program::RECIRC_PORTS.contains(&x)));
+            assert!(p
+                .iter()
+                .all(|&x| x < 512 && !program::RECIRC_PORTS.contains(&x)));
             p.sort_unstable();
             p.dedup();
             assert_eq!(p.len(), usize::from(w));

@@ -37,7 +37,11 @@ pub struct Table {
 impl Table {
     /// Bits of key and action data one entry stores.
     pub fn entry_bits(&self) -> u32 {
-        self.keys.iter().chain(self.action.params).map(|k| k.bits).sum()
+        self.keys
+            .iter()
+            .chain(self.action.params)
+            .map(|k| k.bits)
+            .sum()
     }
 }
 

@@ -72,8 +72,16 @@ pub const SOURCES: &[Source] = &[
 /// The program's stage layout (ingress), as `include/*.p4` places it.
 pub const STAGES: &[(&str, &str, &str)] = &[
     ("0", "admission, job_config, exchange_config", "-"),
-    ("1", "source_row, destination_slot, vertex_aggregators", "exchange_epoch, exchange_tag, previous, phase"),
-    ("2", "vertex_aggregators (continued)", "seen, sequence, arrived"),
+    (
+        "1",
+        "source_row, destination_slot, vertex_aggregators",
+        "exchange_epoch, exchange_tag, previous, phase",
+    ),
+    (
+        "2",
+        "vertex_aggregators (continued)",
+        "seen, sequence, arrived",
+    ),
     ("3", "-", "state (aggregator {phase, count}), reports"),
     ("4-11", "-", "lane_0 .. lane_31, four per stage"),
 ];
@@ -125,10 +133,14 @@ pub fn words_per_entry(table: &Table) -> u64 {
 /// SRAM words of stages 1-2 the per-block tables take at their declared sizes, and the words
 /// those stages offer once their registers are placed and the assumed load factor applied.
 pub fn block_table_words(a: &Assumptions) -> (u64, u64) {
-    let need = [&program::VERTEX_AGGREGATORS, &program::SOURCE_ROW, &program::DESTINATION_SLOT]
-        .iter()
-        .map(|t| t.size * words_per_entry(t))
-        .sum();
+    let need = [
+        &program::VERTEX_AGGREGATORS,
+        &program::SOURCE_ROW,
+        &program::DESTINATION_SLOT,
+    ]
+    .iter()
+    .map(|t| t.size * words_per_entry(t))
+    .sum();
     let blocks = 2 * SRAM_BLOCKS_PER_STAGE - REGISTER_BLOCKS_STAGES_1_2;
     let have = ((blocks * SRAM_WORDS_PER_BLOCK) as f64 * a.load_factor) as u64;
     (need, have)
@@ -348,7 +360,8 @@ impl Report {
         ];
         let fits = |c: &Check| c.fits || c.resource.contains("entries");
         let fixed_ok = checks.iter().all(fits);
-        let fits_resident = fixed_ok && pairs_total <= program::PASS_SIZE && vertices_total <= program::ROW_SIZE;
+        let fits_resident =
+            fixed_ok && pairs_total <= program::PASS_SIZE && vertices_total <= program::ROW_SIZE;
         let fits_with_reloads = fixed_ok
             && pairs_peak <= program::PASS_SIZE / 2
             && vertices_peak <= program::ROW_SIZE / 2;

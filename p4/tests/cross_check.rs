@@ -37,7 +37,11 @@ fn sources() -> Vec<(String, String)> {
 }
 
 fn all_text() -> String {
-    sources().into_iter().map(|(_, t)| t).collect::<Vec<_>>().join("\n")
+    sources()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn number(text: &str) -> u64 {
@@ -49,7 +53,8 @@ fn number(text: &str) -> u64 {
 
 /// `const bit<N> NAME = V;` and `const int NAME = V;`.
 fn constants(text: &str) -> BTreeMap<String, u64> {
-    let re = Regex::new(r"const\s+(?:bit<\d+>|int)\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*;").unwrap();
+    let re =
+        Regex::new(r"const\s+(?:bit<\d+>|int)\s+(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*;").unwrap();
     re.captures_iter(text)
         .map(|c| (c[1].to_string(), number(&c[2])))
         .collect()
@@ -76,7 +81,9 @@ fn braced(text: &str, at: usize) -> &str {
 
 /// `header NAME { bit<N> field; ... }` as (field, bits) in order.
 fn header(text: &str, name: &str) -> Vec<(String, u32)> {
-    let at = text.find(&format!("header {name} ")).unwrap_or_else(|| panic!("header {name}"));
+    let at = text
+        .find(&format!("header {name} "))
+        .unwrap_or_else(|| panic!("header {name}"));
     let re = Regex::new(r"bit<(\d+)>\s+(\w+)\s*;").unwrap();
     re.captures_iter(braced(text, at))
         .map(|c| (c[2].to_string(), c[1].parse().unwrap()))
@@ -147,7 +154,10 @@ fn the_switchgnn_header_is_the_wire_header() {
 #[test]
 fn protocol_constants_match_the_rust_definitions() {
     let c = constants(&all_text());
-    let get = |name: &str| *c.get(name).unwrap_or_else(|| panic!("constant {name} missing"));
+    let get = |name: &str| {
+        *c.get(name)
+            .unwrap_or_else(|| panic!("constant {name} missing"))
+    };
     assert_eq!(get("SG_MAGIC"), u64::from(wire::MAGIC));
     assert_eq!(get("SG_VERSION"), u64::from(wire::VERSION));
     assert_eq!(get("SG_MAX_LANES"), wire::MAX_LANES as u64);
@@ -163,7 +173,10 @@ fn protocol_constants_match_the_rust_definitions() {
     ] {
         assert_eq!(get(name), t as u64, "{name}");
     }
-    assert!(PacketType::from_u8(get("SG_JOIN") as u8 + 1).is_none(), "a type past SG_JOIN");
+    assert!(
+        PacketType::from_u8(get("SG_JOIN") as u8 + 1).is_none(),
+        "a type past SG_JOIN"
+    );
     let one = |f: fn(&mut Flags)| {
         let mut flags = Flags::default();
         f(&mut flags);
@@ -176,7 +189,10 @@ fn protocol_constants_match_the_rust_definitions() {
     assert_eq!(get("SG_FLAG_BACKWARD"), one(|f| f.backward = true));
     let reserved = get("SG_FLAG_RESERVED") as u8;
     assert!(Flags::from_u8(reserved).is_err());
-    assert!(Flags::from_u8(!reserved).is_ok(), "every other bit is a known flag");
+    assert!(
+        Flags::from_u8(!reserved).is_ok(),
+        "every other bit is a known flag"
+    );
     for (name, reason) in [
         ("DROP_TRUNCATED", DropReason::Truncated),
         ("DROP_BAD_MAGIC", DropReason::BadMagic),
@@ -233,7 +249,9 @@ fn find_table<'a>(files: &'a [(String, String)], short: &str) -> (&'a str, &'a s
 /// Parameters of `action NAME(...)`: (name, bits).
 fn action_params(text: &str, short: &str) -> Vec<(String, u32)> {
     let re = Regex::new(&format!(r"action\s+{short}\s*\(([^)]*)\)")).unwrap();
-    let params = &re.captures(text).unwrap_or_else(|| panic!("action {short}"))[1];
+    let params = &re
+        .captures(text)
+        .unwrap_or_else(|| panic!("action {short}"))[1];
     let param = Regex::new(r"(bit<(\d+)>|PortId_t|MulticastGroupId_t|MirrorId_t)\s+(\w+)").unwrap();
     param
         .captures_iter(params)
@@ -270,7 +288,9 @@ fn key_bits(text: &str, expr: &str) -> u32 {
             .1;
     }
     let local = Regex::new(&format!(r"bit<(\d+)>\s+{expr}\b")).unwrap();
-    local.captures(text).unwrap_or_else(|| panic!("key {expr}"))[1].parse().unwrap()
+    local.captures(text).unwrap_or_else(|| panic!("key {expr}"))[1]
+        .parse()
+        .unwrap()
 }
 
 fn check_table(files: &[(String, String)], text: &str, t: &Table) {
@@ -282,28 +302,55 @@ fn check_table(files: &[(String, String)], text: &str, t: &Table) {
     // Ingress instantiates as `check`.
     let want_control = if parts.len() == 3 {
         let re = Regex::new(&format!(r"(\w+)\(\)\s+{}\s*;", parts[1])).unwrap();
-        re.captures(text).unwrap_or_else(|| panic!("instance {}", parts[1]))[1].to_string()
+        re.captures(text)
+            .unwrap_or_else(|| panic!("instance {}", parts[1]))[1]
+            .to_string()
     } else {
         parts[0].to_string()
     };
-    assert_eq!(enclosing, want_control, "{} is declared in the wrong control", t.name);
+    assert_eq!(
+        enclosing, want_control,
+        "{} is declared in the wrong control",
+        t.name
+    );
     let key = Regex::new(r#"([\w.]+)\s*:\s*exact\s*@name\("(\w+)"\)"#).unwrap();
     let keys: Vec<(String, u32)> = key
         .captures_iter(body)
         .map(|c| (c[2].to_string(), key_bits(text, &c[1])))
         .collect();
-    let want: Vec<(String, u32)> = t.keys.iter().map(|f| (f.name.to_string(), f.bits)).collect();
+    let want: Vec<(String, u32)> = t
+        .keys
+        .iter()
+        .map(|f| (f.name.to_string(), f.bits))
+        .collect();
     assert_eq!(keys, want, "{} keys", t.name);
     let action_short = t.action.name.rsplit('.').next().unwrap();
     let listed = Regex::new(&format!(r"@id\((0x[0-9a-fA-F]+)\)\s*{action_short}\b")).unwrap();
-    let action_id = &listed.captures(body).unwrap_or_else(|| panic!("{} lists {action_short}", t.name))[1];
-    assert_eq!(number(action_id), u64::from(t.action.id), "{} id", t.action.name);
+    let action_id = &listed
+        .captures(body)
+        .unwrap_or_else(|| panic!("{} lists {action_short}", t.name))[1];
+    assert_eq!(
+        number(action_id),
+        u64::from(t.action.id),
+        "{} id",
+        t.action.name
+    );
     let params = action_params(text, action_short);
-    let want: Vec<(String, u32)> = t.action.params.iter().map(|f| (f.name.to_string(), f.bits)).collect();
+    let want: Vec<(String, u32)> = t
+        .action
+        .params
+        .iter()
+        .map(|f| (f.name.to_string(), f.bits))
+        .collect();
     assert_eq!(params, want, "{} parameters", t.action.name);
     let size = Regex::new(r"size\s*=\s*(\w+)\s*;").unwrap();
-    let size = &size.captures(body).unwrap_or_else(|| panic!("{} size", t.name))[1];
-    let size = constants(text).get(size).copied().unwrap_or_else(|| number(size));
+    let size = &size
+        .captures(body)
+        .unwrap_or_else(|| panic!("{} size", t.name))[1];
+    let size = constants(text)
+        .get(size)
+        .copied()
+        .unwrap_or_else(|| number(size));
     assert_eq!(size, t.size, "{} size", t.name);
 }
 
@@ -315,8 +362,13 @@ fn every_table_matches_the_control_plane_schema() {
         check_table(&files, &text, t);
     }
     // P4Runtime ids carry their entity type in the top byte, and no two are equal.
-    let mut ids: Vec<u32> = program::TABLES.iter().flat_map(|t| [t.id, t.action.id]).collect();
-    assert!(program::TABLES.iter().all(|t| t.id >> 24 == 0x02 && t.action.id >> 24 == 0x01));
+    let mut ids: Vec<u32> = program::TABLES
+        .iter()
+        .flat_map(|t| [t.id, t.action.id])
+        .collect();
+    assert!(program::TABLES
+        .iter()
+        .all(|t| t.id >> 24 == 0x02 && t.action.id >> 24 == 0x01));
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 2 * program::TABLES.len());

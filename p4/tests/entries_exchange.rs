@@ -173,7 +173,11 @@ fn the_bfrt_script_lists_every_entry() {
     let entries = Entries::build(JOB, &layers(&plan), CHECKSUM, &Install::defaults(2)).unwrap();
     let script = bfrt::to_script(&entries);
     for table in program::TABLES {
-        let n = entries.tables.iter().filter(|e| e.table.id == table.id).count();
+        let n = entries
+            .tables
+            .iter()
+            .filter(|e| e.table.id == table.id)
+            .count();
         assert!(
             script.contains(&format!("# {} ({n} entries)", table.name)),
             "{}",
@@ -222,7 +226,8 @@ fn damaged_or_inconsistent_entries_are_refused_with_the_entry_named() {
 
     // A worker without admission cannot be served.
     let mut bad = entries.clone();
-    bad.tables.retain(|e| e.table.id != program::ADMISSION.id || e.keys[1] != 1);
+    bad.tables
+        .retain(|e| e.table.id != program::ADMISSION.id || e.keys[1] != 1);
     let err = bad.switch_tables().unwrap_err().to_string();
     assert!(err.contains("worker 1 has no admission entry"), "{err}");
 }

@@ -75,8 +75,15 @@ fn p4runtime_json_parses_as_write_requests() {
         .map(|l| Arc::new(ExchangePlan::from_plan(&plan, l).unwrap()))
         .collect();
     let host = vec![Arc::new(
-        ExchangePlan::whole_graph(&d.graph, &plan.assignment, 16, Mode::Host, OrderKind::PriorityBfs, 0)
-            .unwrap(),
+        ExchangePlan::whole_graph(
+            &d.graph,
+            &plan.assignment,
+            16,
+            Mode::Host,
+            OrderKind::PriorityBfs,
+            0,
+        )
+        .unwrap(),
     )];
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
@@ -116,5 +123,9 @@ fn the_ptf_suite_compiles() {
         .arg(repo().join("p4/ptf/validate_p4runtime.py"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

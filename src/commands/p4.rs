@@ -187,7 +187,11 @@ fn print_report(dir: &std::path::Path, r: &Report) {
                 s.recirc_bytes as f64 / 1e6
             ),
             format!("{:.3} ms", s.host_s * 1e3),
-            format!("{:.3} ms ({:.1}x)", s.recirc_s * 1e3, s.recirc_s / s.host_s.max(1e-12)),
+            format!(
+                "{:.3} ms ({:.1}x)",
+                s.recirc_s * 1e3,
+                s.recirc_s / s.host_s.max(1e-12)
+            ),
             format!("{:.3} s", s.reload_s),
         ]);
     }

@@ -48,8 +48,8 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
         let memory = loaded.plan.manifest.spec.switch_memory;
         return Ok((job, loaded.session, memory));
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let tables = switchgnn_p4::p4runtime::from_json(&text)
         .and_then(|e| e.switch_tables().map(|t| (e, t)))
         .with_context(|| format!("{} is not a usable entries file", path.display()));
