@@ -282,6 +282,12 @@ impl Blocks {
                     "block {i} holds {size} destinations, capacity {capacity}"
                 ));
             }
+            let entries = table_entries(b.edges.len(), size as usize);
+            if let Some(limit) = self.params.table_entries.filter(|&l| entries > l) {
+                return Err(format!(
+                    "block {i} needs {entries} table entries, the limit is {limit}"
+                ));
+            }
             all.extend_from_slice(&b.edges);
         }
         all.sort_unstable();
