@@ -18,6 +18,9 @@
 #include <core.p4>
 #include <tna.p4>
 
+/* Metadata starts at zero (flags such as `drop` and `hop` are only ever set). */
+@pa_auto_init_metadata
+
 #include "include/constants.p4"
 #include "include/headers.p4"
 #include "include/parser.p4"
@@ -105,7 +108,9 @@ control Ingress(inout headers_t hdr,
         if (ig_prsr_md.parser_err != 0 && !meta.drop) {
             drop_with(hdr.sg.isValid() ? DROP_LANES_BEYOND : DROP_TRUNCATED);
         }
-        if (!meta.drop) {
+        if (meta.hop) {
+            ig_tm_md.ucast_egress_port = meta.recirc_port;
+        } else if (!meta.drop) {
             running.apply(hdr, meta);
             if (hdr.sg.packet_type == SG_JOIN || hdr.sg.packet_type == SG_BLOCK_DONE) {
                 barrier.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
@@ -157,7 +162,7 @@ control Ingress(inout headers_t hdr,
             drops.count(meta.drop_reason);
             ig_dprsr_md.drop_ctl = 1;   /* a duplicate's acknowledgement is a mirror: it stays */
         } else if (meta.to_sender) {
-            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+            ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.sender_port;
         }
     }
 }

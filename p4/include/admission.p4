@@ -90,6 +90,10 @@ control Admission(inout headers_t hdr,
             /* A recirculated pass: checked on its first pass; only the configuration. */
             job_config.apply();
             exchange_config.apply();
+            if (hdr.pass.emit == EMIT_HOP) {
+                hdr.pass.emit = 0;   /* the hop is over: this is the first real pass */
+            }
+            meta.ack_session = (MirrorId_t) hdr.pass.ack_session;
             return;
         }
         if (meta.drop) {
@@ -117,6 +121,8 @@ control Admission(inout headers_t hdr,
         hdr.pass.pass = 0;
         hdr.pass.emit = 0;
         hdr.pass.out_kind = OUT_FORWARD;
+        hdr.pass.sender_port = (bit<16>) ig_intr_md.ingress_port;
+        hdr.pass.ack_session = (bit<16>) meta.ack_session;
         exchange_config.apply();
         if (meta.drop) {
             return;
@@ -130,6 +136,14 @@ control Admission(inout headers_t hdr,
         if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_BLOCK_GO) {
             drop_with(DROP_WRONG_DIRECTION);
             return;
+        }
+        /* Registers are per pipe: every pass that touches them runs in the pipe of the job's
+         * recirculation port. A packet admitted in another pipe hops there first (one extra
+         * recirculation; p4/README.md). */
+        if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
+            meta.hop = true;
+            hdr.pass.emit = EMIT_HOP;
+            hdr.pass.out_kind = OUT_RECIRC;
         }
     }
 }

@@ -92,6 +92,8 @@ const bit<8> OUT_GO       = 4;   /* block go multicast: rid = worker rank */
 /* What an emitting pass sends to the destination (bridged `emit`). */
 const bit<8> EMIT_RESULT = 1;    /* the completed sum */
 const bit<8> EMIT_RAW    = 2;    /* this contribution, unaggregated (aggregator released) */
+/* (3 and 4 are the barrier's extra passes, barrier.p4) */
+const bit<8> EMIT_HOP    = 5;    /* admitted in another pipe: make the first pass in the aggregation pipe */
 
 /* Mirror type of the acknowledgement copy (ingress-to-egress mirror to the sender). */
 const bit<3> MIRROR_ACK = 1;

@@ -72,6 +72,8 @@ header pass_h {
     bit<32> dst;          /* destination vertex of this pass's aggregator */
     bit<16> dst_worker;   /* its owner */
     bit<16> count;        /* contributions in the emitted sum */
+    bit<16> sender_port;  /* the worker's port (the ingress port of the first pass) */
+    bit<16> ack_session;  /* mirror session of acknowledgements to the sender */
 }
 
 /* The acknowledgement copy's mirror header (ingress-to-egress mirror to the sender). */
@@ -93,6 +95,7 @@ struct ingress_metadata_t {
     bit<8>  drop_reason;
     bool    drop;
     bool    admitted;
+    bool    hop;          /* admitted in another pipe: recirculate into the aggregation pipe */
     /* exchange_config */
     bit<8>  mode;
     bit<8>  last_lanes;
