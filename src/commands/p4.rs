@@ -120,6 +120,10 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         print_report(dir, &report);
         reports.push(report);
     }
+    println!("The program's ingress stages (p4/README.md):");
+    for (stage, tables, registers) in resources::STAGES {
+        println!("  stage {stage}: tables {tables}; registers {registers}");
+    }
     println!("Tofino 1 figures assumed (sources):");
     for s in resources::SOURCES {
         println!("  {}: {} ({})", s.figure, s.value, s.source);
