@@ -59,7 +59,8 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
         let job = args.job.job(args.listen)?;
         if job.job != tables.job || job.world != tables.workers || job.mode != mode {
             bail!(
-                "the job file describes job {} ({} workers, {} exchange) but {} installs job {}                  ({} workers, {} exchange)",
+                "the job file describes job {} ({} workers, {} exchange) but {} installs job {} \
+                 ({} workers, {} exchange)",
                 job.job,
                 job.world,
                 job.mode.name(),
