@@ -167,6 +167,46 @@ fn synthetic_exchanges_are_exact_on_tables_loaded_from_entries() {
 }
 
 #[test]
+fn the_host_exchange_runs_on_tables_loaded_from_entries() {
+    let d = synthetic(500, 2500, 9);
+    let plan = prepare(&d, 3, vec![24], 32 * 1024, 1 << 40);
+    let host = Arc::new(
+        ExchangePlan::whole_graph(
+            &d.graph,
+            &plan.assignment,
+            24,
+            switchgnn_dataplane::plan::Mode::Host,
+            switchgnn_scheduler::OrderKind::PriorityBfs,
+            0,
+        )
+        .unwrap(),
+    );
+    let (entries, loaded) = through_the_control_plane(std::slice::from_ref(&host));
+    assert!(entries
+        .tables
+        .iter()
+        .all(|e| e.table.id != program::VERTEX_AGGREGATORS.id));
+    let n = d.graph.num_vertices();
+    let values: Vec<f32> = (0..n * 24).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
+    let scale =
+        Scale::for_bound(1.0, (0..n as u32).map(|v| d.graph.degree(v)).max().unwrap()).unwrap();
+    let (encoded, _) = encode_matrix(&scale, &values, 24);
+    let want = remote_sums(&d.graph, &plan.assignment, 24, &encoded);
+    let faults = Faults::lossy(0.02);
+    let run = run_exchange_through(
+        loaded[0].clone(),
+        host,
+        &values,
+        &setup(scale, faults, 4, 0, false),
+    )
+    .unwrap();
+    for (w, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+        assert_eq!(got.vertices, want.vertices, "worker {w}");
+        assert!(got.sums == want.sums, "worker {w}: sums differ");
+    }
+}
+
+#[test]
 fn the_bfrt_script_lists_every_entry() {
     let d = synthetic(300, 1200, 6);
     let plan = prepare(&d, 2, vec![32], 16 * 1024, 10_000);
