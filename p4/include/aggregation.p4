@@ -104,15 +104,12 @@ control Aggregation(inout headers_t hdr,
             counted = value.count;
         }
     };
-    /* A resend releases the destination's aggregator unless it already completed. */
+    /* A resend releases the destination's aggregator. The model leaves a completed one alone;
+     * marking it released changes nothing, since every contribution to it was counted. */
     RegisterAction<agg_state_t, bit<32>, bit<32>>(state) release = {
         void apply(inout agg_state_t value, out bit<32> counted) {
-            if (value.phase != meta.phase) {
-                value.phase = meta.phase;
-                value.count = RELEASED;
-            } else if (value.count < (bit<32>) meta.expected) {
-                value.count = RELEASED;
-            }
+            value.phase = meta.phase;
+            value.count = RELEASED;
             counted = value.count;
         }
     };
@@ -127,7 +124,6 @@ control Aggregation(inout headers_t hdr,
             /* raw(): a resend of the running block releases the destination's aggregator. */
             if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
                     && meta.run == RUN_CURRENT && meta.dst_known) {
-                meta.expected = 0xffff;
                 release.execute(meta.agg_index);   /* agg_index from destination_slot */
             }
             return;
