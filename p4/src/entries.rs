@@ -4,9 +4,11 @@
 //! so a switch loaded from an entries file runs exactly what a Tofino loaded from it would.
 //!
 //! Layout the entries encode (see `p4/README.md`):
-//! - a job occupies aggregators `agg_base ..` and seen words `seen_base ..`; a block's slot `s`,
-//!   chunk `c` is aggregator `agg_base + s·C + c`, and the job's `i`-th boundary vertex stamps
-//!   seen word `seen_base + i·W + c` (`W` the widest layer's chunk count);
+//! - a job occupies aggregators `agg_base ..` and seen words `seen_base ..`; in a block whose
+//!   vertices are sorted, vertex `s` is slot `s`: its chunk `c` aggregates in `agg_base + s·C + c`
+//!   and, as a sender, stamps seen word `seen_base + s·C + c`;
+//! - every table that grows with the graph is per block (pass entries, source rows, destination
+//!   slots), so the control plane can reload it between blocks;
 //! - layers of one feature width share one *set* of block tables;
 //! - no register needs a value other than zero at install time: the program stamps aggregator,
 //!   seen and arrival words with the job's phase, so stale values from an earlier job or block
@@ -228,37 +230,39 @@ impl Entries {
                 let t = &block.table;
                 let v = t.len() as u64;
                 let key = |x: u32| vec![job64, set as u64, b as u64, u64::from(x)];
-                if mode == Mode::Blocks {
+                // The host exchange forwards by owner only: no aggregators, no seen words.
+                let aggregates = mode == Mode::Blocks;
+                if aggregates {
                     fits(
                         "aggregators of a block",
                         install.agg_base + v * c,
                         program::AGGREGATORS,
                         " (prepare the plan with --switch-memory 2MiB or less)",
                     )?;
+                    fits(
+                        "seen words of a block",
+                        install.seen_base + v * c,
+                        program::SEEN_WORDS,
+                        "",
+                    )?;
                 }
-                fits(
-                    "seen words of a block",
-                    install.seen_base + v * c,
-                    program::SEEN_WORDS,
-                    "",
-                )?;
                 for (row, &x) in t.vertices.iter().enumerate() {
                     let w = t.workers[row] as u16;
-                    let row = row as u64;
+                    let at = |base: u64| if aggregates { base + row as u64 * c } else { 0 };
                     put(
                         &program::SOURCE_ROW,
                         key(x),
-                        vec![u64::from(w), port(w), install.seen_base + row * c],
+                        vec![u64::from(w), port(w), at(install.seen_base)],
                     );
                     put(
                         &program::DESTINATION_SLOT,
                         key(x),
-                        vec![install.agg_base + row * c, u64::from(w), port(w)],
+                        vec![at(install.agg_base), u64::from(w), port(w)],
                     );
-                    if mode != Mode::Blocks {
+                    if !aggregates {
                         continue;
                     }
-                    let slots = t.row(row as usize);
+                    let slots = t.row(row);
                     for (pass, &slot) in slots.iter().enumerate() {
                         let s = slot as usize;
                         let dst_worker = t.workers[s] as u16;
