@@ -7,18 +7,72 @@ use std::fmt::Write;
 use crate::entries::Entries;
 use crate::program::TABLES;
 
-pub fn to_script(entries: &Entries) -> String {
+/// The script that adds `entries`, or with `remove` the one that deletes their table rows
+/// (what a control plane reloading per-block tables runs for a finished block).
+pub fn to_script(entries: &Entries, remove: bool) -> String {
     let m = &entries.meta;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# switchgnn control-plane entries: job {} ({} exchange, {} workers), plan checksum {}.\n\
+        "# switchgnn control-plane entries ({}): job {} ({} exchange, {} workers), plan checksum {}.\n\
          # Written by {}. Run in the SDE: bfshell -b <this file>\n\
          # Registers need no initial values: the program's phase stamps make leftovers read as\n\
          # empty (see p4/README.md).",
-        m.job, m.exchange, m.workers, m.plan_checksum, m.created_by
+        m.part, m.job, m.exchange, m.workers, m.plan_checksum, m.created_by
     );
     s.push_str("\np4 = bfrt.switchgnn.pipe\npre = bfrt.pre\n\n");
+    if !remove && !entries.groups.is_empty() {
+        replication(&mut s, entries);
+    }
+    s.push_str("def table(name):\n    t = p4\n    for part in name.split(\".\"):\n        t = getattr(t, part)\n    return t\n\n");
+    for t in TABLES {
+        let rows: Vec<String> = entries
+            .tables
+            .iter()
+            .filter(|e| e.table.id == t.id)
+            .map(|e| {
+                // A delete names the key only.
+                let params = if remove { &[][..] } else { &e.params[..] };
+                let values: Vec<String> =
+                    e.keys.iter().chain(params).map(|v| v.to_string()).collect();
+                format!("    ({}),", values.join(", "))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let params = if remove { &[][..] } else { t.action.params };
+        let names: Vec<String> = t
+            .keys
+            .iter()
+            .chain(params)
+            .map(|f| format!("\"{}\"", f.name))
+            .collect();
+        let method = if remove {
+            "delete".to_string()
+        } else {
+            format!(
+                "add_with_{}",
+                t.action.name.rsplit('.').next().expect("a name")
+            )
+        };
+        let _ = writeln!(
+            s,
+            "# {} ({} entries)\nrows = [\n{}\n]\nop = getattr(table(\"{}\"), \"{method}\")\n\
+             names = [{}]\nfor row in rows:\n    op(**dict(zip(names, row)))\n",
+            t.name,
+            rows.len(),
+            rows.join("\n"),
+            t.name,
+            names.join(", ")
+        );
+    }
+    s.push_str("bfrt.complete_operations()\n");
+    s
+}
+
+/// Multicast nodes and groups, and the acknowledgements' mirror sessions.
+fn replication(s: &mut String, entries: &Entries) {
     s.push_str(
         "# Multicast: the block go (one replica per worker, rid = rank) and each worker's\n",
     );
@@ -50,43 +104,4 @@ pub fn to_script(entries: &Entries) -> String {
          bfrt.mirror.cfg.add_with_normal(sid=sid, direction=\"INGRESS\", session_enable=True,\n        \
          ucast_egress_port=port, ucast_egress_port_valid=True, max_pkt_len=length)\n\n",
     );
-    s.push_str("def table(name):\n    t = p4\n    for part in name.split(\".\"):\n        t = getattr(t, part)\n    return t\n\n");
-    for t in TABLES {
-        let rows: Vec<String> = entries
-            .tables
-            .iter()
-            .filter(|e| e.table.id == t.id)
-            .map(|e| {
-                let values: Vec<String> = e
-                    .keys
-                    .iter()
-                    .chain(&e.params)
-                    .map(|v| v.to_string())
-                    .collect();
-                format!("    ({}),", values.join(", "))
-            })
-            .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let names: Vec<String> = t
-            .keys
-            .iter()
-            .chain(t.action.params)
-            .map(|f| format!("\"{}\"", f.name))
-            .collect();
-        let action = t.action.name.rsplit('.').next().expect("a name");
-        let _ = writeln!(
-            s,
-            "# {} ({} entries)\nrows = [\n{}\n]\nadd = getattr(table(\"{}\"), \"add_with_{action}\")\n\
-             names = [{}]\nfor row in rows:\n    add(**dict(zip(names, row)))\n",
-            t.name,
-            rows.len(),
-            rows.join("\n"),
-            t.name,
-            names.join(", ")
-        );
-    }
-    s.push_str("bfrt.complete_operations()\n");
-    s
 }

@@ -95,7 +95,51 @@ pub struct Metadata {
     pub exchange: String,
     /// The job's plan checksum that workers present at start-up (the session checksum).
     pub plan_checksum: String,
+    /// Which entries the file holds: `all`, `static`, or `block S:B` (see [`Part`]).
+    pub part: String,
     pub created_by: String,
+}
+
+/// A subset of a job's entries, for a control plane that reloads the per-block tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Everything: the tables of every block stay loaded.
+    All,
+    /// What the job needs whatever block runs: configuration, addresses, ECN, admission,
+    /// multicast groups and mirror sessions.
+    Static,
+    /// The per-block tables of block `block` of block set `set`.
+    Block { set: u64, block: u64 },
+}
+
+impl Part {
+    /// `all`, `static` or `S:B`.
+    pub fn parse(text: &str) -> Option<Part> {
+        match text {
+            "all" => Some(Part::All),
+            "static" => Some(Part::Static),
+            _ => {
+                let (set, block) = text.split_once(':')?;
+                Some(Part::Block {
+                    set: set.parse().ok()?,
+                    block: block.parse().ok()?,
+                })
+            }
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Part::All => "all".into(),
+            Part::Static => "static".into(),
+            Part::Block { set, block } => format!("block {set}:{block}"),
+        }
+    }
+}
+
+/// Whether a table holds per-block entries (keyed by block set and block).
+pub fn per_block(table: &Table) -> bool {
+    table.keys.get(2).is_some_and(|k| k.name == "block")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,16 +354,6 @@ impl Entries {
                 vec![u64::from(install.ack_session(w))],
             );
         }
-        for (name, n) in count_by_table(&tables) {
-            let t = program::table_by_name(name).expect("a program table");
-            fits(
-                t.name,
-                n,
-                t.size,
-                " entries (prepare with --table-entries, or reload per block)",
-            )?;
-        }
-
         let mut groups = vec![MulticastGroup {
             id: install.go_group,
             replicas: (0..workers)
@@ -358,6 +392,7 @@ impl Entries {
                 workers,
                 exchange: mode.name().into(),
                 plan_checksum: format!("{checksum:#018x}"),
+                part: Part::All.name(),
                 created_by: concat!("switchgnn ", env!("CARGO_PKG_VERSION")).into(),
             },
             tables,
@@ -379,7 +414,66 @@ impl Entries {
 
     /// The exchange plans the switch runs, one per layer, read back from the entries alone.
     pub fn switch_tables(&self) -> Result<SwitchTables, EntriesError> {
+        if self.meta.part != Part::All.name() {
+            return Err(EntriesError::Format(format!(
+                "the file holds the {} entries only; the software switch loads a whole job \
+                 (`switchgnn p4 entries --part all`)",
+                self.meta.part
+            )));
+        }
         Reader::default().read(self)
+    }
+
+    /// The entries of `part`, checked against the program's table sizes: all blocks together
+    /// within each table, or one block within half of it (the other half holds the next).
+    pub fn part(&self, part: Part) -> Result<Entries, EntriesError> {
+        let keep = |e: &TableEntry| match part {
+            Part::All => true,
+            Part::Static => !per_block(e.table),
+            Part::Block { set, block } => {
+                per_block(e.table) && e.keys[1] == set && e.keys[2] == block
+            }
+        };
+        let tables: Vec<TableEntry> = self.tables.iter().filter(|e| keep(e)).cloned().collect();
+        if let Part::Block { set, block } = part {
+            if tables.is_empty() {
+                return Err(EntriesError::Layout(format!(
+                    "the job has no block {set}:{block}"
+                )));
+            }
+        }
+        for (name, n) in count_by_table(&tables) {
+            let t = program::table_by_name(name).expect("a program table");
+            let (have, hint) = match part {
+                Part::Block { .. } => (t.size / 2, " entries in half the table"),
+                _ if per_block(t) => (
+                    t.size,
+                    " entries (prepare with --table-entries 18432 and load the blocks one by \
+                     one: --part static, then --part S:B per block)",
+                ),
+                _ => (t.size, " entries"),
+            };
+            fits(t.name, n, have, hint)?;
+        }
+        // Multicast groups and mirror sessions belong to the job, not to a block.
+        let replication = !matches!(part, Part::Block { .. });
+        Ok(Entries {
+            meta: Metadata {
+                part: part.name(),
+                ..self.meta.clone()
+            },
+            tables,
+            groups: if replication {
+                self.groups.clone()
+            } else {
+                Vec::new()
+            },
+            sessions: if replication {
+                self.sessions.clone()
+            } else {
+                Vec::new()
+            },
+        })
     }
 }
 

@@ -16,7 +16,7 @@ use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, BuildOptions, Dataset, Graph, LoadOptions, Split};
-use switchgnn_p4::entries::EntriesError;
+use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
 
@@ -47,7 +47,9 @@ fn layers(plan: &Plan) -> Vec<Arc<ExchangePlan>> {
 /// The plan's layers installed as entries and read back through P4Runtime JSON.
 fn through_the_control_plane(layers: &[Arc<ExchangePlan>]) -> (Entries, Vec<Arc<ExchangePlan>>) {
     let install = Install::defaults(layers[0].workers);
-    let entries = Entries::build(JOB, layers, CHECKSUM, &install).unwrap();
+    let entries = Entries::build(JOB, layers, CHECKSUM, &install)
+        .and_then(|e| e.part(Part::All))
+        .unwrap();
     let json = p4runtime::to_json(&entries);
     let back = p4runtime::from_json(&json).unwrap();
     assert_eq!(back, entries, "P4Runtime JSON round-trips");
@@ -211,7 +213,7 @@ fn the_bfrt_script_lists_every_entry() {
     let d = synthetic(300, 1200, 6);
     let plan = prepare(&d, 2, vec![32], 16 * 1024, 10_000);
     let entries = Entries::build(JOB, &layers(&plan), CHECKSUM, &Install::defaults(2)).unwrap();
-    let script = bfrt::to_script(&entries);
+    let script = bfrt::to_script(&entries, false);
     for table in program::TABLES {
         let n = entries
             .tables
@@ -299,4 +301,61 @@ fn plans_that_do_not_fit_the_program_are_refused() {
     );
     let err = Entries::build(JOB, &[strawman], CHECKSUM, &Install::defaults(2)).unwrap_err();
     assert!(matches!(err, EntriesError::Mode { .. }), "{err}");
+}
+
+#[test]
+fn a_plan_beyond_the_tables_installs_block_by_block() {
+    // More (vertex, aggregator) pairs than the pass table holds.
+    let d = synthetic(4000, 60_000, 10);
+    let plan = prepare(&d, 4, vec![32], 2 << 20, 18_432);
+    let layers = layers(&plan);
+    let all = Entries::build(JOB, &layers, CHECKSUM, &Install::defaults(4)).unwrap();
+    let pairs = all
+        .tables
+        .iter()
+        .filter(|e| e.table.id == program::VERTEX_AGGREGATORS.id)
+        .count();
+    assert!(pairs as u64 > program::PASS_SIZE, "{pairs} pairs");
+    let err = match all.part(Part::All) {
+        Ok(_) => panic!("{pairs} pairs fit the pass table"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("--part static"), "{err}");
+
+    // Static plus every block's part is the whole job, each within its share of the tables.
+    let fixed = all.part(Part::Static).unwrap();
+    assert!(fixed.tables.iter().all(|e| !per_block(e.table)));
+    assert_eq!((fixed.groups.len(), fixed.sessions.len()), (5, 4));
+    let mut union = fixed.tables.clone();
+    for b in 0..layers[0].blocks.len() as u64 {
+        let part = all.part(Part::Block { set: 0, block: b }).unwrap();
+        assert!(part.groups.is_empty() && part.tables.iter().all(|e| per_block(e.table)));
+        // A part file cannot run the software switch: it is not a whole job.
+        let back = p4runtime::from_json(&p4runtime::to_json(&part)).unwrap();
+        assert!(back
+            .switch_tables()
+            .unwrap_err()
+            .to_string()
+            .contains("block 0:"));
+        union.extend(part.tables);
+    }
+    let key =
+        |e: &switchgnn_p4::entries::TableEntry| (e.table.id, e.keys.clone(), e.params.clone());
+    let mut want: Vec<_> = all.tables.iter().map(key).collect();
+    let mut got: Vec<_> = union.iter().map(key).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(all
+        .part(Part::Block {
+            set: 0,
+            block: 1 << 20
+        })
+        .is_err());
+
+    // The removal script of a block names every key and no action.
+    let part = all.part(Part::Block { set: 0, block: 0 }).unwrap();
+    let script = bfrt::to_script(&part, true);
+    assert!(script.contains("\"delete\"") && !script.contains("add_with_"));
+    assert!(!script.contains("pre.mgid"));
 }

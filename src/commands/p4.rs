@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_p4::entries::Part;
 use switchgnn_p4::resources::{self, Assumptions, Report};
 use switchgnn_p4::{bfrt, p4runtime, Entries, Install};
 use switchgnn_partition::size::parse_bytes;
@@ -94,6 +95,15 @@ pub struct EntriesArgs {
     /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
     #[arg(long, default_value = "64KiB")]
     pub ecn_threshold: String,
+    /// Which entries: `all` (every block's tables stay loaded), `static` (what the job needs
+    /// whatever block runs), or `S:B` (the tables of block B of block set S, within half of
+    /// each table) for a control plane that reloads blocks.
+    #[arg(long, default_value = "all")]
+    pub part: String,
+    /// bfrt only: a script that deletes these table rows instead of adding them (for the
+    /// block a reloading control plane is done with).
+    #[arg(long)]
+    pub remove: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -248,11 +258,17 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     install.agg_base = args.agg_base;
     install.recirc_port = args.recirc_port;
     install.ecn_threshold_bytes = parse_bytes(&args.ecn_threshold)?;
+    let part = Part::parse(&args.part)
+        .with_context(|| format!("--part `{}`: give all, static or SET:BLOCK", args.part))?;
+    if args.remove && args.format != "bfrt" {
+        bail!("--remove writes a bfrt_python script: add --format bfrt");
+    }
     let entries = Entries::build(args.job, &session.layers, session.checksum, &install)
+        .and_then(|e| e.part(part))
         .with_context(|| format!("cannot install the plan in {}", args.plan.display()))?;
     let text = match args.format.as_str() {
         "p4runtime" => p4runtime::to_json(&entries),
-        _ => bfrt::to_script(&entries),
+        _ => bfrt::to_script(&entries, args.remove),
     };
     switchgnn_datasets::atomic::write_atomically(&args.out, |w| {
         std::io::Write::write_all(w, text.as_bytes())
@@ -260,8 +276,9 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     .with_context(|| format!("cannot write {}", args.out.display()))?;
     let counts = switchgnn_p4::entries::count_by_table(&entries.tables);
     eprintln!(
-        "p4 entries: job {} ({} workers): {} table entries ({}), {} multicast groups, {} mirror \
-         sessions -> {}",
+        "p4 entries ({}): job {} ({} workers): {} table entries ({}), {} multicast groups, {} \
+         mirror sessions -> {}",
+        entries.meta.part,
         args.job,
         workers,
         entries.tables.len(),
