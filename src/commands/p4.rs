@@ -219,7 +219,9 @@ fn print_report(dir: &std::path::Path, r: &Report) {
     };
     println!("verdict: {verdict}");
     if !r.advice.is_empty() {
-        println!("to make it fit, prepare with: {}", r.advice.join("; "));
+        println!("to make it fit, prepare with: {}", r.advice.join(" "));
+    } else if !r.fits_with_reloads {
+        println!("no prepare option fixes this: see the rows marked NO");
     }
 }
 
