@@ -220,7 +220,7 @@ fn print_report(dir: &std::path::Path, r: &Report) {
     println!("verdict: {verdict}");
     if !r.advice.is_empty() {
         println!("to make it fit, prepare with: {}", r.advice.join(" "));
-    } else if !r.fits_with_reloads {
+    } else if !r.fits_resident && !r.fits_with_reloads {
         println!("no prepare option fixes this: see the rows marked NO");
     }
 }
