@@ -31,8 +31,7 @@ use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
 use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
 
-/// Ethernet (14 + 4 FCS), IPv4 (20), UDP (8), preamble and inter-frame gap (20).
-const FRAME_OVERHEAD: usize = 66;
+const FRAME_OVERHEAD: usize = switchgnn_dataplane::wire::FRAME_OVERHEAD as usize;
 const LINE_RATE: f64 = 100e9 / 8.0;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {

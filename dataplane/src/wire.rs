@@ -34,6 +34,9 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 32;
 /// One aggregator: 32 int32 lanes = 128 bytes.
 pub const MAX_LANES: usize = 32;
+/// Bytes a frame adds on the wire around a packet carried in UDP over IPv4 on Ethernet:
+/// Ethernet header and FCS (18), preamble and inter-frame gap (20), IPv4 (20), UDP (8).
+pub const FRAME_OVERHEAD: u64 = 66;
 
 /// Byte ranges of the fields, in one place.
 mod field {

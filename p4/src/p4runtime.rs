@@ -175,13 +175,15 @@ pub fn from_json(text: &str) -> Result<Entries, EntriesError> {
     Ok(entries)
 }
 
-fn number(v: &Value, what: &str) -> Result<u64, String> {
+/// Field `key` of `object` as a number (protobuf JSON writes 64-bit integers as strings).
+fn number(object: &Value, key: &str) -> Result<u64, String> {
+    let v = object.get(key).unwrap_or(&Value::Null);
     match v {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
         _ => None,
     }
-    .ok_or_else(|| format!("`{what}` is not a number: {v}"))
+    .ok_or_else(|| format!("`{key}` is not a number: {v}"))
 }
 
 fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
@@ -190,10 +192,10 @@ fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
     }
     let entity = update.get("entity").ok_or("no entity")?;
     if let Some(t) = entity.get("tableEntry") {
-        let id = number(t.get("tableId").unwrap_or(&Value::Null), "tableId")? as u32;
+        let id = number(t, "tableId")? as u32;
         let table = program::table_by_id(id).ok_or(format!("unknown table id {id:#x}"))?;
         let action = t.pointer("/action/action").ok_or("no action")?;
-        let action_id = number(action.get("actionId").unwrap_or(&Value::Null), "actionId")?;
+        let action_id = number(action, "actionId")?;
         if action_id != u64::from(table.action.id) {
             return Err(format!(
                 "action {action_id:#x} is not {}'s {}",
@@ -212,25 +214,19 @@ fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
             params,
         });
     } else if let Some(g) = entity.pointer("/packetReplicationEngineEntry/multicastGroupEntry") {
-        let id = number(
-            g.get("multicastGroupId").unwrap_or(&Value::Null),
-            "multicastGroupId",
-        )?;
+        let id = number(g, "multicastGroupId")?;
         entries.groups.push(MulticastGroup {
             id: id as u16,
             replicas: replicas(g)?,
         });
     } else if let Some(s) = entity.pointer("/packetReplicationEngineEntry/cloneSessionEntry") {
-        let id = number(s.get("sessionId").unwrap_or(&Value::Null), "sessionId")?;
+        let id = number(s, "sessionId")?;
         let r = replicas(s)?;
         let port = match r.as_slice() {
             [one] => one.port,
             _ => return Err("a clone session needs exactly one replica".into()),
         };
-        let truncate = number(
-            s.get("packetLengthBytes").unwrap_or(&Value::Null),
-            "packetLengthBytes",
-        )?;
+        let truncate = number(s, "packetLengthBytes")?;
         entries.sessions.push(MirrorSession {
             id: id as u16,
             port,
@@ -252,7 +248,7 @@ fn ids_and_values(
     let list = list.and_then(Value::as_array).ok_or("missing list")?;
     let mut out = vec![None; fields.len()];
     for item in list {
-        let id = number(item.get(id_name).unwrap_or(&Value::Null), id_name)? as usize;
+        let id = number(item, id_name)? as usize;
         let field = fields
             .get(id.wrapping_sub(1))
             .ok_or(format!("{id_name} {id} out of range"))?;
@@ -276,8 +272,8 @@ fn replicas(v: &Value) -> Result<Vec<Replica>, String> {
         .iter()
         .map(|r| {
             Ok(Replica {
-                port: number(r.get("egressPort").unwrap_or(&Value::Null), "egressPort")? as u16,
-                rid: number(r.get("instance").unwrap_or(&Value::Null), "instance")? as u16,
+                port: number(r, "egressPort")? as u16,
+                rid: number(r, "instance")? as u16,
             })
         })
         .collect()

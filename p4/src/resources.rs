@@ -8,6 +8,7 @@
 //! machines cannot run.
 
 use serde::Serialize;
+use switchgnn_dataplane::wire::{FRAME_OVERHEAD, HEADER_LEN, MAX_LANES};
 use switchgnn_partition::traffic::aggregators_per_vertex;
 use switchgnn_partition::Plan;
 
@@ -154,11 +155,11 @@ pub fn double_buffered_limit() -> u64 {
     (program::PASS_SIZE / 2).min(program::ROW_SIZE)
 }
 
-/// Bytes on the wire of one switchgnn packet with `lanes` lanes (Ethernet, IPv4, UDP, header,
-/// lanes, preamble and gap), plus the 24-byte pass header on recirculating copies.
+/// Bytes on the wire of one switchgnn packet with `lanes` lanes, plus the 24-byte pass header
+/// on recirculating copies.
 fn frame_bytes(lanes: u64, recirculating: bool) -> u64 {
     let pass = if recirculating { 24 } else { 0 };
-    20 + 14 + 20 + 8 + 32 + 4 * lanes + pass
+    FRAME_OVERHEAD + HEADER_LEN as u64 + 4 * lanes + pass
 }
 
 /// One block set's needs.
@@ -237,7 +238,8 @@ impl Report {
             .map(|set| {
                 let width = set.params.width;
                 let c = aggregators_per_vertex(width);
-                let lanes = |chunk: u64| (width as u64 - chunk * 32).min(32);
+                let lanes =
+                    |chunk: u64| (width as u64 - chunk * MAX_LANES as u64).min(MAX_LANES as u64);
                 let per_vertex_up: u64 = (0..c).map(|k| frame_bytes(lanes(k), false)).sum();
                 let per_vertex_recirc: u64 = (0..c).map(|k| frame_bytes(lanes(k), true)).sum();
                 let mut needs = SetNeeds {

@@ -5,6 +5,9 @@
 
 use std::sync::Arc;
 
+mod common;
+
+use common::synthetic;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use switchgnn_dataplane::engine::Timers;
@@ -15,7 +18,7 @@ use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
 use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::testdata::shared_dataset;
-use switchgnn_datasets::{load_path, BuildOptions, Dataset, Graph, LoadOptions, Split};
+use switchgnn_datasets::{load_path, Dataset, LoadOptions};
 use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
@@ -128,23 +131,6 @@ fn exact_through_entries(d: &Dataset, plan: &Plan) {
             assert!(run.switch.aggregations > 0);
         }
     }
-}
-
-fn synthetic(n: usize, edges: usize, seed: u64) -> Dataset {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let list: Vec<(u32, u32)> = (0..edges)
-        .map(|i| {
-            let u = if i % 3 == 0 {
-                rng.random_range(0..n as u32 / 20)
-            } else {
-                rng.random_range(0..n as u32)
-            };
-            (u, rng.random_range(0..n as u32))
-        })
-        .collect();
-    let graph = Graph::from_edges(n, &list, BuildOptions::default()).unwrap();
-    let split = Split::random(n, Default::default(), 0).unwrap();
-    Dataset::new("synthetic", graph, None, None, split).unwrap()
 }
 
 #[test]

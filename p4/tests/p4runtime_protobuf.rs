@@ -3,14 +3,15 @@
 //! `scripts/p4py.sh` installs into `.p4py/`. Without those modules the test says why it
 //! skips, except under `CI=true`, where it fails.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use common::synthetic;
+
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
-use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split};
 use switchgnn_p4::{p4runtime, Entries, Install};
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
 use switchgnn_scheduler::OrderKind;
@@ -44,21 +45,10 @@ fn python() -> Option<Command> {
     None
 }
 
-fn dataset() -> Dataset {
-    let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let n = 400;
-    let edges: Vec<(u32, u32)> = (0..2000)
-        .map(|_| (rng.random_range(0..n), rng.random_range(0..n)))
-        .collect();
-    let graph = Graph::from_edges(n as usize, &edges, BuildOptions::default()).unwrap();
-    let split = Split::random(n as usize, Default::default(), 0).unwrap();
-    Dataset::new("synthetic", graph, None, None, split).unwrap()
-}
-
 #[test]
 fn p4runtime_json_parses_as_write_requests() {
     let Some(mut python) = python() else { return };
-    let d = dataset();
+    let d = synthetic(400, 2000, 3);
     let spec = PlanSpec {
         dataset: d.name.clone(),
         workers: 3,

@@ -72,9 +72,7 @@ impl Bundle {
     }
 }
 
-/// Bytes a frame adds to the dataplane's UDP payload on the wire: Ethernet header and FCS (18),
-/// preamble and inter-frame gap (20), IPv4 (20), UDP (8).
-pub const FRAME_OVERHEAD: u64 = 66;
+pub use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 
 /// Everything the core is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -3,11 +3,9 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
-use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_p4::entries::Part;
 use switchgnn_p4::resources::{self, Assumptions, Report};
 use switchgnn_p4::{bfrt, p4runtime, Entries, Install};
@@ -230,11 +228,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     let mode = parse_mode(&args.exchange)?;
     let session = match mode {
         ExchangeMode::Switchgnn => {
-            let layers = (0..plan.manifest.spec.feature_dims.len())
-                .map(|l| ExchangePlan::from_plan(&plan, l).map(Arc::new))
-                .collect::<Result<Vec<_>, _>>()
-                .context("cannot build the exchange plans")?;
-            Session::from_layers(mode, layers)
+            Session::switchgnn(&plan).context("cannot build the exchange plans")?
         }
         ExchangeMode::Host => {
             let name = args

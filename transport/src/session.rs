@@ -25,33 +25,34 @@ impl Session {
     /// edge of the graph as one block (the strawman in a random order, as a naive sender
     /// would; the host exchange in priority-BFS order).
     pub fn new(plan: &Plan, graph: &Graph, mode: ExchangeMode) -> Result<Session, PlanError> {
-        let dims = &plan.manifest.spec.feature_dims;
-        let layers = (0..dims.len())
-            .map(|layer| {
-                let width = dims[layer];
-                let p = match mode {
-                    ExchangeMode::Switchgnn => ExchangePlan::from_plan(plan, layer)?,
-                    ExchangeMode::Strawman => ExchangePlan::whole_graph(
-                        graph,
-                        &plan.assignment,
-                        width,
-                        Mode::Strawman,
-                        OrderKind::Random,
-                        layer as u64,
-                    )?,
-                    ExchangeMode::Host => ExchangePlan::whole_graph(
-                        graph,
-                        &plan.assignment,
-                        width,
-                        Mode::Host,
-                        OrderKind::PriorityBfs,
-                        0,
-                    )?,
-                };
-                Ok(Arc::new(p))
+        // Whole-graph modes: the dataplane mode, the send order, and whether its seed varies
+        // by layer.
+        let (dataplane, order, seed_by_layer) = match mode {
+            ExchangeMode::Switchgnn => return Session::switchgnn(plan),
+            ExchangeMode::Strawman => (Mode::Strawman, OrderKind::Random, true),
+            ExchangeMode::Host => (Mode::Host, OrderKind::PriorityBfs, false),
+        };
+        let layers = plan
+            .manifest
+            .spec
+            .feature_dims
+            .iter()
+            .enumerate()
+            .map(|(layer, &width)| {
+                let seed = if seed_by_layer { layer as u64 } else { 0 };
+                ExchangePlan::whole_graph(graph, &plan.assignment, width, dataplane, order, seed)
+                    .map(Arc::new)
             })
             .collect::<Result<Vec<_>, PlanError>>()?;
         Ok(Session::from_layers(mode, layers))
+    }
+
+    /// SwitchGNN's session: the plan's blocks, layer by layer; no graph needed.
+    pub fn switchgnn(plan: &Plan) -> Result<Session, PlanError> {
+        let layers = (0..plan.manifest.spec.feature_dims.len())
+            .map(|layer| ExchangePlan::from_plan(plan, layer).map(Arc::new))
+            .collect::<Result<Vec<_>, PlanError>>()?;
+        Ok(Session::from_layers(ExchangeMode::Switchgnn, layers))
     }
 
     /// A session of exchange plans built elsewhere (one per layer), with their checksum.
