@@ -43,7 +43,7 @@ pub enum EntriesError {
         what: &'static str,
         need: u64,
         have: u64,
-        hint: &'static str,
+        hint: String,
     },
     #[error("entry {index} ({table}): {message}")]
     Entry {
@@ -281,7 +281,10 @@ impl Entries {
                         "aggregators of a block",
                         install.agg_base + v * c,
                         program::AGGREGATORS,
-                        " (prepare the plan with --switch-memory 2MiB or less)",
+                        &format!(
+                            " (prepare the plan with {} or less)",
+                            program::switch_memory_option()
+                        ),
                     )?;
                     fits(
                         "seen words of a block",
@@ -445,15 +448,18 @@ impl Entries {
         for (name, n) in count_by_table(&tables) {
             let t = program::table_by_name(name).expect("a program table");
             let (have, hint) = match part {
-                Part::Block { .. } => (t.size / 2, " entries in half the table"),
+                Part::Block { .. } => (t.size / 2, " entries in half the table".to_string()),
                 _ if per_block(t) => (
                     t.size,
-                    " entries (prepare with --table-entries 18432 and load the blocks one by \
-                     one: --part static, then --part S:B per block)",
+                    format!(
+                        " entries (prepare with --table-entries {} and load the blocks one by \
+                         one: --part static, then --part S:B per block)",
+                        crate::resources::double_buffered_limit()
+                    ),
                 ),
-                _ => (t.size, " entries"),
+                _ => (t.size, " entries".to_string()),
             };
-            fits(t.name, n, have, hint)?;
+            fits(t.name, n, have, &hint)?;
         }
         // Multicast groups and mirror sessions belong to the job, not to a block.
         let replication = !matches!(part, Part::Block { .. });
@@ -477,13 +483,13 @@ impl Entries {
     }
 }
 
-fn fits(what: &'static str, need: u64, have: u64, hint: &'static str) -> Result<(), EntriesError> {
+fn fits(what: &'static str, need: u64, have: u64, hint: &str) -> Result<(), EntriesError> {
     if need > have {
         Err(EntriesError::TooLarge {
             what,
             need,
             have,
-            hint,
+            hint: hint.to_string(),
         })
     } else {
         Ok(())

@@ -207,6 +207,11 @@ pub fn table_by_name(name: &str) -> Option<&'static Table> {
 pub const SG_UDP_PORT: u16 = 47000;
 /// Aggregators per pipe (32 lane registers of this many 32-bit words: 2 MiB).
 pub const AGGREGATORS: u64 = 16384;
+
+/// The `prepare --switch-memory` that matches the program's aggregators.
+pub fn switch_memory_option() -> String {
+    format!("--switch-memory {}MiB", (AGGREGATORS * 128) >> 20)
+}
 /// Seen words (one per source row and chunk of the running block).
 pub const SEEN_WORDS: u64 = 32768;
 pub const MAX_JOBS: u64 = 64;

@@ -369,7 +369,7 @@ impl Report {
             && vertices_peak <= program::ROW_SIZE / 2;
         let mut advice = Vec::new();
         if peak_aggs > program::AGGREGATORS {
-            advice.push("--switch-memory 2MiB".to_string());
+            advice.push(program::switch_memory_option());
         }
         if !fits_resident && !fits_with_reloads {
             advice.push(format!("--table-entries {}", double_buffered_limit()));
