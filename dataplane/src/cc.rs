@@ -9,6 +9,11 @@ use crate::Nanos;
 pub trait Controller: Debug + Send {
     /// Current rate in bytes per second; `f64::INFINITY` sends without pacing.
     fn rate(&self) -> f64;
+    /// Packets that may await their acknowledgement at once (a congestion window), on top of
+    /// the engine's configured window; `usize::MAX` leaves that window alone.
+    fn window(&self) -> usize {
+        usize::MAX
+    }
     /// An acknowledgement of `bytes` arrived; `ecn` says the switch saw congestion.
     fn on_ack(&mut self, now: Nanos, bytes: usize, ecn: bool);
     /// A retransmission timer fired, or a receiver asked for a packet that was lost.
@@ -33,7 +38,13 @@ impl Controller for Unpaced {
 
 /// DCQCN-like AIMD: halve the rate on an ECN echo (at most once per `cut_interval`, so one
 /// burst of marks is one cut), and grow it by `increase` bytes/s for every `increase_interval`
-/// without a mark, up to the line rate. A retransmission timeout also halves.
+/// without a mark, up to the line rate. A loss (a retransmission timeout, a packet overtaken,
+/// a receiver's fetch) also halves.
+///
+/// With [`Aimd::with_window`] it keeps a congestion window as TCP does beside the rate: the
+/// same events halve it (never below one packet), and every window's worth of unmarked
+/// acknowledgements grows it by one packet, up to the given maximum. The rate alone cannot
+/// stop a sender whose packets wait in a slow switch's queue; the window can.
 #[derive(Debug, Clone)]
 pub struct Aimd {
     pub line_rate: f64,
@@ -44,6 +55,8 @@ pub struct Aimd {
     rate: f64,
     last_cut: Option<Nanos>,
     last_growth: Nanos,
+    /// The congestion window in packets and its ceiling; `None`: no window.
+    cwnd: Option<(f64, usize)>,
 }
 
 impl Aimd {
@@ -59,7 +72,15 @@ impl Aimd {
             rate: line_rate,
             last_cut: None,
             last_growth: 0,
+            cwnd: None,
         }
+    }
+
+    /// Also keep a congestion window of at most `max` packets, starting full.
+    pub fn with_window(mut self, max: usize) -> Aimd {
+        let max = max.max(1);
+        self.cwnd = Some((max as f64, max));
+        self
     }
 
     /// 100 Gbps, the paper's links.
@@ -84,6 +105,9 @@ impl Aimd {
             return;
         }
         self.rate = (self.rate / 2.0).max(self.min_rate);
+        if let Some((w, _)) = &mut self.cwnd {
+            *w = (*w / 2.0).max(1.0);
+        }
         self.last_cut = Some(now);
         self.last_growth = now;
     }
@@ -94,12 +118,19 @@ impl Controller for Aimd {
         self.rate
     }
 
+    fn window(&self) -> usize {
+        self.cwnd.map_or(usize::MAX, |(w, _)| w as usize)
+    }
+
     fn on_ack(&mut self, now: Nanos, _bytes: usize, ecn: bool) {
         if ecn {
             self.cut(now);
             return;
         }
         self.grow(now);
+        if let Some((w, max)) = &mut self.cwnd {
+            *w = (*w + 1.0 / *w).min(*max as f64);
+        }
     }
 
     fn on_timeout(&mut self, now: Nanos) {
@@ -135,5 +166,33 @@ mod tests {
             cc.on_timeout(20_000_000 + i * 20_000);
         }
         assert_eq!(cc.rate(), 1.0);
+        assert_eq!(cc.window(), usize::MAX, "no window unless asked for");
+    }
+
+    #[test]
+    fn the_window_halves_with_the_rate_and_grows_by_one_per_window() {
+        let mut cc = Aimd::new(1000.0).with_window(64);
+        assert_eq!(cc.window(), 64);
+        cc.on_timeout(1_000);
+        assert_eq!(cc.window(), 32);
+        // The same loss burst (inside the cut interval) is one cut.
+        cc.on_timeout(2_000);
+        assert_eq!(cc.window(), 32);
+        cc.on_ack(20_000, 100, true);
+        assert_eq!(cc.window(), 16);
+        // 16 unmarked acks: one more packet.
+        for _ in 0..16 {
+            cc.on_ack(30_000, 100, false);
+        }
+        assert_eq!(cc.window(), 17);
+        // Never below one packet, never above the maximum.
+        for i in 0..20 {
+            cc.on_timeout(100_000 + i * 20_000);
+        }
+        assert_eq!(cc.window(), 1);
+        for _ in 0..10_000 {
+            cc.on_ack(10_000_000, 100, false);
+        }
+        assert_eq!(cc.window(), 64);
     }
 }

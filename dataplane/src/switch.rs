@@ -311,6 +311,9 @@ struct Fabric {
     config: SwitchConfig,
     pool: Pool,
     egress: Vec<u64>,
+    /// The driver's own input queue is above its threshold (a software switch that cannot
+    /// keep up): everything leaving is marked, as a queue in front of the pipeline would be.
+    ingress_congested: bool,
     out: VecDeque<Transmit>,
     counters: SwitchCounters,
 }
@@ -321,9 +324,11 @@ impl Fabric {
     }
 
     fn congested(&self, port: u16) -> bool {
-        self.egress
-            .get(usize::from(port))
-            .is_some_and(|&q| q > self.config.ecn_threshold)
+        self.ingress_congested
+            || self
+                .egress
+                .get(usize::from(port))
+                .is_some_and(|&q| q > self.config.ecn_threshold)
     }
 
     /// Queue `bytes` for `port`, marking ECN when its queue is above the threshold.
@@ -379,6 +384,7 @@ impl Switch {
                     capacity: config.aggregators,
                 },
                 egress: vec![0; usize::from(config.ports)],
+                ingress_congested: false,
                 out: VecDeque::new(),
                 counters: SwitchCounters::default(),
                 config,
@@ -423,6 +429,14 @@ impl Switch {
         if let Some(q) = self.fabric.egress.get_mut(usize::from(port)) {
             *q = bytes;
         }
+    }
+
+    /// The driver reports whether its input queue (a software switch's socket backlog) is
+    /// above its marking threshold. While it is, every packet the switch sends carries ECN, so
+    /// the senders slow down before that queue overflows. A hardware pipeline runs at line
+    /// rate and has no such queue; its drivers never set this.
+    pub fn set_ingress_congested(&mut self, congested: bool) {
+        self.fabric.ingress_congested = congested;
     }
 
     pub fn counters(&self) -> &SwitchCounters {

@@ -104,14 +104,18 @@ pub fn run(args: Args) -> Result<()> {
         faults: job.faults,
         aggregators: (memory / 128) as usize,
         stop_after_exchanges: None,
+        overload: Default::default(),
     };
     let mut server = SwitchServer::bind(cfg, session.clone())
         .with_context(|| format!("cannot listen on {}", job.switch))?;
     let addr = server.local_addr()?;
     // Training jobs all-reduce through a service beside the switch: TCP on the same address.
-    let collective =
-        RunningService::start(addr, ServiceConfig::of(job.job, job.world, &job.timeouts))
-            .with_context(|| format!("cannot listen on TCP {addr} for the collective service"))?;
+    let collective = RunningService::start(
+        addr,
+        ServiceConfig::of(job.job, job.world, &job.timeouts),
+        Some(server.liveness()),
+    )
+    .with_context(|| format!("cannot listen on TCP {addr} for the collective service"))?;
     if let Some(path) = &args.ready_file {
         write_json(path, &addr.to_string())?;
     }

@@ -73,6 +73,7 @@ pub fn run(args: Args) -> Result<()> {
         line_rate: job.link.rate(),
         window: job.link.window,
         timers: job.timeouts.protocol(),
+        compute: std::time::Duration::ZERO,
     };
     let report = run_worker(client, &loaded.session, &loaded.dataset, opts, &|what| {
         tracing::info!(rank, "{what}")

@@ -71,6 +71,7 @@ fn main() {
             faults: ShimConfig::default(),
             aggregators: (MEMORY / 128) as usize,
             stop_after_exchanges: None,
+            overload: Default::default(),
         },
         session.clone(),
     )
@@ -107,6 +108,7 @@ fn main() {
                         line_rate: link.rate(),
                         window: link.window,
                         timers: timeouts.protocol(),
+                        compute: std::time::Duration::ZERO,
                     };
                     run_worker(client, &session, &dataset, opts, &|_| {}).unwrap()
                 })

@@ -1,10 +1,14 @@
 //! A worker's side of the real network: the handshake with the switch process, then a
 //! real-time driver that runs one sans-IO exchange engine at a time over UDP — packets in,
 //! timer expiries at their deadlines, packets out — and never waits without a deadline.
+//!
+//! Between exchanges the worker computes and reads nothing; a thread of the client keeps
+//! sending heartbeats meanwhile, so a long computation is never taken for a dead worker.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -85,12 +89,69 @@ pub struct WorkerClient {
     endpoint: Endpoint,
     epoch: Instant,
     last_heard: Instant,
-    last_sent: Instant,
+    /// When this worker last sent anything (milliseconds since `epoch`), shared with the
+    /// heartbeat thread.
+    last_sent: Arc<AtomicU64>,
     last_hello: Instant,
     cancel: Option<Arc<AtomicBool>>,
     stray: u64,
     malformed_control: u64,
     rejoins: u64,
+    /// The window the switch's welcome advertised (0: none).
+    switch_window: u64,
+    heartbeat: Option<Heartbeat>,
+}
+
+/// The thread that says "alive" while the worker computes.
+#[derive(Debug)]
+struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+impl Heartbeat {
+    /// Send a heartbeat from `socket` to `switch` whenever nothing was sent for `quiet`.
+    fn start(
+        socket: std::net::UdpSocket,
+        switch: SocketAddr,
+        epoch: Instant,
+        last_sent: Arc<AtomicU64>,
+        quiet: Duration,
+    ) -> std::io::Result<Heartbeat> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let bytes = Control::Heartbeat.encode();
+        let nap = (quiet / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let handle = std::thread::Builder::new()
+            .name("heartbeat".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(nap);
+                    let now = epoch.elapsed().as_millis() as u64;
+                    if now.saturating_sub(last_sent.load(Ordering::Relaxed))
+                        >= quiet.as_millis() as u64
+                    {
+                        // UDP: a failed send is a lost heartbeat, which the timeout allows for.
+                        let _ = socket.send_to(&bytes, switch);
+                        last_sent.fetch_max(now, Ordering::Relaxed);
+                    }
+                }
+            })?;
+        Ok(Heartbeat { stop, handle })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.handle.join();
+    }
+}
+
+impl Drop for WorkerClient {
+    fn drop(&mut self) {
+        if let Some(h) = self.heartbeat.take() {
+            h.stop();
+        }
+    }
 }
 
 impl WorkerClient {
@@ -102,12 +163,14 @@ impl WorkerClient {
             endpoint,
             epoch: now,
             last_heard: now,
-            last_sent: now,
+            last_sent: Arc::new(AtomicU64::new(0)),
             last_hello: now,
             cancel: None,
             stray: 0,
             malformed_control: 0,
             rejoins: 0,
+            switch_window: 0,
+            heartbeat: None,
             cfg,
         };
         let deadline = now + client.cfg.timeouts.join();
@@ -140,8 +203,16 @@ impl WorkerClient {
                     }
                 })?;
                 match reply {
-                    Some(Control::Welcome { .. }) => {
+                    Some(Control::Welcome { window, .. }) => {
                         client.last_heard = Instant::now();
+                        client.switch_window = window;
+                        client.heartbeat = Some(Heartbeat::start(
+                            client.endpoint.side_sender()?,
+                            client.cfg.switch,
+                            client.epoch,
+                            client.last_sent.clone(),
+                            client.cfg.timeouts.peer() / 4,
+                        )?);
                         return Ok(client);
                     }
                     Some(Control::Refuse { reason }) => {
@@ -154,6 +225,25 @@ impl WorkerClient {
                 }
             }
         }
+    }
+
+    /// The data window to run engines with: `configured`, capped by the switch's share of
+    /// its receive queue when the welcome advertised one.
+    pub fn window(&self, configured: usize) -> usize {
+        match usize::try_from(self.switch_window) {
+            Ok(0) | Err(_) => configured,
+            Ok(w) => configured.min(w),
+        }
+    }
+
+    fn note_sent(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_sent.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn since_sent(&self) -> Duration {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        Duration::from_millis(ms.saturating_sub(self.last_sent.load(Ordering::Relaxed)))
     }
 
     /// A flag that makes a running exchange return [`WorkerError::Cancelled`].
@@ -187,7 +277,7 @@ impl WorkerClient {
             self.last_hello = now;
         }
         self.endpoint.send(self.cfg.switch, None, m.encode());
-        self.last_sent = now;
+        self.note_sent();
     }
 
     /// Run `engine` until its exchange is complete. `during` names the exchange in errors.
@@ -205,9 +295,9 @@ impl WorkerClient {
                 debug_assert_eq!(out.to, Address::Switch);
                 self.endpoint
                     .send(switch, Some(EcnCodepoint::Ect0), out.bytes);
-                self.last_sent = now;
+                self.note_sent();
             }
-            if now.duration_since(self.last_sent) > peer_timeout / 4 {
+            if self.since_sent() > peer_timeout / 4 {
                 self.send_control(Control::Heartbeat, now);
             }
             self.endpoint.flush()?;
@@ -290,6 +380,9 @@ impl WorkerClient {
 
     /// Say goodbye (a few tries; the switch may already be gone) and report the traffic.
     pub fn finish(mut self) -> Result<WorkerWire, WorkerError> {
+        if let Some(h) = self.heartbeat.take() {
+            h.stop();
+        }
         let switch = self.cfg.switch;
         for _ in 0..5 {
             self.send_control(
@@ -318,7 +411,9 @@ impl WorkerClient {
         Ok(self.wire())
     }
 
-    pub fn wire(&self) -> WorkerWire {
+    pub fn wire(&mut self) -> WorkerWire {
+        // Refresh the socket's drop count (the kernel's figure).
+        self.endpoint.backlog();
         WorkerWire {
             to_switch: self.endpoint.peer(&self.cfg.switch),
             endpoint: self.endpoint.stats().clone(),

@@ -12,7 +12,14 @@
 //!   (a fingerprint of everything the workers must share, e.g. the training settings);
 //! - round, worker → server: op u8 (0 sum, 1 max), round u32, count u32, count × f32;
 //! - reply, server → worker: status u8 (0 ok, 1 error); ok: count u32 and count × f32 for a
-//!   round, nothing for a hello; error: length u32 and a UTF-8 reason.
+//!   round, nothing for a hello; error: length u32 and a UTF-8 reason. Before it, any number
+//!   of keepalive bytes (2): the service is alive and still waiting for other workers.
+//!
+//! No fixed deadline ends a round that is making progress. Inside the switch process the
+//! service waits for a worker as long as the switch hears from it ([`Liveness`]: workers send
+//! heartbeats while they compute), and names the worker that fell silent; workers waiting for
+//! a round hear a keepalive every second, so their own patience counts silence, not the
+//! length of the round. Standalone (no liveness table), a worker may take `idle` per round.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -23,7 +30,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::liveness::Liveness;
+
 const MAGIC: [u8; 4] = *b"SGAR";
+/// Status byte: still waiting for other workers.
+const KEEPALIVE: u8 = 2;
+/// How often waiting workers hear a keepalive.
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
 const VERSION: u16 = 1;
 /// Largest vector one round may carry (256 Mi values, 1 GiB).
 const MAX_COUNT: u32 = 1 << 28;
@@ -113,9 +126,15 @@ pub struct RunningService {
 }
 
 impl RunningService {
-    /// Bind at `addr` (the switch's address: TCP beside its UDP port) and start.
-    pub fn start(addr: SocketAddr, cfg: ServiceConfig) -> io::Result<RunningService> {
-        let service = CollectiveService::bind(addr, cfg)?;
+    /// Bind at `addr` (the switch's address: TCP beside its UDP port) and start; `liveness`
+    /// is the switch's view of the workers (see the module's notes).
+    pub fn start(
+        addr: SocketAddr,
+        cfg: ServiceConfig,
+        liveness: Option<Arc<Liveness>>,
+    ) -> io::Result<RunningService> {
+        let mut service = CollectiveService::bind(addr, cfg)?;
+        service.liveness = liveness;
         let stop = Arc::new(AtomicBool::new(false));
         let handle = service.spawn(stop.clone());
         Ok(RunningService { stop, handle })
@@ -141,13 +160,24 @@ impl RunningService {
 pub struct CollectiveService {
     cfg: ServiceConfig,
     listener: TcpListener,
+    liveness: Option<Arc<Liveness>>,
 }
 
 impl CollectiveService {
     pub fn bind(addr: SocketAddr, cfg: ServiceConfig) -> io::Result<CollectiveService> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
-        Ok(CollectiveService { cfg, listener })
+        Ok(CollectiveService {
+            cfg,
+            listener,
+            liveness: None,
+        })
+    }
+
+    /// Judge workers by the switch's liveness table instead of a deadline per round.
+    pub fn with_liveness(mut self, liveness: Arc<Liveness>) -> CollectiveService {
+        self.liveness = Some(liveness);
+        self
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -226,7 +256,7 @@ impl CollectiveService {
                 .and_then(|()| stream.set_nodelay(true))
                 .map_err(|e| io_err(addr, e))?;
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.cfg.join);
-            let hello = match read_hello(&mut stream, deadline, stop) {
+            let hello = match read_hello(&mut stream, &mut until(deadline), stop) {
                 Ok(h) => h,
                 Err(e) => {
                     tracing::warn!("collective: a bad hello: {e}");
@@ -279,11 +309,15 @@ impl CollectiveService {
         loop {
             let mut first: Option<(ReduceOp, u32, u32)> = None;
             let mut left = 0;
-            for (rank, peer) in peers.iter_mut().enumerate() {
-                let stream = peer.as_mut().expect("all connected");
-                let deadline = Instant::now() + self.cfg.idle;
+            for rank in 0..peers.len() {
+                // While waiting for `rank`, the others hear keepalives.
+                let (before, rest) = peers.split_at_mut(rank);
+                let (this, after) = rest.split_first_mut().expect("rank < world");
+                let stream = this.as_mut().expect("all connected");
+                let waiting = before.iter_mut().chain(after.iter_mut()).flatten();
+                let mut patience = self.patience(rank as u16, waiting.collect());
                 let mut head = [0u8; 9];
-                match read_full(stream, &mut head, deadline, stop) {
+                match read_full(stream, &mut head, &mut patience, stop) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && rank == left => {
                         // Leaving is fine when everyone leaves at the same point.
@@ -333,7 +367,7 @@ impl CollectiveService {
                     Some(_) => {}
                 }
                 values.resize(count as usize, 0.0);
-                read_f32s(stream, &mut values, deadline, stop).map_err(|e| {
+                read_f32s(stream, &mut values, &mut patience, stop).map_err(|e| {
                     CollectiveError::Failed(format!("worker {rank}: {}", describe(&e)))
                 })?;
                 for (a, &v) in acc.iter_mut().zip(&values) {
@@ -364,6 +398,56 @@ impl CollectiveService {
     }
 }
 
+impl CollectiveService {
+    /// How long to wait for `rank`'s next bytes: while the switch hears from it (or, without
+    /// a liveness table, until `idle` has passed); `waiting` hear a keepalive every second
+    /// meanwhile.
+    fn patience<'a>(
+        &'a self,
+        rank: u16,
+        mut waiting: Vec<&'a mut TcpStream>,
+    ) -> impl FnMut() -> io::Result<()> + 'a {
+        let deadline = Instant::now() + self.cfg.idle;
+        let mut next_keepalive = Instant::now() + KEEPALIVE_EVERY;
+        move || {
+            let now = Instant::now();
+            if now >= next_keepalive {
+                next_keepalive = now + KEEPALIVE_EVERY;
+                for w in waiting.iter_mut() {
+                    // A peer gone is found when its turn comes.
+                    let _ = w.write_all(&[KEEPALIVE]);
+                }
+            }
+            match &self.liveness {
+                Some(l) => l.check(rank, now).map_err(|silent| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the switch has heard nothing from it (no packet, no heartbeat) \
+                             for {silent:.1?}"
+                        ),
+                    )
+                }),
+                None if now >= deadline => {
+                    Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
+                }
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// Patience that ends at `deadline`.
+fn until(deadline: Instant) -> impl FnMut() -> io::Result<()> {
+    move || {
+        if Instant::now() >= deadline {
+            Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 struct Hello {
     job: u16,
     rank: u16,
@@ -371,9 +455,13 @@ struct Hello {
     agreement: u64,
 }
 
-fn read_hello(stream: &mut TcpStream, deadline: Instant, stop: &AtomicBool) -> io::Result<Hello> {
+fn read_hello(
+    stream: &mut TcpStream,
+    patience: &mut dyn FnMut() -> io::Result<()>,
+    stop: &AtomicBool,
+) -> io::Result<Hello> {
     let mut b = [0u8; 20];
-    read_full(stream, &mut b, deadline, stop)?;
+    read_full(stream, &mut b, patience, stop)?;
     if b[..4] != MAGIC {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -409,24 +497,22 @@ fn send_error(stream: &mut TcpStream, reason: &str) -> io::Result<()> {
     stream.write_all(&m)
 }
 
-/// Fill `buf`, waiting at most until `deadline` and giving up early on `stop`. Unlike
-/// `read_exact` under a read timeout, no byte is lost to a timeout.
+/// Fill `buf`, asking `patience` every poll interval whether to go on waiting (its error ends
+/// the read) and giving up early on `stop`. Unlike `read_exact` under a read timeout, no byte
+/// is lost to a timeout.
 fn read_full(
     stream: &mut TcpStream,
     buf: &mut [u8],
-    deadline: Instant,
+    patience: &mut dyn FnMut() -> io::Result<()>,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut at = 0;
     while at < buf.len() {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
-        }
+        patience()?;
         if stop.load(Ordering::Relaxed) {
             return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped"));
         }
-        stream.set_read_timeout(Some((deadline - now).min(POLL)))?;
+        stream.set_read_timeout(Some(POLL))?;
         match stream.read(&mut buf[at..]) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => at += n,
@@ -446,11 +532,11 @@ fn read_full(
 fn read_f32s(
     stream: &mut TcpStream,
     out: &mut [f32],
-    deadline: Instant,
+    patience: &mut dyn FnMut() -> io::Result<()>,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut bytes = vec![0u8; 4 * out.len()];
-    read_full(stream, &mut bytes, deadline, stop)?;
+    read_full(stream, &mut bytes, patience, stop)?;
     for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
         *o = f32::from_le_bytes(b.try_into().expect("4 bytes"));
     }
@@ -460,7 +546,9 @@ fn read_f32s(
 fn describe(e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::UnexpectedEof => "the connection closed".into(),
-        io::ErrorKind::TimedOut => "sent nothing in time".into(),
+        io::ErrorKind::TimedOut if e.get_ref().is_none_or(|i| i.to_string() == "timed out") => {
+            "sent nothing in time".into()
+        }
         _ => e.to_string(),
     }
 }
@@ -536,7 +624,7 @@ impl CollectiveClient {
             bytes_received: 0,
         };
         // The hello is answered once every worker has connected; that may take a while.
-        client.read_status(started + join.max(idle))?;
+        client.read_status(Some(started + join.max(idle)))?;
         client.joined = true;
         Ok(client)
     }
@@ -554,10 +642,10 @@ impl CollectiveClient {
             .write_all(&m)
             .map_err(|e| self.failed("sending", &e))?;
         self.bytes_sent += m.len() as u64;
-        let deadline = Instant::now() + self.idle;
-        self.read_status(deadline)?;
+        self.read_status(None)?;
+        let mut patience = until(Instant::now() + self.idle);
         let mut count = [0u8; 4];
-        read_full(&mut self.stream, &mut count, deadline, &self.never)
+        read_full(&mut self.stream, &mut count, &mut patience, &self.never)
             .map_err(|e| self.failed("receiving", &e))?;
         let count = u32::from_le_bytes(count) as usize;
         if count != values.len() {
@@ -567,7 +655,7 @@ impl CollectiveClient {
                 values.len()
             )));
         }
-        read_f32s(&mut self.stream, values, deadline, &self.never)
+        read_f32s(&mut self.stream, values, &mut patience, &self.never)
             .map_err(|e| self.failed("receiving", &e))?;
         self.bytes_received += 5 + 4 * count as u64;
         self.round += 1;
@@ -581,20 +669,29 @@ impl CollectiveClient {
         Ok(v[0])
     }
 
-    fn read_status(&mut self, deadline: Instant) -> Result<(), CollectiveError> {
+    /// Read the status of a reply, skipping keepalives. `deadline`: a fixed one; `None`: wait
+    /// as long as the service says it is alive (at most `idle` of silence).
+    fn read_status(&mut self, deadline: Option<Instant>) -> Result<(), CollectiveError> {
         let mut status = [0u8; 1];
-        read_full(&mut self.stream, &mut status, deadline, &self.never)
-            .map_err(|e| self.failed("waiting for the service", &e))?;
-        self.bytes_received += 1;
+        loop {
+            let mut patience = until(deadline.unwrap_or_else(|| Instant::now() + self.idle));
+            read_full(&mut self.stream, &mut status, &mut patience, &self.never)
+                .map_err(|e| self.failed("waiting for the service", &e))?;
+            self.bytes_received += 1;
+            if status[0] != KEEPALIVE {
+                break;
+            }
+        }
+        let mut patience = until(Instant::now() + self.idle);
         match status[0] {
             0 => Ok(()),
             1 => {
                 let mut len = [0u8; 4];
-                read_full(&mut self.stream, &mut len, deadline, &self.never)
+                read_full(&mut self.stream, &mut len, &mut patience, &self.never)
                     .map_err(|e| self.failed("reading an error", &e))?;
                 let len = (u32::from_le_bytes(len) as usize).min(1 << 16);
                 let mut text = vec![0u8; len];
-                read_full(&mut self.stream, &mut text, deadline, &self.never)
+                read_full(&mut self.stream, &mut text, &mut patience, &self.never)
                     .map_err(|e| self.failed("reading an error", &e))?;
                 let reason = String::from_utf8_lossy(&text).into_owned();
                 Err(if !self.joined {
@@ -731,6 +828,74 @@ mod tests {
         drop(b);
         let err = a.join().unwrap().unwrap_err().to_string();
         assert!(err.contains("worker 1"), "{err}");
+        let err = server.join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("worker 1"), "{err}");
+    }
+
+    /// With the switch's liveness table, a round waits for a worker as long as the switch
+    /// hears from it — far past `idle` — and names it once it falls silent.
+    #[test]
+    fn a_live_worker_is_waited_for_and_a_silent_one_named() {
+        let world = 2;
+        let cfg = ServiceConfig {
+            job: 3,
+            world,
+            join: Duration::from_secs(10),
+            idle: Duration::from_millis(100),
+        };
+        let liveness = Arc::new(Liveness::new(world, Duration::from_millis(300)));
+        let service = CollectiveService::bind("127.0.0.1:0".parse().unwrap(), cfg)
+            .unwrap()
+            .with_liveness(liveness.clone());
+        let addr = service.local_addr().unwrap();
+        let server = service.spawn(Arc::new(AtomicBool::new(false)));
+        // The switch hears both workers until `quiet` is set, then only worker 0.
+        let quiet = Arc::new(AtomicBool::new(false));
+        let hearing = {
+            let (liveness, quiet) = (liveness.clone(), quiet.clone());
+            std::thread::spawn(move || {
+                for _ in 0..200 {
+                    liveness.heard(0, Instant::now());
+                    if !quiet.load(Ordering::Relaxed) {
+                        liveness.heard(1, Instant::now());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let slow = std::thread::spawn(move || {
+            let mut c = CollectiveClient::connect(
+                addr,
+                3,
+                1,
+                world,
+                0,
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+            // Ten times the service's idle time computing, then a round.
+            std::thread::sleep(Duration::from_secs(1));
+            c.all_reduce(ReduceOp::Sum, &mut [2.0f32]).unwrap();
+            c
+        });
+        let mut fast = connect(addr, 0, world, 0).unwrap();
+        let mut v = [1.0f32];
+        fast.all_reduce(ReduceOp::Sum, &mut v).unwrap();
+        assert_eq!(v, [3.0]);
+        let slow = slow.join().unwrap();
+        // Worker 1 falls silent (alive but unheard: a hung process) and sends nothing.
+        quiet.store(true, Ordering::Relaxed);
+        let err = fast
+            .all_reduce(ReduceOp::Sum, &mut v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("worker 1") && err.contains("heard nothing"),
+            "{err}"
+        );
+        drop(slow);
+        hearing.join().unwrap();
         let err = server.join().unwrap().unwrap_err().to_string();
         assert!(err.contains("worker 1"), "{err}");
     }

@@ -35,6 +35,10 @@ pub enum Control {
     Welcome {
         job: u16,
         rank: u16,
+        /// Data packets the worker may keep unacknowledged at once: its share of what the
+        /// switch's receive queue holds (0: no cap).
+        #[serde(default)]
+        window: u64,
     },
     /// The switch refuses the worker, saying why.
     Refuse {
@@ -95,11 +99,27 @@ mod tests {
                 reason: "no".into(),
             },
             Control::Heartbeat,
+            Control::Welcome {
+                job: 1,
+                rank: 2,
+                window: 48,
+            },
             Control::Bye { rank: 1 },
         ];
         for m in msgs {
             assert_eq!(Control::decode(&m.encode()).unwrap().unwrap(), m);
         }
+        // A welcome without a window (an older switch) means no cap.
+        assert_eq!(
+            Control::decode(b"SGCT{\"type\":\"welcome\",\"job\":1,\"rank\":0}")
+                .unwrap()
+                .unwrap(),
+            Control::Welcome {
+                job: 1,
+                rank: 0,
+                window: 0
+            }
+        );
         // A dataplane header is not a control message.
         assert!(Control::decode(&[0x53, 0x47, 1, 1]).is_none());
         // The magic with garbage behind it is an error, not a panic.

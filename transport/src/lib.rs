@@ -5,11 +5,13 @@
 //!   and a seeded fault shim;
 //! - [`control`]: the handshake, liveness and shutdown messages;
 //! - [`job`]: the job file (TOML) and the rank from launcher variables;
+//! - [`liveness`]: when the switch process last heard each worker, for its services;
 //! - [`session`]: the per-layer exchange plans both sides derive, their checksum, the schedule;
 //! - [`server`]: the software switch process;
 //! - [`client`]: a worker's connection and real-time driver;
 //! - [`collective`]: the all-reduce of a training job (a parameter server in the switch
 //!   process, over TCP);
+//! - [`loopback`]: a whole exchange job in one process (switch and workers as threads);
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
 
@@ -17,6 +19,8 @@ pub mod client;
 pub mod collective;
 pub mod control;
 pub mod job;
+pub mod liveness;
+pub mod loopback;
 pub mod runner;
 pub mod server;
 pub mod session;
@@ -25,5 +29,5 @@ pub mod workload;
 
 pub use client::{WorkerClient, WorkerConfig, WorkerError};
 pub use job::{ExchangeMode, JobFile, Link, Timeouts};
-pub use server::{ServerConfig, ServerError, ServerReport, SwitchServer};
+pub use server::{Overload, ServerConfig, ServerError, ServerReport, SwitchServer};
 pub use session::Session;

@@ -75,6 +75,9 @@ pub struct RunOptions {
     /// Unacknowledged data chunks at most.
     pub window: usize,
     pub timers: switchgnn_dataplane::engine::Timers,
+    /// Time spent between two exchanges, as a training step computes (the worker reads no
+    /// packet meanwhile; its heartbeats keep it alive at the switch).
+    pub compute: std::time::Duration,
 }
 
 /// Run the session's schedule on a connected worker, check every output, say goodbye and
@@ -93,10 +96,14 @@ pub fn run_worker(
         line_rate,
         window,
         timers,
+        compute,
     } = opts;
     let mut done: Vec<(ExchangeReport, ExchangeOutput, Workload<'_>)> = Vec::new();
     for epoch in 0..epochs {
         for s in session.schedule(job, epoch) {
+            if !done.is_empty() && !compute.is_zero() {
+                std::thread::sleep(compute);
+            }
             let during = format!("exchange {} ({})", s.seq, s.describe());
             progress(&during);
             let plan = &session.layers[usize::from(s.id.layer)];
@@ -114,7 +121,7 @@ pub fn run_worker(
                 rank,
                 scale: workload.scale,
                 timers,
-                window,
+                window: client.window(window),
             };
             let started = Instant::now();
             let mut engine =
@@ -157,7 +164,8 @@ pub fn run_worker(
     })
 }
 
-/// The engine of `plan`'s mode for one exchange, paced by AIMD at `line_rate` (bytes/s).
+/// The engine of `plan`'s mode for one exchange, paced by AIMD at `line_rate` (bytes/s),
+/// with a congestion window of at most `cfg.window` packets.
 pub fn new_engine(
     cfg: EngineConfig,
     plan: &Arc<ExchangePlan>,
@@ -165,7 +173,7 @@ pub fn new_engine(
     line_rate: f64,
     now: Nanos,
 ) -> Result<Box<dyn Exchange>, EngineError> {
-    let cc: Box<dyn Controller> = Box::new(aimd(line_rate, &cfg.timers));
+    let cc: Box<dyn Controller> = Box::new(aimd(line_rate, &cfg.timers).with_window(cfg.window));
     Ok(match plan.mode {
         Mode::Host => Box::new(HostEngine::new(cfg, plan.clone(), local, cc, now)?),
         Mode::Blocks | Mode::Strawman => {

@@ -9,9 +9,16 @@
 //! - **Egress queues**: each worker port drains at the link rate, so the switch model's ECN
 //!   marking sees a real queue depth; a packet leaving a queue above the threshold carries the
 //!   congestion-experienced codepoint in its IP header as well.
+//! - **Ingress backlog**: the process itself is a queue too — a software switch on a shared
+//!   machine can fall behind its senders. After every receive round it reads its socket's
+//!   backlog from the kernel; above an eighth of the receive buffer, everything it sends is
+//!   ECN-marked, so the workers' rate control backs off before the kernel drops. The welcome
+//!   also caps each worker's window at its share of the receive buffer. Kernel drops are
+//!   counted in the report and the status line.
 //! - **Liveness**: every wait has a deadline. Workers that have not joined in time, a worker
-//!   silent for the peer timeout, or a job that stops making progress end the run with an
-//!   error naming the workers and what the job was waiting for, and the other workers are told
+//!   silent for the peer timeout (workers send heartbeats while they compute), or an exchange
+//!   that every worker has joined and that stops making progress end the run with an error
+//!   naming the workers and what the job was waiting for, and the other workers are told
 //!   (`Abort`) so that nobody hangs.
 
 use std::collections::{HashMap, VecDeque};
@@ -28,13 +35,44 @@ use thiserror::Error;
 
 use crate::control::{Control, Hello, CONTROL_VERSION};
 use crate::job::{Link, Timeouts};
+use crate::liveness::Liveness;
 use crate::session::Session;
-use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
+use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, RxBacklog, ShimConfig};
 
 /// Bytes an egress queue holds before it drops (a shallow-buffered switch port).
 const EGRESS_BUFFER: u64 = 4 << 20;
 /// How often the driver wakes to check timeouts when nothing else happens.
 const TICK: Duration = Duration::from_millis(20);
+/// The receive backlog marks congestion above this fraction of the receive buffer: early
+/// enough that the senders' cut takes effect (one round trip, itself this backlog's delay)
+/// long before the buffer is full.
+const BACKLOG_MARK_FRACTION: u64 = 8;
+/// The kernel's accounting of one small datagram in a receive queue (buffer and metadata):
+/// 768 to 1280 bytes on loopback, a page or more behind many NIC drivers. The welcome's window
+/// assumes the larger.
+const DATAGRAM_TRUESIZE: u64 = 2048;
+
+/// How the switch process protects itself when it cannot keep up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overload {
+    /// Mark congestion while the socket's backlog is deep, and cap the workers' windows at
+    /// their share of the receive buffer. Off only to show what happens without it.
+    pub backlog_signal: bool,
+    /// Receive buffer to ask the kernel for (bytes); `None`: the endpoint's default.
+    pub recv_buffer: Option<usize>,
+    /// Extra processing time per datagram: emulates a slower switch (tests and benchmarks).
+    pub per_packet_delay: Duration,
+}
+
+impl Default for Overload {
+    fn default() -> Self {
+        Overload {
+            backlog_signal: true,
+            recv_buffer: None,
+            per_packet_delay: Duration::ZERO,
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -49,6 +87,7 @@ pub struct ServerConfig {
     /// Stop (successfully) once this many exchanges have completed: a switch drained for
     /// maintenance. Workers rejoin the next switch started on the same address.
     pub stop_after_exchanges: Option<u64>,
+    pub overload: Overload,
 }
 
 #[derive(Debug, Error)]
@@ -92,7 +131,40 @@ pub struct ServerReport {
     /// Packets dropped at a full egress queue.
     pub egress_drops: u64,
     pub peak_egress_bytes: u64,
+    pub ingress: IngressReport,
     pub status: Option<JobStatus>,
+}
+
+/// The switch process's own input queue: how deep it got, how often it marked congestion,
+/// what the kernel dropped, and how fast the process handled datagrams.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IngressReport {
+    /// The socket's receive buffer (bytes, as the kernel accounts it).
+    pub buffer_bytes: u64,
+    /// Deepest backlog read (bytes).
+    pub peak_backlog_bytes: u64,
+    /// Datagrams the kernel dropped at the switch's socket.
+    pub socket_drops: u64,
+    /// Receive rounds that found the backlog above the marking threshold.
+    pub congested_rounds: u64,
+    pub rounds: u64,
+    /// The per-worker window the welcome advertised (data packets awaiting acknowledgement).
+    pub advertised_window: u64,
+    /// Datagrams handled, and the time spent handling them: the process's capacity is their
+    /// ratio.
+    pub datagrams: u64,
+    pub busy_s: f64,
+}
+
+impl IngressReport {
+    /// Datagrams per second the process handled while busy.
+    pub fn capacity(&self) -> f64 {
+        if self.busy_s > 0.0 {
+            self.datagrams as f64 / self.busy_s
+        } else {
+            0.0
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -137,6 +209,8 @@ struct Core {
     peak_egress_bytes: u64,
     progress_mark: (u64, u64, u64, u64),
     last_progress: Instant,
+    ingress: IngressReport,
+    liveness: Arc<Liveness>,
     /// Set once `stop_after_exchanges` is reached.
     draining: bool,
     drained_joins: u64,
@@ -151,7 +225,11 @@ pub struct SwitchServer {
 
 impl SwitchServer {
     pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
-        let endpoint = Endpoint::bind(cfg.listen, cfg.faults)?;
+        let mut endpoint = match cfg.overload.recv_buffer {
+            Some(bytes) => Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?,
+            None => Endpoint::bind(cfg.listen, cfg.faults)?,
+        };
+        let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
         let mut switch = Switch::new(SwitchConfig {
             aggregators: cfg.aggregators,
             ecn_threshold: cfg.link.ecn_threshold_bytes,
@@ -180,6 +258,12 @@ impl SwitchServer {
                 peak_egress_bytes: 0,
                 progress_mark: (0, 0, 0, 0),
                 last_progress: now,
+                ingress: IngressReport {
+                    buffer_bytes,
+                    advertised_window: advertised_window(buffer_bytes, cfg.world),
+                    ..IngressReport::default()
+                },
+                liveness: Arc::new(Liveness::new(cfg.world, cfg.timeouts.peer())),
                 draining: false,
                 drained_joins: 0,
                 cfg,
@@ -190,6 +274,11 @@ impl SwitchServer {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.endpoint.local_addr()
+    }
+
+    /// When the switch last heard each worker: for the collective service beside it.
+    pub fn liveness(&self) -> Arc<Liveness> {
+        self.core.liveness.clone()
     }
 
     pub fn report(&self) -> ServerReport {
@@ -216,6 +305,7 @@ impl SwitchServer {
             refused: c.refused,
             egress_drops: c.egress_drops,
             peak_egress_bytes: c.peak_egress_bytes,
+            ingress: c.ingress.clone(),
             status: c.switch.job_status(c.cfg.job),
         }
     }
@@ -227,7 +317,7 @@ impl SwitchServer {
         let k = c.switch.counters();
         format!(
             "switch: {joined}/{} workers; {}; {} packets in, {} out, {} aggregations, {} raw, \
-             {} drops, {} ECN marks",
+             {} drops, {} ECN marks; socket backlog peak {} KiB of {} KiB, {} socket drops",
             c.cfg.world,
             c.describe(),
             k.packets_in,
@@ -235,7 +325,10 @@ impl SwitchServer {
             k.aggregations,
             k.raw_forwarded,
             k.total_drops(),
-            k.ecn_marks
+            k.ecn_marks,
+            c.ingress.peak_backlog_bytes >> 10,
+            c.ingress.buffer_bytes >> 10,
+            c.ingress.socket_drops,
         )
     }
 
@@ -253,7 +346,15 @@ impl SwitchServer {
             self.endpoint.wait(Some(deadline))?;
             let now = Instant::now();
             let core = &mut self.core;
-            self.endpoint.recv(|d| core.on_datagram(now, d))?;
+            // One receive batch per round: the backlog is read, and acknowledgements leave,
+            // every few dozen datagrams even when the process is slow.
+            let n = self
+                .endpoint
+                .recv_batches(1, |d| core.on_datagram(now, d))?;
+            let busy = now.elapsed();
+            let backlog = self.endpoint.backlog();
+            self.core
+                .on_backlog(backlog, n, busy, self.endpoint.is_drained());
             self.core.release(now, &mut self.endpoint);
             self.endpoint.flush()?;
             if let Err(e) = self.core.check_liveness(now) {
@@ -304,6 +405,30 @@ impl Core {
         now.duration_since(self.epoch).as_nanos() as u64
     }
 
+    /// After a receive round of `n` datagrams that took `busy`: read how deep the socket's
+    /// backlog is, and mark congestion while it is deep. Without the kernel's figures, a
+    /// round that stopped before the socket was drained stands for a deep backlog.
+    fn on_backlog(&mut self, backlog: Option<RxBacklog>, n: usize, busy: Duration, drained: bool) {
+        let ingress = &mut self.ingress;
+        ingress.rounds += 1;
+        ingress.datagrams += n as u64;
+        if n > 0 {
+            ingress.busy_s += busy.as_secs_f64();
+        }
+        let deep = match backlog {
+            Some(b) => {
+                ingress.peak_backlog_bytes = ingress.peak_backlog_bytes.max(b.queued_bytes);
+                ingress.socket_drops = b.drops;
+                ingress.buffer_bytes = b.buffer_bytes;
+                b.queued_bytes > b.buffer_bytes / BACKLOG_MARK_FRACTION
+            }
+            None => !drained,
+        };
+        let congested = deep && self.cfg.overload.backlog_signal;
+        ingress.congested_rounds += u64::from(congested);
+        self.switch.set_ingress_congested(congested);
+    }
+
     fn describe(&self) -> String {
         match self.switch.job_status(self.cfg.job) {
             Some(s) => describe_status(&s),
@@ -332,6 +457,14 @@ impl Core {
             }
             return;
         }
+        let delay = self.cfg.overload.per_packet_delay;
+        if !delay.is_zero() {
+            // A slower switch: spin (a sleep would take tens of microseconds at least).
+            let until = Instant::now() + delay;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
         let Some(&rank) = self.ranks.get(&d.from) else {
             self.unknown_packets += 1;
             // Rate-limited: one reply per address per 50 ms.
@@ -348,6 +481,7 @@ impl Core {
         if let Some(p) = self.peers[usize::from(rank)].as_mut() {
             p.last_heard = now;
         }
+        self.liveness.heard(rank, now);
         if self.draining && d.bytes.get(3) == Some(&(wire::PacketType::Join as u8)) {
             // Draining: no new exchange may start on this switch.
             self.drained_joins += 1;
@@ -362,11 +496,18 @@ impl Core {
             Control::Hello(h) => match self.admit(now, from, &h) {
                 Ok(()) => {
                     tracing::info!(rank = h.rank, addr = %from, "worker joined");
+                    self.liveness.heard(h.rank, now);
+                    let window = if self.cfg.overload.backlog_signal {
+                        self.ingress.advertised_window
+                    } else {
+                        0
+                    };
                     self.control_out.push((
                         from,
                         Control::Welcome {
                             job: h.job,
                             rank: h.rank,
+                            window,
                         },
                     ));
                 }
@@ -381,6 +522,7 @@ impl Core {
                     if let Some(p) = self.peers[usize::from(rank)].as_mut() {
                         p.last_heard = now;
                     }
+                    self.liveness.heard(rank, now);
                 }
             }
             Control::Bye { rank } => {
@@ -580,9 +722,18 @@ impl Core {
             self.progress_mark = mark;
             self.last_progress = now;
         }
+        // Only an exchange that every worker has joined can stall: before that, the workers
+        // that have not joined are computing (alive, as their heartbeats say).
+        let running = self
+            .switch
+            .job_status(self.cfg.job)
+            .is_some_and(|s| s.started && !s.finished);
+        if !running {
+            self.last_progress = now;
+        }
         let any_active = self.peers.iter().flatten().any(|p| !p.bye);
         let stalled = now.duration_since(self.last_progress);
-        if any_active && stalled > 2 * t.peer() {
+        if running && any_active && stalled > 2 * t.peer() {
             return Err(ServerError::Stalled {
                 stalled,
                 during: self.describe(),
@@ -612,4 +763,14 @@ pub fn describe_status(s: &JobStatus) -> String {
         "{what}, block {} of {}, waiting for workers {:?} to finish it",
         s.block, s.blocks, s.waiting_for
     )
+}
+
+/// The window each worker may keep outstanding so that all of them together fill at most half
+/// of a `buffer_bytes` receive buffer (at least 4 packets, at most 4096); 0 (no cap) when
+/// the buffer is unknown.
+fn advertised_window(buffer_bytes: u64, world: u16) -> u64 {
+    if buffer_bytes == 0 {
+        return 0;
+    }
+    (buffer_bytes / 2 / DATAGRAM_TRUESIZE / u64::from(world.max(1))).clamp(4, 4096)
 }

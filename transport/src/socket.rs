@@ -55,6 +55,18 @@ pub struct PeerCounters {
     pub ce_sent: u64,
 }
 
+/// The kernel's receive queue of the socket: what waits to be read, what it may hold, and what
+/// it dropped because it was full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RxBacklog {
+    /// Bytes queued, as the kernel accounts them (each datagram with its buffer overhead).
+    pub queued_bytes: u64,
+    /// The receive buffer: the kernel drops datagrams once `queued_bytes` would pass it.
+    pub buffer_bytes: u64,
+    /// Datagrams dropped at this socket since it was bound.
+    pub drops: u64,
+}
+
 /// Counters of the endpoint itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointStats {
@@ -67,6 +79,13 @@ pub struct EndpointStats {
     pub send_errors: u64,
     /// Datagrams larger than [`MAX_DATAGRAM`] dropped on receipt.
     pub oversized: u64,
+    /// Datagrams the kernel dropped because this socket's receive queue was full (the last
+    /// reading of [`Endpoint::backlog`]; 0 where the kernel does not say).
+    #[serde(default)]
+    pub rx_queue_drops: u64,
+    /// Deepest receive queue seen by [`Endpoint::backlog`], in bytes.
+    #[serde(default)]
+    pub peak_rx_queue_bytes: u64,
     pub shim: ShimStats,
 }
 
@@ -189,18 +208,31 @@ pub struct Endpoint {
     shim: Option<Shim>,
     peers: HashMap<SocketAddr, PeerCounters>,
     stats: EndpointStats,
+    /// The kernel's drop count when the socket was bound (it counts from creation).
+    drops_at_bind: u64,
 }
 
 impl Endpoint {
     /// Bind `addr` (port 0 picks a free port).
     pub fn bind(addr: SocketAddr, shim: ShimConfig) -> io::Result<Endpoint> {
+        Endpoint::bind_with_buffer(addr, shim, SOCKET_BUFFER)
+    }
+
+    /// Bind `addr`, asking the kernel for a receive buffer of `recv_buffer` bytes (it may cap
+    /// it at `net.core.rmem_max`; tests ask for small ones to provoke an overload).
+    pub fn bind_with_buffer(
+        addr: SocketAddr,
+        shim: ShimConfig,
+        recv_buffer: usize,
+    ) -> io::Result<Endpoint> {
         let std_socket = std::net::UdpSocket::bind(addr)?;
         std_socket.set_nonblocking(true)?;
         let mut socket = mio::net::UdpSocket::from_std(std_socket);
         let state = UdpSocketState::new((&socket).into())?;
         // Best effort: a smaller buffer only means more kernel drops under load.
-        let _ = state.set_recv_buffer_size((&socket).into(), SOCKET_BUFFER);
+        let _ = state.set_recv_buffer_size((&socket).into(), recv_buffer);
         let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
+        let drops_at_bind = meminfo::read(&socket).map_or(0, |m| m.drops);
         let poll = Poll::new()?;
         poll.registry()
             .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
@@ -227,7 +259,28 @@ impl Endpoint {
             }),
             peers: HashMap::new(),
             stats: EndpointStats::default(),
+            drops_at_bind,
         })
+    }
+
+    /// The kernel's receive queue now (Linux; `None` elsewhere). Also updates the drop and
+    /// peak figures of [`Endpoint::stats`]. One system call: cheap enough once per receive
+    /// round.
+    pub fn backlog(&mut self) -> Option<RxBacklog> {
+        let mut b = meminfo::read(&self.socket)?;
+        b.drops = b.drops.saturating_sub(self.drops_at_bind);
+        self.stats.rx_queue_drops = b.drops;
+        self.stats.peak_rx_queue_bytes = self.stats.peak_rx_queue_bytes.max(b.queued_bytes);
+        Some(b)
+    }
+
+    /// A plain handle on the same socket, for sending from another thread (a heartbeat while
+    /// the owner of the endpoint computes). Its sends bypass the fault shim and the counters.
+    pub fn side_sender(&self) -> io::Result<std::net::UdpSocket> {
+        use std::os::fd::{AsFd, FromRawFd, IntoRawFd};
+        let fd = self.socket.as_fd().try_clone_to_owned()?;
+        // SAFETY: `fd` is a freshly duplicated descriptor of a UDP socket that we own.
+        Ok(unsafe { std::net::UdpSocket::from_raw_fd(fd.into_raw_fd()) })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -339,10 +392,25 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Whether the last [`Endpoint::recv`] read the socket empty.
+    pub fn is_drained(&self) -> bool {
+        !self.maybe_readable
+    }
+
     /// Read what has arrived, calling `f` for every datagram; returns how many.
-    pub fn recv(&mut self, mut f: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
+    pub fn recv(&mut self, f: impl FnMut(Datagram<'_>)) -> io::Result<usize> {
+        self.recv_batches(BATCHES_PER_CALL, f)
+    }
+
+    /// [`Endpoint::recv`], reading at most `batches` receive batches: a driver that watches
+    /// its backlog between batches reads one at a time.
+    pub fn recv_batches(
+        &mut self,
+        batches: usize,
+        mut f: impl FnMut(Datagram<'_>),
+    ) -> io::Result<usize> {
         let mut total = 0;
-        for _ in 0..BATCHES_PER_CALL {
+        for _ in 0..batches.max(1) {
             let mut slices: Vec<IoSliceMut<'_>> = self
                 .rx_bufs
                 .iter_mut()
@@ -388,5 +456,102 @@ impl Endpoint {
         // Stopped with data possibly left: the next wait must not sleep.
         self.maybe_readable = true;
         Ok(total)
+    }
+}
+
+/// `getsockopt(SO_MEMINFO)`: the socket's memory accounting, where Linux keeps the receive
+/// queue's size, its limit and the drops at this socket in one call.
+#[cfg(target_os = "linux")]
+mod meminfo {
+    use std::os::fd::AsRawFd;
+
+    use super::RxBacklog;
+
+    // Indexes into the kernel's `sk_meminfo` array (include/uapi/linux/sock_diag.h).
+    const RMEM_ALLOC: usize = 0;
+    const RCVBUF: usize = 1;
+    const DROPS: usize = 8;
+    const VARS: usize = 9;
+
+    pub fn read(socket: &impl AsRawFd) -> Option<RxBacklog> {
+        let mut info = [0u32; VARS];
+        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: the buffer and its length are valid for the call; the kernel writes at
+        // most `len` bytes and reports how many.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 || (len as usize) < (DROPS + 1) * 4 {
+            return None;
+        }
+        Some(RxBacklog {
+            queued_bytes: u64::from(info[RMEM_ALLOC]),
+            buffer_bytes: u64::from(info[RCVBUF]),
+            drops: u64::from(info[DROPS]),
+        })
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod meminfo {
+    use super::RxBacklog;
+
+    pub fn read(_socket: &impl std::os::fd::AsRawFd) -> Option<RxBacklog> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's queue accounting is read back: datagrams left unread grow the backlog,
+    /// a full small buffer drops and says so, and reading drains it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn backlog_and_drops_are_read_from_the_kernel() {
+        let local = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut rx = Endpoint::bind_with_buffer(local, ShimConfig::default(), 16 << 10).unwrap();
+        let to = rx.local_addr().unwrap();
+        let before = rx.backlog().expect("Linux reports SO_MEMINFO");
+        assert_eq!(before.queued_bytes, 0);
+        assert_eq!(before.drops, 0);
+        assert!(before.buffer_bytes > 0);
+        let tx = std::net::UdpSocket::bind(local).unwrap();
+        let sent = 2_000;
+        for _ in 0..sent {
+            tx.send_to(&[7u8; 160], to).unwrap();
+        }
+        let full = rx.backlog().unwrap();
+        assert!(full.queued_bytes > 0, "{full:?}");
+        assert!(
+            full.drops > 0,
+            "a 16 KiB buffer cannot hold {sent} datagrams: {full:?}"
+        );
+        let mut got = 0;
+        while got + full.drops < sent {
+            rx.wait(Some(Instant::now() + Duration::from_millis(100)))
+                .unwrap();
+            let n = rx.recv(|_| {}).unwrap();
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+        }
+        assert_eq!(
+            got + full.drops,
+            sent,
+            "every datagram was read or counted as dropped"
+        );
+        let after = rx.backlog().unwrap();
+        assert_eq!(after.queued_bytes, 0);
+        assert_eq!(rx.stats().rx_queue_drops, full.drops);
+        assert!(rx.stats().peak_rx_queue_bytes >= full.queued_bytes);
     }
 }

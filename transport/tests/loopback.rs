@@ -55,6 +55,7 @@ fn server_config(world: u16, memory: u64, faults: ShimConfig) -> ServerConfig {
         faults,
         aggregators: (memory / 128) as usize,
         stop_after_exchanges: None,
+        overload: Default::default(),
     }
 }
 
@@ -89,6 +90,7 @@ fn options(rank: u16) -> RunOptions {
         line_rate: Link::default().rate(),
         window: Link::default().window,
         timers: timeouts().protocol(),
+        compute: std::time::Duration::ZERO,
     }
 }
 
@@ -368,6 +370,7 @@ fn workers_rejoin_a_switch_restarted_between_layers() {
     let first = SwitchServer::bind(
         ServerConfig {
             stop_after_exchanges: Some(2),
+            overload: Default::default(),
             ..server_config(3, memory, ShimConfig::default())
         },
         session.clone(),
@@ -413,4 +416,56 @@ fn workers_rejoin_a_switch_restarted_between_layers() {
     assert_eq!(one.counters.exchanges_completed, 2);
     assert_eq!(two.counters.exchanges_completed, 2);
     assert!(workers.iter().all(|w| w.wire.rejoins >= 1));
+}
+
+/// A worker that computes for three peer timeouts between two exchanges is alive (its
+/// heartbeats say so): nobody gives up on it, and the exchanges stay exact.
+#[test]
+fn a_long_computation_between_exchanges_is_not_a_lost_worker() {
+    let dataset = Arc::new(dataset());
+    let memory = 1 << 20;
+    let p = plan(&dataset, 3, vec![16], memory);
+    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let short = Timeouts {
+        peer_ms: 300,
+        ..timeouts()
+    };
+    let mut server = SwitchServer::bind(
+        ServerConfig {
+            timeouts: short,
+            ..server_config(3, memory, ShimConfig::default())
+        },
+        session.clone(),
+    )
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = thread::spawn(move || server.run(&stop, None));
+    let workers: Vec<_> = (0..3u16)
+        .map(|rank| {
+            let (dataset, session) = (dataset.clone(), session.clone());
+            thread::spawn(move || {
+                let mut cfg = worker_config(&session, rank, addr, ShimConfig::default());
+                cfg.timeouts = short;
+                let client = WorkerClient::connect(cfg)?;
+                let opts = RunOptions {
+                    // Rank 1 computes for 3 peer timeouts between the forward and the
+                    // backward exchange; the others wait for it at the barrier.
+                    compute: if rank == 1 {
+                        3 * short.peer()
+                    } else {
+                        Duration::ZERO
+                    },
+                    ..options(rank)
+                };
+                run_worker(client, &session, &dataset, opts, &|_| {})
+            })
+        })
+        .collect();
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    server
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("switch: {e}"));
+    assert_exact(results, 2);
 }

@@ -303,6 +303,7 @@ impl<S: SendStrategy> Engine<S> {
             cfg,
             plan,
         };
+        engine.sync_window();
         engine.send_join();
         Ok(engine)
     }
@@ -408,13 +409,14 @@ impl<S: SendStrategy> Engine<S> {
                 }
                 if self.sender.on_ack(self.now, repr.sequence, repr.src) {
                     self.cc.on_ack(self.now, bytes, repr.flags.ecn);
+                    self.sync_window();
                     self.stats.srtt_ns = self.sender.srtt().unwrap_or(0);
                 }
             }
             PacketType::Fetch => {
-                // A receiver missed this contribution: a loss, the one congestion signal the
-                // host exchange gets.
+                // A receiver missed this contribution: a loss, a congestion signal.
                 self.cc.on_timeout(self.now);
+                self.sync_window();
                 // Features do not depend on the block: answer whatever the phase.
                 let mut h = self.header(PacketType::Raw);
                 h.flags.resend = true;
@@ -465,6 +467,7 @@ impl<S: SendStrategy> Engine<S> {
                 let bytes = 4 * self.plan.chunk_lanes(c);
                 if self.sender.on_ack(self.now, repr.sequence, repr.dst) {
                     self.cc.on_ack(self.now, bytes, repr.flags.ecn);
+                    self.sync_window();
                     self.stats.srtt_ns = self.sender.srtt().unwrap_or(0);
                 }
             }
@@ -479,6 +482,9 @@ impl<S: SendStrategy> Engine<S> {
                     ack.block = repr.block;
                     ack.chunk = repr.chunk;
                     ack.sequence = repr.sequence;
+                    // Echo a congestion mark on the copy back to its sender, as TCP's ECE
+                    // does.
+                    ack.flags.ecn = repr.flags.ecn;
                     self.control.push_back(ack.to_bytes(&[]));
                 }
                 self.stats.raws += 1;
@@ -574,6 +580,14 @@ impl<S: SendStrategy> Engine<S> {
         self.next_send = self.next_send.max(self.now) + gap;
     }
 
+    /// Let the congestion controller's window bound what the sender has outstanding.
+    fn sync_window(&mut self) {
+        let w = self.cc.window();
+        if w != usize::MAX {
+            self.sender.set_congestion_window(w);
+        }
+    }
+
     fn count_sent(&mut self, bytes: &[u8]) {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += bytes.len() as u64;
@@ -629,14 +643,17 @@ impl<S: SendStrategy> Node for Engine<S> {
                 .as_mut()
                 .map(|r| r.missing())
                 .unwrap_or_default();
-            // A round asks for at most 16 windows of contributions: a stalled block must not
-            // turn into a storm of requests (what is left is asked for in the next round).
-            wants.truncate(self.cfg.window.saturating_mul(16));
+            // A round asks for at most one window of contributions (the congestion window
+            // when it is smaller): a stalled block must not turn into a storm of requests and
+            // replies at a switch that is merely slow (what is left is asked for in the next
+            // round).
+            wants.truncate(self.cfg.window.min(self.cc.window()));
             self.fetch(wants);
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
             self.cc.on_timeout(now);
+            self.sync_window();
         }
     }
 

@@ -20,6 +20,9 @@ pub struct Reliable {
     outstanding: BitVec,
     outstanding_count: usize,
     window: usize,
+    /// The congestion controller's window, when it keeps one: the effective window is the
+    /// smaller of the two.
+    congestion_window: Option<usize>,
     /// (send time, sequence) in send order, popped once acknowledged or expired.
     inflight: VecDeque<(Nanos, u32)>,
     resend: VecDeque<u32>,
@@ -62,8 +65,19 @@ impl Reliable {
         self.acked.len()
     }
 
+    /// The congestion controller's current window (at least one packet).
+    pub fn set_congestion_window(&mut self, packets: usize) {
+        self.congestion_window = Some(packets.max(1));
+    }
+
+    /// Sequences that may await their acknowledgement now.
+    fn limit(&self) -> usize {
+        self.congestion_window
+            .map_or(self.window, |c| c.min(self.window))
+    }
+
     pub fn has_work(&self) -> bool {
-        self.outstanding_count < self.window
+        self.outstanding_count < self.limit()
             && (self.cursor < self.acked.len()
                 || self.resend.iter().any(|&s| !self.acked[s as usize]))
     }
@@ -71,7 +85,7 @@ impl Reliable {
     /// The sequence to send next — a resend first — and whether it is a resend; `None` when
     /// the window is full or nothing is left.
     pub fn next_seq(&mut self) -> Option<(u32, bool)> {
-        if self.outstanding_count >= self.window {
+        if self.outstanding_count >= self.limit() {
             return None;
         }
         while let Some(s) = self.resend.pop_front() {

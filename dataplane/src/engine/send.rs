@@ -49,6 +49,11 @@ pub trait SendStrategy: Debug + Sized {
         q.rel.reset(0);
     }
 
+    /// The congestion controller's window, on top of the configured one.
+    fn set_congestion_window(&mut self, packets: usize) {
+        self.queue_mut().rel.set_congestion_window(packets);
+    }
+
     /// Whether a packet is waiting for the pacer.
     fn has_work(&self) -> bool {
         self.queue().rel.has_work()

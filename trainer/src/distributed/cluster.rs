@@ -158,13 +158,17 @@ pub fn run_loopback(
         faults: job.faults,
         aggregators,
         stop_after_exchanges: None,
+        overload: Default::default(),
     };
     let mut server =
         SwitchServer::bind(server_cfg, session.clone()).map_err(|e| comm("switch", &e))?;
     let addr = server.local_addr().map_err(|e| comm("switch", &e))?;
-    let collective =
-        RunningService::start(addr, ServiceConfig::of(job.job, job.world, &job.timeouts))
-            .map_err(|e| comm("collective service", &e))?;
+    let collective = RunningService::start(
+        addr,
+        ServiceConfig::of(job.job, job.world, &job.timeouts),
+        Some(server.liveness()),
+    )
+    .map_err(|e| comm("collective service", &e))?;
     let job = JobFile {
         bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         ..job.clone()

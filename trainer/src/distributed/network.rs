@@ -172,7 +172,7 @@ impl RemoteSums for NetworkSums {
             rank: self.opts.rank,
             scale,
             timers: self.opts.timers,
-            window: self.opts.window,
+            window: self.client.window(self.opts.window),
         };
         let local = LocalFeatures {
             vertices: &self.boundary,

@@ -1,0 +1,110 @@
+//! The overload experiment shared by the test (`tests/overload.rs`) and the benchmark
+//! (`benches/overload.rs`): a switch process slowed on purpose, with a small receive buffer,
+//! fed by eight workers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
+use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_transport::loopback::{run_exchange_job, LoopbackOutcome};
+use switchgnn_transport::server::ServerConfig;
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::{ExchangeMode, Link, Overload, Session, Timeouts};
+
+pub const WORKERS: u16 = 8;
+
+pub fn session(mode: ExchangeMode, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
+    let source: Source = format!("synthetic:small,scale={scale}").parse().unwrap();
+    let dataset = source.load(&LoadOptions::default(), &NoProgress).unwrap();
+    let spec = PlanSpec {
+        dataset: dataset.name.clone(),
+        workers: u32::from(WORKERS),
+        partitioner: Method::Metis(MetisOptions::default()),
+        switch_memory: 1 << 20,
+        feature_dims: vec![128],
+        fill_target: 0.9,
+        block_metis: MetisOptions::default(),
+        block_method: Default::default(),
+        table_entries: None,
+    };
+    let plan = Plan::prepare(&dataset, &spec, &|_| {}).unwrap();
+    let session = Session::new(&plan, &dataset.graph, mode).unwrap();
+    (Arc::new(dataset), Arc::new(session))
+}
+
+/// A switch that spends `delay` on every datagram, with a small receive buffer, fed by
+/// `WORKERS` senders at 10 Gb/s each.
+pub fn slow_switch(delay: Duration, backlog_signal: bool) -> ServerConfig {
+    ServerConfig {
+        job: 1,
+        world: WORKERS,
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        timeouts: Timeouts {
+            join_ms: 20_000,
+            peer_ms: 10_000,
+            rto_us: 2_000,
+            control_us: 1_000,
+            result_us: 5_000,
+        },
+        link: Link::default(),
+        faults: ShimConfig::default(),
+        aggregators: (1 << 20) / 128,
+        stop_after_exchanges: None,
+        overload: Overload {
+            backlog_signal,
+            recv_buffer: Some(256 << 10),
+            per_packet_delay: delay,
+        },
+    }
+}
+
+pub fn run(
+    mode: ExchangeMode,
+    scale: f64,
+    delay: Duration,
+    backlog_signal: bool,
+) -> LoopbackOutcome {
+    let (dataset, session) = session(mode, scale);
+    run_exchange_job(&dataset, &session, slow_switch(delay, backlog_signal), 1).unwrap()
+}
+
+/// Print what the run did; returns (seconds, seconds the switch's capacity allows, kernel
+/// drops, datagrams sent to the switch).
+pub fn report(what: &str, o: &LoopbackOutcome) -> (f64, f64, u64, u64) {
+    let i = &o.switch.ingress;
+    let packets = o.switch.counters.packets_in + o.switch.malformed_control;
+    let allowed = i.datagrams as f64 / i.capacity();
+    eprintln!(
+        "{what}: {:.2} s; the switch handled {} datagrams at {:.0}/s (busy {:.2} s), {} \
+         kernel drops ({:.2} %), backlog peak {} KiB of {} KiB, {} congested rounds of {}, \
+         window {}, {} ECN marks",
+        o.seconds,
+        i.datagrams,
+        i.capacity(),
+        i.busy_s,
+        i.socket_drops,
+        100.0 * i.socket_drops as f64 / packets.max(1) as f64,
+        i.peak_backlog_bytes >> 10,
+        i.buffer_bytes >> 10,
+        i.congested_rounds,
+        i.rounds,
+        i.advertised_window,
+        o.switch.counters.ecn_marks,
+    );
+    for w in o.workers.iter().flatten() {
+        let (mut rt, mut f, mut fr, mut sent) = (0, 0, 0, 0);
+        for x in &w.exchanges {
+            rt += x.engine.retransmits;
+            f += x.engine.fetches_sent;
+            fr += x.engine.fetch_replies;
+            sent += x.engine.packets_sent;
+        }
+        eprintln!(
+            "  worker {}: {sent} sent, {rt} retransmits, {f} fetches, {fr} fetch replies",
+            w.rank
+        );
+    }
+    (o.seconds, allowed, i.socket_drops, packets)
+}
