@@ -236,6 +236,11 @@ impl WorkerClient {
         }
     }
 
+    /// Whether engines keep a congestion window (the job's link setting).
+    pub fn congestion_window(&self) -> bool {
+        self.cfg.link.congestion_window
+    }
+
     fn note_sent(&self) {
         let ms = self.epoch.elapsed().as_millis() as u64;
         self.last_sent.fetch_max(ms, Ordering::Relaxed);

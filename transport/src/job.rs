@@ -23,6 +23,7 @@
 //! gbps = 10.0                    # sending rate cap of a worker and of each switch port
 //! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
 //! window = 64                    # data chunks a worker keeps unacknowledged at most
+//! congestion_window = true       # and a TCP-like congestion window below that
 //!
 //! [faults]                       # seeded fault shim on every sender (tests)
 //! loss = 0.0
@@ -112,6 +113,9 @@ pub struct Link {
     /// Data chunks a worker may have unacknowledged at once: keeps a slow software switch's
     /// socket queue (and with it the round-trip time) short.
     pub window: usize,
+    /// Whether workers keep a congestion window below `window` (halved on loss and ECN, as
+    /// TCP's). Off only to show what a rate-only sender does to a slow switch.
+    pub congestion_window: bool,
 }
 
 impl Default for Link {
@@ -120,6 +124,7 @@ impl Default for Link {
             gbps: 10.0,
             ecn_threshold_bytes: 64 * 1024,
             window: 64,
+            congestion_window: true,
         }
     }
 }

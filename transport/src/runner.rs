@@ -124,13 +124,18 @@ pub fn run_worker(
                 window: client.window(window),
             };
             let started = Instant::now();
-            let mut engine =
-                new_engine(cfg, plan, rows.local(), line_rate, client.now()).map_err(|e| {
-                    RunError::Engine {
-                        during: during.clone(),
-                        source: e,
-                    }
-                })?;
+            let mut engine = new_engine(
+                cfg,
+                plan,
+                rows.local(),
+                line_rate,
+                client.congestion_window(),
+                client.now(),
+            )
+            .map_err(|e| RunError::Engine {
+                during: during.clone(),
+                source: e,
+            })?;
             client.run(engine.as_mut(), &during)?;
             let report = ExchangeReport {
                 seq: s.seq,
@@ -165,15 +170,20 @@ pub fn run_worker(
 }
 
 /// The engine of `plan`'s mode for one exchange, paced by AIMD at `line_rate` (bytes/s),
-/// with a congestion window of at most `cfg.window` packets.
+/// with a congestion window of at most `cfg.window` packets if `congestion_window`.
 pub fn new_engine(
     cfg: EngineConfig,
     plan: &Arc<ExchangePlan>,
     local: LocalFeatures<'_>,
     line_rate: f64,
+    congestion_window: bool,
     now: Nanos,
 ) -> Result<Box<dyn Exchange>, EngineError> {
-    let cc: Box<dyn Controller> = Box::new(aimd(line_rate, &cfg.timers).with_window(cfg.window));
+    let mut aimd = aimd(line_rate, &cfg.timers);
+    if congestion_window {
+        aimd = aimd.with_window(cfg.window);
+    }
+    let cc: Box<dyn Controller> = Box::new(aimd);
     Ok(match plan.mode {
         Mode::Host => Box::new(HostEngine::new(cfg, plan.clone(), local, cc, now)?),
         Mode::Blocks | Mode::Strawman => {

@@ -179,8 +179,15 @@ impl RemoteSums for NetworkSums {
             width,
             values: rows,
         };
-        let mut engine = new_engine(cfg, plan, local, self.opts.line_rate, self.client.now())
-            .map_err(|e| TrainError::Comm(format!("{during}: {e}")))?;
+        let mut engine = new_engine(
+            cfg,
+            plan,
+            local,
+            self.opts.line_rate,
+            self.client.congestion_window(),
+            self.client.now(),
+        )
+        .map_err(|e| TrainError::Comm(format!("{during}: {e}")))?;
         self.client.run(engine.as_mut(), &during).map_err(comm)?;
         let out = engine.output();
         if out.vertices != self.boundary {

@@ -36,7 +36,9 @@ pub fn session(mode: ExchangeMode, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
 
 /// A switch that spends `delay` on every datagram, with a small receive buffer, fed by
 /// `WORKERS` senders at 10 Gb/s each.
-pub fn slow_switch(delay: Duration, backlog_signal: bool) -> ServerConfig {
+/// With `backlog_signal`, the switch marks ECN on a deep backlog and caps windows in its
+/// welcome; with `congestion_window`, the workers keep one.
+pub fn slow_switch(delay: Duration, backlog_signal: bool, congestion_window: bool) -> ServerConfig {
     ServerConfig {
         job: 1,
         world: WORKERS,
@@ -48,7 +50,10 @@ pub fn slow_switch(delay: Duration, backlog_signal: bool) -> ServerConfig {
             control_us: 1_000,
             result_us: 5_000,
         },
-        link: Link::default(),
+        link: Link {
+            congestion_window,
+            ..Link::default()
+        },
         faults: ShimConfig::default(),
         aggregators: (1 << 20) / 128,
         stop_after_exchanges: None,
@@ -65,9 +70,11 @@ pub fn run(
     scale: f64,
     delay: Duration,
     backlog_signal: bool,
+    congestion_window: bool,
 ) -> LoopbackOutcome {
     let (dataset, session) = session(mode, scale);
-    run_exchange_job(&dataset, &session, slow_switch(delay, backlog_signal), 1).unwrap()
+    let switch = slow_switch(delay, backlog_signal, congestion_window);
+    run_exchange_job(&dataset, &session, switch, 1).unwrap()
 }
 
 /// Print what the run did; returns (seconds, seconds the switch's capacity allows, kernel
@@ -85,7 +92,7 @@ pub fn report(what: &str, o: &LoopbackOutcome) -> (f64, f64, u64, u64) {
         i.capacity(),
         i.busy_s,
         i.socket_drops,
-        100.0 * i.socket_drops as f64 / packets.max(1) as f64,
+        100.0 * i.socket_drops as f64 / (i.datagrams + i.socket_drops).max(1) as f64,
         i.peak_backlog_bytes >> 10,
         i.buffer_bytes >> 10,
         i.congested_rounds,
