@@ -7,9 +7,7 @@
 //! small; any dataset argument of the command line works, e.g. a path to cora.npz).
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::thread;
 use std::time::Instant;
 
 use switchgnn_dataplane::engine::Timers;
@@ -19,11 +17,11 @@ use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::{LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
-use switchgnn_transport::runner::{run_worker, RunOptions};
-use switchgnn_transport::server::{ServerConfig, SwitchServer};
+use switchgnn_transport::loopback::run_exchange_job;
+use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::workload::Workload;
-use switchgnn_transport::{ExchangeMode, Link, Session, Timeouts, WorkerClient, WorkerConfig};
+use switchgnn_transport::{ExchangeMode, Link, Session, Timeouts};
 
 const WORKERS: u16 = 4;
 const WIDTH: usize = 128;
@@ -59,65 +57,21 @@ fn main() {
     );
 
     // Over loopback UDP.
-    let timeouts = Timeouts::default();
-    let link = Link::default();
-    let mut server = SwitchServer::bind(
-        ServerConfig {
-            job: 1,
-            world: WORKERS,
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            timeouts,
-            link,
-            faults: ShimConfig::default(),
-            aggregators: (MEMORY / 128) as usize,
-            stop_after_exchanges: None,
-            overload: Default::default(),
-        },
-        session.clone(),
-    )
-    .unwrap();
-    let addr = server.local_addr().unwrap();
-    let started = Instant::now();
-    let switch = thread::Builder::new()
-        .name("switch".into())
-        .spawn(move || server.run(&AtomicBool::new(false), None).unwrap())
-        .unwrap();
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|rank| {
-            let (dataset, session) = (dataset.clone(), session.clone());
-            thread::Builder::new()
-                .name(format!("worker-{rank}"))
-                .spawn(move || {
-                    let client = WorkerClient::connect(WorkerConfig {
-                        job: 1,
-                        rank,
-                        world: WORKERS,
-                        mode: session.mode,
-                        plan_checksum: session.checksum,
-                        switch: addr,
-                        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-                        timeouts,
-                        link,
-                        faults: ShimConfig::default(),
-                    })
-                    .unwrap();
-                    let opts = RunOptions {
-                        job: 1,
-                        rank,
-                        epochs: EPOCHS,
-                        line_rate: link.rate(),
-                        window: link.window,
-                        timers: timeouts.protocol(),
-                        compute: std::time::Duration::ZERO,
-                    };
-                    run_worker(client, &session, &dataset, opts, &|_| {}).unwrap()
-                })
-                .unwrap()
-        })
-        .collect();
-    let reports: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    let wall = started.elapsed().as_secs_f64();
-    let report = switch.join().unwrap();
+    let server = ServerConfig {
+        job: 1,
+        world: WORKERS,
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        timeouts: Timeouts::default(),
+        link: Link::default(),
+        faults: ShimConfig::default(),
+        aggregators: (MEMORY / 128) as usize,
+        stop_after_exchanges: None,
+        overload: Default::default(),
+    };
+    let outcome = run_exchange_job(&dataset, &session, server, EPOCHS).unwrap();
+    let wall = outcome.seconds;
+    let report = outcome.switch;
+    let reports: Vec<_> = outcome.workers.into_iter().map(Result::unwrap).collect();
     // Exchange time: per exchange, the slowest worker (start-up, handshakes and the final
     // check are left out).
     let udp_seconds: f64 = (0..reports[0].exchanges.len())

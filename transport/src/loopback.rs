@@ -40,36 +40,43 @@ pub fn run_exchange_job(
     let addr = switch.local_addr()?;
     let stop = AtomicBool::new(false);
     let (switch, workers) = thread::scope(|s| {
-        let switch = s.spawn(|| switch.run(&stop, None));
+        // Named threads, so that a profile can be read per role (`perf report --comm switch`).
+        let switch = thread::Builder::new()
+            .name("switch".into())
+            .spawn_scoped(s, || switch.run(&stop, None))
+            .expect("spawn the switch thread");
         let workers: Vec<_> = (0..world)
             .map(|rank| {
-                s.spawn(move || {
-                    let client = WorkerClient::connect(WorkerConfig {
-                        job,
-                        rank,
-                        world,
-                        mode: session.mode,
-                        plan_checksum: session.checksum,
-                        switch: addr,
-                        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-                        timeouts,
-                        link,
-                        faults: crate::socket::ShimConfig {
-                            seed: faults.seed ^ (u64::from(rank) + 1),
-                            ..faults
-                        },
-                    })?;
-                    let opts = RunOptions {
-                        job,
-                        rank,
-                        epochs,
-                        line_rate: link.rate(),
-                        window: link.window,
-                        timers: timeouts.protocol(),
-                        compute: std::time::Duration::ZERO,
-                    };
-                    run_worker(client, session, dataset, opts, &|_| {})
-                })
+                let worker = thread::Builder::new().name(format!("worker-{rank}"));
+                worker
+                    .spawn_scoped(s, move || {
+                        let client = WorkerClient::connect(WorkerConfig {
+                            job,
+                            rank,
+                            world,
+                            mode: session.mode,
+                            plan_checksum: session.checksum,
+                            switch: addr,
+                            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+                            timeouts,
+                            link,
+                            faults: crate::socket::ShimConfig {
+                                seed: faults.seed ^ (u64::from(rank) + 1),
+                                ..faults
+                            },
+                        })?;
+                        let opts = RunOptions {
+                            job,
+                            rank,
+                            epochs,
+                            line_rate: link.rate(),
+                            window: link.window,
+                            timers: timeouts.protocol(),
+                            compute: std::time::Duration::ZERO,
+                        };
+                        run_worker(client, session, dataset, opts, &|_| {})
+                    })
+                    .expect("spawn a worker thread")
             })
             .collect();
         let workers: Vec<_> = workers
