@@ -2,12 +2,17 @@
 //!
 //! - [`wire`]: the header (`Packet` view, `Repr`) and its int32 lanes;
 //! - [`fixed`]: float ↔ int32 with SwitchML's no-overflow scale;
+//! - [`table`]: one block's lookup table (sources, destinations, expected counts);
 //! - [`plan`]: what one exchange needs at run time (block tables, send orders, owners);
 //! - [`switch`]: the switch model, exactly what the P4 program does;
 //! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
 //! - [`cc`]: congestion control behind a trait (DCQCN-like AIMD by default);
 //! - [`network`]: an in-memory star network with seeded faults that drives them all;
-//! - [`reference`]: the direct computation every exchange must equal exactly.
+//! - [`reference`]: fixed-point encoding of whole matrices, for the direct computation every
+//!   exchange must equal exactly.
+//!
+//! It depends on no graph, partitioner or C library: plans come from the planning crates
+//! (`switchgnn_scheduler::exchange`), bytes from whichever driver runs the state machines.
 
 pub mod cc;
 pub mod engine;
@@ -17,6 +22,7 @@ pub mod node;
 pub mod plan;
 pub mod reference;
 pub mod switch;
+pub mod table;
 pub mod wire;
 
 pub use node::{Address, ExchangeId, Nanos, Node, Transmit};

@@ -8,15 +8,14 @@
 //!   arrival from a bounded pool, overflow forwarded raw to the destination's host;
 //! - [`Mode::Host`]: the host exchange (BNS-GCN with p = 1) over a plain switch; the single
 //!   table tells each worker which remote workers need which of its vertices.
+//!
+//! Plans are built from a prepared plan or a graph on the planning side
+//! (`switchgnn_scheduler::exchange`); this crate only runs them.
 
 use serde::Serialize;
-use switchgnn_datasets::Graph;
-use switchgnn_partition::traffic::aggregators_per_vertex;
-use switchgnn_partition::{Assignment, Block, BlockTable, Plan};
-use switchgnn_scheduler::blocks::block_orders;
-use switchgnn_scheduler::{order, Adjacency, OrderKind};
 use thiserror::Error;
 
+use crate::table::BlockTable;
 use crate::wire::MAX_LANES;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -92,67 +91,13 @@ pub struct ExchangePlan {
 }
 
 impl ExchangePlan {
-    /// The exchange of `layer` of a prepared plan (SwitchGNN mode). Uses the plan's send orders
-    /// when it has them, else priority BFS (seed 0).
-    pub fn from_plan(plan: &Plan, layer: usize) -> Result<ExchangePlan, PlanError> {
-        let dims = &plan.manifest.spec.feature_dims;
-        let width = *dims.get(layer).ok_or(PlanError::NoLayer {
-            layer,
-            layers: dims.len(),
-        })?;
-        let apv = aggregators_per_vertex(width);
-        let set_index = plan
-            .block_sets
-            .iter()
-            .position(|s| s.params.aggregators_per_vertex() == apv)
-            .ok_or(PlanError::NoLayer {
-                layer,
-                layers: dims.len(),
-            })?;
-        let set = &plan.block_sets[set_index];
-        let orders = match &plan.orders {
-            Some(o) => o[set_index].clone(),
-            None => block_orders(set, &plan.assignment, OrderKind::PriorityBfs, 0),
-        };
-        let blocks = set
-            .blocks
-            .iter()
-            .zip(orders)
-            .map(|(block, order)| plan_block(BlockTable::of(block, &plan.assignment), &order[..]))
-            .collect::<Result<Vec<_>, _>>()?;
-        ExchangePlan::new(Mode::Blocks, width, &plan.assignment, blocks)
-    }
-
-    /// One block of every cross edge of `graph` under `assignment`: the strawman's or the host
-    /// exchange's plan, with the send order `kind` (the strawman uses a random order).
-    pub fn whole_graph(
-        graph: &Graph,
-        assignment: &Assignment,
-        width: usize,
-        mode: Mode,
-        kind: OrderKind,
-        seed: u64,
-    ) -> Result<ExchangePlan, PlanError> {
-        let edges: Vec<(u32, u32)> = graph
-            .edges()
-            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
-            .collect();
-        let blocks = if edges.is_empty() {
-            Vec::new()
-        } else {
-            let table = BlockTable::of(&Block { level: 0, edges }, assignment);
-            let adj = Adjacency::new(&table.offsets, &table.slots);
-            let rows = order(adj, kind, seed);
-            let order: Vec<u32> = rows.iter().map(|&i| table.vertices[i as usize]).collect();
-            vec![plan_block(table, &order)?]
-        };
-        ExchangePlan::new(mode, width, assignment, blocks)
-    }
-
-    fn new(
+    /// An exchange of `width` over `blocks`, each vertex `v` owned by worker `owner[v]` of
+    /// `workers`; checked against what the wire format can carry.
+    pub fn new(
         mode: Mode,
         width: usize,
-        assignment: &Assignment,
+        workers: u32,
+        owner: Vec<u16>,
         blocks: Vec<PlanBlock>,
     ) -> Result<ExchangePlan, PlanError> {
         if width == 0 {
@@ -168,11 +113,7 @@ impl ExchangePlan {
                 Ok(())
             }
         };
-        fits(
-            "workers",
-            u64::from(assignment.num_parts()),
-            u64::from(u16::MAX),
-        )?;
+        fits("workers", u64::from(workers), u64::from(u16::MAX))?;
         // Block ids leave one value above the last for "exchange finished".
         fits("blocks", blocks.len() as u64, u64::from(u16::MAX) - 1)?;
         for b in &blocks {
@@ -186,8 +127,8 @@ impl ExchangePlan {
         Ok(ExchangePlan {
             mode,
             width,
-            workers: assignment.num_parts() as u16,
-            owner: assignment.parts().iter().map(|&p| p as u16).collect(),
+            workers: workers as u16,
+            owner,
             blocks,
         })
     }
@@ -257,6 +198,13 @@ impl ExchangePlan {
             .map(|b| b.table.len() * self.chunks())
             .max()
             .unwrap_or(0)
+    }
+}
+
+impl PlanBlock {
+    /// A block of `table` sent in `order` (global vertex ids, each of the block's vertices once).
+    pub fn new(table: BlockTable, order: &[u32]) -> Result<PlanBlock, PlanError> {
+        plan_block(table, order)
     }
 }
 

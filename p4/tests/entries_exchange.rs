@@ -14,7 +14,7 @@ use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange_through, Faults, NetworkConfig, RunSetup};
 use switchgnn_dataplane::plan::ExchangePlan;
-use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
+use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::testdata::shared_dataset;
@@ -22,6 +22,7 @@ use switchgnn_datasets::{load_path, Dataset, LoadOptions};
 use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 const JOB: u16 = 7;
 const CHECKSUM: u64 = 0x5347_0000_1234_abcd;

@@ -14,6 +14,7 @@ use common::synthetic;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_p4::{p4runtime, Entries, Install};
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
 
 fn repo() -> PathBuf {

@@ -26,5 +26,6 @@ pub use boundary::Boundary;
 pub use error::{PartitionError, Result};
 pub use metis_kway::{MetisOptions, Objective};
 pub use plan::{OrderInfo, Plan, PlanSpec};
-pub use tables::BlockTable;
+pub use switchgnn_dataplane::table::BlockTable;
+pub use tables::block_table;
 pub use traffic::Traffic;

@@ -32,8 +32,9 @@ use crate::blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 use crate::boundary::Boundary;
 use crate::error::{PartitionError, Result};
 use crate::metis_kway::MetisOptions;
-use crate::tables::BlockTable;
+use crate::tables::{block_table, encode_table};
 use crate::traffic::{aggregators_per_vertex, reduction, row_bytes, Traffic};
+use crate::BlockTable;
 use rayon::prelude::*;
 
 pub const FORMAT_VERSION: u32 = 1;
@@ -467,12 +468,12 @@ impl Plan {
             let tables: Vec<BlockTable> = set
                 .blocks
                 .par_iter()
-                .map(|b| BlockTable::of(b, &self.assignment))
+                .map(|b| block_table(b, &self.assignment))
                 .collect();
             let count = tables.len() as u64;
             let mut switch = header(SWITCH_MAGIC, count);
             for t in &tables {
-                t.encode(&mut switch);
+                encode_table(t, &mut switch);
             }
             files.push((switch_file(apv), switch));
             let per_worker: Vec<(String, Vec<u8>)> = (0..workers)
@@ -481,8 +482,8 @@ impl Plan {
                     let mut bytes = header(WORKER_MAGIC, count);
                     for (b, t) in tables.iter().enumerate() {
                         match orders {
-                            Some(o) => t.for_worker_in_order(r, &o[b]).encode(&mut bytes),
-                            None => t.for_worker(r).encode(&mut bytes),
+                            Some(o) => encode_table(&t.for_worker_in_order(r, &o[b]), &mut bytes),
+                            None => encode_table(&t.for_worker(r), &mut bytes),
                         }
                     }
                     (worker_file(r, apv), bytes)

@@ -149,7 +149,7 @@ fn switch_and_worker_tables_reproduce_neighbourhood_sums() {
             }
         }
         for block in &set.blocks {
-            let table = switchgnn_partition::BlockTable::of(block, &plan.assignment);
+            let table = switchgnn_partition::block_table(block, &plan.assignment);
             // Every worker sends its rows; the switch adds each into the listed slots.
             let mut aggregators = vec![0i64; table.len()];
             let mut arrived = vec![0u32; table.len()];
@@ -215,8 +215,7 @@ fn orders_are_stored_checked_and_shape_the_worker_tables() {
     assert_eq!(back.orders.as_ref(), Some(&orders));
     back.verify_tables(dir.path()).unwrap();
     // Worker 0's first block lists its vertices in the block order (descending here).
-    let table =
-        switchgnn_partition::BlockTable::of(&back.block_sets[0].blocks[0], &back.assignment);
+    let table = switchgnn_partition::block_table(&back.block_sets[0].blocks[0], &back.assignment);
     let mine = table.for_worker_in_order(0, &orders[0][0]);
     assert!(mine.vertices.windows(2).all(|w| w[0] > w[1]));
     // A plan written again without orders drops the stale order files.

@@ -1,7 +1,7 @@
 //! Orders for every block of a plan, computed in parallel.
 
 use rayon::prelude::*;
-use switchgnn_partition::{Assignment, BlockTable, Blocks};
+use switchgnn_partition::{block_table, Assignment, BlockTable, Blocks};
 
 use crate::order::{order, OrderKind};
 use crate::slots::{evaluate, SlotReport};
@@ -21,7 +21,7 @@ fn per_block<R: Send>(
         .par_iter()
         .enumerate()
         .map(|(b, block)| {
-            let table = BlockTable::of(block, assignment);
+            let table = block_table(block, assignment);
             let adj = Adjacency::new(&table.offsets, &table.slots);
             let ord = order(adj, kind, seed.wrapping_add(b as u64));
             f(&table, adj, ord)

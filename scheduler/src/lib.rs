@@ -4,12 +4,15 @@
 //!   degree-descending and seeded random orders over any adjacency;
 //! - [`slots`]: the time-slot model — `k` packets in and `k` out per slot — giving the
 //!   completion slot, the queue curve, its maximum and the idle output slots of an order;
-//! - [`blocks`]: orders for every block of a plan, in parallel.
+//! - [`blocks`]: orders for every block of a plan, in parallel;
+//! - [`exchange`]: the dataplane's exchange plans from a prepared plan or a graph, and the
+//!   direct sums an exchange must equal.
 //!
 //! Both work on [`Adjacency`], a borrowed CSR view, so a whole graph and a block's table are
 //! ordered and scored by the same code.
 
 pub mod blocks;
+pub mod exchange;
 pub mod order;
 pub mod slots;
 

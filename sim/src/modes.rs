@@ -26,6 +26,7 @@ use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::{Assignment, Plan};
+use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::{order, Adjacency, OrderKind};
 use thiserror::Error;
 

@@ -3,11 +3,12 @@
 //! the modes differ the way the design says they must.
 
 use switchgnn_dataplane::engine::Timers;
-use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
+use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::remote_sums;
 use switchgnn_sim::modes::{
     exchange_plan, feature, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim,
 };

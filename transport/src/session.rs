@@ -8,6 +8,7 @@ use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanError};
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::Plan;
+use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
 
 use crate::job::ExchangeMode;

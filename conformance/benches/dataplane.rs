@@ -11,7 +11,7 @@
 //!   (in + out) per second against the same line rate. The replay must reproduce the
 //!   recorded output exactly, or the bench fails.
 //!
-//! `cargo bench -p switchgnn-dataplane --bench dataplane`; `SWITCHGNN_BENCH_SCALE` (default
+//! `cargo bench -p switchgnn-conformance --bench dataplane`; `SWITCHGNN_BENCH_SCALE` (default
 //! 0.02 of products-like), `SWITCHGNN_BENCH_WORKERS` (8), `SWITCHGNN_BENCH_WIDTH` (128),
 //! `SWITCHGNN_BENCH_MEMORY` (bytes, default 10 MB).
 
@@ -23,13 +23,14 @@ use switchgnn_dataplane::cc::Unpaced;
 use switchgnn_dataplane::engine::{EngineConfig, Exchange, InNetworkEngine, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
-use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
+use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
 use switchgnn_dataplane::wire::{PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, Node};
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
 use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 const FRAME_OVERHEAD: usize = switchgnn_dataplane::wire::FRAME_OVERHEAD as usize;
 const LINE_RATE: f64 = 100e9 / 8.0;

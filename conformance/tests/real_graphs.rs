@@ -15,6 +15,7 @@ use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions};
 use switchgnn_partition::Assignment;
+use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
 
 fn load(file: &str) -> Option<Dataset> {

@@ -8,6 +8,7 @@ use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
 use switchgnn_dataplane::wire::{Packet, PacketType, Repr};
 use switchgnn_datasets::{BuildOptions, Graph};
 use switchgnn_partition::Assignment;
+use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
 
 const ID: ExchangeId = ExchangeId {

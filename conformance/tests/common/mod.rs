@@ -10,11 +10,12 @@ use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange, ExchangeRun, Faults, NetworkConfig, RunSetup};
 use switchgnn_dataplane::plan::ExchangePlan;
-use switchgnn_dataplane::reference::{encode_matrix, remote_sums};
+use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split, SplitFractions};
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 /// An Erdős–Rényi-style graph with a few hubs (so some aggregators expect many inputs).
 pub fn random_graph(n: usize, edges: usize, seed: u64) -> Graph {

@@ -10,6 +10,7 @@ use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange, Faults};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_partition::{Assignment, Method};
+use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
 
 /// Loss, duplication and reordering together (the reorder window varies with `seed`).

@@ -1,0 +1,73 @@
+//! The lookup table a block needs at run time, CSR-style.
+//!
+//! Within a block, every endpoint is both a sender and a destination (the graph is symmetric).
+//! The destinations, sorted by vertex id, get aggregator slots `0..n`; slot `i` stands for the
+//! `⌈D/32⌉` aggregators `i·k .. (i+1)·k` of a width-`D` feature. For the switch, a row per
+//! vertex gives its owner, the contributions its aggregator expects (its in-block degree) and
+//! the slots its feature is added into (its in-block neighbours'). A worker's table is the same
+//! rows restricted to its own vertices: what it sends, where each goes, and what it expects
+//! back. The partition crate derives tables from a block's edges.
+
+use serde::Serialize;
+
+/// Rows of one block's table, CSR-style: row `i` describes `vertices[i]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BlockTable {
+    pub vertices: Vec<u32>,
+    /// Owner worker of each vertex: where its aggregated result goes.
+    pub workers: Vec<u32>,
+    /// Contributions the vertex's aggregator expects before it is complete.
+    pub expected: Vec<u32>,
+    /// Row `i`'s slots are `slots[offsets[i]..offsets[i + 1]]`.
+    pub offsets: Vec<u64>,
+    /// Aggregator slots (indices into the block's full destination list) a vertex feeds.
+    pub slots: Vec<u32>,
+}
+
+impl BlockTable {
+    /// The rows of worker `w` (slots still index the full destination list), in vertex order.
+    pub fn for_worker(&self, w: u32) -> BlockTable {
+        self.rows_of(w, 0..self.vertices.len())
+    }
+
+    /// The rows of worker `w` in the block's send order (global vertex ids): the worker's send
+    /// sequence is the block order restricted to its own vertices.
+    pub fn for_worker_in_order(&self, w: u32, order: &[u32]) -> BlockTable {
+        let rows = order.iter().map(|v| {
+            self.vertices
+                .binary_search(v)
+                .expect("the order lists the block's vertices")
+        });
+        self.rows_of(w, rows)
+    }
+
+    fn rows_of(&self, w: u32, rows: impl Iterator<Item = usize>) -> BlockTable {
+        let mut out = BlockTable {
+            offsets: vec![0],
+            ..Default::default()
+        };
+        for i in rows {
+            if self.workers[i] == w {
+                out.vertices.push(self.vertices[i]);
+                out.workers.push(w);
+                out.expected.push(self.expected[i]);
+                out.slots.extend_from_slice(self.row(i));
+                out.offsets.push(out.slots.len() as u64);
+            }
+        }
+        out
+    }
+
+    /// Slots fed by row `i`.
+    pub fn row(&self, i: usize) -> &[u32] {
+        &self.slots[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.vertices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vertices.is_empty()
+    }
+}

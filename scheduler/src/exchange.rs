@@ -1,0 +1,130 @@
+//! Exchange plans from what the planning crates make: a prepared plan's blocks and send orders
+//! (SwitchGNN), or every cross edge of a graph as one block (the strawman and the host
+//! exchange); and the direct computation every exchange must equal. The protocol crate
+//! (`switchgnn_dataplane`) runs plans; it does not know graphs or partitioners.
+
+use switchgnn_dataplane::engine::ExchangeOutput;
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock, PlanError};
+use switchgnn_datasets::Graph;
+use switchgnn_partition::traffic::aggregators_per_vertex;
+use switchgnn_partition::{block_table, Assignment, Block, Plan};
+
+use crate::blocks::block_orders;
+use crate::{order, Adjacency, OrderKind};
+
+/// Building exchange plans from plans and graphs (import it to call
+/// `ExchangePlan::from_plan` and `ExchangePlan::whole_graph`).
+pub trait ExchangePlans: Sized {
+    /// The exchange of `layer` of a prepared plan (SwitchGNN mode). Uses the plan's send
+    /// orders when it has them, else priority BFS (seed 0).
+    fn from_plan(plan: &Plan, layer: usize) -> Result<Self, PlanError>;
+
+    /// One block of every cross edge of `graph` under `assignment`: the strawman's or the
+    /// host exchange's plan, with the send order `kind` (the strawman uses a random order).
+    fn whole_graph(
+        graph: &Graph,
+        assignment: &Assignment,
+        width: usize,
+        mode: Mode,
+        kind: OrderKind,
+        seed: u64,
+    ) -> Result<Self, PlanError>;
+}
+
+impl ExchangePlans for ExchangePlan {
+    fn from_plan(plan: &Plan, layer: usize) -> Result<ExchangePlan, PlanError> {
+        let dims = &plan.manifest.spec.feature_dims;
+        let width = *dims.get(layer).ok_or(PlanError::NoLayer {
+            layer,
+            layers: dims.len(),
+        })?;
+        let apv = aggregators_per_vertex(width);
+        let set_index = plan
+            .block_sets
+            .iter()
+            .position(|s| s.params.aggregators_per_vertex() == apv)
+            .ok_or(PlanError::NoLayer {
+                layer,
+                layers: dims.len(),
+            })?;
+        let set = &plan.block_sets[set_index];
+        let orders = match &plan.orders {
+            Some(o) => o[set_index].clone(),
+            None => block_orders(set, &plan.assignment, OrderKind::PriorityBfs, 0),
+        };
+        let blocks = set
+            .blocks
+            .iter()
+            .zip(orders)
+            .map(|(block, order)| PlanBlock::new(block_table(block, &plan.assignment), &order[..]))
+            .collect::<Result<Vec<_>, _>>()?;
+        new_plan(Mode::Blocks, width, &plan.assignment, blocks)
+    }
+
+    fn whole_graph(
+        graph: &Graph,
+        assignment: &Assignment,
+        width: usize,
+        mode: Mode,
+        kind: OrderKind,
+        seed: u64,
+    ) -> Result<ExchangePlan, PlanError> {
+        let edges: Vec<(u32, u32)> = graph
+            .edges()
+            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
+            .collect();
+        let blocks = if edges.is_empty() {
+            Vec::new()
+        } else {
+            let table = block_table(&Block { level: 0, edges }, assignment);
+            let adj = Adjacency::new(&table.offsets, &table.slots);
+            let rows = order(adj, kind, seed);
+            let order: Vec<u32> = rows.iter().map(|&i| table.vertices[i as usize]).collect();
+            vec![PlanBlock::new(table, &order)?]
+        };
+        new_plan(mode, width, assignment, blocks)
+    }
+}
+
+fn new_plan(
+    mode: Mode,
+    width: usize,
+    assignment: &Assignment,
+    blocks: Vec<PlanBlock>,
+) -> Result<ExchangePlan, PlanError> {
+    let owner = assignment.parts().iter().map(|&p| p as u16).collect();
+    ExchangePlan::new(mode, width, assignment.num_parts(), owner, blocks)
+}
+
+/// Per worker, the sum over remote neighbours of `encoded` (one row of `width` per vertex).
+pub fn remote_sums(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+    encoded: &[i32],
+) -> Vec<ExchangeOutput> {
+    let workers = assignment.num_parts() as usize;
+    let mut outputs: Vec<ExchangeOutput> = (0..workers)
+        .map(|_| ExchangeOutput::zeros(Vec::new(), width))
+        .collect();
+    for v in 0..graph.num_vertices() as u32 {
+        let w = assignment.part(v);
+        let mut row: Option<Vec<i64>> = None;
+        for &u in graph.neighbors(v) {
+            if assignment.part(u) == w {
+                continue;
+            }
+            let acc = row.get_or_insert_with(|| vec![0; width]);
+            let x = &encoded[u as usize * width..(u as usize + 1) * width];
+            for (a, &q) in acc.iter_mut().zip(x) {
+                *a += i64::from(q);
+            }
+        }
+        if let Some(row) = row {
+            let out = &mut outputs[w as usize];
+            out.vertices.push(v);
+            out.sums.extend(row);
+        }
+    }
+    outputs
+}
