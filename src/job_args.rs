@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use switchgnn_datasets::{LoadOptions, Source};
 use switchgnn_partition::plan::graph_fingerprint;
 use switchgnn_partition::Plan;
-use switchgnn_transport::{ExchangeMode, JobFile, Session};
+use switchgnn_transport::{ExchangeKind, JobFile, Session};
 
 use crate::progress::Bars;
 
@@ -60,9 +60,9 @@ impl JobArgs {
     }
 }
 
-pub fn parse_mode(name: &str) -> Result<ExchangeMode> {
-    ExchangeMode::parse(name)
-        .with_context(|| format!("unknown exchange `{name}` (one of: switch, host, strawman)"))
+pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
+    ExchangeKind::parse(name)
+        .with_context(|| format!("unknown exchange `{name}` (one of: switch, host, g3, strawman)"))
 }
 
 /// A job's dataset, plan and exchange plans, checked against each other.

@@ -6,6 +6,7 @@
 //! - [`plan`]: what one exchange needs at run time (block tables, send orders, owners);
 //! - [`switch`]: the switch model, exactly what the P4 program does;
 //! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
+//! - [`kind`]: the exchange kinds and the one factory of their engines;
 //! - [`cc`]: congestion control behind a trait (DCQCN-like AIMD by default);
 //! - [`network`]: an in-memory star network with seeded faults that drives them all;
 //! - [`reference`]: fixed-point encoding of whole matrices, for the direct computation every
@@ -17,6 +18,7 @@
 pub mod cc;
 pub mod engine;
 pub mod fixed;
+pub mod kind;
 pub mod network;
 pub mod node;
 pub mod plan;
@@ -25,4 +27,5 @@ pub mod switch;
 pub mod table;
 pub mod wire;
 
+pub use kind::ExchangeKind;
 pub use node::{Address, ExchangeId, Nanos, Node, Transmit};

@@ -340,8 +340,7 @@ pub enum RunError {
 }
 
 /// Run one exchange of `plan` over the in-memory network: a fresh switch, one engine per worker
-/// (in-network or host exchange, by the plan's mode), `features` a row-major matrix of every
-/// vertex.
+/// (the kind of the plan's mode), `features` a row-major matrix of every vertex.
 pub fn run_exchange(
     plan: std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
@@ -359,8 +358,8 @@ pub fn run_exchange_through(
     setup: &RunSetup,
 ) -> Result<ExchangeRun, RunError> {
     use crate::cc::{Aimd, Controller, Unpaced};
-    use crate::engine::{EngineConfig, HostEngine, InNetworkEngine, LocalFeatures};
-    use crate::plan::Mode;
+    use crate::engine::{EngineConfig, LocalFeatures};
+    use crate::kind::ExchangeKind;
 
     let width = plan.width;
     let n = plan.owner.len();
@@ -405,12 +404,8 @@ pub fn run_exchange_through(
         } else {
             Box::new(Unpaced)
         };
-        engines.push(match plan.mode {
-            Mode::Host => Box::new(HostEngine::new(cfg, plan.clone(), local, cc, 0)?),
-            Mode::Blocks | Mode::Strawman => {
-                Box::new(InNetworkEngine::new(cfg, plan.clone(), local, cc, 0)?)
-            }
-        });
+        let kind = ExchangeKind::of_mode(plan.mode);
+        engines.push(kind.engine(cfg, plan.clone(), local, cc, 0)?);
     }
     let mut net = Network::new(setup.network, plan.workers);
     let network = net.run(&mut switch, &mut engines)?;

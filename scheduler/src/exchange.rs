@@ -5,6 +5,7 @@
 
 use switchgnn_dataplane::engine::ExchangeOutput;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock, PlanError};
+use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::traffic::aggregators_per_vertex;
 use switchgnn_partition::{block_table, Assignment, Block, Plan};
@@ -83,6 +84,72 @@ impl ExchangePlans for ExchangePlan {
             vec![PlanBlock::new(table, &order)?]
         };
         new_plan(mode, width, assignment, blocks)
+    }
+}
+
+/// Choices within a kind's plan that are not kinds of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Seeds the send orders' random starts (and the strawman's random order).
+    pub seed: u64,
+    /// Priority BFS (the paper's graph-aware multicast reordering) rather than a seeded
+    /// random order. The strawman always sends in a random order.
+    pub graph_aware_order: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            seed: 0,
+            graph_aware_order: true,
+        }
+    }
+}
+
+/// The plan of one exchange of `kind` for `layer` of `plan`: SwitchGNN runs the plan's blocks
+/// (in its send orders, or random ones without graph-aware ordering); the strawman and both
+/// host exchanges run every cross edge of `graph` as one block. The one place that maps a
+/// kind to its plan, for every driver.
+pub fn exchange_plan(
+    kind: ExchangeKind,
+    graph: &Graph,
+    plan: &Plan,
+    layer: usize,
+    options: PlanOptions,
+) -> Result<ExchangePlan, PlanError> {
+    let dims = &plan.manifest.spec.feature_dims;
+    let width = *dims.get(layer).ok_or(PlanError::NoLayer {
+        layer,
+        layers: dims.len(),
+    })?;
+    let whole = |order_kind| {
+        ExchangePlan::whole_graph(
+            graph,
+            &plan.assignment,
+            width,
+            kind.mode(),
+            order_kind,
+            options.seed,
+        )
+    };
+    let graph_order = if options.graph_aware_order {
+        OrderKind::PriorityBfs
+    } else {
+        OrderKind::Random
+    };
+    match kind {
+        ExchangeKind::Switchgnn => {
+            let mut p = ExchangePlan::from_plan(plan, layer)?;
+            if !options.graph_aware_order {
+                for (b, block) in p.blocks.iter_mut().enumerate() {
+                    let adj = Adjacency::new(&block.table.offsets, &block.table.slots);
+                    block.order = order(adj, OrderKind::Random, options.seed + b as u64);
+                }
+            }
+            Ok(p)
+        }
+        ExchangeKind::Strawman => whole(OrderKind::Random),
+        ExchangeKind::Host | ExchangeKind::BalancedHost => whole(graph_order),
     }
 }
 

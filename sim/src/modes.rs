@@ -16,18 +16,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::cc::Aimd;
 use switchgnn_dataplane::engine::{
-    BalancedHostEngine, EngineConfig, EngineError, Exchange, ExchangeOutput, HostEngine,
-    InNetworkEngine, LocalFeatures, Timers,
+    EngineConfig, EngineError, Exchange, ExchangeOutput, LocalFeatures, Timers,
 };
 use switchgnn_dataplane::fixed::Scale;
-use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanError};
+use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig, SwitchCounters, SwitchError};
 use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
-use switchgnn_dataplane::ExchangeId;
+use switchgnn_dataplane::{ExchangeId, ExchangeKind};
 use switchgnn_datasets::Graph;
-use switchgnn_partition::{Assignment, Plan};
-use switchgnn_scheduler::exchange::ExchangePlans;
-use switchgnn_scheduler::{order, Adjacency, OrderKind};
+use switchgnn_partition::Plan;
+use switchgnn_scheduler::exchange::PlanOptions;
 use thiserror::Error;
 
 use crate::driver::{run, Bundle, RunResult, SimConfig, SimError};
@@ -67,9 +65,20 @@ impl SimMode {
         SimMode::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// The exchange kind the mode runs (`switchgnn-nogamr` is SwitchGNN without graph-aware
+    /// ordering: an option of the plan, not a kind).
+    pub fn kind(self) -> ExchangeKind {
+        match self {
+            SimMode::Host => ExchangeKind::Host,
+            SimMode::G3 => ExchangeKind::BalancedHost,
+            SimMode::Strawman => ExchangeKind::Strawman,
+            SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
+        }
+    }
+
     /// Whether the switch's aggregator memory changes what the mode does.
     pub fn uses_memory(self) -> bool {
-        !matches!(self, SimMode::Host | SimMode::G3)
+        self.kind().in_network()
     }
 
     /// Whether the mode runs a prepared plan's blocks.
@@ -95,7 +104,8 @@ pub enum ModeError {
 }
 
 /// The exchange plan of `mode` for `layer` of `plan` (whose assignment and, for the block
-/// modes, blocks it uses). `seed` seeds the random orders.
+/// modes, blocks it uses), through the planning side's one factory. `seed` seeds the random
+/// orders.
 pub fn exchange_plan(
     mode: SimMode,
     graph: &Graph,
@@ -104,25 +114,23 @@ pub fn exchange_plan(
     seed: u64,
 ) -> Result<ExchangePlan, ModeError> {
     let dims = &plan.manifest.spec.feature_dims;
-    let width = *dims.get(layer).ok_or(ModeError::NoLayer {
+    if layer >= dims.len() {
+        return Err(ModeError::NoLayer {
+            layer,
+            layers: dims.len(),
+        });
+    }
+    let options = PlanOptions {
+        seed,
+        graph_aware_order: mode != SimMode::SwitchGnnNoGamr,
+    };
+    Ok(switchgnn_scheduler::exchange::exchange_plan(
+        mode.kind(),
+        graph,
+        plan,
         layer,
-        layers: dims.len(),
-    })?;
-    let assignment: &Assignment = &plan.assignment;
-    let whole = |mode, kind| ExchangePlan::whole_graph(graph, assignment, width, mode, kind, seed);
-    Ok(match mode {
-        SimMode::Host | SimMode::G3 => whole(Mode::Host, OrderKind::PriorityBfs)?,
-        SimMode::Strawman => whole(Mode::Strawman, OrderKind::Random)?,
-        SimMode::SwitchGnn => ExchangePlan::from_plan(plan, layer)?,
-        SimMode::SwitchGnnNoGamr => {
-            let mut p = ExchangePlan::from_plan(plan, layer)?;
-            for (b, block) in p.blocks.iter_mut().enumerate() {
-                let adj = Adjacency::new(&block.table.offsets, &block.table.slots);
-                block.order = order(adj, OrderKind::Random, seed + b as u64);
-            }
-            p
-        }
-    })
+        options,
+    )?)
 }
 
 /// How one exchange is simulated.
@@ -246,11 +254,7 @@ pub fn simulate_exchange(
         };
         let cc = Box::new(Aimd::new(pace));
         let p = plan.clone();
-        engines.push(match setup.mode {
-            SimMode::Host => Box::new(HostEngine::new(ecfg, p, local, cc, 0)?),
-            SimMode::G3 => Box::new(BalancedHostEngine::new(ecfg, p, local, cc, 0)?),
-            _ => Box::new(InNetworkEngine::new(ecfg, p, local, cc, 0)?),
-        });
+        engines.push(setup.mode.kind().engine(ecfg, p, local, cc, 0)?);
     }
     let result = run(cfg, bundle, &mut switch, &mut engines)?;
     let sum = |f: fn(&switchgnn_dataplane::engine::EngineStats) -> u64| -> u64 {

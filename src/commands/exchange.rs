@@ -16,7 +16,7 @@ use switchgnn_datasets::cache;
 use switchgnn_partition::Plan;
 use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
-use switchgnn_transport::{ExchangeMode, JobFile};
+use switchgnn_transport::{ExchangeKind, JobFile};
 
 use crate::dataset_args::DatasetArgs;
 use crate::job_args::{parse_mode, write_json};
@@ -90,7 +90,7 @@ pub struct ExchangeRow {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let modes: Vec<ExchangeMode> = args
+    let modes: Vec<ExchangeKind> = args
         .exchange
         .split(',')
         .map(|m| parse_mode(m.trim()))
@@ -380,7 +380,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 fn summarise(
-    mode: ExchangeMode,
+    mode: ExchangeKind,
     plan: &Plan,
     seconds: f64,
     switch: ServerReport,
@@ -395,9 +395,9 @@ fn summarise(
             let all = workers.iter().map(|w| &w.exchanges[i]);
             let traffic = &plan.manifest.traffic[usize::from(x.layer)];
             let model = match mode {
-                ExchangeMode::Switchgnn => traffic.plan_bytes,
-                ExchangeMode::Strawman => traffic.ideal_bytes,
-                ExchangeMode::Host => traffic.host_bytes,
+                ExchangeKind::Switchgnn => traffic.plan_bytes,
+                ExchangeKind::Strawman => traffic.ideal_bytes,
+                ExchangeKind::Host | ExchangeKind::BalancedHost => traffic.host_bytes,
             };
             let dir = if x.backward { "backward" } else { "forward" };
             ExchangeRow {

@@ -10,7 +10,7 @@ use switchgnn_p4::entries::Part;
 use switchgnn_p4::resources::{self, Assumptions, Report};
 use switchgnn_p4::{bfrt, p4runtime, Entries, Install};
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_transport::{ExchangeMode, Session};
+use switchgnn_transport::{ExchangeKind, Session};
 
 use crate::job_args::{load_dataset, parse_mode, read_plan, write_json};
 
@@ -227,10 +227,10 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     let plan = read_plan(&args.plan)?;
     let mode = parse_mode(&args.exchange)?;
     let session = match mode {
-        ExchangeMode::Switchgnn => {
+        ExchangeKind::Switchgnn => {
             Session::switchgnn(&plan).context("cannot build the exchange plans")?
         }
-        ExchangeMode::Host => {
+        ExchangeKind::Host | ExchangeKind::BalancedHost => {
             let name = args
                 .dataset
                 .clone()
@@ -239,7 +239,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
             crate::job_args::check_plan_fits(&plan, &dataset.graph, &args.plan)?;
             Session::new(&plan, &dataset.graph, mode).context("cannot build the exchange plans")?
         }
-        ExchangeMode::Strawman => bail!(
+        ExchangeKind::Strawman => bail!(
             "the strawman has no Tofino program: it allocates aggregators from a free pool on \
              first arrival, which one pipeline pass cannot do (see p4/README.md)"
         ),

@@ -23,7 +23,7 @@ use switchgnn_datasets::{load_path, Dataset, LoadOptions, NoProgress};
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::run_loopback;
 use switchgnn_trainer::{train, Prepared, RunReport, TrainConfig};
-use switchgnn_transport::{ExchangeMode, JobFile, Session};
+use switchgnn_transport::{ExchangeKind, JobFile, Session};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -84,9 +84,9 @@ fn bench(d: &Dataset, workers: u32, epochs: usize) {
     );
     let mut host: Option<(f64, f64, f64)> = None;
     for mode in [
-        ExchangeMode::Host,
-        ExchangeMode::Switchgnn,
-        ExchangeMode::Strawman,
+        ExchangeKind::Host,
+        ExchangeKind::Switchgnn,
+        ExchangeKind::Strawman,
     ] {
         let session = Arc::new(Session::new(&plan, &d.graph, mode).expect("exchange plans"));
         let job = JobFile::loopback(

@@ -11,7 +11,7 @@ use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::{run_loopback, ClusterOutcome};
 use switchgnn_trainer::{train, ModelConfig, ModelKind, Prepared, RunReport, TrainConfig};
 use switchgnn_transport::socket::ShimConfig;
-use switchgnn_transport::{ExchangeMode, JobFile, Session, Timeouts};
+use switchgnn_transport::{ExchangeKind, JobFile, Session, Timeouts};
 
 fn synthetic() -> Dataset {
     let spec = Preset::from_name("small").unwrap().spec(0.25, 1).unwrap();
@@ -44,7 +44,7 @@ fn reference(dataset: &Dataset, config: &TrainConfig) -> RunReport {
 fn distributed(
     dataset: &Dataset,
     plan: &Plan,
-    mode: ExchangeMode,
+    mode: ExchangeKind,
     config: &TrainConfig,
     loss: f64,
 ) -> ClusterOutcome {
@@ -153,9 +153,9 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     let p = plan(&d, 3, &gcn, 64 << 10);
     let mut runs = Vec::new();
     for mode in [
-        ExchangeMode::Switchgnn,
-        ExchangeMode::Host,
-        ExchangeMode::Strawman,
+        ExchangeKind::Switchgnn,
+        ExchangeKind::Host,
+        ExchangeKind::Strawman,
     ] {
         let got = distributed(&d, &p, mode, &gcn, 0.0);
         assert_follows(&want, &got, &format!("synthetic gcn {mode:?}"));
@@ -179,7 +179,7 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     };
     let want = reference(&d, &sage);
     let p = plan(&d, 2, &sage, 1 << 20);
-    let got = distributed(&d, &p, ExchangeMode::Switchgnn, &sage, 0.0);
+    let got = distributed(&d, &p, ExchangeKind::Switchgnn, &sage, 0.0);
     assert_follows(&want, &got, "synthetic sage switch");
 }
 
@@ -192,7 +192,7 @@ fn two_percent_loss_changes_no_bit() {
         ..TrainConfig::default()
     };
     let p = plan(&d, 3, &config, 64 << 10);
-    for mode in [ExchangeMode::Switchgnn, ExchangeMode::Host] {
+    for mode in [ExchangeKind::Switchgnn, ExchangeKind::Host] {
         let clean = distributed(&d, &p, mode, &config, 0.0);
         let lossy = distributed(&d, &p, mode, &config, 0.02);
         let resent: u64 = lossy
@@ -214,7 +214,7 @@ fn two_percent_loss_changes_no_bit() {
 /// must be identical to the lossless one.
 fn matches_the_reference_on(
     file: &str,
-    modes: &dyn Fn(u32) -> Vec<ExchangeMode>,
+    modes: &dyn Fn(u32) -> Vec<ExchangeKind>,
     lossy: Option<u32>,
 ) {
     let Some(path) = shared_dataset(file) else {
@@ -229,12 +229,12 @@ fn matches_the_reference_on(
         for mode in modes(workers) {
             let got = distributed(&d, &p, mode, &config, 0.0);
             assert_follows(&want, &got, &format!("{file} {workers} workers {mode:?}"));
-            if mode == ExchangeMode::Switchgnn {
+            if mode == ExchangeKind::Switchgnn {
                 lossless = Some(losses(&got.workers[0].report));
             }
         }
         if lossy == Some(workers) {
-            let got = distributed(&d, &p, ExchangeMode::Switchgnn, &config, 0.02);
+            let got = distributed(&d, &p, ExchangeKind::Switchgnn, &config, 0.02);
             assert_eq!(
                 lossless.as_ref(),
                 Some(&losses(&got.workers[0].report)),
@@ -246,7 +246,7 @@ fn matches_the_reference_on(
 
 #[test]
 fn cora_matches_the_reference() {
-    let both = |_| vec![ExchangeMode::Switchgnn, ExchangeMode::Host];
+    let both = |_| vec![ExchangeKind::Switchgnn, ExchangeKind::Host];
     matches_the_reference_on("cora.npz", &both, Some(4));
 }
 
@@ -258,8 +258,8 @@ fn cora_matches_the_reference() {
 #[test]
 fn amazon_computers_matches_the_reference() {
     let modes = |workers| match workers {
-        2 => vec![ExchangeMode::Switchgnn, ExchangeMode::Host],
-        _ => vec![ExchangeMode::Switchgnn],
+        2 => vec![ExchangeKind::Switchgnn, ExchangeKind::Host],
+        _ => vec![ExchangeKind::Switchgnn],
     };
     matches_the_reference_on("amazon-computers.npz", &modes, None);
 }

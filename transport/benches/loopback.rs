@@ -21,7 +21,7 @@ use switchgnn_transport::loopback::run_exchange_job;
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::workload::Workload;
-use switchgnn_transport::{ExchangeMode, Link, Session, Timeouts};
+use switchgnn_transport::{ExchangeKind, Link, Session, Timeouts};
 
 const WORKERS: u16 = 4;
 const WIDTH: usize = 128;
@@ -47,7 +47,7 @@ fn main() {
         table_entries: None,
     };
     let plan = Plan::prepare(&dataset, &spec, &|_| {}).unwrap();
-    let session = Arc::new(Session::new(&plan, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let session = Arc::new(Session::new(&plan, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     println!(
         "{name}: {} vertices, {} edges; {WORKERS} workers, width {WIDTH}, {} blocks; {} exchanges",
         dataset.num_vertices(),

@@ -12,7 +12,7 @@ mod overload;
 
 use std::time::Duration;
 
-use switchgnn_transport::ExchangeMode;
+use switchgnn_transport::ExchangeKind;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -26,7 +26,7 @@ fn main() {
         "overload: synthetic small ×{scale}, {} workers, {delay_us} µs per datagram at the switch",
         overload::WORKERS
     );
-    for mode in [ExchangeMode::Switchgnn, ExchangeMode::Host] {
+    for mode in [ExchangeKind::Switchgnn, ExchangeKind::Host] {
         let variants = [
             ("backlog signal and congestion window", true, true),
             ("congestion window only", false, true),

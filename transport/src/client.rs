@@ -17,8 +17,9 @@ use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
 
 use crate::control::{Control, Hello, CONTROL_VERSION};
-use crate::job::{ExchangeMode, Link, Timeouts};
+use crate::job::{Link, Timeouts};
 use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
+use switchgnn_dataplane::ExchangeKind;
 
 /// Hello repetition while waiting for the switch.
 const HELLO_EVERY: Duration = Duration::from_millis(100);
@@ -28,7 +29,7 @@ pub struct WorkerConfig {
     pub job: u16,
     pub rank: u16,
     pub world: u16,
-    pub mode: ExchangeMode,
+    pub mode: ExchangeKind,
     pub plan_checksum: u64,
     pub switch: SocketAddr,
     pub bind: SocketAddr,

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::engine::Timers;
-use switchgnn_dataplane::plan::Mode;
+use switchgnn_dataplane::ExchangeKind;
 use thiserror::Error;
 
 use crate::socket::ShimConfig;
@@ -136,48 +136,6 @@ impl Link {
     }
 }
 
-/// The exchange a job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExchangeMode {
-    /// In-network aggregation over the plan's blocks (SwitchGNN).
-    Switchgnn,
-    /// In-network aggregation of every cross edge at once, overflow to the hosts.
-    Strawman,
-    /// Host-based exchange through a plain switch (BNS-GCN, p = 1).
-    Host,
-}
-
-impl ExchangeMode {
-    pub const ALL: [ExchangeMode; 3] = [
-        ExchangeMode::Switchgnn,
-        ExchangeMode::Host,
-        ExchangeMode::Strawman,
-    ];
-
-    pub fn name(self) -> &'static str {
-        self.dataplane().name()
-    }
-
-    pub fn dataplane(self) -> Mode {
-        match self {
-            ExchangeMode::Switchgnn => Mode::Blocks,
-            ExchangeMode::Strawman => Mode::Strawman,
-            ExchangeMode::Host => Mode::Host,
-        }
-    }
-
-    /// Accepts the names the command line uses (`switch` is SwitchGNN).
-    pub fn parse(name: &str) -> Option<ExchangeMode> {
-        match name {
-            "switch" | "switchgnn" | "blocks" => Some(ExchangeMode::Switchgnn),
-            "strawman" => Some(ExchangeMode::Strawman),
-            "host" => Some(ExchangeMode::Host),
-            _ => None,
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobFile {
@@ -189,7 +147,7 @@ pub struct JobFile {
     #[serde(default)]
     pub dataset: Option<String>,
     #[serde(default = "default_mode")]
-    pub mode: ExchangeMode,
+    pub mode: ExchangeKind,
     pub switch: SocketAddr,
     pub world: u16,
     /// Where workers bind; default: any address, a free port.
@@ -210,8 +168,8 @@ fn default_job() -> u16 {
     1
 }
 
-fn default_mode() -> ExchangeMode {
-    ExchangeMode::Switchgnn
+fn default_mode() -> ExchangeKind {
+    ExchangeKind::Switchgnn
 }
 
 fn default_transport() -> String {
@@ -220,7 +178,7 @@ fn default_transport() -> String {
 
 impl JobFile {
     /// A loopback job: the switch at `switch`, workers on 127.0.0.1.
-    pub fn loopback(plan: PathBuf, mode: ExchangeMode, switch: SocketAddr, world: u16) -> JobFile {
+    pub fn loopback(plan: PathBuf, mode: ExchangeKind, switch: SocketAddr, world: u16) -> JobFile {
         JobFile {
             job: default_job(),
             plan,
@@ -376,7 +334,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let job = JobFile::loopback(
             PathBuf::from("plan"),
-            ExchangeMode::Host,
+            ExchangeKind::Host,
             "127.0.0.1:4700".parse().unwrap(),
             4,
         );
@@ -384,7 +342,7 @@ mod tests {
         std::fs::write(&path, job.to_toml()).unwrap();
         let back = JobFile::read(&path).unwrap();
         assert_eq!(back.plan, dir.join("plan"));
-        assert_eq!(back.mode, ExchangeMode::Host);
+        assert_eq!(back.mode, ExchangeKind::Host);
         assert_eq!(back.world, 4);
 
         std::fs::write(

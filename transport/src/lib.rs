@@ -28,6 +28,7 @@ pub mod socket;
 pub mod workload;
 
 pub use client::{WorkerClient, WorkerConfig, WorkerError};
-pub use job::{ExchangeMode, JobFile, Link, Timeouts};
+pub use job::{JobFile, Link, Timeouts};
 pub use server::{Overload, ServerConfig, ServerError, ServerReport, SwitchServer};
 pub use session::Session;
+pub use switchgnn_dataplane::ExchangeKind;

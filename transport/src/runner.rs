@@ -5,14 +5,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use switchgnn_dataplane::cc::{Aimd, Controller};
+use switchgnn_dataplane::cc::Aimd;
 
 use switchgnn_dataplane::engine::{
-    EngineConfig, EngineError, EngineStats, Exchange, ExchangeOutput, HostEngine, InNetworkEngine,
-    LocalFeatures,
+    EngineConfig, EngineError, EngineStats, Exchange, ExchangeOutput, LocalFeatures,
 };
-use switchgnn_dataplane::plan::{ExchangePlan, Mode};
-use switchgnn_dataplane::Nanos;
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::{ExchangeKind, Nanos};
 use switchgnn_datasets::Dataset;
 use thiserror::Error;
 
@@ -125,6 +124,7 @@ pub fn run_worker(
             };
             let started = Instant::now();
             let mut engine = new_engine(
+                session.mode,
                 cfg,
                 plan,
                 rows.local(),
@@ -169,9 +169,10 @@ pub fn run_worker(
     })
 }
 
-/// The engine of `plan`'s mode for one exchange, paced by AIMD at `line_rate` (bytes/s),
-/// with a congestion window of at most `cfg.window` packets if `congestion_window`.
+/// The engine of `kind` for one exchange, paced by AIMD at `line_rate` (bytes/s), with a
+/// congestion window of at most `cfg.window` packets if `congestion_window`.
 pub fn new_engine(
+    kind: ExchangeKind,
     cfg: EngineConfig,
     plan: &Arc<ExchangePlan>,
     local: LocalFeatures<'_>,
@@ -183,13 +184,7 @@ pub fn new_engine(
     if congestion_window {
         aimd = aimd.with_window(cfg.window);
     }
-    let cc: Box<dyn Controller> = Box::new(aimd);
-    Ok(match plan.mode {
-        Mode::Host => Box::new(HostEngine::new(cfg, plan.clone(), local, cc, now)?),
-        Mode::Blocks | Mode::Strawman => {
-            Box::new(InNetworkEngine::new(cfg, plan.clone(), local, cc, now)?)
-        }
-    })
+    kind.engine(cfg, plan.clone(), local, Box::new(aimd), now)
 }
 
 /// AIMD at the link rate, its intervals scaled to a real network's round trips (the

@@ -4,48 +4,46 @@
 
 use std::sync::Arc;
 
-use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanError};
+use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::Plan;
-use switchgnn_scheduler::exchange::ExchangePlans;
-use switchgnn_scheduler::OrderKind;
+use switchgnn_scheduler::exchange::{exchange_plan, ExchangePlans, PlanOptions};
 
-use crate::job::ExchangeMode;
+use switchgnn_dataplane::ExchangeKind;
 
 /// The exchange plans of a job, one per layer.
 #[derive(Debug, Clone)]
 pub struct Session {
-    pub mode: ExchangeMode,
+    pub mode: ExchangeKind,
     pub layers: Vec<Arc<ExchangePlan>>,
     pub checksum: u64,
 }
 
 impl Session {
-    /// SwitchGNN runs the plan's blocks; the strawman and the host exchange run every cross
-    /// edge of the graph as one block (the strawman in a random order, as a naive sender
-    /// would; the host exchange in priority-BFS order).
-    pub fn new(plan: &Plan, graph: &Graph, mode: ExchangeMode) -> Result<Session, PlanError> {
-        // Whole-graph modes: the dataplane mode, the send order, and whether its seed varies
-        // by layer.
-        let (dataplane, order, seed_by_layer) = match mode {
-            ExchangeMode::Switchgnn => return Session::switchgnn(plan),
-            ExchangeMode::Strawman => (Mode::Strawman, OrderKind::Random, true),
-            ExchangeMode::Host => (Mode::Host, OrderKind::PriorityBfs, false),
-        };
-        let layers = plan
-            .manifest
-            .spec
-            .feature_dims
-            .iter()
-            .enumerate()
-            .map(|(layer, &width)| {
-                let seed = if seed_by_layer { layer as u64 } else { 0 };
-                ExchangePlan::whole_graph(graph, &plan.assignment, width, dataplane, order, seed)
-                    .map(Arc::new)
+    /// The plans of every layer for `kind` (`switchgnn_scheduler::exchange::exchange_plan`):
+    /// SwitchGNN runs the plan's blocks; the strawman (in a random order, as a naive sender
+    /// would, seeded by the layer) and the host exchanges run every cross edge of the graph as
+    /// one block.
+    pub fn new(plan: &Plan, graph: &Graph, kind: ExchangeKind) -> Result<Session, PlanError> {
+        if kind == ExchangeKind::Switchgnn {
+            return Session::switchgnn(plan);
+        }
+        let layers = (0..plan.manifest.spec.feature_dims.len())
+            .map(|layer| {
+                let seed = if kind == ExchangeKind::Strawman {
+                    layer as u64
+                } else {
+                    0
+                };
+                let options = PlanOptions {
+                    seed,
+                    ..PlanOptions::default()
+                };
+                exchange_plan(kind, graph, plan, layer, options).map(Arc::new)
             })
             .collect::<Result<Vec<_>, PlanError>>()?;
-        Ok(Session::from_layers(mode, layers))
+        Ok(Session::from_layers(kind, layers))
     }
 
     /// SwitchGNN's session: the plan's blocks, layer by layer; no graph needed.
@@ -53,11 +51,11 @@ impl Session {
         let layers = (0..plan.manifest.spec.feature_dims.len())
             .map(|layer| ExchangePlan::from_plan(plan, layer).map(Arc::new))
             .collect::<Result<Vec<_>, PlanError>>()?;
-        Ok(Session::from_layers(ExchangeMode::Switchgnn, layers))
+        Ok(Session::from_layers(ExchangeKind::Switchgnn, layers))
     }
 
     /// A session of exchange plans built elsewhere (one per layer), with their checksum.
-    pub fn from_layers(mode: ExchangeMode, layers: Vec<Arc<ExchangePlan>>) -> Session {
+    pub fn from_layers(mode: ExchangeKind, layers: Vec<Arc<ExchangePlan>>) -> Session {
         let mut h = mix(0x5347_4e4e);
         for p in &layers {
             h = mix(h ^ p.checksum());

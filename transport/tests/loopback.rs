@@ -14,7 +14,7 @@ use switchgnn_transport::runner::{run_worker, RunError, RunOptions, WorkerReport
 use switchgnn_transport::server::{ServerConfig, ServerError, ServerReport, SwitchServer};
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::WorkerError;
-use switchgnn_transport::{ExchangeMode, Link, Session, Timeouts, WorkerClient, WorkerConfig};
+use switchgnn_transport::{ExchangeKind, Link, Session, Timeouts, WorkerClient, WorkerConfig};
 
 fn dataset() -> Dataset {
     let source: Source = "synthetic:small,scale=0.25".parse().unwrap();
@@ -157,7 +157,7 @@ fn every_mode_is_exact_over_udp_with_and_without_faults() {
         reorder_delay_us: 2_000,
         seed: 9,
     };
-    for mode in ExchangeMode::ALL {
+    for mode in ExchangeKind::ALL {
         let session = Arc::new(Session::new(&p, &dataset.graph, mode).unwrap());
         for faults in [ShimConfig::default(), lossy] {
             let (report, results) = run_job(&dataset, &session, memory, faults);
@@ -218,7 +218,7 @@ fn dataset_features_go_through_the_first_layer() {
     let memory = 1 << 20;
     let width = dataset.features.as_ref().unwrap().cols();
     let p = plan(&dataset, 2, vec![width], memory);
-    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     let (_, results) = run_job(&dataset, &session, memory, ShimConfig::default());
     let workers = assert_exact(results, 2);
     assert!(workers[0].exchanges[0].dataset_values);
@@ -229,7 +229,7 @@ fn dataset_features_go_through_the_first_layer() {
 fn mismatched_workers_are_refused_with_a_reason() {
     let dataset = dataset();
     let p = plan(&dataset, 2, vec![16], 1 << 20);
-    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     let mut server = SwitchServer::bind(
         ServerConfig {
             timeouts: Timeouts {
@@ -250,7 +250,7 @@ fn mismatched_workers_are_refused_with_a_reason() {
     let err = WorkerClient::connect(wrong_plan).unwrap_err().to_string();
     assert!(err.contains("plan checksum"), "{err}");
     let mut wrong_mode = worker_config(&session, 0, addr, ShimConfig::default());
-    wrong_mode.mode = ExchangeMode::Host;
+    wrong_mode.mode = ExchangeKind::Host;
     let err = WorkerClient::connect(wrong_mode).unwrap_err().to_string();
     assert!(err.contains("exchange mode is host"), "{err}");
     let mut wrong_rank = worker_config(&session, 0, addr, ShimConfig::default());
@@ -280,7 +280,7 @@ fn a_worker_without_a_switch_gives_up_and_says_where_it_looked() {
     let addr = silent.local_addr().unwrap();
     let dataset = dataset();
     let p = plan(&dataset, 2, vec![16], 1 << 20);
-    let session = Session::new(&p, &dataset.graph, ExchangeMode::Host).unwrap();
+    let session = Session::new(&p, &dataset.graph, ExchangeKind::Host).unwrap();
     let mut cfg = worker_config(&session, 0, addr, ShimConfig::default());
     cfg.timeouts.join_ms = 300;
     let started = Instant::now();
@@ -295,7 +295,7 @@ fn a_worker_dying_mid_layer_is_named_and_nobody_hangs() {
     let dataset = Arc::new(dataset());
     let memory = 64 * 1024;
     let p = plan(&dataset, 4, vec![64], memory);
-    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     let mut server = SwitchServer::bind(
         server_config(4, memory, ShimConfig::default()),
         session.clone(),
@@ -366,7 +366,7 @@ fn workers_rejoin_a_switch_restarted_between_layers() {
     let dataset = Arc::new(dataset());
     let memory = 64 * 1024;
     let p = plan(&dataset, 3, vec![40, 16], memory);
-    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     let first = SwitchServer::bind(
         ServerConfig {
             stop_after_exchanges: Some(2),
@@ -425,7 +425,7 @@ fn a_long_computation_between_exchanges_is_not_a_lost_worker() {
     let dataset = Arc::new(dataset());
     let memory = 1 << 20;
     let p = plan(&dataset, 3, vec![16], memory);
-    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeMode::Switchgnn).unwrap());
+    let session = Arc::new(Session::new(&p, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     let short = Timeouts {
         peer_ms: 300,
         ..timeouts()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use support::overload::{report, run};
 use switchgnn_transport::loopback::LoopbackOutcome;
-use switchgnn_transport::ExchangeMode;
+use switchgnn_transport::ExchangeKind;
 
 fn assert_exact(o: LoopbackOutcome) {
     for w in o.workers {
@@ -25,7 +25,7 @@ fn assert_exact(o: LoopbackOutcome) {
 /// loses under 1 % of its datagrams in the kernel, and every sum is exact.
 #[test]
 fn a_slow_switch_slows_its_senders_instead_of_dropping() {
-    for mode in [ExchangeMode::Switchgnn, ExchangeMode::Host] {
+    for mode in [ExchangeKind::Switchgnn, ExchangeKind::Host] {
         let o = run(mode, 0.25, Duration::from_micros(25), true, true);
         let (seconds, allowed, drops, packets) = report(&format!("{mode:?}, signal on"), &o);
         assert!(o.switch.ingress.advertised_window > 0);

@@ -180,6 +180,7 @@ impl RemoteSums for NetworkSums {
             values: rows,
         };
         let mut engine = new_engine(
+            session.mode,
             cfg,
             plan,
             local,

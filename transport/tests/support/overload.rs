@@ -11,11 +11,11 @@ use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
 use switchgnn_transport::loopback::{run_exchange_job, LoopbackOutcome};
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
-use switchgnn_transport::{ExchangeMode, Link, Overload, Session, Timeouts};
+use switchgnn_transport::{ExchangeKind, Link, Overload, Session, Timeouts};
 
 pub const WORKERS: u16 = 8;
 
-pub fn session(mode: ExchangeMode, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
+pub fn session(mode: ExchangeKind, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
     let source: Source = format!("synthetic:small,scale={scale}").parse().unwrap();
     let dataset = source.load(&LoadOptions::default(), &NoProgress).unwrap();
     let spec = PlanSpec {
@@ -66,7 +66,7 @@ pub fn slow_switch(delay: Duration, backlog_signal: bool, congestion_window: boo
 }
 
 pub fn run(
-    mode: ExchangeMode,
+    mode: ExchangeKind,
     scale: f64,
     delay: Duration,
     backlog_signal: bool,

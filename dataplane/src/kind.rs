@@ -1,0 +1,128 @@
+//! The kinds of exchange, and the one place that turns a kind into an engine. Every driver
+//! (the in-memory network, the simulator, the UDP worker) asks [`ExchangeKind::engine`]; the
+//! planning side (`switchgnn_scheduler::exchange::exchange_plan`) makes each kind's plan.
+//! Variations of a kind that change neither its plan's shape nor its engine (a random send
+//! order instead of priority BFS, say) are options of the plan, not kinds.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cc::Controller;
+use crate::engine::{
+    BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, InNetworkEngine,
+    LocalFeatures,
+};
+use crate::node::Nanos;
+use crate::plan::{ExchangePlan, Mode};
+
+/// How an exchange moves features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExchangeKind {
+    /// In-network aggregation over a prepared plan's blocks (SwitchGNN).
+    Switchgnn,
+    /// In-network aggregation of every cross edge at once, first-come aggregators, overflow
+    /// to the hosts.
+    Strawman,
+    /// The host exchange through a plain switch (BNS-GCN, p = 1).
+    Host,
+    /// The host exchange in G3's balanced rounds (each worker sends to one peer at a time).
+    #[serde(rename = "g3")]
+    BalancedHost,
+}
+
+impl ExchangeKind {
+    pub const ALL: [ExchangeKind; 4] = [
+        ExchangeKind::Switchgnn,
+        ExchangeKind::Host,
+        ExchangeKind::Strawman,
+        ExchangeKind::BalancedHost,
+    ];
+
+    /// The name in job files, reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExchangeKind::Switchgnn => "switchgnn",
+            ExchangeKind::Strawman => "strawman",
+            ExchangeKind::Host => "host",
+            ExchangeKind::BalancedHost => "g3",
+        }
+    }
+
+    /// Accepts the names the command line uses (`switch` and `blocks` are SwitchGNN).
+    pub fn parse(name: &str) -> Option<ExchangeKind> {
+        match name {
+            "switch" | "switchgnn" | "blocks" => Some(ExchangeKind::Switchgnn),
+            "strawman" => Some(ExchangeKind::Strawman),
+            "host" => Some(ExchangeKind::Host),
+            "g3" => Some(ExchangeKind::BalancedHost),
+            _ => None,
+        }
+    }
+
+    /// How the switch treats the kind's packets.
+    pub fn mode(self) -> Mode {
+        match self {
+            ExchangeKind::Switchgnn => Mode::Blocks,
+            ExchangeKind::Strawman => Mode::Strawman,
+            ExchangeKind::Host | ExchangeKind::BalancedHost => Mode::Host,
+        }
+    }
+
+    /// The kind a plan of `mode` runs when nothing else says (the host exchange for
+    /// [`Mode::Host`]).
+    pub fn of_mode(mode: Mode) -> ExchangeKind {
+        match mode {
+            Mode::Blocks => ExchangeKind::Switchgnn,
+            Mode::Strawman => ExchangeKind::Strawman,
+            Mode::Host => ExchangeKind::Host,
+        }
+    }
+
+    /// Whether the switch's aggregator memory matters to the kind.
+    pub fn in_network(self) -> bool {
+        matches!(self, ExchangeKind::Switchgnn | ExchangeKind::Strawman)
+    }
+
+    /// The engine of one worker for one exchange of this kind, paced by `cc`.
+    pub fn engine(
+        self,
+        cfg: EngineConfig,
+        plan: Arc<ExchangePlan>,
+        local: LocalFeatures<'_>,
+        cc: Box<dyn Controller>,
+        now: Nanos,
+    ) -> Result<Box<dyn Exchange>, EngineError> {
+        Ok(match self {
+            ExchangeKind::Switchgnn | ExchangeKind::Strawman => {
+                Box::new(InNetworkEngine::new(cfg, plan, local, cc, now)?)
+            }
+            ExchangeKind::Host => Box::new(HostEngine::new(cfg, plan, local, cc, now)?),
+            ExchangeKind::BalancedHost => {
+                Box::new(BalancedHostEngine::new(cfg, plan, local, cc, now)?)
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for ExchangeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in ExchangeKind::ALL {
+            assert_eq!(ExchangeKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(ExchangeKind::parse("switch"), Some(ExchangeKind::Switchgnn));
+        assert_eq!(ExchangeKind::parse("nope"), None);
+        assert_eq!(ExchangeKind::BalancedHost.mode(), Mode::Host);
+    }
+}
