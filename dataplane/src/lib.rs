@@ -8,6 +8,7 @@
 //! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
 //! - [`kind`]: the exchange kinds and the one factory of their engines;
 //! - [`cc`]: congestion control behind a trait (DCQCN-like AIMD by default);
+//! - [`fault`]: the one seeded fault injector every driver runs;
 //! - [`network`]: an in-memory star network with seeded faults that drives them all;
 //! - [`reference`]: fixed-point encoding of whole matrices, for the direct computation every
 //!   exchange must equal exactly.
@@ -17,6 +18,7 @@
 
 pub mod cc;
 pub mod engine;
+pub mod fault;
 pub mod fixed;
 pub mod kind;
 pub mod network;

@@ -7,48 +7,15 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use thiserror::Error;
 
 use crate::engine::Exchange;
+use crate::fault::FaultInjector;
 use crate::node::{Address, Nanos, Node, Transmit};
 use crate::switch::Switch;
 
-/// Fault probabilities, each applied per packet per hop.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Faults {
-    pub loss: f64,
-    pub duplicate: f64,
-    /// Probability of an extra delay of up to `reorder_delay`, which reorders the packet.
-    pub reorder: f64,
-    pub reorder_delay: Nanos,
-    pub corrupt: f64,
-    /// Drop corrupted frames at the receiver, as the Ethernet frame check does. With `false`
-    /// the corrupted bytes reach the protocol (to test that it rejects them without panicking).
-    pub check_frames: bool,
-}
-
-impl Faults {
-    pub fn none() -> Faults {
-        Faults {
-            loss: 0.0,
-            duplicate: 0.0,
-            reorder: 0.0,
-            reorder_delay: 0,
-            corrupt: 0.0,
-            check_frames: true,
-        }
-    }
-
-    pub fn lossy(loss: f64) -> Faults {
-        Faults {
-            loss,
-            ..Faults::none()
-        }
-    }
-}
+pub use crate::fault::Faults;
 
 /// Link rate (bytes per second; infinite for no serialisation) and one-way delay.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -127,7 +94,7 @@ struct Event {
 #[derive(Debug)]
 pub struct Network {
     cfg: NetworkConfig,
-    rng: ChaCha8Rng,
+    faults: FaultInjector,
     now: Nanos,
     seq: u64,
     events: BinaryHeap<Reverse<Event>>,
@@ -139,7 +106,7 @@ pub struct Network {
 impl Network {
     pub fn new(cfg: NetworkConfig, workers: u16) -> Network {
         Network {
-            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            faults: FaultInjector::new(cfg.faults, cfg.seed),
             cfg,
             now: 0,
             seq: 0,
@@ -177,37 +144,24 @@ impl Network {
 
     /// Put a packet on the link from `from`, through the fault injector.
     fn transmit(&mut self, from: Address, t: Transmit) {
-        self.stats.transmitted += 1;
-        let f = self.cfg.faults;
-        if self.rng.random_bool(f.loss.clamp(0.0, 1.0)) {
-            self.stats.lost += 1;
+        let port = match (from, t.to) {
+            (Address::Worker(w), _) => usize::from(w),
+            (Address::Switch, Address::Worker(w)) => usize::from(w),
+            (Address::Switch, Address::Switch) => return,
+        };
+        let mut copies: Vec<(Vec<u8>, Nanos)> = Vec::new();
+        self.faults.apply(t.bytes, |b, d| copies.push((b, d)));
+        let f = *self.faults.stats();
+        self.stats.transmitted = f.packets;
+        self.stats.lost = f.lost;
+        self.stats.duplicated = f.duplicated;
+        self.stats.reordered = f.reordered;
+        self.stats.corrupted = f.corrupted;
+        self.stats.frame_errors = f.frame_errors;
+        if port >= self.uplink_free.len() {
             return;
         }
-        let copies = if self.rng.random_bool(f.duplicate.clamp(0.0, 1.0)) {
-            self.stats.duplicated += 1;
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let mut bytes = t.bytes.clone();
-            if !bytes.is_empty() && self.rng.random_bool(f.corrupt.clamp(0.0, 1.0)) {
-                self.stats.corrupted += 1;
-                let bit = self.rng.random_range(0..bytes.len() * 8);
-                bytes[bit / 8] ^= 1 << (bit % 8);
-                if f.check_frames {
-                    self.stats.frame_errors += 1;
-                    continue;
-                }
-            }
-            let port = match (from, t.to) {
-                (Address::Worker(w), _) => usize::from(w),
-                (Address::Switch, Address::Worker(w)) => usize::from(w),
-                (Address::Switch, Address::Switch) => continue,
-            };
-            if port >= self.uplink_free.len() {
-                continue;
-            }
+        for (bytes, extra) in copies {
             let serialise = self.serialise(bytes.len());
             let free = if from == Address::Switch {
                 &mut self.downlink_free[port]
@@ -220,14 +174,9 @@ impl Network {
                 let q = self.queue_bytes(port);
                 self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(q);
             }
-            let mut at = depart + self.cfg.link.delay;
-            if f.reorder_delay > 0 && self.rng.random_bool(f.reorder.clamp(0.0, 1.0)) {
-                self.stats.reordered += 1;
-                at += self.rng.random_range(0..f.reorder_delay);
-            }
             self.seq += 1;
             self.events.push(Reverse(Event {
-                at,
+                at: depart + self.cfg.link.delay + extra,
                 seq: self.seq,
                 to: t.to,
                 from,

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::engine::Exchange;
+use switchgnn_dataplane::fault::{FaultInjector, Faults};
 use switchgnn_dataplane::switch::Switch;
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
@@ -87,6 +88,11 @@ pub struct SimConfig {
     pub sample_ns: Nanos,
     /// Events after which a run is declared not to terminate.
     pub max_events: u64,
+    /// Faults on every hop (the dataplane's injector), and their seed.
+    #[serde(default)]
+    pub faults: Faults,
+    #[serde(default)]
+    pub fault_seed: u64,
 }
 
 impl SimConfig {
@@ -99,6 +105,8 @@ impl SimConfig {
             frame_overhead: FRAME_OVERHEAD,
             sample_ns: 10_000,
             max_events: 2_000_000_000,
+            faults: Faults::none(),
+            fault_seed: 0,
         }
     }
 }
@@ -209,6 +217,7 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     switch: &'a mut S,
     hosts: &'a mut [Box<H>],
     fabric: Fabric,
+    faults: FaultInjector,
     events: EventQueue<Event>,
     packets: Slab<Flight>,
     batches: Slab<Vec<(u16, Flight)>>,
@@ -246,6 +255,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
         cfg,
         bundle,
         fabric: Fabric::new(&cfg.topology, &cfg.switch, &cfg.host),
+        faults: FaultInjector::new(cfg.faults, cfg.fault_seed),
         switch,
         hosts,
         events: EventQueue::default(),
@@ -369,14 +379,16 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             let at = self.fabric.uplinks[h]
                 .send(ready, f.wire)
                 .expect("host queues are unbounded");
-            let packet = self.packets.insert(f);
-            self.events.push(
-                ceil_nanos(at),
-                Event::AtSwitch {
-                    from: h as u16,
-                    packet,
-                },
-            );
+            for (f, extra) in self.faulty(f) {
+                let packet = self.packets.insert(f);
+                self.events.push(
+                    ceil_nanos(at) + extra,
+                    Event::AtSwitch {
+                        from: h as u16,
+                        packet,
+                    },
+                );
+            }
         }
         if !self.done[h] && self.hosts[h].is_done() {
             self.done[h] = true;
@@ -473,13 +485,29 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         let cost = to_picos(self.cfg.host.per_packet_ns) * u64::from(f.count);
         let ready = self.receive_free[h].max(arrival) + cost;
         self.receive_free[h] = ready;
-        let packet = self.packets.insert(f);
-        self.events.push(
-            ceil_nanos(ready),
-            Event::AtHost {
-                host: h as u16,
-                packet,
-            },
-        );
+        for (f, extra) in self.faulty(f) {
+            let packet = self.packets.insert(f);
+            self.events.push(
+                ceil_nanos(ready) + extra,
+                Event::AtHost {
+                    host: h as u16,
+                    packet,
+                },
+            );
+        }
+    }
+
+    /// The copies of `f` that arrive, and their extra delays, through the fault injector (a
+    /// bundled packet is lost, duplicated or held back with all the chunks it stands for).
+    fn faulty(&mut self, f: Flight) -> Vec<(Flight, Nanos)> {
+        if !self.cfg.faults.is_active() {
+            return vec![(f, 0)];
+        }
+        let Flight { bytes, wire, count } = f;
+        let mut out = Vec::with_capacity(2);
+        self.faults.apply(bytes, |bytes, extra| {
+            out.push((Flight { bytes, wire, count }, extra))
+        });
+        out
     }
 }

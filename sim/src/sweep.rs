@@ -63,6 +63,7 @@ impl SweepSpec {
             frame_overhead: self.frame_overhead,
             sample_ns: self.sample_ns,
             max_events: 4_000_000_000,
+            ..SimConfig::paper(workers)
         }
     }
 }

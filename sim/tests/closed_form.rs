@@ -140,6 +140,7 @@ fn config(hosts: u16, buffer: u64, per_packet_ns: Nanos) -> SimConfig {
         frame_overhead: 0,
         sample_ns: 1_000,
         max_events: 10_000_000,
+        ..SimConfig::paper(hosts)
     }
 }
 

@@ -5,8 +5,9 @@
 //! - send in batches: consecutive datagrams to the same peer of the same size leave in one
 //!   GSO send, each with the ECN codepoint the caller chose;
 //! - count packets and bytes per peer, as they cross the socket;
-//! - optionally pass every send through a seeded fault [`Shim`] (loss, duplication, reordering
-//!   by delay), the real-socket twin of the in-memory network's fault injector.
+//! - optionally pass every send through the dataplane's seeded fault injector (loss,
+//!   duplication, reordering by delay), the same code the in-memory network and the simulator
+//!   run.
 //!
 //! quinn-udp does the system calls; mio waits for readiness with a deadline. mio is
 //! edge-triggered, so the endpoint remembers when it stopped reading before the socket was
@@ -19,9 +20,8 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 use quinn_udp::{RecvMeta, UdpSocketState};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::fault::{FaultInjector, Faults};
 
 pub use quinn_udp::EcnCodepoint;
 
@@ -104,24 +104,24 @@ pub struct ShimConfig {
 }
 
 impl ShimConfig {
+    /// The same faults for the shared injector (delays in nanoseconds).
+    pub fn faults(&self) -> Faults {
+        Faults {
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_delay: self.reorder_delay_us.saturating_mul(1_000),
+            ..Faults::none()
+        }
+    }
+
     pub fn is_active(&self) -> bool {
-        self.loss > 0.0 || self.duplicate > 0.0 || (self.reorder > 0.0 && self.reorder_delay_us > 0)
+        self.faults().is_active()
     }
 
     /// Check the probabilities are probabilities.
     pub fn validate(&self) -> Result<(), String> {
-        for (name, p) in [
-            ("loss", self.loss),
-            ("duplicate", self.duplicate),
-            ("reorder", self.reorder),
-        ] {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(format!(
-                    "fault `{name}` = {p} is not a probability in [0, 1]"
-                ));
-            }
-        }
-        Ok(())
+        self.faults().validate().map_err(|e| e.to_string())
     }
 }
 
@@ -139,43 +139,39 @@ struct Outgoing {
     bytes: Vec<u8>,
 }
 
-/// The fault injector on the send path.
+/// The fault injector on the send path: the dataplane's [`FaultInjector`], with the copies it
+/// holds back kept here until they are due.
 #[derive(Debug)]
 struct Shim {
-    cfg: ShimConfig,
-    rng: ChaCha8Rng,
+    injector: FaultInjector,
     /// Held-back datagrams by release time (and a sequence number to keep them apart).
     delayed: BTreeMap<(Instant, u64), Outgoing>,
     seq: u64,
 }
 
 impl Shim {
-    /// What to queue now for one datagram (none, one or two copies); delayed copies are kept.
-    fn apply(&mut self, out: Outgoing, now: Instant, stats: &mut ShimStats) -> Vec<Outgoing> {
-        if self.rng.random_bool(self.cfg.loss) {
-            stats.lost += 1;
-            return Vec::new();
-        }
-        let copies = if self.rng.random_bool(self.cfg.duplicate) {
-            stats.duplicated += 1;
-            2
-        } else {
-            1
-        };
-        let mut now_out = Vec::with_capacity(copies);
-        for _ in 0..copies {
-            let copy = out.clone();
-            if self.cfg.reorder_delay_us > 0 && self.rng.random_bool(self.cfg.reorder) {
-                stats.delayed += 1;
-                let delay = self.rng.random_range(0..self.cfg.reorder_delay_us);
-                self.seq += 1;
-                self.delayed
-                    .insert((now + Duration::from_micros(delay), self.seq), copy);
+    /// Queue what goes now of one datagram; held-back copies are kept.
+    fn apply(&mut self, out: Outgoing, now: Instant, queue: &mut VecDeque<Outgoing>) {
+        let Outgoing { to, ecn, bytes } = out;
+        let (delayed, seq) = (&mut self.delayed, &mut self.seq);
+        self.injector.apply(bytes, |bytes, delay| {
+            let copy = Outgoing { to, ecn, bytes };
+            if delay == 0 {
+                queue.push_back(copy);
             } else {
-                now_out.push(copy);
+                *seq += 1;
+                delayed.insert((now + Duration::from_nanos(delay), *seq), copy);
             }
+        });
+    }
+
+    fn stats(&self) -> ShimStats {
+        let s = self.injector.stats();
+        ShimStats {
+            lost: s.lost,
+            duplicated: s.duplicated,
+            delayed: s.reordered,
         }
-        now_out
     }
 
     fn release(&mut self, now: Instant, queue: &mut VecDeque<Outgoing>) {
@@ -252,8 +248,7 @@ impl Endpoint {
             queue: VecDeque::new(),
             gso: Vec::with_capacity(1 << 16),
             shim: shim.is_active().then(|| Shim {
-                cfg: shim,
-                rng: ChaCha8Rng::seed_from_u64(shim.seed),
+                injector: FaultInjector::new(shim.faults(), shim.seed),
                 delayed: BTreeMap::new(),
                 seq: 0,
             }),
@@ -302,8 +297,8 @@ impl Endpoint {
         match &mut self.shim {
             None => self.queue.push_back(out),
             Some(shim) => {
-                let now_out = shim.apply(out, Instant::now(), &mut self.stats.shim);
-                self.queue.extend(now_out);
+                shim.apply(out, Instant::now(), &mut self.queue);
+                self.stats.shim = shim.stats();
             }
         }
     }

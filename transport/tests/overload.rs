@@ -26,7 +26,7 @@ fn assert_exact(o: LoopbackOutcome) {
 #[test]
 fn a_slow_switch_slows_its_senders_instead_of_dropping() {
     for mode in [ExchangeKind::Switchgnn, ExchangeKind::Host] {
-        let o = run(mode, 0.25, Duration::from_micros(25), true, true);
+        let o = run(mode, 0.5, Duration::from_micros(25), true, true);
         let (seconds, allowed, drops, packets) = report(&format!("{mode:?}, signal on"), &o);
         assert!(o.switch.ingress.advertised_window > 0);
         assert!(

@@ -77,14 +77,32 @@ pub fn run(
     run_exchange_job(&dataset, &session, switch, 1).unwrap()
 }
 
-/// Print what the run did; returns (seconds, seconds the switch's capacity allows, kernel
-/// drops, datagrams sent to the switch).
+/// Exchange time: per exchange, the slowest worker's (start-up, handshakes and the final check
+/// are left out), summed.
+pub fn exchange_seconds(o: &LoopbackOutcome) -> f64 {
+    let workers: Vec<_> = o.workers.iter().flatten().collect();
+    let Some(first) = workers.first() else {
+        return o.seconds;
+    };
+    (0..first.exchanges.len())
+        .map(|i| {
+            workers
+                .iter()
+                .map(|w| w.exchanges[i].seconds)
+                .fold(0.0, f64::max)
+        })
+        .sum()
+}
+
+/// Print what the run did; returns (exchange seconds, seconds the switch's capacity allows,
+/// kernel drops, datagrams sent to the switch).
 pub fn report(what: &str, o: &LoopbackOutcome) -> (f64, f64, u64, u64) {
     let i = &o.switch.ingress;
     let packets = o.switch.counters.packets_in + o.switch.malformed_control;
     let allowed = i.datagrams as f64 / i.capacity();
+    let seconds = exchange_seconds(o);
     eprintln!(
-        "{what}: {:.2} s; the switch handled {} datagrams at {:.0}/s (busy {:.2} s), {} \
+        "{what}: {seconds:.2} s of exchanges ({:.2} s in all); the switch handled {} datagrams at {:.0}/s (busy {:.2} s), {} \
          kernel drops ({:.2} %), backlog peak {} KiB of {} KiB, {} congested rounds of {}, \
          window {}, {} ECN marks",
         o.seconds,
@@ -113,5 +131,5 @@ pub fn report(what: &str, o: &LoopbackOutcome) -> (f64, f64, u64, u64) {
             w.rank
         );
     }
-    (o.seconds, allowed, i.socket_drops, packets)
+    (seconds, allowed, i.socket_drops, packets)
 }
