@@ -1,4 +1,440 @@
-//! The protocol core (`switchgnn-dataplane`) exercised on real plans: the tests and the
-//! benchmark of this crate need graphs, METIS partitions and send orders, which the protocol
-//! crate itself does not depend on. The library is empty; `tests/` and `benches/` hold the
-//! suite.
+//! One conformance suite for every driver of the protocol (burn's parameterised collective
+//! tests are the model): one list of cases — every exchange kind × a set of network conditions
+//! × forward and backward — and one [`Driver`] trait that the in-memory network, the
+//! simulator and the UDP processes on loopback each implement. Every case must deliver sums
+//! bit-identical to the direct computation, on every driver. A new driver (DPDK) implements
+//! the trait and runs the same list.
+//!
+//! The tests in `tests/` also exercise the protocol core on real plans beyond the suite.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use switchgnn_dataplane::engine::{ExchangeOutput, Timers};
+use switchgnn_dataplane::fault::Faults;
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::network::{run_exchange_kind, NetworkConfig, RunSetup};
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::reference::encode_matrix;
+use switchgnn_dataplane::switch::SwitchConfig;
+use switchgnn_dataplane::{ExchangeId, ExchangeKind};
+use switchgnn_datasets::{Dataset, Graph};
+use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::{exchange_plan, remote_sums, PlanOptions};
+use switchgnn_sim::driver::SimConfig;
+use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
+use switchgnn_transport::loopback::run_single_exchange;
+use switchgnn_transport::server::ServerConfig;
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::{Link, Timeouts};
+
+/// A network condition of the suite. Delays of held-back packets are the driver's to choose
+/// (a few round trips of its own links).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Condition {
+    pub name: &'static str,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    /// A fixed-point scale for one contribution, so that sums overflow int32 in the switch and
+    /// fall back to the hosts.
+    pub overflowing_scale: bool,
+    /// Four aggregators in the switch: most in-network contributions go raw to the hosts.
+    pub tiny_pool: bool,
+}
+
+const CLEAN: Condition = Condition {
+    name: "lossless",
+    loss: 0.0,
+    duplicate: 0.0,
+    reorder: 0.0,
+    overflowing_scale: false,
+    tiny_pool: false,
+};
+
+/// The conditions every kind runs under.
+pub const CONDITIONS: [Condition; 6] = [
+    CLEAN,
+    Condition {
+        name: "1% loss",
+        loss: 0.01,
+        ..CLEAN
+    },
+    Condition {
+        name: "5% loss",
+        loss: 0.05,
+        ..CLEAN
+    },
+    Condition {
+        name: "duplication and reordering",
+        duplicate: 0.05,
+        reorder: 0.1,
+        ..CLEAN
+    },
+    Condition {
+        name: "lane overflow",
+        overflowing_scale: true,
+        ..CLEAN
+    },
+    Condition {
+        name: "tiny aggregator pool",
+        tiny_pool: true,
+        ..CLEAN
+    },
+];
+
+/// One case of the suite.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Case {
+    pub kind: ExchangeKind,
+    pub condition: Condition,
+    pub backward: bool,
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dir = if self.backward { "backward" } else { "forward" };
+        write!(f, "{} / {} / {dir}", self.kind, self.condition.name)
+    }
+}
+
+/// Every case: each kind × each condition × forward and backward.
+pub fn cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    for kind in ExchangeKind::ALL {
+        for condition in CONDITIONS {
+            for backward in [false, true] {
+                out.push(Case {
+                    kind,
+                    condition,
+                    backward,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a driver runs: one exchange of `plan` (the plan of the case's kind) with every
+/// vertex's row of `features`, under `scale`, on a switch with `aggregators`.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    pub case: Case,
+    pub plan: &'a Arc<ExchangePlan>,
+    pub features: &'a [f32],
+    pub scale: Scale,
+    pub aggregators: usize,
+    /// Seeds the driver's faults.
+    pub seed: u64,
+}
+
+/// What a driver's run produced: each worker's output in rank order, and evidence that the
+/// case's condition was felt.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub outputs: Vec<ExchangeOutput>,
+    pub felt: Felt,
+}
+
+/// Counts a driver reports of what its faults and its switch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Felt {
+    pub lost: u64,
+    pub duplicated: u64,
+    /// Aggregators released by a lane overflow.
+    pub overflows: u64,
+    /// Contributions the switch sent raw to a host.
+    pub raw_forwarded: u64,
+}
+
+impl std::ops::AddAssign for Felt {
+    fn add_assign(&mut self, o: Felt) {
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.overflows += o.overflows;
+        self.raw_forwarded += o.raw_forwarded;
+    }
+}
+
+/// A way of running the protocol.
+pub trait Driver {
+    fn name(&self) -> &'static str;
+    fn run(&self, run: &Run<'_>) -> Result<Outcome, String>;
+}
+
+/// The in-memory network (`dataplane::network`): 100 Gb/s, 2 µs links.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InMemory;
+
+impl Driver for InMemory {
+    fn name(&self) -> &'static str {
+        "in-memory"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let mut network = NetworkConfig::new(faults(&r.case.condition, 20_000), r.seed);
+        network.max_events = 20_000_000;
+        let setup = RunSetup {
+            exchange: exchange_id(r.case.backward),
+            scale: r.scale,
+            switch: SwitchConfig {
+                aggregators: r.aggregators,
+                ecn_threshold: 100_000,
+                ports: r.plan.workers,
+            },
+            network,
+            timers: Timers::default(),
+            paced: true,
+            window: 64,
+        };
+        let run = run_exchange_kind(r.case.kind, r.plan.clone(), r.features, &setup)
+            .map_err(|e| e.to_string())?;
+        Ok(Outcome {
+            felt: Felt {
+                lost: run.network.lost,
+                duplicated: run.network.duplicated,
+                overflows: run.switch.overflows,
+                raw_forwarded: run.switch.raw_forwarded,
+            },
+            outputs: run.outputs,
+        })
+    }
+}
+
+/// The discrete-event simulator (`sim`): the paper's 100 Gb/s star, chunk by chunk.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Simulator;
+
+impl Driver for Simulator {
+    fn name(&self) -> &'static str {
+        "simulator"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let cfg = SimConfig {
+            faults: faults(&r.case.condition, 20_000),
+            fault_seed: r.seed,
+            max_events: 50_000_000,
+            ..SimConfig::paper(r.plan.workers)
+        };
+        let mode = match r.case.kind {
+            ExchangeKind::Switchgnn => SimMode::SwitchGnn,
+            ExchangeKind::Strawman => SimMode::Strawman,
+            ExchangeKind::Host => SimMode::Host,
+            ExchangeKind::BalancedHost => SimMode::G3,
+        };
+        let setup = ExchangeSetup {
+            mode,
+            switch_memory: (r.aggregators * 128) as u64,
+            bundle: false,
+            window: 64,
+            timers: Timers::default(),
+            layer: 0,
+            backward: r.case.backward,
+        };
+        // The simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
+        let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
+            .map_err(|e| e.to_string())?;
+        Ok(Outcome {
+            outputs,
+            felt: Felt {
+                lost: sim.run.faults.lost,
+                duplicated: sim.run.faults.duplicated,
+                overflows: sim.switch.overflows,
+                raw_forwarded: sim.switch.raw_forwarded,
+            },
+        })
+    }
+}
+
+/// The switch process and one worker thread per rank over UDP on loopback
+/// (`transport::loopback`), with the fault shim on every sender.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Udp;
+
+impl Driver for Udp {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let c = &r.case.condition;
+        let server = ServerConfig {
+            job: 1,
+            world: r.plan.workers,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            // Loopback round trips are tens of microseconds: recovery timers of milliseconds.
+            timeouts: Timeouts {
+                join_ms: 20_000,
+                peer_ms: 10_000,
+                rto_us: 2_000,
+                control_us: 1_000,
+                result_us: 5_000,
+            },
+            link: Link::default(),
+            faults: ShimConfig {
+                loss: c.loss,
+                duplicate: c.duplicate,
+                reorder: c.reorder,
+                reorder_delay_us: 500,
+                seed: r.seed,
+            },
+            aggregators: r.aggregators,
+            stop_after_exchanges: None,
+            overload: Default::default(),
+        };
+        let (switch, outputs) = run_single_exchange(
+            r.case.kind,
+            r.plan.clone(),
+            r.features,
+            r.scale,
+            server,
+            r.case.backward,
+        )
+        .map_err(|e| e.to_string())?;
+        // The switch's own sends pass the same shim: its figures show the faults were felt.
+        Ok(Outcome {
+            outputs,
+            felt: Felt {
+                lost: switch.endpoint.shim.lost,
+                duplicated: switch.endpoint.shim.duplicated,
+                overflows: switch.counters.overflows,
+                raw_forwarded: switch.counters.raw_forwarded,
+            },
+        })
+    }
+}
+
+fn exchange_id(backward: bool) -> ExchangeId {
+    ExchangeId {
+        job: 1,
+        epoch: 0,
+        layer: 0,
+        backward,
+    }
+}
+
+/// The condition's faults for a driver whose held-back packets wait up to `reorder_delay` ns.
+fn faults(c: &Condition, reorder_delay: u64) -> Faults {
+    Faults {
+        loss: c.loss,
+        duplicate: c.duplicate,
+        reorder: c.reorder,
+        reorder_delay,
+        ..Faults::none()
+    }
+}
+
+/// The suite's graph and plans: `graph` partitioned by `assignment`, one plan per kind.
+#[derive(Debug)]
+pub struct Fixture {
+    pub graph: Graph,
+    pub assignment: Assignment,
+    pub plans: Vec<(ExchangeKind, Arc<ExchangePlan>)>,
+    /// The simulator's feature values for every vertex, row-major.
+    pub features: Vec<f32>,
+    /// Aggregators of the switch in the normal conditions.
+    pub aggregators: usize,
+}
+
+impl Fixture {
+    /// `dataset` on `workers` METIS parts, every kind's plan for one layer of `width` (the
+    /// SwitchGNN plan cut into blocks of `memory` bytes of aggregators).
+    pub fn new(dataset: &Dataset, workers: u32, width: usize, memory: u64) -> Fixture {
+        let spec = PlanSpec {
+            dataset: dataset.name.clone(),
+            workers,
+            partitioner: Method::Metis(MetisOptions::default()),
+            switch_memory: memory,
+            feature_dims: vec![width],
+            fill_target: 0.9,
+            block_metis: MetisOptions::default(),
+            block_method: Default::default(),
+            table_entries: None,
+        };
+        let prepared = Plan::prepare(dataset, &spec, &|_| {}).expect("a plan of the fixture");
+        let plans = ExchangeKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let plan =
+                    exchange_plan(kind, &dataset.graph, &prepared, 0, PlanOptions::default())
+                        .expect("every kind's plan");
+                (kind, Arc::new(plan))
+            })
+            .collect();
+        let n = dataset.graph.num_vertices();
+        Fixture {
+            graph: dataset.graph.clone(),
+            assignment: prepared.assignment.clone(),
+            plans,
+            features: (0..n as u32)
+                .flat_map(|v| (0..width).map(move |j| feature(v, j)))
+                .collect(),
+            aggregators: (memory / 128) as usize,
+        }
+    }
+
+    pub fn plan(&self, kind: ExchangeKind) -> &Arc<ExchangePlan> {
+        &self
+            .plans
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("a plan per kind")
+            .1
+    }
+
+    /// The scale of `case`: no overflow possible, or (lane overflow) room for one
+    /// contribution only.
+    pub fn scale(&self, case: &Case) -> Scale {
+        let most = if case.condition.overflowing_scale {
+            1
+        } else {
+            (0..self.graph.num_vertices() as u32)
+                .map(|v| self.graph.degree(v))
+                .max()
+                .unwrap_or(1)
+        };
+        Scale::for_bound(1.0, most).expect("a scale")
+    }
+
+    /// Run `case` on `driver` and compare every worker's sums with the direct computation;
+    /// `Err` says what differed. Returns what the driver felt.
+    pub fn check(&self, driver: &dyn Driver, case: &Case, seed: u64) -> Result<Felt, String> {
+        let plan = self.plan(case.kind);
+        let scale = self.scale(case);
+        let aggregators = if case.condition.tiny_pool {
+            4
+        } else {
+            self.aggregators
+        };
+        let run = Run {
+            case: *case,
+            plan,
+            features: &self.features,
+            scale,
+            aggregators,
+            seed,
+        };
+        let Outcome { outputs: got, felt } = driver.run(&run)?;
+        let (encoded, _) = encode_matrix(&scale, &self.features, plan.width);
+        let want = remote_sums(&self.graph, &self.assignment, plan.width, &encoded);
+        if got.len() != want.len() {
+            return Err(format!("{} outputs for {} workers", got.len(), want.len()));
+        }
+        for (w, (g, e)) in got.iter().zip(&want).enumerate() {
+            if g.vertices != e.vertices {
+                return Err(format!("worker {w}: other receiving vertices"));
+            }
+            if let Some(i) = g.sums.iter().zip(&e.sums).position(|(a, b)| a != b) {
+                return Err(format!(
+                    "worker {w}: vertex {} lane {} is {}, the direct sum {}",
+                    g.vertices[i / plan.width],
+                    i % plan.width,
+                    g.sums[i],
+                    e.sums[i]
+                ));
+            }
+        }
+        Ok(felt)
+    }
+}

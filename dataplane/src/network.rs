@@ -306,9 +306,30 @@ pub fn run_exchange_through(
     features: &[f32],
     setup: &RunSetup,
 ) -> Result<ExchangeRun, RunError> {
+    let kind = crate::kind::ExchangeKind::of_mode(plan.mode);
+    run_kind(kind, switch_plan, plan, features, setup)
+}
+
+/// [`run_exchange`] with the engines of `kind` (a kind whose plan has another kind's shape:
+/// G3 runs a host-exchange plan).
+pub fn run_exchange_kind(
+    kind: crate::kind::ExchangeKind,
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+) -> Result<ExchangeRun, RunError> {
+    run_kind(kind, plan.clone(), plan, features, setup)
+}
+
+fn run_kind(
+    kind: crate::kind::ExchangeKind,
+    switch_plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+) -> Result<ExchangeRun, RunError> {
     use crate::cc::{Aimd, Controller, Unpaced};
     use crate::engine::{EngineConfig, LocalFeatures};
-    use crate::kind::ExchangeKind;
 
     let width = plan.width;
     let n = plan.owner.len();
@@ -353,7 +374,6 @@ pub fn run_exchange_through(
         } else {
             Box::new(Unpaced)
         };
-        let kind = ExchangeKind::of_mode(plan.mode);
         engines.push(kind.engine(cfg, plan.clone(), local, cc, 0)?);
     }
     let mut net = Network::new(setup.network, plan.workers);

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::engine::Exchange;
-use switchgnn_dataplane::fault::{FaultInjector, Faults};
+use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
 use switchgnn_dataplane::switch::Switch;
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
@@ -150,6 +150,9 @@ pub struct RunResult {
     /// Bytes delivered to hosts, by what they carried.
     pub delivered: Traffic,
     pub series: Series,
+    /// What the fault injector did (all zero without faults).
+    #[serde(default)]
+    pub faults: FaultStats,
 }
 
 impl RunResult {
@@ -328,6 +331,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
         peak_aggregators: l.peak_aggregators,
         delivered: l.delivered,
         series: l.series,
+        faults: *l.faults.stats(),
     })
 }
 

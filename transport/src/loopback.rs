@@ -1,6 +1,8 @@
 //! A whole exchange job in one process: the switch and every worker as threads over UDP on
-//! loopback, each worker running the schedule and checking its outputs ([`run_worker`]). What
-//! tests and benchmarks of the real-time drivers start from.
+//! loopback. [`run_exchange_job`] has each worker run the schedule and check its outputs
+//! ([`run_worker`]); [`run_single_exchange`] runs one exchange of a given plan, features and
+//! scale and returns the outputs (the UDP driver of the conformance suite). What tests and
+//! benchmarks of the real-time drivers start from.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -8,10 +10,14 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
+use switchgnn_dataplane::engine::{EngineConfig, ExchangeOutput, LocalFeatures};
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::{ExchangeId, ExchangeKind};
 use switchgnn_datasets::Dataset;
 
-use crate::client::{WorkerClient, WorkerConfig};
-use crate::runner::{run_worker, RunError, RunOptions, WorkerReport};
+use crate::client::{WorkerClient, WorkerConfig, WorkerError};
+use crate::runner::{new_engine, run_worker, RunError, RunOptions, WorkerReport};
 use crate::server::{ServerConfig, ServerError, ServerReport, SwitchServer};
 use crate::session::Session;
 
@@ -94,4 +100,117 @@ pub fn run_exchange_job(
         workers,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Why a loopback exchange did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopbackError {
+    #[error("switch: {0}")]
+    Switch(#[from] ServerError),
+    #[error("worker {rank}: {source}")]
+    Worker { rank: u16, source: WorkerError },
+    #[error("worker {rank}: {source}")]
+    Engine {
+        rank: u16,
+        source: switchgnn_dataplane::engine::EngineError,
+    },
+}
+
+/// One exchange of `plan` with the engines of `kind`, over UDP on loopback: the switch of
+/// `server` (its job and world must be the plan's) and every worker as a thread, each holding
+/// its own vertices' rows of `features` (row-major, one row per vertex of the graph). Returns
+/// the switch's report and each worker's output, in rank order.
+pub fn run_single_exchange(
+    kind: ExchangeKind,
+    plan: Arc<ExchangePlan>,
+    features: &[f32],
+    scale: Scale,
+    server: ServerConfig,
+    backward: bool,
+) -> Result<(ServerReport, Vec<ExchangeOutput>), LoopbackError> {
+    let world = server.world;
+    let (timeouts, link, faults, job) = (server.timeouts, server.link, server.faults, server.job);
+    let session = Arc::new(Session::from_layers(kind, vec![plan.clone()]));
+    let mut switch = SwitchServer::bind(server, session.clone())?;
+    let addr = switch.local_addr().map_err(ServerError::Io)?;
+    let stop = AtomicBool::new(false);
+    let width = plan.width;
+    let (switch, workers) = thread::scope(|s| {
+        let switch = s.spawn(|| switch.run(&stop, None));
+        let workers: Vec<_> = (0..world)
+            .map(|rank| {
+                let (plan, session) = (plan.clone(), session.clone());
+                s.spawn(move || -> Result<ExchangeOutput, LoopbackError> {
+                    let vertices: Vec<u32> = (0..plan.owner.len() as u32)
+                        .filter(|&v| plan.owner[v as usize] == rank)
+                        .collect();
+                    let values: Vec<f32> = vertices
+                        .iter()
+                        .flat_map(|&v| &features[v as usize * width..(v as usize + 1) * width])
+                        .copied()
+                        .collect();
+                    let worker = |source| LoopbackError::Worker { rank, source };
+                    let mut client = WorkerClient::connect(WorkerConfig {
+                        job,
+                        rank,
+                        world,
+                        mode: kind,
+                        plan_checksum: session.checksum,
+                        switch: addr,
+                        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        timeouts,
+                        link,
+                        faults: crate::socket::ShimConfig {
+                            seed: faults.seed ^ (u64::from(rank) + 1),
+                            ..faults
+                        },
+                    })
+                    .map_err(worker)?;
+                    let cfg = EngineConfig {
+                        exchange: ExchangeId {
+                            job,
+                            epoch: 0,
+                            layer: 0,
+                            backward,
+                        },
+                        seq: 1,
+                        rank,
+                        scale,
+                        timers: timeouts.protocol(),
+                        window: client.window(link.window),
+                    };
+                    let local = LocalFeatures {
+                        vertices: &vertices,
+                        width,
+                        values: &values,
+                    };
+                    let mut engine = new_engine(
+                        kind,
+                        cfg,
+                        &plan,
+                        local,
+                        link.rate(),
+                        client.congestion_window(),
+                        client.now(),
+                    )
+                    .map_err(|source| LoopbackError::Engine { rank, source })?;
+                    client
+                        .run(engine.as_mut(), "the exchange")
+                        .map_err(worker)?;
+                    client.finish().map_err(worker)?;
+                    Ok(engine.output().clone())
+                })
+            })
+            .collect();
+        let workers: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker thread panicked"))
+            .collect();
+        if workers.iter().any(Result::is_err) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        (switch.join().expect("the switch thread panicked"), workers)
+    });
+    let outputs = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((switch?, outputs))
 }

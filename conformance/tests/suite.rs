@@ -1,0 +1,66 @@
+//! The conformance suite on every driver: each exchange kind under each network condition,
+//! forward and backward, bit-identical to the direct computation (see the crate's docs).
+
+mod common;
+
+use common::{dataset_of, random_graph};
+use std::collections::BTreeMap;
+
+use switchgnn_conformance::{cases, Driver, Felt, Fixture, InMemory, Simulator, Udp};
+
+/// 240 vertices on 4 workers, width 40 (two chunks, the second short), 16 KiB of aggregators
+/// so that the SwitchGNN plan takes several blocks.
+fn fixture() -> Fixture {
+    let d = dataset_of(random_graph(240, 900, 11));
+    let f = Fixture::new(&d, 4, 40, 16 << 10);
+    let p = f.plan(switchgnn_dataplane::ExchangeKind::Switchgnn);
+    assert!(p.blocks.len() > 1, "the fixture wants several blocks");
+    f
+}
+
+fn run_all(driver: &dyn Driver) {
+    let f = fixture();
+    let mut failures = Vec::new();
+    // What each condition did, over the in-network kinds and over all kinds.
+    let mut felt: BTreeMap<&str, (Felt, Felt)> = BTreeMap::new();
+    let all = cases();
+    for (i, case) in all.iter().enumerate() {
+        match f.check(driver, case, i as u64 + 1) {
+            Ok(x) => {
+                let e = felt.entry(case.condition.name).or_default();
+                e.1 += x;
+                if case.kind.in_network() {
+                    e.0 += x;
+                }
+            }
+            Err(e) => failures.push(format!("{case}: {e}")),
+        }
+    }
+    eprintln!(
+        "{}: {} cases, {} failed",
+        driver.name(),
+        all.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{}:\n{}",
+        driver.name(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_case_is_exact_in_memory() {
+    run_all(&InMemory);
+}
+
+#[test]
+fn every_case_is_exact_in_the_simulator() {
+    run_all(&Simulator);
+}
+
+#[test]
+fn every_case_is_exact_over_udp() {
+    run_all(&Udp);
+}
