@@ -70,17 +70,13 @@ impl PartitionArgs {
         switch_memory: u64,
         feature_dims: Vec<usize>,
     ) -> PlanSpec {
-        PlanSpec {
-            dataset: dataset.to_string(),
-            workers,
-            partitioner: self.method(),
-            switch_memory,
-            feature_dims,
-            fill_target: self.fill_target,
-            block_metis: self.metis_options(),
-            block_method: self.block_method(),
-            table_entries: self.table_entries,
-        }
+        PlanSpec::new(dataset.to_string(), workers, feature_dims)
+            .switch_memory(switch_memory)
+            .partitioner(self.method())
+            .fill_target(self.fill_target)
+            .block_metis(self.metis_options())
+            .block_method(self.block_method())
+            .table_entries(self.table_entries)
     }
 
     /// Block partitioning parameters for a switch memory and feature width.

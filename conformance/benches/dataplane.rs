@@ -29,7 +29,7 @@ use switchgnn_dataplane::wire::{PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, Node};
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
-use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 const FRAME_OVERHEAD: usize = switchgnn_dataplane::wire::FRAME_OVERHEAD as usize;
@@ -145,17 +145,7 @@ fn main() {
     .unwrap();
     d.features = None;
     let n = d.graph.num_vertices();
-    let spec = PlanSpec {
-        dataset: "products-like".into(),
-        workers,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: memory,
-        feature_dims: vec![width],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+    let spec = PlanSpec::new("products-like", workers, vec![width]).switch_memory(memory);
     let prepared = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let plan = Arc::new(ExchangePlan::from_plan(&prepared, 0).unwrap());
     let values: Vec<f32> = (0..n * width)

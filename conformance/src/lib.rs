@@ -19,7 +19,7 @@ use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::{ExchangeId, ExchangeKind};
 use switchgnn_datasets::{Dataset, Graph};
-use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{exchange_plan, remote_sums, PlanOptions};
 use switchgnn_sim::driver::SimConfig;
 use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
@@ -341,17 +341,7 @@ impl Fixture {
     /// `dataset` on `workers` METIS parts, every kind's plan for one layer of `width` (the
     /// SwitchGNN plan cut into blocks of `memory` bytes of aggregators).
     pub fn new(dataset: &Dataset, workers: u32, width: usize, memory: u64) -> Fixture {
-        let spec = PlanSpec {
-            dataset: dataset.name.clone(),
-            workers,
-            partitioner: Method::Metis(MetisOptions::default()),
-            switch_memory: memory,
-            feature_dims: vec![width],
-            fill_target: 0.9,
-            block_metis: MetisOptions::default(),
-            block_method: Default::default(),
-            table_entries: None,
-        };
+        let spec = PlanSpec::new(dataset.name.clone(), workers, vec![width]).switch_memory(memory);
         let prepared = Plan::prepare(dataset, &spec, &|_| {}).expect("a plan of the fixture");
         let plans = ExchangeKind::ALL
             .into_iter()

@@ -166,17 +166,8 @@ fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
     let d = dataset_of(random_graph(500, 2_500, 6));
     let spec_width = 72; // 3 chunks, the last of 8 lanes
     let memory = 64 * 3 * 128;
-    let spec = switchgnn_partition::PlanSpec {
-        dataset: "test".into(),
-        workers: 5,
-        partitioner: metis(),
-        switch_memory: memory,
-        feature_dims: vec![spec_width],
-        fill_target: 0.9,
-        block_metis: Default::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+    let spec =
+        switchgnn_partition::PlanSpec::new("test", 5, vec![spec_width]).switch_memory(memory);
     let prepared = switchgnn_partition::Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let traffic = &prepared.manifest.traffic[0];
     let ina = Arc::new(ExchangePlan::from_plan(&prepared, 0).unwrap());

@@ -21,24 +21,16 @@ use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions};
 use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
-use switchgnn_partition::{Assignment, Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 const JOB: u16 = 7;
 const CHECKSUM: u64 = 0x5347_0000_1234_abcd;
 
 fn prepare(d: &Dataset, workers: u32, dims: Vec<usize>, memory: u64, table: u64) -> Plan {
-    let spec = PlanSpec {
-        dataset: d.name.clone(),
-        workers,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: memory,
-        feature_dims: dims,
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: Some(table),
-    };
+    let spec = PlanSpec::new(d.name.clone(), workers, dims)
+        .switch_memory(memory)
+        .table_entries(Some(table));
     Plan::prepare(d, &spec, &|_| {}).unwrap()
 }
 

@@ -13,7 +13,7 @@ use common::synthetic;
 
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_p4::{p4runtime, Entries, Install};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
 
@@ -50,17 +50,9 @@ fn python() -> Option<Command> {
 fn p4runtime_json_parses_as_write_requests() {
     let Some(mut python) = python() else { return };
     let d = synthetic(400, 2000, 3);
-    let spec = PlanSpec {
-        dataset: d.name.clone(),
-        workers: 3,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: 16 * 1024,
-        feature_dims: vec![40, 16],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: Some(800),
-    };
+    let spec = PlanSpec::new(d.name.clone(), 3, vec![40, 16])
+        .switch_memory(16 * 1024)
+        .table_entries(Some(800));
     let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let blocks: Vec<Arc<ExchangePlan>> = (0..2)
         .map(|l| Arc::new(ExchangePlan::from_plan(&plan, l).unwrap()))

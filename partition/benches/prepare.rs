@@ -112,17 +112,9 @@ fn child(kind: &str, graph: &Path, memory: Option<&String>, method: Option<&Stri
                 Some("parts") => BlockMethod::Parts,
                 _ => BlockMethod::Vertices,
             };
-            let spec = PlanSpec {
-                dataset: graph.display().to_string(),
-                workers,
-                partitioner: Method::Metis(MetisOptions::default()),
-                switch_memory: memory,
-                feature_dims: vec![width],
-                fill_target: 0.9,
-                block_metis: MetisOptions::default(),
-                block_method: method,
-                table_entries: None,
-            };
+            let spec = PlanSpec::new(graph.display().to_string(), workers, vec![width])
+                .switch_memory(memory)
+                .block_method(method);
             let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
             let info = &plan.manifest.block_sets[0];
             let note = format!(

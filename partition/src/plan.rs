@@ -90,6 +90,55 @@ pub struct PlanSpec {
     pub table_entries: Option<u64>,
 }
 
+impl PlanSpec {
+    /// A spec with the defaults: METIS worker partition, 100 MB of aggregators (the paper's
+    /// largest switch memory), blocks filled to 90 %, METIS blocks, no table-entry limit.
+    /// The setters below change one field each.
+    pub fn new(dataset: impl Into<String>, workers: u32, feature_dims: Vec<usize>) -> PlanSpec {
+        PlanSpec {
+            dataset: dataset.into(),
+            workers,
+            partitioner: Method::Metis(MetisOptions::default()),
+            switch_memory: 100_000_000,
+            feature_dims,
+            fill_target: 0.9,
+            block_metis: MetisOptions::default(),
+            block_method: BlockMethod::default(),
+            table_entries: None,
+        }
+    }
+
+    pub fn switch_memory(mut self, bytes: u64) -> PlanSpec {
+        self.switch_memory = bytes;
+        self
+    }
+
+    pub fn partitioner(mut self, method: Method) -> PlanSpec {
+        self.partitioner = method;
+        self
+    }
+
+    pub fn fill_target(mut self, share: f64) -> PlanSpec {
+        self.fill_target = share;
+        self
+    }
+
+    pub fn block_metis(mut self, options: MetisOptions) -> PlanSpec {
+        self.block_metis = options;
+        self
+    }
+
+    pub fn block_method(mut self, method: BlockMethod) -> PlanSpec {
+        self.block_method = method;
+        self
+    }
+
+    pub fn table_entries(mut self, limit: Option<u64>) -> PlanSpec {
+        self.table_entries = limit;
+        self
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatasetInfo {
     pub name: String,

@@ -4,24 +4,14 @@ use std::path::Path;
 
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Method, Plan, PlanSpec};
 
 fn dataset(seed: u64) -> Dataset {
     generate(&Preset::Small.spec(0.5, seed).unwrap(), &NoProgress).unwrap()
 }
 
 fn spec() -> PlanSpec {
-    PlanSpec {
-        dataset: "synthetic:small,scale=0.5,seed=1".into(),
-        workers: 4,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: 64 * 1024,
-        feature_dims: vec![128, 16, 16],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    }
+    PlanSpec::new("synthetic:small,scale=0.5,seed=1", 4, vec![128, 16, 16]).switch_memory(64 * 1024)
 }
 
 fn written(dir: &Path) -> (Dataset, Plan) {

@@ -20,7 +20,7 @@ use switchgnn_datasets::testdata::{peak_rss_kib, run_bench_child_values};
 use switchgnn_datasets::{cache, load_path, LoadOptions, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{exchange_plan, scale_for, simulate_exchange, ExchangeSetup};
 use switchgnn_sim::queue::EventQueue;
 use switchgnn_sim::sweep::SweepSpec;
@@ -142,17 +142,9 @@ fn parent() {
     let d = generate(&Preset::RedditLike.spec(scale, 0).unwrap(), &NoProgress).unwrap();
     let cache_path = tmp.path().join("reddit-like.sgnn");
     cache::write(&d, &cache_path).unwrap();
-    let spec = PlanSpec {
-        dataset: "synthetic:reddit-like".into(),
-        workers: u32::from(workers),
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: memory(),
-        feature_dims: vec![WIDTH],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: BlockMethod::Vertices,
-        table_entries: None,
-    };
+    let spec = PlanSpec::new("synthetic:reddit-like", u32::from(workers), vec![WIDTH])
+        .switch_memory(memory())
+        .block_method(BlockMethod::Vertices);
     let mut plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let plan_dir = tmp.path().join("plan");
     plan.write(&plan_dir).unwrap();

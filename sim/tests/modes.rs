@@ -7,7 +7,7 @@ use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_scheduler::exchange::remote_sums;
 use switchgnn_sim::modes::{
     exchange_plan, feature, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim,
@@ -22,17 +22,9 @@ fn dataset() -> Dataset {
 }
 
 fn plan(d: &Dataset, memory: u64, width: usize) -> Plan {
-    let spec = PlanSpec {
-        dataset: "synthetic:small".into(),
-        workers: u32::from(WORKERS),
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: memory,
-        feature_dims: vec![width],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: BlockMethod::Vertices,
-        table_entries: None,
-    };
+    let spec = PlanSpec::new("synthetic:small", u32::from(WORKERS), vec![width])
+        .switch_memory(memory)
+        .block_method(BlockMethod::Vertices);
     Plan::prepare(d, &spec, &|_| {}).unwrap()
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions, NoProgress};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::run_loopback;
 use switchgnn_trainer::{train, Prepared, RunReport, TrainConfig};
 use switchgnn_transport::{ExchangeKind, JobFile, Session};
@@ -52,17 +52,12 @@ fn bench(d: &Dataset, workers: u32, epochs: usize) {
     let reference = epoch_seconds(&train(&mut data, &config, &mut |_| {}).expect("trains"));
     let inputs = d.features.as_ref().expect("features").cols();
     let classes = d.labels.as_ref().expect("labels").num_classes() as usize;
-    let spec = PlanSpec {
-        dataset: d.name.clone(),
+    let spec = PlanSpec::new(
+        d.name.clone(),
         workers,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: 100 << 20,
-        feature_dims: config.model.aggregated_widths(inputs, classes),
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+        config.model.aggregated_widths(inputs, classes),
+    )
+    .switch_memory(100 << 20);
     let plan = Plan::prepare(d, &spec, &|_| {}).expect("a plan");
     let owner: Vec<u16> = plan.assignment.parts().iter().map(|&p| p as u16).collect();
     println!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions, NoProgress};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::{run_loopback, ClusterOutcome};
 use switchgnn_trainer::{train, ModelConfig, ModelKind, Prepared, RunReport, TrainConfig};
 use switchgnn_transport::socket::ShimConfig;
@@ -21,17 +21,12 @@ fn synthetic() -> Dataset {
 fn plan(dataset: &Dataset, workers: u32, config: &TrainConfig, memory: u64) -> Plan {
     let inputs = dataset.features.as_ref().unwrap().cols();
     let classes = dataset.labels.as_ref().unwrap().num_classes() as usize;
-    let spec = PlanSpec {
-        dataset: dataset.name.clone(),
+    let spec = PlanSpec::new(
+        dataset.name.clone(),
         workers,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: memory,
-        feature_dims: config.model.aggregated_widths(inputs, classes),
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+        config.model.aggregated_widths(inputs, classes),
+    )
+    .switch_memory(memory);
     Plan::prepare(dataset, &spec, &|_| {}).unwrap()
 }
 

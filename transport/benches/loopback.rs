@@ -16,7 +16,7 @@ use switchgnn_dataplane::network::{run_exchange, Faults, LinkConfig, NetworkConf
 use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::{LoadOptions, NoProgress, Source};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::loopback::run_exchange_job;
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
@@ -35,17 +35,7 @@ fn main() {
         .unwrap_or_else(|| "synthetic:small".into());
     let source: Source = name.parse().expect("a dataset argument");
     let dataset = Arc::new(source.load(&LoadOptions::default(), &NoProgress).unwrap());
-    let spec = PlanSpec {
-        dataset: name.clone(),
-        workers: u32::from(WORKERS),
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: MEMORY,
-        feature_dims: vec![WIDTH],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+    let spec = PlanSpec::new(name.clone(), u32::from(WORKERS), vec![WIDTH]).switch_memory(MEMORY);
     let plan = Plan::prepare(&dataset, &spec, &|_| {}).unwrap();
     let session = Arc::new(Session::new(&plan, &dataset.graph, ExchangeKind::Switchgnn).unwrap());
     println!(

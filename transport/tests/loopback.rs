@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::runner::{run_worker, RunError, RunOptions, WorkerReport};
 use switchgnn_transport::server::{ServerConfig, ServerError, ServerReport, SwitchServer};
 use switchgnn_transport::socket::ShimConfig;
@@ -23,17 +23,7 @@ fn dataset() -> Dataset {
 
 /// A plan for `workers` with a tight switch memory so that layers take several blocks.
 fn plan(dataset: &Dataset, workers: u32, dims: Vec<usize>, memory: u64) -> Plan {
-    let spec = PlanSpec {
-        dataset: dataset.name.clone(),
-        workers,
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: memory,
-        feature_dims: dims,
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+    let spec = PlanSpec::new(dataset.name.clone(), workers, dims).switch_memory(memory);
     Plan::prepare(dataset, &spec, &|_| {}).unwrap()
 }
 

@@ -49,17 +49,9 @@ pub fn block_plan(
     memory: u64,
     partitioner: Method,
 ) -> Arc<ExchangePlan> {
-    let spec = PlanSpec {
-        dataset: dataset.name.clone(),
-        workers,
-        partitioner,
-        switch_memory: memory,
-        feature_dims: vec![width],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+    let spec = PlanSpec::new(dataset.name.clone(), workers, vec![width])
+        .switch_memory(memory)
+        .partitioner(partitioner);
     let plan = Plan::prepare(dataset, &spec, &|_| {}).unwrap();
     Arc::new(ExchangePlan::from_plan(&plan, 0).unwrap())
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
-use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
+use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::loopback::{run_exchange_job, LoopbackOutcome};
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
@@ -18,17 +18,8 @@ pub const WORKERS: u16 = 8;
 pub fn session(mode: ExchangeKind, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
     let source: Source = format!("synthetic:small,scale={scale}").parse().unwrap();
     let dataset = source.load(&LoadOptions::default(), &NoProgress).unwrap();
-    let spec = PlanSpec {
-        dataset: dataset.name.clone(),
-        workers: u32::from(WORKERS),
-        partitioner: Method::Metis(MetisOptions::default()),
-        switch_memory: 1 << 20,
-        feature_dims: vec![128],
-        fill_target: 0.9,
-        block_metis: MetisOptions::default(),
-        block_method: Default::default(),
-        table_entries: None,
-    };
+    let spec =
+        PlanSpec::new(dataset.name.clone(), u32::from(WORKERS), vec![128]).switch_memory(1 << 20);
     let plan = Plan::prepare(&dataset, &spec, &|_| {}).unwrap();
     let session = Session::new(&plan, &dataset.graph, mode).unwrap();
     (Arc::new(dataset), Arc::new(session))
