@@ -22,11 +22,55 @@ pub enum TrainError {
     #[error(transparent)]
     Output(#[from] switchgnn_datasets::Error),
     /// Communication with the other workers failed (a lost peer, the switch gone).
-    #[error("{0}")]
-    Comm(String),
+    #[error(transparent)]
+    Comm(#[from] CommError),
     /// The plot could not be drawn.
     #[error("plot: {0}")]
     Plot(String),
+}
+
+/// Why a distributed run's communication failed, with the error of the layer that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    /// The worker's connection to the switch (handshake, an exchange, goodbye).
+    #[error("worker {rank}: {source}")]
+    Worker {
+        rank: u16,
+        source: switchgnn_transport::WorkerError,
+    },
+    /// The worker's connection to the all-reduce service.
+    #[error("worker {rank}: {source}")]
+    Collective {
+        rank: u16,
+        source: switchgnn_transport::collective::CollectiveError,
+    },
+    /// An exchange engine refused its inputs.
+    #[error("{during}: {source}")]
+    Engine {
+        during: String,
+        source: switchgnn_dataplane::engine::EngineError,
+    },
+    /// No fixed-point scale fits the values of a layer.
+    #[error("layer {layer}: {source}")]
+    Scale {
+        layer: usize,
+        source: switchgnn_dataplane::fixed::FixedError,
+    },
+    /// An exchange returned something else than the plan says.
+    #[error("{during}: {what}")]
+    Mismatch { during: String, what: String },
+    /// The switch process of a loopback run.
+    #[error("switch: {0}")]
+    Switch(#[from] switchgnn_transport::ServerError),
+    /// The all-reduce service of a loopback run.
+    #[error("collective service: {0}")]
+    Service(switchgnn_transport::collective::CollectiveError),
+    /// A socket of a loopback run could not be opened.
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;

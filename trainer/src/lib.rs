@@ -27,7 +27,7 @@ pub mod model;
 pub mod plot;
 pub mod train;
 
-pub use error::{Result, TrainError};
+pub use error::{CommError, Result, TrainError};
 pub use graph_tensors::{FeatureMatrix, FeatureNorm, Propagation};
 pub use log::{DatasetSummary, MeanStd, Summary, TrainLog};
 pub use model::{Aggregate, Model, ModelConfig, ModelKind};

@@ -240,7 +240,7 @@ impl JobFile {
         if [t.join_ms, t.peer_ms, t.rto_us, t.control_us, t.result_us].contains(&0) {
             return Err("every timeout must be positive".into());
         }
-        self.faults.validate()
+        self.faults.validate().map_err(|e| e.to_string())
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::fault::{FaultInjector, Faults};
+use switchgnn_dataplane::fault::{FaultError, FaultInjector, Faults};
 
 pub use quinn_udp::EcnCodepoint;
 
@@ -120,8 +120,8 @@ impl ShimConfig {
     }
 
     /// Check the probabilities are probabilities.
-    pub fn validate(&self) -> Result<(), String> {
-        self.faults().validate().map_err(|e| e.to_string())
+    pub fn validate(&self) -> Result<(), FaultError> {
+        self.faults().validate()
     }
 }
 

@@ -18,7 +18,7 @@ use switchgnn_transport::{JobFile, Session, WorkerClient, WorkerConfig};
 
 use super::network::{ExchangeTotals, NetworkOptions, NetworkSums};
 use super::{Shard, ShardBackend};
-use crate::error::{Result, TrainError};
+use crate::error::{CommError, Result};
 use crate::graph_tensors::FeatureNorm;
 use crate::train::{train_on, EpochRecord, RunReport, TrainConfig};
 
@@ -69,7 +69,6 @@ pub fn run_worker(
     observe: &mut dyn FnMut(&EpochRecord),
 ) -> Result<WorkerOutcome> {
     let shard = Shard::new(dataset, owner, rank, config.model.kind, config.feature_norm)?;
-    let comm = |e: &dyn std::fmt::Display| TrainError::Comm(format!("worker {rank}: {e}"));
     let client = WorkerClient::connect(WorkerConfig {
         job: job.job,
         rank,
@@ -88,7 +87,7 @@ pub fn run_worker(
             ..job.faults
         },
     })
-    .map_err(|e| comm(&e))?;
+    .map_err(|source| CommError::Worker { rank, source })?;
     let collective = CollectiveClient::connect(
         switch,
         job.job,
@@ -98,7 +97,7 @@ pub fn run_worker(
         job.timeouts.join(),
         job.timeouts.collective_idle(),
     )
-    .map_err(|e| comm(&e))?;
+    .map_err(|source| CommError::Collective { rank, source })?;
     let opts = NetworkOptions {
         job: job.job,
         rank,
@@ -148,7 +147,6 @@ pub fn run_loopback(
     threads: i32,
     observe: &mut (dyn FnMut(&EpochRecord) + Send),
 ) -> Result<ClusterOutcome> {
-    let comm = |what: &str, e: &dyn std::fmt::Display| TrainError::Comm(format!("{what}: {e}"));
     let server_cfg = ServerConfig {
         job: job.job,
         world: job.world,
@@ -160,15 +158,20 @@ pub fn run_loopback(
         stop_after_exchanges: None,
         overload: Default::default(),
     };
-    let mut server =
-        SwitchServer::bind(server_cfg, session.clone()).map_err(|e| comm("switch", &e))?;
-    let addr = server.local_addr().map_err(|e| comm("switch", &e))?;
+    let mut server = SwitchServer::bind(server_cfg, session.clone()).map_err(CommError::Switch)?;
+    let addr = server.local_addr().map_err(|source| CommError::Io {
+        what: "switch socket",
+        source,
+    })?;
     let collective = RunningService::start(
         addr,
         ServiceConfig::of(job.job, job.world, &job.timeouts),
         Some(server.liveness()),
     )
-    .map_err(|e| comm("collective service", &e))?;
+    .map_err(|source| CommError::Io {
+        what: "collective service",
+        source,
+    })?;
     let job = JobFile {
         bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         ..job.clone()
@@ -209,8 +212,8 @@ pub fn run_loopback(
     // peer it lost.
     let workers = workers.into_iter().collect::<Result<Vec<_>>>()?;
     let (outcome, report) = switch;
-    outcome.map_err(|e| comm("switch", &e))?;
-    let collective = collective.map_err(|e| comm("collective service", &e))?;
+    outcome.map_err(CommError::Switch)?;
+    let collective = collective.map_err(CommError::Service)?;
     Ok(ClusterOutcome {
         workers,
         switch: report,

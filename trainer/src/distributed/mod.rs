@@ -174,12 +174,15 @@ impl Shard {
         let send = Vec::<f32>::try_from(send.flatten(0, -1))?;
         let sums = remote.exchange(layer, backward, width, &send)?;
         if sums.len() != send.len() {
-            return Err(TrainError::Comm(format!(
-                "layer {layer}: the exchange returned {} values for {} boundary rows of width \
-                 {width}",
-                sums.len(),
-                self.boundary.len()
-            )));
+            return Err(crate::CommError::Mismatch {
+                during: format!("layer {layer}"),
+                what: format!(
+                    "the exchange returned {} values for {} boundary rows of width {width}",
+                    sums.len(),
+                    self.boundary.len()
+                ),
+            }
+            .into());
         }
         let sums = Tensor::from_slice(&sums).view([-1, width as i64]) * after;
         Ok(local.index_add(0, &self.boundary_index, &sums))

@@ -21,7 +21,7 @@ use switchgnn_transport::runner::new_engine;
 use switchgnn_transport::{Session, WorkerClient};
 
 use super::RemoteSums;
-use crate::error::{Result, TrainError};
+use crate::error::{CommError, Result, TrainError};
 use crate::train::Traffic;
 
 /// How a worker drives its exchanges.
@@ -106,23 +106,25 @@ impl NetworkSums {
     /// Say goodbye to the switch and the service; the traffic as the socket saw it.
     pub fn finish(self) -> Result<WorkerWire> {
         drop(self.collective);
-        self.client.finish().map_err(comm)
+        let rank = self.opts.rank;
+        self.client
+            .finish()
+            .map_err(|source| CommError::Worker { rank, source }.into())
     }
 
     fn reduce(&mut self, op: ReduceOp, values: &mut [f32]) -> Result<()> {
         let (sent, received) = (self.collective.bytes_sent, self.collective.bytes_received);
         let started = Instant::now();
-        self.collective.all_reduce(op, values).map_err(comm)?;
+        let rank = self.opts.rank;
+        self.collective
+            .all_reduce(op, values)
+            .map_err(|source| CommError::Collective { rank, source })?;
         self.traffic.seconds += started.elapsed().as_secs_f64();
         self.traffic.bytes_sent += self.collective.bytes_sent - sent;
         self.traffic.bytes_received += self.collective.bytes_received - received;
         self.totals.all_reduces += 1;
         Ok(())
     }
-}
-
-fn comm(e: impl std::fmt::Display) -> TrainError {
-    TrainError::Comm(e.to_string())
 }
 
 impl RemoteSums for NetworkSums {
@@ -155,7 +157,7 @@ impl RemoteSums for NetworkSums {
         let mut bound = [rows.iter().fold(0f32, |m, x| m.max(x.abs()))];
         self.reduce(ReduceOp::Max, &mut bound)?;
         let scale = Scale::for_bound(bound[0], self.contributions)
-            .map_err(|e| TrainError::Comm(format!("layer {layer}: {e}")))?;
+            .map_err(|source| CommError::Scale { layer, source })?;
         self.seq += 1;
         let dir = if backward { "backward" } else { "forward" };
         let during = format!("exchange {} (layer {layer} {dir})", self.seq);
@@ -188,13 +190,21 @@ impl RemoteSums for NetworkSums {
             self.client.congestion_window(),
             self.client.now(),
         )
-        .map_err(|e| TrainError::Comm(format!("{during}: {e}")))?;
-        self.client.run(engine.as_mut(), &during).map_err(comm)?;
+        .map_err(|source| CommError::Engine {
+            during: during.clone(),
+            source,
+        })?;
+        let rank = self.opts.rank;
+        self.client
+            .run(engine.as_mut(), &during)
+            .map_err(|source| CommError::Worker { rank, source })?;
         let out = engine.output();
         if out.vertices != self.boundary {
-            return Err(TrainError::Comm(format!(
-                "{during}: the result covers other vertices than the plan's"
-            )));
+            return Err(CommError::Mismatch {
+                during,
+                what: "the result covers other vertices than the plan's".into(),
+            }
+            .into());
         }
         let s = engine.stats();
         let t = &mut self.totals;
