@@ -136,8 +136,14 @@ proptest! {
             }
             while e.poll_transmit(now).is_some() {}
         }
-        use switchgnn_dataplane::engine::Exchange;
-        prop_assert_eq!(e.stats().packets_received, fed);
+        use switchgnn_dataplane::engine::{EngineDrop, Exchange};
+        let st = e.stats();
+        prop_assert_eq!(st.packets_received, fed);
+        // Every drop has its reason, and garbage is dropped as malformed (a random buffer
+        // almost never starts with the magic).
+        prop_assert_eq!(st.drops.iter().sum::<u64>(), st.dropped);
+        let malformed = garbage.iter().filter(|b| b.len() < 2 || b[..2] != *b"SG").count() as u64;
+        prop_assert!(st.dropped_for(EngineDrop::Malformed) >= malformed);
     }
 }
 

@@ -173,12 +173,55 @@ pub struct EngineStats {
     pub host_aggregated: u64,
     pub overflow_notices: u64,
     pub ecn_echoes: u64,
-    /// Malformed, stale or unexpected packets dropped.
+    /// Malformed, stale or unexpected packets dropped, in all and by [`EngineDrop`] (index =
+    /// position in [`EngineDrop::ALL`]).
     pub dropped: u64,
+    #[serde(default)]
+    pub drops: [u64; EngineDrop::COUNT],
     /// Feature values beyond the scale's bound (saturated on encoding).
     pub saturated: u64,
     /// Smoothed round-trip time of data chunks (in-network modes; 0 before the first ack).
     pub srtt_ns: u64,
+}
+
+/// Why the engine dropped a packet, counted in [`EngineStats::drops`] as the switch counts
+/// its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EngineDrop {
+    /// Not a valid header (too short, bad magic or version, unknown type, reserved flags).
+    Malformed,
+    /// Another job, exchange or direction, or a go of another exchange sequence.
+    OtherExchange,
+    /// Ids beyond the plan (vertex, block, worker, layer, chunk).
+    OutOfPlan,
+    /// For a block that is not the running one (late, or early before the go).
+    Stale,
+    /// A fetch for a vertex this worker does not hold.
+    NotOwned,
+    /// A result for a vertex or count this worker does not expect.
+    Unexpected,
+    /// A packet type, flag or lane count the engine never receives.
+    Unsupported,
+}
+
+impl EngineDrop {
+    pub const COUNT: usize = 7;
+    pub const ALL: [EngineDrop; EngineDrop::COUNT] = [
+        EngineDrop::Malformed,
+        EngineDrop::OtherExchange,
+        EngineDrop::OutOfPlan,
+        EngineDrop::Stale,
+        EngineDrop::NotOwned,
+        EngineDrop::Unexpected,
+        EngineDrop::Unsupported,
+    ];
+}
+
+impl EngineStats {
+    /// Packets dropped for `reason`.
+    pub fn dropped_for(&self, reason: EngineDrop) -> u64 {
+        self.drops[reason as usize]
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -376,11 +419,12 @@ impl<S: SendStrategy> Engine<S> {
         }
     }
 
-    fn on_packet(&mut self, bytes: &[u8]) -> Option<()> {
-        let packet = Packet::new_checked(bytes).ok()?;
-        let repr = Repr::parse(&packet).ok()?;
+    fn on_packet(&mut self, bytes: &[u8]) -> Result<(), EngineDrop> {
+        use EngineDrop::*;
+        let packet = Packet::new_checked(bytes).map_err(|_| Malformed)?;
+        let repr = Repr::parse(&packet).map_err(|_| Malformed)?;
         if !self.cfg.exchange.matches(&repr) {
-            return None;
+            return Err(OtherExchange);
         }
         let limits = crate::wire::PlanLimits {
             vertices: self.plan.owner.len() as u32,
@@ -389,19 +433,19 @@ impl<S: SendStrategy> Engine<S> {
             layers: u32::from(repr.layer) + 1,
             chunks: self.plan.chunks() as u32,
         };
-        repr.check_plan(&limits).ok()?;
+        repr.check_plan(&limits).map_err(|_| OutOfPlan)?;
         let c = usize::from(repr.chunk);
         let lanes_ok = usize::from(repr.lanes) == self.plan.chunk_lanes(c);
         match repr.packet_type {
             PacketType::BlockGo => {
                 if repr.sequence != self.cfg.seq {
-                    return None;
+                    return Err(OtherExchange);
                 }
                 self.observe_block(repr.block);
             }
             PacketType::Data if repr.flags.ack => {
                 if self.current_block() != Some(repr.block) {
-                    return None;
+                    return Err(Stale);
                 }
                 let bytes = 4 * self.plan.chunk_lanes(c);
                 if repr.flags.ecn {
@@ -430,39 +474,42 @@ impl<S: SendStrategy> Engine<S> {
                     repr.dst,
                     c,
                     repr.sequence,
-                )?;
+                )
+                .ok_or(NotOwned)?;
                 self.recovery.push_back(bytes);
                 self.stats.fetch_replies += 1;
             }
             PacketType::Result if lanes_ok || repr.flags.fetch => {
                 self.observe_block(repr.block);
                 if self.current_block() != Some(repr.block) {
-                    return None;
+                    return Err(Stale);
                 }
                 self.stats.results += 1;
                 self.stats.payload_received += 4 * u64::from(repr.lanes);
-                let receiver = self.receiver.as_mut()?;
+                let receiver = self.receiver.as_mut().ok_or(Stale)?;
                 if repr.flags.fetch {
                     self.stats.overflow_notices += 1;
-                    let wants = receiver.overflowed(repr.dst, c)?;
+                    let wants = receiver.overflowed(repr.dst, c).ok_or(Unexpected)?;
                     self.fetch(wants);
                 } else {
                     let values: Vec<i32> = packet.payload().collect();
-                    receiver.on_result(
-                        repr.dst,
-                        c,
-                        repr.count,
-                        &values,
-                        &mut self.output,
-                        &mut self.stats,
-                    )?;
+                    receiver
+                        .on_result(
+                            repr.dst,
+                            c,
+                            repr.count,
+                            &values,
+                            &mut self.output,
+                            &mut self.stats,
+                        )
+                        .ok_or(Unexpected)?;
                     self.last_progress = self.now;
                 }
             }
             PacketType::Raw if repr.flags.ack && repr.lanes == 0 => {
                 // A receiver's acknowledgement of a host-exchange copy of vertex `dst`.
                 if self.current_block() != Some(repr.block) {
-                    return None;
+                    return Err(Stale);
                 }
                 let bytes = 4 * self.plan.chunk_lanes(c);
                 if self.sender.on_ack(self.now, repr.sequence, repr.dst) {
@@ -493,7 +540,7 @@ impl<S: SendStrategy> Engine<S> {
                 self.observe_block(repr.block);
                 let for_block = self.current_block() == Some(repr.block);
                 if for_block {
-                    let receiver = self.receiver.as_mut()?;
+                    let receiver = self.receiver.as_mut().ok_or(Stale)?;
                     let progressed = receiver.on_raw(
                         repr.src,
                         repr.dst,
@@ -509,10 +556,10 @@ impl<S: SendStrategy> Engine<S> {
                 }
                 self.cache.insert((repr.src, repr.chunk), values);
             }
-            _ => return None,
+            _ => return Err(Unsupported),
         }
         self.check_block_done();
-        Some(())
+        Ok(())
     }
 
     /// Fetch the contributions listed (source, destination, chunk): from the cache when they
@@ -622,8 +669,9 @@ impl<S: SendStrategy> Node for Engine<S> {
         self.now = self.now.max(now);
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes.len() as u64;
-        if self.on_packet(bytes).is_none() {
+        if let Err(reason) = self.on_packet(bytes) {
             self.stats.dropped += 1;
+            self.stats.drops[reason as usize] += 1;
         }
     }
 
