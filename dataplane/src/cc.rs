@@ -47,10 +47,15 @@ impl Controller for Unpaced {
 /// stop a sender whose packets wait in a slow switch's queue; the window can.
 #[derive(Debug, Clone)]
 pub struct Aimd {
+    /// Highest rate, bytes per second.
     pub line_rate: f64,
+    /// Lowest rate a cut can reach, bytes per second.
     pub min_rate: f64,
+    /// Additive step, bytes per second per `increase_interval`.
     pub increase: f64,
+    /// Time without a mark per additive step, nanoseconds.
     pub increase_interval: Nanos,
+    /// Shortest time between two cuts, nanoseconds.
     pub cut_interval: Nanos,
     rate: f64,
     last_cut: Option<Nanos>,

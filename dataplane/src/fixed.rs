@@ -17,10 +17,13 @@ use thiserror::Error;
 /// Largest int32 magnitude used (the symmetric range keeps negation safe).
 pub const LIMIT: i64 = i32::MAX as i64;
 
+/// Why no scale can be chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Error)]
 pub enum FixedError {
+    /// The bound is negative, infinite or NaN.
     #[error("bound {0} is not a finite non-negative number")]
     BadBound(f32),
+    /// So many contributions that int32 has no room for their sum.
     #[error("{0} contributions leave no room in int32")]
     TooManyContributions(u64),
 }

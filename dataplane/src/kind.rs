@@ -33,6 +33,7 @@ pub enum ExchangeKind {
 }
 
 impl ExchangeKind {
+    /// Every kind.
     pub const ALL: [ExchangeKind; 4] = [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,

@@ -20,7 +20,9 @@ pub use crate::fault::Faults;
 /// Link rate (bytes per second; infinite for no serialisation) and one-way delay.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LinkConfig {
+    /// Bytes per second; infinite for no serialisation delay.
     pub rate: f64,
+    /// One-way delay, nanoseconds.
     pub delay: Nanos,
 }
 
@@ -34,16 +36,21 @@ impl LinkConfig {
     }
 }
 
+/// Settings of the in-memory network.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct NetworkConfig {
+    /// Rate and delay of every link.
     pub link: LinkConfig,
+    /// Faults applied on every hop.
     pub faults: Faults,
+    /// Seed of the fault injector.
     pub seed: u64,
     /// Deliveries plus timer firings before the run is declared stuck.
     pub max_events: u64,
 }
 
 impl NetworkConfig {
+    /// 100 Gbps links, `faults` seeded by `seed`, and a limit of 50 million events.
     pub fn new(faults: Faults, seed: u64) -> NetworkConfig {
         NetworkConfig {
             link: LinkConfig::hundred_gbps(),
@@ -54,26 +61,41 @@ impl NetworkConfig {
     }
 }
 
+/// Why a run did not finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum NetworkError {
+    /// No packet in flight and no timer set, but some workers have not finished.
     #[error("no event left at {now} ns but workers are unfinished")]
-    Stalled { now: Nanos },
+    Stalled {
+        /// When it stalled, nanoseconds.
+        now: Nanos,
+    },
+    /// The run passed this many events.
     #[error("more than {0} events: the exchange does not terminate")]
     EventLimit(u64),
+    /// A packet was addressed to a worker the run does not have.
     #[error("a packet for worker {0}, which is not in the run")]
     NoSuchWorker(u16),
 }
 
+/// Counters of one network run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NetworkStats {
+    /// Packets put on a link (every hop counts).
     pub transmitted: u64,
+    /// Packet copies delivered to a node.
     pub delivered: u64,
+    /// Packets lost.
     pub lost: u64,
+    /// Packets sent twice.
     pub duplicated: u64,
+    /// Copies held back by an extra delay.
     pub reordered: u64,
+    /// Copies with a bit flipped.
     pub corrupted: u64,
     /// Corrupted frames dropped by the frame check.
     pub frame_errors: u64,
+    /// Deliveries plus timer firings.
     pub events: u64,
     /// Deepest switch egress queue seen (bytes).
     pub peak_queue_bytes: u64,
@@ -104,6 +126,7 @@ pub struct Network {
 }
 
 impl Network {
+    /// A network of `workers` workers around one switch, its clock at 0.
     pub fn new(cfg: NetworkConfig, workers: u16) -> Network {
         Network {
             faults: FaultInjector::new(cfg.faults, cfg.seed),
@@ -117,10 +140,12 @@ impl Network {
         }
     }
 
+    /// The network's clock.
     pub fn now(&self) -> Nanos {
         self.now
     }
 
+    /// Counters so far.
     pub fn stats(&self) -> &NetworkStats {
         &self.stats
     }
@@ -257,18 +282,26 @@ impl Network {
 pub struct ExchangeRun {
     /// Per worker, its exchange output.
     pub outputs: Vec<crate::engine::ExchangeOutput>,
+    /// Per worker, its engine's counters.
     pub engines: Vec<crate::engine::EngineStats>,
+    /// The switch's counters.
     pub switch: crate::switch::SwitchCounters,
+    /// The network's counters.
     pub network: NetworkStats,
 }
 
 /// What [`run_exchange`] needs besides the plan and the features.
 #[derive(Debug, Clone, Copy)]
 pub struct RunSetup {
+    /// The exchange to run.
     pub exchange: crate::node::ExchangeId,
+    /// Fixed-point scale of the features.
     pub scale: crate::fixed::Scale,
+    /// The switch's resources.
     pub switch: crate::switch::SwitchConfig,
+    /// Links, faults and seed of the network.
     pub network: NetworkConfig,
+    /// The engines' timers.
     pub timers: crate::engine::Timers,
     /// Pace with DCQCN-like AIMD at the link rate (else unpaced).
     pub paced: bool,
@@ -276,16 +309,48 @@ pub struct RunSetup {
     pub window: usize,
 }
 
+impl RunSetup {
+    /// One forward exchange (job 1, epoch 0, layer 0) under `scale`, on a switch of `memory`
+    /// bytes of aggregators, over 100 Gb/s links with `faults` drawn from `seed`; paced, 64
+    /// chunks in flight per worker, the default timers.
+    pub fn new(scale: crate::fixed::Scale, memory: u64, faults: Faults, seed: u64) -> RunSetup {
+        RunSetup {
+            exchange: crate::node::ExchangeId {
+                job: 1,
+                epoch: 0,
+                layer: 0,
+                backward: false,
+            },
+            scale,
+            switch: crate::switch::SwitchConfig::with_memory(memory),
+            network: NetworkConfig::new(faults, seed),
+            timers: crate::engine::Timers::default(),
+            paced: true,
+            window: 64,
+        }
+    }
+}
+
+/// Why an in-memory exchange failed.
 #[derive(Debug, Error)]
 pub enum RunError {
+    /// An engine could not be built.
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
+    /// The switch refused the job.
     #[error(transparent)]
     Switch(#[from] crate::switch::SwitchError),
+    /// The network run did not finish.
     #[error(transparent)]
     Network(#[from] NetworkError),
+    /// The feature matrix does not have one row per vertex of the plan.
     #[error("features hold {got} values, the graph needs {want}")]
-    Features { got: usize, want: usize },
+    Features {
+        /// Values given.
+        got: usize,
+        /// Vertices × width.
+        want: usize,
+    },
 }
 
 /// Run one exchange of `plan` over the in-memory network: a fresh switch, one engine per worker

@@ -13,14 +13,18 @@ pub type Nanos = u64;
 /// Where a packet goes in the star: the switch, or a worker's host port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum Address {
+    /// The switch.
     Switch,
+    /// The host port of the worker with this rank.
     Worker(u16),
 }
 
 /// A packet ready to leave a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transmit {
+    /// Where the packet goes.
     pub to: Address,
+    /// The packet: header and lanes.
     pub bytes: Vec<u8>,
 }
 
@@ -40,8 +44,11 @@ pub trait Node {
 /// other exchange is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExchangeId {
+    /// Job id.
     pub job: u16,
+    /// Training step.
     pub epoch: u32,
+    /// GCN layer.
     pub layer: u8,
     /// Gradients (the transposed exchange) rather than features.
     pub backward: bool,

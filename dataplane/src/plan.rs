@@ -18,20 +18,34 @@ use thiserror::Error;
 use crate::table::BlockTable;
 use crate::wire::MAX_LANES;
 
+/// Why a plan cannot be built or used.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PlanError {
+    /// A layer the plan does not have.
     #[error("layer {layer} is not in the plan (it has {layers} layers)")]
-    NoLayer { layer: usize, layers: usize },
+    NoLayer {
+        /// The layer asked for.
+        layer: usize,
+        /// Layers the plan has.
+        layers: usize,
+    },
+    /// The width needs more 32-lane chunks than the wire's chunk field can number.
     #[error("width {0} needs more than 255 chunks of {MAX_LANES} lanes")]
     TooWide(usize),
+    /// A width of zero.
     #[error("width must be positive")]
     ZeroWidth,
+    /// A count beyond what the wire format can carry.
     #[error("{what} {value} does not fit the wire format (limit {limit})")]
     TooLarge {
+        /// What is counted.
         what: &'static str,
+        /// The count.
         value: u64,
+        /// The largest count the wire format carries.
         limit: u64,
     },
+    /// A send order that does not list each of its block's vertices exactly once.
     #[error("the plan's orders do not match its blocks: {0}")]
     BadOrder(String),
 }
@@ -39,12 +53,16 @@ pub enum PlanError {
 /// How the switch treats an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Mode {
+    /// SwitchGNN: the plan's blocks in turn, aggregators assigned by the control plane.
     Blocks,
+    /// One block of every cross edge, aggregators allocated on first arrival.
     Strawman,
+    /// The host exchange over a plain switch.
     Host,
 }
 
 impl Mode {
+    /// The mode's name, as errors and reports give it.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Blocks => "switchgnn",
@@ -57,6 +75,7 @@ impl Mode {
 /// One block at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanBlock {
+    /// The block's lookup table.
     pub table: BlockTable,
     /// Table rows in send order (every worker sends its own rows in this relative order).
     pub order: Vec<u32>,
@@ -81,12 +100,15 @@ impl PlanBlock {
 /// Everything one exchange needs, shared by the switch and every worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExchangePlan {
+    /// How the switch treats the exchange.
     pub mode: Mode,
     /// Feature width `D` of the exchange.
     pub width: usize,
+    /// Workers taking part.
     pub workers: u16,
     /// Owner worker of every vertex.
     pub owner: Vec<u16>,
+    /// The blocks, in the order they run.
     pub blocks: Vec<PlanBlock>,
 }
 
@@ -198,6 +220,18 @@ impl ExchangePlan {
             .map(|b| b.table.len() * self.chunks())
             .max()
             .unwrap_or(0)
+    }
+
+    /// The most contributions any aggregator adds up (at least 1): what a fixed-point scale
+    /// must leave room for so that no sum in the switch overflows.
+    pub fn most_contributions(&self) -> u64 {
+        self.blocks
+            .iter()
+            .flat_map(|b| b.table.expected.iter())
+            .map(|&e| u64::from(e))
+            .max()
+            .unwrap_or(1)
+            .max(1)
     }
 }
 

@@ -59,28 +59,48 @@ impl SwitchConfig {
     }
 }
 
+/// Why the switch refuses a job.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SwitchError {
+    /// A job with this id is already configured.
     #[error("job {0} is already configured")]
     DuplicateJob(u16),
+    /// The job has no layer plans.
     #[error("job {0} has no layers")]
     NoLayers(u16),
+    /// The job's layers differ in workers or vertex owners.
     #[error("the layers of job {0} disagree on workers or vertex owners")]
     InconsistentLayers(u16),
+    /// The job has more workers than the switch has ports.
     #[error("job {job} has {workers} workers but the switch has {ports} ports")]
-    TooManyWorkers { job: u16, workers: u16, ports: u16 },
+    TooManyWorkers {
+        /// The job id.
+        job: u16,
+        /// Workers in the job.
+        workers: u16,
+        /// Ports the switch has.
+        ports: u16,
+    },
 }
 
 /// Why the switch dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum DropReason {
+    /// Shorter than the header.
     Truncated,
+    /// Not the switchgnn magic.
     BadMagic,
+    /// Unsupported header version.
     BadVersion,
+    /// Unknown packet type.
     UnknownType,
+    /// Reserved flag bits set.
     ReservedFlags,
+    /// More lanes announced than an aggregator holds.
     TooManyLanes,
+    /// The announced lanes run past the end of the packet.
     LanesBeyondBuffer,
+    /// Ids beyond the exchange's plan.
     OutOfRange,
     /// Unknown job, worker beyond the job, or a worker id that is not its ingress port.
     NotAdmitted,
@@ -134,11 +154,15 @@ impl DropReason {
 /// Counters for everything the switch does.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchCounters {
+    /// Packets received.
     pub packets_in: u64,
+    /// Bytes received.
     pub bytes_in: u64,
     /// Packets processed (every other packet in is a counted drop).
     pub accepted: u64,
+    /// Packets sent.
     pub packets_out: u64,
+    /// Bytes sent.
     pub bytes_out: u64,
     /// Valid packets in, by [`PacketType`] (index = type code).
     pub in_by_type: [u64; 8],
@@ -156,9 +180,13 @@ pub struct SwitchCounters {
     pub overflows: u64,
     /// Aggregators released by a resend.
     pub releases: u64,
+    /// Acknowledgements of data packets sent (duplicates re-acknowledged included).
     pub acks: u64,
+    /// ECN marks: packets marked towards a congested egress queue, and acks echoing one.
     pub ecn_marks: u64,
+    /// Blocks whose barrier completed.
     pub blocks_completed: u64,
+    /// Exchanges that ran past their last block.
     pub exchanges_completed: u64,
     /// Most aggregators in use at once.
     pub peak_aggregators: u64,
@@ -167,10 +195,12 @@ pub struct SwitchCounters {
 }
 
 impl SwitchCounters {
+    /// Packets dropped for `reason`.
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]
     }
 
+    /// The non-zero drop counts, by reason.
     pub fn drops(&self) -> BTreeMap<DropReason, u64> {
         DropReason::ALL
             .iter()
@@ -179,14 +209,17 @@ impl SwitchCounters {
             .collect()
     }
 
+    /// Packets dropped, for any reason.
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().sum()
     }
 
+    /// Valid packets of type `t` received.
     pub fn received(&self, t: PacketType) -> u64 {
         self.in_by_type[t as usize]
     }
 
+    /// Packets of type `t` sent.
     pub fn sent(&self, t: PacketType) -> u64 {
         self.out_by_type[t as usize]
     }
@@ -195,15 +228,21 @@ impl SwitchCounters {
 /// A job's progress, for diagnostics.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStatus {
+    /// The job id.
     pub job: u16,
+    /// Workers in the job.
     pub workers: u16,
     /// The current (or last) exchange; `None` before the first join.
     pub exchange: Option<ExchangeId>,
+    /// The current exchange's sequence number in the job (0 before the first join).
     pub seq: u32,
     /// Whether every worker has joined the current exchange.
     pub started: bool,
+    /// The running block; equal to `blocks` once the exchange is finished.
     pub block: u16,
+    /// Blocks in the current exchange's plan.
     pub blocks: u16,
+    /// Whether the current exchange has run past its last block.
     pub finished: bool,
     /// Workers the running barrier waits for: those that have not joined (before the start)
     /// or not reported the running block done.
@@ -213,7 +252,9 @@ pub struct JobStatus {
 /// One job: its workers and one exchange plan per layer.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
+    /// The job id.
     pub job: u16,
+    /// The exchange plan of each layer, indexed by layer.
     pub layers: Vec<Arc<ExchangePlan>>,
 }
 
@@ -374,6 +415,7 @@ pub struct Switch {
 }
 
 impl Switch {
+    /// A switch with `config`'s resources and no jobs.
     pub fn new(config: SwitchConfig) -> Switch {
         Switch {
             jobs: BTreeMap::new(),
@@ -439,10 +481,12 @@ impl Switch {
         self.fabric.ingress_congested = congested;
     }
 
+    /// The switch's counters.
     pub fn counters(&self) -> &SwitchCounters {
         &self.fabric.counters
     }
 
+    /// The switch's resources.
     pub fn config(&self) -> &SwitchConfig {
         &self.fabric.config
     }

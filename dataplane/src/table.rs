@@ -13,6 +13,7 @@ use serde::Serialize;
 /// Rows of one block's table, CSR-style: row `i` describes `vertices[i]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BlockTable {
+    /// Global vertex id of each row (ascending in a block's full table).
     pub vertices: Vec<u32>,
     /// Owner worker of each vertex: where its aggregated result goes.
     pub workers: Vec<u32>,
@@ -63,10 +64,12 @@ impl BlockTable {
         &self.slots[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
+    /// Number of rows.
     pub fn len(&self) -> usize {
         self.vertices.len()
     }
 
+    /// Whether the table has no rows.
     pub fn is_empty(&self) -> bool {
         self.vertices.is_empty()
     }

@@ -29,8 +29,11 @@
 
 use thiserror::Error;
 
+/// The first two bytes of every header, “SG”.
 pub const MAGIC: u16 = 0x5347;
+/// The header version this crate reads and writes.
 pub const VERSION: u8 = 1;
+/// Bytes of the header; the lanes follow it.
 pub const HEADER_LEN: usize = 32;
 /// One aggregator: 32 int32 lanes = 128 bytes.
 pub const MAX_LANES: usize = 32;
@@ -61,28 +64,42 @@ mod field {
 /// Why a buffer is not a valid packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum Error {
+    /// The buffer, of this many bytes, is shorter than the header.
     #[error("buffer of {0} bytes is shorter than the {HEADER_LEN}-byte header")]
     Truncated(usize),
+    /// The magic field is not [`MAGIC`].
     #[error("bad magic {0:#06x}")]
     BadMagic(u16),
+    /// The version field is not [`VERSION`].
     #[error("unsupported version {0}")]
     BadVersion(u8),
+    /// The type field names no [`PacketType`].
     #[error("unknown packet type {0}")]
     UnknownType(u8),
+    /// Flag bits beyond the five known ones are set.
     #[error("reserved flag bits set: {0:#04x}")]
     ReservedFlags(u8),
+    /// The lanes field is above [`MAX_LANES`].
     #[error("lane count {0} above {MAX_LANES}")]
     TooManyLanes(u8),
+    /// The announced lanes run past the end of the buffer.
     #[error("{lanes} lanes need {needed} bytes, the buffer holds {have}")]
     LanesBeyondBuffer {
+        /// Lanes the header announces.
         lanes: u8,
+        /// Bytes the header and those lanes need.
         needed: usize,
+        /// Bytes the buffer holds.
         have: usize,
     },
+    /// An id at or beyond the plan's limit (see [`Repr::check_plan`]).
     #[error("{what} {value} out of range for the plan (limit {limit})")]
     OutOfRange {
+        /// Which id: "src vertex", "block", "worker" and so on.
         what: &'static str,
+        /// The id the packet carries.
         value: u32,
+        /// The limit it must stay below.
         limit: u32,
     },
 }
@@ -108,6 +125,7 @@ pub enum PacketType {
 }
 
 impl PacketType {
+    /// The type with wire code `x`, if there is one.
     pub fn from_u8(x: u8) -> Option<PacketType> {
         use PacketType::*;
         [Data, Result, Raw, Fetch, BlockDone, BlockGo, Join]
@@ -119,9 +137,13 @@ impl PacketType {
 /// The flag bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Flags {
+    /// Bit 0: an acknowledgement (of a data chunk or of a host-exchange copy).
     pub ack: bool,
+    /// Bit 1: a fetch request, or, on a result, the switch's overflow notice.
     pub fetch: bool,
+    /// Bit 2: congestion experienced (set by the switch, echoed in acks).
     pub ecn: bool,
+    /// Bit 3: a resent raw feature (a fetch reply); it bypasses, and releases, the aggregator.
     pub resend: bool,
     /// Gradients flowing dst → src (the transposed exchange) rather than features.
     pub backward: bool,
@@ -130,6 +152,7 @@ pub struct Flags {
 impl Flags {
     const KNOWN: u8 = 0b1_1111;
 
+    /// The flags byte as it goes on the wire.
     pub fn to_u8(self) -> u8 {
         u8::from(self.ack)
             | u8::from(self.fetch) << 1
@@ -138,6 +161,7 @@ impl Flags {
             | u8::from(self.backward) << 4
     }
 
+    /// Parse a flags byte; reserved bits set are an error.
     pub fn from_u8(x: u8) -> Result<Flags, Error> {
         if x & !Self::KNOWN != 0 {
             return Err(Error::ReservedFlags(x));
@@ -172,6 +196,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(packet)
     }
 
+    /// Check that the buffer holds the header and the lanes it announces.
     pub fn check_len(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
@@ -192,6 +217,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -204,48 +230,63 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u32::from_be_bytes(self.buffer.as_ref()[r].try_into().expect("4 bytes"))
     }
 
+    /// The magic field (valid packets carry [`MAGIC`]).
     pub fn magic(&self) -> u16 {
         self.u16_at(field::MAGIC)
     }
+    /// The version field.
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VERSION]
     }
+    /// The raw type code (see [`PacketType::from_u8`]).
     pub fn packet_type(&self) -> u8 {
         self.buffer.as_ref()[field::TYPE]
     }
+    /// The raw flags byte (see [`Flags::from_u8`]).
     pub fn flags(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS]
     }
+    /// GCN layer of the exchange.
     pub fn layer(&self) -> u8 {
         self.buffer.as_ref()[field::LAYER]
     }
+    /// Job id.
     pub fn job(&self) -> u16 {
         self.u16_at(field::JOB)
     }
+    /// Source vertex (global id).
     pub fn src(&self) -> u32 {
         self.u32_at(field::SRC)
     }
+    /// Destination vertex (global id).
     pub fn dst(&self) -> u32 {
         self.u32_at(field::DST)
     }
+    /// Block of the plan.
     pub fn block(&self) -> u16 {
         self.u16_at(field::BLOCK)
     }
+    /// Contributions summed into the lanes.
     pub fn count(&self) -> u16 {
         self.u16_at(field::COUNT)
     }
+    /// Worker rank.
     pub fn worker(&self) -> u16 {
         self.u16_at(field::WORKER)
     }
+    /// Which 32-lane chunk of the feature the lanes hold.
     pub fn chunk(&self) -> u8 {
         self.buffer.as_ref()[field::CHUNK]
     }
+    /// Number of int32 lanes after the header.
     pub fn lanes(&self) -> u8 {
         self.buffer.as_ref()[field::LANES]
     }
+    /// Training step.
     pub fn epoch(&self) -> u32 {
         self.u32_at(field::EPOCH)
     }
+    /// Sequence number.
     pub fn sequence(&self) -> u32 {
         self.u32_at(field::SEQUENCE)
     }
@@ -281,15 +322,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         }
     }
 
+    /// Overwrite lane `i` with `value`.
     pub fn set_lane(&mut self, i: usize, value: i32) {
         let at = HEADER_LEN + 4 * i;
         self.put(at..at + 4, &value.to_be_bytes());
     }
 
+    /// Overwrite the count field.
     pub fn set_count(&mut self, count: u16) {
         self.put(field::COUNT, &count.to_be_bytes());
     }
 
+    /// Overwrite the flags byte.
     pub fn set_flags(&mut self, flags: Flags) {
         self.buffer.as_mut()[field::FLAGS] = flags.to_u8();
     }
@@ -298,28 +342,47 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 /// The validated meaning of a header (the payload stays in the buffer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Repr {
+    /// What the packet is for.
     pub packet_type: PacketType,
+    /// The flag bits.
     pub flags: Flags,
+    /// GCN layer of the exchange.
     pub layer: u8,
+    /// Job id (several jobs share a switch).
     pub job: u16,
+    /// Source vertex (global id): whose feature the packet carries or asks for.
     pub src: u32,
+    /// Destination vertex (global id) of a result, raw feature or fetch.
     pub dst: u32,
+    /// Block of the plan.
     pub block: u16,
+    /// Contributions summed into the lanes.
     pub count: u16,
+    /// Worker rank: the sender's, or the addressee's in what the switch sends.
     pub worker: u16,
+    /// Which 32-lane chunk of a wider feature.
     pub chunk: u8,
+    /// Int32 lanes that follow the header, `0..=32`.
     pub lanes: u8,
+    /// Training step; stale packets are recognised by it.
     pub epoch: u32,
+    /// Per-sender sequence number of data and copies (duplicate detection, acks); the
+    /// exchange's sequence number in joins, block reports and goes.
     pub sequence: u32,
 }
 
 /// Limits a packet's ids must respect for a given plan; checked by [`Repr::check_plan`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanLimits {
+    /// Vertices in the graph: vertex ids must be below it.
     pub vertices: u32,
+    /// Block ids must be below it (taken as at least 1).
     pub blocks: u32,
+    /// Workers in the job: ranks must be below it.
     pub workers: u32,
+    /// Layer numbers must be below it.
     pub layers: u32,
+    /// Chunks per feature: chunk numbers must be below it.
     pub chunks: u32,
 }
 

@@ -44,8 +44,11 @@ pub use send::{BalancedHostExchange, HostExchange, InNetwork, SendQueue, SendStr
 
 /// An exchange engine behind one interface, whatever its strategy.
 pub trait Exchange: Node {
+    /// Whether the exchange is over: the switch's go past the last block has arrived.
     fn is_finished(&self) -> bool;
+    /// The sums received so far (complete once finished).
     fn output(&self) -> &ExchangeOutput;
+    /// The engine's counters.
     fn stats(&self) -> &EngineStats;
     /// The block being exchanged (`None` while joining and once finished): for diagnostics.
     fn running_block(&self) -> Option<u16>;
@@ -58,19 +61,37 @@ pub type HostEngine = Engine<HostExchange>;
 /// The host exchange with G3-style balanced rounds.
 pub type BalancedHostEngine = Engine<BalancedHostExchange>;
 
+/// Why an engine cannot be built.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum EngineError {
+    /// The rank is not below the plan's worker count.
     #[error("worker {rank} is not in a plan of {workers} workers")]
-    NoSuchWorker { rank: u16, workers: u16 },
+    NoSuchWorker {
+        /// The rank asked for.
+        rank: u16,
+        /// Workers in the plan.
+        workers: u16,
+    },
+    /// The features' width differs from the plan's.
     #[error("features have width {got}, the exchange needs {want}")]
-    Width { got: usize, want: usize },
+    Width {
+        /// Width of the features given.
+        got: usize,
+        /// Width of the plan.
+        want: usize,
+    },
+    /// The features lack a vertex this worker sends.
     #[error("features are missing vertex {0}, which this worker sends")]
     MissingVertex(u32),
+    /// Vertices not strictly ascending, or not width × vertices values.
     #[error("feature vertices must be ascending and hold width × vertices values")]
     BadFeatures,
+    /// The engine's send strategy does not run plans of this mode.
     #[error("a {engine} engine cannot run a {mode} plan")]
     WrongMode {
+        /// The strategy's name.
         engine: &'static str,
+        /// The plan's mode.
         mode: &'static str,
     },
 }
@@ -99,12 +120,16 @@ impl Default for Timers {
 /// What a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EngineConfig {
+    /// The exchange (job, step, layer, direction) this engine runs.
     pub exchange: ExchangeId,
     /// Position of this exchange in the job's sequence (strictly increasing): the switch starts
     /// a new exchange only for a higher number.
     pub seq: u32,
+    /// This worker's rank.
     pub rank: u16,
+    /// Fixed-point scale every worker agreed on for this exchange.
     pub scale: Scale,
+    /// Timer settings.
     pub timers: Timers,
     /// Data chunks a worker keeps unacknowledged at once (in-network modes): bounds the queue
     /// a slow switch builds up. `usize::MAX` leaves sending to the pacer alone.
@@ -114,20 +139,27 @@ pub struct EngineConfig {
 /// The worker's own features: ascending vertex ids and their rows, row-major.
 #[derive(Debug, Clone, Copy)]
 pub struct LocalFeatures<'a> {
+    /// Vertices the worker owns, ascending (global ids).
     pub vertices: &'a [u32],
+    /// Feature width: values per vertex.
     pub width: usize,
+    /// The features, `width` values per vertex in the order of `vertices`.
     pub values: &'a [f32],
 }
 
 /// Per local vertex with remote neighbours, the exact sum of its remote contributions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ExchangeOutput {
+    /// Vertices that receive, ascending (global ids).
     pub vertices: Vec<u32>,
+    /// Lanes per vertex: the feature width.
     pub width: usize,
+    /// The sums, row-major: `width` per vertex in the order of `vertices`.
     pub sums: Vec<i64>,
 }
 
 impl ExchangeOutput {
+    /// All-zero sums for `vertices` at `width`.
     pub fn zeros(vertices: Vec<u32>, width: usize) -> ExchangeOutput {
         let sums = vec![0; vertices.len() * width];
         ExchangeOutput {
@@ -153,9 +185,13 @@ impl ExchangeOutput {
 /// crate's traffic model does.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineStats {
+    /// Packets sent.
     pub packets_sent: u64,
+    /// Bytes sent, headers included.
     pub bytes_sent: u64,
+    /// Packets received, dropped ones included.
     pub packets_received: u64,
+    /// Bytes received, headers included.
     pub bytes_received: u64,
     /// Feature payload sent the first time (data chunks, or host-exchange copies).
     pub payload_sent: u64,
@@ -163,19 +199,28 @@ pub struct EngineStats {
     pub payload_resent: u64,
     /// Feature payload received: sums and raw contributions.
     pub payload_received: u64,
+    /// Data chunks or copies sent again after a timeout or a detected loss.
     pub retransmits: u64,
+    /// Fetch requests sent to the owners of missing contributions.
     pub fetches_sent: u64,
+    /// Fetch requests answered with a raw feature.
     pub fetch_replies: u64,
+    /// Result packets of the running block received (sums and overflow notices).
     pub results: u64,
+    /// Raw feature packets received.
     pub raws: u64,
+    /// Wanted contributions taken from the raw-feature cache instead of fetched.
     pub cache_hits: u64,
     /// Destinations (per chunk) completed from raw contributions rather than a switch sum.
     pub host_aggregated: u64,
+    /// Overflow notices from the switch (results with the fetch flag).
     pub overflow_notices: u64,
+    /// Switch acks of data chunks that carried an ECN mark.
     pub ecn_echoes: u64,
     /// Malformed, stale or unexpected packets dropped, in all and by [`EngineDrop`] (index =
     /// position in [`EngineDrop::ALL`]).
     pub dropped: u64,
+    /// Dropped packets per reason (index = position in [`EngineDrop::ALL`]).
     #[serde(default)]
     pub drops: [u64; EngineDrop::COUNT],
     /// Feature values beyond the scale's bound (saturated on encoding).
@@ -205,7 +250,9 @@ pub enum EngineDrop {
 }
 
 impl EngineDrop {
+    /// Number of drop reasons.
     pub const COUNT: usize = 7;
+    /// Every drop reason, in index order.
     pub const ALL: [EngineDrop; EngineDrop::COUNT] = [
         EngineDrop::Malformed,
         EngineDrop::OtherExchange,

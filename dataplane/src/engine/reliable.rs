@@ -36,6 +36,10 @@ pub struct Reliable {
     backoff: u32,
     /// Send time of the latest-sent sequence acknowledged so far.
     rack: Nanos,
+    /// Whether every acknowledgement comes back along one path, so that an ack of a later
+    /// chunk proves an earlier one lost (RACK). Off where acks come from many receivers over
+    /// paths of their own (the host exchange), which reorder them without any loss.
+    single_path: bool,
 }
 
 impl Reliable {
@@ -44,8 +48,15 @@ impl Reliable {
         Reliable {
             window: window.max(1),
             backoff: 1,
+            single_path: true,
             ..Reliable::default()
         }
+    }
+
+    /// Acknowledgements come from many receivers: no RACK-style loss detection, timeouts only.
+    pub fn multi_path(mut self) -> Reliable {
+        self.single_path = false;
+        self
     }
 
     /// A new block of `len` sequences (the round-trip estimate carries over).
@@ -76,6 +87,7 @@ impl Reliable {
             .map_or(self.window, |c| c.min(self.window))
     }
 
+    /// Whether a sequence (a resend or a new one) is waiting and the window has room for it.
     pub fn has_work(&self) -> bool {
         self.outstanding_count < self.limit()
             && (self.cursor < self.acked.len()
@@ -116,6 +128,14 @@ impl Reliable {
     pub fn on_ack(&mut self, now: Nanos, s: usize) -> bool {
         self.settle(s);
         let new = !self.acked.replace(s, true);
+        // Acknowledged entries leave the front at once, so that the next deadline is that of
+        // the oldest chunk still unacknowledged (RACK looks there for an overtaken one).
+        while let Some(&(_, front)) = self.inflight.front() {
+            if !self.acked[front as usize] {
+                break;
+            }
+            self.inflight.pop_front();
+        }
         if new {
             self.backoff = 1;
             self.rack = self.rack.max(self.sent_at[s]);
@@ -165,6 +185,7 @@ impl Reliable {
         })
     }
 
+    /// The smoothed round-trip time, once one has been measured.
     pub fn srtt(&self) -> Option<Nanos> {
         self.rtt.srtt()
     }
@@ -179,6 +200,9 @@ impl Reliable {
     /// Whether a chunk sent at `sent` was overtaken: one sent more than a quarter of the
     /// round trip after it has been acknowledged.
     fn overtaken(&self, sent: Nanos) -> bool {
+        if !self.single_path {
+            return false;
+        }
         match self.rtt.srtt() {
             Some(srtt) => sent + srtt / 4 < self.rack,
             None => false,
@@ -203,6 +227,7 @@ pub struct RttEstimator {
 }
 
 impl RttEstimator {
+    /// Take one round-trip measurement into the estimate.
     pub fn sample(&mut self, rtt: Nanos) {
         let r = rtt as f64;
         match self.srtt {
@@ -225,6 +250,7 @@ impl RttEstimator {
         }
     }
 
+    /// The smoothed round-trip time, if any sample has been taken.
     pub fn srtt(&self) -> Option<Nanos> {
         self.srtt.map(|s| s as Nanos)
     }

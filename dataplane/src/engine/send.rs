@@ -13,6 +13,7 @@ use crate::wire::{PacketType, Repr};
 /// `pair · chunks + chunk`), acknowledged and resent by one [`Reliable`] layer; the default
 /// methods do that over the strategy's [`SendQueue`].
 pub trait SendStrategy: Debug + Sized {
+    /// The strategy's name, as errors report it.
     const NAME: &'static str;
     /// The packet type of what it sends.
     const KIND: PacketType;
@@ -20,15 +21,24 @@ pub trait SendStrategy: Debug + Sized {
     fn accepts(mode: Mode) -> bool;
     /// The (source, destination) pairs worker `rank` sends in `block`, in send order.
     fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)>;
+    /// The strategy around `queue`.
     fn from_queue(queue: SendQueue) -> Self;
+    /// The strategy's send queue.
     fn queue(&self) -> &SendQueue;
+    /// The strategy's send queue, mutably.
     fn queue_mut(&mut self) -> &mut SendQueue;
 
     /// `window`: packets that may await acknowledgement at once.
     fn new(plan: &ExchangePlan, _rank: u16, window: usize) -> Self {
+        // Host-exchange copies are acknowledged by their receivers, each over its own path.
+        let rel = if Self::KIND == PacketType::Raw {
+            Reliable::new(window).multi_path()
+        } else {
+            Reliable::new(window)
+        };
         Self::from_queue(SendQueue {
             chunks: plan.chunks(),
-            rel: Reliable::new(window),
+            rel,
             ..SendQueue::default()
         })
     }

@@ -1,0 +1,387 @@
+//! The engines and the switch in lock step (quinn-proto's test `Pair` is the model): a
+//! harness delivers one packet or fires one timer at a time on a simulated clock, and a test
+//! script decides which packets are lost. Each test pins one recovery mechanism down: a lost
+//! go, the fetch cap, RACK-style loss detection, Karn's rule, retransmission backoff, and an
+//! overflow notice.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use common::{dataset_of, random_graph};
+use switchgnn_dataplane::cc::{Aimd, Controller, Unpaced};
+use switchgnn_dataplane::engine::{EngineConfig, Exchange, LocalFeatures, Timers};
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::wire::{Packet, PacketType, Repr};
+use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Nanos, Node};
+use switchgnn_scheduler::exchange::{exchange_plan, PlanOptions};
+
+/// One hop's delay.
+const HOP: Nanos = 1_000;
+const TIMERS: Timers = Timers {
+    rto: 20_000,
+    control: 20_000,
+    result: 100_000,
+};
+/// The same with a result timeout far beyond the retransmissions, so that no fetch round
+/// takes over from them.
+const PATIENT: Timers = Timers {
+    result: 100_000_000,
+    ..TIMERS
+};
+
+/// A packet on the wire, and where it goes.
+#[derive(Debug, Clone)]
+struct InFlight {
+    at: Nanos,
+    from: Address,
+    to: Address,
+    repr: Repr,
+    bytes: Vec<u8>,
+}
+
+/// The switch, one engine per worker, a clock, and the packets in flight.
+struct Harness {
+    switch: Switch,
+    workers: Vec<Box<dyn Exchange>>,
+    now: Nanos,
+    wire: VecDeque<InFlight>,
+    /// Every packet put on the wire so far (lost ones included), in order.
+    log: Vec<InFlight>,
+    /// Decides, per packet, whether it is lost.
+    lose: Box<dyn FnMut(&InFlight) -> bool>,
+}
+
+impl Harness {
+    /// `paced`: one chunk per microsecond per worker (else all at once).
+    fn new(
+        kind: ExchangeKind,
+        workers: u32,
+        window: usize,
+        scale: Option<Scale>,
+        timers: Timers,
+        paced: bool,
+    ) -> Harness {
+        let d = dataset_of(random_graph(60, 200, 5));
+        let spec =
+            switchgnn_partition::PlanSpec::new("steps", workers, vec![32]).switch_memory(1 << 20);
+        let prepared = switchgnn_partition::Plan::prepare(&d, &spec, &|_| {}).unwrap();
+        let plan: Arc<ExchangePlan> =
+            Arc::new(exchange_plan(kind, &d.graph, &prepared, 0, PlanOptions::default()).unwrap());
+        let most = (0..60).map(|v| d.graph.degree(v)).max().unwrap_or(1);
+        let scale = scale.unwrap_or_else(|| Scale::for_bound(1.0, most).unwrap());
+        let exchange = ExchangeId {
+            job: 1,
+            epoch: 0,
+            layer: 0,
+            backward: false,
+        };
+        let mut switch = Switch::new(SwitchConfig {
+            aggregators: 4096,
+            ecn_threshold: u64::MAX,
+            ports: workers as u16,
+        });
+        switch
+            .add_job(JobConfig {
+                job: 1,
+                layers: vec![plan.clone()],
+            })
+            .unwrap();
+        let engines = (0..workers as u16)
+            .map(|rank| {
+                let vertices: Vec<u32> = (0..60)
+                    .filter(|&v| plan.owner[v as usize] == rank)
+                    .collect();
+                let values: Vec<f32> = vertices
+                    .iter()
+                    .flat_map(|&v| {
+                        (0..32).map(move |j| ((v as usize * 7 + j) % 19) as f32 / 9.0 - 1.0)
+                    })
+                    .collect();
+                let cfg = EngineConfig {
+                    exchange,
+                    seq: 1,
+                    rank,
+                    scale,
+                    timers,
+                    window,
+                };
+                let local = LocalFeatures {
+                    vertices: &vertices,
+                    width: 32,
+                    values: &values,
+                };
+                let cc: Box<dyn Controller> = if paced {
+                    // 160-byte chunks at 160 MB/s: one a microsecond.
+                    Box::new(Aimd::new(160e6))
+                } else {
+                    Box::new(Unpaced)
+                };
+                kind.engine(cfg, plan.clone(), local, cc, 0).unwrap()
+            })
+            .collect();
+        let mut h = Harness {
+            switch,
+            workers: engines,
+            now: 0,
+            wire: VecDeque::new(),
+            log: Vec::new(),
+            lose: Box::new(|_| false),
+        };
+        for w in 0..h.workers.len() {
+            h.flush_worker(w);
+        }
+        h
+    }
+
+    fn send(&mut self, from: Address, to: Address, bytes: Vec<u8>) {
+        let repr = Repr::parse(&Packet::new_checked(&bytes[..]).unwrap()).unwrap();
+        let p = InFlight {
+            at: self.now + HOP,
+            from,
+            to,
+            repr,
+            bytes,
+        };
+        self.log.push(p.clone());
+        if !(self.lose)(&p) {
+            self.wire.push_back(p);
+        }
+    }
+
+    fn flush_worker(&mut self, w: usize) {
+        while let Some(t) = self.workers[w].poll_transmit(self.now) {
+            self.send(Address::Worker(w as u16), t.to, t.bytes);
+        }
+    }
+
+    fn flush_switch(&mut self) {
+        while let Some(t) = self.switch.poll_transmit(self.now) {
+            self.send(Address::Switch, t.to, t.bytes);
+        }
+    }
+
+    /// Deliver the next packet or fire the next timer, whichever is first; false when nothing
+    /// is left to do.
+    fn step(&mut self) -> bool {
+        let packet = self.wire.iter().map(|p| p.at).min();
+        let timer = self
+            .workers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| w.poll_timeout().map(|t| (t, i)))
+            .min();
+        match (packet, timer) {
+            (Some(at), t) if t.is_none_or(|(t, _)| at <= t) => {
+                let i = self.wire.iter().position(|p| p.at == at).unwrap();
+                let p = self.wire.remove(i).unwrap();
+                self.now = self.now.max(p.at);
+                match p.to {
+                    Address::Switch => {
+                        self.switch.handle_packet(self.now, p.from, &p.bytes);
+                        self.flush_switch();
+                    }
+                    Address::Worker(w) => {
+                        let w = usize::from(w);
+                        self.workers[w].handle_packet(self.now, Address::Switch, &p.bytes);
+                        self.flush_worker(w);
+                    }
+                }
+                true
+            }
+            (_, Some((t, i))) => {
+                self.now = self.now.max(t);
+                self.workers[i].handle_timeout(self.now);
+                self.flush_worker(i);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Step until every worker has finished (at most `limit` steps).
+    fn finish(&mut self, limit: usize) {
+        for _ in 0..limit {
+            if self.workers.iter().all(|w| w.is_finished()) {
+                return;
+            }
+            assert!(self.step(), "stalled at {} ns", self.now);
+        }
+        panic!("not finished after {limit} steps");
+    }
+
+    /// Packets of `t` from worker `w` in the log, with the time they left.
+    fn sent_by(&self, w: u16, t: PacketType) -> Vec<&InFlight> {
+        self.log
+            .iter()
+            .filter(|p| {
+                p.from == Address::Worker(w) && p.repr.packet_type == t && !p.repr.flags.ack
+            })
+            .collect()
+    }
+}
+
+fn is(p: &InFlight, t: PacketType) -> bool {
+    p.repr.packet_type == t
+}
+
+/// Everything to worker 1 is lost until after its first join has timed out (the go, and the
+/// packets of the block that would have told it the go was sent): it joins again after the
+/// control interval, the switch repeats the go, and the exchange completes.
+#[test]
+fn a_lost_go_is_repeated_on_the_next_join() {
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, false);
+    let mut cut = true;
+    h.lose = Box::new(move |p| {
+        // The connection comes back with worker 1's second join.
+        if is(p, PacketType::Join) && p.from == Address::Worker(1) && p.at > TIMERS.control {
+            cut = false;
+        }
+        cut && p.to == Address::Worker(1)
+    });
+    h.finish(1_000_000);
+    let joins = h.sent_by(1, PacketType::Join);
+    assert!(joins.len() >= 2, "worker 1 joined again");
+    assert!(
+        joins[1].at - joins[0].at >= TIMERS.control,
+        "after the control interval"
+    );
+    let gos = h
+        .log
+        .iter()
+        .filter(|p| is(p, PacketType::BlockGo) && p.to == Address::Worker(1) && p.repr.block == 0)
+        .count();
+    assert!(gos >= 2, "the switch repeated the go ({gos})");
+}
+
+/// Every result to worker 0 is lost: after its patience it fetches the missing contributions
+/// raw, never more than one window per round, and still finishes.
+#[test]
+fn fetch_rounds_ask_for_one_window_at_most() {
+    let window = 4;
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, window, None, TIMERS, false);
+    h.lose = Box::new(|p| is(p, PacketType::Result) && p.to == Address::Worker(0));
+    h.finish(2_000_000);
+    let fetches = h.sent_by(0, PacketType::Fetch);
+    assert!(!fetches.is_empty(), "worker 0 fetched what it lost");
+    // Group the fetches into rounds (a round goes out within one pacing burst).
+    let mut rounds: Vec<usize> = Vec::new();
+    let mut last = None;
+    for f in &fetches {
+        if last.is_none_or(|t| f.at > t + HOP) {
+            rounds.push(0);
+        }
+        *rounds.last_mut().unwrap() += 1;
+        last = Some(f.at);
+    }
+    assert!(rounds.iter().all(|&n| n <= window), "rounds {rounds:?}");
+    assert!(rounds.len() > 1, "several rounds: {rounds:?}");
+}
+
+/// One data chunk is lost while the chunks sent after it are acknowledged: RACK resends it
+/// long before the retransmission timeout.
+#[test]
+fn rack_resends_an_overtaken_chunk_before_the_timeout() {
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, true);
+    let mut lost = false;
+    h.lose = Box::new(move |p| {
+        let hit = !lost
+            && is(p, PacketType::Data)
+            && !p.repr.flags.ack
+            && p.from == Address::Worker(0)
+            && p.repr.sequence == 3;
+        lost |= hit;
+        hit
+    });
+    h.finish(1_000_000);
+    let sends: Vec<Nanos> = data_sends(&h, 0, 3);
+    assert!(sends.len() >= 2, "the lost chunk was resent");
+    let gap = sends[1] - sends[0];
+    assert!(
+        gap < TIMERS.rto / 2,
+        "resent after {gap} ns, the timeout is {} ns",
+        TIMERS.rto
+    );
+}
+
+/// When worker `w` sent data chunk `seq`.
+fn data_sends(h: &Harness, w: u16, seq: u32) -> Vec<Nanos> {
+    h.sent_by(w, PacketType::Data)
+        .into_iter()
+        .filter(|p| p.repr.sequence == seq)
+        .map(|p| p.at)
+        .collect()
+}
+
+/// One chunk of worker 0 is lost four times: it is resent after a timeout that doubles each
+/// time (1, 2, 4, 8 × the timeout), never at a fixed rate, and then gets through.
+#[test]
+fn retransmissions_back_off_exponentially() {
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, false);
+    let mut dropped = 0;
+    h.lose = Box::new(move |p| {
+        let hit = is(p, PacketType::Data)
+            && !p.repr.flags.ack
+            && p.from == Address::Worker(0)
+            && p.repr.sequence == 0
+            && dropped < 4;
+        dropped += u32::from(hit);
+        hit
+    });
+    h.finish(1_000_000);
+    let sends = data_sends(&h, 0, 0);
+    assert_eq!(sends.len(), 5, "{sends:?}");
+    let gaps: Vec<Nanos> = sends.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps[0] >= TIMERS.rto, "{gaps:?}");
+    for w in gaps.windows(2) {
+        assert!(w[1] >= 2 * w[0] - HOP, "each wait doubles: {gaps:?}");
+    }
+}
+
+/// Karn's rule: the acknowledgement of a resent chunk is no round-trip sample. A clean run
+/// measures its round trips; a run where every chunk of worker 0 is lost once (so every ack it
+/// gets is for a resent chunk) has no estimate at all.
+#[test]
+fn the_ack_of_a_resent_chunk_is_no_round_trip_sample() {
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, false);
+    h.finish(1_000_000);
+    let clean = h.workers[0].stats().srtt_ns;
+    assert!(
+        clean > 0 && clean <= 4 * HOP,
+        "clean round trips of two hops: {clean}"
+    );
+
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, false);
+    let mut seen = std::collections::HashSet::new();
+    h.lose = Box::new(move |p| {
+        is(p, PacketType::Data)
+            && !p.repr.flags.ack
+            && p.from == Address::Worker(0)
+            && seen.insert((p.repr.block, p.repr.sequence))
+    });
+    h.finish(2_000_000);
+    let st = h.workers[0].stats();
+    assert!(st.retransmits > 0);
+    assert_eq!(st.srtt_ns, 0, "no sample from a resent chunk's ack");
+}
+
+/// A lane overflow in the switch (a scale for one contribution) sends the destination an
+/// overflow notice; it fetches the contributions raw and the exchange completes.
+#[test]
+fn an_overflow_notice_starts_a_fetch() {
+    let one = Scale::for_bound(1.0, 1).unwrap();
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, Some(one), TIMERS, false);
+    h.finish(2_000_000);
+    let notices: u64 = h.workers.iter().map(|w| w.stats().overflow_notices).sum();
+    assert!(h.switch.counters().overflows > 0);
+    assert_eq!(notices, h.switch.counters().overflows);
+    let fetched: u64 = h
+        .workers
+        .iter()
+        .map(|w| w.stats().fetches_sent + w.stats().cache_hits)
+        .sum();
+    assert!(fetched > 0, "the notices started fetches (or cache hits)");
+}
