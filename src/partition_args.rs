@@ -12,6 +12,15 @@ use switchgnn_partition::{
 use crate::job_args::{check_plan_fits, read_plan};
 use crate::progress::Bars;
 
+/// A graph and how to partition it: the inputs of every command that plans.
+#[derive(Debug, Args)]
+pub struct PlanInputs {
+    #[command(flatten)]
+    pub dataset: crate::dataset_args::DatasetArgs,
+    #[command(flatten)]
+    pub partition: PartitionArgs,
+}
+
 #[derive(Debug, Args)]
 pub struct PartitionArgs {
     /// metis, random, hash, or the path of a file with one part id per vertex (from ParMETIS,

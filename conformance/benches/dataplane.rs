@@ -51,14 +51,7 @@ const ID: ExchangeId = ExchangeId {
 
 fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> InNetworkEngine {
     let width = plan.width;
-    let vertices: Vec<u32> = (0..plan.owner.len() as u32)
-        .filter(|&v| plan.owner[v as usize] == w)
-        .collect();
-    let local: Vec<f32> = vertices
-        .iter()
-        .flat_map(|&v| &values[v as usize * width..(v as usize + 1) * width])
-        .copied()
-        .collect();
+    let (vertices, local) = plan.local_rows(w, values);
     let cfg = EngineConfig {
         exchange: ID,
         seq: 1,

@@ -7,7 +7,6 @@
 //!
 //! The tests in `tests/` also exercise the protocol core on real plans beyond the suite.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use switchgnn_dataplane::engine::{ExchangeOutput, Timers};
@@ -16,7 +15,7 @@ use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange_kind, NetworkConfig, RunSetup};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
-use switchgnn_dataplane::switch::SwitchConfig;
+use switchgnn_dataplane::switch::{SwitchConfig, SwitchCounters};
 use switchgnn_dataplane::{ExchangeId, ExchangeKind};
 use switchgnn_datasets::{Dataset, Graph};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
@@ -26,7 +25,7 @@ use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
 use switchgnn_transport::loopback::run_single_exchange;
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
-use switchgnn_transport::{Link, Timeouts};
+use switchgnn_transport::Timeouts;
 
 /// A network condition of the suite. Delays of held-back packets are the driver's to choose
 /// (a few round trips of its own links).
@@ -147,6 +146,18 @@ pub struct Felt {
     pub raw_forwarded: u64,
 }
 
+impl Felt {
+    /// `lost` and `duplicated` by the driver's faults, the rest from the switch's counters.
+    pub fn of(lost: u64, duplicated: u64, switch: &SwitchCounters) -> Felt {
+        Felt {
+            lost,
+            duplicated,
+            overflows: switch.overflows,
+            raw_forwarded: switch.raw_forwarded,
+        }
+    }
+}
+
 impl std::ops::AddAssign for Felt {
     fn add_assign(&mut self, o: Felt) {
         self.lost += o.lost;
@@ -190,12 +201,7 @@ impl Driver for InMemory {
         let run = run_exchange_kind(r.case.kind, r.plan.clone(), r.features, &setup)
             .map_err(|e| e.to_string())?;
         Ok(Outcome {
-            felt: Felt {
-                lost: run.network.lost,
-                duplicated: run.network.duplicated,
-                overflows: run.switch.overflows,
-                raw_forwarded: run.switch.raw_forwarded,
-            },
+            felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,
         })
     }
@@ -235,14 +241,10 @@ impl Driver for Simulator {
         // The simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
         let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
             .map_err(|e| e.to_string())?;
+        let faults = sim.run.faults;
         Ok(Outcome {
             outputs,
-            felt: Felt {
-                lost: sim.run.faults.lost,
-                duplicated: sim.run.faults.duplicated,
-                overflows: sim.switch.overflows,
-                raw_forwarded: sim.switch.raw_forwarded,
-            },
+            felt: Felt::of(faults.lost, faults.duplicated, &sim.switch),
         })
     }
 }
@@ -260,18 +262,7 @@ impl Driver for Udp {
     fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
         let c = &r.case.condition;
         let server = ServerConfig {
-            job: 1,
-            world: r.plan.workers,
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            // Loopback round trips are tens of microseconds: recovery timers of milliseconds.
-            timeouts: Timeouts {
-                join_ms: 20_000,
-                peer_ms: 10_000,
-                rto_us: 2_000,
-                control_us: 1_000,
-                result_us: 5_000,
-            },
-            link: Link::default(),
+            timeouts: Timeouts::loopback(),
             faults: ShimConfig {
                 loss: c.loss,
                 duplicate: c.duplicate,
@@ -279,9 +270,7 @@ impl Driver for Udp {
                 reorder_delay_us: 500,
                 seed: r.seed,
             },
-            aggregators: r.aggregators,
-            stop_after_exchanges: None,
-            overload: Default::default(),
+            ..ServerConfig::loopback(1, r.plan.workers, r.aggregators)
         };
         let (switch, outputs) = run_single_exchange(
             r.case.kind,
@@ -293,14 +282,10 @@ impl Driver for Udp {
         )
         .map_err(|e| e.to_string())?;
         // The switch's own sends pass the same shim: its figures show the faults were felt.
+        let shim = &switch.endpoint.shim;
         Ok(Outcome {
             outputs,
-            felt: Felt {
-                lost: switch.endpoint.shim.lost,
-                duplicated: switch.endpoint.shim.duplicated,
-                overflows: switch.counters.overflows,
-                raw_forwarded: switch.counters.raw_forwarded,
-            },
+            felt: Felt::of(shim.lost, shim.duplicated, &switch.counters),
         })
     }
 }

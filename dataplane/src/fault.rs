@@ -197,19 +197,19 @@ mod tests {
         assert_eq!(stats.lost + stats.duplicated + stats.reordered, 0);
     }
 
+    const MIXED: Faults = Faults {
+        loss: 0.1,
+        duplicate: 0.05,
+        reorder: 0.2,
+        reorder_delay: 1_000,
+        corrupt: 0.0,
+        check_frames: true,
+    };
+
     #[test]
     fn each_fault_happens_about_as_often_as_asked() {
         let n = 20_000;
-        let (out, s) = fates(
-            Faults {
-                loss: 0.1,
-                duplicate: 0.05,
-                reorder: 0.2,
-                reorder_delay: 1_000,
-                ..Faults::none()
-            },
-            n,
-        );
+        let (out, s) = fates(MIXED, n);
         let near =
             |got: u64, p: f64, of: u64| (got as f64 - p * of as f64).abs() < 0.02 * of as f64;
         assert!(near(s.lost, 0.1, n as u64), "{s:?}");
@@ -219,16 +219,7 @@ mod tests {
         assert!(held_back <= s.reordered && s.reordered > 0, "{s:?}");
         assert!(out.iter().all(|(_, d)| *d < 1_000));
         // Same seed, same fates.
-        let (again, _) = fates(
-            Faults {
-                loss: 0.1,
-                duplicate: 0.05,
-                reorder: 0.2,
-                reorder_delay: 1_000,
-                ..Faults::none()
-            },
-            n,
-        );
+        let (again, _) = fates(MIXED, n);
         assert_eq!(out, again);
     }
 

@@ -413,14 +413,7 @@ fn run_kind(
     })?;
     let mut engines: Vec<Box<dyn Exchange>> = Vec::new();
     for w in 0..plan.workers {
-        let vertices: Vec<u32> = (0..n as u32)
-            .filter(|&v| plan.owner[v as usize] == w)
-            .collect();
-        let values: Vec<f32> = vertices
-            .iter()
-            .flat_map(|&v| &features[v as usize * width..(v as usize + 1) * width])
-            .copied()
-            .collect();
+        let (vertices, values) = plan.local_rows(w, features);
         let local = LocalFeatures {
             vertices: &vertices,
             width,

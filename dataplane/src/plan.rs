@@ -222,6 +222,21 @@ impl ExchangePlan {
             .unwrap_or(0)
     }
 
+    /// Worker `w`'s vertices (ascending) and their rows of `features`, a row-major matrix of
+    /// every vertex of the graph: what that worker's engine is built from.
+    pub fn local_rows(&self, w: u16, features: &[f32]) -> (Vec<u32>, Vec<f32>) {
+        let width = self.width;
+        let vertices: Vec<u32> = (0..self.owner.len() as u32)
+            .filter(|&v| self.owner[v as usize] == w)
+            .collect();
+        let rows = vertices
+            .iter()
+            .flat_map(|&v| &features[v as usize * width..(v as usize + 1) * width])
+            .copied()
+            .collect();
+        (vertices, rows)
+    }
+
     /// The most contributions any aggregator adds up (at least 1): what a fixed-point scale
     /// must leave room for so that no sum in the switch overflows.
     pub fn most_contributions(&self) -> u64 {

@@ -34,11 +34,7 @@ pub trait ExchangePlans: Sized {
 
 impl ExchangePlans for ExchangePlan {
     fn from_plan(plan: &Plan, layer: usize) -> Result<ExchangePlan, PlanError> {
-        let dims = &plan.manifest.spec.feature_dims;
-        let width = *dims.get(layer).ok_or(PlanError::NoLayer {
-            layer,
-            layers: dims.len(),
-        })?;
+        let width = layer_width(plan, layer)?;
         let apv = aggregators_per_vertex(width);
         let set_index = plan
             .block_sets
@@ -46,7 +42,7 @@ impl ExchangePlans for ExchangePlan {
             .position(|s| s.params.aggregators_per_vertex() == apv)
             .ok_or(PlanError::NoLayer {
                 layer,
-                layers: dims.len(),
+                layers: plan.manifest.spec.feature_dims.len(),
             })?;
         let set = &plan.block_sets[set_index];
         let orders = match &plan.orders {
@@ -117,11 +113,7 @@ pub fn exchange_plan(
     layer: usize,
     options: PlanOptions,
 ) -> Result<ExchangePlan, PlanError> {
-    let dims = &plan.manifest.spec.feature_dims;
-    let width = *dims.get(layer).ok_or(PlanError::NoLayer {
-        layer,
-        layers: dims.len(),
-    })?;
+    let width = layer_width(plan, layer)?;
     let whole = |order_kind| {
         ExchangePlan::whole_graph(
             graph,
@@ -151,6 +143,15 @@ pub fn exchange_plan(
         ExchangeKind::Strawman => whole(OrderKind::Random),
         ExchangeKind::Host | ExchangeKind::BalancedHost => whole(graph_order),
     }
+}
+
+/// The width exchanged at `layer` of `plan`.
+fn layer_width(plan: &Plan, layer: usize) -> Result<usize, PlanError> {
+    let dims = &plan.manifest.spec.feature_dims;
+    dims.get(layer).copied().ok_or(PlanError::NoLayer {
+        layer,
+        layers: dims.len(),
+    })
 }
 
 fn new_plan(

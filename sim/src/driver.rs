@@ -383,16 +383,8 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             let at = self.fabric.uplinks[h]
                 .send(ready, f.wire)
                 .expect("host queues are unbounded");
-            for (f, extra) in self.faulty(f) {
-                let packet = self.packets.insert(f);
-                self.events.push(
-                    ceil_nanos(at) + extra,
-                    Event::AtSwitch {
-                        from: h as u16,
-                        packet,
-                    },
-                );
-            }
+            let from = h as u16;
+            self.arrive(f, ceil_nanos(at), |packet| Event::AtSwitch { from, packet });
         }
         if !self.done[h] && self.hosts[h].is_done() {
             self.done[h] = true;
@@ -489,15 +481,19 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         let cost = to_picos(self.cfg.host.per_packet_ns) * u64::from(f.count);
         let ready = self.receive_free[h].max(arrival) + cost;
         self.receive_free[h] = ready;
+        let host = h as u16;
+        self.arrive(f, ceil_nanos(ready), |packet| Event::AtHost {
+            host,
+            packet,
+        });
+    }
+
+    /// `f` arrives at `at` as `event` (with its packet's slab index), through the fault
+    /// injector: lost, once, or twice, perhaps held back.
+    fn arrive(&mut self, f: Flight, at: Nanos, event: impl Fn(u32) -> Event) {
         for (f, extra) in self.faulty(f) {
             let packet = self.packets.insert(f);
-            self.events.push(
-                ceil_nanos(ready) + extra,
-                Event::AtHost {
-                    host: h as u16,
-                    packet,
-                },
-            );
+            self.events.push(at + extra, event(packet));
         }
     }
 

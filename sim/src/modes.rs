@@ -99,8 +99,6 @@ pub enum ModeError {
     Sim(#[from] SimError),
     #[error("the topology has {hosts} hosts, the plan {workers} workers")]
     Workers { hosts: u16, workers: u16 },
-    #[error("layer {layer}: the plan has {layers} layers")]
-    NoLayer { layer: usize, layers: usize },
 }
 
 /// The exchange plan of `mode` for `layer` of `plan` (whose assignment and, for the block
@@ -113,13 +111,6 @@ pub fn exchange_plan(
     layer: usize,
     seed: u64,
 ) -> Result<ExchangePlan, ModeError> {
-    let dims = &plan.manifest.spec.feature_dims;
-    if layer >= dims.len() {
-        return Err(ModeError::NoLayer {
-            layer,
-            layers: dims.len(),
-        });
-    }
     let options = PlanOptions {
         seed,
         graph_aware_order: mode != SimMode::SwitchGnnNoGamr,

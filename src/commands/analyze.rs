@@ -9,16 +9,13 @@ use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::traffic::{reduction, row_bytes};
 use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 
-use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{default_width, parse_list, parse_sizes, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
-    #[command(flatten)]
-    pub partition: PartitionArgs,
+    pub input: PlanInputs,
     /// Worker counts to analyse, comma-separated.
     #[arg(long, default_value = "4")]
     pub workers: String,
@@ -52,14 +49,14 @@ struct PlanRow {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let dataset = args.dataset.load()?;
+    let dataset = args.input.dataset.load()?;
     let width = args.width.unwrap_or_else(|| default_width(&dataset));
     let workers: Vec<u32> = parse_list(&args.workers, "--workers")?;
     let memories = match &args.switch_memory {
         Some(s) => parse_sizes(s)?,
         None => Vec::new(),
     };
-    let method = args.partition.method();
+    let method = args.input.partition.method();
     let bars = Bars::new();
     let mut rows = Vec::new();
     for &m in &workers {
@@ -73,7 +70,7 @@ pub fn run(args: Args) -> Result<()> {
                 &format!("{m} workers: blocks for {}", format_bytes(memory)),
                 None,
             );
-            let params = args.partition.block_params(memory, width);
+            let params = args.input.partition.block_params(memory, width);
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
             let fill = blocks.fill();
             // Every block endpoint sends once and receives once.

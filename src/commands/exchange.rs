@@ -18,17 +18,14 @@ use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
 use switchgnn_transport::{ExchangeKind, JobFile};
 
-use crate::dataset_args::DatasetArgs;
 use crate::job_args::{parse_mode, write_json};
 use crate::loopback_args::LoopbackArgs;
-use crate::partition_args::{parse_list, reuse_or_prepare, PartitionArgs};
+use crate::partition_args::{parse_list, reuse_or_prepare, PlanInputs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
-    #[command(flatten)]
-    pub partition: PartitionArgs,
+    pub input: PlanInputs,
     /// Number of worker processes.
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
@@ -100,7 +97,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     args.net.check()?;
     let run_dir = RunDir::new(args.out.clone())?;
-    let dataset = args.dataset.load()?;
+    let dataset = args.input.dataset.load()?;
     // Children read the graph from a cache file: exactly this graph, loaded fast.
     let cache_path = run_dir.path().join("dataset.sgnn");
     cache::write(&dataset, &cache_path)
@@ -160,8 +157,8 @@ fn plan_for(args: &Args, dataset: &switchgnn_datasets::Dataset, dir: &Path) -> R
         Some(text) => parse_list(text, "--feature-dims")?,
         None => vec![crate::partition_args::default_width(dataset), 16],
     };
-    let spec = args.partition.plan_spec(
-        &args.dataset.dataset,
+    let spec = args.input.partition.plan_spec(
+        &args.input.dataset.dataset,
         args.workers,
         args.net.memory()?,
         feature_dims,

@@ -9,15 +9,12 @@ use switchgnn_scheduler::blocks::block_reports;
 use switchgnn_scheduler::{evaluate, order, Adjacency, OrderKind, SlotReport};
 
 use super::prepare::order_kind;
-use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{default_width, parse_list, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, PlanInputs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
-    #[command(flatten)]
-    pub partition: PartitionArgs,
+    pub input: PlanInputs,
     /// Orders to compare, comma-separated.
     #[arg(long, default_value = "priority-bfs,random,bfs,degree")]
     pub order: String,
@@ -54,7 +51,7 @@ struct Scored {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let dataset = args.dataset.load()?;
+    let dataset = args.input.dataset.load()?;
     let kinds: Vec<OrderKind> = parse_list::<String>(&args.order, "--order")?
         .iter()
         .map(|n| order_kind(n))
@@ -76,9 +73,10 @@ pub fn run(args: Args) -> Result<()> {
         }
         Some(workers) => {
             let assignment =
-                Assignment::compute(&dataset.graph, workers, &args.partition.method())?;
+                Assignment::compute(&dataset.graph, workers, &args.input.partition.method())?;
             let width = args.width.unwrap_or_else(|| default_width(&dataset));
             let params = args
+                .input
                 .partition
                 .block_params(parse_bytes(&args.switch_memory)?, width);
             let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;

@@ -11,16 +11,13 @@ use switchgnn_partition::{OrderInfo, Plan};
 use switchgnn_scheduler::blocks::block_orders;
 use switchgnn_scheduler::OrderKind;
 
-use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{default_width, parse_list, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
-    #[command(flatten)]
-    pub partition: PartitionArgs,
+    pub input: PlanInputs,
     /// Number of workers.
     #[arg(long)]
     pub workers: u32,
@@ -43,13 +40,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let dataset = args.dataset.load()?;
+    let dataset = args.input.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(text) => parse_list(text, "--feature-dims")?,
         None => vec![default_width(&dataset)],
     };
-    let spec = args.partition.plan_spec(
-        &args.dataset.dataset,
+    let spec = args.input.partition.plan_spec(
+        &args.input.dataset.dataset,
         args.workers,
         parse_bytes(&args.switch_memory)?,
         feature_dims,

@@ -12,16 +12,13 @@ use switchgnn_sim::report::{epoch_table, write_report};
 use switchgnn_sim::sweep::{sweep, SweepSpec};
 use switchgnn_sim::{HostSpec, LinkSpec, SimMode, SwitchSpec};
 
-use crate::dataset_args::DatasetArgs;
-use crate::partition_args::{default_width, parse_list, parse_sizes, PartitionArgs};
+use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
-    #[command(flatten)]
-    pub partition: PartitionArgs,
+    pub input: PlanInputs,
     /// Worker counts, comma-separated (one host per worker on the star).
     #[arg(long, default_value = "32,64,96,128")]
     pub workers: String,
@@ -103,7 +100,7 @@ pub fn run(args: Args) -> Result<()> {
     if !(args.gbps > 0.0 && args.recirculation_gbps >= 0.0 && args.sample_us > 0.0) {
         bail!("--gbps and --sample-us must be positive, --recirculation-gbps not negative");
     }
-    let mut dataset = args.dataset.load()?;
+    let mut dataset = args.input.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(s) => parse_list(s, "--feature-dims")?,
         None => {
@@ -150,13 +147,13 @@ pub fn run(args: Args) -> Result<()> {
             ..Timers::default()
         },
         bundle: !args.exact_chunks,
-        seed: args.partition.seed,
+        seed: args.input.partition.seed,
         jobs: args.jobs.max(1),
     };
     let bars = Bars::new();
     let plan_spec = |w: u16, memory: u64| {
-        args.partition.plan_spec(
-            &args.dataset.dataset,
+        args.input.partition.plan_spec(
+            &args.input.dataset.dataset,
             u32::from(w),
             memory,
             feature_dims.clone(),

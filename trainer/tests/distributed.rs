@@ -46,15 +46,7 @@ fn distributed(
     let session = Arc::new(Session::new(plan, &dataset.graph, mode).unwrap());
     let world = plan.manifest.spec.workers as u16;
     let mut job = JobFile::loopback(PathBuf::new(), mode, "127.0.0.1:0".parse().unwrap(), world);
-    // Loopback round trips are tens of microseconds: recovery timers of a few milliseconds
-    // keep lossy runs short (a spurious retransmission costs traffic, never exactness).
-    job.timeouts = Timeouts {
-        join_ms: 20_000,
-        peer_ms: 10_000,
-        rto_us: 2_000,
-        control_us: 1_000,
-        result_us: 5_000,
-    };
+    job.timeouts = Timeouts::loopback();
     job.faults = ShimConfig {
         loss,
         seed: 7,

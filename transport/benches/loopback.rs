@@ -6,7 +6,6 @@
 //! `cargo bench -p switchgnn-transport --bench loopback [-- DATASET]` (default: synthetic
 //! small; any dataset argument of the command line works, e.g. a path to cora.npz).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,9 +18,8 @@ use switchgnn_datasets::{LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::loopback::run_exchange_job;
 use switchgnn_transport::server::ServerConfig;
-use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::workload::Workload;
-use switchgnn_transport::{ExchangeKind, Link, Session, Timeouts};
+use switchgnn_transport::{ExchangeKind, Session};
 
 const WORKERS: u16 = 4;
 const WIDTH: usize = 128;
@@ -47,17 +45,7 @@ fn main() {
     );
 
     // Over loopback UDP.
-    let server = ServerConfig {
-        job: 1,
-        world: WORKERS,
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        timeouts: Timeouts::default(),
-        link: Link::default(),
-        faults: ShimConfig::default(),
-        aggregators: (MEMORY / 128) as usize,
-        stop_after_exchanges: None,
-        overload: Default::default(),
-    };
+    let server = ServerConfig::loopback(1, WORKERS, (MEMORY / 128) as usize);
     let outcome = run_exchange_job(&dataset, &session, server, EPOCHS).unwrap();
     let wall = outcome.seconds;
     let report = outcome.switch;

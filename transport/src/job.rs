@@ -79,6 +79,19 @@ impl Default for Timeouts {
 }
 
 impl Timeouts {
+    /// For one machine's loopback, whose round trips are tens of microseconds: recovery
+    /// timers of milliseconds keep lossy runs short (a spurious retransmission costs traffic,
+    /// never exactness); peers get 10 s.
+    pub fn loopback() -> Timeouts {
+        Timeouts {
+            join_ms: 20_000,
+            peer_ms: 10_000,
+            rto_us: 2_000,
+            control_us: 1_000,
+            result_us: 5_000,
+        }
+    }
+
     pub fn join(&self) -> Duration {
         Duration::from_millis(self.join_ms)
     }

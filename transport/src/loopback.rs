@@ -21,6 +21,30 @@ use crate::runner::{new_engine, run_worker, RunError, RunOptions, WorkerReport};
 use crate::server::{ServerConfig, ServerError, ServerReport, SwitchServer};
 use crate::session::Session;
 
+/// How worker `rank` of the job `server` runs joins it at `addr` (its own fault seed).
+fn worker_config(
+    server: &ServerConfig,
+    session: &Session,
+    rank: u16,
+    addr: SocketAddr,
+) -> WorkerConfig {
+    WorkerConfig {
+        job: server.job,
+        rank,
+        world: server.world,
+        mode: session.mode,
+        plan_checksum: session.checksum,
+        switch: addr,
+        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+        timeouts: server.timeouts,
+        link: server.link,
+        faults: crate::socket::ShimConfig {
+            seed: server.faults.seed ^ (u64::from(rank) + 1),
+            ..server.faults
+        },
+    }
+}
+
 /// What a loopback job did.
 #[derive(Debug)]
 pub struct LoopbackOutcome {
@@ -39,8 +63,8 @@ pub fn run_exchange_job(
     server: ServerConfig,
     epochs: u32,
 ) -> Result<LoopbackOutcome, ServerError> {
-    let world = server.world;
-    let (timeouts, link, faults, job) = (server.timeouts, server.link, server.faults, server.job);
+    let (world, job, timeouts, link) = (server.world, server.job, server.timeouts, server.link);
+    let server_cfg = &server.clone();
     let started = Instant::now();
     let mut switch = SwitchServer::bind(server, session.clone())?;
     let addr = switch.local_addr()?;
@@ -56,21 +80,8 @@ pub fn run_exchange_job(
                 let worker = thread::Builder::new().name(format!("worker-{rank}"));
                 worker
                     .spawn_scoped(s, move || {
-                        let client = WorkerClient::connect(WorkerConfig {
-                            job,
-                            rank,
-                            world,
-                            mode: session.mode,
-                            plan_checksum: session.checksum,
-                            switch: addr,
-                            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-                            timeouts,
-                            link,
-                            faults: crate::socket::ShimConfig {
-                                seed: faults.seed ^ (u64::from(rank) + 1),
-                                ..faults
-                            },
-                        })?;
+                        let client =
+                            WorkerClient::connect(worker_config(server_cfg, &session, rank, addr))?;
                         let opts = RunOptions {
                             job,
                             rank,
@@ -128,8 +139,8 @@ pub fn run_single_exchange(
     server: ServerConfig,
     backward: bool,
 ) -> Result<(ServerReport, Vec<ExchangeOutput>), LoopbackError> {
-    let world = server.world;
-    let (timeouts, link, faults, job) = (server.timeouts, server.link, server.faults, server.job);
+    let (world, job, timeouts, link) = (server.world, server.job, server.timeouts, server.link);
+    let server_cfg = &server.clone();
     let session = Arc::new(Session::from_layers(kind, vec![plan.clone()]));
     let mut switch = SwitchServer::bind(server, session.clone())?;
     let addr = switch.local_addr().map_err(ServerError::Io)?;
@@ -141,31 +152,11 @@ pub fn run_single_exchange(
             .map(|rank| {
                 let (plan, session) = (plan.clone(), session.clone());
                 s.spawn(move || -> Result<ExchangeOutput, LoopbackError> {
-                    let vertices: Vec<u32> = (0..plan.owner.len() as u32)
-                        .filter(|&v| plan.owner[v as usize] == rank)
-                        .collect();
-                    let values: Vec<f32> = vertices
-                        .iter()
-                        .flat_map(|&v| &features[v as usize * width..(v as usize + 1) * width])
-                        .copied()
-                        .collect();
+                    let (vertices, values) = plan.local_rows(rank, features);
                     let worker = |source| LoopbackError::Worker { rank, source };
-                    let mut client = WorkerClient::connect(WorkerConfig {
-                        job,
-                        rank,
-                        world,
-                        mode: kind,
-                        plan_checksum: session.checksum,
-                        switch: addr,
-                        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-                        timeouts,
-                        link,
-                        faults: crate::socket::ShimConfig {
-                            seed: faults.seed ^ (u64::from(rank) + 1),
-                            ..faults
-                        },
-                    })
-                    .map_err(worker)?;
+                    let mut client =
+                        WorkerClient::connect(worker_config(server_cfg, &session, rank, addr))
+                            .map_err(worker)?;
                     let cfg = EngineConfig {
                         exchange: ExchangeId {
                             job,

@@ -90,6 +90,25 @@ pub struct ServerConfig {
     pub overload: Overload,
 }
 
+impl ServerConfig {
+    /// A switch for job `job` of `world` workers with `aggregators`, on a free loopback port,
+    /// with the job file's default timeouts and link, no faults, serving until every worker has
+    /// left, and protecting itself from overload.
+    pub fn loopback(job: u16, world: u16, aggregators: usize) -> ServerConfig {
+        ServerConfig {
+            job,
+            world,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            timeouts: Timeouts::default(),
+            link: Link::default(),
+            faults: ShimConfig::default(),
+            aggregators,
+            stop_after_exchanges: None,
+            overload: Overload::default(),
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum ServerError {
     #[error("switch socket: {0}")]

@@ -37,15 +37,9 @@ fn timeouts() -> Timeouts {
 
 fn server_config(world: u16, memory: u64, faults: ShimConfig) -> ServerConfig {
     ServerConfig {
-        job: 1,
-        world,
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         timeouts: timeouts(),
-        link: Link::default(),
         faults,
-        aggregators: (memory / 128) as usize,
-        stop_after_exchanges: None,
-        overload: Default::default(),
+        ..ServerConfig::loopback(1, world, (memory / 128) as usize)
     }
 }
 

@@ -148,15 +148,10 @@ pub fn run_loopback(
     observe: &mut (dyn FnMut(&EpochRecord) + Send),
 ) -> Result<ClusterOutcome> {
     let server_cfg = ServerConfig {
-        job: job.job,
-        world: job.world,
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         timeouts: job.timeouts,
         link: job.link,
         faults: job.faults,
-        aggregators,
-        stop_after_exchanges: None,
-        overload: Default::default(),
+        ..ServerConfig::loopback(job.job, job.world, aggregators)
     };
     let mut server = SwitchServer::bind(server_cfg, session.clone()).map_err(CommError::Switch)?;
     let addr = server.local_addr().map_err(|source| CommError::Io {

@@ -2,7 +2,6 @@
 //! (`benches/overload.rs`): a switch process slowed on purpose, with a small receive buffer,
 //! fed by eight workers.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +9,6 @@ use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::loopback::{run_exchange_job, LoopbackOutcome};
 use switchgnn_transport::server::ServerConfig;
-use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::{ExchangeKind, Link, Overload, Session, Timeouts};
 
 pub const WORKERS: u16 = 8;
@@ -31,28 +29,17 @@ pub fn session(mode: ExchangeKind, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
 /// welcome; with `congestion_window`, the workers keep one.
 pub fn slow_switch(delay: Duration, backlog_signal: bool, congestion_window: bool) -> ServerConfig {
     ServerConfig {
-        job: 1,
-        world: WORKERS,
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        timeouts: Timeouts {
-            join_ms: 20_000,
-            peer_ms: 10_000,
-            rto_us: 2_000,
-            control_us: 1_000,
-            result_us: 5_000,
-        },
+        timeouts: Timeouts::loopback(),
         link: Link {
             congestion_window,
             ..Link::default()
         },
-        faults: ShimConfig::default(),
-        aggregators: (1 << 20) / 128,
-        stop_after_exchanges: None,
         overload: Overload {
             backlog_signal,
             recv_buffer: Some(256 << 10),
             per_packet_delay: delay,
         },
+        ..ServerConfig::loopback(1, WORKERS, (1 << 20) / 128)
     }
 }
 
