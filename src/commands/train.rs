@@ -9,21 +9,18 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchgnn_datasets::Dataset;
-use switchgnn_trainer::distributed::cluster::{
-    run_loopback, run_worker, ClusterOutcome, WorkerOutcome,
-};
+use switchgnn_trainer::distributed::cluster::{run_worker, LoopbackJob};
 use switchgnn_trainer::plot::write_svg;
 use switchgnn_trainer::{
     train, DatasetSummary, EpochRecord, FeatureNorm, ModelConfig, ModelKind, Prepared, RunReport,
     Summary, TrainConfig, TrainLog,
 };
 use switchgnn_transport::job::resolve_rank;
-use switchgnn_transport::{JobFile, Session};
+use switchgnn_transport::JobFile;
 
 use crate::dataset_args::DatasetArgs;
 use crate::job_args::{load, parse_mode};
@@ -195,11 +192,11 @@ pub fn run(args: Args) -> Result<()> {
             None,
         ),
         Trainer::Loopback(l) => (
-            l.feature_norm.unwrap_or(config.feature_norm),
+            l.feature_norm().unwrap_or(config.feature_norm),
             l.inputs,
             l.classes,
             args.workers as usize,
-            Some(l.job.mode.name().to_string()),
+            Some(l.job.job().mode.name().to_string()),
         ),
     };
     let log = TrainLog {
@@ -300,21 +297,15 @@ impl Trainer {
     }
 }
 
-/// A distributed job on this machine: the dataset, its plan and exchange session, the job.
+/// A distributed job on this machine (the library's [`LoopbackJob`]) and the model's widths.
 struct Loopback {
-    dataset: Dataset,
-    owner: Vec<u16>,
-    session: Arc<Session>,
-    job: JobFile,
-    aggregators: usize,
-    threads: i32,
+    job: LoopbackJob,
     inputs: usize,
     classes: usize,
-    feature_norm: Option<FeatureNorm>,
-    last: Option<ClusterOutcome>,
 }
 
 impl Loopback {
+    /// Prepare (or reuse) the plan for the job's workers and the model's aggregated widths.
     fn new(args: &Args, config: &TrainConfig, dataset: Dataset, out: &Path) -> Result<Loopback> {
         let mode = parse_mode(&args.exchange)?;
         let (inputs, classes) = inputs_and_classes(&dataset)?;
@@ -330,8 +321,6 @@ impl Loopback {
             None => (out.join(format!("plan-{}", args.workers)), true),
         };
         let plan = reuse_or_prepare(&dataset, &spec, &dir, replace)?;
-        let session = Session::new(&plan, &dataset.graph, mode)
-            .with_context(|| format!("cannot build the {} exchange plans", mode.name()))?;
         let mut job = JobFile::loopback(
             dir,
             mode,
@@ -340,17 +329,12 @@ impl Loopback {
         );
         job.link = args.net.link();
         job.faults = args.net.faults();
+        let threads = args.threads.unwrap_or(1);
+        let job = LoopbackJob::new(dataset, &plan, job, (memory / 128) as usize, threads)?;
         Ok(Loopback {
-            owner: plan.assignment.parts().iter().map(|&p| p as u16).collect(),
-            aggregators: (memory / 128) as usize,
-            session: Arc::new(session),
             job,
-            threads: args.threads.unwrap_or(1),
             inputs,
             classes,
-            feature_norm: None,
-            last: None,
-            dataset,
         })
     }
 
@@ -359,54 +343,19 @@ impl Loopback {
         config: &TrainConfig,
         observe: &mut (dyn FnMut(&EpochRecord) + Send),
     ) -> Result<RunReport> {
-        let outcome = run_loopback(
-            &self.dataset,
-            &self.owner,
-            self.session.clone(),
-            &self.job,
-            self.aggregators,
-            config,
-            self.threads,
-            observe,
-        )?;
-        let first = &outcome.workers[0];
-        self.feature_norm = Some(first.feature_norm);
-        let report = first.report.clone();
-        self.last = Some(outcome);
-        Ok(report)
+        Ok(self.job.train(config, observe)?)
+    }
+
+    /// The feature normalisation the workers applied (`auto` resolved).
+    fn feature_norm(&self) -> Option<FeatureNorm> {
+        self.job.last().map(|o| o.workers[0].feature_norm)
     }
 
     /// Traffic of the last run, over all workers.
     fn print_traffic(&self) {
-        let Some(o) = &self.last else { return };
-        let epochs = o.workers[0].report.epochs.len().max(1) as f64;
-        let sum = |f: &dyn Fn(&WorkerOutcome) -> f64| o.workers.iter().map(f).sum::<f64>();
-        let sent = sum(&|w| w.report.epochs.iter().map(|e| e.bytes_sent as f64).sum());
-        let comm = o
-            .workers
-            .iter()
-            .map(|w| w.report.epochs.iter().map(|e| e.comm_seconds).sum::<f64>())
-            .fold(0.0, f64::max);
-        let retransmits = sum(&|w| w.totals.retransmits as f64);
-        let fetches = sum(&|w| w.totals.fetches_sent as f64);
-        let bound = o
-            .workers
-            .iter()
-            .map(|w| w.totals.worst_error_bound)
-            .fold(0.0, f64::max);
-        println!(
-            "  {} workers: {:.3} MB sent per epoch by all workers, {:.1} ms of communication per \
-             epoch (slowest worker), {} exchanges each, {retransmits} retransmits, {fetches} \
-             fetches; switch: {} aggregations, peak {} aggregators; fixed-point error ≤ {:.1e} \
-             per sum",
-            o.workers.len(),
-            sent / epochs / 1e6,
-            1e3 * comm / epochs,
-            o.workers[0].totals.exchanges,
-            o.switch.counters.aggregations,
-            o.switch.counters.peak_aggregators,
-            bound,
-        );
+        if let Some(o) = self.job.last() {
+            println!("  {}", o.traffic_line());
+        }
     }
 }
 

@@ -81,7 +81,7 @@ pub fn run_exchange_job(
                 worker
                     .spawn_scoped(s, move || {
                         let client =
-                            WorkerClient::connect(worker_config(server_cfg, &session, rank, addr))?;
+                            WorkerClient::connect(worker_config(server_cfg, session, rank, addr))?;
                         let opts = RunOptions {
                             job,
                             rank,

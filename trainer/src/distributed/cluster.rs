@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use switchgnn_datasets::Dataset;
+use switchgnn_partition::Plan;
 use switchgnn_transport::client::WorkerWire;
 use switchgnn_transport::collective::{
     CollectiveClient, CollectiveReport, RunningService, ServiceConfig,
@@ -18,7 +19,7 @@ use switchgnn_transport::{JobFile, Session, WorkerClient, WorkerConfig};
 
 use super::network::{ExchangeTotals, NetworkOptions, NetworkSums};
 use super::{Shard, ShardBackend};
-use crate::error::{CommError, Result};
+use crate::error::{CommError, Result, TrainError};
 use crate::graph_tensors::FeatureNorm;
 use crate::train::{train_on, EpochRecord, RunReport, TrainConfig};
 
@@ -214,4 +215,108 @@ pub fn run_loopback(
         switch: report,
         collective,
     })
+}
+
+/// A distributed job on this machine, trained once per seed: the dataset, who owns each
+/// vertex, the exchange session and the job file; what `switchgnn train --workers M` runs.
+#[derive(Debug)]
+pub struct LoopbackJob {
+    dataset: Dataset,
+    owner: Vec<u16>,
+    session: Arc<Session>,
+    job: JobFile,
+    aggregators: usize,
+    threads: i32,
+    last: Option<ClusterOutcome>,
+}
+
+impl LoopbackJob {
+    /// The job of `job.world` workers on `plan` (prepared for `dataset`) with the exchange
+    /// `job.mode`, a switch of `aggregators` and `threads` libtorch threads per worker.
+    pub fn new(
+        dataset: Dataset,
+        plan: &Plan,
+        job: JobFile,
+        aggregators: usize,
+        threads: i32,
+    ) -> Result<LoopbackJob> {
+        let session = Session::new(plan, &dataset.graph, job.mode).map_err(|e| {
+            TrainError::Config(format!("cannot build the {} exchange plans: {e}", job.mode))
+        })?;
+        Ok(LoopbackJob {
+            owner: plan.assignment.parts().iter().map(|&p| p as u16).collect(),
+            session: Arc::new(session),
+            dataset,
+            job,
+            aggregators,
+            threads,
+            last: None,
+        })
+    }
+
+    /// Train `config` once over the loopback job; rank 0's report (every worker holds the same
+    /// figures). `observe` hears rank 0's epochs.
+    pub fn train(
+        &mut self,
+        config: &TrainConfig,
+        observe: &mut (dyn FnMut(&EpochRecord) + Send),
+    ) -> Result<RunReport> {
+        let outcome = run_loopback(
+            &self.dataset,
+            &self.owner,
+            self.session.clone(),
+            &self.job,
+            self.aggregators,
+            config,
+            self.threads,
+            observe,
+        )?;
+        let report = outcome.workers[0].report.clone();
+        self.last = Some(outcome);
+        Ok(report)
+    }
+
+    /// What the last [`LoopbackJob::train`] did, per worker and at the switch.
+    pub fn last(&self) -> Option<&ClusterOutcome> {
+        self.last.as_ref()
+    }
+
+    pub fn job(&self) -> &JobFile {
+        &self.job
+    }
+}
+
+impl ClusterOutcome {
+    /// One line on the traffic of the run, over all workers.
+    pub fn traffic_line(&self) -> String {
+        let epochs = self.workers[0].report.epochs.len().max(1) as f64;
+        let sum = |f: &dyn Fn(&WorkerOutcome) -> f64| self.workers.iter().map(f).sum::<f64>();
+        let sent = sum(&|w| w.report.epochs.iter().map(|e| e.bytes_sent as f64).sum());
+        let comm = self
+            .workers
+            .iter()
+            .map(|w| w.report.epochs.iter().map(|e| e.comm_seconds).sum::<f64>())
+            .fold(0.0, f64::max);
+        let retransmits = sum(&|w| w.totals.retransmits as f64);
+        let fetches = sum(&|w| w.totals.fetches_sent as f64);
+        let bound = self
+            .workers
+            .iter()
+            .map(|w| w.totals.worst_error_bound)
+            .fold(0.0, f64::max);
+        format!(
+            "{} workers: {:.3} MB sent per epoch by all workers, {:.1} ms of communication per \
+             epoch (slowest worker), {} exchanges each, {retransmits} retransmits, {fetches} \
+             fetches; switch: {} aggregations, peak {} aggregators, {} socket drops; \
+             fixed-point error ≤ {:.1e} per sum",
+            self.workers.len(),
+            sent / epochs / 1e6,
+            1e3 * comm / epochs,
+            self.workers[0].totals.exchanges,
+            self.switch.counters.aggregations,
+            self.switch.counters.peak_aggregators,
+            self.switch.ingress.socket_drops,
+            bound,
+        )
+    }
 }
