@@ -8,6 +8,7 @@
 //! - [`switch`]: the switch model, exactly what the P4 program does;
 //! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
 //! - [`kind`]: the exchange kinds and the one factory of their engines;
+//! - [`link`]: one model of a link direction and its queue, for every driver;
 //! - [`cc`]: congestion control behind a trait (DCQCN-like AIMD by default);
 //! - [`fault`]: the one seeded fault injector every driver runs;
 //! - [`network`]: an in-memory star network with seeded faults that drives them all;
@@ -22,6 +23,7 @@ pub mod engine;
 pub mod fault;
 pub mod fixed;
 pub mod kind;
+pub mod link;
 pub mod network;
 pub mod node;
 pub mod plan;

@@ -12,6 +12,7 @@ use thiserror::Error;
 
 use crate::engine::Exchange;
 use crate::fault::FaultInjector;
+use crate::link::{ceil_nanos, to_picos, Port};
 use crate::node::{Address, Nanos, Node, Transmit};
 use crate::switch::Switch;
 
@@ -27,6 +28,11 @@ pub struct LinkConfig {
 }
 
 impl LinkConfig {
+    /// One direction of such a link, with an unbounded queue.
+    pub fn port(&self) -> Port {
+        Port::new(self.rate * 8.0 / 1e9, self.delay, u64::MAX)
+    }
+
     /// The paper's links: 100 Gbps, 2 µs.
     pub fn hundred_gbps() -> LinkConfig {
         LinkConfig {
@@ -120,8 +126,9 @@ pub struct Network {
     now: Nanos,
     seq: u64,
     events: BinaryHeap<Reverse<Event>>,
-    uplink_free: Vec<Nanos>,
-    downlink_free: Vec<Nanos>,
+    /// Each worker's link to the switch, and the switch's egress port towards it.
+    uplinks: Vec<Port>,
+    downlinks: Vec<Port>,
     stats: NetworkStats,
 }
 
@@ -134,8 +141,8 @@ impl Network {
             now: 0,
             seq: 0,
             events: BinaryHeap::new(),
-            uplink_free: vec![0; usize::from(workers)],
-            downlink_free: vec![0; usize::from(workers)],
+            uplinks: (0..workers).map(|_| cfg.link.port()).collect(),
+            downlinks: (0..workers).map(|_| cfg.link.port()).collect(),
             stats: NetworkStats::default(),
         }
     }
@@ -150,21 +157,8 @@ impl Network {
         &self.stats
     }
 
-    fn serialise(&self, bytes: usize) -> Nanos {
-        if self.cfg.link.rate.is_finite() {
-            (bytes as f64 / self.cfg.link.rate * 1e9) as Nanos
-        } else {
-            0
-        }
-    }
-
     fn queue_bytes(&self, port: usize) -> u64 {
-        let waiting = self.downlink_free[port].saturating_sub(self.now);
-        if self.cfg.link.rate.is_finite() {
-            (waiting as f64 * self.cfg.link.rate / 1e9) as u64
-        } else {
-            0
-        }
+        self.downlinks[port].backlog(to_picos(self.now))
     }
 
     /// Put a packet on the link from `from`, through the fault injector.
@@ -183,25 +177,26 @@ impl Network {
         self.stats.reordered = f.reordered;
         self.stats.corrupted = f.corrupted;
         self.stats.frame_errors = f.frame_errors;
-        if port >= self.uplink_free.len() {
+        if port >= self.uplinks.len() {
             return;
         }
         for (bytes, extra) in copies {
-            let serialise = self.serialise(bytes.len());
-            let free = if from == Address::Switch {
-                &mut self.downlink_free[port]
+            let link = if from == Address::Switch {
+                &mut self.downlinks[port]
             } else {
-                &mut self.uplink_free[port]
+                &mut self.uplinks[port]
             };
-            let depart = (*free).max(self.now) + serialise;
-            *free = depart;
+            // The in-memory network's queues never drop (their buffers are unbounded).
+            let arrival = link
+                .send(to_picos(self.now), bytes.len() as u64)
+                .expect("an unbounded buffer");
             if from == Address::Switch {
                 let q = self.queue_bytes(port);
                 self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(q);
             }
             self.seq += 1;
             self.events.push(Reverse(Event {
-                at: depart + self.cfg.link.delay + extra,
+                at: ceil_nanos(arrival) + extra,
                 seq: self.seq,
                 to: t.to,
                 from,
@@ -252,7 +247,7 @@ impl Network {
                 self.stats.delivered += 1;
                 match e.to {
                     Address::Switch => {
-                        for port in 0..self.downlink_free.len() {
+                        for port in 0..self.downlinks.len() {
                             switch.set_egress_queue(port as u16, self.queue_bytes(port));
                         }
                         switch.handle_packet(self.now, e.from, &e.bytes);

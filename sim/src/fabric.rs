@@ -1,25 +1,11 @@
 //! Links, queues and the topology: what a packet costs on its way, in time and bytes.
 //!
-//! Every link direction is a [`Port`]: a FIFO with a rate, a propagation delay and a buffer.
-//! Service is deterministic, so a packet's departure is known when it is queued
-//! (`max(now, last departure) + size / rate`) and the backlog at any instant follows from the
-//! last departure: no event is needed when a port goes idle. Times inside a port are kept in
-//! picoseconds so that serialisation times of a few nanoseconds do not accumulate rounding.
+//! Every link direction is a [`Port`], the dataplane's one link model (also the in-memory
+//! network's and the switch process's): a FIFO with a rate, a propagation delay and a buffer.
 
 use serde::{Deserialize, Serialize};
+pub use switchgnn_dataplane::link::{ceil_nanos, to_picos, Picos, Port, PortStats};
 use switchgnn_dataplane::Nanos;
-
-/// Picoseconds: the resolution of departures inside ports.
-pub type Picos = u64;
-
-pub fn to_picos(ns: Nanos) -> Picos {
-    ns.saturating_mul(1_000)
-}
-
-/// The first nanosecond at or after `ps`.
-pub fn ceil_nanos(ps: Picos) -> Nanos {
-    ps.div_ceil(1_000)
-}
 
 /// A link: bandwidth and one-way propagation delay.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -125,75 +111,6 @@ impl HostSpec {
     }
 }
 
-/// One direction of a link, with the queue that feeds it.
-#[derive(Debug, Clone)]
-pub struct Port {
-    /// Picoseconds per byte.
-    ps_per_byte: f64,
-    pub delay: Nanos,
-    /// Drop-tail limit of the backlog (bytes).
-    pub buffer: u64,
-    /// When the last queued byte leaves.
-    last_departure: Picos,
-    pub stats: PortStats,
-}
-
-/// What crossed one port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PortStats {
-    pub packets: u64,
-    pub bytes: u64,
-    pub drops: u64,
-    pub dropped_bytes: u64,
-    /// Deepest backlog right after a packet was queued.
-    pub peak_backlog: u64,
-}
-
-impl Port {
-    pub fn new(gbps: f64, delay: Nanos, buffer: u64) -> Port {
-        Port {
-            ps_per_byte: 8_000.0 / gbps,
-            delay,
-            buffer,
-            last_departure: 0,
-            stats: PortStats::default(),
-        }
-    }
-
-    /// Serialisation time of `bytes`.
-    pub fn serialise(&self, bytes: u64) -> Picos {
-        (bytes as f64 * self.ps_per_byte).round() as Picos
-    }
-
-    /// Whether the port has nothing queued or on the wire at `now`.
-    pub fn idle_at(&self, now: Picos) -> bool {
-        self.last_departure <= now
-    }
-
-    /// Bytes queued or on the wire at `now`.
-    pub fn backlog(&self, now: Picos) -> u64 {
-        let left = self.last_departure.saturating_sub(now);
-        (left as f64 / self.ps_per_byte).round() as u64
-    }
-
-    /// Queue `bytes` that are ready at `ready`: the time its last bit reaches the far end, or
-    /// `None` when the buffer is full and the packet is dropped.
-    pub fn send(&mut self, ready: Picos, bytes: u64) -> Option<Picos> {
-        let backlog = self.backlog(ready);
-        if backlog + bytes > self.buffer {
-            self.stats.drops += 1;
-            self.stats.dropped_bytes += bytes;
-            return None;
-        }
-        let departure = self.last_departure.max(ready) + self.serialise(bytes);
-        self.last_departure = departure;
-        self.stats.packets += 1;
-        self.stats.bytes += bytes;
-        self.stats.peak_backlog = self.stats.peak_backlog.max(backlog + bytes);
-        Some(departure + to_picos(self.delay))
-    }
-}
-
 /// The ports of a star: uplink `h` carries host `h`'s packets to the switch, downlink `h` the
 /// switch's egress queue towards host `h`.
 #[derive(Debug, Clone)]
@@ -217,27 +134,5 @@ impl Fabric {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_port_serialises_back_to_back_and_drops_at_its_buffer() {
-        // 8 Gbps: one byte per nanosecond.
-        let mut p = Port::new(8.0, 100, 250);
-        assert_eq!(p.send(0, 100), Some(to_picos(200)));
-        // Queued behind the first: leaves at 200 ns.
-        assert_eq!(p.send(0, 100), Some(to_picos(300)));
-        assert_eq!(p.backlog(0), 200);
-        assert_eq!(p.backlog(to_picos(150)), 50);
-        // 200 queued + 100 > 250: dropped.
-        assert_eq!(p.send(0, 100), None);
-        assert_eq!(p.stats.drops, 1);
-        assert_eq!(p.stats.peak_backlog, 200);
-        // Idle again later: no queueing.
-        assert_eq!(p.send(to_picos(1_000), 10), Some(to_picos(1_110)));
     }
 }

@@ -6,8 +6,9 @@
 //!   both sides' values. Dataplane packets from an address that has not said hello are
 //!   dropped and answered with `Unknown`, which makes a worker say hello again (this is how
 //!   workers rejoin a restarted switch).
-//! - **Egress queues**: each worker port drains at the link rate, so the switch model's ECN
-//!   marking sees a real queue depth; a packet leaving a queue above the threshold carries the
+//! - **Egress queues**: each worker port drains at the link rate (the dataplane's link model,
+//!   the simulator's and the in-memory network's too), so the switch model's ECN marking sees
+//!   a real queue depth; a packet leaving a queue above the threshold carries the
 //!   congestion-experienced codepoint in its IP header as well.
 //! - **Ingress backlog**: the process itself is a queue too — a software switch on a shared
 //!   machine can fall behind its senders. After every receive round it reads its socket's
@@ -29,8 +30,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::link::{ceil_nanos, to_picos, Port};
 use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, SwitchCounters};
-use switchgnn_dataplane::{wire, Address, Node};
+use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
 
 use crate::control::{Control, Hello, CONTROL_VERSION};
@@ -201,11 +203,22 @@ struct Peer {
     bye: bool,
 }
 
-#[derive(Debug, Default)]
+/// One egress port: the dataplane's link model decides when each packet has left at the
+/// link rate; the packets wait here until then.
+#[derive(Debug)]
 struct Egress {
-    queue: VecDeque<Vec<u8>>,
-    bytes: u64,
-    next_free: Option<Instant>,
+    port: Port,
+    /// Packets and when they have left (nanoseconds since the switch started).
+    queue: VecDeque<(Nanos, Vec<u8>)>,
+}
+
+impl Egress {
+    fn new(link: &Link) -> Egress {
+        Egress {
+            port: Port::new(link.gbps, 0, EGRESS_BUFFER),
+            queue: VecDeque::new(),
+        }
+    }
 }
 
 /// Everything but the socket, so that received datagrams can be handled while the endpoint
@@ -267,7 +280,7 @@ impl SwitchServer {
                 epoch: now,
                 ranks: HashMap::new(),
                 peers: (0..world).map(|_| None).collect(),
-                egress: (0..world).map(|_| Egress::default()).collect(),
+                egress: (0..world).map(|_| Egress::new(&cfg.link)).collect(),
                 control_out: Vec::new(),
                 unknown_replied: HashMap::new(),
                 unknown_packets: 0,
@@ -459,9 +472,9 @@ impl Core {
         let egress = self
             .egress
             .iter()
-            .filter(|e| !e.queue.is_empty())
-            .filter_map(|e| e.next_free)
-            .min();
+            .filter_map(|e| e.queue.front().map(|&(t, _)| t))
+            .min()
+            .map(|t| self.epoch + Duration::from_nanos(t));
         egress.map_or(now + TICK, |t| t.min(now + TICK))
     }
 
@@ -632,48 +645,38 @@ impl Core {
     /// Move the switch's output into the egress queues, send what the link rate allows, and
     /// the control messages and heartbeats.
     fn release(&mut self, now: Instant, endpoint: &mut Endpoint) {
-        while let Some(t) = self.switch.poll_transmit(self.nanos(now)) {
-            let Address::Worker(port) = t.to else {
+        let t = self.nanos(now);
+        let now_ps = to_picos(t);
+        while let Some(out) = self.switch.poll_transmit(t) {
+            let Address::Worker(port) = out.to else {
                 continue;
             };
             let q = &mut self.egress[usize::from(port)];
-            if q.bytes + t.bytes.len() as u64 > EGRESS_BUFFER {
-                self.egress_drops += 1;
-                continue;
+            match q.port.send(now_ps, out.bytes.len() as u64) {
+                Some(left) => q.queue.push_back((ceil_nanos(left), out.bytes)),
+                None => self.egress_drops += 1,
             }
-            q.bytes += t.bytes.len() as u64;
-            q.queue.push_back(t.bytes);
-            self.peak_egress_bytes = self.peak_egress_bytes.max(q.bytes);
         }
-        let rate = self.cfg.link.rate();
         let threshold = self.cfg.link.ecn_threshold_bytes;
         for (port, q) in self.egress.iter_mut().enumerate() {
             let Some(peer) = self.peers[port].as_mut() else {
                 // No address for this port (yet): what is queued cannot leave.
-                q.queue.clear();
-                q.bytes = 0;
+                *q = Egress::new(&self.cfg.link);
                 continue;
             };
-            while let Some(bytes) = q.queue.front() {
-                let free = q.next_free.unwrap_or(now);
-                if free > now {
-                    break;
-                }
-                let ecn = if q.bytes > threshold {
+            while q.queue.front().is_some_and(|&(left, _)| left <= t) {
+                let (_, bytes) = q.queue.pop_front().expect("front");
+                let ecn = if q.port.backlog(now_ps) > threshold {
                     EcnCodepoint::Ce
                 } else {
                     EcnCodepoint::Ect0
                 };
-                let gap = Duration::from_secs_f64(bytes.len() as f64 / rate);
-                // Idle credit is capped at one tick, so a port cannot burst after a pause.
-                let floor = now.checked_sub(TICK).unwrap_or(now);
-                q.next_free = Some(free.max(floor) + gap);
-                q.bytes -= bytes.len() as u64;
-                let bytes = q.queue.pop_front().expect("front");
                 endpoint.send(peer.addr, Some(ecn), bytes);
                 peer.last_sent = now;
             }
-            self.switch.set_egress_queue(port as u16, q.bytes);
+            self.peak_egress_bytes = self.peak_egress_bytes.max(q.port.stats.peak_backlog);
+            self.switch
+                .set_egress_queue(port as u16, q.port.backlog(now_ps));
         }
         for (to, m) in self.control_out.drain(..) {
             endpoint.send(to, None, m.encode());
