@@ -530,6 +530,27 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
         .to_string();
     assert!(err.contains("report.json") && err.contains("99"), "{err}");
 
+    // With loss, the engines recover what the fault injector drops, and say so.
+    let lossy = dir.path().join("lossy");
+    stdout_ok(&[
+        "simulate",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "4",
+        "--switch-memory",
+        "1MB",
+        "--modes",
+        "host,switchgnn",
+        "--feature-dims",
+        "32",
+        "--loss",
+        "0.02",
+        "--out",
+        lossy.to_str().unwrap(),
+    ]);
+    let lossy = switchgnn_sim::report::read_report(&lossy).unwrap();
+    assert!(lossy.runs.iter().all(|r| r.retransmits + r.fetches > 0));
+
     // Bad input: an unknown mode is named.
     let bad = switchgnn(&[
         "simulate",

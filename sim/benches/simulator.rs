@@ -66,6 +66,7 @@ fn spec(workers: u16) -> SweepSpec {
         },
         bundle: true,
         seed: 0,
+        loss: 0.0,
         jobs: 1,
     }
 }

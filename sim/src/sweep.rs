@@ -43,6 +43,10 @@ pub struct SweepSpec {
     /// One chunk per vertex standing for all of its chunks (see [`crate::driver::Bundle`]).
     pub bundle: bool,
     pub seed: u64,
+    /// Probability that a packet is lost on each hop (the dataplane's fault injector, seeded
+    /// by `seed`).
+    #[serde(default)]
+    pub loss: f64,
     /// Runs at once (each holds a plan and its engines in memory).
     pub jobs: usize,
 }
@@ -63,6 +67,8 @@ impl SweepSpec {
             frame_overhead: self.frame_overhead,
             sample_ns: self.sample_ns,
             max_events: 4_000_000_000,
+            faults: switchgnn_dataplane::fault::Faults::lossy(self.loss),
+            fault_seed: self.seed,
             ..SimConfig::paper(workers)
         }
     }

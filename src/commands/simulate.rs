@@ -71,6 +71,10 @@ pub struct Args {
     /// vertex standing for all of its chunks, which the tests show changes times by at most 2.1%).
     #[arg(long)]
     pub exact_chunks: bool,
+    /// Probability that a packet is lost on each hop (seeded by --seed): the engines'
+    /// retransmissions and fetches under loss.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
     /// Simulations run at once (each holds its plan and engines in memory).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
@@ -115,6 +119,9 @@ pub fn run(args: Args) -> Result<()> {
     if feature_dims.contains(&0) {
         bail!("--feature-dims: widths must be positive");
     }
+    if !(0.0..1.0).contains(&args.loss) {
+        bail!("--loss {} must be in [0, 1)", args.loss);
+    }
     // The simulator sends made-up values of the right width: the dataset's own features would
     // only take memory (Reddit's are 0.56 GB).
     dataset.features = None;
@@ -148,6 +155,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         bundle: !args.exact_chunks,
         seed: args.input.partition.seed,
+        loss: args.loss,
         jobs: args.jobs.max(1),
     };
     let bars = Bars::new();
