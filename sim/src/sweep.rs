@@ -69,7 +69,6 @@ impl SweepSpec {
             max_events: 4_000_000_000,
             faults: switchgnn_dataplane::fault::Faults::lossy(self.loss),
             fault_seed: self.seed,
-            ..SimConfig::paper(workers)
         }
     }
 }
