@@ -125,11 +125,6 @@ impl FaultInjector {
         }
     }
 
-    /// The fault settings.
-    pub fn faults(&self) -> &Faults {
-        &self.faults
-    }
-
     /// What the injector has done so far.
     pub fn stats(&self) -> &FaultStats {
         &self.stats

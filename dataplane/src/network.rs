@@ -152,13 +152,18 @@ impl Network {
         self.now
     }
 
-    /// Counters so far.
-    pub fn stats(&self) -> &NetworkStats {
-        &self.stats
-    }
-
-    fn queue_bytes(&self, port: usize) -> u64 {
-        self.downlinks[port].backlog(to_picos(self.now))
+    /// Counters so far (the fault counts are the injector's).
+    pub fn stats(&self) -> NetworkStats {
+        let f = self.faults.stats();
+        NetworkStats {
+            transmitted: f.packets,
+            lost: f.lost,
+            duplicated: f.duplicated,
+            reordered: f.reordered,
+            corrupted: f.corrupted,
+            frame_errors: f.frame_errors,
+            ..self.stats.clone()
+        }
     }
 
     /// Put a packet on the link from `from`, through the fault injector.
@@ -168,41 +173,45 @@ impl Network {
             (Address::Switch, Address::Worker(w)) => usize::from(w),
             (Address::Switch, Address::Switch) => return,
         };
-        let mut copies: Vec<(Vec<u8>, Nanos)> = Vec::new();
-        self.faults.apply(t.bytes, |b, d| copies.push((b, d)));
-        let f = *self.faults.stats();
-        self.stats.transmitted = f.packets;
-        self.stats.lost = f.lost;
-        self.stats.duplicated = f.duplicated;
-        self.stats.reordered = f.reordered;
-        self.stats.corrupted = f.corrupted;
-        self.stats.frame_errors = f.frame_errors;
-        if port >= self.uplinks.len() {
+        // Split borrows: the injector hands each surviving copy straight to the link.
+        let Network {
+            faults,
+            uplinks,
+            downlinks,
+            events,
+            stats,
+            seq,
+            now,
+            ..
+        } = self;
+        if port >= uplinks.len() {
+            // Still drawn, so that the fault stream does not depend on stray packets.
+            faults.apply(t.bytes, |_, _| {});
             return;
         }
-        for (bytes, extra) in copies {
+        let now_ps = to_picos(*now);
+        faults.apply(t.bytes, |bytes, extra| {
             let link = if from == Address::Switch {
-                &mut self.downlinks[port]
+                &mut downlinks[port]
             } else {
-                &mut self.uplinks[port]
+                &mut uplinks[port]
             };
             // The in-memory network's queues never drop (their buffers are unbounded).
             let arrival = link
-                .send(to_picos(self.now), bytes.len() as u64)
+                .send(now_ps, bytes.len() as u64)
                 .expect("an unbounded buffer");
             if from == Address::Switch {
-                let q = self.queue_bytes(port);
-                self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(q);
+                stats.peak_queue_bytes = stats.peak_queue_bytes.max(link.backlog(now_ps));
             }
-            self.seq += 1;
-            self.events.push(Reverse(Event {
+            *seq += 1;
+            events.push(Reverse(Event {
                 at: ceil_nanos(arrival) + extra,
-                seq: self.seq,
+                seq: *seq,
                 to: t.to,
                 from,
                 bytes,
             }));
-        }
+        });
     }
 
     fn flush<N: Node + ?Sized>(&mut self, node: &mut N, from: Address) {
@@ -223,7 +232,7 @@ impl Network {
         loop {
             if workers.iter().all(|w| w.is_finished()) {
                 self.stats.finish_time = self.now;
-                return Ok(self.stats.clone());
+                return Ok(self.stats());
             }
             let timer = workers
                 .iter()
@@ -248,7 +257,10 @@ impl Network {
                 match e.to {
                     Address::Switch => {
                         for port in 0..self.downlinks.len() {
-                            switch.set_egress_queue(port as u16, self.queue_bytes(port));
+                            switch.set_egress_queue(
+                                port as u16,
+                                self.downlinks[port].backlog(to_picos(self.now)),
+                            );
                         }
                         switch.handle_packet(self.now, e.from, &e.bytes);
                         self.flush(switch, Address::Switch);

@@ -524,6 +524,15 @@ impl Switch {
         Some(status)
     }
 
+    /// Whether `job` has an exchange that every worker has joined and that is not finished
+    /// (cheap: a driver asks after every receive round).
+    pub fn exchange_running(&self, job: u16) -> bool {
+        self.jobs
+            .get(&job)
+            .and_then(|j| j.current.as_ref())
+            .is_some_and(|run| run.started && !run.finished())
+    }
+
     /// Aggregators in use now.
     pub fn aggregators_in_use(&self) -> usize {
         self.fabric.pool.in_use()

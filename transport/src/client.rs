@@ -247,11 +247,6 @@ impl WorkerClient {
         self.last_sent.fetch_max(ms, Ordering::Relaxed);
     }
 
-    fn since_sent(&self) -> Duration {
-        let ms = self.epoch.elapsed().as_millis() as u64;
-        Duration::from_millis(ms.saturating_sub(self.last_sent.load(Ordering::Relaxed)))
-    }
-
     /// A flag that makes a running exchange return [`WorkerError::Cancelled`].
     pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
         self.cancel = Some(flag);
@@ -302,9 +297,6 @@ impl WorkerClient {
                 self.endpoint
                     .send(switch, Some(EcnCodepoint::Ect0), out.bytes);
                 self.note_sent();
-            }
-            if self.since_sent() > peer_timeout / 4 {
-                self.send_control(Control::Heartbeat, now);
             }
             self.endpoint.flush()?;
             if engine.is_finished() {

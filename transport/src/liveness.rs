@@ -53,10 +53,6 @@ impl Liveness {
             Ok(())
         }
     }
-
-    pub fn peer_timeout(&self) -> Duration {
-        self.peer_timeout
-    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,44 @@ pub struct LoopbackOutcome {
     pub seconds: f64,
 }
 
+/// Serve the job of `server` with the switch in one thread and `worker(rank, switch address)`
+/// for every rank in a thread of its own. Threads are named (`switch`, `worker-N`) so that a
+/// profile reads per role (`perf report --comm switch`). A failed worker stops the switch,
+/// which would otherwise wait for goodbyes that will not come.
+fn serve<T: Send, E: Send>(
+    server: &ServerConfig,
+    session: &Arc<Session>,
+    worker: impl Fn(u16, SocketAddr) -> Result<T, E> + Sync,
+) -> Result<(ServerReport, Vec<Result<T, E>>), ServerError> {
+    let mut switch = SwitchServer::bind(server.clone(), session.clone())?;
+    let addr = switch.local_addr()?;
+    let stop = AtomicBool::new(false);
+    let worker = &worker;
+    let (switch, workers) = thread::scope(|s| {
+        let switch = thread::Builder::new()
+            .name("switch".into())
+            .spawn_scoped(s, || switch.run(&stop, None))
+            .expect("spawn the switch thread");
+        let workers: Vec<_> = (0..server.world)
+            .map(|rank| {
+                thread::Builder::new()
+                    .name(format!("worker-{rank}"))
+                    .spawn_scoped(s, move || worker(rank, addr))
+                    .expect("spawn a worker thread")
+            })
+            .collect();
+        let workers: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker thread panicked"))
+            .collect();
+        if workers.iter().any(Result::is_err) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        (switch.join().expect("the switch thread panicked"), workers)
+    });
+    Ok((switch?, workers))
+}
+
 /// Run `epochs` rounds of `session`'s schedule with every worker of `server`'s job. The
 /// switch listens where `server.listen` says (port 0: a free one); the workers use the same
 /// timeouts, link and faults (each with its own seed).
@@ -63,51 +101,22 @@ pub fn run_exchange_job(
     server: ServerConfig,
     epochs: u32,
 ) -> Result<LoopbackOutcome, ServerError> {
-    let (world, job, timeouts, link) = (server.world, server.job, server.timeouts, server.link);
-    let server_cfg = &server.clone();
     let started = Instant::now();
-    let mut switch = SwitchServer::bind(server, session.clone())?;
-    let addr = switch.local_addr()?;
-    let stop = AtomicBool::new(false);
-    let (switch, workers) = thread::scope(|s| {
-        // Named threads, so that a profile can be read per role (`perf report --comm switch`).
-        let switch = thread::Builder::new()
-            .name("switch".into())
-            .spawn_scoped(s, || switch.run(&stop, None))
-            .expect("spawn the switch thread");
-        let workers: Vec<_> = (0..world)
-            .map(|rank| {
-                let worker = thread::Builder::new().name(format!("worker-{rank}"));
-                worker
-                    .spawn_scoped(s, move || {
-                        let client =
-                            WorkerClient::connect(worker_config(server_cfg, session, rank, addr))?;
-                        let opts = RunOptions {
-                            job,
-                            rank,
-                            epochs,
-                            line_rate: link.rate(),
-                            window: link.window,
-                            timers: timeouts.protocol(),
-                            compute: std::time::Duration::ZERO,
-                        };
-                        run_worker(client, session, dataset, opts, &|_| {})
-                    })
-                    .expect("spawn a worker thread")
-            })
-            .collect();
-        let workers: Vec<_> = workers
-            .into_iter()
-            .map(|w| w.join().expect("a worker thread panicked"))
-            .collect();
-        if workers.iter().any(Result::is_err) {
-            // The switch would wait for goodbyes that will not come.
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        (switch.join().expect("the switch thread panicked"), workers)
-    });
+    let (switch, workers) = serve(&server, session, |rank, addr| {
+        let client = WorkerClient::connect(worker_config(&server, session, rank, addr))?;
+        let opts = RunOptions {
+            job: server.job,
+            rank,
+            epochs,
+            line_rate: server.link.rate(),
+            window: server.link.window,
+            timers: server.timeouts.protocol(),
+            compute: std::time::Duration::ZERO,
+        };
+        run_worker(client, session, dataset, opts, &|_| {})
+    })?;
     Ok(LoopbackOutcome {
-        switch: switch?,
+        switch,
         workers,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -139,69 +148,51 @@ pub fn run_single_exchange(
     server: ServerConfig,
     backward: bool,
 ) -> Result<(ServerReport, Vec<ExchangeOutput>), LoopbackError> {
-    let (world, job, timeouts, link) = (server.world, server.job, server.timeouts, server.link);
-    let server_cfg = &server.clone();
     let session = Arc::new(Session::from_layers(kind, vec![plan.clone()]));
-    let mut switch = SwitchServer::bind(server, session.clone())?;
-    let addr = switch.local_addr().map_err(ServerError::Io)?;
-    let stop = AtomicBool::new(false);
-    let width = plan.width;
-    let (switch, workers) = thread::scope(|s| {
-        let switch = s.spawn(|| switch.run(&stop, None));
-        let workers: Vec<_> = (0..world)
-            .map(|rank| {
-                let (plan, session) = (plan.clone(), session.clone());
-                s.spawn(move || -> Result<ExchangeOutput, LoopbackError> {
-                    let (vertices, values) = plan.local_rows(rank, features);
-                    let worker = |source| LoopbackError::Worker { rank, source };
-                    let mut client =
-                        WorkerClient::connect(worker_config(server_cfg, &session, rank, addr))
-                            .map_err(worker)?;
-                    let cfg = EngineConfig {
-                        exchange: ExchangeId {
-                            job,
-                            epoch: 0,
-                            layer: 0,
-                            backward,
-                        },
-                        seq: 1,
-                        rank,
-                        scale,
-                        timers: timeouts.protocol(),
-                        window: client.window(link.window),
-                    };
-                    let local = LocalFeatures {
-                        vertices: &vertices,
-                        width,
-                        values: &values,
-                    };
-                    let mut engine = new_engine(
-                        kind,
-                        cfg,
-                        &plan,
-                        local,
-                        link.rate(),
-                        client.congestion_window(),
-                        client.now(),
-                    )
-                    .map_err(|source| LoopbackError::Engine { rank, source })?;
-                    client
-                        .run(engine.as_mut(), "the exchange")
-                        .map_err(worker)?;
-                    client.finish().map_err(worker)?;
-                    Ok(engine.output().clone())
-                })
-            })
-            .collect();
-        let workers: Vec<_> = workers
-            .into_iter()
-            .map(|w| w.join().expect("a worker thread panicked"))
-            .collect();
-        if workers.iter().any(Result::is_err) {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        (switch.join().expect("the switch thread panicked"), workers)
-    });
+    let (link, timeouts) = (server.link, server.timeouts);
+    let (switch, workers) = serve(
+        &server,
+        &session,
+        |rank, addr| -> Result<_, LoopbackError> {
+            let (vertices, values) = plan.local_rows(rank, features);
+            let worker = |source| LoopbackError::Worker { rank, source };
+            let mut client = WorkerClient::connect(worker_config(&server, &session, rank, addr))
+                .map_err(worker)?;
+            let cfg = EngineConfig {
+                exchange: ExchangeId {
+                    job: server.job,
+                    epoch: 0,
+                    layer: 0,
+                    backward,
+                },
+                seq: 1,
+                rank,
+                scale,
+                timers: timeouts.protocol(),
+                window: client.window(link.window),
+            };
+            let local = LocalFeatures {
+                vertices: &vertices,
+                width: plan.width,
+                values: &values,
+            };
+            let mut engine = new_engine(
+                kind,
+                cfg,
+                &plan,
+                local,
+                link.rate(),
+                client.congestion_window(),
+                client.now(),
+            )
+            .map_err(|source| LoopbackError::Engine { rank, source })?;
+            client
+                .run(engine.as_mut(), "the exchange")
+                .map_err(worker)?;
+            client.finish().map_err(worker)?;
+            Ok(engine.output().clone())
+        },
+    )?;
     let outputs = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok((switch?, outputs))
+    Ok((switch, outputs))
 }

@@ -746,10 +746,7 @@ impl Core {
         }
         // Only an exchange that every worker has joined can stall: before that, the workers
         // that have not joined are computing (alive, as their heartbeats say).
-        let running = self
-            .switch
-            .job_status(self.cfg.job)
-            .is_some_and(|s| s.started && !s.finished);
+        let running = self.switch.exchange_running(self.cfg.job);
         if !running {
             self.last_progress = now;
         }
