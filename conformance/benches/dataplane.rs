@@ -25,14 +25,19 @@ use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{PacketType, HEADER_LEN};
+use switchgnn_dataplane::wire::{PacketType, HEADER_LEN, MAX_PACKET_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, Node};
+use switchgnn_conformance::allocations::{allocations, Counting};
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 const FRAME_OVERHEAD: usize = switchgnn_dataplane::wire::FRAME_OVERHEAD as usize;
+// Counts allocations so that the figures below can say how many the nodes made per packet.
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
 const LINE_RATE: f64 = 100e9 / 8.0;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -94,9 +99,10 @@ fn record(plan: &Arc<ExchangePlan>, values: &[f32], scale: Scale, memory: u64) -
     let mut received = vec![Vec::new(); usize::from(plan.workers)];
     let mut sent = Vec::new();
     let mut queue: VecDeque<(Address, Address, Vec<u8>)> = VecDeque::new();
+    let mut buf = [0u8; MAX_PACKET_LEN];
     for (w, e) in engines.iter_mut().enumerate() {
-        while let Some(t) = e.poll_transmit(0) {
-            queue.push_back((Address::Worker(w as u16), t.to, t.bytes));
+        while let Some(t) = e.poll_transmit(0, &mut buf) {
+            queue.push_back((Address::Worker(w as u16), t.to, buf[..t.len].to_vec()));
         }
     }
     while let Some((from, to, bytes)) = queue.pop_front() {
@@ -105,16 +111,16 @@ fn record(plan: &Arc<ExchangePlan>, values: &[f32], scale: Scale, memory: u64) -
                 let Address::Worker(w) = from else { continue };
                 sent.push((w, bytes.clone()));
                 sw.handle_packet(0, from, &bytes);
-                while let Some(t) = sw.poll_transmit(0) {
-                    queue.push_back((Address::Switch, t.to, t.bytes));
+                while let Some(t) = sw.poll_transmit(0, &mut buf) {
+                    queue.push_back((Address::Switch, t.to, buf[..t.len].to_vec()));
                 }
             }
             Address::Worker(w) => {
                 received[usize::from(w)].push(bytes.clone());
                 let e = &mut engines[usize::from(w)];
                 e.handle_packet(0, from, &bytes);
-                while let Some(t) = e.poll_transmit(0) {
-                    queue.push_back((to, t.to, t.bytes));
+                while let Some(t) = e.poll_transmit(0, &mut buf) {
+                    queue.push_back((to, t.to, buf[..t.len].to_vec()));
                 }
             }
         }
@@ -170,11 +176,14 @@ fn main() {
 
     // Switch alone: every worker packet of the run, in the recorded order.
     let mut sw = switch(&plan, memory);
+    let mut buf = [0u8; MAX_PACKET_LEN];
     let t = Instant::now();
+    let before = allocations();
     for (w, bytes) in &sent {
         sw.handle_packet(0, Address::Worker(*w), bytes);
-        while sw.poll_transmit(0).is_some() {}
+        while sw.poll_transmit(0, &mut buf).is_some() {}
     }
+    let switch_allocations = allocations() - before;
     let switch_s = t.elapsed().as_secs_f64();
     let c = sw.counters().clone();
     assert_eq!(
@@ -207,24 +216,32 @@ fn main() {
         line_pps / 1e6,
         c.passes
     );
+    let switch_packets = c.packets_in + c.packets_out;
+    println!(
+        "switch model: {switch_allocations} allocations for {switch_packets} packets in+out ({:.4} per packet; the first exchange on a fresh switch, its queues warming up)",
+        switch_allocations as f64 / switch_packets as f64
+    );
 
     // Engines alone: replay each worker's inputs.
     let mut engine_s = 0.0;
     let mut packets = 0u64;
+    let mut engine_allocations = 0u64;
     for w in 0..plan.workers {
         let mut e = engine(&plan, w, &values, scale);
         let t = Instant::now();
+        let before = allocations();
         let mut out = 0u64;
-        while e.poll_transmit(0).is_some() {
+        while e.poll_transmit(0, &mut buf).is_some() {
             out += 1;
         }
         for bytes in &received[usize::from(w)] {
             e.handle_packet(0, Address::Switch, bytes);
-            while e.poll_transmit(0).is_some() {
+            while e.poll_transmit(0, &mut buf).is_some() {
                 out += 1;
             }
         }
         engine_s += t.elapsed().as_secs_f64();
+        engine_allocations += allocations() - before;
         packets += out + received[usize::from(w)].len() as u64;
         assert!(e.is_finished());
         assert_eq!(e.output(), &want[usize::from(w)], "replay is exact");
@@ -233,5 +250,9 @@ fn main() {
         "host engines: {packets} packets in+out in {engine_s:.3} s = {:.2} M packets/s per core, {:.2}x one 100 Gbps port's data-packet rate",
         packets as f64 / engine_s / 1e6,
         packets as f64 / engine_s / line_pps
+    );
+    println!(
+        "host engines: {engine_allocations} allocations for {packets} packets in+out ({:.4} per packet, engine construction excluded)",
+        engine_allocations as f64 / packets as f64
     );
 }

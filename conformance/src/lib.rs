@@ -7,6 +7,8 @@
 //!
 //! The tests in `tests/` also exercise the protocol core on real plans beyond the suite.
 
+pub mod allocations;
+
 use std::sync::Arc;
 
 use switchgnn_dataplane::engine::{ExchangeOutput, Timers};

@@ -15,7 +15,7 @@ use switchgnn_dataplane::network::Faults;
 use switchgnn_dataplane::node::{Address, ExchangeId, Node};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Flags, PacketType, Repr, MAX_LANES};
+use switchgnn_dataplane::wire::{Flags, PacketType, Repr, MAX_LANES, MAX_PACKET_LEN};
 use switchgnn_partition::Method;
 
 fn small_plan() -> Arc<ExchangePlan> {
@@ -87,6 +87,7 @@ proptest! {
     ) {
         let plan = small_plan();
         let mut s = switch_for(&plan);
+        let mut buf = [0u8; MAX_PACKET_LEN];
         let mut fed = 0u64;
         for bytes in &garbage {
             s.handle_packet(0, Address::Worker(0), bytes);
@@ -95,7 +96,7 @@ proptest! {
         for (r, lanes, port) in &events {
             s.handle_packet(0, Address::Worker(*port), &r.to_bytes(lanes));
             fed += 1;
-            while s.poll_transmit(0).is_some() {}
+            while s.poll_transmit(0, &mut buf).is_some() {}
         }
         let c = s.counters();
         prop_assert_eq!(c.packets_in, fed);
@@ -121,6 +122,7 @@ proptest! {
         };
         let local = LocalFeatures { vertices: &vertices, width: 40, values: &values };
         let mut e = InNetworkEngine::new(cfg, plan, local, Box::new(Unpaced), 0).unwrap();
+        let mut buf = [0u8; MAX_PACKET_LEN];
         let mut now = 0;
         let mut fed = 0;
         for bytes in &garbage {
@@ -134,7 +136,7 @@ proptest! {
             if e.poll_timeout().is_some_and(|t| t <= now) {
                 e.handle_timeout(now);
             }
-            while e.poll_transmit(now).is_some() {}
+            while e.poll_transmit(now, &mut buf).is_some() {}
         }
         use switchgnn_dataplane::engine::{EngineDrop, Exchange};
         let st = e.stats();

@@ -15,7 +15,7 @@ use switchgnn_dataplane::engine::{EngineConfig, Exchange, LocalFeatures, Timers}
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, PacketType, Repr};
+use switchgnn_dataplane::wire::{Packet, PacketType, Repr, MAX_PACKET_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Nanos, Node};
 use switchgnn_scheduler::exchange::{exchange_plan, PlanOptions};
 
@@ -153,14 +153,16 @@ impl Harness {
     }
 
     fn flush_worker(&mut self, w: usize) {
-        while let Some(t) = self.workers[w].poll_transmit(self.now) {
-            self.send(Address::Worker(w as u16), t.to, t.bytes);
+        let mut buf = [0u8; MAX_PACKET_LEN];
+        while let Some(t) = self.workers[w].poll_transmit(self.now, &mut buf) {
+            self.send(Address::Worker(w as u16), t.to, buf[..t.len].to_vec());
         }
     }
 
     fn flush_switch(&mut self) {
-        while let Some(t) = self.switch.poll_transmit(self.now) {
-            self.send(Address::Switch, t.to, t.bytes);
+        let mut buf = [0u8; MAX_PACKET_LEN];
+        while let Some(t) = self.switch.poll_transmit(self.now, &mut buf) {
+            self.send(Address::Switch, t.to, buf[..t.len].to_vec());
         }
     }
 

@@ -6,6 +6,8 @@
 //! - [`table`]: one block's lookup table (sources, destinations, expected counts);
 //! - [`plan`]: what one exchange needs at run time (block tables, send orders, owners);
 //! - [`switch`]: the switch model, exactly what the P4 program does;
+//! - [`control`]: the control plane beside it (admission, heartbeats, liveness, abort, drain,
+//!   rejoin), as sans-IO machines for the switch and the workers;
 //! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
 //! - [`kind`]: the exchange kinds and the one factory of their engines;
 //! - [`link`]: one model of a link direction and its queue, for every driver;
@@ -19,6 +21,7 @@
 //! (`switchgnn_scheduler::exchange`), bytes from whichever driver runs the state machines.
 
 pub mod cc;
+pub mod control;
 pub mod engine;
 pub mod fault;
 pub mod fixed;
@@ -33,4 +36,4 @@ pub mod table;
 pub mod wire;
 
 pub use kind::ExchangeKind;
-pub use node::{Address, ExchangeId, Nanos, Node, Transmit};
+pub use node::{Address, ExchangeId, Nanos, Node, Outbox, Transmit};

@@ -13,7 +13,7 @@ use thiserror::Error;
 use crate::engine::Exchange;
 use crate::fault::FaultInjector;
 use crate::link::{ceil_nanos, to_picos, Port};
-use crate::node::{Address, Nanos, Node, Transmit};
+use crate::node::{Address, Nanos, Node, SwitchNode, MAX_DATAGRAM_LEN};
 use crate::switch::Switch;
 
 pub use crate::fault::Faults;
@@ -129,6 +129,8 @@ pub struct Network {
     /// Each worker's link to the switch, and the switch's egress port towards it.
     uplinks: Vec<Port>,
     downlinks: Vec<Port>,
+    /// Workers taken off the network.
+    down: Vec<bool>,
     stats: NetworkStats,
 }
 
@@ -143,6 +145,7 @@ impl Network {
             events: BinaryHeap::new(),
             uplinks: (0..workers).map(|_| cfg.link.port()).collect(),
             downlinks: (0..workers).map(|_| cfg.link.port()).collect(),
+            down: vec![false; usize::from(workers)],
             stats: NetworkStats::default(),
         }
     }
@@ -166,9 +169,9 @@ impl Network {
         }
     }
 
-    /// Put a packet on the link from `from`, through the fault injector.
-    fn transmit(&mut self, from: Address, t: Transmit) {
-        let port = match (from, t.to) {
+    /// Put a packet for `to` on the link from `from`, through the fault injector.
+    fn transmit(&mut self, from: Address, to: Address, bytes: Vec<u8>) {
+        let port = match (from, to) {
             (Address::Worker(w), _) => usize::from(w),
             (Address::Switch, Address::Worker(w)) => usize::from(w),
             (Address::Switch, Address::Switch) => return,
@@ -186,11 +189,11 @@ impl Network {
         } = self;
         if port >= uplinks.len() {
             // Still drawn, so that the fault stream does not depend on stray packets.
-            faults.apply(t.bytes, |_, _| {});
+            faults.apply(bytes, |_, _| {});
             return;
         }
         let now_ps = to_picos(*now);
-        faults.apply(t.bytes, |bytes, extra| {
+        faults.apply(bytes, |bytes, extra| {
             let link = if from == Address::Switch {
                 &mut downlinks[port]
             } else {
@@ -207,7 +210,7 @@ impl Network {
             events.push(Reverse(Event {
                 at: ceil_nanos(arrival) + extra,
                 seq: *seq,
-                to: t.to,
+                to,
                 from,
                 bytes,
             }));
@@ -215,8 +218,17 @@ impl Network {
     }
 
     fn flush<N: Node + ?Sized>(&mut self, node: &mut N, from: Address) {
-        while let Some(t) = node.poll_transmit(self.now) {
-            self.transmit(from, t);
+        let mut buf = [0u8; MAX_DATAGRAM_LEN];
+        while let Some(t) = node.poll_transmit(self.now, &mut buf) {
+            self.transmit(from, t.to, buf[..t.len].to_vec());
+        }
+    }
+
+    /// Take worker `w` off the network (a crash, a pulled cable): from now on it sends and
+    /// receives nothing, and its timers never fire.
+    pub fn kill(&mut self, w: u16) {
+        if let Some(down) = self.down.get_mut(usize::from(w)) {
+            *down = true;
         }
     }
 
@@ -226,25 +238,84 @@ impl Network {
         switch: &mut Switch,
         workers: &mut [Box<E>],
     ) -> Result<NetworkStats, NetworkError> {
-        for (w, node) in workers.iter_mut().enumerate() {
-            self.flush(&mut **node, Address::Worker(w as u16));
+        self.drive(switch, workers, None, |w| w.iter().all(|e| e.is_finished()))
+    }
+
+    /// Run every node until the clock reaches `until` (nodes with timers, such as those of
+    /// the control plane, make time pass even when nothing is sent).
+    pub fn run_until<S: SwitchNode, W: Node + ?Sized>(
+        &mut self,
+        switch: &mut S,
+        workers: &mut [Box<W>],
+        until: Nanos,
+    ) -> Result<NetworkStats, NetworkError> {
+        self.drive(switch, workers, Some(until), |_| false)
+    }
+
+    /// Run every node until `done` holds for the workers (checked after every event), or
+    /// until the clock reaches `until`.
+    pub fn run_while<S: SwitchNode, W: Node + ?Sized>(
+        &mut self,
+        switch: &mut S,
+        workers: &mut [Box<W>],
+        until: Nanos,
+        done: impl Fn(&[Box<W>]) -> bool,
+    ) -> Result<NetworkStats, NetworkError> {
+        self.drive(switch, workers, Some(until), done)
+    }
+
+    fn drive<S: SwitchNode, W: Node + ?Sized>(
+        &mut self,
+        switch: &mut S,
+        workers: &mut [Box<W>],
+        until: Option<Nanos>,
+        done: impl Fn(&[Box<W>]) -> bool,
+    ) -> Result<NetworkStats, NetworkError> {
+        if self.down.len() < workers.len() {
+            self.down.resize(workers.len(), false);
         }
+        for (w, node) in workers.iter_mut().enumerate() {
+            if !self.down[w] {
+                self.flush(&mut **node, Address::Worker(w as u16));
+            }
+        }
+        self.flush(switch, Address::Switch);
         loop {
-            if workers.iter().all(|w| w.is_finished()) {
+            if done(workers) {
                 self.stats.finish_time = self.now;
                 return Ok(self.stats());
             }
+            // A timer: (when, None for the switch or Some(worker)).
             let timer = workers
                 .iter()
                 .enumerate()
-                .filter_map(|(i, w)| w.poll_timeout().map(|t| (t, i)))
+                .filter(|&(i, _)| !self.down[i])
+                .filter_map(|(i, w)| w.poll_timeout().map(|t| (t, Some(i))))
+                .chain(switch.poll_timeout().map(|t| (t, None)))
                 .min();
             let packet = self.events.peek().map(|Reverse(e)| e.at);
-            let deliver = match (packet, timer) {
+            let next = match (packet, timer) {
+                (None, None) => None,
+                (Some(p), Some((t, _))) => Some(p.min(t)),
+                (Some(p), None) => Some(p),
+                (None, Some((t, _))) => Some(t),
+            };
+            match (next, until) {
+                (Some(t), Some(u)) if t > u => {
+                    self.now = self.now.max(u);
+                    return Ok(self.stats());
+                }
+                (None, Some(u)) => {
+                    self.now = self.now.max(u);
+                    return Ok(self.stats());
+                }
                 (None, None) => return Err(NetworkError::Stalled { now: self.now }),
+                _ => {}
+            }
+            let deliver = match (packet, timer) {
                 (Some(p), Some((t, _))) => p <= t,
                 (Some(_), None) => true,
-                (None, Some(_)) => false,
+                _ => false,
             };
             self.stats.events += 1;
             if self.stats.events > self.cfg.max_events {
@@ -253,9 +324,9 @@ impl Network {
             if deliver {
                 let Reverse(e) = self.events.pop().expect("peeked");
                 self.now = self.now.max(e.at);
-                self.stats.delivered += 1;
                 match e.to {
                     Address::Switch => {
+                        self.stats.delivered += 1;
                         for port in 0..self.downlinks.len() {
                             switch.set_egress_queue(
                                 port as u16,
@@ -266,19 +337,30 @@ impl Network {
                         self.flush(switch, Address::Switch);
                     }
                     Address::Worker(w) => {
-                        let node = workers
-                            .get_mut(usize::from(w))
-                            .ok_or(NetworkError::NoSuchWorker(w))?;
+                        let i = usize::from(w);
+                        let node = workers.get_mut(i).ok_or(NetworkError::NoSuchWorker(w))?;
+                        if self.down[i] {
+                            continue;
+                        }
+                        self.stats.delivered += 1;
                         node.handle_packet(self.now, e.from, &e.bytes);
                         self.flush(&mut **node, Address::Worker(w));
                     }
                 }
             } else {
-                let (t, i) = timer.expect("a timer");
+                let (t, who) = timer.expect("a timer");
                 self.now = self.now.max(t);
-                let node = &mut workers[i];
-                node.handle_timeout(self.now);
-                self.flush(&mut **node, Address::Worker(i as u16));
+                match who {
+                    Some(i) => {
+                        let node = &mut workers[i];
+                        node.handle_timeout(self.now);
+                        self.flush(&mut **node, Address::Worker(i as u16));
+                    }
+                    None => {
+                        switch.handle_timeout(self.now);
+                        self.flush(switch, Address::Switch);
+                    }
+                }
             }
         }
     }

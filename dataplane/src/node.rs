@@ -3,9 +3,15 @@
 //! next deadline. No sockets, threads or clocks live behind it, so the in-memory network, the
 //! simulator and the UDP emulator all drive the same code.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
-use crate::wire::{Flags, PacketType, Repr};
+use crate::wire::{Flags, PacketType, Repr, MAX_PACKET_LEN};
+
+/// The buffer a driver lends [`Node::poll_transmit`]: the UDP payload of a 1500-byte Ethernet
+/// frame, which every dataplane packet and control message fits.
+pub const MAX_DATAGRAM_LEN: usize = 1472;
 
 /// Nanoseconds on the driver's clock (simulated or real).
 pub type Nanos = u64;
@@ -19,13 +25,13 @@ pub enum Address {
     Worker(u16),
 }
 
-/// A packet ready to leave a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A packet a node has written into the driver's buffer, ready to leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
     /// Where the packet goes.
     pub to: Address,
-    /// The packet: header and lanes.
-    pub bytes: Vec<u8>,
+    /// Bytes written at the front of the buffer: header and lanes.
+    pub len: usize,
 }
 
 /// A protocol participant.
@@ -34,10 +40,102 @@ pub trait Node {
     fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]);
     /// The deadline returned by [`Node::poll_timeout`] has passed.
     fn handle_timeout(&mut self, now: Nanos);
-    /// The next packet to send at `now`, if one is due.
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit>;
+    /// Write the next packet due at `now` into `buf` (the driver's, at least
+    /// [`MAX_DATAGRAM_LEN`] bytes: a socket's send buffer, a DPDK mbuf) and say where it goes;
+    /// `None` when nothing is due. Dataplane packets take at most [`MAX_PACKET_LEN`] of it,
+    /// and nodes allocate nothing per packet for them.
+    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit>;
     /// When the node next needs [`Node::handle_timeout`] or can send again.
     fn poll_timeout(&self) -> Option<Nanos>;
+}
+
+/// What a driver needs from the switch of a star besides [`Node`].
+pub trait SwitchNode: Node {
+    /// The backlog (bytes) of the egress queue towards `port`, for ECN marking.
+    fn set_egress_queue(&mut self, port: u16, bytes: u64);
+    /// Aggregator passes made so far: each pass after a packet's first is a recirculation.
+    fn passes(&self) -> u64;
+    /// Aggregators holding a partial sum now.
+    fn aggregators_in_use(&self) -> usize;
+}
+
+/// What a driver needs from a host besides [`Node`].
+pub trait HostNode: Node {
+    /// The host has all it waits for: a run ends when every host has.
+    fn is_done(&self) -> bool;
+}
+
+/// Packets waiting to leave a node, in recycled buffers: once the queue has been as deep as it
+/// gets, queueing and polling allocate nothing.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    queue: VecDeque<(Address, Vec<u8>)>,
+    free: Vec<Vec<u8>>,
+}
+
+impl Outbox {
+    /// Queue a packet for `to` that `write` puts into the buffer it is given (of
+    /// [`MAX_PACKET_LEN`] bytes), returning its length; the queued packet, for last touches.
+    pub fn push_with(&mut self, to: Address, write: impl FnOnce(&mut [u8]) -> usize) -> &mut [u8] {
+        self.try_push_with(to, |buf| Some(write(buf)))
+            .expect("the writer always writes")
+    }
+
+    /// [`Outbox::push_with`] for a writer that may have nothing to write (`None`: nothing is
+    /// queued).
+    pub fn try_push_with(
+        &mut self,
+        to: Address,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<&mut [u8]> {
+        let mut buf = self
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(MAX_PACKET_LEN));
+        buf.resize(MAX_PACKET_LEN, 0);
+        let Some(len) = write(&mut buf) else {
+            self.free.push(buf);
+            return None;
+        };
+        buf.truncate(len);
+        self.queue.push_back((to, buf));
+        Some(&mut self.queue.back_mut().expect("just pushed").1)
+    }
+
+    /// Queue header `r` and its `lanes` for `to`.
+    pub fn push_repr(&mut self, to: Address, r: &Repr, lanes: &[i32]) -> &mut [u8] {
+        self.push_with(to, |buf| r.emit_with_lanes(lanes, buf))
+    }
+
+    /// Queue a copy of `bytes` for `to`.
+    pub fn push_copy(&mut self, to: Address, bytes: &[u8]) -> &mut [u8] {
+        self.push_with(to, |buf| {
+            buf[..bytes.len()].copy_from_slice(bytes);
+            bytes.len()
+        })
+    }
+
+    /// Move the oldest packet into `buf`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than the packet.
+    pub fn pop_into(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let (to, bytes) = self.queue.pop_front()?;
+        let len = bytes.len();
+        buf[..len].copy_from_slice(&bytes);
+        self.free.push(bytes);
+        Some(Transmit { to, len })
+    }
+
+    /// Packets queued.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
 }
 
 /// Which exchange a packet belongs to: job, training step, layer and direction. A packet of any

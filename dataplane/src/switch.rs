@@ -25,7 +25,7 @@
 //! aggregator memory, so allocation never fails) or one block of every cross edge (allocation
 //! fails once the pool is exhausted, and the overflow goes to the hosts).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bitvec::vec::BitVec;
@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::fixed::checked_add;
-use crate::node::{Address, ExchangeId, Nanos, Node, Transmit};
+use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{self, Packet, PacketType, PlanLimits, Repr, MAX_LANES};
 
@@ -249,6 +249,33 @@ pub struct JobStatus {
     pub waiting_for: Vec<u16>,
 }
 
+/// `exchange 3 (epoch 1, layer 0 forward), block 3 of 9, waiting for workers [2] to finish
+/// it`: where the job stands, for status lines and errors.
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(id) = self.exchange else {
+            return f.write_str("no exchange started yet");
+        };
+        let dir = if id.backward { "backward" } else { "forward" };
+        write!(
+            f,
+            "exchange {} (epoch {}, layer {} {dir})",
+            self.seq, id.epoch, id.layer
+        )?;
+        if self.finished {
+            return f.write_str(" complete");
+        }
+        if !self.started {
+            return write!(f, ", waiting for workers {:?} to join", self.waiting_for);
+        }
+        write!(
+            f,
+            ", block {} of {}, waiting for workers {:?} to finish it",
+            self.block, self.blocks, self.waiting_for
+        )
+    }
+}
+
 /// One job: its workers and one exchange plan per layer.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
@@ -355,8 +382,26 @@ struct Fabric {
     /// The driver's own input queue is above its threshold (a software switch that cannot
     /// keep up): everything leaving is marked, as a queue in front of the pipeline would be.
     ingress_congested: bool,
-    out: VecDeque<Transmit>,
+    out: Outbox,
     counters: SwitchCounters,
+}
+
+/// Count a packet leaving the switch, marking ECN on it when its port (or the ingress) is
+/// congested.
+fn account(counters: &mut SwitchCounters, congested: bool, bytes: &mut [u8]) {
+    if congested {
+        let mut p = Packet::new_unchecked(&mut bytes[..]);
+        let mut flags = wire::Flags::from_u8(p.flags()).unwrap_or_default();
+        if !flags.ecn {
+            flags.ecn = true;
+            p.set_flags(flags);
+            counters.ecn_marks += 1;
+        }
+    }
+    counters.packets_out += 1;
+    counters.bytes_out += bytes.len() as u64;
+    let t = usize::from(bytes[3]).min(7);
+    counters.out_by_type[t] += 1;
 }
 
 impl Fabric {
@@ -372,25 +417,19 @@ impl Fabric {
                 .is_some_and(|&q| q > self.config.ecn_threshold)
     }
 
-    /// Queue `bytes` for `port`, marking ECN when its queue is above the threshold.
-    fn send(&mut self, port: u16, mut bytes: Vec<u8>) {
-        if self.congested(port) {
-            let mut p = Packet::new_unchecked(&mut bytes[..]);
-            let mut flags = wire::Flags::from_u8(p.flags()).unwrap_or_default();
-            if !flags.ecn {
-                flags.ecn = true;
-                p.set_flags(flags);
-                self.counters.ecn_marks += 1;
-            }
-        }
-        self.counters.packets_out += 1;
-        self.counters.bytes_out += bytes.len() as u64;
-        let t = usize::from(bytes[3]).min(7);
-        self.counters.out_by_type[t] += 1;
-        self.out.push_back(Transmit {
-            to: Address::Worker(port),
-            bytes,
-        });
+    /// Queue header `r` and its `lanes` for `port`.
+    fn send(&mut self, port: u16, r: &Repr, lanes: &[i32]) {
+        let congested = self.congested(port);
+        let bytes = self.out.push_repr(Address::Worker(port), r, lanes);
+        account(&mut self.counters, congested, bytes);
+    }
+
+    /// Queue a copy of a packet passing through (`bytes`, trimmed to its header's length) for
+    /// `port`.
+    fn forward(&mut self, port: u16, bytes: &[u8]) {
+        let congested = self.congested(port);
+        let bytes = self.out.push_copy(Address::Worker(port), bytes);
+        account(&mut self.counters, congested, bytes);
     }
 
     fn note_occupancy(&mut self) {
@@ -403,7 +442,7 @@ impl Fabric {
         r.block = block;
         r.worker = port;
         r.sequence = seq;
-        self.send(port, r.to_bytes(&[]));
+        self.send(port, &r, &[]);
     }
 }
 
@@ -427,7 +466,7 @@ impl Switch {
                 },
                 egress: vec![0; usize::from(config.ports)],
                 ingress_congested: false,
-                out: VecDeque::new(),
+                out: Outbox::default(),
                 counters: SwitchCounters::default(),
                 config,
             },
@@ -522,6 +561,12 @@ impl Switch {
             };
         }
         Some(status)
+    }
+
+    /// Where job `job` stands, in words (`no job` when it is not installed).
+    pub fn describe_job(&self, job: u16) -> String {
+        self.job_status(job)
+            .map_or_else(|| "no job".into(), |s| s.to_string())
     }
 
     /// Whether `job` has an exchange that every worker has joined and that is not finished
@@ -722,7 +767,7 @@ fn data(
     if state.seen.replace(row * chunks + c, true) {
         // Already counted: acknowledge again (the first ack may be lost), add nothing.
         f.counters.acks += 1;
-        f.send(repr.worker, ack.to_bytes(&[]));
+        f.send(repr.worker, &ack, &[]);
         return Err(DropReason::Duplicate);
     }
     let table = &block.table;
@@ -774,7 +819,7 @@ fn data(
             notice.count = 0;
             notice.lanes = 0;
             notice.worker = dst_port;
-            f.send(dst_port, notice.to_bytes(&[]));
+            f.send(dst_port, &notice, &[]);
             forward_raw(f, repr, dst, dst_port, &values[..lanes]);
             continue;
         }
@@ -789,7 +834,7 @@ fn data(
             result.dst = dst;
             result.count = state.counted[k];
             result.worker = dst_port;
-            f.send(dst_port, result.to_bytes(sums));
+            f.send(dst_port, &result, sums);
             f.pool.release(a);
             state.agg[k] = Agg::Done;
             f.counters.aggregations += 1;
@@ -800,7 +845,7 @@ fn data(
         f.counters.ecn_marks += 1;
     }
     f.counters.acks += 1;
-    f.send(repr.worker, ack.to_bytes(&[]));
+    f.send(repr.worker, &ack, &[]);
     Ok(())
 }
 
@@ -811,7 +856,7 @@ fn forward_raw(f: &mut Fabric, repr: &Repr, dst: u32, port: u16, lanes: &[i32]) 
     r.dst = dst;
     r.count = 1;
     f.counters.raw_forwarded += 1;
-    f.send(port, r.to_bytes(lanes));
+    f.send(port, &r, lanes);
 }
 
 fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), DropReason> {
@@ -848,7 +893,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
             }
         }
     }
-    f.send(dst_port, bytes[..repr.buffer_len()].to_vec());
+    f.forward(dst_port, &bytes[..repr.buffer_len()]);
     Ok(())
 }
 
@@ -860,7 +905,7 @@ fn fetch(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(),
         return Err(DropReason::NotInPlan);
     }
     let owner = plan.owner[repr.src as usize];
-    f.send(owner, bytes[..repr.buffer_len()].to_vec());
+    f.forward(owner, &bytes[..repr.buffer_len()]);
     Ok(())
 }
 
@@ -880,11 +925,25 @@ impl Node for Switch {
 
     fn handle_timeout(&mut self, _now: Nanos) {}
 
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        self.fabric.out.pop_front()
+    fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
+        self.fabric.out.pop_into(buf)
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
         None
+    }
+}
+
+impl SwitchNode for Switch {
+    fn set_egress_queue(&mut self, port: u16, bytes: u64) {
+        Switch::set_egress_queue(self, port, bytes)
+    }
+
+    fn passes(&self) -> u64 {
+        self.counters().passes
+    }
+
+    fn aggregators_in_use(&self) -> usize {
+        Switch::aggregators_in_use(self)
     }
 }

@@ -37,6 +37,9 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 32;
 /// One aggregator: 32 int32 lanes = 128 bytes.
 pub const MAX_LANES: usize = 32;
+/// The largest packet: a header and a full aggregator of lanes. Drivers hand nodes buffers of
+/// this size to write packets into.
+pub const MAX_PACKET_LEN: usize = HEADER_LEN + 4 * MAX_LANES;
 /// Bytes a frame adds on the wire around a packet carried in UDP over IPv4 on Ethernet:
 /// Ethernet header and FCS (18), preamble and inter-frame gap (20), IPv4 (20), UDP (8).
 pub const FRAME_OVERHEAD: u64 = 66;
@@ -464,15 +467,25 @@ impl Repr {
         packet.put(field::SEQUENCE, &self.sequence.to_be_bytes());
     }
 
-    /// A complete packet: this header followed by `lanes`.
-    pub fn to_bytes(&self, lanes: &[i32]) -> Vec<u8> {
+    /// Write this header followed by `lanes` into the front of `buf`; the packet's length.
+    ///
+    /// # Panics
+    /// If `lanes` does not hold [`Repr::lanes`] values or `buf` is shorter than the packet.
+    pub fn emit_with_lanes(&self, lanes: &[i32], buf: &mut [u8]) -> usize {
         assert_eq!(lanes.len(), self.lanes as usize, "lane count must match");
-        let mut buf = vec![0u8; self.buffer_len()];
-        let mut p = Packet::new_unchecked(&mut buf[..]);
+        let len = self.buffer_len();
+        let mut p = Packet::new_unchecked(&mut buf[..len]);
         self.emit(&mut p);
         for (i, &v) in lanes.iter().enumerate() {
             p.set_lane(i, v);
         }
+        len
+    }
+
+    /// A complete packet in a new buffer: this header followed by `lanes`.
+    pub fn to_bytes(&self, lanes: &[i32]) -> Vec<u8> {
+        let mut buf = vec![0u8; self.buffer_len()];
+        self.emit_with_lanes(lanes, &mut buf);
         buf
     }
 }

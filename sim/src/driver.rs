@@ -5,11 +5,10 @@
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::engine::Exchange;
 use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
-use switchgnn_dataplane::switch::Switch;
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
-use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
+pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
+use switchgnn_dataplane::{Address, Nanos, Transmit};
 use thiserror::Error;
 
 use crate::fabric::{
@@ -17,41 +16,6 @@ use crate::fabric::{
 };
 use crate::queue::{EventQueue, Slab};
 use crate::series::{Class, Series, Traffic};
-
-/// What the driver needs from a switch besides [`Node`].
-pub trait SwitchNode: Node {
-    /// The backlog (bytes) of the egress queue towards `port`, for ECN marking.
-    fn set_egress_queue(&mut self, port: u16, bytes: u64);
-    /// Aggregator passes made so far: each pass after a packet's first is a recirculation.
-    fn passes(&self) -> u64;
-    fn aggregators_in_use(&self) -> usize;
-}
-
-impl SwitchNode for Switch {
-    fn set_egress_queue(&mut self, port: u16, bytes: u64) {
-        Switch::set_egress_queue(self, port, bytes)
-    }
-
-    fn passes(&self) -> u64 {
-        self.counters().passes
-    }
-
-    fn aggregators_in_use(&self) -> usize {
-        Switch::aggregators_in_use(self)
-    }
-}
-
-/// What the driver needs from a host besides [`Node`].
-pub trait HostNode: Node {
-    /// The host has all it waits for: the run ends when every host has.
-    fn is_done(&self) -> bool;
-}
-
-impl HostNode for dyn Exchange {
-    fn is_done(&self) -> bool {
-        self.is_finished()
-    }
-}
 
 /// Chunk bundling: an exchange of width `width` simulated with one 32-lane chunk per vertex,
 /// each packet standing for the `chunks` packets of the real exchange. Every packet of a
@@ -236,7 +200,14 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     series: Series,
     unfinished: usize,
     done: Vec<bool>,
+    /// Where nodes write the packets they send.
+    buf: Box<[u8]>,
 }
+
+/// Bytes of the buffer nodes write their packets into: a jumbo frame, so that the test nodes
+/// of the closed-form checks can send packets of any size a link carries (the protocol's
+/// nodes need only `MAX_PACKET_LEN`).
+const SEND_BUFFER: usize = 9216;
 
 /// Run until every host is done. Hosts are numbered as the topology's.
 pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
@@ -276,6 +247,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
         series: Series::new(cfg.sample_ns),
         unfinished: done.iter().filter(|d| !**d).count(),
         done,
+        buf: vec![0; SEND_BUFFER].into_boxed_slice(),
     };
     for h in 0..n {
         l.after_host_event(h);
@@ -374,8 +346,8 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
     /// Send what host `h` has, and re-arm its timer.
     fn after_host_event(&mut self, h: usize) {
         let now = self.now;
-        while let Some(Transmit { bytes, .. }) = self.hosts[h].poll_transmit(now) {
-            let f = self.flight(bytes);
+        while let Some(Transmit { len, .. }) = self.hosts[h].poll_transmit(now, &mut self.buf) {
+            let f = self.flight(self.buf[..len].to_vec());
             let cost = to_picos(self.cfg.host.per_packet_ns) * u64::from(f.count);
             let ready = self.send_free[h].max(to_picos(now)) + cost;
             self.send_free[h] = ready;
@@ -429,9 +401,9 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         self.peak_aggregators = self.peak_aggregators.max(in_use);
         self.series.aggregators(self.now, in_use);
         let mut out = Vec::new();
-        while let Some(t) = self.switch.poll_transmit(self.now) {
+        while let Some(t) = self.switch.poll_transmit(self.now, &mut self.buf) {
             if let Address::Worker(w) = t.to {
-                out.push((w, self.flight(t.bytes)));
+                out.push((w, self.flight(self.buf[..t.len].to_vec())));
             }
         }
         // One pipeline pass is free; every further one goes around the recirculation port.

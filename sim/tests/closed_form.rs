@@ -36,16 +36,16 @@ impl Node for Host {
         self.last_arrival = now;
     }
     fn handle_timeout(&mut self, _now: Nanos) {}
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+    fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
         if self.to_send == 0 {
             return None;
         }
         self.to_send -= 1;
-        let mut bytes = vec![0u8; self.size];
-        bytes[..2].copy_from_slice(&self.dst.to_le_bytes());
+        buf[..self.size].fill(0);
+        buf[..2].copy_from_slice(&self.dst.to_le_bytes());
         Some(Transmit {
             to: Address::Switch,
-            bytes,
+            len: self.size,
         })
     }
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -66,7 +66,7 @@ struct Forwarder {
     hosts: u16,
     passes_per_packet: u64,
     passes: u64,
-    out: Vec<Transmit>,
+    out: Vec<(Address, Vec<u8>)>,
 }
 
 impl Forwarder {
@@ -91,15 +91,17 @@ impl Node for Forwarder {
             vec![dst]
         };
         for h in targets.into_iter().rev() {
-            self.out.push(Transmit {
-                to: Address::Worker(h),
-                bytes: bytes.to_vec(),
-            });
+            self.out.push((Address::Worker(h), bytes.to_vec()));
         }
     }
     fn handle_timeout(&mut self, _now: Nanos) {}
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        self.out.pop()
+    fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
+        let (to, bytes) = self.out.pop()?;
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        Some(Transmit {
+            to,
+            len: bytes.len(),
+        })
     }
     fn poll_timeout(&self) -> Option<Nanos> {
         None

@@ -292,10 +292,11 @@ impl WorkerClient {
         loop {
             let now = Instant::now();
             let t = self.now();
-            while let Some(out) = engine.poll_transmit(t) {
+            let mut buf = [0u8; wire::MAX_PACKET_LEN];
+            while let Some(out) = engine.poll_transmit(t, &mut buf) {
                 debug_assert_eq!(out.to, Address::Switch);
                 self.endpoint
-                    .send(switch, Some(EcnCodepoint::Ect0), out.bytes);
+                    .send(switch, Some(EcnCodepoint::Ect0), buf[..out.len].to_vec());
                 self.note_sent();
             }
             self.endpoint.flush()?;

@@ -647,13 +647,14 @@ impl Core {
     fn release(&mut self, now: Instant, endpoint: &mut Endpoint) {
         let t = self.nanos(now);
         let now_ps = to_picos(t);
-        while let Some(out) = self.switch.poll_transmit(t) {
+        let mut buf = [0u8; wire::MAX_PACKET_LEN];
+        while let Some(out) = self.switch.poll_transmit(t, &mut buf) {
             let Address::Worker(port) = out.to else {
                 continue;
             };
             let q = &mut self.egress[usize::from(port)];
-            match q.port.send(now_ps, out.bytes.len() as u64) {
-                Some(left) => q.queue.push_back((ceil_nanos(left), out.bytes)),
+            match q.port.send(now_ps, out.len as u64) {
+                Some(left) => q.queue.push_back((ceil_nanos(left), buf[..out.len].to_vec())),
                 None => self.egress_drops += 1,
             }
         }

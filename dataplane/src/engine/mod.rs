@@ -26,7 +26,7 @@ mod receive;
 mod reliable;
 mod send;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,7 @@ use thiserror::Error;
 
 use crate::cc::Controller;
 use crate::fixed::Scale;
-use crate::node::{Address, ExchangeId, Nanos, Node, Transmit};
+use crate::node::{Address, ExchangeId, HostNode, Nanos, Node, Outbox, Transmit};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr};
 
@@ -52,6 +52,12 @@ pub trait Exchange: Node {
     fn stats(&self) -> &EngineStats;
     /// The block being exchanged (`None` while joining and once finished): for diagnostics.
     fn running_block(&self) -> Option<u16>;
+}
+
+impl HostNode for dyn Exchange {
+    fn is_done(&self) -> bool {
+        self.is_finished()
+    }
 }
 
 /// The in-network (SwitchGNN or strawman) engine.
@@ -294,6 +300,44 @@ impl EncodedRows {
     }
 }
 
+/// The lanes of `packet` copied into `lanes` (an aggregator's worth on the stack).
+fn copy_lanes<'a>(packet: &Packet<&[u8]>, lanes: &'a mut [i32; crate::wire::MAX_LANES]) -> &'a [i32] {
+    let mut n = 0;
+    for (slot, v) in lanes.iter_mut().zip(packet.payload()) {
+        *slot = v;
+        n += 1;
+    }
+    &lanes[..n]
+}
+
+/// Raw features received from other workers in this exchange, by (source, chunk): a fetch is
+/// answered from here before it goes to the network. One growing arena rather than a buffer
+/// per packet.
+#[derive(Debug, Default)]
+struct RawCache {
+    at: HashMap<(u32, u8), (usize, usize)>,
+    lanes: Vec<i32>,
+}
+
+impl RawCache {
+    fn insert(&mut self, key: (u32, u8), values: &[i32]) {
+        match self.at.get(&key) {
+            Some(&(start, len)) if len == values.len() => {
+                self.lanes[start..start + len].copy_from_slice(values)
+            }
+            _ => {
+                self.at.insert(key, (self.lanes.len(), values.len()));
+                self.lanes.extend_from_slice(values);
+            }
+        }
+    }
+
+    fn get(&self, key: &(u32, u8)) -> Option<&[i32]> {
+        let &(start, len) = self.at.get(key)?;
+        Some(&self.lanes[start..start + len])
+    }
+}
+
 /// The engine, generic over how it sends.
 #[derive(Debug)]
 pub struct Engine<S: SendStrategy> {
@@ -301,16 +345,16 @@ pub struct Engine<S: SendStrategy> {
     plan: Arc<ExchangePlan>,
     rows: EncodedRows,
     phase: Phase,
-    control: VecDeque<Vec<u8>>,
+    control: Outbox,
     control_due: Option<Nanos>,
     /// Fetch requests and fetch replies: paced like data (a fetch round can ask for many
     /// contributions at once) and sent ahead of it.
-    recovery: VecDeque<Vec<u8>>,
+    recovery: Outbox,
     next_send: Nanos,
     cc: Box<dyn Controller>,
     sender: S,
     receiver: Option<Receiver>,
-    cache: HashMap<(u32, u8), Box<[i32]>>,
+    cache: RawCache,
     /// When each contribution (source, destination, chunk) was last fetched in this block.
     requested: HashMap<(u32, u32, u8), Nanos>,
     output: ExchangeOutput,
@@ -375,13 +419,13 @@ impl<S: SendStrategy> Engine<S> {
                 lanes,
             },
             phase: Phase::Joining,
-            control: VecDeque::new(),
+            control: Outbox::default(),
             control_due: None,
-            recovery: VecDeque::new(),
+            recovery: Outbox::default(),
             next_send: now,
             cc,
             receiver: None,
-            cache: HashMap::new(),
+            cache: RawCache::default(),
             requested: HashMap::new(),
             output,
             last_progress: now,
@@ -407,7 +451,7 @@ impl<S: SendStrategy> Engine<S> {
     fn send_join(&mut self) {
         let mut r = self.header(PacketType::Join);
         r.sequence = self.cfg.seq;
-        self.control.push_back(r.to_bytes(&[]));
+        self.control.push_repr(Address::Switch, &r, &[]);
         self.control_due = Some(self.now + self.cfg.timers.control);
     }
 
@@ -415,7 +459,7 @@ impl<S: SendStrategy> Engine<S> {
         let mut r = self.header(PacketType::BlockDone);
         r.block = block;
         r.sequence = self.cfg.seq;
-        self.control.push_back(r.to_bytes(&[]));
+        self.control.push_repr(Address::Switch, &r, &[]);
         self.control_due = Some(self.now + self.cfg.timers.control);
     }
 
@@ -512,18 +556,23 @@ impl<S: SendStrategy> Engine<S> {
                 let mut h = self.header(PacketType::Raw);
                 h.flags.resend = true;
                 h.block = repr.block;
-                let (bytes, _) = send::feature_packet(
-                    &h,
-                    PacketType::Raw,
-                    &self.plan,
-                    &self.rows,
-                    repr.src,
-                    repr.dst,
-                    c,
-                    repr.sequence,
-                )
-                .ok_or(NotOwned)?;
-                self.recovery.push_back(bytes);
+                let (plan, rows) = (&self.plan, &self.rows);
+                self.recovery
+                    .try_push_with(Address::Switch, |buf| {
+                        let (len, _) = send::feature_packet(
+                            &h,
+                            PacketType::Raw,
+                            plan,
+                            rows,
+                            repr.src,
+                            repr.dst,
+                            c,
+                            repr.sequence,
+                            buf,
+                        )?;
+                        Some(len)
+                    })
+                    .ok_or(NotOwned)?;
                 self.stats.fetch_replies += 1;
             }
             PacketType::Result if lanes_ok || repr.flags.fetch => {
@@ -539,13 +588,14 @@ impl<S: SendStrategy> Engine<S> {
                     let wants = receiver.overflowed(repr.dst, c).ok_or(Unexpected)?;
                     self.fetch(wants);
                 } else {
-                    let values: Vec<i32> = packet.payload().collect();
+                    let mut lanes = [0i32; crate::wire::MAX_LANES];
+                    let values = copy_lanes(&packet, &mut lanes);
                     receiver
                         .on_result(
                             repr.dst,
                             c,
                             repr.count,
-                            &values,
+                            values,
                             &mut self.output,
                             &mut self.stats,
                         )
@@ -579,11 +629,12 @@ impl<S: SendStrategy> Engine<S> {
                     // Echo a congestion mark on the copy back to its sender, as TCP's ECE
                     // does.
                     ack.flags.ecn = repr.flags.ecn;
-                    self.control.push_back(ack.to_bytes(&[]));
+                    self.control.push_repr(Address::Switch, &ack, &[]);
                 }
                 self.stats.raws += 1;
                 self.stats.payload_received += 4 * u64::from(repr.lanes);
-                let values: Box<[i32]> = packet.payload().collect();
+                let mut lanes = [0i32; crate::wire::MAX_LANES];
+                let values = copy_lanes(&packet, &mut lanes);
                 self.observe_block(repr.block);
                 let for_block = self.current_block() == Some(repr.block);
                 if for_block {
@@ -592,7 +643,7 @@ impl<S: SendStrategy> Engine<S> {
                         repr.src,
                         repr.dst,
                         c,
-                        &values,
+                        values,
                         !repr.flags.resend,
                         &mut self.output,
                         &mut self.stats,
@@ -658,7 +709,7 @@ impl<S: SendStrategy> Engine<S> {
             r.dst = v;
             r.block = b;
             r.chunk = c;
-            self.recovery.push_back(r.to_bytes(&[]));
+            self.recovery.push_repr(Address::Switch, &r, &[]);
             self.stats.fetches_sent += 1;
         }
     }
@@ -682,9 +733,9 @@ impl<S: SendStrategy> Engine<S> {
         }
     }
 
-    fn count_sent(&mut self, bytes: &[u8]) {
+    fn count_sent(&mut self, len: usize) {
         self.stats.packets_sent += 1;
-        self.stats.bytes_sent += bytes.len() as u64;
+        self.stats.bytes_sent += len as u64;
     }
 
     /// How long to wait for results before fetching: the result timeout, and never shorter
@@ -752,37 +803,34 @@ impl<S: SendStrategy> Node for Engine<S> {
         }
     }
 
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
         self.now = self.now.max(now);
-        if let Some(bytes) = self.control.pop_front() {
-            self.count_sent(&bytes);
-            return Some(Transmit {
-                to: Address::Switch,
-                bytes,
-            });
+        if let Some(t) = self.control.pop_into(buf) {
+            self.count_sent(t.len);
+            return Some(t);
         }
         if now < self.next_send {
             return None;
         }
-        let bytes = if let Some(bytes) = self.recovery.pop_front() {
-            self.stats.payload_resent += (bytes.len() - crate::wire::HEADER_LEN) as u64;
-            bytes
+        let t = if let Some(t) = self.recovery.pop_into(buf) {
+            self.stats.payload_resent += (t.len - crate::wire::HEADER_LEN) as u64;
+            t
         } else {
             let header = self.header(PacketType::Data);
-            let bytes = self
-                .sender
-                .next(now, &self.plan, &header, &self.rows, &mut self.stats)?;
+            let len =
+                self.sender
+                    .next(now, &self.plan, &header, &self.rows, &mut self.stats, buf)?;
             // While this worker still sends, the others probably do too: waiting for results
             // only starts once its own rows are out.
             self.last_progress = now;
-            bytes
+            Transmit {
+                to: Address::Switch,
+                len,
+            }
         };
-        self.pace(bytes.len());
-        self.count_sent(&bytes);
-        Some(Transmit {
-            to: Address::Switch,
-            bytes,
-        })
+        self.pace(t.len);
+        self.count_sent(t.len);
+        Some(t)
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {

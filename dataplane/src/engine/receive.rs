@@ -19,46 +19,106 @@ use super::{EngineStats, ExchangeOutput};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::MAX_LANES;
 
+/// Which sources of one destination have been seen: inline up to 128 sources (most
+/// destinations), on the heap beyond.
+#[derive(Debug, Clone)]
+enum Seen {
+    Inline([u64; 2]),
+    Heap(BitVec),
+}
+
+impl Seen {
+    fn new(sources: usize) -> Seen {
+        if sources <= 128 {
+            Seen::Inline([0; 2])
+        } else {
+            Seen::Heap(BitVec::repeat(false, sources))
+        }
+    }
+
+    fn get(&self, j: usize) -> bool {
+        match self {
+            Seen::Inline(words) => words[j / 64] >> (j % 64) & 1 == 1,
+            Seen::Heap(bits) => bits[j],
+        }
+    }
+
+    /// Set source `j`'s bit; whether it was set before.
+    fn replace(&mut self, j: usize) -> bool {
+        match self {
+            Seen::Inline(words) => {
+                let was = words[j / 64] >> (j % 64) & 1 == 1;
+                words[j / 64] |= 1 << (j % 64);
+                was
+            }
+            Seen::Heap(bits) => bits.replace(j, true),
+        }
+    }
+}
+
+/// One destination chunk whose sum is on its way: plain data, so that keeping thousands of
+/// them (the host exchange) allocates nothing per destination beyond the map's own growth.
 #[derive(Debug)]
 struct Pending {
     /// The switch's partial or complete sum: its count and lanes.
-    result: Option<(u16, Vec<i32>)>,
+    result: Option<(u16, [i32; MAX_LANES])>,
+    /// Lanes of this chunk.
+    lanes: usize,
     /// Contributions the switch forwarded raw (no aggregator).
-    overflow_seen: BitVec,
+    overflow_seen: Seen,
     overflow_count: u32,
-    overflow_sum: Vec<i64>,
+    overflow_sum: [i64; MAX_LANES],
     /// Every raw contribution, however it came.
-    raw_seen: BitVec,
+    raw_seen: Seen,
     raw_count: u32,
-    raw_sum: Vec<i64>,
+    raw_sum: [i64; MAX_LANES],
+}
+
+/// Which way a destination's sum completed.
+#[derive(Debug, Clone, Copy)]
+enum Way {
+    /// The switch's sum plus the contributions it forwarded raw.
+    Switch,
+    /// Every contribution raw.
+    Host,
 }
 
 impl Pending {
     fn new(sources: usize, lanes: usize) -> Pending {
         Pending {
             result: None,
-            overflow_seen: BitVec::repeat(false, sources),
+            lanes,
+            overflow_seen: Seen::new(sources),
             overflow_count: 0,
-            overflow_sum: vec![0; lanes],
-            raw_seen: BitVec::repeat(false, sources),
+            overflow_sum: [0; MAX_LANES],
+            raw_seen: Seen::new(sources),
             raw_count: 0,
-            raw_sum: vec![0; lanes],
+            raw_sum: [0; MAX_LANES],
         }
     }
 
-    /// The complete sum, if either way is complete.
-    fn complete(&self, expected: u32) -> Option<(Vec<i64>, bool)> {
-        if let Some((count, lanes)) = &self.result {
+    /// Whether either way is complete, and which.
+    fn complete(&self, expected: u32) -> Option<Way> {
+        if let Some((count, _)) = &self.result {
             if u32::from(*count) + self.overflow_count == expected {
-                let sum = lanes
-                    .iter()
-                    .zip(&self.overflow_sum)
-                    .map(|(&r, &o)| i64::from(r) + o)
-                    .collect();
-                return Some((sum, self.overflow_count > 0));
+                return Some(Way::Switch);
             }
         }
-        (self.raw_count == expected).then(|| (self.raw_sum.clone(), true))
+        (self.raw_count == expected).then_some(Way::Host)
+    }
+
+    /// The switch's sum plus the raw contributions it forwarded.
+    fn switch_sum(&self) -> impl Iterator<Item = i64> + '_ {
+        let lanes = self.result.as_ref().map_or(&[][..], |(_, l)| &l[..self.lanes]);
+        lanes
+            .iter()
+            .zip(&self.overflow_sum)
+            .map(|(&r, &o)| i64::from(r) + o)
+    }
+
+    /// Every raw contribution summed.
+    fn raw_sum(&self) -> impl Iterator<Item = i64> + '_ {
+        self.raw_sum[..self.lanes].iter().copied()
     }
 }
 
@@ -163,7 +223,7 @@ impl Receiver {
     fn finish(
         &mut self,
         key: usize,
-        sum: &[i64],
+        sum: impl IntoIterator<Item = i64>,
         host: bool,
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
@@ -171,12 +231,11 @@ impl Receiver {
         let (pos, c) = (key / self.chunks, key % self.chunks);
         let row = self.out_rows[pos] as usize;
         let start = row * output.width + c * MAX_LANES;
-        for (o, &s) in output.sums[start..start + sum.len()].iter_mut().zip(sum) {
+        for (o, s) in output.sums[start..].iter_mut().zip(sum) {
             *o += s;
         }
         self.done.set(key, true);
         self.left -= 1;
-        self.pending.remove(&key);
         if host {
             stats.host_aggregated += 1;
         }
@@ -184,8 +243,13 @@ impl Receiver {
 
     fn try_complete(&mut self, key: usize, output: &mut ExchangeOutput, stats: &mut EngineStats) {
         let expected = self.expected(key / self.chunks);
-        if let Some((sum, host)) = self.pending.get(&key).and_then(|p| p.complete(expected)) {
-            self.finish(key, &sum, host, output, stats);
+        let Some(way) = self.pending.get(&key).and_then(|p| p.complete(expected)) else {
+            return;
+        };
+        let p = self.pending.remove(&key).expect("just looked up");
+        match way {
+            Way::Switch => self.finish(key, p.switch_sum(), p.overflow_count > 0, output, stats),
+            Way::Host => self.finish(key, p.raw_sum(), true, output, stats),
         }
     }
 
@@ -217,13 +281,14 @@ impl Receiver {
         }
         if u32::from(count) == self.expected(pos) && !self.pending.contains_key(&key) {
             // The common case: the whole sum in one packet.
-            let sum: Vec<i64> = values.iter().map(|&x| i64::from(x)).collect();
-            self.finish(key, &sum, false, output, stats);
+            self.finish(key, values.iter().map(|&x| i64::from(x)), false, output, stats);
             return Some(());
         }
         let p = self.pending(key);
         if p.result.is_none() {
-            p.result = Some((count, values.to_vec()));
+            let mut lanes = [0; MAX_LANES];
+            lanes[..values.len()].copy_from_slice(values);
+            p.result = Some((count, lanes));
         }
         self.try_complete(key, output, stats);
         Some(())
@@ -250,38 +315,57 @@ impl Receiver {
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
-        // (destination position, index of `u` among its sources)
-        let targets: Vec<(usize, usize)> = if self.plan.mode == Mode::Host {
+        // (destination position, index of `u` among its sources): in host mode a range of
+        // `by_source`, otherwise at most the one destination `v`.
+        let (range, single) = if self.plan.mode == Mode::Host {
             let (start, end) = self.source_ranges.get(&u).copied().unwrap_or((0, 0));
-            self.by_source[start as usize..end as usize]
-                .iter()
-                .map(|&(_, p, j)| (p as usize, j as usize))
-                .collect()
+            (start as usize..end as usize, None)
         } else {
-            self.position(v)
-                .and_then(|pos| Some((pos, self.source_index(pos, u)?)))
-                .into_iter()
-                .collect()
+            let single = self
+                .position(v)
+                .and_then(|pos| Some((pos, self.source_index(pos, u)?)));
+            (0..0, single)
         };
         let mut progressed = false;
-        for (pos, j) in targets {
-            let key = pos * self.chunks + c;
-            if self.done[key] {
-                continue;
-            }
-            let p = self.pending(key);
-            if !p.raw_seen.replace(j, true) {
-                p.raw_count += 1;
-                add(&mut p.raw_sum, values);
-                progressed = true;
-            }
-            if overflow && !p.overflow_seen.replace(j, true) {
-                p.overflow_count += 1;
-                add(&mut p.overflow_sum, values);
-                progressed = true;
-            }
-            self.try_complete(key, output, stats);
+        for i in range {
+            let (_, pos, j) = self.by_source[i];
+            progressed |= self.take_raw(pos as usize, j as usize, c, values, overflow, output, stats);
         }
+        if let Some((pos, j)) = single {
+            progressed |= self.take_raw(pos, j, c, values, overflow, output, stats);
+        }
+        progressed
+    }
+
+    /// Raw contribution `j` of destination position `pos`, chunk `c`; whether it was new.
+    #[allow(clippy::too_many_arguments)]
+    fn take_raw(
+        &mut self,
+        pos: usize,
+        j: usize,
+        c: usize,
+        values: &[i32],
+        overflow: bool,
+        output: &mut ExchangeOutput,
+        stats: &mut EngineStats,
+    ) -> bool {
+        let key = pos * self.chunks + c;
+        if self.done[key] {
+            return false;
+        }
+        let p = self.pending(key);
+        let mut progressed = false;
+        if !p.raw_seen.replace(j) {
+            p.raw_count += 1;
+            add(&mut p.raw_sum, values);
+            progressed = true;
+        }
+        if overflow && !p.overflow_seen.replace(j) {
+            p.overflow_count += 1;
+            add(&mut p.overflow_sum, values);
+            progressed = true;
+        }
+        self.try_complete(key, output, stats);
         progressed
     }
 
@@ -293,7 +377,7 @@ impl Receiver {
         let seen = self.pending.get(&key).map(|p| &p.raw_seen);
         b.sources(row)
             .enumerate()
-            .filter(move |&(j, _)| !seen.is_some_and(|s| s[j]))
+            .filter(move |&(j, _)| !seen.is_some_and(|s| s.get(j)))
             .map(move |(_, u)| (u, v, (key % self.chunks) as u8))
     }
 

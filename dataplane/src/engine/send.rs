@@ -77,13 +77,14 @@ pub trait SendStrategy: Debug + Sized {
         header: &Repr,
         rows: &EncodedRows,
         stats: &mut EngineStats,
-    ) -> Option<Vec<u8>> {
+        buf: &mut [u8],
+    ) -> Option<usize> {
         let q = self.queue_mut();
         let (seq, again) = q.rel.next_seq()?;
         let ((u, v), c) = (q.pairs[seq as usize / q.chunks], seq as usize % q.chunks);
         let mut h = *header;
         h.block = q.block;
-        let (bytes, payload) = feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq)
+        let (len, payload) = feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq, buf)
             .expect("the worker encodes every row it sends");
         if again {
             stats.retransmits += 1;
@@ -92,7 +93,7 @@ pub trait SendStrategy: Debug + Sized {
             stats.payload_sent += payload;
         }
         q.rel.sent(now, seq, again);
-        Some(bytes)
+        Some(len)
     }
 
     /// An acknowledgement of sequence `seq` of source vertex `src`; true when it is new.
@@ -131,8 +132,9 @@ pub struct SendQueue {
     rel: Reliable,
 }
 
-/// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), and its
-/// payload bytes; `None` when the worker does not hold `src`.
+/// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), written
+/// into `buf`: the packet's length and its payload bytes; `None` when the worker does not hold
+/// `src`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn feature_packet(
     header: &Repr,
@@ -143,7 +145,8 @@ pub(super) fn feature_packet(
     dst: u32,
     chunk: usize,
     sequence: u32,
-) -> Option<(Vec<u8>, u64)> {
+    buf: &mut [u8],
+) -> Option<(usize, u64)> {
     let lanes = plan.chunk_lanes(chunk);
     let values = rows.chunk(src, chunk, lanes)?;
     let mut r = *header;
@@ -154,7 +157,7 @@ pub(super) fn feature_packet(
     r.lanes = lanes as u8;
     r.count = 1;
     r.sequence = sequence;
-    Some((r.to_bytes(values), 4 * lanes as u64))
+    Some((r.emit_with_lanes(values, buf), 4 * lanes as u64))
 }
 
 /// The worker's rows of `block` in the planned send order (global ids).
@@ -219,16 +222,16 @@ impl SendStrategy for HostExchange {
     fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
         let b = &plan.blocks[usize::from(block)];
         let mut pairs = Vec::new();
+        // One buffer for every vertex's (worker, neighbour) list.
+        let mut targets: Vec<(u16, u32)> = Vec::new();
         for u in send_order(plan, rank, block) {
             let row = b.row_of(u).expect("a vertex of the block");
             // Sources ascend, so the first neighbour met on each worker is its lowest.
-            let mut targets: Vec<(u16, u32)> = b
-                .sources(row)
-                .map(|s| (plan.owner[s as usize], s))
-                .collect();
+            targets.clear();
+            targets.extend(b.sources(row).map(|s| (plan.owner[s as usize], s)));
             targets.sort_unstable();
             targets.dedup_by_key(|t| t.0);
-            pairs.extend(targets.into_iter().map(|(_, s)| (u, s)));
+            pairs.extend(targets.iter().map(|&(_, s)| (u, s)));
         }
         pairs
     }

@@ -1,0 +1,518 @@
+//! The switch's side of the control plane: which worker is at which address, who has been
+//! silent for too long, and whether the job stops making progress.
+//!
+//! Every wait has a deadline. Workers that have not joined within the join timeout, a worker
+//! silent for the peer timeout (workers send heartbeats while they compute), or an exchange
+//! that every worker has joined and that makes no progress for two peer timeouts end the job
+//! with a [`SwitchFailure`] naming the workers and what the job was waiting for; every known
+//! worker is told (`Abort`) so that nobody hangs.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::hash::Hash;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Control, ControlTimers, Hello, CONTROL_VERSION};
+use crate::node::Nanos;
+use crate::switch::Switch;
+use crate::wire::{self, PacketType};
+
+/// An `Unknown` reply goes to one address at most this often.
+const UNKNOWN_EVERY: Nanos = 50_000_000;
+/// Copies of an abort sent to each worker (UDP may lose one).
+const ABORT_COPIES: usize = 3;
+
+/// What the switch's control plane admits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchControlConfig {
+    /// Job id.
+    pub job: u16,
+    /// Workers in the job.
+    pub world: u16,
+    /// The exchange kind's name the workers must run.
+    pub mode: String,
+    /// The plan fingerprint the workers must present.
+    pub plan_checksum: u64,
+    /// Join, silence and retry timers.
+    pub timers: ControlTimers,
+    /// The window welcomes advertise (data packets per worker; 0: no cap).
+    pub window: u64,
+}
+
+/// What to do with a dataplane packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// It comes from the worker of this rank: hand it to the switch model.
+    Worker(u16),
+    /// From an address that has not said hello: dropped (an `Unknown` reply is queued).
+    Unknown,
+    /// A join of a new exchange while the switch drains: dropped.
+    Drained,
+}
+
+/// Why the job ended badly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum SwitchFailure<A> {
+    /// Workers that never said hello.
+    JoinTimeout {
+        /// Ranks missing.
+        missing: Vec<u16>,
+        /// Ranks that joined, and from where.
+        joined: Vec<(u16, A)>,
+        /// How long the switch waited, nanoseconds.
+        waited: Nanos,
+    },
+    /// A worker fell silent.
+    WorkerLost {
+        /// Its rank.
+        rank: u16,
+        /// Its address.
+        addr: A,
+        /// How long it has been silent, nanoseconds.
+        silent: Nanos,
+        /// Where the job stood.
+        during: String,
+    },
+    /// An exchange every worker joined made no progress.
+    Stalled {
+        /// For how long, nanoseconds.
+        stalled: Nanos,
+        /// Where the job stood.
+        during: String,
+    },
+}
+
+fn duration(ns: Nanos) -> Duration {
+    Duration::from_nanos(ns)
+}
+
+impl<A: fmt::Display> fmt::Display for SwitchFailure<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SwitchFailure::JoinTimeout {
+                missing,
+                joined,
+                waited,
+            } => {
+                write!(
+                    f,
+                    "workers {missing:?} did not join within {:.1?} (joined: ",
+                    duration(*waited)
+                )?;
+                if joined.is_empty() {
+                    f.write_str("none")?;
+                }
+                for (i, (rank, addr)) in joined.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}{rank} at {addr}")?;
+                }
+                f.write_str(
+                    "); are they started with this job file and able to reach the switch?",
+                )
+            }
+            SwitchFailure::WorkerLost {
+                rank,
+                addr,
+                silent,
+                during,
+            } => write!(
+                f,
+                "worker {rank} ({addr}) fell silent for {:.1?} during {during}",
+                duration(*silent)
+            ),
+            SwitchFailure::Stalled { stalled, during } => {
+                write!(f, "no progress for {:.1?}: {during}", duration(*stalled))
+            }
+        }
+    }
+}
+
+impl<A: fmt::Debug + fmt::Display> std::error::Error for SwitchFailure<A> {}
+
+/// What the control plane saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ControlCounters {
+    /// Welcomes sent (a rejoin counts again).
+    pub admitted: u64,
+    /// Hellos refused.
+    pub refused: u64,
+    /// Dataplane packets from addresses that had not said hello.
+    pub unknown_packets: u64,
+    /// Messages the switch does not take (a welcome sent to it, say).
+    pub unexpected: u64,
+    /// Joins of new exchanges dropped while draining.
+    pub drained_joins: u64,
+    /// Heartbeats sent and received.
+    pub heartbeats_sent: u64,
+    /// Heartbeats received.
+    pub heartbeats_received: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Peer<A> {
+    addr: A,
+    last_heard: Nanos,
+    last_sent: Nanos,
+    bye: bool,
+}
+
+/// The switch's control plane, for peers at addresses of type `A` (a socket address, or the
+/// port of a simulated star).
+#[derive(Debug)]
+pub struct SwitchControl<A> {
+    cfg: SwitchControlConfig,
+    started: Nanos,
+    peers: Vec<Option<Peer<A>>>,
+    ranks: HashMap<A, u16>,
+    out: VecDeque<(A, Control)>,
+    unknown_replied: HashMap<A, Nanos>,
+    counters: ControlCounters,
+    progress_mark: [u64; 4],
+    last_progress: Nanos,
+    failure: Option<SwitchFailure<A>>,
+    /// Set by [`SwitchControl::drain`]: no new exchange starts, and the switch is done at
+    /// this time.
+    drain_until: Option<Nanos>,
+}
+
+impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
+    /// A control plane that starts waiting for hellos at `now`.
+    pub fn new(cfg: SwitchControlConfig, now: Nanos) -> SwitchControl<A> {
+        SwitchControl {
+            peers: (0..cfg.world).map(|_| None).collect(),
+            cfg,
+            started: now,
+            ranks: HashMap::new(),
+            out: VecDeque::new(),
+            unknown_replied: HashMap::new(),
+            counters: ControlCounters::default(),
+            progress_mark: [0; 4],
+            last_progress: now,
+            failure: None,
+            drain_until: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SwitchControlConfig {
+        &self.cfg
+    }
+
+    /// A control message from `from`.
+    pub fn handle_control(&mut self, now: Nanos, from: A, message: Control) {
+        match message {
+            Control::Hello(h) => match self.admit(now, &from, &h) {
+                Ok(()) => {
+                    self.counters.admitted += 1;
+                    self.send(
+                        now,
+                        from,
+                        Control::Welcome {
+                            job: h.job,
+                            rank: h.rank,
+                            window: self.cfg.window,
+                        },
+                    );
+                }
+                Err(reason) => {
+                    self.counters.refused += 1;
+                    self.out.push_back((from, Control::Refuse { reason }));
+                }
+            },
+            Control::Heartbeat => {
+                self.counters.heartbeats_received += 1;
+                self.heard(now, &from);
+            }
+            Control::Bye { rank } => {
+                if self.ranks.get(&from) == Some(&rank) {
+                    if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+                        p.bye = true;
+                        p.last_heard = now;
+                    }
+                    self.send(now, from, Control::ByeAck);
+                }
+            }
+            _ => self.counters.unexpected += 1,
+        }
+    }
+
+    /// A dataplane packet `bytes` from `from`: whose it is, if anyone's.
+    pub fn on_data(&mut self, now: Nanos, from: &A, bytes: &[u8]) -> Admission {
+        let Some(rank) = self.heard(now, from) else {
+            self.counters.unknown_packets += 1;
+            let due = self
+                .unknown_replied
+                .get(from)
+                .is_none_or(|&t| now.saturating_sub(t) >= UNKNOWN_EVERY);
+            if due {
+                self.unknown_replied.insert(from.clone(), now);
+                self.out.push_back((from.clone(), Control::Unknown));
+            }
+            return Admission::Unknown;
+        };
+        let is_join = bytes.get(3) == Some(&(PacketType::Join as u8));
+        if self.drain_until.is_some() && is_join {
+            self.counters.drained_joins += 1;
+            return Admission::Drained;
+        }
+        Admission::Worker(rank)
+    }
+
+    /// The driver sent something (data) to `rank` at `now`: no heartbeat is due for a while.
+    pub fn note_sent(&mut self, now: Nanos, rank: u16) {
+        if let Some(Some(p)) = self.peers.get_mut(usize::from(rank)) {
+            p.last_sent = p.last_sent.max(now);
+        }
+    }
+
+    /// Timers at `now`: heartbeats to quiet workers, the join deadline, silent workers, a
+    /// stalled exchange of `switch`. A failure is kept (see [`SwitchControl::failure`]) and
+    /// every known worker is sent an abort.
+    pub fn handle_timeout(&mut self, now: Nanos, switch: &Switch) {
+        if self.failure.is_some() {
+            return;
+        }
+        let quiet = self.cfg.timers.quiet();
+        for p in self.peers.iter_mut().flatten() {
+            if !p.bye && now.saturating_sub(p.last_sent) >= quiet {
+                p.last_sent = now;
+                self.counters.heartbeats_sent += 1;
+                self.out.push_back((p.addr.clone(), Control::Heartbeat));
+            }
+        }
+        if let Err(failure) = self.check(now, switch) {
+            let reason = failure.to_string();
+            for _ in 0..ABORT_COPIES {
+                for p in self.peers.iter().flatten() {
+                    self.out.push_back((
+                        p.addr.clone(),
+                        Control::Abort {
+                            reason: reason.clone(),
+                        },
+                    ));
+                }
+            }
+            self.failure = Some(failure);
+        }
+    }
+
+    /// The next message to send, and to whom.
+    pub fn poll_control(&mut self) -> Option<(A, Control)> {
+        self.out.pop_front()
+    }
+
+    /// When [`SwitchControl::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        if self.failure.is_some() {
+            return None;
+        }
+        let t = &self.cfg.timers;
+        let peers = self
+            .peers
+            .iter()
+            .flatten()
+            .filter(|p| !p.bye)
+            .flat_map(|p| [p.last_sent + t.quiet(), p.last_heard + t.peer + 1]);
+        let join = (self.joined() < usize::from(self.cfg.world)).then_some(self.started + t.join + 1);
+        let stall = Some(self.last_progress + 2 * t.peer + 1);
+        peers.chain(join).chain(stall).chain(self.drain_until).min()
+    }
+
+    /// Why the job failed, once it has.
+    pub fn failure(&self) -> Option<&SwitchFailure<A>> {
+        self.failure.as_ref()
+    }
+
+    /// Start no new exchange from now on, and be done after `linger` (long enough to repeat
+    /// final messages to workers that lost theirs): a switch drained for maintenance, whose
+    /// workers rejoin the next one started at its address.
+    pub fn drain(&mut self, now: Nanos, linger: Nanos) {
+        if self.drain_until.is_none() {
+            self.drain_until = Some(now + linger);
+        }
+    }
+
+    /// Whether the switch is draining.
+    pub fn is_draining(&self) -> bool {
+        self.drain_until.is_some()
+    }
+
+    /// Whether the switch's part is over at `now`: every worker said goodbye, or the drain's
+    /// linger has passed.
+    pub fn is_finished(&self, now: Nanos) -> bool {
+        self.all_left() || self.drain_until.is_some_and(|t| now >= t)
+    }
+
+    /// Whether every worker of the job has said goodbye.
+    pub fn all_left(&self) -> bool {
+        self.peers.iter().all(|p| p.as_ref().is_some_and(|p| p.bye))
+    }
+
+    /// The rank of the worker at `addr`.
+    pub fn rank_of(&self, addr: &A) -> Option<u16> {
+        self.ranks.get(addr).copied()
+    }
+
+    /// The address of rank `rank`, once it has joined.
+    pub fn addr_of(&self, rank: u16) -> Option<&A> {
+        Some(&self.peers.get(usize::from(rank))?.as_ref()?.addr)
+    }
+
+    /// Ranks that have joined, and their addresses.
+    pub fn members(&self) -> impl Iterator<Item = (u16, &A)> {
+        self.peers
+            .iter()
+            .enumerate()
+            .filter_map(|(r, p)| Some((r as u16, &p.as_ref()?.addr)))
+    }
+
+    /// Workers that have joined.
+    pub fn joined(&self) -> usize {
+        self.peers.iter().filter(|p| p.is_some()).count()
+    }
+
+    /// What the control plane saw.
+    pub fn counters(&self) -> &ControlCounters {
+        &self.counters
+    }
+
+    /// `from` was heard at `now`; its rank if it has joined.
+    fn heard(&mut self, now: Nanos, from: &A) -> Option<u16> {
+        let rank = *self.ranks.get(from)?;
+        if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+            p.last_heard = p.last_heard.max(now);
+        }
+        Some(rank)
+    }
+
+    fn send(&mut self, now: Nanos, to: A, message: Control) {
+        if let Some(rank) = self.ranks.get(&to) {
+            self.note_sent(now, *rank);
+        }
+        self.out.push_back((to, message));
+    }
+
+    fn admit(&mut self, now: Nanos, from: &A, h: &Hello) -> Result<(), String> {
+        let cfg = &self.cfg;
+        let mismatch = |what: &str, worker: String, switch: String| {
+            Err(format!(
+                "worker {} at {from}: {what} is {worker}, the switch has {switch}",
+                h.rank
+            ))
+        };
+        if h.control_version != CONTROL_VERSION {
+            return mismatch(
+                "control protocol version",
+                h.control_version.to_string(),
+                CONTROL_VERSION.to_string(),
+            );
+        }
+        if h.wire_version != wire::VERSION {
+            return mismatch(
+                "wire version",
+                h.wire_version.to_string(),
+                wire::VERSION.to_string(),
+            );
+        }
+        if h.job != cfg.job {
+            return mismatch("job id", h.job.to_string(), cfg.job.to_string());
+        }
+        if h.world != cfg.world {
+            return mismatch("world size", h.world.to_string(), cfg.world.to_string());
+        }
+        if h.rank >= cfg.world {
+            return Err(format!(
+                "rank {} at {from} is not below the world size {}",
+                h.rank, cfg.world
+            ));
+        }
+        if h.mode != cfg.mode {
+            return mismatch("exchange mode", h.mode.clone(), cfg.mode.clone());
+        }
+        if h.plan_checksum != cfg.plan_checksum {
+            return mismatch(
+                "plan checksum",
+                format!("{:#018x}", h.plan_checksum),
+                format!(
+                    "{:#018x} (start both with the same plan directory and dataset)",
+                    cfg.plan_checksum
+                ),
+            );
+        }
+        let peer_timeout = cfg.timers.peer;
+        let slot = &mut self.peers[usize::from(h.rank)];
+        if let Some(p) = slot {
+            let alive = now.saturating_sub(p.last_heard) < peer_timeout;
+            if p.addr != *from && alive && !p.bye {
+                return Err(format!(
+                    "rank {} is already taken by {}, which is alive",
+                    h.rank, p.addr
+                ));
+            }
+            self.ranks.remove(&p.addr);
+        }
+        *slot = Some(Peer {
+            addr: from.clone(),
+            last_heard: now,
+            last_sent: now,
+            bye: false,
+        });
+        self.ranks.insert(from.clone(), h.rank);
+        Ok(())
+    }
+
+    fn check(&mut self, now: Nanos, switch: &Switch) -> Result<(), SwitchFailure<A>> {
+        let t = self.cfg.timers;
+        let missing: Vec<u16> = (0..self.cfg.world)
+            .filter(|&r| self.peers[usize::from(r)].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let waited = now.saturating_sub(self.started);
+            if waited > t.join {
+                return Err(SwitchFailure::JoinTimeout {
+                    missing,
+                    joined: self.members().map(|(r, a)| (r, a.clone())).collect(),
+                    waited,
+                });
+            }
+            return Ok(());
+        }
+        for (rank, p) in self.peers.iter().enumerate() {
+            let p = p.as_ref().expect("all joined");
+            let silent = now.saturating_sub(p.last_heard);
+            if !p.bye && silent > t.peer {
+                return Err(SwitchFailure::WorkerLost {
+                    rank: rank as u16,
+                    addr: p.addr.clone(),
+                    silent,
+                    during: switch.describe_job(self.cfg.job),
+                });
+            }
+        }
+        let k = switch.counters();
+        let mark = [
+            k.exchanges_completed,
+            k.blocks_completed,
+            k.lane_updates,
+            k.sent(PacketType::Raw) + k.sent(PacketType::Result),
+        ];
+        // Only an exchange that every worker has joined can stall: before that, the workers
+        // that have not joined are computing (alive, as their heartbeats say).
+        let running = switch.exchange_running(self.cfg.job);
+        if mark != self.progress_mark || !running {
+            self.progress_mark = mark;
+            self.last_progress = now;
+        }
+        let any_active = self.peers.iter().flatten().any(|p| !p.bye);
+        let stalled = now.saturating_sub(self.last_progress);
+        if running && any_active && stalled > 2 * t.peer {
+            return Err(SwitchFailure::Stalled {
+                stalled,
+                during: switch.describe_job(self.cfg.job),
+            });
+        }
+        Ok(())
+    }
+}

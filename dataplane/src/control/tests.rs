@@ -1,0 +1,278 @@
+//! The control machines on simulated time, messages passed by hand.
+
+use super::*;
+use crate::switch::{Switch, SwitchConfig};
+
+const MS: Nanos = 1_000_000;
+
+fn timers() -> ControlTimers {
+    ControlTimers {
+        join: 1_000 * MS,
+        peer: 100 * MS,
+        retry: 10 * MS,
+    }
+}
+
+fn hello(rank: u16) -> Hello {
+    Hello {
+        control_version: CONTROL_VERSION,
+        wire_version: crate::wire::VERSION,
+        job: 1,
+        rank,
+        world: 2,
+        mode: "switchgnn".into(),
+        plan_checksum: 42,
+    }
+}
+
+fn switch_control(now: Nanos) -> SwitchControl<u16> {
+    SwitchControl::new(
+        SwitchControlConfig {
+            job: 1,
+            world: 2,
+            mode: "switchgnn".into(),
+            plan_checksum: 42,
+            timers: timers(),
+            window: 64,
+        },
+        now,
+    )
+}
+
+/// Deliver everything both sides queued, in both directions, at `now`.
+fn exchange_messages(s: &mut SwitchControl<u16>, workers: &mut [WorkerControl], now: Nanos) {
+    loop {
+        let mut moved = false;
+        for (port, w) in workers.iter_mut().enumerate() {
+            while let Some(m) = w.poll_control() {
+                s.handle_control(now, port as u16, m);
+                moved = true;
+            }
+        }
+        while let Some((port, m)) = s.poll_control() {
+            workers[usize::from(port)].handle_control(now, m);
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+#[test]
+fn messages_round_trip_and_garbage_is_an_error() {
+    let msgs = [
+        Control::Hello(hello(1)),
+        Control::Refuse { reason: "no".into() },
+        Control::Heartbeat,
+        Control::Welcome {
+            job: 1,
+            rank: 2,
+            window: 48,
+        },
+        Control::Bye { rank: 1 },
+        Control::ByeAck,
+        Control::Unknown,
+    ];
+    for m in msgs {
+        assert_eq!(Control::decode(&m.encode()).unwrap().unwrap(), m);
+    }
+    // A welcome without a window (an older switch) means no cap.
+    assert_eq!(
+        Control::decode(b"SGCT{\"type\":\"welcome\",\"job\":1,\"rank\":0}")
+            .unwrap()
+            .unwrap(),
+        Control::Welcome {
+            job: 1,
+            rank: 0,
+            window: 0
+        }
+    );
+    assert!(Control::decode(&[0x53, 0x47, 1, 1]).is_none());
+    assert!(Control::decode(b"SGCT{\"type\":").unwrap().is_err());
+    assert!(Control::decode(b"SGCT{\"type\":\"launch\"}").unwrap().is_err());
+}
+
+#[test]
+fn a_long_reason_is_cut_to_the_buffer() {
+    let m = Control::Abort {
+        reason: "é".repeat(2_000),
+    };
+    let mut buf = [0u8; crate::node::MAX_DATAGRAM_LEN];
+    let len = m.encode_into(&mut buf);
+    assert!(len <= buf.len());
+    let Control::Abort { reason } = Control::decode(&buf[..len]).unwrap().unwrap() else {
+        panic!("an abort");
+    };
+    assert!(reason.len() > 1_000 && reason.chars().all(|c| c == 'é'));
+}
+
+#[test]
+fn workers_join_and_a_mismatch_is_refused_naming_both_values() {
+    let mut s = switch_control(0);
+    let mut good = WorkerControl::new(hello(0), timers(), 0);
+    let mut bad = WorkerControl::new(
+        Hello {
+            plan_checksum: 7,
+            ..hello(1)
+        },
+        timers(),
+        0,
+    );
+    exchange_messages(&mut s, std::slice::from_mut(&mut good), 0);
+    assert!(good.is_joined());
+    assert_eq!(good.window(), 64);
+    s.handle_control(0, 1, bad.poll_control().unwrap());
+    let (to, refusal) = s.poll_control().unwrap();
+    assert_eq!(to, 1);
+    bad.handle_control(0, refusal);
+    let Some(WorkerFailure::Refused { reason }) = bad.failure() else {
+        panic!("refused: {:?}", bad.state());
+    };
+    assert!(reason.contains("0x0000000000000007") && reason.contains("0x000000000000002a"));
+    assert_eq!(s.counters().refused, 1);
+    assert_eq!(s.rank_of(&1), None);
+}
+
+#[test]
+fn a_worker_retries_its_hello_and_gives_up_at_the_join_timeout() {
+    let mut w = WorkerControl::new(hello(0), timers(), 0);
+    let mut now = 0;
+    let mut sent = 0;
+    while w.failure().is_none() {
+        while w.poll_control().is_some() {
+            sent += 1;
+        }
+        now = w.poll_timeout().expect("a deadline while joining");
+        w.handle_timeout(now);
+    }
+    assert_eq!(now, timers().join);
+    assert_eq!(sent, 100, "one hello per retry interval");
+    assert!(matches!(
+        w.failure(),
+        Some(WorkerFailure::NoSwitch { hellos: 100, .. })
+    ));
+}
+
+/// Both workers join; worker 1 computes for `compute` (heartbeats only) while worker 0 keeps
+/// the switch busy; `alive` says whether worker 1 sends its heartbeats at all.
+fn run_compute(compute: Nanos, alive: bool) -> (SwitchControl<u16>, Vec<WorkerControl>, Nanos) {
+    let sw = Switch::new(SwitchConfig::with_memory(1 << 16));
+    let mut s = switch_control(0);
+    let mut w = vec![
+        WorkerControl::new(hello(0), timers(), 0),
+        WorkerControl::new(hello(1), timers(), 0),
+    ];
+    exchange_messages(&mut s, &mut w, 0);
+    assert!(w.iter().all(|w| w.is_joined()));
+    let mut now = 0;
+    while now < compute && s.failure().is_none() {
+        let mut deadlines = vec![s.poll_timeout(), w[0].poll_timeout()];
+        if alive {
+            // A dead worker's timers never fire.
+            deadlines.push(w[1].poll_timeout());
+        }
+        let next = deadlines
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("timers run");
+        now = next;
+        s.handle_timeout(now, &sw);
+        for (i, wc) in w.iter_mut().enumerate() {
+            if (alive || i == 0) && wc.poll_timeout().is_some_and(|t| t <= now) {
+                wc.handle_timeout(now);
+            }
+        }
+        if !alive {
+            // A dead worker's messages never arrive.
+            while w[1].poll_control().is_some() {}
+        }
+        exchange_messages(&mut s, &mut w, now);
+    }
+    (s, w, now)
+}
+
+#[test]
+fn a_long_computation_is_not_a_dead_worker() {
+    let (s, w, now) = run_compute(3 * timers().peer + 7 * MS, true);
+    assert!(now > 3 * timers().peer);
+    assert_eq!(s.failure(), None);
+    assert!(w.iter().all(|w| w.is_joined()));
+    assert!(w[1].heartbeats_sent() >= 12, "{}", w[1].heartbeats_sent());
+}
+
+#[test]
+fn a_dead_worker_is_named_within_the_timeout_and_the_others_are_told() {
+    let (s, w, now) = run_compute(10 * timers().peer, false);
+    let Some(SwitchFailure::WorkerLost { rank, silent, .. }) = s.failure() else {
+        panic!("worker lost: {:?}", s.failure());
+    };
+    assert_eq!(*rank, 1);
+    // Heard last at the welcome (time 0); named at the first check past the timeout.
+    assert!(*silent > timers().peer && now <= timers().peer + timers().quiet());
+    let Some(WorkerFailure::Aborted { reason }) = w[0].failure() else {
+        panic!("worker 0 told: {:?}", w[0].state());
+    };
+    assert!(reason.contains("worker 1"), "{reason}");
+}
+
+#[test]
+fn a_silent_switch_is_noticed_only_while_listening() {
+    let mut s = switch_control(0);
+    let mut w = vec![WorkerControl::new(hello(0), timers(), 0)];
+    exchange_messages(&mut s, &mut w, 0);
+    let w = &mut w[0];
+    // Computing: the switch's silence does not matter.
+    for t in (1..=50).map(|i| i * 10 * MS) {
+        w.handle_timeout(t);
+        while w.poll_control().is_some() {}
+    }
+    assert!(w.is_joined());
+    // Waiting on an exchange: silence counts from when the worker starts listening.
+    w.listen(500 * MS, true);
+    w.handle_timeout(590 * MS);
+    assert!(w.is_joined());
+    w.handle_timeout(601 * MS);
+    assert!(matches!(w.failure(), Some(WorkerFailure::SwitchSilent { .. })));
+}
+
+#[test]
+fn a_restarted_switch_is_joined_again_and_a_goodbye_is_acknowledged() {
+    let mut s = switch_control(0);
+    let mut w = vec![WorkerControl::new(hello(0), timers(), 0)];
+    exchange_messages(&mut s, &mut w, 0);
+    // The switch restarts: it knows nobody, and answers data with `Unknown`.
+    let mut s = switch_control(200 * MS);
+    assert_eq!(s.on_data(200 * MS, &0, &[0x53, 0x47, 1, 2]), Admission::Unknown);
+    // Rate-limited: a second packet right after gets no second reply.
+    assert_eq!(s.on_data(201 * MS, &0, &[0x53, 0x47, 1, 2]), Admission::Unknown);
+    let (to, m) = s.poll_control().unwrap();
+    assert_eq!((to, &m), (0, &Control::Unknown));
+    assert!(s.poll_control().is_none());
+    w[0].handle_control(200 * MS, m);
+    exchange_messages(&mut s, &mut w, 200 * MS);
+    assert_eq!(w[0].rejoins(), 1);
+    assert_eq!(s.rank_of(&0), Some(0));
+    assert_eq!(s.on_data(210 * MS, &0, &[0x53, 0x47, 1, 2]), Admission::Worker(0));
+    w[0].leave(300 * MS);
+    exchange_messages(&mut s, &mut w, 300 * MS);
+    assert_eq!(w[0].state(), &WorkerState::Left);
+}
+
+#[test]
+fn a_draining_switch_starts_no_new_exchange() {
+    let mut s = switch_control(0);
+    let mut w = vec![
+        WorkerControl::new(hello(0), timers(), 0),
+        WorkerControl::new(hello(1), timers(), 0),
+    ];
+    exchange_messages(&mut s, &mut w, 0);
+    s.drain(10 * MS, 20 * MS);
+    let join = [0x53, 0x47, 1, crate::wire::PacketType::Join as u8];
+    assert_eq!(s.on_data(11 * MS, &1, &join), Admission::Drained);
+    assert_eq!(s.counters().drained_joins, 1);
+    let data = [0x53, 0x47, 1, crate::wire::PacketType::Data as u8];
+    assert_eq!(s.on_data(11 * MS, &1, &data), Admission::Worker(1));
+    assert!(!s.is_finished(29 * MS) && s.is_finished(30 * MS));
+}
