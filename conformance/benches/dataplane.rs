@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use switchgnn_conformance::allocations::{allocations, Counting};
 use switchgnn_dataplane::cc::Unpaced;
 use switchgnn_dataplane::engine::{EngineConfig, Exchange, InNetworkEngine, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::Scale;
@@ -27,7 +28,6 @@ use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
 use switchgnn_dataplane::wire::{PacketType, HEADER_LEN, MAX_PACKET_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, Node};
-use switchgnn_conformance::allocations::{allocations, Counting};
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
 use switchgnn_partition::{Assignment, Plan, PlanSpec};

@@ -11,14 +11,16 @@ pub mod allocations;
 
 use std::sync::Arc;
 
-use switchgnn_dataplane::engine::{ExchangeOutput, Timers};
+use switchgnn_dataplane::cc::Controller;
+use switchgnn_dataplane::control::ControlTimers;
+use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalFeatures, Timers};
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::fixed::Scale;
-use switchgnn_dataplane::network::{run_exchange_kind, NetworkConfig, RunSetup};
+use switchgnn_dataplane::network::{run_exchange_controlled, NetworkConfig, RunSetup};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{SwitchConfig, SwitchCounters};
-use switchgnn_dataplane::{ExchangeId, ExchangeKind};
+use switchgnn_dataplane::{ExchangeId, ExchangeKind, Nanos};
 use switchgnn_datasets::{Dataset, Graph};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{exchange_plan, remote_sums, PlanOptions};
@@ -175,7 +177,8 @@ pub trait Driver {
     fn run(&self, run: &Run<'_>) -> Result<Outcome, String>;
 }
 
-/// The in-memory network (`dataplane::network`): 100 Gb/s, 2 µs links.
+/// The in-memory network (`dataplane::network`): 100 Gb/s, 2 µs links; the workers join
+/// through the control plane.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct InMemory;
 
@@ -200,8 +203,15 @@ impl Driver for InMemory {
             paced: true,
             window: 64,
         };
-        let run = run_exchange_kind(r.case.kind, r.plan.clone(), r.features, &setup)
-            .map_err(|e| e.to_string())?;
+        // The workers join through the control plane first, over the same faulty links.
+        let run = run_exchange_controlled(
+            r.case.kind,
+            r.plan.clone(),
+            r.features,
+            &setup,
+            ControlTimers::default(),
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Outcome {
             felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,
@@ -209,7 +219,8 @@ impl Driver for InMemory {
     }
 }
 
-/// The discrete-event simulator (`sim`): the paper's 100 Gb/s star, chunk by chunk.
+/// The discrete-event simulator (`sim`): the paper's 100 Gb/s star, chunk by chunk; the hosts
+/// join through the control plane.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Simulator;
 
@@ -239,6 +250,8 @@ impl Driver for Simulator {
             timers: Timers::default(),
             layer: 0,
             backward: r.case.backward,
+            // The hosts join through the control plane first.
+            control: Some(ControlTimers::default()),
         };
         // The simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
         let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
@@ -358,6 +371,39 @@ impl Fixture {
             .find(|(k, _)| *k == kind)
             .expect("a plan per kind")
             .1
+    }
+
+    /// Worker `rank`'s engine of `kind` for exchange `id` (the job's `seq`-th), holding its rows
+    /// of the fixture's features, paced by `cc`, created at `now`; 64 chunks in flight, the
+    /// default timers.
+    #[allow(clippy::too_many_arguments)]
+    pub fn engine(
+        &self,
+        kind: ExchangeKind,
+        rank: u16,
+        id: ExchangeId,
+        seq: u32,
+        scale: Scale,
+        cc: Box<dyn Controller>,
+        now: Nanos,
+    ) -> Box<dyn Exchange> {
+        let plan = self.plan(kind);
+        let (vertices, values) = plan.local_rows(rank, &self.features);
+        let cfg = EngineConfig {
+            exchange: id,
+            seq,
+            rank,
+            scale,
+            timers: Timers::default(),
+            window: 64,
+        };
+        let local = LocalFeatures {
+            vertices: &vertices,
+            width: plan.width,
+            values: &values,
+        };
+        kind.engine(cfg, plan.clone(), local, cc, now)
+            .expect("an engine of the fixture's plan")
     }
 
     /// The scale of `case`: no overflow possible, or (lane overflow) room for one

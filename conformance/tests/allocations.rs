@@ -14,7 +14,7 @@ use common::{dataset_of, random_graph};
 use switchgnn_conformance::allocations::{count_allocations, Counting};
 use switchgnn_conformance::Fixture;
 use switchgnn_dataplane::cc::Unpaced;
-use switchgnn_dataplane::engine::{EngineConfig, Exchange, LocalFeatures, Timers};
+use switchgnn_dataplane::engine::Exchange;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
 use switchgnn_dataplane::wire::MAX_PACKET_LEN;
@@ -71,24 +71,7 @@ fn exchange(
         backward: false,
     };
     let mut engines: Vec<Box<dyn Exchange>> = (0..plan.workers)
-        .map(|w| {
-            let (vertices, values) = plan.local_rows(w, &fixture.features);
-            let cfg = EngineConfig {
-                exchange: id,
-                seq: epoch + 1,
-                rank: w,
-                scale,
-                timers: Timers::default(),
-                window: 64,
-            };
-            let local = LocalFeatures {
-                vertices: &vertices,
-                width: plan.width,
-                values: &values,
-            };
-            kind.engine(cfg, plan.clone(), local, Box::new(Unpaced), 0)
-                .expect("an engine")
-        })
+        .map(|w| fixture.engine(kind, w, id, epoch + 1, scale, Box::new(Unpaced), 0))
         .collect();
     let mut tally = Tally::default();
     let mut queue = Queue::with_capacity(1 << 16);

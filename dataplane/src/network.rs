@@ -243,10 +243,10 @@ impl Network {
 
     /// Run every node until the clock reaches `until` (nodes with timers, such as those of
     /// the control plane, make time pass even when nothing is sent).
-    pub fn run_until<S: SwitchNode, W: Node + ?Sized>(
+    pub fn run_until<S: SwitchNode, W: Node>(
         &mut self,
         switch: &mut S,
-        workers: &mut [Box<W>],
+        workers: &mut [W],
         until: Nanos,
     ) -> Result<NetworkStats, NetworkError> {
         self.drive(switch, workers, Some(until), |_| false)
@@ -254,29 +254,29 @@ impl Network {
 
     /// Run every node until `done` holds for the workers (checked after every event), or
     /// until the clock reaches `until`.
-    pub fn run_while<S: SwitchNode, W: Node + ?Sized>(
+    pub fn run_while<S: SwitchNode, W: Node>(
         &mut self,
         switch: &mut S,
-        workers: &mut [Box<W>],
+        workers: &mut [W],
         until: Nanos,
-        done: impl Fn(&[Box<W>]) -> bool,
+        done: impl Fn(&[W]) -> bool,
     ) -> Result<NetworkStats, NetworkError> {
         self.drive(switch, workers, Some(until), done)
     }
 
-    fn drive<S: SwitchNode, W: Node + ?Sized>(
+    fn drive<S: SwitchNode, W: Node>(
         &mut self,
         switch: &mut S,
-        workers: &mut [Box<W>],
+        workers: &mut [W],
         until: Option<Nanos>,
-        done: impl Fn(&[Box<W>]) -> bool,
+        done: impl Fn(&[W]) -> bool,
     ) -> Result<NetworkStats, NetworkError> {
         if self.down.len() < workers.len() {
             self.down.resize(workers.len(), false);
         }
         for (w, node) in workers.iter_mut().enumerate() {
             if !self.down[w] {
-                self.flush(&mut **node, Address::Worker(w as u16));
+                self.flush(node, Address::Worker(w as u16));
             }
         }
         self.flush(switch, Address::Switch);
@@ -344,7 +344,7 @@ impl Network {
                         }
                         self.stats.delivered += 1;
                         node.handle_packet(self.now, e.from, &e.bytes);
-                        self.flush(&mut **node, Address::Worker(w));
+                        self.flush(node, Address::Worker(w));
                     }
                 }
             } else {
@@ -354,7 +354,7 @@ impl Network {
                     Some(i) => {
                         let node = &mut workers[i];
                         node.handle_timeout(self.now);
-                        self.flush(&mut **node, Address::Worker(i as u16));
+                        self.flush(node, Address::Worker(i as u16));
                     }
                     None => {
                         switch.handle_timeout(self.now);
@@ -432,6 +432,14 @@ pub enum RunError {
     /// The network run did not finish.
     #[error(transparent)]
     Network(#[from] NetworkError),
+    /// A worker's control plane gave up (refused, aborted, the switch silent).
+    #[error("worker {rank}: {failure}")]
+    Control {
+        /// The worker.
+        rank: u16,
+        /// What went wrong.
+        failure: crate::control::WorkerFailure,
+    },
     /// The feature matrix does not have one row per vertex of the plan.
     #[error("features hold {got} values, the graph needs {want}")]
     Features {
@@ -475,6 +483,72 @@ pub fn run_exchange_kind(
     run_kind(kind, plan.clone(), plan, features, setup)
 }
 
+/// [`run_exchange_kind`] through the control plane: the switch model behind its control
+/// machine, each engine in a worker that says hello first over the same faulty links, and
+/// the control plane's timers running throughout (`timers`).
+pub fn run_exchange_controlled(
+    kind: crate::kind::ExchangeKind,
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+    timers: crate::control::ControlTimers,
+) -> Result<ExchangeRun, RunError> {
+    use crate::control::nodes::{ControlledSwitch, ControlledWorker};
+    use crate::control::{Hello, SwitchControlConfig, WorkerControl, CONTROL_VERSION};
+
+    let (switch, engines) = build(kind, plan.clone(), &plan, features, setup)?;
+    let world = plan.workers;
+    let hello = |rank| Hello {
+        control_version: CONTROL_VERSION,
+        wire_version: crate::wire::VERSION,
+        job: setup.exchange.job,
+        rank,
+        world,
+        mode: kind.name().to_string(),
+        plan_checksum: 0,
+    };
+    let control = SwitchControlConfig {
+        job: setup.exchange.job,
+        world,
+        mode: kind.name().to_string(),
+        plan_checksum: 0,
+        timers,
+        window: 0,
+    };
+    let mut switch = ControlledSwitch::new(switch, control, 0);
+    let mut workers: Vec<ControlledWorker> = engines
+        .into_iter()
+        .enumerate()
+        .map(|(rank, engine)| {
+            let mut w = ControlledWorker::new(WorkerControl::new(hello(rank as u16), timers, 0));
+            w.start_one(0, engine);
+            w
+        })
+        .collect();
+    let mut net = Network::new(setup.network, world);
+    let network = net.run_while(&mut switch, &mut workers, Nanos::MAX, |w| {
+        w.iter().all(|w| w.exchange_finished()) || w.iter().any(|w| w.control.failure().is_some())
+    })?;
+    for (rank, w) in workers.iter().enumerate() {
+        if let Some(failure) = w.control.failure() {
+            return Err(RunError::Control {
+                rank: rank as u16,
+                failure: failure.clone(),
+            });
+        }
+    }
+    let engines: Vec<&dyn Exchange> = workers
+        .iter()
+        .map(|w| w.engine().expect("each worker ran its engine"))
+        .collect();
+    Ok(ExchangeRun {
+        outputs: engines.iter().map(|e| e.output().clone()).collect(),
+        engines: engines.iter().map(|e| e.stats().clone()).collect(),
+        switch: switch.switch.counters().clone(),
+        network,
+    })
+}
+
 fn run_kind(
     kind: crate::kind::ExchangeKind,
     switch_plan: std::sync::Arc<crate::plan::ExchangePlan>,
@@ -482,6 +556,25 @@ fn run_kind(
     features: &[f32],
     setup: &RunSetup,
 ) -> Result<ExchangeRun, RunError> {
+    let (mut switch, mut engines) = build(kind, switch_plan, &plan, features, setup)?;
+    let mut net = Network::new(setup.network, plan.workers);
+    let network = net.run(&mut switch, &mut engines)?;
+    Ok(ExchangeRun {
+        outputs: engines.iter().map(|e| e.output().clone()).collect(),
+        engines: engines.iter().map(|e| e.stats().clone()).collect(),
+        switch: switch.counters().clone(),
+        network,
+    })
+}
+
+/// A switch running `switch_plan` and one engine of `kind` per worker of `plan`.
+fn build(
+    kind: crate::kind::ExchangeKind,
+    switch_plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    plan: &std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+) -> Result<(Switch, Vec<Box<dyn Exchange>>), RunError> {
     use crate::cc::{Aimd, Controller, Unpaced};
     use crate::engine::{EngineConfig, LocalFeatures};
 
@@ -523,12 +616,5 @@ fn run_kind(
         };
         engines.push(kind.engine(cfg, plan.clone(), local, cc, 0)?);
     }
-    let mut net = Network::new(setup.network, plan.workers);
-    let network = net.run(&mut switch, &mut engines)?;
-    Ok(ExchangeRun {
-        outputs: engines.iter().map(|e| e.output().clone()).collect(),
-        engines: engines.iter().map(|e| e.stats().clone()).collect(),
-        switch: switch.counters().clone(),
-        network,
-    })
+    Ok((switch, engines))
 }

@@ -49,6 +49,25 @@ pub trait Node {
     fn poll_timeout(&self) -> Option<Nanos>;
 }
 
+/// A boxed node is a node (drivers hold `Box<dyn Exchange>` and plain nodes alike).
+impl<N: Node + ?Sized> Node for Box<N> {
+    fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
+        (**self).handle_packet(now, from, bytes)
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        (**self).handle_timeout(now)
+    }
+
+    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
+        (**self).poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        (**self).poll_timeout()
+    }
+}
+
 /// What a driver needs from the switch of a star besides [`Node`].
 pub trait SwitchNode: Node {
     /// The backlog (bytes) of the egress queue towards `port`, for ECN marking.

@@ -118,6 +118,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         timers: s.timers,
         layer: 0,
         backward: false,
+        control: None,
     };
     let (sim, _) =
         simulate_exchange(xplan, &s.config(workers), &setup, scale_for(&d.graph)).unwrap();

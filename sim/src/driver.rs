@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
-use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
 pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
+use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{Address, Nanos, Transmit};
 use thiserror::Error;
 
@@ -162,6 +162,10 @@ enum Event {
         host: u16,
         generation: u32,
     },
+    /// The switch's deadline (its control plane's, when it has one).
+    SwitchTimer {
+        generation: u32,
+    },
     /// Packets the switch emitted once their recirculations are over (slab key of the batch).
     Release {
         batch: u32,
@@ -192,6 +196,7 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     send_free: Vec<Picos>,
     receive_free: Vec<Picos>,
     timers: Vec<(Option<Nanos>, u32)>,
+    switch_timer: (Option<Nanos>, u32),
     reported: Vec<u64>,
     recirculation_free: Picos,
     recirculation: Recirculation,
@@ -239,6 +244,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
         send_free: vec![0; n],
         receive_free: vec![0; n],
         timers: vec![(None, 0); n],
+        switch_timer: (None, 0),
         reported: vec![0; n],
         recirculation_free: 0,
         recirculation: Recirculation::default(),
@@ -252,6 +258,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
     for h in 0..n {
         l.after_host_event(h);
     }
+    l.arm_switch_timer();
     let mut events = 0u64;
     while l.unfinished > 0 {
         let Some((at, event)) = l.events.pop() else {
@@ -266,7 +273,25 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
         }
         l.now = l.now.max(at);
         match event {
-            Event::AtSwitch { from, packet } => l.at_switch(from, packet),
+            Event::AtSwitch { from, packet } => {
+                l.at_switch(from, packet);
+                l.arm_switch_timer();
+            }
+            Event::SwitchTimer { generation } => {
+                if l.switch_timer.1 == generation {
+                    l.switch_timer.0 = None;
+                    l.switch.handle_timeout(l.now);
+                    // What a timer makes the switch send (its control plane's messages)
+                    // takes no aggregator pass.
+                    while let Some(t) = l.switch.poll_transmit(l.now, &mut l.buf) {
+                        if let Address::Worker(w) = t.to {
+                            let f = l.flight(l.buf[..t.len].to_vec());
+                            l.egress(w, f);
+                        }
+                    }
+                    l.arm_switch_timer();
+                }
+            }
             Event::AtHost { host, packet } => {
                 let f = l.packets.remove(packet).expect("a packet in flight");
                 let class =
@@ -432,6 +457,20 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 ceil_nanos(self.recirculation_free),
                 Event::Release { batch },
             );
+        }
+    }
+
+    /// Re-arm the switch's timer when its deadline moved.
+    fn arm_switch_timer(&mut self) {
+        let due = self.switch.poll_timeout();
+        if due != self.switch_timer.0 {
+            self.switch_timer.0 = due;
+            self.switch_timer.1 += 1;
+            if let Some(t) = due {
+                let generation = self.switch_timer.1;
+                self.events
+                    .push(t.max(self.now), Event::SwitchTimer { generation });
+            }
         }
     }
 

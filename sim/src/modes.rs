@@ -15,6 +15,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::cc::Aimd;
+use switchgnn_dataplane::control::nodes::{ControlledSwitch, ControlledWorker};
+use switchgnn_dataplane::control::{
+    ControlTimers, Hello, SwitchControlConfig, WorkerControl, CONTROL_VERSION,
+};
 use switchgnn_dataplane::engine::{
     EngineConfig, EngineError, Exchange, ExchangeOutput, LocalFeatures, Timers,
 };
@@ -137,6 +141,11 @@ pub struct ExchangeSetup {
     pub timers: Timers,
     pub layer: u8,
     pub backward: bool,
+    /// Run the control plane too: the hosts say hello over the simulated links before they
+    /// send (the switch admits them), and both sides keep its timers. The measured time then
+    /// includes the join. `None`: the hosts start already admitted (timings of the exchange
+    /// alone).
+    pub control: Option<ControlTimers>,
 }
 
 /// One simulated exchange.
@@ -149,6 +158,59 @@ pub struct ExchangeSim {
     pub fetches: u64,
     pub overflow_notices: u64,
     pub ecn_echoes: u64,
+}
+
+/// The switch and engines after a run, and the run's figures.
+type Ran = (Switch, Vec<Box<dyn Exchange>>, RunResult);
+
+/// [`run`] through the control plane: the switch model behind its control machine, each
+/// engine in a worker that joins first.
+fn run_controlled(
+    cfg: &SimConfig,
+    bundle: Option<Bundle>,
+    setup: &ExchangeSetup,
+    timers: ControlTimers,
+    switch: Switch,
+    engines: Vec<Box<dyn Exchange>>,
+) -> Result<Ran, ModeError> {
+    let world = engines.len() as u16;
+    let mode = setup.mode.kind().name().to_string();
+    let control = SwitchControlConfig {
+        job: 1,
+        world,
+        mode: mode.clone(),
+        plan_checksum: 0,
+        timers,
+        window: 0,
+    };
+    let mut switch = ControlledSwitch::new(switch, control, 0);
+    let mut hosts: Vec<Box<ControlledWorker>> = engines
+        .into_iter()
+        .enumerate()
+        .map(|(rank, engine)| {
+            let hello = Hello {
+                control_version: CONTROL_VERSION,
+                wire_version: switchgnn_dataplane::wire::VERSION,
+                job: 1,
+                rank: rank as u16,
+                world,
+                mode: mode.clone(),
+                plan_checksum: 0,
+            };
+            let mut host = ControlledWorker::new(WorkerControl::new(hello, timers, 0));
+            host.start_one(0, engine);
+            Box::new(host)
+        })
+        .collect();
+    let result = run(cfg, bundle, &mut switch, &mut hosts)?;
+    let engines = hosts
+        .iter_mut()
+        .map(|h| {
+            h.take_engine(result.finish_ns)
+                .expect("each host ran its engine")
+        })
+        .collect();
+    Ok((switch.switch, engines, result))
 }
 
 /// Feature value of lane `j` of vertex `v`: deterministic, in [-1, 1), so that sums can be
@@ -247,7 +309,13 @@ pub fn simulate_exchange(
         let p = plan.clone();
         engines.push(setup.mode.kind().engine(ecfg, p, local, cc, 0)?);
     }
-    let result = run(cfg, bundle, &mut switch, &mut engines)?;
+    let (switch, engines, result) = match setup.control {
+        None => {
+            let result = run(cfg, bundle, &mut switch, &mut engines)?;
+            (switch, engines, result)
+        }
+        Some(timers) => run_controlled(cfg, bundle, setup, timers, switch, engines)?,
+    };
     let sum = |f: fn(&switchgnn_dataplane::engine::EngineStats) -> u64| -> u64 {
         engines.iter().map(|e| f(e.stats())).sum()
     };

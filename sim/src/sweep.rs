@@ -309,6 +309,7 @@ pub fn sweep(
                         timers: spec.timers,
                         layer: layer as u8,
                         backward: false,
+                        control: None,
                     };
                     let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale).map_err(wrap)?;
                     let row = RunRow::of(

@@ -39,6 +39,7 @@ fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> 
         timers: Timers::default(),
         layer: 0,
         backward: false,
+        control: None,
     };
     let scale = scale_for(&d.graph);
     let (sim, outputs) = simulate_exchange(xplan, &SimConfig::paper(WORKERS), &setup, scale)

@@ -1,28 +1,33 @@
-//! A worker's side of the real network: the handshake with the switch process, then a
-//! real-time driver that runs one sans-IO exchange engine at a time over UDP — packets in,
-//! timer expiries at their deadlines, packets out — and never waits without a deadline.
+//! A worker's side of the real network: the dataplane's worker control machine (hello,
+//! heartbeats, the switch's silence, goodbye) and one sans-IO exchange engine at a time,
+//! driven in real time over UDP — packets in, timer expiries at their deadlines, packets out —
+//! never waiting without a deadline.
 //!
 //! Between exchanges the worker computes and reads nothing; a thread of the client keeps
-//! sending heartbeats meanwhile, so a long computation is never taken for a dead worker.
+//! running the control machine's timers meanwhile, so its heartbeats go out and a long
+//! computation is never taken for a dead worker.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::control::{
+    Control, Hello, WorkerControl, WorkerFailure, WorkerState, CONTROL_VERSION,
+};
 use switchgnn_dataplane::engine::Exchange;
+use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
 
-use crate::control::{Control, Hello, CONTROL_VERSION};
 use crate::job::{Link, Timeouts};
 use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
 use switchgnn_dataplane::ExchangeKind;
 
-/// Hello repetition while waiting for the switch.
-const HELLO_EVERY: Duration = Duration::from_millis(100);
+/// How often the heartbeat thread looks at the control machine's timers at most.
+const HEARTBEAT_NAP: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -89,21 +94,16 @@ pub struct WorkerClient {
     cfg: WorkerConfig,
     endpoint: Endpoint,
     epoch: Instant,
-    last_heard: Instant,
-    /// When this worker last sent anything (milliseconds since `epoch`), shared with the
-    /// heartbeat thread.
-    last_sent: Arc<AtomicU64>,
-    last_hello: Instant,
+    /// The control machine, shared with the heartbeat thread.
+    control: Arc<Mutex<WorkerControl>>,
     cancel: Option<Arc<AtomicBool>>,
     stray: u64,
     malformed_control: u64,
-    rejoins: u64,
-    /// The window the switch's welcome advertised (0: none).
-    switch_window: u64,
     heartbeat: Option<Heartbeat>,
 }
 
-/// The thread that says "alive" while the worker computes.
+/// The thread that runs the control machine's timers while the worker computes: its
+/// heartbeats leave through a second handle on the worker's socket.
 #[derive(Debug)]
 struct Heartbeat {
     stop: Arc<AtomicBool>,
@@ -111,30 +111,29 @@ struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Send a heartbeat from `socket` to `switch` whenever nothing was sent for `quiet`.
     fn start(
         socket: std::net::UdpSocket,
         switch: SocketAddr,
         epoch: Instant,
-        last_sent: Arc<AtomicU64>,
+        control: Arc<Mutex<WorkerControl>>,
         quiet: Duration,
     ) -> std::io::Result<Heartbeat> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let bytes = Control::Heartbeat.encode();
-        let nap = (quiet / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let nap = (quiet / 4).clamp(Duration::from_millis(1), HEARTBEAT_NAP);
         let handle = std::thread::Builder::new()
             .name("heartbeat".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(nap);
-                    let now = epoch.elapsed().as_millis() as u64;
-                    if now.saturating_sub(last_sent.load(Ordering::Relaxed))
-                        >= quiet.as_millis() as u64
-                    {
-                        // UDP: a failed send is a lost heartbeat, which the timeout allows for.
-                        let _ = socket.send_to(&bytes, switch);
-                        last_sent.fetch_max(now, Ordering::Relaxed);
+                    let now = epoch.elapsed().as_nanos() as Nanos;
+                    let mut c = lock(&control);
+                    // The machine acts only on what is due: a heartbeat after a quiet spell.
+                    c.handle_timeout(now);
+                    while let Some(m) = c.poll_control() {
+                        // UDP: a failed send is a lost heartbeat, which the timeout allows
+                        // for.
+                        let _ = socket.send_to(&m.encode(), switch);
                     }
                 }
             })?;
@@ -145,6 +144,12 @@ impl Heartbeat {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.handle.join();
     }
+}
+
+/// The control machine, whatever a panicking holder left behind (its state stays consistent:
+/// every method leaves it whole).
+fn lock(control: &Mutex<WorkerControl>) -> MutexGuard<'_, WorkerControl> {
+    control.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Drop for WorkerClient {
@@ -159,79 +164,50 @@ impl WorkerClient {
     /// Bind, say hello and wait for the switch's welcome (or refusal) until the join timeout.
     pub fn connect(cfg: WorkerConfig) -> Result<WorkerClient, WorkerError> {
         let endpoint = Endpoint::bind(cfg.bind, cfg.faults)?;
-        let now = Instant::now();
+        let hello = Hello {
+            control_version: CONTROL_VERSION,
+            wire_version: wire::VERSION,
+            job: cfg.job,
+            rank: cfg.rank,
+            world: cfg.world,
+            mode: cfg.mode.name().to_string(),
+            plan_checksum: cfg.plan_checksum,
+        };
+        let control = WorkerControl::new(hello, cfg.timeouts.control(), 0);
         let mut client = WorkerClient {
             endpoint,
-            epoch: now,
-            last_heard: now,
-            last_sent: Arc::new(AtomicU64::new(0)),
-            last_hello: now,
+            epoch: Instant::now(),
+            control: Arc::new(Mutex::new(control)),
             cancel: None,
             stray: 0,
             malformed_control: 0,
-            rejoins: 0,
-            switch_window: 0,
             heartbeat: None,
             cfg,
         };
-        let deadline = now + client.cfg.timeouts.join();
-        let mut hellos = 0;
         loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(WorkerError::NoSwitch {
-                    switch: client.cfg.switch,
-                    waited: now.duration_since(client.epoch),
-                    hellos,
-                    received: client.endpoint.peer(&client.cfg.switch).packets_received,
-                });
+            client.send_control()?;
+            let state = lock(&client.control).state().clone();
+            match state {
+                WorkerState::Joined => break,
+                WorkerState::Failed(f) => return Err(client.error(f, "joining", None, 0)),
+                _ => {}
             }
-            client.send_control(Control::Hello(client.hello()), now);
-            hellos += 1;
-            client.endpoint.flush()?;
-            let until = (now + HELLO_EVERY).min(deadline);
-            while Instant::now() < until {
-                client.endpoint.wait(Some(until))?;
-                let mut reply = None;
-                let switch = client.cfg.switch;
-                client.endpoint.recv(|d| {
-                    if d.from == switch {
-                        if let Some(Ok(m)) = Control::decode(d.bytes) {
-                            if matches!(m, Control::Welcome { .. } | Control::Refuse { .. }) {
-                                reply = Some(m);
-                            }
-                        }
-                    }
-                })?;
-                match reply {
-                    Some(Control::Welcome { window, .. }) => {
-                        client.last_heard = Instant::now();
-                        client.switch_window = window;
-                        client.heartbeat = Some(Heartbeat::start(
-                            client.endpoint.side_sender()?,
-                            client.cfg.switch,
-                            client.epoch,
-                            client.last_sent.clone(),
-                            client.cfg.timeouts.peer() / 4,
-                        )?);
-                        return Ok(client);
-                    }
-                    Some(Control::Refuse { reason }) => {
-                        return Err(WorkerError::Refused {
-                            rank: client.cfg.rank,
-                            reason,
-                        })
-                    }
-                    _ => {}
-                }
-            }
+            client.control_round()?;
         }
+        client.heartbeat = Some(Heartbeat::start(
+            client.endpoint.side_sender()?,
+            client.cfg.switch,
+            client.epoch,
+            client.control.clone(),
+            client.cfg.timeouts.peer() / 4,
+        )?);
+        Ok(client)
     }
 
     /// The data window to run engines with: `configured`, capped by the switch's share of
     /// its receive queue when the welcome advertised one.
     pub fn window(&self, configured: usize) -> usize {
-        match usize::try_from(self.switch_window) {
+        match usize::try_from(lock(&self.control).window()) {
             Ok(0) | Err(_) => configured,
             Ok(w) => configured.min(w),
         }
@@ -240,11 +216,6 @@ impl WorkerClient {
     /// Whether engines keep a congestion window (the job's link setting).
     pub fn congestion_window(&self) -> bool {
         self.cfg.link.congestion_window
-    }
-
-    fn note_sent(&self) {
-        let ms = self.epoch.elapsed().as_millis() as u64;
-        self.last_sent.fetch_max(ms, Ordering::Relaxed);
     }
 
     /// A flag that makes a running exchange return [`WorkerError::Cancelled`].
@@ -261,45 +232,117 @@ impl WorkerClient {
         self.epoch + Duration::from_nanos(t)
     }
 
-    fn hello(&self) -> Hello {
-        Hello {
-            control_version: CONTROL_VERSION,
-            wire_version: wire::VERSION,
-            job: self.cfg.job,
-            rank: self.cfg.rank,
-            world: self.cfg.world,
-            mode: self.cfg.mode.name().to_string(),
-            plan_checksum: self.cfg.plan_checksum,
+    /// Send what the control machine has queued.
+    fn send_control(&mut self) -> std::io::Result<()> {
+        let switch = self.cfg.switch;
+        let mut c = lock(&self.control);
+        while let Some(m) = c.poll_control() {
+            self.endpoint.send(switch, None, m.encode());
         }
+        drop(c);
+        self.endpoint.flush()
     }
 
-    fn send_control(&mut self, m: Control, now: Instant) {
-        if matches!(m, Control::Hello(_)) {
-            self.last_hello = now;
+    /// Outside an exchange: wait for the control machine's next deadline or a datagram, take
+    /// what arrived, and run the timers that are due.
+    fn control_round(&mut self) -> std::io::Result<()> {
+        let due = lock(&self.control).poll_timeout();
+        self.endpoint.wait(due.map(|t| self.instant(t)))?;
+        self.receive(None)?;
+        let t = self.now();
+        // The machine acts only on what is due at `t`.
+        lock(&self.control).handle_timeout(t);
+        Ok(())
+    }
+
+    /// Read what has arrived: control messages to the control machine, dataplane packets to
+    /// `engine` (dropped when there is none).
+    fn receive(&mut self, mut engine: Option<&mut dyn Exchange>) -> std::io::Result<()> {
+        let switch = self.cfg.switch;
+        let t = self.now();
+        let (mut stray, mut malformed) = (0, 0);
+        let mut c = lock(&self.control);
+        self.endpoint.recv(|d| {
+            if d.from != switch {
+                stray += 1;
+                return;
+            }
+            c.heard(t);
+            match Control::decode(d.bytes) {
+                Some(Ok(m)) => c.handle_control(t, m),
+                Some(Err(_)) => malformed += 1,
+                None => {
+                    if let Some(e) = engine.as_deref_mut() {
+                        e.handle_packet(t, Address::Switch, d.bytes);
+                    }
+                }
+            }
+        })?;
+        self.stray += stray;
+        self.malformed_control += malformed;
+        Ok(())
+    }
+
+    /// The worker error for a control failure; `during` and `engine` say what it was doing.
+    fn error(
+        &self,
+        failure: WorkerFailure,
+        during: &str,
+        engine: Option<&dyn Exchange>,
+        received: u64,
+    ) -> WorkerError {
+        let switch = self.cfg.switch;
+        match failure {
+            WorkerFailure::NoSwitch { waited, hellos } => WorkerError::NoSwitch {
+                switch,
+                waited: Duration::from_nanos(waited),
+                hellos,
+                received: self.endpoint.peer(&switch).packets_received,
+            },
+            WorkerFailure::Refused { reason } => WorkerError::Refused {
+                rank: self.cfg.rank,
+                reason,
+            },
+            WorkerFailure::Aborted { reason } => WorkerError::Aborted(reason),
+            WorkerFailure::SwitchSilent { silent } => WorkerError::SwitchSilent {
+                switch,
+                silent: Duration::from_nanos(silent),
+                during: during.to_string(),
+                block: engine
+                    .and_then(|e| e.running_block())
+                    .map_or("none (joining)".into(), |b| b.to_string()),
+                received,
+            },
         }
-        self.endpoint.send(self.cfg.switch, None, m.encode());
-        self.note_sent();
     }
 
     /// Run `engine` until its exchange is complete. `during` names the exchange in errors.
     pub fn run(&mut self, engine: &mut dyn Exchange, during: &str) -> Result<(), WorkerError> {
-        let switch = self.cfg.switch;
-        let peer_timeout = self.cfg.timeouts.peer();
-        let received_before = self.endpoint.peer(&switch).packets_received;
         // Between exchanges the caller computes (a training step) and reads nothing; what the
-        // switch sent meanwhile waits in the socket. Silence counts from here.
-        self.last_heard = Instant::now();
+        // switch sent meanwhile waits in the socket. The switch's silence counts from here.
+        lock(&self.control).listen(self.now(), true);
+        let outcome = self.drive(engine, during);
+        lock(&self.control).listen(self.now(), false);
+        outcome
+    }
+
+    fn drive(&mut self, engine: &mut dyn Exchange, during: &str) -> Result<(), WorkerError> {
+        let switch = self.cfg.switch;
+        let received_before = self.endpoint.peer(&switch).packets_received;
+        let mut buf = [0u8; MAX_DATAGRAM_LEN];
         loop {
-            let now = Instant::now();
             let t = self.now();
-            let mut buf = [0u8; wire::MAX_PACKET_LEN];
+            let mut sent = false;
             while let Some(out) = engine.poll_transmit(t, &mut buf) {
                 debug_assert_eq!(out.to, Address::Switch);
                 self.endpoint
                     .send(switch, Some(EcnCodepoint::Ect0), buf[..out.len].to_vec());
-                self.note_sent();
+                sent = true;
             }
-            self.endpoint.flush()?;
+            if sent {
+                lock(&self.control).note_sent(t);
+            }
+            self.send_control()?;
             if engine.is_finished() {
                 return Ok(());
             }
@@ -310,67 +353,21 @@ impl WorkerClient {
             {
                 return Err(WorkerError::Cancelled);
             }
-            let silent = now.duration_since(self.last_heard);
-            if silent > peer_timeout {
-                return Err(WorkerError::SwitchSilent {
-                    switch,
-                    silent,
-                    during: during.to_string(),
-                    block: engine
-                        .running_block()
-                        .map_or("none (joining)".into(), |b| b.to_string()),
-                    received: self.endpoint.peer(&switch).packets_received - received_before,
-                });
+            let failure = lock(&self.control).failure().cloned();
+            if let Some(f) = failure {
+                let received = self.endpoint.peer(&switch).packets_received - received_before;
+                return Err(self.error(f, during, Some(&*engine), received));
             }
-            let engine_due = engine.poll_timeout().map(|t| self.instant(t));
-            let housekeeping = now + peer_timeout / 8;
-            let deadline = engine_due.map_or(housekeeping, |d| d.min(housekeeping));
-            self.endpoint.wait(Some(deadline))?;
-
-            let mut control = Vec::new();
-            let mut stray = 0;
+            let control_due = lock(&self.control).poll_timeout();
+            let deadline = [engine.poll_timeout(), control_due]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|t| self.instant(t));
+            self.endpoint.wait(deadline)?;
+            self.receive(Some(&mut *engine))?;
             let t = self.now();
-            let heard = {
-                let mut heard = false;
-                self.endpoint.recv(|d| {
-                    if d.from != switch {
-                        stray += 1;
-                        return;
-                    }
-                    heard = true;
-                    match Control::decode(d.bytes) {
-                        Some(m) => control.push(m),
-                        None => engine.handle_packet(t, Address::Switch, d.bytes),
-                    }
-                })?;
-                heard
-            };
-            let now = Instant::now();
-            self.stray += stray;
-            if heard {
-                self.last_heard = now;
-            }
-            for m in control {
-                match m {
-                    Ok(Control::Abort { reason }) => return Err(WorkerError::Aborted(reason)),
-                    Ok(Control::Refuse { reason }) => {
-                        return Err(WorkerError::Refused {
-                            rank: self.cfg.rank,
-                            reason,
-                        })
-                    }
-                    Ok(Control::Unknown) => {
-                        // A restarted switch: join it again (at most one hello per 50 ms).
-                        if now.duration_since(self.last_hello) > Duration::from_millis(50) {
-                            self.rejoins += 1;
-                            self.send_control(Control::Hello(self.hello()), now);
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => self.malformed_control += 1,
-                }
-            }
-            let t = self.now();
+            lock(&self.control).handle_timeout(t);
             if engine.poll_timeout().is_some_and(|d| d <= t) {
                 engine.handle_timeout(t);
             }
@@ -382,30 +379,13 @@ impl WorkerClient {
         if let Some(h) = self.heartbeat.take() {
             h.stop();
         }
-        let switch = self.cfg.switch;
-        for _ in 0..5 {
-            self.send_control(
-                Control::Bye {
-                    rank: self.cfg.rank,
-                },
-                Instant::now(),
-            );
-            self.endpoint.flush()?;
-            let until = Instant::now() + HELLO_EVERY;
-            let mut acked = false;
-            while !acked && Instant::now() < until {
-                self.endpoint.wait(Some(until))?;
-                self.endpoint.recv(|d| {
-                    if d.from == switch
-                        && matches!(Control::decode(d.bytes), Some(Ok(Control::ByeAck)))
-                    {
-                        acked = true;
-                    }
-                })?;
-            }
-            if acked {
+        lock(&self.control).leave(self.now());
+        loop {
+            self.send_control()?;
+            if !matches!(lock(&self.control).state(), WorkerState::Leaving) {
                 break;
             }
+            self.control_round()?;
         }
         Ok(self.wire())
     }
@@ -413,12 +393,13 @@ impl WorkerClient {
     pub fn wire(&mut self) -> WorkerWire {
         // Refresh the socket's drop count (the kernel's figure).
         self.endpoint.backlog();
+        let c = lock(&self.control);
         WorkerWire {
             to_switch: self.endpoint.peer(&self.cfg.switch),
             endpoint: self.endpoint.stats().clone(),
             stray: self.stray,
-            malformed_control: self.malformed_control,
-            rejoins: self.rejoins,
+            malformed_control: self.malformed_control + c.unexpected(),
+            rejoins: c.rejoins(),
         }
     }
 }

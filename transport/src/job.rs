@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::ExchangeKind;
 use thiserror::Error;
@@ -104,6 +105,15 @@ impl Timeouts {
     /// far longer than a peer timeout (a dead worker closes its connection at once anyway).
     pub fn collective_idle(&self) -> Duration {
         (120 * self.peer()).max(Duration::from_secs(600))
+    }
+
+    /// The control plane's timers (hellos and goodbyes repeat every 100 ms).
+    pub fn control(&self) -> ControlTimers {
+        ControlTimers {
+            join: self.join_ms * 1_000_000,
+            peer: self.peer_ms * 1_000_000,
+            retry: 100_000_000,
+        }
     }
 
     /// The engine's protocol timers.

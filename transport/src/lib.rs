@@ -1,9 +1,9 @@
-//! switchgnn over real packets: the protocol's sans-IO state machines (the switch model and
-//! the exchange engines of `switchgnn-dataplane`) driven in real time over UDP.
+//! switchgnn over real packets: the protocol's sans-IO state machines (the switch model, the
+//! exchange engines and the control plane of `switchgnn-dataplane`) driven in real time over
+//! UDP.
 //!
 //! - [`socket`]: a batched, non-blocking UDP endpoint with ECN codepoints, per-peer counters
 //!   and a seeded fault shim;
-//! - [`control`]: the handshake, liveness and shutdown messages;
 //! - [`job`]: the job file (TOML) and the rank from launcher variables;
 //! - [`liveness`]: when the switch process last heard each worker, for its services;
 //! - [`session`]: the per-layer exchange plans both sides derive, their checksum, the schedule;
@@ -17,7 +17,6 @@
 
 pub mod client;
 pub mod collective;
-pub mod control;
 pub mod job;
 pub mod liveness;
 pub mod loopback;

@@ -22,7 +22,7 @@
 //!   naming the workers and what the job was waiting for, and the other workers are told
 //!   (`Abort`) so that nobody hangs.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,12 +30,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::control::{
+    Admission, Control, SwitchControl, SwitchControlConfig, SwitchFailure,
+};
 use switchgnn_dataplane::link::{ceil_nanos, to_picos, Port};
 use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, SwitchCounters};
 use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
 
-use crate::control::{Control, Hello, CONTROL_VERSION};
 use crate::job::{Link, Timeouts};
 use crate::liveness::Liveness;
 use crate::session::Session;
@@ -117,24 +119,9 @@ pub enum ServerError {
     Io(#[from] io::Error),
     #[error("cannot install the job: {0}")]
     Job(#[from] switchgnn_dataplane::switch::SwitchError),
-    #[error(
-        "workers {missing:?} did not join within {waited:.1?} (joined: {joined}); are they \
-         started with this job file and able to reach the switch?"
-    )]
-    JoinTimeout {
-        missing: Vec<u16>,
-        joined: String,
-        waited: Duration,
-    },
-    #[error("worker {rank} ({addr}) fell silent for {silent:.1?} during {during}")]
-    WorkerLost {
-        rank: u16,
-        addr: SocketAddr,
-        silent: Duration,
-        during: String,
-    },
-    #[error("no progress for {stalled:.1?}: {during}")]
-    Stalled { stalled: Duration, during: String },
+    /// The control plane ended the job: workers missing, a worker lost, or no progress.
+    #[error(transparent)]
+    Failed(#[from] SwitchFailure<SocketAddr>),
 }
 
 /// What the switch reports at exit (and on request while running).
@@ -195,14 +182,6 @@ pub struct PeerReport {
     pub traffic: PeerCounters,
 }
 
-#[derive(Debug)]
-struct Peer {
-    addr: SocketAddr,
-    last_heard: Instant,
-    last_sent: Instant,
-    bye: bool,
-}
-
 /// One egress port: the dataplane's link model decides when each packet has left at the
 /// link rate; the packets wait here until then.
 #[derive(Debug)]
@@ -226,26 +205,16 @@ impl Egress {
 #[derive(Debug)]
 struct Core {
     cfg: ServerConfig,
-    session: Arc<Session>,
     switch: Switch,
+    /// Admission, heartbeats, liveness, abort and drain: the dataplane's control machine.
+    control: SwitchControl<SocketAddr>,
     epoch: Instant,
-    ranks: HashMap<SocketAddr, u16>,
-    peers: Vec<Option<Peer>>,
     egress: Vec<Egress>,
-    control_out: Vec<(SocketAddr, Control)>,
-    unknown_replied: HashMap<SocketAddr, Instant>,
-    unknown_packets: u64,
     malformed_control: u64,
-    refused: u64,
     egress_drops: u64,
     peak_egress_bytes: u64,
-    progress_mark: (u64, u64, u64, u64),
-    last_progress: Instant,
     ingress: IngressReport,
     liveness: Arc<Liveness>,
-    /// Set once `stop_after_exchanges` is reached.
-    draining: bool,
-    drained_joins: u64,
 }
 
 /// The switch process's driver.
@@ -273,33 +242,39 @@ impl SwitchServer {
         })?;
         let now = Instant::now();
         let world = usize::from(cfg.world);
+        let advertised = advertised_window(buffer_bytes, cfg.world);
+        let control = SwitchControl::new(
+            SwitchControlConfig {
+                job: cfg.job,
+                world: cfg.world,
+                mode: session.mode.name().to_string(),
+                plan_checksum: session.checksum,
+                timers: cfg.timeouts.control(),
+                window: if cfg.overload.backlog_signal {
+                    advertised
+                } else {
+                    0
+                },
+            },
+            0,
+        );
         Ok(SwitchServer {
             endpoint,
             core: Core {
                 switch,
+                control,
                 epoch: now,
-                ranks: HashMap::new(),
-                peers: (0..world).map(|_| None).collect(),
                 egress: (0..world).map(|_| Egress::new(&cfg.link)).collect(),
-                control_out: Vec::new(),
-                unknown_replied: HashMap::new(),
-                unknown_packets: 0,
                 malformed_control: 0,
-                refused: 0,
                 egress_drops: 0,
                 peak_egress_bytes: 0,
-                progress_mark: (0, 0, 0, 0),
-                last_progress: now,
                 ingress: IngressReport {
                     buffer_bytes,
-                    advertised_window: advertised_window(buffer_bytes, cfg.world),
+                    advertised_window: advertised,
                     ..IngressReport::default()
                 },
                 liveness: Arc::new(Liveness::new(cfg.world, cfg.timeouts.peer())),
-                draining: false,
-                drained_joins: 0,
                 cfg,
-                session,
             },
         })
     }
@@ -319,22 +294,18 @@ impl SwitchServer {
             elapsed_s: c.epoch.elapsed().as_secs_f64(),
             counters: c.switch.counters().clone(),
             peers: c
-                .peers
-                .iter()
-                .enumerate()
-                .filter_map(|(rank, p)| {
-                    let p = p.as_ref()?;
-                    Some(PeerReport {
-                        rank: rank as u16,
-                        addr: p.addr,
-                        traffic: self.endpoint.peer(&p.addr),
-                    })
+                .control
+                .members()
+                .map(|(rank, addr)| PeerReport {
+                    rank,
+                    addr: *addr,
+                    traffic: self.endpoint.peer(addr),
                 })
                 .collect(),
             endpoint: self.endpoint.stats().clone(),
-            unknown_packets: c.unknown_packets,
-            malformed_control: c.malformed_control,
-            refused: c.refused,
+            unknown_packets: c.control.counters().unknown_packets,
+            malformed_control: c.malformed_control + c.control.counters().unexpected,
+            refused: c.control.counters().refused,
             egress_drops: c.egress_drops,
             peak_egress_bytes: c.peak_egress_bytes,
             ingress: c.ingress.clone(),
@@ -345,13 +316,13 @@ impl SwitchServer {
     /// One line on where the job stands.
     pub fn status_line(&self) -> String {
         let c = &self.core;
-        let joined = c.peers.iter().filter(|p| p.is_some()).count();
+        let joined = c.control.joined();
         let k = c.switch.counters();
         format!(
             "switch: {joined}/{} workers; {}; {} packets in, {} out, {} aggregations, {} raw, \
              {} drops, {} ECN marks; socket backlog peak {} KiB of {} KiB, {} socket drops",
             c.cfg.world,
-            c.describe(),
+            c.switch.describe_job(c.cfg.job),
             k.packets_in,
             k.packets_out,
             k.aggregations,
@@ -372,7 +343,6 @@ impl SwitchServer {
         stop: &AtomicBool,
         status: Option<&AtomicBool>,
     ) -> Result<ServerReport, ServerError> {
-        let mut stop_at: Option<Instant> = None;
         loop {
             let deadline = self.core.next_deadline(Instant::now());
             self.endpoint.wait(Some(deadline))?;
@@ -387,48 +357,30 @@ impl SwitchServer {
             let backlog = self.endpoint.backlog();
             self.core
                 .on_backlog(backlog, n, busy, self.endpoint.is_drained());
+            let c = &mut self.core;
+            let t = c.nanos(now);
+            if let Some(n) = c.cfg.stop_after_exchanges {
+                if c.switch.counters().exchanges_completed >= n {
+                    // Linger a little to repeat final gos to workers that lost theirs, but
+                    // start nothing new.
+                    let linger = 4 * c.cfg.timeouts.control_us * 1_000;
+                    c.control.drain(t, linger);
+                }
+            }
+            c.control.handle_timeout(t, &c.switch);
             self.core.release(now, &mut self.endpoint);
             self.endpoint.flush()?;
-            if let Err(e) = self.core.check_liveness(now) {
-                self.abort_all(&e.to_string())?;
-                return Err(e);
+            if let Some(failure) = self.core.control.failure() {
+                return Err(failure.clone().into());
             }
             if status.is_some_and(|s| s.swap(false, Ordering::Relaxed)) {
                 eprintln!("{}", self.status_line());
             }
-            let c = &self.core;
-            let world = usize::from(c.cfg.world);
-            let byes = c.peers.iter().flatten().filter(|p| p.bye).count();
-            if byes == world || stop.load(Ordering::Relaxed) {
+            if self.core.control.is_finished(t) || stop.load(Ordering::Relaxed) {
                 self.endpoint.flush()?;
                 return Ok(self.report());
             }
-            if let Some(n) = c.cfg.stop_after_exchanges {
-                if stop_at.is_none() && c.switch.counters().exchanges_completed >= n {
-                    // Linger a little to repeat final gos to workers that lost theirs, but
-                    // start nothing new.
-                    stop_at = Some(now + 4 * Duration::from_micros(c.cfg.timeouts.control_us));
-                    self.core.draining = true;
-                }
-                if stop_at.is_some_and(|t| now >= t) {
-                    return Ok(self.report());
-                }
-            }
         }
-    }
-
-    /// Tell every known worker the job is over, a few times over (UDP may lose one).
-    fn abort_all(&mut self, reason: &str) -> io::Result<()> {
-        let bytes = Control::Abort {
-            reason: reason.to_string(),
-        }
-        .encode();
-        for _ in 0..3 {
-            for p in self.core.peers.iter().flatten() {
-                self.endpoint.send(p.addr, None, bytes.clone());
-            }
-        }
-        self.endpoint.flush()
     }
 }
 
@@ -461,27 +413,31 @@ impl Core {
         self.switch.set_ingress_congested(congested);
     }
 
-    fn describe(&self) -> String {
-        match self.switch.job_status(self.cfg.job) {
-            Some(s) => describe_status(&s),
-            None => "no job".into(),
-        }
-    }
-
     fn next_deadline(&self, now: Instant) -> Instant {
         let egress = self
             .egress
             .iter()
-            .filter_map(|e| e.queue.front().map(|&(t, _)| t))
+            .filter_map(|e| e.queue.front().map(|&(t, _)| t));
+        let due = egress
+            .chain(self.control.poll_timeout())
             .min()
             .map(|t| self.epoch + Duration::from_nanos(t));
-        egress.map_or(now + TICK, |t| t.min(now + TICK))
+        due.map_or(now + TICK, |t| t.min(now + TICK))
     }
 
     fn on_datagram(&mut self, now: Instant, d: crate::socket::Datagram<'_>) {
+        let t = self.nanos(now);
         if let Some(message) = Control::decode(d.bytes) {
             match message {
-                Ok(m) => self.on_control(now, d.from, m),
+                Ok(m) => {
+                    if let Control::Hello(h) = &m {
+                        tracing::info!(rank = h.rank, addr = %d.from, "worker says hello");
+                    }
+                    self.control.handle_control(t, d.from, m);
+                    if let Some(rank) = self.control.rank_of(&d.from) {
+                        self.liveness.heard(rank, now);
+                    }
+                }
                 Err(e) => {
                     self.malformed_control += 1;
                     tracing::debug!(from = %d.from, error = %e, "malformed control message");
@@ -497,149 +453,12 @@ impl Core {
                 std::hint::spin_loop();
             }
         }
-        let Some(&rank) = self.ranks.get(&d.from) else {
-            self.unknown_packets += 1;
-            // Rate-limited: one reply per address per 50 ms.
-            let due = self
-                .unknown_replied
-                .get(&d.from)
-                .is_none_or(|t| now.duration_since(*t) > Duration::from_millis(50));
-            if due {
-                self.unknown_replied.insert(d.from, now);
-                self.control_out.push((d.from, Control::Unknown));
-            }
-            return;
-        };
-        if let Some(p) = self.peers[usize::from(rank)].as_mut() {
-            p.last_heard = now;
+        if let Some(rank) = self.control.rank_of(&d.from) {
+            self.liveness.heard(rank, now);
         }
-        self.liveness.heard(rank, now);
-        if self.draining && d.bytes.get(3) == Some(&(wire::PacketType::Join as u8)) {
-            // Draining: no new exchange may start on this switch.
-            self.drained_joins += 1;
-            return;
+        if let Admission::Worker(rank) = self.control.on_data(t, &d.from, d.bytes) {
+            self.switch.handle_packet(t, Address::Worker(rank), d.bytes);
         }
-        let t = self.nanos(now);
-        self.switch.handle_packet(t, Address::Worker(rank), d.bytes);
-    }
-
-    fn on_control(&mut self, now: Instant, from: SocketAddr, message: Control) {
-        match message {
-            Control::Hello(h) => match self.admit(now, from, &h) {
-                Ok(()) => {
-                    tracing::info!(rank = h.rank, addr = %from, "worker joined");
-                    self.liveness.heard(h.rank, now);
-                    let window = if self.cfg.overload.backlog_signal {
-                        self.ingress.advertised_window
-                    } else {
-                        0
-                    };
-                    self.control_out.push((
-                        from,
-                        Control::Welcome {
-                            job: h.job,
-                            rank: h.rank,
-                            window,
-                        },
-                    ));
-                }
-                Err(reason) => {
-                    self.refused += 1;
-                    tracing::warn!(addr = %from, %reason, "worker refused");
-                    self.control_out.push((from, Control::Refuse { reason }));
-                }
-            },
-            Control::Heartbeat => {
-                if let Some(&rank) = self.ranks.get(&from) {
-                    if let Some(p) = self.peers[usize::from(rank)].as_mut() {
-                        p.last_heard = now;
-                    }
-                    self.liveness.heard(rank, now);
-                }
-            }
-            Control::Bye { rank } => {
-                if self.ranks.get(&from) == Some(&rank) {
-                    if let Some(p) = self.peers[usize::from(rank)].as_mut() {
-                        p.bye = true;
-                        p.last_heard = now;
-                    }
-                    self.control_out.push((from, Control::ByeAck));
-                }
-            }
-            _ => self.malformed_control += 1,
-        }
-    }
-
-    fn admit(&mut self, now: Instant, from: SocketAddr, h: &Hello) -> Result<(), String> {
-        let want_mode = self.session.mode.name();
-        let mismatch = |what: &str, worker: String, switch: String| {
-            Err(format!(
-                "worker {} at {from}: {what} is {worker}, the switch has {switch}",
-                h.rank
-            ))
-        };
-        if h.control_version != CONTROL_VERSION {
-            return mismatch(
-                "control protocol version",
-                h.control_version.to_string(),
-                CONTROL_VERSION.to_string(),
-            );
-        }
-        if h.wire_version != wire::VERSION {
-            return mismatch(
-                "wire version",
-                h.wire_version.to_string(),
-                wire::VERSION.to_string(),
-            );
-        }
-        if h.job != self.cfg.job {
-            return mismatch("job id", h.job.to_string(), self.cfg.job.to_string());
-        }
-        if h.world != self.cfg.world {
-            return mismatch(
-                "world size",
-                h.world.to_string(),
-                self.cfg.world.to_string(),
-            );
-        }
-        if h.rank >= self.cfg.world {
-            return Err(format!(
-                "rank {} at {from} is not below the world size {}",
-                h.rank, self.cfg.world
-            ));
-        }
-        if h.mode != want_mode {
-            return mismatch("exchange mode", h.mode.clone(), want_mode.to_string());
-        }
-        if h.plan_checksum != self.session.checksum {
-            return mismatch(
-                "plan checksum",
-                format!("{:#018x}", h.plan_checksum),
-                format!(
-                    "{:#018x} (start both with the same plan directory and dataset)",
-                    self.session.checksum
-                ),
-            );
-        }
-        let slot = &mut self.peers[usize::from(h.rank)];
-        if let Some(p) = slot {
-            let alive = now.duration_since(p.last_heard) < self.cfg.timeouts.peer();
-            if p.addr != from && alive && !p.bye {
-                return Err(format!(
-                    "rank {} is already taken by {}, which is alive",
-                    h.rank, p.addr
-                ));
-            }
-            self.ranks.remove(&p.addr);
-        }
-        *slot = Some(Peer {
-            addr: from,
-            last_heard: now,
-            last_sent: now,
-            bye: false,
-        });
-        self.ranks.insert(from, h.rank);
-        Ok(())
     }
 
     /// Move the switch's output into the egress queues, send what the link rate allows, and
@@ -654,17 +473,20 @@ impl Core {
             };
             let q = &mut self.egress[usize::from(port)];
             match q.port.send(now_ps, out.len as u64) {
-                Some(left) => q.queue.push_back((ceil_nanos(left), buf[..out.len].to_vec())),
+                Some(left) => q
+                    .queue
+                    .push_back((ceil_nanos(left), buf[..out.len].to_vec())),
                 None => self.egress_drops += 1,
             }
         }
         let threshold = self.cfg.link.ecn_threshold_bytes;
         for (port, q) in self.egress.iter_mut().enumerate() {
-            let Some(peer) = self.peers[port].as_mut() else {
+            let Some(&addr) = self.control.addr_of(port as u16) else {
                 // No address for this port (yet): what is queued cannot leave.
                 *q = Egress::new(&self.cfg.link);
                 continue;
             };
+            let mut sent = false;
             while q.queue.front().is_some_and(|&(left, _)| left <= t) {
                 let (_, bytes) = q.queue.pop_front().expect("front");
                 let ecn = if q.port.backlog(now_ps) > threshold {
@@ -672,117 +494,29 @@ impl Core {
                 } else {
                     EcnCodepoint::Ect0
                 };
-                endpoint.send(peer.addr, Some(ecn), bytes);
-                peer.last_sent = now;
+                endpoint.send(addr, Some(ecn), bytes);
+                sent = true;
+            }
+            if sent {
+                self.control.note_sent(t, port as u16);
             }
             self.peak_egress_bytes = self.peak_egress_bytes.max(q.port.stats.peak_backlog);
             self.switch
                 .set_egress_queue(port as u16, q.port.backlog(now_ps));
         }
-        for (to, m) in self.control_out.drain(..) {
-            endpoint.send(to, None, m.encode());
-            if let Some(&rank) = self.ranks.get(&to) {
-                if let Some(p) = self.peers[usize::from(rank)].as_mut() {
-                    p.last_sent = now;
+        while let Some((to, m)) = self.control.poll_control() {
+            match &m {
+                Control::Welcome { rank, .. } => {
+                    tracing::info!(rank, addr = %to, "worker joined")
                 }
+                Control::Refuse { reason } => {
+                    tracing::warn!(addr = %to, %reason, "worker refused")
+                }
+                _ => {}
             }
-        }
-        let quiet = self.cfg.timeouts.peer() / 4;
-        for p in self.peers.iter_mut().flatten() {
-            if !p.bye && now.duration_since(p.last_sent) > quiet {
-                endpoint.send(p.addr, None, Control::Heartbeat.encode());
-                p.last_sent = now;
-            }
+            endpoint.send(to, None, m.encode());
         }
     }
-
-    fn check_liveness(&mut self, now: Instant) -> Result<(), ServerError> {
-        let t = &self.cfg.timeouts;
-        let missing: Vec<u16> = (0..self.cfg.world)
-            .filter(|&r| self.peers[usize::from(r)].is_none())
-            .collect();
-        if !missing.is_empty() {
-            let waited = now.duration_since(self.epoch);
-            if waited > t.join() {
-                let joined: Vec<String> = self
-                    .peers
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(r, p)| p.as_ref().map(|p| format!("{r} at {}", p.addr)))
-                    .collect();
-                return Err(ServerError::JoinTimeout {
-                    missing,
-                    joined: if joined.is_empty() {
-                        "none".into()
-                    } else {
-                        joined.join(", ")
-                    },
-                    waited,
-                });
-            }
-            return Ok(());
-        }
-        for (rank, p) in self.peers.iter().enumerate() {
-            let p = p.as_ref().expect("all joined");
-            let silent = now.duration_since(p.last_heard);
-            if !p.bye && silent > t.peer() {
-                return Err(ServerError::WorkerLost {
-                    rank: rank as u16,
-                    addr: p.addr,
-                    silent,
-                    during: self.describe(),
-                });
-            }
-        }
-        let k = self.switch.counters();
-        let mark = (
-            k.exchanges_completed,
-            k.blocks_completed,
-            k.lane_updates,
-            k.sent(wire::PacketType::Raw) + k.sent(wire::PacketType::Result),
-        );
-        if mark != self.progress_mark {
-            self.progress_mark = mark;
-            self.last_progress = now;
-        }
-        // Only an exchange that every worker has joined can stall: before that, the workers
-        // that have not joined are computing (alive, as their heartbeats say).
-        let running = self.switch.exchange_running(self.cfg.job);
-        if !running {
-            self.last_progress = now;
-        }
-        let any_active = self.peers.iter().flatten().any(|p| !p.bye);
-        let stalled = now.duration_since(self.last_progress);
-        if running && any_active && stalled > 2 * t.peer() {
-            return Err(ServerError::Stalled {
-                stalled,
-                during: self.describe(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// `layer 1 forward, block 3 of 9, waiting for workers [2]`.
-pub fn describe_status(s: &JobStatus) -> String {
-    let Some(id) = s.exchange else {
-        return "no exchange started yet".into();
-    };
-    let dir = if id.backward { "backward" } else { "forward" };
-    let what = format!(
-        "exchange {} (epoch {}, layer {} {dir})",
-        s.seq, id.epoch, id.layer
-    );
-    if s.finished {
-        return format!("{what} complete");
-    }
-    if !s.started {
-        return format!("{what}, waiting for workers {:?} to join", s.waiting_for);
-    }
-    format!(
-        "{what}, block {} of {}, waiting for workers {:?} to finish it",
-        s.block, s.blocks, s.waiting_for
-    )
 }
 
 /// The window each worker may keep outstanding so that all of them together fill at most half

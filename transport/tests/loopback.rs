@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use switchgnn_dataplane::control::SwitchFailure;
 use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::runner::{run_worker, RunError, RunOptions, WorkerReport};
@@ -246,7 +247,7 @@ fn mismatched_workers_are_refused_with_a_reason() {
     let _alone =
         WorkerClient::connect(worker_config(&session, 0, addr, ShimConfig::default())).unwrap();
     match server.join().unwrap() {
-        Err(e @ ServerError::JoinTimeout { .. }) => {
+        Err(e @ ServerError::Failed(SwitchFailure::JoinTimeout { .. })) => {
             let text = e.to_string();
             assert!(
                 text.contains("[1]") && text.contains("0 at 127.0.0.1"),
@@ -328,7 +329,7 @@ fn a_worker_dying_mid_layer_is_named_and_nobody_hangs() {
         results[2].as_ref().err()
     );
     match outcome {
-        Err(e @ ServerError::WorkerLost { rank: 2, .. }) => {
+        Err(e @ ServerError::Failed(SwitchFailure::WorkerLost { rank: 2, .. })) => {
             assert!(e.to_string().contains("layer 0 forward"), "{e}");
         }
         other => panic!("expected worker 2 lost, got {other:?}"),

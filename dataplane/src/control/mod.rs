@@ -25,7 +25,9 @@ pub mod nodes;
 mod switch_side;
 mod worker_side;
 
-pub use switch_side::{Admission, ControlCounters, SwitchControl, SwitchControlConfig, SwitchFailure};
+pub use switch_side::{
+    Admission, ControlCounters, SwitchControl, SwitchControlConfig, SwitchFailure,
+};
 pub use worker_side::{WorkerControl, WorkerFailure, WorkerState};
 
 /// The first four bytes of every control message.
@@ -123,9 +125,16 @@ impl Control {
                 Control::Refuse { reason } | Control::Abort { reason } if !reason.is_empty() => {
                     reason
                 }
-                _ => panic!("a {}-byte control message in a {}-byte buffer", bytes.len(), buf.len()),
+                _ => panic!(
+                    "a {}-byte control message in a {}-byte buffer",
+                    bytes.len(),
+                    buf.len()
+                ),
             };
-            let mut keep = reason.len().saturating_sub(bytes.len() - buf.len()).min(reason.len() - 1);
+            let mut keep = reason
+                .len()
+                .saturating_sub(bytes.len() - buf.len())
+                .min(reason.len() - 1);
             while !reason.is_char_boundary(keep) {
                 keep -= 1;
             }

@@ -119,7 +119,10 @@ impl std::fmt::Debug for ControlledWorker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControlledWorker")
             .field("control", &self.control)
-            .field("running_block", &self.engine.as_ref().map(|e| e.running_block()))
+            .field(
+                "running_block",
+                &self.engine.as_ref().map(|e| e.running_block()),
+            )
             .field("idle_packets", &self.idle_packets)
             .finish_non_exhaustive()
     }
@@ -186,9 +189,7 @@ impl Node for ControlledWorker {
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        if self.control.poll_timeout().is_some_and(|t| t <= now) {
-            self.control.handle_timeout(now);
-        }
+        self.control.handle_timeout(now);
         if let Some(e) = self.engine.as_mut() {
             if e.poll_timeout().is_some_and(|t| t <= now) {
                 e.handle_timeout(now);
@@ -220,7 +221,10 @@ impl Node for ControlledWorker {
             .as_ref()
             .filter(|_| self.control.is_joined())
             .and_then(|e| e.poll_timeout());
-        [self.control.poll_timeout(), engine].into_iter().flatten().min()
+        [self.control.poll_timeout(), engine]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 

@@ -108,9 +108,7 @@ impl<A: fmt::Display> fmt::Display for SwitchFailure<A> {
                     let sep = if i == 0 { "" } else { ", " };
                     write!(f, "{sep}{rank} at {addr}")?;
                 }
-                f.write_str(
-                    "); are they started with this job file and able to reach the switch?",
-                )
+                f.write_str("); are they started with this job file and able to reach the switch?")
             }
             SwitchFailure::WorkerLost {
                 rank,
@@ -175,6 +173,8 @@ pub struct SwitchControl<A> {
     /// Set by [`SwitchControl::drain`]: no new exchange starts, and the switch is done at
     /// this time.
     drain_until: Option<Nanos>,
+    /// The drain's deadline has been handled (it is no longer a timer).
+    drain_over: bool,
 }
 
 impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
@@ -192,6 +192,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             last_progress: now,
             failure: None,
             drain_until: None,
+            drain_over: false,
         }
     }
 
@@ -274,6 +275,9 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         if self.failure.is_some() {
             return;
         }
+        if self.drain_until.is_some_and(|t| t <= now) {
+            self.drain_over = true;
+        }
         let quiet = self.cfg.timers.quiet();
         for p in self.peers.iter_mut().flatten() {
             if !p.bye && now.saturating_sub(p.last_sent) >= quiet {
@@ -315,9 +319,11 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             .flatten()
             .filter(|p| !p.bye)
             .flat_map(|p| [p.last_sent + t.quiet(), p.last_heard + t.peer + 1]);
-        let join = (self.joined() < usize::from(self.cfg.world)).then_some(self.started + t.join + 1);
+        let join =
+            (self.joined() < usize::from(self.cfg.world)).then_some(self.started + t.join + 1);
         let stall = Some(self.last_progress + 2 * t.peer + 1);
-        peers.chain(join).chain(stall).chain(self.drain_until).min()
+        let drain = self.drain_until.filter(|_| !self.drain_over);
+        peers.chain(join).chain(stall).chain(drain).min()
     }
 
     /// Why the job failed, once it has.
@@ -501,13 +507,13 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         // Only an exchange that every worker has joined can stall: before that, the workers
         // that have not joined are computing (alive, as their heartbeats say).
         let running = switch.exchange_running(self.cfg.job);
-        if mark != self.progress_mark || !running {
+        let any_active = self.peers.iter().flatten().any(|p| !p.bye);
+        if mark != self.progress_mark || !running || !any_active {
             self.progress_mark = mark;
             self.last_progress = now;
         }
-        let any_active = self.peers.iter().flatten().any(|p| !p.bye);
         let stalled = now.saturating_sub(self.last_progress);
-        if running && any_active && stalled > 2 * t.peer {
+        if stalled > 2 * t.peer {
             return Err(SwitchFailure::Stalled {
                 stalled,
                 during: switch.describe_job(self.cfg.job),

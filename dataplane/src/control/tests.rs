@@ -63,7 +63,9 @@ fn exchange_messages(s: &mut SwitchControl<u16>, workers: &mut [WorkerControl], 
 fn messages_round_trip_and_garbage_is_an_error() {
     let msgs = [
         Control::Hello(hello(1)),
-        Control::Refuse { reason: "no".into() },
+        Control::Refuse {
+            reason: "no".into(),
+        },
         Control::Heartbeat,
         Control::Welcome {
             job: 1,
@@ -90,7 +92,9 @@ fn messages_round_trip_and_garbage_is_an_error() {
     );
     assert!(Control::decode(&[0x53, 0x47, 1, 1]).is_none());
     assert!(Control::decode(b"SGCT{\"type\":").unwrap().is_err());
-    assert!(Control::decode(b"SGCT{\"type\":\"launch\"}").unwrap().is_err());
+    assert!(Control::decode(b"SGCT{\"type\":\"launch\"}")
+        .unwrap()
+        .is_err());
 }
 
 #[test]
@@ -172,11 +176,7 @@ fn run_compute(compute: Nanos, alive: bool) -> (SwitchControl<u16>, Vec<WorkerCo
             // A dead worker's timers never fire.
             deadlines.push(w[1].poll_timeout());
         }
-        let next = deadlines
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("timers run");
+        let next = deadlines.into_iter().flatten().min().expect("timers run");
         now = next;
         s.handle_timeout(now, &sw);
         for (i, wc) in w.iter_mut().enumerate() {
@@ -234,7 +234,10 @@ fn a_silent_switch_is_noticed_only_while_listening() {
     w.handle_timeout(590 * MS);
     assert!(w.is_joined());
     w.handle_timeout(601 * MS);
-    assert!(matches!(w.failure(), Some(WorkerFailure::SwitchSilent { .. })));
+    assert!(matches!(
+        w.failure(),
+        Some(WorkerFailure::SwitchSilent { .. })
+    ));
 }
 
 #[test]
@@ -244,9 +247,15 @@ fn a_restarted_switch_is_joined_again_and_a_goodbye_is_acknowledged() {
     exchange_messages(&mut s, &mut w, 0);
     // The switch restarts: it knows nobody, and answers data with `Unknown`.
     let mut s = switch_control(200 * MS);
-    assert_eq!(s.on_data(200 * MS, &0, &[0x53, 0x47, 1, 2]), Admission::Unknown);
+    assert_eq!(
+        s.on_data(200 * MS, &0, &[0x53, 0x47, 1, 2]),
+        Admission::Unknown
+    );
     // Rate-limited: a second packet right after gets no second reply.
-    assert_eq!(s.on_data(201 * MS, &0, &[0x53, 0x47, 1, 2]), Admission::Unknown);
+    assert_eq!(
+        s.on_data(201 * MS, &0, &[0x53, 0x47, 1, 2]),
+        Admission::Unknown
+    );
     let (to, m) = s.poll_control().unwrap();
     assert_eq!((to, &m), (0, &Control::Unknown));
     assert!(s.poll_control().is_none());
@@ -254,7 +263,10 @@ fn a_restarted_switch_is_joined_again_and_a_goodbye_is_acknowledged() {
     exchange_messages(&mut s, &mut w, 200 * MS);
     assert_eq!(w[0].rejoins(), 1);
     assert_eq!(s.rank_of(&0), Some(0));
-    assert_eq!(s.on_data(210 * MS, &0, &[0x53, 0x47, 1, 2]), Admission::Worker(0));
+    assert_eq!(
+        s.on_data(210 * MS, &0, &[0x53, 0x47, 1, 2]),
+        Admission::Worker(0)
+    );
     w[0].leave(300 * MS);
     exchange_messages(&mut s, &mut w, 300 * MS);
     assert_eq!(w[0].state(), &WorkerState::Left);

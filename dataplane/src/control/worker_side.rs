@@ -241,7 +241,8 @@ impl WorkerControl {
     }
 
     /// Timers at `now`: hello and goodbye repetition, heartbeats, the join deadline, the
-    /// switch's silence.
+    /// switch's silence. Only what is due at `now` happens, so a driver may call it at any
+    /// time.
     pub fn handle_timeout(&mut self, now: Nanos) {
         let t = self.timers;
         match self.state {

@@ -301,7 +301,10 @@ impl EncodedRows {
 }
 
 /// The lanes of `packet` copied into `lanes` (an aggregator's worth on the stack).
-fn copy_lanes<'a>(packet: &Packet<&[u8]>, lanes: &'a mut [i32; crate::wire::MAX_LANES]) -> &'a [i32] {
+fn copy_lanes<'a>(
+    packet: &Packet<&[u8]>,
+    lanes: &'a mut [i32; crate::wire::MAX_LANES],
+) -> &'a [i32] {
     let mut n = 0;
     for (slot, v) in lanes.iter_mut().zip(packet.payload()) {
         *slot = v;

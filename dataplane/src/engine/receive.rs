@@ -109,7 +109,10 @@ impl Pending {
 
     /// The switch's sum plus the raw contributions it forwarded.
     fn switch_sum(&self) -> impl Iterator<Item = i64> + '_ {
-        let lanes = self.result.as_ref().map_or(&[][..], |(_, l)| &l[..self.lanes]);
+        let lanes = self
+            .result
+            .as_ref()
+            .map_or(&[][..], |(_, l)| &l[..self.lanes]);
         lanes
             .iter()
             .zip(&self.overflow_sum)
@@ -281,7 +284,13 @@ impl Receiver {
         }
         if u32::from(count) == self.expected(pos) && !self.pending.contains_key(&key) {
             // The common case: the whole sum in one packet.
-            self.finish(key, values.iter().map(|&x| i64::from(x)), false, output, stats);
+            self.finish(
+                key,
+                values.iter().map(|&x| i64::from(x)),
+                false,
+                output,
+                stats,
+            );
             return Some(());
         }
         let p = self.pending(key);
@@ -329,7 +338,8 @@ impl Receiver {
         let mut progressed = false;
         for i in range {
             let (_, pos, j) = self.by_source[i];
-            progressed |= self.take_raw(pos as usize, j as usize, c, values, overflow, output, stats);
+            progressed |=
+                self.take_raw(pos as usize, j as usize, c, values, overflow, output, stats);
         }
         if let Some((pos, j)) = single {
             progressed |= self.take_raw(pos, j, c, values, overflow, output, stats);
