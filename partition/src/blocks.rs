@@ -33,7 +33,7 @@ use serde::Serialize;
 use switchgnn_datasets::Graph;
 
 use crate::assignment::Assignment;
-use crate::error::{PartitionError, Result};
+use crate::error::{PartitionError, PlanCheckError, Result};
 use crate::metis_kway::{metis_kway, weighted_kway, MetisOptions, Weights};
 use crate::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 
@@ -272,27 +272,31 @@ impl Blocks {
 
     /// Check the invariants: every cross-worker edge in exactly one block, no other edge, and
     /// every block within capacity. Returns what is wrong.
-    pub fn check(&self, graph: &Graph, assignment: &Assignment) -> Result<(), String> {
+    pub fn check(&self, graph: &Graph, assignment: &Assignment) -> Result<(), PlanCheckError> {
         let capacity = self.params.capacity_vertices();
         let mut all: Vec<(u32, u32)> = Vec::new();
         for (i, b) in self.blocks.iter().enumerate() {
             let size = b.vertices().len() as u64;
             if size > capacity {
-                return Err(format!(
-                    "block {i} holds {size} destinations, capacity {capacity}"
-                ));
+                return Err(PlanCheckError::OverCapacity {
+                    block: i,
+                    size,
+                    capacity,
+                });
             }
             let entries = table_entries(b.edges.len(), size as usize);
             if let Some(limit) = self.params.table_entries.filter(|&l| entries > l) {
-                return Err(format!(
-                    "block {i} needs {entries} table entries, the limit is {limit}"
-                ));
+                return Err(PlanCheckError::TooManyEntries {
+                    block: i,
+                    entries,
+                    limit,
+                });
             }
             all.extend_from_slice(&b.edges);
         }
         all.sort_unstable();
         if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
-            return Err(format!("edge {:?} lies in more than one block", w[0]));
+            return Err(PlanCheckError::EdgeTwice(w[0]));
         }
         let mut expected: Vec<(u32, u32)> = graph
             .edges()
@@ -300,13 +304,18 @@ impl Blocks {
             .collect();
         expected.sort_unstable();
         if all != expected {
-            let missing = expected.iter().find(|e| all.binary_search(e).is_err());
-            let extra = all.iter().find(|e| expected.binary_search(e).is_err());
-            return Err(format!(
-                "blocks hold {} edges, the boundary graph {} (first missing {missing:?}, first extra {extra:?})",
-                all.len(),
-                expected.len()
-            ));
+            return Err(PlanCheckError::EdgesDiffer {
+                held: all.len(),
+                expected: expected.len(),
+                missing: expected
+                    .iter()
+                    .find(|e| all.binary_search(e).is_err())
+                    .copied(),
+                extra: all
+                    .iter()
+                    .find(|e| expected.binary_search(e).is_err())
+                    .copied(),
+            });
         }
         Ok(())
     }

@@ -23,7 +23,7 @@ pub mod traffic;
 pub use assignment::{Assignment, Method};
 pub use blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 pub use boundary::Boundary;
-pub use error::{PartitionError, Result};
+pub use error::{PartitionError, PlanCheckError, Result};
 pub use metis_kway::{MetisOptions, Objective};
 pub use plan::{OrderInfo, Plan, PlanSpec};
 pub use switchgnn_dataplane::table::BlockTable;

@@ -30,7 +30,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::assignment::{Assignment, Method};
 use crate::blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 use crate::boundary::Boundary;
-use crate::error::{PartitionError, Result};
+use crate::error::{PartitionError, PlanCheckError, Result};
 use crate::metis_kway::MetisOptions;
 use crate::tables::{block_table, encode_table};
 use crate::traffic::{aggregators_per_vertex, reduction, row_bytes, Traffic};
@@ -368,7 +368,7 @@ impl Plan {
     /// Attach the send order of every block (per set, per block, global vertex ids). Each must
     /// be a permutation of its block's vertices.
     pub fn set_orders(&mut self, info: OrderInfo, orders: Vec<Vec<Vec<u32>>>) -> Result<()> {
-        check_orders(&self.block_sets, &orders).map_err(PartitionError::Usage)?;
+        check_orders(&self.block_sets, &orders)?;
         self.manifest.order = Some(info);
         self.orders = Some(orders);
         Ok(())
@@ -490,7 +490,7 @@ impl Plan {
                     sets.push(decode_orders(&dir.join(&name), &load(&name)?)?);
                 }
                 check_orders(&block_sets, &sets)
-                    .map_err(|e| malformed(&dir.join("orders"), "orders", e))?;
+                    .map_err(|e| malformed(&dir.join("orders"), "orders", e.to_string()))?;
                 Some(sets)
             }
         };
@@ -545,26 +545,23 @@ impl Plan {
 
     /// Check that the table files in `dir` are exactly what the blocks imply (their checksums
     /// were checked against the manifest first).
-    pub fn verify_tables(&self, dir: &Path) -> Result<(), String> {
+    pub fn verify_tables(&self, dir: &Path) -> Result<(), PlanCheckError> {
         for (name, expected) in self.table_files() {
             let sum = self
                 .manifest
                 .files
                 .get(&name)
-                .ok_or_else(|| format!("the manifest lists no {name}"))?;
+                .ok_or_else(|| PlanCheckError::NotInManifest(name.clone()))?;
             let path = dir.join(&name);
-            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(|source| PlanCheckError::Unreadable {
+                path: path.clone(),
+                source,
+            })?;
             if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
-                return Err(format!(
-                    "{}: size or checksum differs from the manifest",
-                    path.display()
-                ));
+                return Err(PlanCheckError::Checksum(path));
             }
             if bytes != expected {
-                return Err(format!(
-                    "{}: tables disagree with the blocks",
-                    path.display()
-                ));
+                return Err(PlanCheckError::TablesDisagree(path));
             }
         }
         Ok(())
@@ -572,16 +569,19 @@ impl Plan {
 
     /// Check the plan against its graph: same fingerprint, every cross-worker edge in exactly
     /// one block of every set, every block within capacity.
-    pub fn verify(&self, graph: &Graph) -> Result<(), String> {
+    pub fn verify(&self, graph: &Graph) -> Result<(), PlanCheckError> {
         if graph_fingerprint(graph) != self.manifest.dataset.fingerprint {
-            return Err("the graph differs from the one the plan was made for".into());
+            return Err(PlanCheckError::OtherGraph);
         }
         if self.assignment.parts().len() != graph.num_vertices() {
-            return Err("the assignment does not cover every vertex".into());
+            return Err(PlanCheckError::AssignmentShort);
         }
         for (set, info) in self.block_sets.iter().zip(&self.manifest.block_sets) {
             set.check(graph, &self.assignment)
-                .map_err(|e| format!("{}: {e}", info.file))?;
+                .map_err(|problem| PlanCheckError::InSet {
+                    file: info.file.clone(),
+                    problem: Box::new(problem),
+                })?;
         }
         Ok(())
     }
@@ -707,29 +707,26 @@ fn decode_orders(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<u32>>> {
 }
 
 /// Every block's order is a permutation of its vertices.
-fn check_orders(sets: &[Blocks], orders: &[Vec<Vec<u32>>]) -> Result<(), String> {
+fn check_orders(sets: &[Blocks], orders: &[Vec<Vec<u32>>]) -> Result<(), PlanCheckError> {
     if sets.len() != orders.len() {
-        return Err(format!(
-            "{} order sets for {} block sets",
-            orders.len(),
-            sets.len()
-        ));
+        return Err(PlanCheckError::OrderSets {
+            orders: orders.len(),
+            sets: sets.len(),
+        });
     }
     for (s, (set, os)) in sets.iter().zip(orders).enumerate() {
         if set.blocks.len() != os.len() {
-            return Err(format!(
-                "set {s}: {} orders for {} blocks",
-                os.len(),
-                set.blocks.len()
-            ));
+            return Err(PlanCheckError::OrderCount {
+                set: s,
+                orders: os.len(),
+                blocks: set.blocks.len(),
+            });
         }
         for (b, (block, o)) in set.blocks.iter().zip(os).enumerate() {
             let mut sorted = o.clone();
             sorted.sort_unstable();
             if sorted != block.vertices() {
-                return Err(format!(
-                    "set {s} block {b}: the order is not a permutation of the block's vertices"
-                ));
+                return Err(PlanCheckError::NotAPermutation { set: s, block: b });
             }
         }
     }

@@ -42,7 +42,7 @@ fn a_plan_does_not_verify_against_another_graph() {
     let (_, plan) = written(dir.path());
     let other = dataset(2);
     let err = plan.verify(&other.graph).unwrap_err();
-    assert!(err.contains("differs"), "{err}");
+    assert!(err.to_string().contains("differs"), "{err}");
 }
 
 #[test]
@@ -170,7 +170,7 @@ fn switch_and_worker_tables_reproduce_neighbourhood_sums() {
     bytes[last] ^= 1;
     std::fs::write(&worker, bytes).unwrap();
     let err = plan.verify_tables(dir.path()).unwrap_err();
-    assert!(err.contains("worker-2-a1.bin"), "{err}");
+    assert!(err.to_string().contains("worker-2-a1.bin"), "{err}");
 }
 
 #[test]

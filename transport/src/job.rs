@@ -232,9 +232,9 @@ impl JobFile {
                 job.plan = dir.join(&job.plan);
             }
         }
-        job.validate().map_err(|message| JobError::Parse {
+        job.validate().map_err(|e| JobError::Parse {
             path: path.to_owned(),
-            message,
+            message: e.to_string(),
         })?;
         Ok(job)
     }
@@ -243,27 +243,31 @@ impl JobFile {
         toml::to_string_pretty(self).expect("job files serialise")
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Settings that cannot work, named.
+    pub fn validate(&self) -> Result<(), JobError> {
+        let invalid = |message: String| Err(JobError::Invalid(message));
         if self.world == 0 {
-            return Err("`world` must be at least 1".into());
+            return invalid("`world` must be at least 1".into());
         }
         if self.transport != "udp" {
-            return Err(format!(
+            return invalid(format!(
                 "transport `{}` is not available (this build has: udp)",
                 self.transport
             ));
         }
         if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
-            return Err(format!("link.gbps = {} must be positive", self.link.gbps));
+            return invalid(format!("link.gbps = {} must be positive", self.link.gbps));
         }
         if self.link.window == 0 {
-            return Err("link.window must be at least 1".into());
+            return invalid("link.window must be at least 1".into());
         }
         let t = &self.timeouts;
         if [t.join_ms, t.peer_ms, t.rto_us, t.control_us, t.result_us].contains(&0) {
-            return Err("every timeout must be positive".into());
+            return invalid("every timeout must be positive".into());
         }
-        self.faults.validate().map_err(|e| e.to_string())
+        self.faults
+            .validate()
+            .map_err(|e| JobError::Invalid(e.to_string()))
     }
 }
 
