@@ -38,7 +38,7 @@ use crate::node::{Address, ExchangeId, HostNode, Nanos, Node, Outbox, Transmit};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr};
 
-use receive::Receiver;
+use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
 pub use send::{BalancedHostExchange, HostExchange, InNetwork, SendQueue, SendStrategy};
 
@@ -642,15 +642,14 @@ impl<S: SendStrategy> Engine<S> {
                 let for_block = self.current_block() == Some(repr.block);
                 if for_block {
                     let receiver = self.receiver.as_mut().ok_or(Stale)?;
-                    let progressed = receiver.on_raw(
-                        repr.src,
-                        repr.dst,
+                    let raw = Raw {
+                        u: repr.src,
+                        v: repr.dst,
                         c,
                         values,
-                        !repr.flags.resend,
-                        &mut self.output,
-                        &mut self.stats,
-                    );
+                        overflow: !repr.flags.resend,
+                    };
+                    let progressed = receiver.on_raw(raw, &mut self.output, &mut self.stats);
                     if progressed {
                         self.last_progress = self.now;
                     }
@@ -679,15 +678,14 @@ impl<S: SendStrategy> Engine<S> {
             if let Some(values) = self.cache.get(&(u, c)) {
                 self.stats.cache_hits += 1;
                 if let Some(r) = self.receiver.as_mut() {
-                    r.on_raw(
+                    let raw = Raw {
                         u,
                         v,
-                        usize::from(c),
+                        c: usize::from(c),
                         values,
-                        false,
-                        &mut self.output,
-                        &mut self.stats,
-                    );
+                        overflow: false,
+                    };
+                    r.on_raw(raw, &mut self.output, &mut self.stats);
                 }
                 continue;
             }

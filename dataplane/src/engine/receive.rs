@@ -131,6 +131,17 @@ fn add(acc: &mut [i64], values: &[i32]) {
     }
 }
 
+/// One raw contribution: source `u`'s chunk `c` for destination `v`; `overflow` when the
+/// switch forwarded it for lack of an aggregator (it is then also part of the switch-sum way).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Raw<'a> {
+    pub u: u32,
+    pub v: u32,
+    pub c: usize,
+    pub values: &'a [i32],
+    pub overflow: bool,
+}
+
 /// Receive state of one block.
 #[derive(Debug)]
 pub(super) struct Receiver {
@@ -310,55 +321,46 @@ impl Receiver {
         t.row(self.dests[pos] as usize).binary_search(&slot).ok()
     }
 
-    /// A raw contribution of `u` for `(v, c)`; `overflow` when the switch forwarded it for
-    /// lack of an aggregator (it is then also part of the switch-sum way). In host mode it
-    /// serves every local destination `u` neighbours. Returns whether anything was new.
-    #[allow(clippy::too_many_arguments)]
+    /// A raw contribution for its destination; in host mode it serves every local
+    /// destination its source neighbours. Returns whether anything was new.
     pub(super) fn on_raw(
         &mut self,
-        u: u32,
-        v: u32,
-        c: usize,
-        values: &[i32],
-        overflow: bool,
+        raw: Raw<'_>,
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
-        // (destination position, index of `u` among its sources): in host mode a range of
-        // `by_source`, otherwise at most the one destination `v`.
+        // (destination position, index of the source among its sources): in host mode a
+        // range of `by_source`, otherwise at most the one destination `raw.v`.
         let (range, single) = if self.plan.mode == Mode::Host {
-            let (start, end) = self.source_ranges.get(&u).copied().unwrap_or((0, 0));
+            let (start, end) = self.source_ranges.get(&raw.u).copied().unwrap_or((0, 0));
             (start as usize..end as usize, None)
         } else {
             let single = self
-                .position(v)
-                .and_then(|pos| Some((pos, self.source_index(pos, u)?)));
+                .position(raw.v)
+                .and_then(|pos| Some((pos, self.source_index(pos, raw.u)?)));
             (0..0, single)
         };
         let mut progressed = false;
         for i in range {
             let (_, pos, j) = self.by_source[i];
-            progressed |=
-                self.take_raw(pos as usize, j as usize, c, values, overflow, output, stats);
+            progressed |= self.take_raw(pos as usize, j as usize, &raw, output, stats);
         }
         if let Some((pos, j)) = single {
-            progressed |= self.take_raw(pos, j, c, values, overflow, output, stats);
+            progressed |= self.take_raw(pos, j, &raw, output, stats);
         }
         progressed
     }
 
-    /// Raw contribution `j` of destination position `pos`, chunk `c`; whether it was new.
-    #[allow(clippy::too_many_arguments)]
+    /// `raw` as contribution `j` of destination position `pos`; whether it was new.
     fn take_raw(
         &mut self,
         pos: usize,
         j: usize,
-        c: usize,
-        values: &[i32],
-        overflow: bool,
+        raw: &Raw<'_>,
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
+        let (c, values, overflow) = (raw.c, raw.values, raw.overflow);
         let key = pos * self.chunks + c;
         if self.done[key] {
             return false;
