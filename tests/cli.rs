@@ -216,6 +216,27 @@ fn analyze_reports_traffic_per_worker_count() {
     }
     // More workers: more boundary, more host-exchange traffic.
     assert!(rows[1]["traffic"]["host_bytes"].as_u64() > rows[0]["traffic"]["host_bytes"].as_u64());
+    // The verdict names a real chip that hosts the workers, and the ideal switch can only be
+    // more favourable to in-network aggregation.
+    let speedup = |r: &serde_json::Value| r["verdict"]["speedup_at_best"].as_f64().unwrap();
+    let ideal = json(&[
+        "analyze",
+        "synthetic:small",
+        "--workers",
+        "2,8",
+        "--chip",
+        "ideal",
+        "--json",
+    ]);
+    for (real, ideal) in rows.iter().zip(ideal.as_array().unwrap()) {
+        assert_eq!(real["chip"], "tofino1-32");
+        assert_eq!(ideal["chip"], "ideal");
+        assert!(
+            speedup(real) > 0.0 && speedup(ideal) >= speedup(real),
+            "{real} {ideal}"
+        );
+        assert!(real["plans"][0]["verdict"]["in_network"]["seconds"].as_f64() > Some(0.0));
+    }
 }
 
 #[test]
@@ -457,7 +478,10 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(text.contains("| 8 | 1.0 MB | switchgnn |"), "{text}");
+    assert!(
+        text.contains("| 8 | tofino1-32 | 1.0 MB | switchgnn |"),
+        "{text}"
+    );
     let report = switchgnn_sim::report::read_report(&out).unwrap();
     // Per worker count: host and g3 once, three in-network modes per memory.
     assert_eq!(report.epochs.len(), 2 * (2 + 3 * 2));
@@ -467,6 +491,9 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
     assert_eq!(report.layers.len(), 4 * report.epochs.len());
     for e in report.epochs.iter() {
         assert!(e.comm_ms > 0.0 && (e.epoch_ms - e.comm_ms - 1.5).abs() < 1e-9);
+        // Every run names its chip, and no simulated epoch beats the chip model's bound.
+        assert_eq!(e.chip, "tofino1-32");
+        assert!(e.bound_ms > 0.0 && e.comm_ms >= e.bound_ms, "{e:?}");
         let layers: f64 = report
             .layers
             .iter()
@@ -562,6 +589,23 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("magic"));
+    // A chip without enough ports for the workers is refused, saying so.
+    let bad = switchgnn(&[
+        "simulate",
+        "synthetic:small",
+        "--workers",
+        "40",
+        "--chip",
+        "tofino1-32",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("tofino1-32") && err.contains("fewer than 40"),
+        "{err}"
+    );
 }
 
 #[test]

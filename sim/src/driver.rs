@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_chip::PASS_HEADER;
 use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
 pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
@@ -64,7 +65,7 @@ impl SimConfig {
     pub fn paper(hosts: u16) -> SimConfig {
         SimConfig {
             topology: Topology::star(hosts, crate::fabric::LinkSpec::hundred_gbps()),
-            switch: SwitchSpec::tofino_like(),
+            switch: SwitchSpec::for_hosts(hosts),
             host: HostSpec::hundred_gbps(),
             frame_overhead: FRAME_OVERHEAD,
             sample_ns: 10_000,
@@ -85,17 +86,25 @@ pub enum SimError {
     Hosts { topology: u16, given: usize },
 }
 
-/// The recirculation port's totals.
+/// The pipeline's and the recirculation paths' totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Recirculation {
     /// Aggregator passes in all.
     pub passes: u64,
-    /// Trips through the recirculation port (passes after each packet's first).
+    /// Trips around the recirculation paths (passes after each packet's first).
     pub recirculations: u64,
+    /// Bytes those trips carried (with the pass header).
     pub bytes: u64,
+    /// Time the recirculation paths were busy.
     pub busy_ns: f64,
-    /// Longest wait of a packet for the recirculation port.
+    /// Longest wait of a packet for the recirculation paths.
     pub max_wait_ns: f64,
+    /// Time the pipes were busy with passes (all pipes as one server of their summed rate).
+    #[serde(default)]
+    pub pipeline_busy_ns: f64,
+    /// Longest wait of a packet for a pipeline slot.
+    #[serde(default)]
+    pub pipeline_max_wait_ns: f64,
 }
 
 /// One run's measurements.
@@ -199,6 +208,7 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     switch_timer: (Option<Nanos>, u32),
     reported: Vec<u64>,
     recirculation_free: Picos,
+    pipeline_free: Picos,
     recirculation: Recirculation,
     peak_aggregators: usize,
     delivered: Traffic,
@@ -247,6 +257,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
         switch_timer: (None, 0),
         reported: vec![0; n],
         recirculation_free: 0,
+        pipeline_free: 0,
         recirculation: Recirculation::default(),
         peak_aggregators: 0,
         delivered: Traffic::default(),
@@ -431,33 +442,57 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 out.push((w, self.flight(self.buf[..t.len].to_vec())));
             }
         }
-        // One pipeline pass is free; every further one goes around the recirculation port.
-        let extra = passes.saturating_sub(1);
         self.recirculation.passes += passes * u64::from(f.count);
-        if extra == 0 {
+        let done = self.switch_time(now_ps, passes, &f);
+        // Less than a nanosecond of pipeline time is not worth an event.
+        if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
             for (w, o) in out {
                 self.egress(w, o);
             }
             return;
         }
-        let bytes = extra * f.wire;
-        let ps = (bytes as f64 * 8_000.0 / self.cfg.switch.recirculation_gbps).round() as Picos;
-        let start = self.recirculation_free.max(now_ps);
-        let wait = (start - now_ps) as f64 / 1_000.0;
-        self.recirculation_free = start + ps;
-        self.recirculation.recirculations += extra * u64::from(f.count);
-        self.recirculation.bytes += bytes;
-        self.recirculation.busy_ns += ps as f64 / 1_000.0;
-        self.recirculation.max_wait_ns = self.recirculation.max_wait_ns.max(wait);
-        self.series
-            .recirculated(start as f64 / 1_000.0, (start + ps) as f64 / 1_000.0);
-        if !out.is_empty() {
-            let batch = self.batches.insert(out);
-            self.events.push(
-                ceil_nanos(self.recirculation_free),
-                Event::Release { batch },
-            );
+        let batch = self.batches.insert(out);
+        self.events.push(ceil_nanos(done), Event::Release { batch });
+    }
+
+    /// When the switch is done with `f` after `passes` aggregator passes, arriving at `now_ps`:
+    /// every pass (at least one) takes a slot of the pipes' packet rate, and every pass after
+    /// the first goes around the recirculation paths first. The chip's pipes act as one server
+    /// of their summed rate and its looped ports as one of their summed bandwidth, which is
+    /// what passes spread evenly over every pipe amount to (the chip model's bound assumes the
+    /// same). The ideal chip takes no time.
+    fn switch_time(&mut self, now_ps: Picos, passes: u64, f: &Flight) -> Picos {
+        let chip = self.cfg.switch.chip;
+        if chip.is_ideal() {
+            let extra = passes.saturating_sub(1) * u64::from(f.count);
+            self.recirculation.recirculations += extra;
+            return now_ps;
         }
+        let count = u64::from(f.count);
+        let extra = passes.saturating_sub(1);
+        let mut ready = now_ps;
+        if extra > 0 {
+            let bytes = extra * (f.wire + count * PASS_HEADER);
+            let ps = (bytes as f64 * 1e12 / chip.loopback_bytes_per_s()).round() as Picos;
+            let start = self.recirculation_free.max(now_ps);
+            self.recirculation_free = start + ps;
+            self.recirculation.recirculations += extra * count;
+            self.recirculation.bytes += bytes;
+            self.recirculation.busy_ns += ps as f64 / 1_000.0;
+            let wait = (start - now_ps) as f64 / 1_000.0;
+            self.recirculation.max_wait_ns = self.recirculation.max_wait_ns.max(wait);
+            self.series
+                .recirculated(start as f64 / 1_000.0, (start + ps) as f64 / 1_000.0);
+            ready = self.recirculation_free;
+        }
+        let slots = passes.max(1) * count;
+        let ps = (slots as f64 * 1e12 / chip.pass_rate()).round() as Picos;
+        let start = self.pipeline_free.max(now_ps);
+        self.pipeline_free = start + ps;
+        self.recirculation.pipeline_busy_ns += ps as f64 / 1_000.0;
+        let wait = (start - now_ps) as f64 / 1_000.0;
+        self.recirculation.pipeline_max_wait_ns = self.recirculation.pipeline_max_wait_ns.max(wait);
+        ready.max(self.pipeline_free)
     }
 
     /// Re-arm the switch's timer when its deadline moved.

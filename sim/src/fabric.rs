@@ -4,6 +4,7 @@
 //! network's and the switch process's): a FIFO with a rate, a propagation delay and a buffer.
 
 use serde::{Deserialize, Serialize};
+use switchgnn_chip::Chip;
 pub use switchgnn_dataplane::link::{ceil_nanos, to_picos, Picos, Port, PortStats};
 use switchgnn_dataplane::Nanos;
 
@@ -74,20 +75,29 @@ pub struct SwitchSpec {
     pub buffer_bytes: u64,
     /// Backlog of an egress queue (bytes) above which the switch marks ECN.
     pub ecn_threshold: u64,
-    /// Bandwidth of the recirculation port: every aggregator pass after a packet's first is
-    /// one more trip through it.
-    pub recirculation_gbps: f64,
+    /// The chip: every pass takes a slot of its pipes' packet rate, and every aggregator pass
+    /// after a packet's first goes around its recirculation paths.
+    pub chip: Chip,
 }
 
 impl SwitchSpec {
-    /// Tofino-like defaults: 10 MB of buffer per egress queue (the strawman's backlog is then
-    /// visible before drops hide it), marking at 100 KB, one 100 Gbps recirculation port.
-    pub fn tofino_like() -> SwitchSpec {
+    /// Tofino-like queues on `chip`: 10 MB of buffer per egress queue (the strawman's backlog
+    /// is then visible before drops hide it), marking at 100 KB.
+    pub fn on(chip: Chip) -> SwitchSpec {
         SwitchSpec {
             buffer_bytes: 10_000_000,
             ecn_threshold: 100_000,
-            recirculation_gbps: 100.0,
+            chip,
         }
+    }
+
+    /// [`SwitchSpec::on`] the smallest real chip that hosts `hosts` at 100 Gb/s (the ideal
+    /// switch beyond 128).
+    pub fn for_hosts(hosts: u16) -> SwitchSpec {
+        let chip = Chip::for_workers(u32::from(hosts), 100.0, 0)
+            .or_else(|_| Chip::preset("ideal"))
+            .expect("the ideal preset exists");
+        SwitchSpec::on(chip)
     }
 }
 

@@ -16,7 +16,9 @@ use crate::plot;
 use crate::sweep::{EpochRow, LayerRow, RunRow, SweepResult, SweepSpec};
 
 /// 2: `runs` hold the full run rows (bytes by kind, nanoseconds) instead of a summary.
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: runs and epochs name their chip and carry the chip model's bound; the spec holds the
+/// chip choice instead of a recirculation bandwidth.
+pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -250,7 +252,7 @@ fn memory_label(m: Option<u64>) -> String {
 /// the same worker count.
 pub fn epoch_table(result: &SweepResult) -> String {
     let mut t = String::from(
-        "| workers | switch memory | mode | comm ms | epoch ms | ÷ host | traffic | ÷ host | peak queue |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| workers | chip | switch memory | mode | comm ms | bound ms | epoch ms | ÷ host | best ÷ host | traffic | ÷ host | peak queue |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for e in &result.epochs {
         let host = result
@@ -258,21 +260,43 @@ pub fn epoch_table(result: &SweepResult) -> String {
             .iter()
             .find(|h| h.workers == e.workers && h.mode == crate::SimMode::Host);
         let ratio = |a: f64, b: Option<f64>| b.map_or("—".into(), |b| format!("{:.2}", a / b));
+        // The most any schedule could gain over the host exchange: the bounds' ratio.
+        let best = ratio(e.bound_ms, host.map(|h| h.bound_ms));
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} |",
             e.workers,
+            e.chip,
             memory_label(e.switch_memory),
             e.mode.name(),
             e.comm_ms,
+            e.bound_ms,
             e.epoch_ms,
             ratio(e.epoch_ms, host.map(|h| h.epoch_ms)),
+            best,
             format_bytes(e.link_bytes),
             ratio(e.link_bytes as f64, host.map(|h| h.link_bytes as f64)),
             format_bytes(e.peak_queue_bytes),
         );
     }
     t
+}
+
+/// The sweep's chip in words.
+fn chip_choice(c: &switchgnn_chip::ChipChoice) -> String {
+    let mut s = match c.preset {
+        Some(p) => p.name().to_string(),
+        None => "the smallest real one that hosts each worker count (tofino1-32 up to 32, \
+                 tofino1-64 up to 64, tofino2 up to 128)"
+            .to_string(),
+    };
+    if c.loopback_ports > 0 {
+        s += &format!(" with {} front-panel ports in loopback", c.loopback_ports);
+    }
+    if let Some(n) = c.recirculation_ports {
+        s += &format!(", {n} recirculation ports used");
+    }
+    s
 }
 
 fn readme(result: &SweepResult, command: &str) -> String {
@@ -283,14 +307,14 @@ fn readme(result: &SweepResult, command: &str) -> String {
     let _ = writeln!(
         out,
         "Star of N hosts, {} Gbps links with {} µs delay; {} of buffer per egress queue, ECN \
-         marking above {}, a {} Gbps recirculation port; host NICs {} Gbps, {} ns per packet \
+         marking above {}, chip {}; host NICs {} Gbps, {} ns per packet \
          sent or received; {} bytes of framing per packet. Layer widths {:?}; compute {} ms per \
          epoch. Chunk bundling: {}. Window {} chunks per worker. Seed {}.\n",
         s.link.gbps,
         s.link.delay_ns as f64 / 1e3,
         format_bytes(s.switch.buffer_bytes),
         format_bytes(s.switch.ecn_threshold),
-        s.switch.recirculation_gbps,
+        chip_choice(&s.chip),
         s.host.nic_gbps,
         s.host.per_packet_ns,
         s.frame_overhead,

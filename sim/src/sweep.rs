@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use switchgnn_chip::{Bound, Chip, ChipChoice, ChipError, HostCost, Load};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::{Dataset, Progress};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
@@ -34,7 +35,10 @@ pub struct SweepSpec {
     /// simulated communication.
     pub compute_ms: f64,
     pub link: LinkSpec,
+    /// Egress queues; the chip is [`SweepSpec::chip`]'s for each worker count.
     pub switch: SwitchSpec,
+    /// Which chip each worker count runs on.
+    pub chip: ChipChoice,
     pub host: HostSpec,
     pub frame_overhead: u64,
     pub sample_ns: u64,
@@ -52,15 +56,12 @@ pub struct SweepSpec {
 }
 
 impl SweepSpec {
-    /// The core's configuration for `workers` hosts. A recirculation bandwidth of 0 means the
-    /// aggregate bandwidth of the host links: the pipeline takes one pass per packet slot of
-    /// every port.
-    pub fn config(&self, workers: u16) -> SimConfig {
+    /// The core's configuration for `workers` hosts, on the chip [`SweepSpec::chip`] picks
+    /// for them.
+    pub fn config(&self, workers: u16) -> Result<SimConfig, ChipError> {
         let mut switch = self.switch;
-        if switch.recirculation_gbps <= 0.0 {
-            switch.recirculation_gbps = f64::from(workers) * self.link.gbps;
-        }
-        SimConfig {
+        switch.chip = self.chip.resolve(u32::from(workers), self.link.gbps)?;
+        Ok(SimConfig {
             topology: Topology::star(workers, self.link),
             switch,
             host: self.host,
@@ -69,7 +70,7 @@ impl SweepSpec {
             max_events: 4_000_000_000,
             faults: switchgnn_dataplane::fault::Faults::lossy(self.loss),
             fault_seed: self.seed,
-        }
+        })
     }
 }
 
@@ -77,11 +78,17 @@ impl SweepSpec {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRow {
     pub workers: u16,
+    /// The chip preset it ran on.
+    pub chip: String,
     /// `None` for the modes that use no aggregators.
     pub switch_memory: Option<u64>,
     pub mode: SimMode,
     pub width: usize,
     pub comm_ns: u64,
+    /// The chip model's lower bound on this exchange (`switchgnn_chip::Bound`).
+    pub bound_ns: u64,
+    /// The resource the bound comes from.
+    pub bound_by: String,
     pub link_bytes: u64,
     pub uplink_bytes: u64,
     pub downlink_bytes: u64,
@@ -108,22 +115,27 @@ pub struct RunRow {
 }
 
 impl RunRow {
-    /// The row of one simulated exchange (its series moves into the row).
+    /// The row of one simulated exchange (its series moves into the row), with the chip
+    /// model's `bound` on `chip`.
     pub fn of(
         workers: u16,
         switch_memory: Option<u64>,
         mode: SimMode,
         width: usize,
         sim: ExchangeSim,
+        (chip, bound): (&Chip, Bound),
     ) -> RunRow {
         let r = sim.run;
         let bytes = |ports: &[PortStats]| ports.iter().map(|p| p.bytes).sum();
         RunRow {
             workers,
+            chip: chip.preset.name().to_string(),
             switch_memory,
             mode,
             width,
             comm_ns: r.finish_ns,
+            bound_ns: (bound.seconds * 1e9).ceil() as u64,
+            bound_by: bound.dominant.name().to_string(),
             link_bytes: r.link_bytes(),
             uplink_bytes: bytes(&r.uplinks),
             downlink_bytes: bytes(&r.downlinks),
@@ -184,9 +196,13 @@ pub struct LayerRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpochRow {
     pub workers: u16,
+    /// The chip preset.
+    pub chip: String,
     pub switch_memory: Option<u64>,
     pub mode: SimMode,
     pub comm_ms: f64,
+    /// The chip model's bound on the epoch's communication.
+    pub bound_ms: f64,
     pub compute_ms: f64,
     pub epoch_ms: f64,
     pub link_bytes: u64,
@@ -213,6 +229,8 @@ pub enum SweepError {
     },
     #[error("{0}")]
     Usage(String),
+    #[error("chip: {0}")]
+    Chip(#[from] ChipError),
 }
 
 /// Run the sweep. `plan_spec(workers, memory)` gives the partitioning options.
@@ -255,7 +273,7 @@ pub fn sweep(
         } else {
             spec.memories.iter().map(|&m| Some(m)).collect()
         };
-        let cfg = spec.config(workers);
+        let cfg = spec.config(workers)?;
         let done = Mutex::new(Vec::new());
         // One memory's plan at a time (a plan of a large graph is gigabytes); the modes without
         // aggregators run with the first.
@@ -311,6 +329,8 @@ pub fn sweep(
                         backward: false,
                         control: None,
                     };
+                    let load = Load::of(&xplan, cfg.frame_overhead);
+                    let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
                     let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale).map_err(wrap)?;
                     let row = RunRow::of(
                         workers,
@@ -318,6 +338,7 @@ pub fn sweep(
                         mode,
                         width,
                         sim,
+                        (&cfg.switch.chip, bound),
                     );
                     tracing::info!(
                         run = row.id(),
@@ -345,6 +366,15 @@ pub fn sweep(
     })
 }
 
+/// What the chip model's bound charges the hosts of `cfg`.
+pub fn host_cost(cfg: &SimConfig) -> HostCost {
+    HostCost {
+        link_gbps: cfg.host.uplink_gbps(&cfg.topology),
+        per_packet_ns: cfg.host.per_packet_ns as f64,
+        frame_overhead: cfg.frame_overhead,
+    }
+}
+
 /// Per layer and direction, and per epoch, from the runs of each width.
 fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
     let mut by_config: BTreeMap<(u16, Option<u64>, SimMode), Vec<&RunRow>> = BTreeMap::new();
@@ -358,6 +388,7 @@ fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
     let mut epochs = Vec::new();
     for ((workers, switch_memory, mode), rows) in by_config {
         let mut comm = 0u64;
+        let mut bound = 0u64;
         let mut bytes = 0u64;
         let mut peak = 0u64;
         for (layer, &width) in spec.feature_dims.iter().enumerate() {
@@ -376,6 +407,7 @@ fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
                     link_bytes: r.link_bytes,
                 });
                 comm += r.comm_ns;
+                bound += r.bound_ns;
                 bytes += r.link_bytes;
             }
             peak = peak.max(r.peak_queue_bytes);
@@ -383,9 +415,11 @@ fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
         let comm_ms = comm as f64 / 1e6;
         epochs.push(EpochRow {
             workers,
+            chip: rows.first().map_or(String::new(), |r| r.chip.clone()),
             switch_memory,
             mode,
             comm_ms,
+            bound_ms: bound as f64 / 1e6,
             compute_ms: spec.compute_ms,
             epoch_ms: comm_ms + spec.compute_ms,
             link_bytes: bytes,

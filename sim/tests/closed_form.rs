@@ -1,6 +1,7 @@
 //! The core against closed forms: with fluid bounds from link rates and delays, simulated
 //! completion times must agree to within one packet's serialisation time.
 
+use switchgnn_chip::{Chip, PASS_HEADER};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 use switchgnn_sim::driver::{run, HostNode, SimConfig, SwitchNode};
 use switchgnn_sim::fabric::{HostSpec, LinkSpec, SwitchSpec, Topology};
@@ -130,10 +131,14 @@ fn config(hosts: u16, buffer: u64, per_packet_ns: Nanos) -> SimConfig {
                 delay_ns: DELAY,
             },
         ),
+        // One recirculation port of 100 Gb/s (and the chip's pass rate, far above the links').
         switch: SwitchSpec {
             buffer_bytes: buffer,
             ecn_threshold: u64::MAX,
-            recirculation_gbps: 100.0,
+            chip: Chip::preset("tofino1-32")
+                .unwrap()
+                .with_recirculation_ports(1)
+                .unwrap(),
         },
         host: HostSpec {
             nic_gbps: 100.0,
@@ -258,14 +263,14 @@ fn per_packet_cost_and_recirculation_bound_the_rate_when_slower_than_the_link() 
     let bound = k as f64 * 200.0 + packet_time() + packet_time() + 2.0 * DELAY as f64 + 200.0;
     assert_close(r.finish_ns, bound, "per-packet cost");
 
-    // Four passes per packet: three trips around a 100 Gbps recirculation port, so it runs at
-    // a third of the line rate.
+    // Four passes per packet: three trips around a 100 Gbps recirculation port (each with the
+    // pass header), so it runs at a little under a third of the line rate.
     let mut hosts = vec![Host::new(1, SIZE, k, 0), Host::new(0, SIZE, 0, k)];
     let mut sw = Forwarder::new(2, 4);
     let r = run(&config(2, u64::MAX, 0), None, &mut sw, &mut hosts).unwrap();
     let bound = packet_time()
         + DELAY as f64
-        + k as f64 * 3.0 * packet_time()
+        + k as f64 * 3.0 * (SIZE as u64 + PASS_HEADER) as f64 * 8.0 / 100.0
         + packet_time()
         + DELAY as f64;
     assert_close(r.finish_ns, bound, "recirculation");

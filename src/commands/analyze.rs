@@ -1,14 +1,23 @@
 //! `switchgnn analyze`: will in-network aggregation help this graph? Boundary size, host and
-//! in-network traffic for one layer, and what a switch of a given memory achieves with blocks.
+//! in-network traffic for one layer, what a switch of a given memory achieves with blocks, and
+//! the verdict on a real chip: the chip model's bound on the in-network exchange against the
+//! host exchange's.
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
+use switchgnn_chip::{HostCost, Load, Verdict};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::traffic::{reduction, row_bytes};
 use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 
+use switchgnn_scheduler::exchange::{blocks_plan, ExchangePlans};
+use switchgnn_scheduler::OrderKind;
+
+use crate::chip_args::ChipArgs;
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
@@ -25,6 +34,14 @@ pub struct Args {
     /// Switch aggregator memories to plan blocks for, comma-separated (e.g. 10MB,100MB).
     #[arg(long)]
     pub switch_memory: Option<String>,
+    #[command(flatten)]
+    pub chip: ChipArgs,
+    /// Host link rate, Gbit/s.
+    #[arg(long, default_value_t = 100.0)]
+    pub gbps: f64,
+    /// Host processing cost per packet sent and per packet received, ns.
+    #[arg(long, default_value_t = 20.0)]
+    pub host_packet_ns: f64,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -33,8 +50,12 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 struct Row {
     workers: u32,
+    /// The chip preset the verdicts are for.
+    chip: String,
     boundary: Boundary,
     traffic: Traffic,
+    /// All of the boundary in one block (a switch with memory for it).
+    verdict: Verdict,
     plans: Vec<PlanRow>,
 }
 
@@ -46,6 +67,7 @@ struct PlanRow {
     mean_fill: f64,
     bytes: u64,
     reduction: f64,
+    verdict: Verdict,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -57,6 +79,15 @@ pub fn run(args: Args) -> Result<()> {
         None => Vec::new(),
     };
     let method = args.input.partition.method();
+    let choice = args.chip.choice()?;
+    if !(args.gbps > 0.0 && args.host_packet_ns >= 0.0) {
+        bail!("--gbps must be positive and --host-packet-ns not negative");
+    }
+    let cost = HostCost {
+        link_gbps: args.gbps,
+        per_packet_ns: args.host_packet_ns,
+        frame_overhead: FRAME_OVERHEAD,
+    };
     let bars = Bars::new();
     let mut rows = Vec::new();
     for &m in &workers {
@@ -64,6 +95,30 @@ pub fn run(args: Args) -> Result<()> {
         let assignment = Assignment::compute(&dataset.graph, m, &method)?;
         let boundary = Boundary::analyze(&dataset.graph, &assignment);
         let traffic = Traffic::estimate(&boundary, width);
+        let chip = choice
+            .resolve(m, args.gbps)
+            .with_context(|| format!("{m} workers"))?;
+        bars.stage(
+            &format!("{m} workers: loads on {}", chip.preset.name()),
+            None,
+        );
+        let whole = |mode| {
+            ExchangePlan::whole_graph(
+                &dataset.graph,
+                &assignment,
+                width,
+                mode,
+                OrderKind::Random,
+                0,
+            )
+        };
+        let host = Load::of(&whole(Mode::Host)?, FRAME_OVERHEAD);
+        let verdict = Verdict::of(
+            &chip,
+            &Load::of(&whole(Mode::Blocks)?, FRAME_OVERHEAD),
+            &host,
+            &cost,
+        );
         let mut plans = Vec::new();
         for &memory in &memories {
             bars.stage(
@@ -75,6 +130,7 @@ pub fn run(args: Args) -> Result<()> {
             let fill = blocks.fill();
             // Every block endpoint sends once and receives once.
             let bytes = 2 * row_bytes(fill.vertex_slots, width);
+            let load = Load::of(&blocks_plan(&blocks, &assignment, width)?, FRAME_OVERHEAD);
             plans.push(PlanRow {
                 switch_memory: memory,
                 blocks: fill.blocks,
@@ -82,11 +138,14 @@ pub fn run(args: Args) -> Result<()> {
                 mean_fill: fill.mean,
                 bytes,
                 reduction: reduction(bytes, traffic.host_bytes),
+                verdict: Verdict::of(&chip, &load, &host, &cost),
             });
         }
         rows.push(Row {
             workers: m,
+            chip: chip.preset.name().to_string(),
             boundary,
+            verdict,
             traffic,
             plans,
         });
@@ -103,7 +162,30 @@ pub fn run(args: Args) -> Result<()> {
         dataset.graph.num_edges()
     );
     println!("{}", table(&rows, &memories));
+    for r in &rows {
+        println!(
+            "{} workers on {}: in-network aggregation {} (one block; the host exchange's bound \
+             {:.3} ms, the in-network one's {:.3} ms)",
+            r.workers,
+            r.verdict.chip,
+            r.verdict.sentence(),
+            r.verdict.host_exchange.seconds * 1e3,
+            r.verdict.in_network.seconds * 1e3
+        );
+        for p in &r.plans {
+            println!(
+                "  with {} of aggregators: {}",
+                format_bytes(p.switch_memory),
+                p.verdict.sentence()
+            );
+        }
+    }
     Ok(())
+}
+
+/// The in-network bound over the host exchange's: below 1, in-network aggregation can win.
+fn best(v: &Verdict) -> String {
+    format!("{:.3}", 1.0 / v.speedup_at_best)
 }
 
 fn table(rows: &[Row], memories: &[u64]) -> Table {
@@ -111,6 +193,7 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
     t.load_preset(UTF8_BORDERS_ONLY);
     let mut header: Vec<String> = [
         "workers",
+        "chip",
         "boundary vertices",
         "cross edges",
         "mean fan-out",
@@ -118,12 +201,13 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
         "in-network ideal",
         "ideal saving",
         "largest component aggregators",
+        "best ÷ host (one block)",
     ]
     .map(String::from)
     .to_vec();
     for &m in memories {
         header.push(format!(
-            "{} switch: blocks / traffic / saving",
+            "{} switch: blocks / traffic / saving / best ÷ host",
             format_bytes(m)
         ));
     }
@@ -131,6 +215,7 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
     for r in rows {
         let mut cells = vec![
             r.workers.to_string(),
+            r.chip.clone(),
             r.boundary.boundary_vertices.to_string(),
             r.boundary.cross_edges.to_string(),
             format!("{:.2}", r.boundary.mean_fanout()),
@@ -138,13 +223,15 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
             format_bytes(r.traffic.ideal_bytes()),
             format!("{:.1}%", 100.0 * r.traffic.ideal_reduction()),
             format_bytes(r.traffic.largest_component_aggregator_bytes),
+            best(&r.verdict),
         ];
         for p in &r.plans {
             cells.push(format!(
-                "{} / {} / {:.1}%",
+                "{} / {} / {:.1}% / {}",
                 p.blocks,
                 format_bytes(p.bytes),
-                100.0 * p.reduction
+                100.0 * p.reduction,
+                best(&p.verdict)
             ));
         }
         t.add_row(cells);

@@ -47,11 +47,8 @@ pub struct Args {
     /// Egress backlog above which the switch marks ECN.
     #[arg(long, default_value = "100KB")]
     pub ecn_threshold: String,
-    /// Bandwidth of the switch's recirculation path, Gbit/s; 0 = workers × link bandwidth (the
-    /// pipeline spends one packet slot of any port on each extra aggregator pass), `inf` = passes
-    /// cost nothing, 100 = a single recirculation port.
-    #[arg(long, default_value_t = 0.0)]
-    pub recirculation_gbps: f64,
+    #[command(flatten)]
+    pub chip: crate::chip_args::ChipArgs,
     /// Host processing cost per packet sent and per packet received, ns.
     #[arg(long, default_value_t = 20)]
     pub host_packet_ns: u64,
@@ -101,9 +98,16 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--workers: every count must be at least 2");
     }
     let memories = parse_sizes(&args.switch_memory)?;
-    if !(args.gbps > 0.0 && args.recirculation_gbps >= 0.0 && args.sample_us > 0.0) {
-        bail!("--gbps and --sample-us must be positive, --recirculation-gbps not negative");
+    if !(args.gbps > 0.0 && args.sample_us > 0.0) {
+        bail!("--gbps and --sample-us must be positive");
     }
+    let chip = args.chip.choice()?;
+    for &w in &workers {
+        chip.resolve(u32::from(w), args.gbps)
+            .with_context(|| format!("{w} workers"))?;
+    }
+    // The sweep picks each worker count's chip; this one only fills the field.
+    let first_chip = chip.resolve(u32::from(workers[0]), args.gbps)?;
     let mut dataset = args.input.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(s) => parse_list(s, "--feature-dims")?,
@@ -139,8 +143,9 @@ pub fn run(args: Args) -> Result<()> {
         switch: SwitchSpec {
             buffer_bytes: parse_bytes(&args.buffer)?,
             ecn_threshold: parse_bytes(&args.ecn_threshold)?,
-            recirculation_gbps: args.recirculation_gbps,
+            chip: first_chip,
         },
+        chip,
         host: HostSpec {
             nic_gbps: args.gbps,
             per_packet_ns: args.host_packet_ns,

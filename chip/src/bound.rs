@@ -1,0 +1,228 @@
+//! A lower bound on an exchange's time on a chip, and the verdict a user acts on.
+//!
+//! `T ≥ max(lane updates / (pipes · stateful ALUs · lanes per ALU · f), passes / (pipes · f),
+//! recirculated bytes / loopback bandwidth, each host link's bytes / link rate, each host's
+//! packets × its per-packet cost)`: every resource the exchange needs, used at its full rate
+//! with nothing waiting for anything else. No schedule does better; the simulator's times are
+//! checked against it.
+
+use serde::Serialize;
+
+use crate::load::{HostCost, Load};
+use crate::preset::Chip;
+
+/// The resource a bound's time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Term {
+    /// The stateful ALUs' additions.
+    LaneUpdates,
+    /// The pipes' packet rate.
+    Passes,
+    /// The recirculation paths' bandwidth.
+    Recirculation,
+    /// The busiest host link.
+    HostLink,
+    /// The busiest host's per-packet processing.
+    HostPackets,
+}
+
+impl Term {
+    /// The term in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Term::LaneUpdates => "lane updates",
+            Term::Passes => "pipeline passes",
+            Term::Recirculation => "recirculation",
+            Term::HostLink => "host link",
+            Term::HostPackets => "host packet processing",
+        }
+    }
+}
+
+/// Each resource's time for one exchange, and the largest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bound {
+    /// Seconds the stateful ALUs need.
+    pub lane_updates_s: f64,
+    /// Seconds the pipes' packet rate needs.
+    pub passes_s: f64,
+    /// Seconds the recirculation paths need.
+    pub recirculation_s: f64,
+    /// Seconds the busiest host link needs.
+    pub host_link_s: f64,
+    /// Seconds the busiest host's packet processing needs.
+    pub host_packets_s: f64,
+    /// The bound: the largest of the above.
+    pub seconds: f64,
+    /// Which term it is.
+    pub dominant: Term,
+}
+
+/// `x / rate`, 0 when the rate is infinite (the ideal chip).
+fn time(x: f64, rate: f64) -> f64 {
+    if rate.is_infinite() {
+        0.0
+    } else {
+        x / rate
+    }
+}
+
+impl Bound {
+    /// The bound of `load` on `chip` with hosts costing `host`.
+    pub fn of(chip: &Chip, load: &Load, host: &HostCost) -> Bound {
+        let link = host.link_gbps * 1e9 / 8.0;
+        let busiest = |a: &[u64], b: &[u64]| {
+            a.iter().zip(b).map(|(x, y)| *x.max(y)).max().unwrap_or(0) as f64
+        };
+        let terms = [
+            (
+                Term::LaneUpdates,
+                time(load.lane_updates as f64, chip.lane_rate()),
+            ),
+            (Term::Passes, time(load.passes as f64, chip.pass_rate())),
+            (
+                Term::Recirculation,
+                time(load.recirculated_bytes as f64, chip.loopback_bytes_per_s()),
+            ),
+            (
+                Term::HostLink,
+                busiest(&load.sent_bytes, &load.received_bytes) / link,
+            ),
+            (
+                Term::HostPackets,
+                busiest(&load.sent_packets, &load.received_packets) * host.per_packet_ns * 1e-9,
+            ),
+        ];
+        let (dominant, seconds) =
+            terms.iter().copied().fold(
+                (Term::HostLink, 0.0),
+                |best, t| if t.1 > best.1 { t } else { best },
+            );
+        Bound {
+            lane_updates_s: terms[0].1,
+            passes_s: terms[1].1,
+            recirculation_s: terms[2].1,
+            host_link_s: terms[3].1,
+            host_packets_s: terms[4].1,
+            seconds,
+            dominant,
+        }
+    }
+}
+
+/// Whether in-network aggregation can beat the host exchange on a chip, and by how much at
+/// best: the in-network bound against the host exchange's own bound (its line-rate time on
+/// the same hosts, through the same chip as a plain switch).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The chip, in words.
+    pub chip: String,
+    /// The in-network exchange's bound.
+    pub in_network: Bound,
+    /// The host exchange's bound.
+    pub host_exchange: Bound,
+    /// Host-exchange bound over in-network bound: the most in-network aggregation can gain
+    /// (below 1: it cannot win on this chip).
+    pub speedup_at_best: f64,
+    /// Whether it can win at all.
+    pub can_win: bool,
+}
+
+impl Verdict {
+    /// The verdict for `in_network` against `host` on `chip`.
+    pub fn of(chip: &Chip, in_network: &Load, host: &Load, cost: &HostCost) -> Verdict {
+        let a = Bound::of(chip, in_network, cost);
+        let b = Bound::of(chip, host, cost);
+        let speedup = if a.seconds > 0.0 {
+            b.seconds / a.seconds
+        } else {
+            f64::INFINITY
+        };
+        Verdict {
+            chip: chip.describe(),
+            in_network: a,
+            host_exchange: b,
+            speedup_at_best: speedup,
+            can_win: speedup > 1.0,
+        }
+    }
+
+    /// `at best 3.1x faster than the host exchange (bound: host link)` or `cannot beat the
+    /// host exchange: at best 0.05x (bound: recirculation)`.
+    pub fn sentence(&self) -> String {
+        let by = self.in_network.dominant.name();
+        if self.can_win {
+            format!(
+                "at best {:.2}x faster than the host exchange (bound by {by})",
+                self.speedup_at_best
+            )
+        } else {
+            format!(
+                "cannot beat the host exchange: at best {:.3}x its speed (bound by {by})",
+                self.speedup_at_best
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost() -> HostCost {
+        HostCost {
+            link_gbps: 100.0,
+            per_packet_ns: 0.0,
+            frame_overhead: 66,
+        }
+    }
+
+    /// One host sending `bytes` in one packet whose `passes` aggregator passes recirculate.
+    fn load(bytes: u64, passes: u64) -> Load {
+        Load {
+            sent_bytes: vec![bytes],
+            received_bytes: vec![0],
+            sent_packets: vec![1],
+            received_packets: vec![0],
+            passes,
+            recirculations: passes - 1,
+            recirculated_bytes: (passes - 1) * bytes,
+            lane_updates: passes * 32,
+        }
+    }
+
+    #[test]
+    fn each_resource_can_be_the_bound() {
+        let t1 = Chip::preset("tofino1-32").unwrap();
+        // 1000 passes of a 250-byte packet: 249,750 bytes around 200 Gb/s of recirculation.
+        let b = Bound::of(&t1, &load(250, 1000), &cost());
+        assert_eq!(b.dominant, Term::Recirculation);
+        assert!((b.seconds - 999.0 * 250.0 / 25e9).abs() < 1e-12);
+        // On the ideal chip only the host link is left.
+        let ideal = Chip::preset("ideal").unwrap();
+        let b = Bound::of(&ideal, &load(250, 1000), &cost());
+        assert_eq!(b.dominant, Term::HostLink);
+        assert_eq!(b.seconds, 250.0 / 12.5e9);
+        // A slow host: its packet processing.
+        let slow = HostCost {
+            per_packet_ns: 1e6,
+            ..cost()
+        };
+        assert_eq!(
+            Bound::of(&t1, &load(250, 1), &slow).dominant,
+            Term::HostPackets
+        );
+    }
+
+    #[test]
+    fn the_verdict_compares_the_two_bounds() {
+        let t1 = Chip::preset("tofino1-32").unwrap();
+        let host = load(10_000, 1);
+        let v = Verdict::of(&t1, &load(250, 1000), &host, &cost());
+        assert!(!v.can_win && v.speedup_at_best < 1.0, "{v:?}");
+        assert!(v.sentence().contains("cannot beat"), "{}", v.sentence());
+        let v = Verdict::of(&t1, &load(250, 2), &host, &cost());
+        assert!(v.can_win && v.speedup_at_best > 1.0, "{v:?}");
+        assert!(v.sentence().contains("faster"), "{}", v.sentence());
+    }
+}

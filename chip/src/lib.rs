@@ -1,0 +1,23 @@
+//! What a switch chip can do for an exchange, and what it cannot.
+//!
+//! SwitchGNN aggregates a source's contribution into each destination's aggregator with one
+//! pipeline pass per destination. On a real chip every pass after a packet's first goes around
+//! a recirculation path of bounded bandwidth, and every pass takes a slot of its pipe's packet
+//! rate; the paper's evaluation assumes both are free. This crate holds
+//!
+//! - [`Chip`]: the presets `tofino1-32`, `tofino1-64`, `tofino2` and `ideal` (the paper's
+//!   free recirculation), with every figure's public source, and the options a deployment
+//!   changes (front-panel ports put in loopback, recirculation ports used);
+//! - [`Load`]: what one exchange puts on the chip and on each host link — passes, lane
+//!   updates, recirculated bytes, bytes and packets per host — for the SwitchGNN plan and for
+//!   the host exchange it competes with;
+//! - [`Bound`]: a lower bound on the exchange's time on a chip, and [`Verdict`]: whether
+//!   in-network aggregation can beat the host exchange there, and by how much at best.
+
+mod bound;
+mod load;
+mod preset;
+
+pub use bound::{Bound, Term, Verdict};
+pub use load::{HostCost, Load, PASS_HEADER};
+pub use preset::{Chip, ChipChoice, ChipError, Preset, Source, PRESETS, SOURCES};

@@ -1,0 +1,201 @@
+//! What one exchange puts on the switch and on each host: counted from its plan, packet by
+//! packet, the way the engines and the switch model send them.
+
+use serde::Serialize;
+use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::wire::HEADER_LEN;
+
+/// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
+/// (`p4/include/headers.p4`).
+pub const PASS_HEADER: u64 = 24;
+
+/// The host side of an exchange's cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostCost {
+    /// Each host's link rate, Gb/s (full duplex).
+    pub link_gbps: f64,
+    /// Time a host's send core spends on each packet it sends, and its receive core on each it
+    /// receives, ns.
+    pub per_packet_ns: f64,
+    /// Bytes a frame adds around a packet on the wire.
+    pub frame_overhead: u64,
+}
+
+/// One exchange's work: per host, and at the switch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Load {
+    /// Frame bytes each host sends.
+    pub sent_bytes: Vec<u64>,
+    /// Frame bytes each host receives.
+    pub received_bytes: Vec<u64>,
+    /// Packets each host sends.
+    pub sent_packets: Vec<u64>,
+    /// Packets each host receives.
+    pub received_packets: Vec<u64>,
+    /// Pipeline passes: one per packet from a host, plus one per further aggregator.
+    pub passes: u64,
+    /// Passes after a packet's first: trips around a recirculation path.
+    pub recirculations: u64,
+    /// Bytes those trips carry.
+    pub recirculated_bytes: u64,
+    /// int32 additions into aggregators.
+    pub lane_updates: u64,
+}
+
+impl Load {
+    fn new(workers: u16) -> Load {
+        let n = usize::from(workers);
+        Load {
+            sent_bytes: vec![0; n],
+            received_bytes: vec![0; n],
+            sent_packets: vec![0; n],
+            received_packets: vec![0; n],
+            ..Load::default()
+        }
+    }
+
+    /// One packet of `bytes` (frame included) from host `from` through the switch to host
+    /// `to` (`None`: it ends in the switch).
+    fn packet(&mut self, from: Option<u16>, to: Option<u16>, bytes: u64) {
+        if let Some(f) = from {
+            self.sent_bytes[usize::from(f)] += bytes;
+            self.sent_packets[usize::from(f)] += 1;
+            self.passes += 1;
+        }
+        if let Some(t) = to {
+            self.received_bytes[usize::from(t)] += bytes;
+            self.received_packets[usize::from(t)] += 1;
+        }
+    }
+
+    /// The in-network exchange of `plan` (SwitchGNN blocks or the strawman): every chunk of
+    /// every row goes up once and makes one pass per destination aggregator it feeds; the
+    /// switch acknowledges it, and sends each destination's sum to its owner once complete.
+    /// Each block adds a go to every worker and a done from every worker.
+    pub fn in_network(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        let mut load = Load::new(plan.workers);
+        let header = HEADER_LEN as u64 + frame_overhead;
+        let chunk_bytes = |c: usize| header + 4 * plan.chunk_lanes(c) as u64;
+        for w in 0..plan.workers {
+            // The exchange's join.
+            load.packet(Some(w), None, header);
+        }
+        for block in &plan.blocks {
+            let t = &block.table;
+            for w in 0..plan.workers {
+                load.packet(None, Some(w), header);
+                load.packet(Some(w), None, header);
+            }
+            for row in 0..t.len() {
+                let owner = t.workers[row] as u16;
+                let aggregators = t.row(row).len() as u64;
+                for c in 0..plan.chunks() {
+                    let bytes = chunk_bytes(c);
+                    // The data packet goes up; its acknowledgement comes down (header only).
+                    load.packet(Some(owner), None, bytes);
+                    load.packet(None, Some(owner), header);
+                    let extra = aggregators.saturating_sub(1);
+                    load.passes += extra;
+                    load.recirculations += extra;
+                    load.recirculated_bytes += extra * (bytes + PASS_HEADER);
+                    load.lane_updates += aggregators * plan.chunk_lanes(c) as u64;
+                    if t.expected[row] > 0 {
+                        load.packet(None, Some(owner), bytes);
+                    }
+                }
+            }
+        }
+        load
+    }
+
+    /// The host exchange of `plan` (one block of every cross edge): each boundary vertex goes
+    /// once to every other worker that holds a neighbour of it, forwarded by the switch in one
+    /// pass, and the receiver acknowledges each copy (header only).
+    pub fn host(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        let mut load = Load::new(plan.workers);
+        let header = HEADER_LEN as u64 + frame_overhead;
+        let mut targets: Vec<u16> = Vec::new();
+        for block in &plan.blocks {
+            let t = &block.table;
+            for row in 0..t.len() {
+                let owner = t.workers[row] as u16;
+                targets.clear();
+                targets.extend(block.sources(row).map(|s| plan.owner[s as usize]));
+                targets.sort_unstable();
+                targets.dedup();
+                for &to in targets.iter().filter(|&&to| to != owner) {
+                    for c in 0..plan.chunks() {
+                        load.packet(
+                            Some(owner),
+                            Some(to),
+                            header + 4 * plan.chunk_lanes(c) as u64,
+                        );
+                        load.packet(Some(to), Some(owner), header);
+                    }
+                }
+            }
+        }
+        load
+    }
+
+    /// The load of `plan` as its mode sends it.
+    pub fn of(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        match plan.mode {
+            Mode::Host => Load::host(plan, frame_overhead),
+            _ => Load::in_network(plan, frame_overhead),
+        }
+    }
+
+    /// Packets that entered the switch from hosts.
+    pub fn packets(&self) -> u64 {
+        self.sent_packets.iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchgnn_dataplane::plan::PlanBlock;
+    use switchgnn_dataplane::table::BlockTable;
+
+    /// The path 0 - 1 - 2 with vertex 1 on worker 1 and the ends on worker 0: every edge
+    /// crosses. Width 40: chunks of 32 and 8 lanes.
+    fn plan(mode: Mode) -> ExchangePlan {
+        let table = BlockTable {
+            vertices: vec![0, 1, 2],
+            workers: vec![0, 1, 0],
+            expected: vec![1, 2, 1],
+            offsets: vec![0, 1, 3, 4],
+            slots: vec![1, 0, 2, 1],
+        };
+        let block = PlanBlock::new(table, &[0, 1, 2]).unwrap();
+        ExchangePlan::new(mode, 40, 2, vec![0, 1, 0], vec![block]).unwrap()
+    }
+
+    #[test]
+    fn the_in_network_load_counts_every_pass() {
+        let l = Load::in_network(&plan(Mode::Blocks), 66);
+        let (c0, c1) = (66 + 32 + 128, 66 + 32 + 32);
+        // Two joins, two dones and six data chunks enter the pipeline; vertex 1 feeds two
+        // aggregators, so each of its chunks makes one more pass.
+        assert_eq!(l.packets(), 10);
+        assert_eq!((l.passes, l.recirculations), (12, 2));
+        assert_eq!(l.recirculated_bytes, c0 + c1 + 2 * PASS_HEADER);
+        assert_eq!(l.lane_updates, 4 * 40);
+        // Worker 0 sends a join, a done and its two rows; it receives the go, an ack per chunk
+        // and the sums of its two destinations.
+        assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
+        assert_eq!(l.received_packets[0], 1 + 4 + 4);
+        assert_eq!(l.received_bytes[1], 98 + 2 * 98 + c0 + c1);
+    }
+
+    #[test]
+    fn the_host_load_sends_each_vertex_once_per_remote_worker() {
+        let l = Load::host(&plan(Mode::Host), 66);
+        // Vertices 0 and 2 go to worker 1, vertex 1 once to worker 0: two chunks each, and an
+        // acknowledgement per copy.
+        assert_eq!(l.sent_packets, vec![4 + 2, 2 + 4]);
+        assert_eq!(l.received_packets, vec![2 + 4, 4 + 2]);
+        assert_eq!((l.passes, l.recirculations, l.lane_updates), (12, 0, 0));
+    }
+}

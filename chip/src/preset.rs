@@ -1,0 +1,401 @@
+//! The chips: public figures of Tofino 1 and 2, and the paper's ideal switch.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// One public figure and where it comes from.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Source {
+    /// What the figure is.
+    pub figure: &'static str,
+    /// Its value.
+    pub value: &'static str,
+    /// Where it is stated.
+    pub source: &'static str,
+}
+
+/// The figures the presets use, each with its source.
+pub const SOURCES: &[Source] = &[
+    Source {
+        figure: "Tofino 1 pipes, MAU stages per pipe",
+        value: "4 pipes (64 x 100G part), 2 pipes (32 x 100G part); 12 stages",
+        source: "p4lang/p4c backends/tofino device.h (getNumPipes 4, getNumStages 12); \
+                 p4lang/p4app-switchML issue 19 (folding on a 2-pipe switch)",
+    },
+    Source {
+        figure: "stateful ALUs per stage, lanes per ALU pass",
+        value: "4; a 64-bit pair = two int32 lanes",
+        source: "p4lang/p4c backends/tofino (METER_ALUS 4), mau/stateful_alu.cpp (MaxDualSize \
+                 64); SwitchML adds 64 int32 lanes per pass with 32 pair registers",
+    },
+    Source {
+        figure: "Tofino 1 packet rate",
+        value: "1.22 GHz, one packet per clock per pipe",
+        source: "p4lang/open-p4studio issue 64; p4c parde_spec.h",
+    },
+    Source {
+        figure: "Tofino 1 recirculation ports",
+        value: "dev ports 68, 196, 324, 452 (one per pipe) at 100 Gb/s",
+        source: "p4lang/p4app-switchML parsers.p4 and issue 33",
+    },
+    Source {
+        figure: "front-panel ports in loopback",
+        value: "any port, at its full rate",
+        source: "barefootnetworks/Open-Tofino issue 23 (recirculation is sending to a port in \
+                 loopback); SwitchML's folded pipe loops the ports of pipes 1-3",
+    },
+    Source {
+        figure: "Tofino 2",
+        value: "4 pipes, 20 stages, about 1.5 G packets/s per pipe, 12.8 Tb/s (32 x 400G, \
+                128 x 100G with breakout), internal recirculation up to 400 Gb/s per pipe",
+        source: "Intel Tofino 2 product brief; Hot Chips 32 (2020) Tofino2 presentation",
+    },
+];
+
+/// The preset names.
+pub const PRESETS: [&str; 4] = ["tofino1-32", "tofino1-64", "tofino2", "ideal"];
+
+/// A chip preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// Tofino 1, 32 ports of 100 Gb/s (2 pipes).
+    #[serde(rename = "tofino1-32")]
+    Tofino1x32,
+    /// Tofino 1, 64 ports of 100 Gb/s (4 pipes).
+    #[serde(rename = "tofino1-64")]
+    Tofino1x64,
+    /// Tofino 2, 32 ports of 400 Gb/s or 128 of 100 Gb/s (4 pipes).
+    Tofino2,
+    /// The paper's switch: passes and recirculation cost nothing.
+    Ideal,
+}
+
+impl Preset {
+    /// The preset's name, as options and reports give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Tofino1x32 => "tofino1-32",
+            Preset::Tofino1x64 => "tofino1-64",
+            Preset::Tofino2 => "tofino2",
+            Preset::Ideal => "ideal",
+        }
+    }
+}
+
+impl std::str::FromStr for Preset {
+    type Err = ChipError;
+
+    fn from_str(name: &str) -> Result<Preset, ChipError> {
+        Ok(Chip::preset(name)?.preset)
+    }
+}
+
+/// How a tool picks its chip: a preset by name, or the smallest real chip that hosts the
+/// workers at their link rate; and the deployment's options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChipChoice {
+    /// The preset (`None`: the smallest real chip that hosts the workers).
+    pub preset: Option<Preset>,
+    /// Front-panel ports put in loopback.
+    pub loopback_ports: u32,
+    /// Dedicated recirculation ports used (`None`: all, one per pipe).
+    pub recirculation_ports: Option<u32>,
+}
+
+impl ChipChoice {
+    /// The chip for `workers` hosts on links of `link_gbps`.
+    pub fn resolve(&self, workers: u32, link_gbps: f64) -> Result<Chip, ChipError> {
+        let chip = match self.preset {
+            Some(p) => {
+                Chip::preset(p.name())?.with_loopback_ports(self.loopback_ports, link_gbps)?
+            }
+            None => Chip::for_workers(workers, link_gbps, self.loopback_ports)?,
+        };
+        if chip.worker_ports(link_gbps) < workers {
+            return Err(ChipError::Options(format!(
+                "{} has {} ports of {link_gbps} Gb/s for workers, fewer than {workers}",
+                chip.preset.name(),
+                chip.worker_ports(link_gbps)
+            )));
+        }
+        match self.recirculation_ports {
+            Some(n) => chip.with_recirculation_ports(n),
+            None => Ok(chip),
+        }
+    }
+}
+
+/// A switch chip, as far as an exchange's time is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Chip {
+    /// The preset it was made from.
+    pub preset: Preset,
+    /// Independent pipelines.
+    pub pipes: u32,
+    /// Match-action stages per pipe.
+    pub stages: u32,
+    /// Stateful ALUs per stage.
+    pub salus_per_stage: u32,
+    /// int32 lanes one stateful ALU updates per pass.
+    pub lanes_per_salu: u32,
+    /// Packets (passes) per second one pipe processes.
+    pub pass_rate_per_pipe: f64,
+    /// Front-panel ports at the chip's largest port rate.
+    pub max_ports: u32,
+    /// Largest rate of one front-panel port, Gb/s.
+    pub max_port_gbps: f64,
+    /// Front-panel capacity, Gb/s (ports broken out share it).
+    pub capacity_gbps: f64,
+    /// Dedicated recirculation ports (one per pipe) and their rate, Gb/s.
+    pub recirculation_ports: u32,
+    /// Rate of one dedicated recirculation port, Gb/s.
+    pub recirculation_gbps: f64,
+    /// Front-panel ports put in loopback (at `loopback_port_gbps` each): more recirculation
+    /// bandwidth, fewer ports for workers.
+    pub loopback_ports: u32,
+    /// Rate of a looped front-panel port, Gb/s.
+    pub loopback_port_gbps: f64,
+}
+
+/// Why a chip cannot be had.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ChipError {
+    /// No such preset.
+    #[error("unknown chip `{0}` (one of: tofino1-32, tofino1-64, tofino2, ideal)")]
+    Unknown(String),
+    /// The options ask for more than the chip has.
+    #[error("{0}")]
+    Options(String),
+    /// No real chip hosts this many workers at this rate.
+    #[error(
+        "no chip preset hosts {workers} workers at {gbps} Gb/s (tofino2 has 128 ports of 100 \
+         Gb/s); pass --chip ideal to assume the paper's switch"
+    )]
+    TooManyWorkers {
+        /// Workers asked for.
+        workers: u32,
+        /// Their link rate, Gb/s.
+        gbps: f64,
+    },
+}
+
+impl Chip {
+    /// The preset called `name`.
+    pub fn preset(name: &str) -> Result<Chip, ChipError> {
+        let tofino1 = |preset, pipes: u32| Chip {
+            preset,
+            pipes,
+            stages: 12,
+            salus_per_stage: 4,
+            lanes_per_salu: 2,
+            pass_rate_per_pipe: 1.22e9,
+            max_ports: 16 * pipes,
+            max_port_gbps: 100.0,
+            capacity_gbps: 1600.0 * f64::from(pipes),
+            recirculation_ports: pipes,
+            recirculation_gbps: 100.0,
+            loopback_ports: 0,
+            loopback_port_gbps: 100.0,
+        };
+        Ok(match name {
+            "tofino1-32" => tofino1(Preset::Tofino1x32, 2),
+            "tofino1-64" => tofino1(Preset::Tofino1x64, 4),
+            "tofino2" => Chip {
+                preset: Preset::Tofino2,
+                pipes: 4,
+                stages: 20,
+                salus_per_stage: 4,
+                lanes_per_salu: 2,
+                pass_rate_per_pipe: 1.5e9,
+                max_ports: 128,
+                max_port_gbps: 400.0,
+                capacity_gbps: 12_800.0,
+                recirculation_ports: 4,
+                recirculation_gbps: 400.0,
+                loopback_ports: 0,
+                loopback_port_gbps: 100.0,
+            },
+            "ideal" => Chip {
+                preset: Preset::Ideal,
+                pipes: 1,
+                stages: 1,
+                salus_per_stage: 1,
+                lanes_per_salu: 1,
+                pass_rate_per_pipe: f64::INFINITY,
+                max_ports: u32::MAX,
+                max_port_gbps: f64::INFINITY,
+                capacity_gbps: f64::INFINITY,
+                recirculation_ports: 1,
+                recirculation_gbps: f64::INFINITY,
+                loopback_ports: 0,
+                loopback_port_gbps: 100.0,
+            },
+            other => return Err(ChipError::Unknown(other.to_string())),
+        })
+    }
+
+    /// The smallest real chip that hosts `workers` at `gbps` each (after `loopback_ports`
+    /// front-panel ports go to loopback).
+    pub fn for_workers(workers: u32, gbps: f64, loopback_ports: u32) -> Result<Chip, ChipError> {
+        for name in ["tofino1-32", "tofino1-64", "tofino2"] {
+            let chip = Chip::preset(name)?.with_loopback_ports(loopback_ports, gbps);
+            if let Ok(chip) = chip {
+                if chip.worker_ports(gbps) >= workers {
+                    return Ok(chip);
+                }
+            }
+        }
+        Err(ChipError::TooManyWorkers { workers, gbps })
+    }
+
+    /// `ports` front-panel ports of `gbps` put in loopback.
+    pub fn with_loopback_ports(mut self, ports: u32, gbps: f64) -> Result<Chip, ChipError> {
+        self.loopback_ports = ports;
+        self.loopback_port_gbps = gbps;
+        if self.is_ideal() || ports == 0 {
+            return Ok(self);
+        }
+        if self.ports_at(gbps) < ports {
+            return Err(ChipError::Options(format!(
+                "{} has {} ports of {gbps} Gb/s, fewer than the {ports} to put in loopback",
+                self.preset.name(),
+                self.ports_at(gbps)
+            )));
+        }
+        Ok(self)
+    }
+
+    /// Use `ports` of the dedicated recirculation ports (at most one per pipe).
+    pub fn with_recirculation_ports(mut self, ports: u32) -> Result<Chip, ChipError> {
+        if ports > self.pipes && !self.is_ideal() {
+            return Err(ChipError::Options(format!(
+                "{} has {} recirculation ports, not {ports}",
+                self.preset.name(),
+                self.pipes
+            )));
+        }
+        self.recirculation_ports = ports;
+        Ok(self)
+    }
+
+    /// Whether this is the paper's switch (free passes and recirculation).
+    pub fn is_ideal(&self) -> bool {
+        self.preset == Preset::Ideal
+    }
+
+    /// Front-panel ports of `gbps` the chip offers.
+    pub fn ports_at(&self, gbps: f64) -> u32 {
+        if self.is_ideal() {
+            return u32::MAX;
+        }
+        if !(gbps > 0.0 && gbps <= self.max_port_gbps) {
+            return 0;
+        }
+        ((self.capacity_gbps / gbps).floor() as u32).min(self.max_ports)
+    }
+
+    /// Ports of `gbps` left for workers once the looped ones are taken.
+    pub fn worker_ports(&self, gbps: f64) -> u32 {
+        self.ports_at(gbps).saturating_sub(self.loopback_ports)
+    }
+
+    /// Passes per second over all pipes.
+    pub fn pass_rate(&self) -> f64 {
+        f64::from(self.pipes) * self.pass_rate_per_pipe
+    }
+
+    /// int32 lane updates per second over all pipes: every stateful ALU of every stage on
+    /// every pass.
+    pub fn lane_rate(&self) -> f64 {
+        f64::from(self.pipes * self.stages * self.salus_per_stage * self.lanes_per_salu)
+            * self.pass_rate_per_pipe
+    }
+
+    /// Bytes per second the recirculation paths carry: the dedicated ports used plus the
+    /// looped front-panel ports.
+    pub fn loopback_bytes_per_s(&self) -> f64 {
+        (f64::from(self.recirculation_ports) * self.recirculation_gbps
+            + f64::from(self.loopback_ports) * self.loopback_port_gbps)
+            * 1e9
+            / 8.0
+    }
+
+    /// One line naming the chip and its options, for every report.
+    pub fn describe(&self) -> String {
+        if self.is_ideal() {
+            return "ideal (the paper's switch: passes and recirculation cost nothing)".into();
+        }
+        let mut s = format!(
+            "{}: {} pipes at {:.2} G passes/s, {} recirculation ports of {} Gb/s",
+            self.preset.name(),
+            self.pipes,
+            self.pass_rate_per_pipe / 1e9,
+            self.recirculation_ports,
+            self.recirculation_gbps
+        );
+        if self.loopback_ports > 0 {
+            s += &format!(
+                ", {} front-panel ports of {} Gb/s in loopback",
+                self.loopback_ports, self.loopback_port_gbps
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_their_capacities() {
+        let t1 = Chip::preset("tofino1-32").unwrap();
+        assert_eq!((t1.pipes, t1.ports_at(100.0)), (2, 32));
+        assert_eq!(t1.ports_at(400.0), 0);
+        assert_eq!(t1.pass_rate(), 2.0 * 1.22e9);
+        // 2 pipes x 12 stages x 4 ALUs x 2 lanes per pass.
+        assert_eq!(t1.lane_rate(), 192.0 * 1.22e9);
+        assert_eq!(t1.loopback_bytes_per_s(), 2.0 * 100e9 / 8.0);
+        let t2 = Chip::preset("tofino2").unwrap();
+        assert_eq!((t2.ports_at(100.0), t2.ports_at(400.0)), (128, 32));
+        assert!(Chip::preset("ideal").unwrap().pass_rate().is_infinite());
+        assert!(matches!(
+            Chip::preset("tomahawk"),
+            Err(ChipError::Unknown(_))
+        ));
+    }
+
+    #[test]
+    fn a_choice_resolves_or_says_why_not() {
+        let named = ChipChoice {
+            preset: Some("tofino1-32".parse().unwrap()),
+            ..ChipChoice::default()
+        };
+        assert_eq!(named.resolve(16, 100.0).unwrap().pipes, 2);
+        let err = named.resolve(40, 100.0).unwrap_err().to_string();
+        assert!(err.contains("fewer than 40"), "{err}");
+        assert!("tofino3".parse::<Preset>().is_err());
+        let default = ChipChoice::default().resolve(100, 100.0).unwrap();
+        assert_eq!(default.preset, Preset::Tofino2);
+    }
+
+    #[test]
+    fn the_default_chip_hosts_the_workers() {
+        let pick = |w| Chip::for_workers(w, 100.0, 0).map(|c| c.preset.name());
+        assert_eq!(pick(8).unwrap(), "tofino1-32");
+        assert_eq!(pick(32).unwrap(), "tofino1-32");
+        assert_eq!(pick(33).unwrap(), "tofino1-64");
+        assert_eq!(pick(128).unwrap(), "tofino2");
+        assert!(matches!(pick(129), Err(ChipError::TooManyWorkers { .. })));
+        // Looped ports take worker ports.
+        let c = Chip::for_workers(30, 100.0, 4).unwrap();
+        assert_eq!((c.preset, c.worker_ports(100.0)), (Preset::Tofino1x64, 60));
+        let c = c.with_recirculation_ports(2).unwrap();
+        assert_eq!(c.loopback_bytes_per_s(), 6.0 * 100e9 / 8.0);
+        assert!(Chip::preset("tofino1-32")
+            .unwrap()
+            .with_recirculation_ports(3)
+            .is_err());
+    }
+}
