@@ -14,13 +14,8 @@ use switchgnn_partition::Plan;
 
 use crate::program::{self, Table};
 
-/// One figure of the chip with where it comes from.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Source {
-    pub figure: &'static str,
-    pub value: &'static str,
-    pub source: &'static str,
-}
+/// One figure of the chip with where it comes from (the chip model's type).
+pub use switchgnn_chip::Source;
 
 pub const SOURCES: &[Source] = &[
     Source {
