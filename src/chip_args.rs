@@ -1,8 +1,14 @@
-//! The chip options of every command that judges a switch (`analyze`, `simulate`, `p4
-//! resources`).
+//! The chip options of every command that judges a switch (`analyze`, `prepare`, `simulate`,
+//! `p4 resources`), and the verdicts they print.
 
 use anyhow::Result;
-use switchgnn_chip::ChipChoice;
+use switchgnn_chip::{Chip, ChipChoice, HostCost, Load, Verdict};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::wire::FRAME_OVERHEAD;
+use switchgnn_datasets::Graph;
+use switchgnn_partition::Plan;
+use switchgnn_scheduler::exchange::ExchangePlans;
+use switchgnn_scheduler::OrderKind;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChipArgs {
@@ -27,4 +33,41 @@ impl ChipArgs {
             recirculation_ports: self.recirculation_ports,
         })
     }
+}
+
+/// What the bounds charge each host: 100 Gb/s links unless told, and a per-packet cost.
+pub fn host_cost(link_gbps: f64, per_packet_ns: f64) -> HostCost {
+    HostCost {
+        link_gbps,
+        per_packet_ns,
+        frame_overhead: FRAME_OVERHEAD,
+    }
+}
+
+/// Per layer of `plan`: its SwitchGNN exchange against the host exchange on `chip`.
+pub fn plan_verdicts(
+    plan: &Plan,
+    graph: &Graph,
+    chip: &Chip,
+    cost: &HostCost,
+) -> Result<Vec<Verdict>> {
+    let mut out = Vec::new();
+    for (layer, &width) in plan.manifest.spec.feature_dims.iter().enumerate() {
+        let blocks = ExchangePlan::from_plan(plan, layer)?;
+        let host = ExchangePlan::whole_graph(
+            graph,
+            &plan.assignment,
+            width,
+            Mode::Host,
+            OrderKind::Random,
+            0,
+        )?;
+        out.push(Verdict::of(
+            chip,
+            &Load::of(&blocks, cost.frame_overhead),
+            &Load::of(&host, cost.frame_overhead),
+            cost,
+        ));
+    }
+    Ok(out)
 }

@@ -48,9 +48,62 @@ pub struct ResourcesArgs {
     /// Host link rate, Gb/s.
     #[arg(long, default_value_t = 100.0)]
     pub link_gbps: f64,
-    /// Recirculation bandwidth, Gb/s (100: one pipe's internal port; add loopback ports').
+    /// Recirculation bandwidth the program has today, Gb/s (100: pipe 0's internal port; add
+    /// loopback ports').
     #[arg(long, default_value_t = 100.0)]
     pub recirc_gbps: f64,
+    /// The chip whose bound is reported beside (default: the smallest real chip that hosts
+    /// the plan's workers).
+    #[command(flatten)]
+    pub chip: crate::chip_args::ChipArgs,
+    /// Host processing cost per packet sent and per packet received, ns (for the bound).
+    #[arg(long, default_value_t = 20.0)]
+    pub host_packet_ns: f64,
+}
+
+/// One plan's report with the chip model's bound on each layer's exchange.
+#[derive(Debug, serde::Serialize)]
+struct PlanResources {
+    #[serde(flatten)]
+    report: Report,
+    chip: String,
+    bounds: Vec<LayerBound>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct LayerBound {
+    layer: usize,
+    width: usize,
+    bound: switchgnn_chip::Bound,
+}
+
+/// The chip model's bound on every layer's exchange of `plan` on the chip `args` pick.
+fn layer_bounds(
+    plan: &switchgnn_partition::Plan,
+    args: &ResourcesArgs,
+) -> Result<(switchgnn_chip::Chip, Vec<LayerBound>)> {
+    use switchgnn_scheduler::exchange::ExchangePlans;
+    let chip = args
+        .chip
+        .choice()?
+        .resolve(plan.manifest.spec.workers, args.link_gbps)?;
+    let cost = switchgnn_chip::HostCost {
+        link_gbps: args.link_gbps,
+        per_packet_ns: args.host_packet_ns,
+        frame_overhead: switchgnn_dataplane::wire::FRAME_OVERHEAD,
+    };
+    let mut bounds = Vec::new();
+    for (layer, &width) in plan.manifest.spec.feature_dims.iter().enumerate() {
+        let xplan = switchgnn_dataplane::plan::ExchangePlan::from_plan(plan, layer)
+            .context("cannot build the exchange plan")?;
+        let load = switchgnn_chip::Load::of(&xplan, cost.frame_overhead);
+        bounds.push(LayerBound {
+            layer,
+            width,
+            bound: switchgnn_chip::Bound::of(&chip, &load, &cost),
+        });
+    }
+    Ok((chip, bounds))
 }
 
 #[derive(Debug, clap::Args)]
@@ -126,7 +179,28 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         let plan = read_plan(dir)?;
         let report = Report::of(&plan, &assumptions);
         print_report(dir, &report);
-        reports.push(report);
+        let (chip, bounds) = layer_bounds(&plan, &args)?;
+        println!(
+            "bound on {} with passes spread over every pipe (the program does not spread them \
+             yet: issue 18):",
+            chip.describe()
+        );
+        for b in &bounds {
+            println!(
+                "  layer {} (width {}): {:.3} ms, by {} (recirculation {:.3} ms, host link {:.3} ms)",
+                b.layer,
+                b.width,
+                b.bound.seconds * 1e3,
+                b.bound.dominant.name(),
+                b.bound.recirculation_s * 1e3,
+                b.bound.host_link_s * 1e3
+            );
+        }
+        reports.push(PlanResources {
+            report,
+            chip: chip.preset.name().to_string(),
+            bounds,
+        });
     }
     println!("The program's ingress stages (p4/README.md):");
     for (stage, tables, registers) in resources::STAGES {

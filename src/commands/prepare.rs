@@ -11,6 +11,7 @@ use switchgnn_partition::{OrderInfo, Plan};
 use switchgnn_scheduler::blocks::block_orders;
 use switchgnn_scheduler::OrderKind;
 
+use crate::chip_args::{host_cost, plan_verdicts, ChipArgs};
 use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
@@ -34,6 +35,14 @@ pub struct Args {
     /// Seed of the send order (block b uses seed + b).
     #[arg(long, default_value_t = 0)]
     pub order_seed: u64,
+    #[command(flatten)]
+    pub chip: ChipArgs,
+    /// Host link rate, Gbit/s (for the verdict).
+    #[arg(long, default_value_t = 100.0)]
+    pub gbps: f64,
+    /// Host processing cost per packet sent and per packet received, ns (for the verdict).
+    #[arg(long, default_value_t = 20.0)]
+    pub host_packet_ns: f64,
     /// The plan directory to write.
     #[arg(long, short)]
     pub out: PathBuf,
@@ -52,6 +61,15 @@ pub fn run(args: Args) -> Result<()> {
         feature_dims,
     );
     let kind = order_kind(&args.order)?;
+    // The verdict needs a chip; without one named and none big enough, the plan is still made.
+    let chip = match args.chip.choice()?.resolve(args.workers, args.gbps) {
+        Ok(chip) => Some(chip),
+        Err(e) if args.chip.chip.is_none() => {
+            eprintln!("no verdict: {e}");
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     let bars = Bars::new();
     let started = std::time::Instant::now();
     let mut plan = Plan::prepare(&dataset, &spec, &|stage| bars.stage(stage, None))?;
@@ -79,6 +97,15 @@ pub fn run(args: Args) -> Result<()> {
         started.elapsed()
     );
     println!("{}", summary(&plan));
+    if let Some(chip) = chip {
+        let cost = host_cost(args.gbps, args.host_packet_ns);
+        for (layer, v) in plan_verdicts(&plan, &dataset.graph, &chip, &cost)?
+            .iter()
+            .enumerate()
+        {
+            println!("layer {layer} on {}: {}", v.chip, v.sentence());
+        }
+    }
     Ok(())
 }
 
