@@ -181,8 +181,8 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         print_report(dir, &report);
         let (chip, bounds) = layer_bounds(&plan, &args)?;
         println!(
-            "bound on {} with passes spread over every pipe (the program does not spread them \
-             yet: issue 18):",
+            "the chip model's bound on {}, passes spread over every pipe (the program does not \
+             spread them yet: issue 18):",
             chip.describe()
         );
         for b in &bounds {
