@@ -348,6 +348,26 @@ pub fn read(path: &Path) -> Result<Dataset> {
         );
     }
 
+    // The writer pads the file to the alignment after its last section and writes nothing
+    // more: anything beyond is not this cache's (an append, a concatenation).
+    let last_end = entries
+        .values()
+        .map(|e| e.offset + e.len)
+        .max()
+        .unwrap_or(0)
+        .max((HEADER_LEN + count as usize * ENTRY_LEN) as u64);
+    let expected_len = (last_end as usize).div_ceil(ALIGN) as u64 * ALIGN as u64;
+    if file_len != expected_len {
+        return Err(bad(
+            "end of file",
+            format!(
+                "{} bytes after the last section, which ends the cache at byte {expected_len} \
+                 (appended to or concatenated?)",
+                file_len.saturating_sub(expected_len)
+            ),
+        ));
+    }
+
     let sections = Sections {
         entries,
         read_at: &read_at,

@@ -291,6 +291,13 @@ fn corrupt_and_truncated_cache() {
     let msg = error_of(&path, &opts(), "section `");
     assert!(msg.contains("truncated"), "{msg}");
 
+    // Bytes appended after the last section are refused, naming the file.
+    let mut appended = good.clone();
+    appended.extend_from_slice(b"trailing bytes");
+    std::fs::write(&path, &appended).unwrap();
+    let msg = error_of(&path, &opts(), "end of file");
+    assert!(msg.contains("14 bytes after the last section"), "{msg}");
+
     std::fs::write(&path, &good[..10]).unwrap();
     assert!(load_path(
         &path,
