@@ -41,6 +41,14 @@ pub struct DatasetArgs {
     /// Edge lists: a file of `id class` lines.
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
+    /// MUSAE target files: the vertex id column (header name or 0-based index; default: from
+    /// the header's layout, e.g. `new_id` for Twitch, else the first column).
+    #[arg(long, value_name = "COLUMN")]
+    pub id_column: Option<String>,
+    /// MUSAE target files: the class column (default: from the header's layout, e.g. `mature`
+    /// for Twitch, else the last column).
+    #[arg(long, value_name = "COLUMN")]
+    pub label_column: Option<String>,
 }
 
 impl DatasetArgs {
@@ -75,6 +83,8 @@ impl DatasetArgs {
             relabel: self.relabel,
             features_file: self.features.clone(),
             labels_file: self.labels.clone(),
+            id_column: self.id_column.clone(),
+            label_column: self.label_column.clone(),
         })
     }
 

@@ -93,6 +93,13 @@ pub struct LoadOptions {
     pub features_file: Option<PathBuf>,
     /// Edge lists: `id class` lines.
     pub labels_file: Option<PathBuf>,
+    /// MUSAE target files: the column holding the vertex id (a header name or a 0-based
+    /// index); default: detected from the header (`new_id` for Twitch), else the first.
+    pub id_column: Option<String>,
+    /// MUSAE target files: the column holding the class; default: detected from the header
+    /// (`mature` for Twitch, `ml_target` for GitHub, `target` for Deezer, `page_type` for
+    /// Facebook), else the last.
+    pub label_column: Option<String>,
 }
 
 impl LoadOptions {

@@ -1,6 +1,16 @@
 //! The MUSAE layout (Rozemberczki et al. 2019): `<name>_edges.csv` (`id_1,id_2`),
 //! `<name>.json` (`{"vertex": [feature ids]}`, a sparse binary bag of features) and
-//! `<name>_target.csv` whose last column names the class.
+//! `<name>_target.csv`, a table with a vertex id column and a class column. Which columns those
+//! are differs between the MUSAE graphs and is read from the header:
+//!
+//! | graphs | target header | vertex id | class |
+//! |---|---|---|---|
+//! | Facebook page-page | `id,facebook_id,page_name,page_type` | `id` | `page_type` |
+//! | Twitch (DE, EN, ES, FR, PT, RU) | `id,days,mature,views,partner,new_id` | `new_id` | `mature` |
+//! | GitHub | `id,name,ml_target` | `id` | `ml_target` |
+//! | Deezer Europe | `id,target` | `id` | `target` |
+//!
+//! Any other table: the first column and the last, or the columns the options name.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -26,7 +36,7 @@ pub(crate) fn load(dir: &Path, options: &LoadOptions) -> Result<Dataset> {
         Error::malformed(dir, "folder", "no `<name>_edges.csv` file (MUSAE layout)")
     })?;
     let file = |suffix: &str| -> PathBuf { dir.join(format!("{name}{suffix}")) };
-    let (labels, n) = read_targets(&file("_target.csv"))?;
+    let (labels, n) = read_targets(&file("_target.csv"), options)?;
     let edges = read_edges(&file("_edges.csv"), n)?;
     let edges_path = file("_edges.csv");
     let graph = Graph::from_edges(n, &edges, options.build).map_err(|e| e.at(&edges_path))?;
@@ -35,18 +45,99 @@ pub(crate) fn load(dir: &Path, options: &LoadOptions) -> Result<Dataset> {
     Dataset::new(name, graph, Some(features), Some(labels), split).map_err(|e| e.at(dir))
 }
 
-/// Labels from the last column of the target file; class ids follow the sorted class names.
-fn read_targets(path: &Path) -> Result<(Labels, usize)> {
+/// The known layouts: a column that identifies the layout, its id column and class column.
+const LAYOUTS: [(&str, &str, &str); 4] = [
+    ("new_id", "new_id", "mature"),
+    ("ml_target", "id", "ml_target"),
+    ("page_type", "id", "page_type"),
+    ("target", "id", "target"),
+];
+
+/// The index of column `wanted` (a header name or a 0-based index) of `headers`.
+fn column(path: &Path, headers: &csv::StringRecord, what: &str, wanted: &str) -> Result<usize> {
+    if let Some(i) = headers.iter().position(|h| h.trim() == wanted) {
+        return Ok(i);
+    }
+    match wanted.parse::<usize>() {
+        Ok(i) if i < headers.len() => Ok(i),
+        _ => Err(Error::malformed(
+            path,
+            "header",
+            format!(
+                "no {what} column `{wanted}` (columns: {})",
+                headers.iter().collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}
+
+/// The (vertex id, class) columns of a target file: named by the options, else those of the
+/// layout its header shows, else the first and the last.
+fn target_columns(
+    path: &Path,
+    headers: &csv::StringRecord,
+    options: &LoadOptions,
+) -> Result<(usize, usize)> {
+    let find = |name: &str| headers.iter().position(|h| h.trim() == name);
+    let layout = LAYOUTS.iter().find(|(marker, id, class)| {
+        find(marker).is_some() && find(id).is_some() && find(class).is_some()
+    });
+    let (default_id, default_class) = match layout {
+        Some(&(_, id, class)) => (find(id), find(class)),
+        None => (Some(0), headers.len().checked_sub(1)),
+    };
+    let id = match &options.id_column {
+        Some(name) => column(path, headers, "vertex id", name)?,
+        None => default_id.unwrap_or(0),
+    };
+    let class = match &options.label_column {
+        Some(name) => column(path, headers, "class", name)?,
+        None => default_class.unwrap_or(0),
+    };
+    if id == class {
+        return Err(Error::malformed(
+            path,
+            "header",
+            "the vertex id and the class are the same column: name them with --id-column and \
+             --label-column",
+        ));
+    }
+    Ok((id, class))
+}
+
+/// Labels from the class column of the target file; class ids follow the sorted class names.
+fn read_targets(path: &Path, options: &LoadOptions) -> Result<(Labels, usize)> {
     let mut rows: Vec<(usize, String)> = Vec::new();
     let mut reader = csv(path, true)?;
+    let headers = reader.headers().map_err(|e| csv_error(path, e))?.clone();
+    if headers.len() < 2 {
+        return Err(Error::malformed(
+            path,
+            "header",
+            "expected at least a vertex id column and a class column",
+        ));
+    }
+    let (id_col, class_col) = target_columns(path, &headers, options)?;
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|e| csv_error(path, e))?;
         let line = format!("line {}", i + 2);
-        if record.len() < 2 {
-            return Err(Error::malformed(path, line, "expected `id,...,class`"));
+        if record.len() <= id_col.max(class_col) {
+            return Err(Error::malformed(
+                path,
+                line,
+                format!(
+                    "{} fields: no {} column",
+                    record.len(),
+                    if record.len() <= id_col {
+                        "vertex id"
+                    } else {
+                        "class"
+                    }
+                ),
+            ));
         }
-        let id: usize = field(path, &line, "vertex id", &record[0])?;
-        rows.push((id, record[record.len() - 1].trim().to_string()));
+        let id: usize = field(path, &line, "vertex id", &record[id_col])?;
+        rows.push((id, record[class_col].trim().to_string()));
     }
     let n = rows.len();
     if n == 0 {
