@@ -1,6 +1,7 @@
 //! `switchgnn`: the command line of the switchgnn framework. Each subcommand lives in its own
 //! file under `commands/` and stays thin: the work happens in the library crates.
 
+mod capture_args;
 mod chip_args;
 mod commands;
 mod dataset_args;

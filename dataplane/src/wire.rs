@@ -64,6 +64,27 @@ mod field {
     pub const SEQUENCE: Range<usize> = 28..32;
 }
 
+/// Every header field: its name, byte offset and length, in order. Tools that decode the header
+/// elsewhere (the Wireshark dissector in `tools/wireshark/`) are tested against this table.
+pub const FIELDS: [(&str, usize, usize); 16] = [
+    ("magic", 0, 2),
+    ("version", 2, 1),
+    ("type", 3, 1),
+    ("flags", 4, 1),
+    ("layer", 5, 1),
+    ("job", 6, 2),
+    ("src", 8, 4),
+    ("dst", 12, 4),
+    ("block", 16, 2),
+    ("count", 18, 2),
+    ("worker", 20, 2),
+    ("chunk", 22, 1),
+    ("lanes", 23, 1),
+    ("epoch", 24, 4),
+    ("sequence", 28, 4),
+    ("payload", 32, 0),
+];
+
 /// Why a buffer is not a valid packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum Error {
@@ -514,6 +535,31 @@ mod tests {
             lanes: 3,
             epoch: 77,
             sequence: 99,
+        }
+    }
+
+    #[test]
+    fn the_field_table_is_the_header() {
+        let ranges = [
+            field::MAGIC,
+            field::VERSION..field::VERSION + 1,
+            field::TYPE..field::TYPE + 1,
+            field::FLAGS..field::FLAGS + 1,
+            field::LAYER..field::LAYER + 1,
+            field::JOB,
+            field::SRC,
+            field::DST,
+            field::BLOCK,
+            field::COUNT,
+            field::WORKER,
+            field::CHUNK..field::CHUNK + 1,
+            field::LANES..field::LANES + 1,
+            field::EPOCH,
+            field::SEQUENCE,
+            HEADER_LEN..HEADER_LEN,
+        ];
+        for ((name, at, len), r) in FIELDS.iter().zip(ranges) {
+            assert_eq!((*at, *len), (r.start, r.len()), "{name}");
         }
     }
 

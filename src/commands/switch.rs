@@ -38,6 +38,8 @@ pub struct Args {
     /// checksum come from the file; the job file (if any) gives addresses and timeouts.
     #[arg(long, value_name = "FILE")]
     pub entries: Option<PathBuf>,
+    #[command(flatten)]
+    pub capture: crate::capture_args::CaptureArgs,
 }
 
 /// The job and its exchange plans: from the plan and dataset, or from an entries file.
@@ -108,6 +110,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut server = SwitchServer::bind(cfg, session.clone())
         .with_context(|| format!("cannot listen on {}", job.switch))?;
+    if let Some(capture) = args.capture.start()? {
+        server.capture_to(capture);
+    }
     let addr = server.local_addr()?;
     // Training jobs all-reduce through a service beside the switch: TCP on the same address.
     let collective = RunningService::start(
@@ -145,6 +150,15 @@ pub fn run(args: Args) -> Result<()> {
     }
     let result = server.run(&stop, Some(&status));
     eprintln!("{}", server.status_line());
+    if let Some(c) = server
+        .finish_capture()
+        .context("cannot finish the capture")?
+    {
+        eprintln!(
+            "switch: captured {} packets ({} more past the limit)",
+            c.packets, c.skipped
+        );
+    }
     let collective = collective.finish(std::time::Duration::from_secs(2));
     let report = server.report();
     if let Some(path) = &args.report {

@@ -33,6 +33,8 @@ pub struct Args {
     /// Write this worker's report (per exchange: time, packets, bytes, exactness) as JSON.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub capture: crate::capture_args::CaptureArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -59,7 +61,7 @@ pub fn run(args: Args) -> Result<()> {
             ..job.faults
         },
     };
-    let mut client = WorkerClient::connect(cfg)?;
+    let mut client = WorkerClient::connect_capturing(cfg, args.capture.start()?)?;
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, cancel.clone())?;

@@ -163,7 +163,19 @@ impl Drop for WorkerClient {
 impl WorkerClient {
     /// Bind, say hello and wait for the switch's welcome (or refusal) until the join timeout.
     pub fn connect(cfg: WorkerConfig) -> Result<WorkerClient, WorkerError> {
-        let endpoint = Endpoint::bind(cfg.bind, cfg.faults)?;
+        WorkerClient::connect_capturing(cfg, None)
+    }
+
+    /// [`WorkerClient::connect`], recording every datagram from the first hello on in
+    /// `capture` (finished when the client is dropped).
+    pub fn connect_capturing(
+        cfg: WorkerConfig,
+        capture: Option<crate::capture::Capture>,
+    ) -> Result<WorkerClient, WorkerError> {
+        let mut endpoint = Endpoint::bind(cfg.bind, cfg.faults)?;
+        if let Some(c) = capture {
+            endpoint.capture_to(c);
+        }
         let hello = Hello {
             control_version: CONTROL_VERSION,
             wire_version: wire::VERSION,

@@ -4,6 +4,7 @@
 //!
 //! - [`socket`]: a batched, non-blocking UDP endpoint with ECN codepoints, per-peer counters
 //!   and a seeded fault shim;
+//! - [`capture`]: pcap files of what an endpoint sends and receives, for Wireshark;
 //! - [`job`]: the job file (TOML) and the rank from launcher variables;
 //! - [`liveness`]: when the switch process last heard each worker, for its services;
 //! - [`session`]: the per-layer exchange plans both sides derive, their checksum, the schedule;
@@ -15,6 +16,7 @@
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
 
+pub mod capture;
 pub mod client;
 pub mod collective;
 pub mod job;

@@ -279,6 +279,16 @@ impl SwitchServer {
         })
     }
 
+    /// Record every datagram the switch sends and receives from now on in `capture`.
+    pub fn capture_to(&mut self, capture: crate::capture::Capture) {
+        self.endpoint.capture_to(capture);
+    }
+
+    /// Finish the capture, if any: what it holds.
+    pub fn finish_capture(&mut self) -> io::Result<Option<crate::capture::CaptureStats>> {
+        self.endpoint.finish_capture()
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.endpoint.local_addr()
     }

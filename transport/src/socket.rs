@@ -18,6 +18,7 @@ use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::capture::{Capture, CaptureStats};
 use mio::{Events, Interest, Poll, Token};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use serde::{Deserialize, Serialize};
@@ -206,6 +207,9 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// The kernel's drop count when the socket was bound (it counts from creation).
     drops_at_bind: u64,
+    /// Where every datagram sent and received is recorded, when capturing.
+    capture: Option<Capture>,
+    local: SocketAddr,
 }
 
 impl Endpoint {
@@ -229,6 +233,7 @@ impl Endpoint {
         let _ = state.set_recv_buffer_size((&socket).into(), recv_buffer);
         let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
         let drops_at_bind = meminfo::read(&socket).map_or(0, |m| m.drops);
+        let local = socket.local_addr()?;
         let poll = Poll::new()?;
         poll.registry()
             .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
@@ -255,7 +260,19 @@ impl Endpoint {
             peers: HashMap::new(),
             stats: EndpointStats::default(),
             drops_at_bind,
+            capture: None,
+            local,
         })
+    }
+
+    /// Record every datagram sent and received from now on in `capture`.
+    pub fn capture_to(&mut self, capture: Capture) {
+        self.capture = Some(capture);
+    }
+
+    /// Finish the capture, if any: what it holds.
+    pub fn finish_capture(&mut self) -> io::Result<Option<CaptureStats>> {
+        self.capture.take().map(Capture::finish).transpose()
     }
 
     /// The kernel's receive queue now (Linux; `None` elsewhere). Also updates the drop and
@@ -344,6 +361,9 @@ impl Endpoint {
             match self.state.try_send((&self.socket).into(), &transmit) {
                 Ok(()) => {
                     for o in self.queue.drain(..n) {
+                        if let Some(capture) = self.capture.as_mut() {
+                            capture.record(self.local, o.to, o.ecn, &o.bytes);
+                        }
                         let c = self.peers.entry(o.to).or_default();
                         c.packets_sent += 1;
                         c.bytes_sent += o.bytes.len() as u64;
@@ -440,6 +460,9 @@ impl Endpoint {
                     c.bytes_received += bytes.len() as u64;
                     c.ce_received += u64::from(meta.ecn == Some(EcnCodepoint::Ce));
                     total += 1;
+                    if let Some(capture) = self.capture.as_mut() {
+                        capture.record(meta.addr, self.local, meta.ecn, bytes);
+                    }
                     f(Datagram {
                         from: meta.addr,
                         ecn: meta.ecn,
