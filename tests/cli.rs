@@ -236,6 +236,9 @@ fn analyze_reports_traffic_per_worker_count() {
             "{real} {ideal}"
         );
         assert!(real["plans"][0]["verdict"]["in_network"]["seconds"].as_f64() > Some(0.0));
+        // The predicted pre-aggregated exchange recirculates nothing.
+        let pre = &real["pre_aggregated"]["in_network"];
+        assert_eq!(pre["recirculation_s"].as_f64(), Some(0.0), "{pre}");
     }
 }
 

@@ -138,6 +138,49 @@ impl Load {
         load
     }
 
+    /// The pre-aggregated exchange this host-exchange `plan` (one block of every cross edge)
+    /// would become: each worker sums, per remote destination, the contributions of its own
+    /// vertices and sends one packet per (worker, destination, chunk); the switch adds it in
+    /// the packet's first pass, acknowledges it, and sends each destination's sum to its owner
+    /// once. One pass per uploaded packet, nothing recirculated. A prediction for planning (the
+    /// exchange itself is not built yet).
+    pub fn pre_aggregated(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        let mut load = Load::new(plan.workers);
+        let header = HEADER_LEN as u64 + frame_overhead;
+        // (destination, contributing worker), each once.
+        let mut pairs: Vec<(u32, u16)> = Vec::new();
+        for block in &plan.blocks {
+            let t = &block.table;
+            for row in 0..t.len() {
+                let owner = t.workers[row] as u16;
+                pairs.extend(
+                    block
+                        .sources(row)
+                        .filter(|&v| plan.owner[v as usize] != owner)
+                        .map(|v| (v, owner)),
+                );
+            }
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut last = None;
+        for &(v, w) in &pairs {
+            let to = plan.owner[v as usize];
+            for c in 0..plan.chunks() {
+                let lanes = plan.chunk_lanes(c) as u64;
+                let bytes = header + 4 * lanes;
+                load.packet(Some(w), None, bytes);
+                load.packet(None, Some(w), header);
+                load.lane_updates += lanes;
+                if last != Some(v) {
+                    load.packet(None, Some(to), bytes);
+                }
+            }
+            last = Some(v);
+        }
+        load
+    }
+
     /// The load of `plan` as its mode sends it.
     pub fn of(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         match plan.mode {
@@ -187,6 +230,18 @@ mod tests {
         assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
         assert_eq!(l.received_packets[0], 1 + 4 + 4);
         assert_eq!(l.received_bytes[1], 98 + 2 * 98 + c0 + c1);
+    }
+
+    #[test]
+    fn the_pre_aggregated_load_sends_one_partial_sum_per_worker_and_destination() {
+        let l = Load::pre_aggregated(&plan(Mode::Host), 66);
+        // Worker 0 holds both neighbours of vertex 1: one partial sum per chunk. Worker 1
+        // sends vertex 1's contribution to each of 0 and 2.
+        assert_eq!(l.sent_packets, vec![2, 4]);
+        // Each sender gets an ack per packet; each destination one sum per chunk.
+        assert_eq!(l.received_packets, vec![2 + 4, 4 + 2]);
+        assert_eq!((l.passes, l.recirculations), (6, 0));
+        assert_eq!(l.lane_updates, 3 * 40);
     }
 
     #[test]

@@ -56,6 +56,9 @@ struct Row {
     traffic: Traffic,
     /// All of the boundary in one block (a switch with memory for it).
     verdict: Verdict,
+    /// The pre-aggregated exchange (one partial sum per worker and destination, one pass per
+    /// packet): a prediction for planning, the exchange is not built yet.
+    pre_aggregated: Verdict,
     plans: Vec<PlanRow>,
 }
 
@@ -112,7 +115,15 @@ pub fn run(args: Args) -> Result<()> {
                 0,
             )
         };
-        let host = Load::of(&whole(Mode::Host)?, FRAME_OVERHEAD);
+        let host_plan = whole(Mode::Host)?;
+        let host = Load::of(&host_plan, FRAME_OVERHEAD);
+        let pre_aggregated = Verdict::of(
+            &chip,
+            &Load::pre_aggregated(&host_plan, FRAME_OVERHEAD),
+            &host,
+            &cost,
+        );
+        drop(host_plan);
         let verdict = Verdict::of(
             &chip,
             &Load::of(&whole(Mode::Blocks)?, FRAME_OVERHEAD),
@@ -146,6 +157,7 @@ pub fn run(args: Args) -> Result<()> {
             chip: chip.preset.name().to_string(),
             boundary,
             verdict,
+            pre_aggregated,
             traffic,
             plans,
         });
@@ -179,6 +191,11 @@ pub fn run(args: Args) -> Result<()> {
                 p.verdict.sentence()
             );
         }
+        println!(
+            "  pre-aggregated (one partial sum per worker and destination; predicted, not built \
+             yet): {}",
+            r.pre_aggregated.sentence()
+        );
     }
     Ok(())
 }
@@ -202,6 +219,7 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
         "ideal saving",
         "largest component aggregators",
         "best ÷ host (one block)",
+        "pre-aggregated best ÷ host",
     ]
     .map(String::from)
     .to_vec();
@@ -224,6 +242,7 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
             format!("{:.1}%", 100.0 * r.traffic.ideal_reduction()),
             format_bytes(r.traffic.largest_component_aggregator_bytes),
             best(&r.verdict),
+            best(&r.pre_aggregated),
         ];
         for p in &r.plans {
             cells.push(format!(
