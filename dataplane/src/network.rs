@@ -305,11 +305,13 @@ impl Network {
                     self.now = self.now.max(u);
                     return Ok(self.stats());
                 }
-                (None, Some(u)) => {
+                // Nothing left to happen: time passes to `until`, or (without one) the run
+                // is stuck.
+                (None, Some(u)) if u < Nanos::MAX => {
                     self.now = self.now.max(u);
                     return Ok(self.stats());
                 }
-                (None, None) => return Err(NetworkError::Stalled { now: self.now }),
+                (None, _) => return Err(NetworkError::Stalled { now: self.now }),
                 _ => {}
             }
             let deliver = match (packet, timer) {
