@@ -1,7 +1,7 @@
 //! The chip options of every command that judges a switch (`analyze`, `prepare`, `simulate`,
 //! `p4 resources`), and the verdicts they print.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use switchgnn_chip::{Chip, ChipChoice, HostCost, Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
@@ -35,12 +35,31 @@ impl ChipArgs {
     }
 }
 
-/// What the bounds charge each host: 100 Gb/s links unless told, and a per-packet cost.
-pub fn host_cost(link_gbps: f64, per_packet_ns: f64) -> HostCost {
-    HostCost {
-        link_gbps,
-        per_packet_ns,
-        frame_overhead: FRAME_OVERHEAD,
+/// The options of a command that prints verdicts (`analyze`, `prepare`): the chip and what the
+/// bounds charge each host.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VerdictArgs {
+    #[command(flatten)]
+    pub chip: ChipArgs,
+    /// Host link rate, Gbit/s (for the verdict).
+    #[arg(long, default_value_t = 100.0)]
+    pub gbps: f64,
+    /// Host processing cost per packet sent and per packet received, ns (for the verdict).
+    #[arg(long, default_value_t = 20.0)]
+    pub host_packet_ns: f64,
+}
+
+impl VerdictArgs {
+    /// What the bounds charge each host.
+    pub fn cost(&self) -> Result<HostCost> {
+        if !(self.gbps > 0.0 && self.host_packet_ns >= 0.0) {
+            bail!("--gbps must be positive and --host-packet-ns not negative");
+        }
+        Ok(HostCost {
+            link_gbps: self.gbps,
+            per_packet_ns: self.host_packet_ns,
+            frame_overhead: FRAME_OVERHEAD,
+        })
     }
 }
 

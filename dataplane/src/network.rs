@@ -495,38 +495,15 @@ pub fn run_exchange_controlled(
     setup: &RunSetup,
     timers: crate::control::ControlTimers,
 ) -> Result<ExchangeRun, RunError> {
-    use crate::control::nodes::{ControlledSwitch, ControlledWorker};
-    use crate::control::{Hello, SwitchControlConfig, WorkerControl, CONTROL_VERSION};
-
     let (switch, engines) = build(kind, plan.clone(), &plan, features, setup)?;
     let world = plan.workers;
-    let hello = |rank| Hello {
-        control_version: CONTROL_VERSION,
-        wire_version: crate::wire::VERSION,
-        job: setup.exchange.job,
-        rank,
-        world,
-        mode: kind.name().to_string(),
-        plan_checksum: 0,
-    };
-    let control = SwitchControlConfig {
-        job: setup.exchange.job,
-        world,
-        mode: kind.name().to_string(),
-        plan_checksum: 0,
+    let (mut switch, mut workers) = crate::control::nodes::controlled_star(
+        switch,
+        engines,
+        setup.exchange.job,
+        kind.name(),
         timers,
-        window: 0,
-    };
-    let mut switch = ControlledSwitch::new(switch, control, 0);
-    let mut workers: Vec<ControlledWorker> = engines
-        .into_iter()
-        .enumerate()
-        .map(|(rank, engine)| {
-            let mut w = ControlledWorker::new(WorkerControl::new(hello(rank as u16), timers, 0));
-            w.start_one(0, engine);
-            w
-        })
-        .collect();
+    );
     let mut net = Network::new(setup.network, world);
     let network = net.run_while(&mut switch, &mut workers, Nanos::MAX, |w| {
         w.iter().all(|w| w.exchange_finished()) || w.iter().any(|w| w.control.failure().is_some())

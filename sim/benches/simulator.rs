@@ -13,7 +13,7 @@
 
 use std::path::Path;
 use std::time::Instant;
-use switchgnn_chip::{Chip, ChipChoice};
+use switchgnn_chip::ChipChoice;
 
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::synthetic::{generate, Preset};
@@ -25,7 +25,7 @@ use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{exchange_plan, scale_for, simulate_exchange, ExchangeSetup};
 use switchgnn_sim::queue::EventQueue;
 use switchgnn_sim::sweep::SweepSpec;
-use switchgnn_sim::{HostSpec, LinkSpec, SimMode, SwitchSpec};
+use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
 
 const WIDTH: usize = 128;
 
@@ -52,7 +52,8 @@ fn spec(workers: u16) -> SweepSpec {
         // The ideal chip (free recirculation), as the paper's reproduction runs: on a real chip
         // the in-network modes are recirculation-bound on Reddit's degrees, and their timeouts
         // then dominate the event count. This bench measures the simulator, not the chip.
-        switch: SwitchSpec::on(Chip::preset("ideal").unwrap()),
+        buffer_bytes: 10_000_000,
+        ecn_threshold: 100_000,
         chip: ChipChoice {
             preset: Some(switchgnn_chip::Preset::Ideal),
             ..ChipChoice::default()

@@ -15,10 +15,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::cc::Aimd;
-use switchgnn_dataplane::control::nodes::{ControlledSwitch, ControlledWorker};
-use switchgnn_dataplane::control::{
-    ControlTimers, Hello, SwitchControlConfig, WorkerControl, CONTROL_VERSION,
-};
+use switchgnn_dataplane::control::nodes::{controlled_star, ControlledWorker};
+use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::engine::{
     EngineConfig, EngineError, Exchange, ExchangeOutput, LocalFeatures, Timers,
 };
@@ -173,35 +171,9 @@ fn run_controlled(
     switch: Switch,
     engines: Vec<Box<dyn Exchange>>,
 ) -> Result<Ran, ModeError> {
-    let world = engines.len() as u16;
-    let mode = setup.mode.kind().name().to_string();
-    let control = SwitchControlConfig {
-        job: 1,
-        world,
-        mode: mode.clone(),
-        plan_checksum: 0,
-        timers,
-        window: 0,
-    };
-    let mut switch = ControlledSwitch::new(switch, control, 0);
-    let mut hosts: Vec<Box<ControlledWorker>> = engines
-        .into_iter()
-        .enumerate()
-        .map(|(rank, engine)| {
-            let hello = Hello {
-                control_version: CONTROL_VERSION,
-                wire_version: switchgnn_dataplane::wire::VERSION,
-                job: 1,
-                rank: rank as u16,
-                world,
-                mode: mode.clone(),
-                plan_checksum: 0,
-            };
-            let mut host = ControlledWorker::new(WorkerControl::new(hello, timers, 0));
-            host.start_one(0, engine);
-            Box::new(host)
-        })
-        .collect();
+    let (mut switch, workers) =
+        controlled_star(switch, engines, 1, setup.mode.kind().name(), timers);
+    let mut hosts: Vec<Box<ControlledWorker>> = workers.into_iter().map(Box::new).collect();
     let result = run(cfg, bundle, &mut switch, &mut hosts)?;
     let engines = hosts
         .iter_mut()

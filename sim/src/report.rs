@@ -17,7 +17,7 @@ use crate::sweep::{EpochRow, LayerRow, RunRow, SweepResult, SweepSpec};
 
 /// 2: `runs` hold the full run rows (bytes by kind, nanoseconds) instead of a summary.
 /// 3: runs and epochs name their chip and carry the chip model's bound; the spec holds the
-/// chip choice instead of a recirculation bandwidth.
+/// chip choice, the egress buffer and the ECN threshold instead of a switch spec.
 pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Debug, Error)]
@@ -312,8 +312,8 @@ fn readme(result: &SweepResult, command: &str) -> String {
          epoch. Chunk bundling: {}. Window {} chunks per worker. Seed {}.\n",
         s.link.gbps,
         s.link.delay_ns as f64 / 1e3,
-        format_bytes(s.switch.buffer_bytes),
-        format_bytes(s.switch.ecn_threshold),
+        format_bytes(s.buffer_bytes),
+        format_bytes(s.ecn_threshold),
         chip_choice(&s.chip),
         s.host.nic_gbps,
         s.host.per_packet_ns,

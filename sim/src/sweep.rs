@@ -35,8 +35,10 @@ pub struct SweepSpec {
     /// simulated communication.
     pub compute_ms: f64,
     pub link: LinkSpec,
-    /// Egress queues; the chip is [`SweepSpec::chip`]'s for each worker count.
-    pub switch: SwitchSpec,
+    /// Buffer of each switch egress queue, bytes (drop-tail).
+    pub buffer_bytes: u64,
+    /// Egress backlog above which the switch marks ECN, bytes.
+    pub ecn_threshold: u64,
     /// Which chip each worker count runs on.
     pub chip: ChipChoice,
     pub host: HostSpec,
@@ -59,8 +61,11 @@ impl SweepSpec {
     /// The core's configuration for `workers` hosts, on the chip [`SweepSpec::chip`] picks
     /// for them.
     pub fn config(&self, workers: u16) -> Result<SimConfig, ChipError> {
-        let mut switch = self.switch;
-        switch.chip = self.chip.resolve(u32::from(workers), self.link.gbps)?;
+        let switch = SwitchSpec {
+            buffer_bytes: self.buffer_bytes,
+            ecn_threshold: self.ecn_threshold,
+            chip: self.chip.resolve(u32::from(workers), self.link.gbps)?,
+        };
         Ok(SimConfig {
             topology: Topology::star(workers, self.link),
             switch,

@@ -3,10 +3,10 @@
 //! the verdict on a real chip: the chip model's bound on the in-network exchange against the
 //! host exchange's.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
-use switchgnn_chip::{HostCost, Load, Verdict};
+use switchgnn_chip::{Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_datasets::Progress;
@@ -17,7 +17,7 @@ use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 use switchgnn_scheduler::exchange::{blocks_plan, ExchangePlans};
 use switchgnn_scheduler::OrderKind;
 
-use crate::chip_args::ChipArgs;
+use crate::chip_args::VerdictArgs;
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
@@ -35,13 +35,7 @@ pub struct Args {
     #[arg(long)]
     pub switch_memory: Option<String>,
     #[command(flatten)]
-    pub chip: ChipArgs,
-    /// Host link rate, Gbit/s.
-    #[arg(long, default_value_t = 100.0)]
-    pub gbps: f64,
-    /// Host processing cost per packet sent and per packet received, ns.
-    #[arg(long, default_value_t = 20.0)]
-    pub host_packet_ns: f64,
+    pub verdict: VerdictArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -82,15 +76,8 @@ pub fn run(args: Args) -> Result<()> {
         None => Vec::new(),
     };
     let method = args.input.partition.method();
-    let choice = args.chip.choice()?;
-    if !(args.gbps > 0.0 && args.host_packet_ns >= 0.0) {
-        bail!("--gbps must be positive and --host-packet-ns not negative");
-    }
-    let cost = HostCost {
-        link_gbps: args.gbps,
-        per_packet_ns: args.host_packet_ns,
-        frame_overhead: FRAME_OVERHEAD,
-    };
+    let choice = args.verdict.chip.choice()?;
+    let cost = args.verdict.cost()?;
     let bars = Bars::new();
     let mut rows = Vec::new();
     for &m in &workers {
@@ -99,7 +86,7 @@ pub fn run(args: Args) -> Result<()> {
         let boundary = Boundary::analyze(&dataset.graph, &assignment);
         let traffic = Traffic::estimate(&boundary, width);
         let chip = choice
-            .resolve(m, args.gbps)
+            .resolve(m, cost.link_gbps)
             .with_context(|| format!("{m} workers"))?;
         bars.stage(
             &format!("{m} workers: loads on {}", chip.preset.name()),

@@ -11,7 +11,7 @@ use switchgnn_partition::{OrderInfo, Plan};
 use switchgnn_scheduler::blocks::block_orders;
 use switchgnn_scheduler::OrderKind;
 
-use crate::chip_args::{host_cost, plan_verdicts, ChipArgs};
+use crate::chip_args::{plan_verdicts, VerdictArgs};
 use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
@@ -36,13 +36,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub order_seed: u64,
     #[command(flatten)]
-    pub chip: ChipArgs,
-    /// Host link rate, Gbit/s (for the verdict).
-    #[arg(long, default_value_t = 100.0)]
-    pub gbps: f64,
-    /// Host processing cost per packet sent and per packet received, ns (for the verdict).
-    #[arg(long, default_value_t = 20.0)]
-    pub host_packet_ns: f64,
+    pub verdict: VerdictArgs,
     /// The plan directory to write.
     #[arg(long, short)]
     pub out: PathBuf,
@@ -62,9 +56,15 @@ pub fn run(args: Args) -> Result<()> {
     );
     let kind = order_kind(&args.order)?;
     // The verdict needs a chip; without one named and none big enough, the plan is still made.
-    let chip = match args.chip.choice()?.resolve(args.workers, args.gbps) {
+    let cost = args.verdict.cost()?;
+    let chip = match args
+        .verdict
+        .chip
+        .choice()?
+        .resolve(args.workers, cost.link_gbps)
+    {
         Ok(chip) => Some(chip),
-        Err(e) if args.chip.chip.is_none() => {
+        Err(e) if args.verdict.chip.chip.is_none() => {
             eprintln!("no verdict: {e}");
             None
         }
@@ -98,7 +98,6 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("{}", summary(&plan));
     if let Some(chip) = chip {
-        let cost = host_cost(args.gbps, args.host_packet_ns);
         for (layer, v) in plan_verdicts(&plan, &dataset.graph, &chip, &cost)?
             .iter()
             .enumerate()

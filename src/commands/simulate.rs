@@ -10,7 +10,7 @@ use switchgnn_dataplane::engine::Timers;
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_sim::report::{epoch_table, write_report};
 use switchgnn_sim::sweep::{sweep, SweepSpec};
-use switchgnn_sim::{HostSpec, LinkSpec, SimMode, SwitchSpec};
+use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
 
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
@@ -106,8 +106,6 @@ pub fn run(args: Args) -> Result<()> {
         chip.resolve(u32::from(w), args.gbps)
             .with_context(|| format!("{w} workers"))?;
     }
-    // The sweep picks each worker count's chip; this one only fills the field.
-    let first_chip = chip.resolve(u32::from(workers[0]), args.gbps)?;
     let mut dataset = args.input.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(s) => parse_list(s, "--feature-dims")?,
@@ -140,11 +138,8 @@ pub fn run(args: Args) -> Result<()> {
             gbps: args.gbps,
             delay_ns: (args.delay_us * 1e3).round() as u64,
         },
-        switch: SwitchSpec {
-            buffer_bytes: parse_bytes(&args.buffer)?,
-            ecn_threshold: parse_bytes(&args.ecn_threshold)?,
-            chip: first_chip,
-        },
+        buffer_bytes: parse_bytes(&args.buffer)?,
+        ecn_threshold: parse_bytes(&args.ecn_threshold)?,
         chip,
         host: HostSpec {
             nic_gbps: args.gbps,

@@ -60,11 +60,11 @@ local f = {
     lane = ProtoField.int32("switchgnn.lane", "Lane"),
     control = ProtoField.string("switchgnn.control", "Control message"),
 }
-proto.fields = {
-    f.magic, f.version, f.type, f.flags, f.ack, f.fetch, f.ecn, f.resend, f.backward,
-    f.layer, f.job, f.src, f.dst, f.block, f.count, f.worker, f.chunk, f.lanes, f.epoch,
-    f.sequence, f.lane, f.control,
-}
+local registered = {}
+for _, field in pairs(f) do
+    table.insert(registered, field)
+end
+proto.fields = registered
 
 local function dissect(buf, pinfo, tree)
     local len = buf:len()

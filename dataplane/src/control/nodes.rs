@@ -4,10 +4,54 @@
 //! that joins, keeps its heartbeats going while it computes, and runs one exchange engine at a
 //! time. The UDP processes drive the same two machines around their sockets.
 
-use super::{Admission, Control, SwitchControl, SwitchControlConfig, WorkerControl};
+use super::{
+    Admission, Control, ControlTimers, Hello, SwitchControl, SwitchControlConfig, WorkerControl,
+    CONTROL_VERSION,
+};
 use crate::engine::Exchange;
 use crate::node::{Address, HostNode, Nanos, Node, SwitchNode, Transmit};
 use crate::switch::Switch;
+
+/// A star of one exchange behind the control plane, all starting at time 0: `switch` (with its
+/// job `job` installed) behind its control machine, and worker `i` running `engines[i]` once it
+/// has joined with a hello for `mode` (plan checksum 0: both sides build the same plan here).
+/// What the in-memory network and the simulator run when they run the control plane too.
+pub fn controlled_star(
+    switch: Switch,
+    engines: Vec<Box<dyn Exchange>>,
+    job: u16,
+    mode: &str,
+    timers: ControlTimers,
+) -> (ControlledSwitch, Vec<ControlledWorker>) {
+    let world = engines.len() as u16;
+    let control = SwitchControlConfig {
+        job,
+        world,
+        mode: mode.to_string(),
+        plan_checksum: 0,
+        timers,
+        window: 0,
+    };
+    let workers = engines
+        .into_iter()
+        .enumerate()
+        .map(|(rank, engine)| {
+            let hello = Hello {
+                control_version: CONTROL_VERSION,
+                wire_version: crate::wire::VERSION,
+                job,
+                rank: rank as u16,
+                world,
+                mode: mode.to_string(),
+                plan_checksum: 0,
+            };
+            let mut w = ControlledWorker::new(WorkerControl::new(hello, timers, 0));
+            w.start_one(0, engine);
+            w
+        })
+        .collect();
+    (ControlledSwitch::new(switch, control, 0), workers)
+}
 
 /// The switch model behind its control plane. Ports are addresses: a control message goes to
 /// the control plane, a data packet from an admitted worker to the switch model (as its rank),
