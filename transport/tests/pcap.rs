@@ -121,42 +121,21 @@ fn tshark_reads_back_what_an_endpoint_sent() {
     let stats = a.finish_capture().unwrap().expect("a capture");
     assert_eq!(stats.packets, sent.len() as u64 + 2);
 
-    let out = Command::new("tshark")
+    let fields = [
+        "type", "flags", "layer", "job", "src", "dst", "block", "worker", "lanes", "epoch",
+        "sequence", "lane", "control",
+    ];
+    let mut tshark = Command::new("tshark");
+    tshark
         .arg("-X")
         .arg(format!("lua_script:{}", dissector().display()))
         .arg("-r")
         .arg(&path)
-        .args(["-T", "fields", "-E", "separator=;"])
-        .args([
-            "-e",
-            "switchgnn.type",
-            "-e",
-            "switchgnn.flags",
-            "-e",
-            "switchgnn.layer",
-            "-e",
-            "switchgnn.job",
-            "-e",
-            "switchgnn.src",
-            "-e",
-            "switchgnn.dst",
-            "-e",
-            "switchgnn.block",
-            "-e",
-            "switchgnn.worker",
-            "-e",
-            "switchgnn.lanes",
-            "-e",
-            "switchgnn.epoch",
-            "-e",
-            "switchgnn.sequence",
-            "-e",
-            "switchgnn.lane",
-            "-e",
-            "switchgnn.control",
-        ])
-        .output()
-        .unwrap();
+        .args(["-T", "fields", "-E", "separator=;"]);
+    for f in fields {
+        tshark.arg("-e").arg(format!("switchgnn.{f}"));
+    }
+    let out = tshark.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
