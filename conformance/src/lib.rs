@@ -241,6 +241,7 @@ impl Driver for Simulator {
             ExchangeKind::Strawman => SimMode::Strawman,
             ExchangeKind::Host => SimMode::Host,
             ExchangeKind::BalancedHost => SimMode::G3,
+            ExchangeKind::Reduce => SimMode::Reduce,
         };
         let setup = ExchangeSetup {
             mode,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cc::Controller;
 use crate::engine::{
     BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, InNetworkEngine,
-    LocalFeatures,
+    LocalFeatures, ReduceEngine,
 };
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
@@ -30,15 +30,18 @@ pub enum ExchangeKind {
     /// The host exchange in G3's balanced rounds (each worker sends to one peer at a time).
     #[serde(rename = "g3")]
     BalancedHost,
+    /// Pre-aggregated partial sums, one per (worker, destination), added in one switch pass.
+    Reduce,
 }
 
 impl ExchangeKind {
     /// Every kind.
-    pub const ALL: [ExchangeKind; 4] = [
+    pub const ALL: [ExchangeKind; 5] = [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,
         ExchangeKind::Strawman,
         ExchangeKind::BalancedHost,
+        ExchangeKind::Reduce,
     ];
 
     /// The name in job files, reports and on the command line.
@@ -48,6 +51,7 @@ impl ExchangeKind {
             ExchangeKind::Strawman => "strawman",
             ExchangeKind::Host => "host",
             ExchangeKind::BalancedHost => "g3",
+            ExchangeKind::Reduce => "reduce",
         }
     }
 
@@ -58,6 +62,7 @@ impl ExchangeKind {
             "strawman" => Some(ExchangeKind::Strawman),
             "host" => Some(ExchangeKind::Host),
             "g3" => Some(ExchangeKind::BalancedHost),
+            "reduce" | "pre-aggregated" => Some(ExchangeKind::Reduce),
             _ => None,
         }
     }
@@ -68,6 +73,7 @@ impl ExchangeKind {
             ExchangeKind::Switchgnn => Mode::Blocks,
             ExchangeKind::Strawman => Mode::Strawman,
             ExchangeKind::Host | ExchangeKind::BalancedHost => Mode::Host,
+            ExchangeKind::Reduce => Mode::Reduce,
         }
     }
 
@@ -78,12 +84,16 @@ impl ExchangeKind {
             Mode::Blocks => ExchangeKind::Switchgnn,
             Mode::Strawman => ExchangeKind::Strawman,
             Mode::Host => ExchangeKind::Host,
+            Mode::Reduce => ExchangeKind::Reduce,
         }
     }
 
     /// Whether the switch's aggregator memory matters to the kind.
     pub fn in_network(self) -> bool {
-        matches!(self, ExchangeKind::Switchgnn | ExchangeKind::Strawman)
+        matches!(
+            self,
+            ExchangeKind::Switchgnn | ExchangeKind::Strawman | ExchangeKind::Reduce
+        )
     }
 
     /// The engine of one worker for one exchange of this kind, paced by `cc`.
@@ -103,6 +113,7 @@ impl ExchangeKind {
             ExchangeKind::BalancedHost => {
                 Box::new(BalancedHostEngine::new(cfg, plan, local, cc, now)?)
             }
+            ExchangeKind::Reduce => Box::new(ReduceEngine::new(cfg, plan, local, cc, now)?),
         })
     }
 }

@@ -7,7 +7,13 @@
 //! - [`Mode::Strawman`]: one block holding every cross edge, aggregators allocated on first
 //!   arrival from a bounded pool, overflow forwarded raw to the destination's host;
 //! - [`Mode::Host`]: the host exchange (BNS-GCN with p = 1) over a plain switch; the single
-//!   table tells each worker which remote workers need which of its vertices.
+//!   table tells each worker which remote workers need which of its vertices;
+//! - [`Mode::Reduce`]: the pre-aggregated exchange — each worker sums, per remote destination,
+//!   its own vertices' contributions and sends that partial sum once; the switch adds each
+//!   partial into the destination's aggregator in one pass and sends the sum down when every
+//!   contributing worker's partial is in. A block's rows are its destinations only; row `i`'s
+//!   `slots` are the workers that send partials for it, and [`Partials`] lists, per
+//!   (destination, worker) pair, the worker's vertices that neighbour the destination.
 //!
 //! Plans are built from a prepared plan or a graph on the planning side
 //! (`switchgnn_scheduler::exchange`); this crate only runs them.
@@ -59,6 +65,8 @@ pub enum Mode {
     Strawman,
     /// The host exchange over a plain switch.
     Host,
+    /// Pre-aggregated partial sums, one pass each.
+    Reduce,
 }
 
 impl Mode {
@@ -68,7 +76,27 @@ impl Mode {
             Mode::Blocks => "switchgnn",
             Mode::Strawman => "strawman",
             Mode::Host => "host",
+            Mode::Reduce => "reduce",
         }
+    }
+}
+
+/// What the partial sums of a [`Mode::Reduce`] block add up. Pair `p = offsets[row] + j` of
+/// the block's table is (destination `vertices[row]`, its `j`-th contributing worker
+/// `slots[p]`); that worker's vertices neighbouring the destination are
+/// `sources[starts[p]..starts[p + 1]]`, ascending.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Partials {
+    /// Where each pair's sources start in `sources` (one more entry than pairs).
+    pub starts: Vec<u64>,
+    /// Source vertices (global ids), pair by pair.
+    pub sources: Vec<u32>,
+}
+
+impl Partials {
+    /// The sources summed into pair `p`.
+    pub fn of(&self, p: usize) -> &[u32] {
+        &self.sources[self.starts[p] as usize..self.starts[p + 1] as usize]
     }
 }
 
@@ -79,12 +107,21 @@ pub struct PlanBlock {
     pub table: BlockTable,
     /// Table rows in send order (every worker sends its own rows in this relative order).
     pub order: Vec<u32>,
+    /// The sources of each partial sum ([`Mode::Reduce`] only; empty otherwise).
+    pub partials: Partials,
 }
 
 impl PlanBlock {
     /// Table row of global vertex `v`, if it is in this block.
     pub fn row_of(&self, v: u32) -> Option<usize> {
         self.table.vertices.binary_search(&v).ok()
+    }
+
+    /// [`Mode::Reduce`]: the pair of destination row `row` and contributing worker `w`, if `w`
+    /// sends a partial for it.
+    pub fn pair(&self, row: usize, w: u16) -> Option<usize> {
+        let j = self.table.row(row).binary_search(&u32::from(w)).ok()?;
+        Some(self.table.offsets[row] as usize + j)
     }
 
     /// Global ids of the sources that feed row `i`'s aggregator (its in-block neighbours),
@@ -145,6 +182,9 @@ impl ExchangePlan {
                 u64::from(most),
                 u64::from(u16::MAX),
             )?;
+        }
+        if mode == Mode::Reduce {
+            check_partials(&owner, &blocks)?;
         }
         Ok(ExchangePlan {
             mode,
@@ -209,6 +249,8 @@ impl ExchangePlan {
             put(&mut h, &t.offsets);
             put(&mut h, &t.slots);
             put(&mut h, &b.order);
+            put(&mut h, &b.partials.starts);
+            put(&mut h, &b.partials.sources);
         }
         h.digest()
     }
@@ -238,8 +280,24 @@ impl ExchangePlan {
     }
 
     /// The most contributions any aggregator adds up (at least 1): what a fixed-point scale
-    /// must leave room for so that no sum in the switch overflows.
+    /// must leave room for so that no sum in the switch overflows. In [`Mode::Reduce`] a
+    /// contribution is a source vertex, however many partial sums carry them.
     pub fn most_contributions(&self) -> u64 {
+        if self.mode == Mode::Reduce {
+            return self
+                .blocks
+                .iter()
+                .flat_map(|b| {
+                    let t = &b.table;
+                    (0..t.len()).map(|row| {
+                        let (a, z) = (t.offsets[row] as usize, t.offsets[row + 1] as usize);
+                        b.partials.starts[z] - b.partials.starts[a]
+                    })
+                })
+                .max()
+                .unwrap_or(1)
+                .max(1);
+        }
         self.blocks
             .iter()
             .flat_map(|b| b.table.expected.iter())
@@ -255,6 +313,64 @@ impl PlanBlock {
     pub fn new(table: BlockTable, order: &[u32]) -> Result<PlanBlock, PlanError> {
         plan_block(table, order)
     }
+
+    /// A [`Mode::Reduce`] block: `table`'s rows are destinations, row `i`'s slots the workers
+    /// that send it partial sums (ascending), and `partials` the sources of each pair;
+    /// destinations are sent in `order` (global ids).
+    pub fn reduce(
+        table: BlockTable,
+        order: &[u32],
+        partials: Partials,
+    ) -> Result<PlanBlock, PlanError> {
+        let pairs = table.slots.len();
+        let bad = |why: String| Err(PlanError::BadOrder(why));
+        if partials.starts.len() != pairs + 1
+            || partials.starts.first() != Some(&0)
+            || partials.starts.last().copied() != Some(partials.sources.len() as u64)
+            || partials.starts.windows(2).any(|w| w[0] >= w[1])
+        {
+            return bad(format!(
+                "{} partial-sum ranges for {pairs} (destination, worker) pairs",
+                partials.starts.len().saturating_sub(1)
+            ));
+        }
+        for row in 0..table.len() {
+            let workers = table.row(row);
+            if workers.windows(2).any(|w| w[0] >= w[1])
+                || workers.len() != table.expected[row] as usize
+            {
+                return bad(format!(
+                    "destination {}: its contributing workers must ascend and number its expected count",
+                    table.vertices[row]
+                ));
+            }
+        }
+        let mut block = plan_block(table, order)?;
+        block.partials = partials;
+        Ok(block)
+    }
+}
+
+/// Every partial sum of a reduce plan is summed by its worker over vertices that worker owns,
+/// for a destination another worker owns.
+fn check_partials(owner: &[u16], blocks: &[PlanBlock]) -> Result<(), PlanError> {
+    let owner_of = |v: u32| owner.get(v as usize).map(|&o| u32::from(o));
+    for b in blocks {
+        let t = &b.table;
+        for row in 0..t.len() {
+            let v = t.vertices[row];
+            for (j, &w) in t.row(row).iter().enumerate() {
+                let p = t.offsets[row] as usize + j;
+                let foreign = b.partials.of(p).iter().find(|&&u| owner_of(u) != Some(w));
+                if owner_of(v) == Some(w) || foreign.is_some() {
+                    return Err(PlanError::BadOrder(format!(
+                        "the partial sum of worker {w} for vertex {v} is not over remote vertices that worker owns"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn plan_block(table: BlockTable, order: &[u32]) -> Result<PlanBlock, PlanError> {
@@ -279,5 +395,9 @@ fn plan_block(table: BlockTable, order: &[u32]) -> Result<PlanBlock, PlanError> 
             Ok(i as u32)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(PlanBlock { table, order: rows })
+    Ok(PlanBlock {
+        table,
+        order: rows,
+        partials: Partials::default(),
+    })
 }

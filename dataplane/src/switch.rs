@@ -12,7 +12,10 @@
 //!    contribution raw to the destination's host. A lane overflow releases the aggregator,
 //!    tells the destination to fetch (a `Result` with the fetch flag), and sends the
 //!    contribution raw. Every data packet is acknowledged to its sender, with ECN set when an
-//!    egress queue it feeds is above the threshold.
+//!    egress queue it feeds is above the threshold. In reduce mode a data packet is a worker's
+//!    partial sum for its destination vertex: the seen bit is per (destination, worker), and
+//!    it makes exactly one pass, into the destination's aggregator, which completes when every
+//!    contributing worker's partial is in (its count is of partials, not vertices).
 //! 3. **Raw** with the resend flag releases the destination's aggregator (its partial sum is
 //!    dropped; the host aggregates raw features instead) and goes to the destination's host;
 //!    **Fetch** goes to the owner of the source vertex; in host mode both are plain forwarding.
@@ -307,8 +310,15 @@ impl BlockState {
         let c = plan.chunks();
         let t = &plan.blocks[block].table;
         let n = t.len() * c;
+        // One seen bit per sender and chunk: a source vertex, or in reduce mode a
+        // (destination, worker) pair.
+        let senders = if plan.mode == Mode::Reduce {
+            t.slots.len()
+        } else {
+            t.len()
+        };
         BlockState {
-            seen: BitVec::repeat(false, n),
+            seen: BitVec::repeat(false, senders * c),
             agg: vec![Agg::Idle; n],
             counted: vec![0; n],
             remaining: t
@@ -754,7 +764,20 @@ fn data(
         return Err(DropReason::BadLanes);
     }
     let block = &plan.blocks[usize::from(run.block)];
-    let row = block.row_of(repr.src).ok_or(DropReason::NotInPlan)?;
+    let table = &block.table;
+    // The sender's seen bit and the aggregators its packet is added into: a vertex's feature
+    // goes into every in-block neighbour's aggregator; a partial sum into its destination's
+    // only.
+    let one_slot;
+    let (sender, targets) = if plan.mode == Mode::Reduce {
+        let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
+        let pair = block.pair(row, repr.worker).ok_or(DropReason::NotInPlan)?;
+        one_slot = [row as u32];
+        (pair, &one_slot[..])
+    } else {
+        let row = block.row_of(repr.src).ok_or(DropReason::NotInPlan)?;
+        (row, table.row(row))
+    };
     let chunks = plan.chunks();
     let state = run.state.as_mut().expect("a running block has state");
     let mut values = [0i32; MAX_LANES];
@@ -764,15 +787,16 @@ fn data(
     let mut ack = *repr;
     ack.flags.ack = true;
     ack.lanes = 0;
-    if state.seen.replace(row * chunks + c, true) {
+    if state.seen.replace(sender * chunks + c, true) {
         // Already counted: acknowledge again (the first ack may be lost), add nothing.
         f.counters.acks += 1;
         f.send(repr.worker, &ack, &[]);
         return Err(DropReason::Duplicate);
     }
-    let table = &block.table;
+    // A partial sum its worker could not fit into 32-bit lanes carries nothing to add.
+    let unfit = plan.mode == Mode::Reduce && repr.flags.fetch;
     let mut congested = false;
-    for &slot in table.row(row) {
+    for &slot in targets {
         f.counters.passes += 1;
         let k = slot as usize * chunks + c;
         let dst_port = table.workers[slot as usize] as u16;
@@ -790,6 +814,13 @@ fn data(
             }
         }
         let Agg::Active(a) = state.agg[k] else {
+            if unfit {
+                if state.agg[k] != Agg::Released {
+                    state.agg[k] = Agg::Released;
+                    notify_fetch(f, repr, dst, dst_port);
+                }
+                continue;
+            }
             // No aggregator (pool exhausted, or released): the host aggregates this one.
             forward_raw(f, repr, dst, dst_port, &values[..lanes]);
             if state.remaining[k] == 0 {
@@ -807,20 +838,14 @@ fn data(
                 None => overflow = true,
             }
         }
-        if overflow {
+        if overflow || unfit {
             f.counters.overflows += 1;
             f.pool.release(a);
             state.agg[k] = Agg::Released;
-            let mut notice = *repr;
-            notice.packet_type = PacketType::Result;
-            notice.flags.fetch = true;
-            notice.src = dst;
-            notice.dst = dst;
-            notice.count = 0;
-            notice.lanes = 0;
-            notice.worker = dst_port;
-            f.send(dst_port, &notice, &[]);
-            forward_raw(f, repr, dst, dst_port, &values[..lanes]);
+            notify_fetch(f, repr, dst, dst_port);
+            if !unfit {
+                forward_raw(f, repr, dst, dst_port, &values[..lanes]);
+            }
             continue;
         }
         let sums = &sums[..lanes];
@@ -847,6 +872,20 @@ fn data(
     f.counters.acks += 1;
     f.send(repr.worker, &ack, &[]);
     Ok(())
+}
+
+/// Tell `dst`'s owner that its aggregator was released unfinished: fetch the raw
+/// contributions.
+fn notify_fetch(f: &mut Fabric, repr: &Repr, dst: u32, port: u16) {
+    let mut notice = *repr;
+    notice.packet_type = PacketType::Result;
+    notice.flags.fetch = true;
+    notice.src = dst;
+    notice.dst = dst;
+    notice.count = 0;
+    notice.lanes = 0;
+    notice.worker = port;
+    f.send(port, &notice, &[]);
 }
 
 /// Send one contribution of `repr.src` to `dst`'s host unaggregated (count 1, no resend flag).

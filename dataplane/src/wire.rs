@@ -163,7 +163,9 @@ impl PacketType {
 pub struct Flags {
     /// Bit 0: an acknowledgement (of a data chunk or of a host-exchange copy).
     pub ack: bool,
-    /// Bit 1: a fetch request, or, on a result, the switch's overflow notice.
+    /// Bit 1: a fetch request; on a result, the switch's overflow notice; on a reduce-mode
+    /// data packet, a partial sum too large for 32-bit lanes (nothing to add: release the
+    /// destination's aggregator and have its owner fetch).
     pub fetch: bool,
     /// Bit 2: congestion experienced (set by the switch, echoed in acks).
     pub ecn: bool,

@@ -203,6 +203,13 @@ impl Entries {
                       Tofino pass cannot do (see p4/README.md); run it on the software switch",
             });
         }
+        if mode == Mode::Reduce {
+            return Err(EntriesError::Mode {
+                mode: "reduce",
+                why: "the P4 program has no pre-aggregated exchange yet; run it on the \
+                      software switch",
+            });
+        }
         let workers = first.workers;
         if layers
             .iter()
@@ -707,6 +714,7 @@ impl Reader {
                     PlanBlock {
                         table: BlockTable::default(),
                         order: Vec::new(),
+                        partials: Default::default(),
                     };
                     blocks as usize
                 ]),
@@ -855,6 +863,7 @@ impl Reader {
                 slots: row_slots,
             },
             order: (0..n).collect(),
+            partials: Default::default(),
         })
     }
 }

@@ -4,10 +4,11 @@
 //! (`switchgnn_dataplane`) runs plans; it does not know graphs or partitioners.
 
 use switchgnn_dataplane::engine::ExchangeOutput;
-use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock, PlanError};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, Partials, PlanBlock, PlanError};
+use switchgnn_dataplane::table::BlockTable;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
-use switchgnn_partition::traffic::aggregators_per_vertex;
+use switchgnn_partition::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 use switchgnn_partition::{block_table, Assignment, Block, Blocks, Plan};
 
 use crate::blocks::block_orders;
@@ -142,7 +143,94 @@ pub fn exchange_plan(
         }
         ExchangeKind::Strawman => whole(OrderKind::Random),
         ExchangeKind::Host | ExchangeKind::BalancedHost => whole(graph_order),
+        ExchangeKind::Reduce => {
+            let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
+            reduce_plan(graph, &plan.assignment, width, aggregators as usize)
+        }
     }
+}
+
+/// The pre-aggregated exchange of `graph` under `assignment`: every vertex with remote
+/// neighbours is a destination, fed one partial sum by each worker holding some of them.
+/// Destinations are cut, in id order, into blocks that fit `aggregators` aggregators of 32
+/// lanes at `width`.
+pub fn reduce_plan(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+    aggregators: usize,
+) -> Result<ExchangePlan, PlanError> {
+    let per_block = (aggregators / width.div_ceil(32).max(1)).max(1);
+    let mut blocks = Vec::new();
+    let mut table = BlockTable {
+        offsets: vec![0],
+        ..BlockTable::default()
+    };
+    let mut partials = Partials {
+        starts: vec![0],
+        sources: Vec::new(),
+    };
+    // (worker, source) of the running destination's remote neighbours.
+    let mut remote: Vec<(u32, u32)> = Vec::new();
+    let mut close = |table: &mut BlockTable, partials: &mut Partials| -> Result<(), PlanError> {
+        if table.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(
+            table,
+            BlockTable {
+                offsets: vec![0],
+                ..BlockTable::default()
+            },
+        );
+        let sums = std::mem::replace(
+            partials,
+            Partials {
+                starts: vec![0],
+                sources: Vec::new(),
+            },
+        );
+        let order = full.vertices.clone();
+        blocks.push(PlanBlock::reduce(full, &order, sums)?);
+        Ok(())
+    };
+    for v in 0..graph.num_vertices() as u32 {
+        let owner = assignment.part(v);
+        remote.clear();
+        remote.extend(
+            graph
+                .neighbors(v)
+                .iter()
+                .filter(|&&u| assignment.part(u) != owner)
+                .map(|&u| (assignment.part(u), u)),
+        );
+        if remote.is_empty() {
+            continue;
+        }
+        remote.sort_unstable();
+        remote.dedup();
+        table.vertices.push(v);
+        table.workers.push(owner);
+        let mut contributors = 0;
+        for (i, &(w, u)) in remote.iter().enumerate() {
+            if i > 0 && remote[i - 1].0 != w {
+                partials.starts.push(partials.sources.len() as u64);
+            }
+            if i == 0 || remote[i - 1].0 != w {
+                table.slots.push(w);
+                contributors += 1;
+            }
+            partials.sources.push(u);
+        }
+        partials.starts.push(partials.sources.len() as u64);
+        table.expected.push(contributors);
+        table.offsets.push(table.slots.len() as u64);
+        if table.len() == per_block {
+            close(&mut table, &mut partials)?;
+        }
+    }
+    close(&mut table, &mut partials)?;
+    new_plan(Mode::Reduce, width, assignment, blocks)
 }
 
 /// The width exchanged at `layer` of `plan`.

@@ -8,6 +8,7 @@
 //! | `strawman` | one block of every cross edge, random order | in-network | best-effort aggregators, overflow to hosts |
 //! | `switchgnn` | the plan's blocks, priority BFS (GAMR) | in-network | aggregators per block |
 //! | `switchgnn-nogamr` | the plan's blocks, random order | in-network | aggregators per block |
+//! | `reduce` | every destination, blocks that fit the memory | pre-aggregated partial sums | one pass per partial |
 //!
 //! [`BalancedHostExchange`]: switchgnn_dataplane::engine::BalancedHostExchange
 
@@ -42,15 +43,17 @@ pub enum SimMode {
     SwitchGnn,
     #[serde(rename = "switchgnn-nogamr")]
     SwitchGnnNoGamr,
+    Reduce,
 }
 
 impl SimMode {
-    pub const ALL: [SimMode; 5] = [
+    pub const ALL: [SimMode; 6] = [
         SimMode::Host,
         SimMode::G3,
         SimMode::Strawman,
         SimMode::SwitchGnn,
         SimMode::SwitchGnnNoGamr,
+        SimMode::Reduce,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +63,7 @@ impl SimMode {
             SimMode::Strawman => "strawman",
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
+            SimMode::Reduce => "reduce",
         }
     }
 
@@ -75,6 +79,7 @@ impl SimMode {
             SimMode::G3 => ExchangeKind::BalancedHost,
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
+            SimMode::Reduce => ExchangeKind::Reduce,
         }
     }
 

@@ -395,6 +395,9 @@ fn summarise(
                 ExchangeKind::Switchgnn => traffic.plan_bytes,
                 ExchangeKind::Strawman => traffic.ideal_bytes,
                 ExchangeKind::Host | ExchangeKind::BalancedHost => traffic.host_bytes,
+                // Partial sums go up as host-exchange copies would (one per vertex and remote
+                // worker, mirrored); one sum per destination comes down.
+                ExchangeKind::Reduce => traffic.host_bytes / 2 + traffic.ideal_bytes / 2,
             };
             let dir = if x.backward { "backward" } else { "forward" };
             ExchangeRow {

@@ -313,6 +313,10 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
             crate::job_args::check_plan_fits(&plan, &dataset.graph, &args.plan)?;
             Session::new(&plan, &dataset.graph, mode).context("cannot build the exchange plans")?
         }
+        ExchangeKind::Reduce => bail!(
+            "the P4 program has no pre-aggregated exchange yet: run `--exchange reduce` on the \
+             software switch"
+        ),
         ExchangeKind::Strawman => bail!(
             "the strawman has no Tofino program: it allocates aggregators from a free pool on \
              first arrival, which one pipeline pass cannot do (see p4/README.md)"

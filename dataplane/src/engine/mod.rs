@@ -40,7 +40,9 @@ use crate::wire::{Packet, PacketType, Repr};
 
 use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
-pub use send::{BalancedHostExchange, HostExchange, InNetwork, SendQueue, SendStrategy};
+pub use send::{
+    BalancedHostExchange, HostExchange, InNetwork, PreAggregated, SendQueue, SendStrategy,
+};
 
 /// An exchange engine behind one interface, whatever its strategy.
 pub trait Exchange: Node {
@@ -62,6 +64,8 @@ impl HostNode for dyn Exchange {
 
 /// The in-network (SwitchGNN or strawman) engine.
 pub type InNetworkEngine = Engine<InNetwork>;
+/// The pre-aggregated exchange's engine.
+pub type ReduceEngine = Engine<PreAggregated>;
 /// The host-exchange baseline engine.
 pub type HostEngine = Engine<HostExchange>;
 /// The host exchange with G3-style balanced rounds.
@@ -398,8 +402,20 @@ impl<S: SendStrategy> Engine<S> {
         {
             return Err(EngineError::BadFeatures);
         }
-        // The graph is symmetric: the vertices that receive are exactly those that send.
-        let vertices = plan.receivers(cfg.rank);
+        // The graph is symmetric: the vertices that receive are exactly those that send. A
+        // reduce plan names its senders too; they are taken in, whatever the graph.
+        let mut vertices = plan.receivers(cfg.rank);
+        if plan.mode == Mode::Reduce {
+            for b in &plan.blocks {
+                for (p, &w) in b.table.slots.iter().enumerate() {
+                    if w == u32::from(cfg.rank) {
+                        vertices.extend_from_slice(b.partials.of(p));
+                    }
+                }
+            }
+            vertices.sort_unstable();
+            vertices.dedup();
+        }
         let width = plan.width;
         let mut lanes = vec![0i32; vertices.len() * width];
         let mut saturated = 0;
@@ -413,7 +429,7 @@ impl<S: SendStrategy> Engine<S> {
                 &mut lanes[i * width..(i + 1) * width],
             ) as u64;
         }
-        let output = ExchangeOutput::zeros(vertices.clone(), width);
+        let output = ExchangeOutput::zeros(plan.receivers(cfg.rank), width);
         let mut engine = Engine {
             sender: S::new(&plan, cfg.rank, cfg.window),
             rows: EncodedRows {
@@ -654,7 +670,11 @@ impl<S: SendStrategy> Engine<S> {
                         self.last_progress = self.now;
                     }
                 }
-                self.cache.insert((repr.src, repr.chunk), values);
+                // A partial sum forwarded by the switch serves one destination only: only
+                // plain features are kept.
+                if self.plan.mode != Mode::Reduce || repr.flags.resend {
+                    self.cache.insert((repr.src, repr.chunk), values);
+                }
             }
             _ => return Err(Unsupported),
         }
@@ -868,5 +888,5 @@ impl<S: SendStrategy> Exchange for Engine<S> {
 
 /// Whether a mode is an in-network one.
 fn in_network(mode: Mode) -> bool {
-    matches!(mode, Mode::Blocks | Mode::Strawman)
+    matches!(mode, Mode::Blocks | Mode::Strawman | Mode::Reduce)
 }

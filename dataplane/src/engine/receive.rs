@@ -9,6 +9,11 @@
 //!   taken from the cache, or pushed by the host exchange), one per source by a bitmap.
 //!
 //! Both are exact integer sums of the same values, so the result is the same either way.
+//!
+//! In reduce mode the switch way counts *partial sums* (one per contributing worker; a partial
+//! the switch forwards raw is one of them), while the host way still counts every remote source
+//! vertex raw: a fetch asks a source's owner for that vertex's feature, as in the other modes,
+//! so a destination whose partials are lost or overflowed completes from plain features.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,7 +69,8 @@ struct Pending {
     result: Option<(u16, [i32; MAX_LANES])>,
     /// Lanes of this chunk.
     lanes: usize,
-    /// Contributions the switch forwarded raw (no aggregator).
+    /// Contributions the switch forwarded raw (no aggregator); in reduce mode, partial sums by
+    /// worker.
     overflow_seen: Seen,
     overflow_count: u32,
     overflow_sum: [i64; MAX_LANES],
@@ -84,11 +90,11 @@ enum Way {
 }
 
 impl Pending {
-    fn new(sources: usize, lanes: usize) -> Pending {
+    fn new(senders: usize, sources: usize, lanes: usize) -> Pending {
         Pending {
             result: None,
             lanes,
-            overflow_seen: Seen::new(sources),
+            overflow_seen: Seen::new(senders),
             overflow_count: 0,
             overflow_sum: [0; MAX_LANES],
             raw_seen: Seen::new(sources),
@@ -97,14 +103,15 @@ impl Pending {
         }
     }
 
-    /// Whether either way is complete, and which.
-    fn complete(&self, expected: u32) -> Option<Way> {
+    /// Whether either way is complete, and which: the switch's way needs `senders`
+    /// contributions (sum and forwarded), the host's way `sources` raw ones.
+    fn complete(&self, senders: u32, sources: u32) -> Option<Way> {
         if let Some((count, _)) = &self.result {
-            if u32::from(*count) + self.overflow_count == expected {
+            if u32::from(*count) + self.overflow_count == senders {
                 return Some(Way::Switch);
             }
         }
-        (self.raw_count == expected).then_some(Way::Host)
+        (self.raw_count == sources).then_some(Way::Host)
     }
 
     /// The switch's sum plus the raw contributions it forwarded.
@@ -132,7 +139,8 @@ fn add(acc: &mut [i64], values: &[i32]) {
 }
 
 /// One raw contribution: source `u`'s chunk `c` for destination `v`; `overflow` when the
-/// switch forwarded it for lack of an aggregator (it is then also part of the switch-sum way).
+/// switch forwarded it for lack of an aggregator (it is then also part of the switch-sum way;
+/// in reduce mode it is then a partial sum named by its lowest source, and only that).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Raw<'a> {
     pub u: u32,
@@ -140,6 +148,17 @@ pub(super) struct Raw<'a> {
     pub c: usize,
     pub values: &'a [i32],
     pub overflow: bool,
+}
+
+/// Which count of a destination a raw packet adds to.
+#[derive(Debug, Clone, Copy)]
+enum Taken {
+    /// Source `j`'s feature, for the host way.
+    Source(usize),
+    /// The switch way's `j`-th forwarded contribution only (a partial sum in reduce mode).
+    Partial(usize),
+    /// Both: a forwarded single contribution outside reduce mode.
+    Both(usize),
 }
 
 /// Receive state of one block.
@@ -230,8 +249,31 @@ impl Receiver {
             .ok()
     }
 
+    /// Contributions the switch adds up for destination position `pos` (partial sums in
+    /// reduce mode).
     fn expected(&self, pos: usize) -> u32 {
         self.plan.blocks[self.block].table.expected[self.dests[pos] as usize]
+    }
+
+    /// Reduce mode: the range of `partials.sources` holding every source of `pos`, grouped by
+    /// worker.
+    fn partial_sources(&self, pos: usize) -> std::ops::Range<usize> {
+        let b = &self.plan.blocks[self.block];
+        let row = self.dests[pos] as usize;
+        let (a, z) = (
+            b.table.offsets[row] as usize,
+            b.table.offsets[row + 1] as usize,
+        );
+        b.partials.starts[a] as usize..b.partials.starts[z] as usize
+    }
+
+    /// Raw contributions the host way needs for `pos`: one per remote source vertex.
+    fn sources(&self, pos: usize) -> u32 {
+        if self.plan.mode == Mode::Reduce {
+            self.partial_sources(pos).len() as u32
+        } else {
+            self.expected(pos)
+        }
     }
 
     fn finish(
@@ -256,8 +298,13 @@ impl Receiver {
     }
 
     fn try_complete(&mut self, key: usize, output: &mut ExchangeOutput, stats: &mut EngineStats) {
-        let expected = self.expected(key / self.chunks);
-        let Some(way) = self.pending.get(&key).and_then(|p| p.complete(expected)) else {
+        let pos = key / self.chunks;
+        let (senders, sources) = (self.expected(pos), self.sources(pos));
+        let Some(way) = self
+            .pending
+            .get(&key)
+            .and_then(|p| p.complete(senders, sources))
+        else {
             return;
         };
         let p = self.pending.remove(&key).expect("just looked up");
@@ -268,11 +315,12 @@ impl Receiver {
     }
 
     fn pending(&mut self, key: usize) -> &mut Pending {
-        let sources = self.expected(key / self.chunks) as usize;
+        let pos = key / self.chunks;
+        let (senders, sources) = (self.expected(pos) as usize, self.sources(pos) as usize);
         let lanes = self.plan.chunk_lanes(key % self.chunks);
         self.pending
             .entry(key)
-            .or_insert_with(|| Pending::new(sources, lanes))
+            .or_insert_with(|| Pending::new(senders, sources, lanes))
     }
 
     /// The switch's sum of `count` contributions for `(v, c)`.
@@ -316,7 +364,14 @@ impl Receiver {
 
     /// Index of source `u` among the sources of destination position `pos`.
     fn source_index(&self, pos: usize, u: u32) -> Option<usize> {
-        let t = &self.plan.blocks[self.block].table;
+        let b = &self.plan.blocks[self.block];
+        if self.plan.mode == Mode::Reduce {
+            let all = self.partial_sources(pos);
+            let pair = b.pair(self.dests[pos] as usize, *self.plan.owner.get(u as usize)?)?;
+            let i = b.partials.of(pair).binary_search(&u).ok()?;
+            return Some(b.partials.starts[pair] as usize - all.start + i);
+        }
+        let t = &b.table;
         let slot = t.vertices.binary_search(&u).ok()? as u32;
         t.row(self.dests[pos] as usize).binary_search(&slot).ok()
     }
@@ -334,60 +389,95 @@ impl Receiver {
         let (range, single) = if self.plan.mode == Mode::Host {
             let (start, end) = self.source_ranges.get(&raw.u).copied().unwrap_or((0, 0));
             (start as usize..end as usize, None)
+        } else if self.plan.mode == Mode::Reduce && raw.overflow {
+            // A partial sum the switch could not add: the switch way's, by worker.
+            let single = self.position(raw.v).and_then(|pos| {
+                let w = u32::from(*self.plan.owner.get(raw.u as usize)?);
+                let row = self.dests[pos] as usize;
+                let j = self.plan.blocks[self.block]
+                    .table
+                    .row(row)
+                    .binary_search(&w);
+                Some((pos, Taken::Partial(j.ok()?)))
+            });
+            (0..0, single)
         } else {
-            let single = self
-                .position(raw.v)
-                .and_then(|pos| Some((pos, self.source_index(pos, raw.u)?)));
+            let single = self.position(raw.v).and_then(|pos| {
+                let j = self.source_index(pos, raw.u)?;
+                // Outside reduce mode a forwarded contribution serves both ways.
+                let as_partial = raw.overflow && self.plan.mode != Mode::Reduce;
+                Some((
+                    pos,
+                    if as_partial {
+                        Taken::Both(j)
+                    } else {
+                        Taken::Source(j)
+                    },
+                ))
+            });
             (0..0, single)
         };
         let mut progressed = false;
         for i in range {
             let (_, pos, j) = self.by_source[i];
-            progressed |= self.take_raw(pos as usize, j as usize, &raw, output, stats);
+            progressed |=
+                self.take_raw(pos as usize, Taken::Source(j as usize), &raw, output, stats);
         }
-        if let Some((pos, j)) = single {
-            progressed |= self.take_raw(pos, j, &raw, output, stats);
+        if let Some((pos, taken)) = single {
+            progressed |= self.take_raw(pos, taken, &raw, output, stats);
         }
         progressed
     }
 
-    /// `raw` as contribution `j` of destination position `pos`; whether it was new.
+    /// `raw` as contribution `taken` of destination position `pos`; whether it was new.
     fn take_raw(
         &mut self,
         pos: usize,
-        j: usize,
+        taken: Taken,
         raw: &Raw<'_>,
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
-        let (c, values, overflow) = (raw.c, raw.values, raw.overflow);
+        let (c, values) = (raw.c, raw.values);
         let key = pos * self.chunks + c;
         if self.done[key] {
             return false;
         }
         let p = self.pending(key);
         let mut progressed = false;
-        if !p.raw_seen.replace(j) {
-            p.raw_count += 1;
-            add(&mut p.raw_sum, values);
-            progressed = true;
+        if let Taken::Source(j) | Taken::Both(j) = taken {
+            if !p.raw_seen.replace(j) {
+                p.raw_count += 1;
+                add(&mut p.raw_sum, values);
+                progressed = true;
+            }
         }
-        if overflow && !p.overflow_seen.replace(j) {
-            p.overflow_count += 1;
-            add(&mut p.overflow_sum, values);
-            progressed = true;
+        if let Taken::Partial(j) | Taken::Both(j) = taken {
+            if !p.overflow_seen.replace(j) {
+                p.overflow_count += 1;
+                add(&mut p.overflow_sum, values);
+                progressed = true;
+            }
         }
         self.try_complete(key, output, stats);
         progressed
     }
 
+    /// The raw contributions `key` still lacks: (source, destination, chunk).
     fn wants(&self, key: usize) -> impl Iterator<Item = (u32, u32, u8)> + '_ {
         let pos = key / self.chunks;
         let b = &self.plan.blocks[self.block];
         let row = self.dests[pos] as usize;
         let v = b.table.vertices[row];
         let seen = self.pending.get(&key).map(|p| &p.raw_seen);
-        b.sources(row)
+        // In reduce mode the sources are the partials' (grouped by worker, each group
+        // ascending, as `source_index` counts them).
+        let reduce = (self.plan.mode == Mode::Reduce).then(|| self.partial_sources(pos));
+        let sources: Box<dyn Iterator<Item = u32> + '_> = match reduce {
+            Some(range) => Box::new(b.partials.sources[range].iter().copied()),
+            None => Box::new(b.sources(row)),
+        };
+        sources
             .enumerate()
             .filter(move |&(j, _)| !seen.is_some_and(|s| s.get(j)))
             .map(move |(_, u)| (u, v, (key % self.chunks) as u8))

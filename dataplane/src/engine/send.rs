@@ -6,7 +6,7 @@ use super::reliable::Reliable;
 use super::{in_network, EncodedRows, EngineStats};
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
-use crate::wire::{PacketType, Repr};
+use crate::wire::{PacketType, Repr, MAX_LANES};
 
 /// How a worker puts its features on the wire: which (source, destination) pairs it sends in a
 /// block, and as what. Both strategies send every pair once per chunk (sequence
@@ -148,8 +148,19 @@ pub(super) fn feature_packet(
     buf: &mut [u8],
 ) -> Option<(usize, u64)> {
     let lanes = plan.chunk_lanes(chunk);
-    let values = rows.chunk(src, chunk, lanes)?;
+    let mut partial = [0i32; MAX_LANES];
+    let mut fits = true;
+    // Reduce mode sends partial sums up; what a fetch is answered with stays a plain feature.
+    let values = if plan.mode == Mode::Reduce && kind == PacketType::Data {
+        fits = partial_sum(plan, rows, header, dst, chunk, &mut partial[..lanes])?;
+        &partial[..lanes]
+    } else {
+        rows.chunk(src, chunk, lanes)?
+    };
     let mut r = *header;
+    // A partial sum beyond 32 bits cannot be added: the flag has the switch release the
+    // destination's aggregator and its owner fetch the plain features instead.
+    r.flags.fetch = !fits;
     r.packet_type = kind;
     r.src = src;
     r.dst = dst;
@@ -158,6 +169,36 @@ pub(super) fn feature_packet(
     r.count = 1;
     r.sequence = sequence;
     Some((r.emit_with_lanes(values, buf), 4 * lanes as u64))
+}
+
+/// [`Mode::Reduce`]: worker `header.worker`'s partial sum for destination `dst` in block
+/// `header.block`, chunk `chunk`, written into `out`; whether it fits 32-bit lanes (`None`
+/// when the worker sends none). It always fits under a scale that leaves room for the
+/// destination's every contribution (`ExchangePlan::most_contributions`).
+fn partial_sum(
+    plan: &ExchangePlan,
+    rows: &EncodedRows,
+    header: &Repr,
+    dst: u32,
+    chunk: usize,
+    out: &mut [i32],
+) -> Option<bool> {
+    let block = plan.blocks.get(usize::from(header.block))?;
+    let pair = block.pair(block.row_of(dst)?, header.worker)?;
+    let mut acc = [0i64; MAX_LANES];
+    for &u in block.partials.of(pair) {
+        for (a, &x) in acc.iter_mut().zip(rows.chunk(u, chunk, out.len())?) {
+            *a += i64::from(x);
+        }
+    }
+    let mut fits = true;
+    for (o, &a) in out.iter_mut().zip(&acc) {
+        *o = i32::try_from(a).unwrap_or_else(|_| {
+            fits = false;
+            0
+        });
+    }
+    Some(fits)
 }
 
 /// The worker's rows of `block` in the planned send order (global ids).
@@ -192,6 +233,44 @@ impl SendStrategy for InNetwork {
 
     fn from_queue(queue: SendQueue) -> Self {
         InNetwork(queue)
+    }
+
+    fn queue(&self) -> &SendQueue {
+        &self.0
+    }
+
+    fn queue_mut(&mut self) -> &mut SendQueue {
+        &mut self.0
+    }
+}
+
+/// The pre-aggregated exchange: for every destination of the block it contributes to, the
+/// worker sends one partial sum (the sum of its own vertices that neighbour the destination),
+/// named by its lowest such vertex, and the switch acknowledges it.
+#[derive(Debug)]
+pub struct PreAggregated(SendQueue);
+
+impl SendStrategy for PreAggregated {
+    const NAME: &'static str = "reduce";
+    const KIND: PacketType = PacketType::Data;
+
+    fn accepts(mode: Mode) -> bool {
+        mode == Mode::Reduce
+    }
+
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        let b = &plan.blocks[usize::from(block)];
+        b.order
+            .iter()
+            .filter_map(|&row| {
+                let pair = b.pair(row as usize, rank)?;
+                Some((b.partials.of(pair)[0], b.table.vertices[row as usize]))
+            })
+            .collect()
+    }
+
+    fn from_queue(queue: SendQueue) -> Self {
+        PreAggregated(queue)
     }
 
     fn queue(&self) -> &SendQueue {
