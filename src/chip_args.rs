@@ -1,14 +1,14 @@
 //! The chip options of every command that judges a switch (`analyze`, `prepare`, `simulate`,
 //! `p4 resources`), and the verdicts they print.
 
-use anyhow::{bail, Result};
-use switchgnn_chip::{Chip, ChipChoice, HostCost, Load, Verdict};
-use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use anyhow::{bail, Context, Result};
+use switchgnn_chip::{Chip, ChipChoice, HostCost};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
+use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
-use switchgnn_partition::Plan;
-use switchgnn_scheduler::exchange::ExchangePlans;
-use switchgnn_scheduler::OrderKind;
+use switchgnn_partition::{ExchangeChoice, Plan};
+use switchgnn_scheduler::exchange::PlanOptions;
+use switchgnn_scheduler::planner::{choose, layer_choice, CANDIDATES};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChipArgs {
@@ -63,30 +63,51 @@ impl VerdictArgs {
     }
 }
 
-/// Per layer of `plan`: its SwitchGNN exchange against the host exchange on `chip`.
-pub fn plan_verdicts(
+/// Per layer: the planner's pick (`auto`) or the named kind, with every candidate's predicted
+/// lower bound on `chip`.
+pub fn choose_exchanges(
     plan: &Plan,
     graph: &Graph,
+    exchange: ExchangeKind,
     chip: &Chip,
     cost: &HostCost,
-) -> Result<Vec<Verdict>> {
-    let mut out = Vec::new();
-    for (layer, &width) in plan.manifest.spec.feature_dims.iter().enumerate() {
-        let blocks = ExchangePlan::from_plan(plan, layer)?;
-        let host = ExchangePlan::whole_graph(
+) -> Result<ExchangeChoice> {
+    let mut layers = Vec::new();
+    for layer in 0..plan.manifest.spec.feature_dims.len() {
+        let (choice, _, _) = choose(
             graph,
-            &plan.assignment,
-            width,
-            Mode::Host,
-            OrderKind::Random,
-            0,
-        )?;
-        out.push(Verdict::of(
+            plan,
+            layer,
+            &CANDIDATES,
             chip,
-            &Load::of(&blocks, cost.frame_overhead),
-            &Load::of(&host, cost.frame_overhead),
             cost,
-        ));
+            PlanOptions::default(),
+        )
+        .with_context(|| format!("cannot weigh the exchange kinds of layer {layer}"))?;
+        let mut entry = layer_choice(&choice);
+        if exchange != ExchangeKind::Auto {
+            entry.kind = exchange.name().to_string();
+        }
+        layers.push(entry);
     }
-    Ok(out)
+    Ok(ExchangeChoice {
+        by: exchange.name().to_string(),
+        chip: chip.describe(),
+        layers,
+    })
+}
+
+/// The `auto` choice with every default (the smallest real chip that hosts the workers at
+/// 100 Gb/s, 20 ns per packet): what a plan prepared on the fly records. `None` when no chip
+/// hosts that many workers.
+pub fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<ExchangeChoice>> {
+    let cost = HostCost {
+        link_gbps: 100.0,
+        per_packet_ns: 20.0,
+        frame_overhead: FRAME_OVERHEAD,
+    };
+    let Ok(chip) = ChipChoice::default().resolve(plan.manifest.spec.workers, cost.link_gbps) else {
+        return Ok(None);
+    };
+    choose_exchanges(plan, graph, ExchangeKind::Auto, &chip, &cost).map(Some)
 }

@@ -178,6 +178,10 @@ pub fn reuse_or_prepare(
         use switchgnn_datasets::Progress;
         bars.stage(stage, None)
     })?;
+    // Record what `--exchange auto` would run, as `prepare` does.
+    if let Some(choice) = crate::chip_args::default_choice(&plan, &dataset.graph)? {
+        plan.set_exchange(choice)?;
+    }
     bars.finish();
     plan.write(dir)
         .with_context(|| format!("cannot write the plan to {}", dir.display()))?;

@@ -171,6 +171,15 @@ fn prepare_then_verify_a_plan() {
         verified.contains("every cross-worker edge in exactly one"),
         "{verified}"
     );
+    // The planner's pick per layer is recorded, and the weighed kinds are printed.
+    assert!(
+        out.contains("layer 1 on tofino1-32") && out.contains("auto chose"),
+        "{out}"
+    );
+    assert!(
+        verified.contains("layer 0 runs") && verified.contains("layer 1 runs"),
+        "{verified}"
+    );
 
     // The plan belongs to its graph: another seed is refused with a clear message.
     let other = switchgnn(&[
@@ -236,8 +245,8 @@ fn analyze_reports_traffic_per_worker_count() {
             "{real} {ideal}"
         );
         assert!(real["plans"][0]["verdict"]["in_network"]["seconds"].as_f64() > Some(0.0));
-        // The predicted pre-aggregated exchange recirculates nothing.
-        let pre = &real["pre_aggregated"]["in_network"];
+        // The pre-aggregated exchange recirculates nothing.
+        let pre = &real["reduce"]["in_network"];
         assert_eq!(pre["recirculation_s"].as_f64(), Some(0.0), "{pre}");
     }
 }

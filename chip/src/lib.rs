@@ -12,12 +12,16 @@
 //!   updates, recirculated bytes, bytes and packets per host — for the SwitchGNN plan and for
 //!   the host exchange it competes with;
 //! - [`Bound`]: a lower bound on the exchange's time on a chip, and [`Verdict`]: whether
-//!   in-network aggregation can beat the host exchange there, and by how much at best.
+//!   in-network aggregation can beat the host exchange there, and by how much at best;
+//! - [`Choice`]: the planner's pick among exchange kinds — the least bound, the host exchange
+//!   on a tie.
 
 mod bound;
+mod choice;
 mod load;
 mod preset;
 
 pub use bound::{Bound, Term, Verdict};
+pub use choice::{Candidate, Choice};
 pub use load::{HostCost, Load, PASS_HEADER};
 pub use preset::{Chip, ChipChoice, ChipError, Preset, Source, PRESETS, SOURCES};

@@ -138,45 +138,35 @@ impl Load {
         load
     }
 
-    /// The pre-aggregated exchange this host-exchange `plan` (one block of every cross edge)
-    /// would become: each worker sums, per remote destination, the contributions of its own
-    /// vertices and sends one packet per (worker, destination, chunk); the switch adds it in
-    /// the packet's first pass, acknowledges it, and sends each destination's sum to its owner
-    /// once. One pass per uploaded packet, nothing recirculated. A prediction for planning (the
-    /// exchange itself is not built yet).
-    pub fn pre_aggregated(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+    /// The pre-aggregated exchange of a reduce `plan`: per destination, each contributing
+    /// worker sends one partial sum per chunk, which the switch acknowledges and adds in the
+    /// packet's only pass; each destination's sum goes down to its owner once. Each block adds
+    /// a go to every worker and a done from every worker, as in [`Load::in_network`].
+    pub fn reduce(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
-        // (destination, contributing worker), each once.
-        let mut pairs: Vec<(u32, u16)> = Vec::new();
+        for w in 0..plan.workers {
+            load.packet(Some(w), None, header);
+        }
         for block in &plan.blocks {
             let t = &block.table;
+            for w in 0..plan.workers {
+                load.packet(None, Some(w), header);
+                load.packet(Some(w), None, header);
+            }
             for row in 0..t.len() {
                 let owner = t.workers[row] as u16;
-                pairs.extend(
-                    block
-                        .sources(row)
-                        .filter(|&v| plan.owner[v as usize] != owner)
-                        .map(|v| (v, owner)),
-                );
-            }
-        }
-        pairs.sort_unstable();
-        pairs.dedup();
-        let mut last = None;
-        for &(v, w) in &pairs {
-            let to = plan.owner[v as usize];
-            for c in 0..plan.chunks() {
-                let lanes = plan.chunk_lanes(c) as u64;
-                let bytes = header + 4 * lanes;
-                load.packet(Some(w), None, bytes);
-                load.packet(None, Some(w), header);
-                load.lane_updates += lanes;
-                if last != Some(v) {
-                    load.packet(None, Some(to), bytes);
+                for c in 0..plan.chunks() {
+                    let lanes = plan.chunk_lanes(c) as u64;
+                    let bytes = header + 4 * lanes;
+                    for &w in t.row(row) {
+                        load.packet(Some(w as u16), None, bytes);
+                        load.packet(None, Some(w as u16), header);
+                        load.lane_updates += lanes;
+                    }
+                    load.packet(None, Some(owner), bytes);
                 }
             }
-            last = Some(v);
         }
         load
     }
@@ -185,7 +175,8 @@ impl Load {
     pub fn of(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         match plan.mode {
             Mode::Host => Load::host(plan, frame_overhead),
-            _ => Load::in_network(plan, frame_overhead),
+            Mode::Reduce => Load::reduce(plan, frame_overhead),
+            Mode::Blocks | Mode::Strawman => Load::in_network(plan, frame_overhead),
         }
     }
 
@@ -198,7 +189,7 @@ impl Load {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchgnn_dataplane::plan::PlanBlock;
+    use switchgnn_dataplane::plan::{Partials, PlanBlock};
     use switchgnn_dataplane::table::BlockTable;
 
     /// The path 0 - 1 - 2 with vertex 1 on worker 1 and the ends on worker 0: every edge
@@ -233,14 +224,28 @@ mod tests {
     }
 
     #[test]
-    fn the_pre_aggregated_load_sends_one_partial_sum_per_worker_and_destination() {
-        let l = Load::pre_aggregated(&plan(Mode::Host), 66);
-        // Worker 0 holds both neighbours of vertex 1: one partial sum per chunk. Worker 1
-        // sends vertex 1's contribution to each of 0 and 2.
-        assert_eq!(l.sent_packets, vec![2, 4]);
-        // Each sender gets an ack per packet; each destination one sum per chunk.
-        assert_eq!(l.received_packets, vec![2 + 4, 4 + 2]);
-        assert_eq!((l.passes, l.recirculations), (6, 0));
+    fn the_reduce_load_sends_one_partial_sum_per_worker_and_destination() {
+        // Destinations 0 and 2 hear from worker 1 (vertex 1), destination 1 from worker 0
+        // (vertices 0 and 2 summed into one partial).
+        let table = BlockTable {
+            vertices: vec![0, 1, 2],
+            workers: vec![0, 1, 0],
+            expected: vec![1, 1, 1],
+            offsets: vec![0, 1, 2, 3],
+            slots: vec![1, 0, 1],
+        };
+        let partials = Partials {
+            starts: vec![0, 1, 3, 4],
+            sources: vec![1, 0, 2, 1],
+        };
+        let block = PlanBlock::reduce(table, &[0, 1, 2], partials).unwrap();
+        let plan = ExchangePlan::new(Mode::Reduce, 40, 2, vec![0, 1, 0], vec![block]).unwrap();
+        let l = Load::of(&plan, 66);
+        // Besides a join and a done each: worker 0 sends one partial per chunk, worker 1 two.
+        assert_eq!(l.sent_packets, vec![2 + 2, 2 + 4]);
+        // A go each; an ack per partial; one sum per chunk per destination.
+        assert_eq!(l.received_packets, vec![1 + 2 + 4, 1 + 4 + 2]);
+        assert_eq!((l.passes, l.recirculations), (4 + 6, 0));
         assert_eq!(l.lane_updates, 3 * 40);
     }
 

@@ -32,6 +32,9 @@ pub enum ExchangeKind {
     BalancedHost,
     /// Pre-aggregated partial sums, one per (worker, destination), added in one switch pass.
     Reduce,
+    /// Per layer, the kind the plan records (`switchgnn prepare --exchange auto` picks the one
+    /// with the least predicted time). Not a kind of its own: each layer runs a concrete one.
+    Auto,
 }
 
 impl ExchangeKind {
@@ -52,6 +55,7 @@ impl ExchangeKind {
             ExchangeKind::Host => "host",
             ExchangeKind::BalancedHost => "g3",
             ExchangeKind::Reduce => "reduce",
+            ExchangeKind::Auto => "auto",
         }
     }
 
@@ -63,18 +67,20 @@ impl ExchangeKind {
             "host" => Some(ExchangeKind::Host),
             "g3" => Some(ExchangeKind::BalancedHost),
             "reduce" | "pre-aggregated" => Some(ExchangeKind::Reduce),
+            "auto" => Some(ExchangeKind::Auto),
             _ => None,
         }
     }
 
-    /// How the switch treats the kind's packets.
-    pub fn mode(self) -> Mode {
-        match self {
+    /// How the switch treats the kind's packets (`None` for `auto`, whose layers may differ).
+    pub fn mode(self) -> Option<Mode> {
+        Some(match self {
             ExchangeKind::Switchgnn => Mode::Blocks,
             ExchangeKind::Strawman => Mode::Strawman,
             ExchangeKind::Host | ExchangeKind::BalancedHost => Mode::Host,
             ExchangeKind::Reduce => Mode::Reduce,
-        }
+            ExchangeKind::Auto => return None,
+        })
     }
 
     /// The kind a plan of `mode` runs when nothing else says (the host exchange for
@@ -92,7 +98,10 @@ impl ExchangeKind {
     pub fn in_network(self) -> bool {
         matches!(
             self,
-            ExchangeKind::Switchgnn | ExchangeKind::Strawman | ExchangeKind::Reduce
+            ExchangeKind::Switchgnn
+                | ExchangeKind::Strawman
+                | ExchangeKind::Reduce
+                | ExchangeKind::Auto
         )
     }
 
@@ -114,6 +123,10 @@ impl ExchangeKind {
                 Box::new(BalancedHostEngine::new(cfg, plan, local, cc, now)?)
             }
             ExchangeKind::Reduce => Box::new(ReduceEngine::new(cfg, plan, local, cc, now)?),
+            // Each layer's plan says which kind it is.
+            ExchangeKind::Auto => {
+                return ExchangeKind::of_mode(plan.mode).engine(cfg, plan, local, cc, now)
+            }
         })
     }
 }
@@ -135,6 +148,7 @@ mod tests {
         }
         assert_eq!(ExchangeKind::parse("switch"), Some(ExchangeKind::Switchgnn));
         assert_eq!(ExchangeKind::parse("nope"), None);
-        assert_eq!(ExchangeKind::BalancedHost.mode(), Mode::Host);
+        assert_eq!(ExchangeKind::BalancedHost.mode(), Some(Mode::Host));
+        assert_eq!(ExchangeKind::parse("auto"), Some(ExchangeKind::Auto));
     }
 }

@@ -51,6 +51,9 @@ pub enum PlanError {
         /// The largest count the wire format carries.
         limit: u64,
     },
+    /// `auto` on a plan that records no usable choice of kind per layer.
+    #[error("{0}")]
+    NoChoice(String),
     /// A send order that does not list each of its block's vertices exactly once.
     #[error("the plan's orders do not match its blocks: {0}")]
     BadOrder(String),

@@ -198,6 +198,25 @@ pub struct OrderInfo {
     pub seed: u64,
 }
 
+/// The exchange kind chosen for each layer (`switchgnn prepare --exchange`), with what the
+/// choice was based on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExchangeChoice {
+    /// `auto` (the least predicted time on `chip`) or the kind the user named.
+    pub by: String,
+    /// The chip the predictions are for, in words.
+    pub chip: String,
+    /// One per layer, in layer order.
+    pub layers: Vec<LayerChoice>,
+}
+
+/// One layer's exchange kind, and the predicted lower bound (seconds) of every kind weighed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerChoice {
+    pub kind: String,
+    pub predicted_s: BTreeMap<String, f64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format_version: u32,
@@ -205,6 +224,9 @@ pub struct Manifest {
     /// Send order of every block; absent until [`Plan::set_orders`].
     #[serde(default)]
     pub order: Option<OrderInfo>,
+    /// The exchange kind of each layer; absent until [`Plan::set_exchange`].
+    #[serde(default)]
+    pub exchange: Option<ExchangeChoice>,
     pub dataset: DatasetInfo,
     pub boundary: BoundarySummary,
     pub block_sets: Vec<BlockSetInfo>,
@@ -338,6 +360,7 @@ impl Plan {
             format_version: FORMAT_VERSION,
             spec: spec.clone(),
             order: None,
+            exchange: None,
             dataset: DatasetInfo {
                 name: dataset.name.clone(),
                 vertices: graph.num_vertices(),
@@ -371,6 +394,14 @@ impl Plan {
         check_orders(&self.block_sets, &orders)?;
         self.manifest.order = Some(info);
         self.orders = Some(orders);
+        Ok(())
+    }
+
+    /// Record the exchange kind of each layer (one entry per layer of the spec).
+    pub fn set_exchange(&mut self, choice: ExchangeChoice) -> Result<()> {
+        check_exchange(&choice, self.manifest.spec.feature_dims.len())
+            .map_err(PartitionError::Usage)?;
+        self.manifest.exchange = Some(choice);
         Ok(())
     }
 
@@ -443,6 +474,10 @@ impl Plan {
                     manifest.format_version
                 ),
             ));
+        }
+        if let Some(choice) = &manifest.exchange {
+            check_exchange(choice, manifest.spec.feature_dims.len())
+                .map_err(|why| malformed(&manifest_path, "exchange", why))?;
         }
         let load = |name: &str| -> Result<Vec<u8>> {
             let path = dir.join(name);
@@ -781,4 +816,18 @@ fn decode_blocks(path: &Path, bytes: &[u8]) -> Result<Vec<Block>> {
         ));
     }
     Ok(blocks)
+}
+
+/// A choice names one kind per layer.
+fn check_exchange(choice: &ExchangeChoice, layers: usize) -> std::result::Result<(), String> {
+    if choice.layers.len() != layers {
+        return Err(format!(
+            "an exchange choice for {} layers in a plan of {layers}",
+            choice.layers.len()
+        ));
+    }
+    if let Some(l) = choice.layers.iter().position(|l| l.kind.is_empty()) {
+        return Err(format!("layer {l} names no exchange kind"));
+    }
+    Ok(())
 }

@@ -115,12 +115,12 @@ pub fn exchange_plan(
     options: PlanOptions,
 ) -> Result<ExchangePlan, PlanError> {
     let width = layer_width(plan, layer)?;
-    let whole = |order_kind| {
+    let whole = |mode, order_kind| {
         ExchangePlan::whole_graph(
             graph,
             &plan.assignment,
             width,
-            kind.mode(),
+            mode,
             order_kind,
             options.seed,
         )
@@ -141,12 +141,38 @@ pub fn exchange_plan(
             }
             Ok(p)
         }
-        ExchangeKind::Strawman => whole(OrderKind::Random),
-        ExchangeKind::Host | ExchangeKind::BalancedHost => whole(graph_order),
+        ExchangeKind::Strawman => whole(Mode::Strawman, OrderKind::Random),
+        ExchangeKind::Host | ExchangeKind::BalancedHost => whole(Mode::Host, graph_order),
         ExchangeKind::Reduce => {
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
             reduce_plan(graph, &plan.assignment, width, aggregators as usize)
         }
+        ExchangeKind::Auto => exchange_plan(chosen_kind(plan, layer)?, graph, plan, layer, options),
+    }
+}
+
+/// The kind `plan` records for `layer` (`switchgnn prepare --exchange`).
+pub fn chosen_kind(plan: &Plan, layer: usize) -> Result<ExchangeKind, PlanError> {
+    let choice = plan.manifest.exchange.as_ref().ok_or_else(|| {
+        PlanError::NoChoice(
+            "the plan records no exchange kind per layer: prepare it again with this build \
+             (`prepare --exchange auto`), or name the exchange"
+                .into(),
+        )
+    })?;
+    let name = &choice
+        .layers
+        .get(layer)
+        .ok_or(PlanError::NoLayer {
+            layer,
+            layers: choice.layers.len(),
+        })?
+        .kind;
+    match ExchangeKind::parse(name) {
+        Some(ExchangeKind::Auto) | None => Err(PlanError::NoChoice(format!(
+            "the plan records `{name}` for layer {layer}, which is not an exchange kind"
+        ))),
+        Some(kind) => Ok(kind),
     }
 }
 

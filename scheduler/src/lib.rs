@@ -14,6 +14,7 @@
 pub mod blocks;
 pub mod exchange;
 pub mod order;
+pub mod planner;
 pub mod slots;
 
 pub use order::{order, OrderKind};

@@ -9,6 +9,7 @@
 //! | `switchgnn` | the plan's blocks, priority BFS (GAMR) | in-network | aggregators per block |
 //! | `switchgnn-nogamr` | the plan's blocks, random order | in-network | aggregators per block |
 //! | `reduce` | every destination, blocks that fit the memory | pre-aggregated partial sums | one pass per partial |
+//! | `auto` | the planner's pick among host, switchgnn and reduce: the least bound on the run's chip | that kind's | that kind's |
 //!
 //! [`BalancedHostExchange`]: switchgnn_dataplane::engine::BalancedHostExchange
 
@@ -44,9 +45,11 @@ pub enum SimMode {
     #[serde(rename = "switchgnn-nogamr")]
     SwitchGnnNoGamr,
     Reduce,
+    Auto,
 }
 
 impl SimMode {
+    /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
     pub const ALL: [SimMode; 6] = [
         SimMode::Host,
         SimMode::G3,
@@ -64,11 +67,15 @@ impl SimMode {
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
             SimMode::Reduce => "reduce",
+            SimMode::Auto => "auto",
         }
     }
 
     pub fn from_name(name: &str) -> Option<SimMode> {
-        SimMode::ALL.into_iter().find(|m| m.name() == name)
+        SimMode::ALL
+            .into_iter()
+            .chain([SimMode::Auto])
+            .find(|m| m.name() == name)
     }
 
     /// The exchange kind the mode runs (`switchgnn-nogamr` is SwitchGNN without graph-aware
@@ -80,6 +87,7 @@ impl SimMode {
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
             SimMode::Reduce => ExchangeKind::Reduce,
+            SimMode::Auto => ExchangeKind::Auto,
         }
     }
 

@@ -13,6 +13,8 @@ use switchgnn_chip::{Bound, Chip, ChipChoice, ChipError, HostCost, Load};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::{Dataset, Progress};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
+use switchgnn_scheduler::exchange::PlanOptions;
+use switchgnn_scheduler::planner::{choose, CANDIDATES};
 use thiserror::Error;
 
 use crate::driver::SimConfig;
@@ -88,6 +90,9 @@ pub struct RunRow {
     /// `None` for the modes that use no aggregators.
     pub switch_memory: Option<u64>,
     pub mode: SimMode,
+    /// The exchange kind that ran: the mode's, or for `auto` the planner's pick.
+    #[serde(default)]
+    pub kind: String,
     pub width: usize,
     pub comm_ns: u64,
     /// The chip model's lower bound on this exchange (`switchgnn_chip::Bound`).
@@ -137,6 +142,7 @@ impl RunRow {
             chip: chip.preset.name().to_string(),
             switch_memory,
             mode,
+            kind: mode.kind().name().to_string(),
             width,
             comm_ns: r.finish_ns,
             bound_ns: (bound.seconds * 1e9).ceil() as u64,
@@ -322,8 +328,28 @@ pub fn sweep(
                         what: what.clone(),
                         source,
                     };
-                    let xplan = exchange_plan(mode, &dataset.graph, plan, layer, spec.seed)
-                        .map_err(wrap)?;
+                    // `auto` runs what the planner picks on this chip.
+                    let (kind, xplan) = if mode == SimMode::Auto {
+                        let options = PlanOptions {
+                            seed: spec.seed,
+                            graph_aware_order: true,
+                        };
+                        let (_, kind, xplan) = choose(
+                            &dataset.graph,
+                            plan,
+                            layer,
+                            &CANDIDATES,
+                            &cfg.switch.chip,
+                            &host_cost(&cfg),
+                            options,
+                        )
+                        .map_err(|e| wrap(e.into()))?;
+                        (kind, xplan)
+                    } else {
+                        let xplan = exchange_plan(mode, &dataset.graph, plan, layer, spec.seed)
+                            .map_err(wrap)?;
+                        (mode.kind(), xplan)
+                    };
                     let setup = ExchangeSetup {
                         mode,
                         switch_memory: memory.unwrap_or(0),
@@ -345,6 +371,10 @@ pub fn sweep(
                         sim,
                         (&cfg.switch.chip, bound),
                     );
+                    let row = RunRow {
+                        kind: kind.name().to_string(),
+                        ..row
+                    };
                     tracing::info!(
                         run = row.id(),
                         comm_ms = row.comm_ns as f64 / 1e6,

@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use switchgnn_datasets::cache;
 use switchgnn_partition::Plan;
+use switchgnn_scheduler::exchange::chosen_kind;
 use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
 use switchgnn_transport::{ExchangeKind, JobFile};
@@ -391,13 +392,21 @@ fn summarise(
         .map(|(i, x)| {
             let all = workers.iter().map(|w| &w.exchanges[i]);
             let traffic = &plan.manifest.traffic[usize::from(x.layer)];
-            let model = match mode {
+            // `auto` runs the kind the plan records for the layer.
+            let kind = match mode {
+                ExchangeKind::Auto => {
+                    chosen_kind(plan, usize::from(x.layer)).unwrap_or(ExchangeKind::Host)
+                }
+                k => k,
+            };
+            let model = match kind {
                 ExchangeKind::Switchgnn => traffic.plan_bytes,
                 ExchangeKind::Strawman => traffic.ideal_bytes,
                 ExchangeKind::Host | ExchangeKind::BalancedHost => traffic.host_bytes,
                 // Partial sums go up as host-exchange copies would (one per vertex and remote
                 // worker, mirrored); one sum per destination comes down.
                 ExchangeKind::Reduce => traffic.host_bytes / 2 + traffic.ideal_bytes / 2,
+                ExchangeKind::Auto => unreachable!("resolved to the layer's kind above"),
             };
             let dir = if x.backward { "backward" } else { "forward" };
             ExchangeRow {

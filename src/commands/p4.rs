@@ -313,6 +313,10 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
             crate::job_args::check_plan_fits(&plan, &dataset.graph, &args.plan)?;
             Session::new(&plan, &dataset.graph, mode).context("cannot build the exchange plans")?
         }
+        ExchangeKind::Auto => bail!(
+            "the P4 entries are for one exchange kind: name it (--exchange switch or host; \
+             `switchgnn verify-plan` shows what the plan chose per layer)"
+        ),
         ExchangeKind::Reduce => bail!(
             "the P4 program has no pre-aggregated exchange yet: run `--exchange reduce` on the \
              software switch"

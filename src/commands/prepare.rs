@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::{format_bytes, parse_bytes};
@@ -11,7 +11,10 @@ use switchgnn_partition::{OrderInfo, Plan};
 use switchgnn_scheduler::blocks::block_orders;
 use switchgnn_scheduler::OrderKind;
 
-use crate::chip_args::{plan_verdicts, VerdictArgs};
+use switchgnn_dataplane::ExchangeKind;
+use switchgnn_partition::{ExchangeChoice, LayerChoice};
+
+use crate::chip_args::{choose_exchanges, VerdictArgs};
 use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
@@ -35,6 +38,11 @@ pub struct Args {
     /// Seed of the send order (block b uses seed + b).
     #[arg(long, default_value_t = 0)]
     pub order_seed: u64,
+    /// The exchange each layer runs, recorded in the plan for `--exchange auto` at run time:
+    /// auto (per layer, the kind with the least predicted time on the chip among host,
+    /// switchgnn and reduce), switch, reduce or host.
+    #[arg(long, default_value = "auto")]
+    pub exchange: String,
     #[command(flatten)]
     pub verdict: VerdictArgs,
     /// The plan directory to write.
@@ -55,6 +63,18 @@ pub fn run(args: Args) -> Result<()> {
         feature_dims,
     );
     let kind = order_kind(&args.order)?;
+    let exchange = match ExchangeKind::parse(&args.exchange) {
+        Some(
+            k @ (ExchangeKind::Auto
+            | ExchangeKind::Switchgnn
+            | ExchangeKind::Reduce
+            | ExchangeKind::Host),
+        ) => k,
+        _ => bail!(
+            "unknown exchange `{}` for a plan (one of: auto, switch, reduce, host)",
+            args.exchange
+        ),
+    };
     // The verdict needs a chip; without one named and none big enough, the plan is still made.
     let cost = args.verdict.cost()?;
     let chip = match args
@@ -84,6 +104,31 @@ pub fn run(args: Args) -> Result<()> {
         seed: args.order_seed,
     };
     plan.set_orders(info, orders)?;
+    let predicted = match &chip {
+        Some(chip) => {
+            bars.stage("weighing the exchange kinds", None);
+            let choice = choose_exchanges(&plan, &dataset.graph, exchange, chip, &cost)?;
+            plan.set_exchange(choice.clone())?;
+            Some(choice)
+        }
+        None if exchange == ExchangeKind::Auto => None,
+        None => {
+            let layers = spec.feature_dims.len();
+            let choice = ExchangeChoice {
+                by: exchange.name().to_string(),
+                chip: "none".into(),
+                layers: vec![
+                    LayerChoice {
+                        kind: exchange.name().to_string(),
+                        predicted_s: Default::default(),
+                    };
+                    layers
+                ],
+            };
+            plan.set_exchange(choice)?;
+            None
+        }
+    };
     bars.stage("writing the plan", None);
     plan.write(&args.out)
         .with_context(|| format!("cannot write the plan to {}", args.out.display()))?;
@@ -97,13 +142,34 @@ pub fn run(args: Args) -> Result<()> {
         started.elapsed()
     );
     println!("{}", summary(&plan));
-    if let Some(chip) = chip {
-        for (layer, v) in plan_verdicts(&plan, &dataset.graph, &chip, &cost)?
-            .iter()
-            .enumerate()
-        {
-            println!("layer {layer} on {}: {}", v.chip, v.sentence());
+    match predicted {
+        Some(choice) => {
+            for (layer, l) in choice.layers.iter().enumerate() {
+                let mut others: Vec<String> = l
+                    .predicted_s
+                    .iter()
+                    .filter(|(k, _)| **k != l.kind)
+                    .map(|(k, s)| format!("{k} {:.3} ms", s * 1e3))
+                    .collect();
+                others.sort();
+                println!(
+                    "layer {layer} on {}: {} {} (predicted {:.3} ms; {})",
+                    choice.chip,
+                    if choice.by == "auto" {
+                        "auto chose"
+                    } else {
+                        "runs"
+                    },
+                    l.kind,
+                    l.predicted_s.get(&l.kind).copied().unwrap_or(f64::NAN) * 1e3,
+                    others.join(", ")
+                );
+            }
         }
+        None if exchange == ExchangeKind::Auto => {
+            println!("no exchange kind recorded (no chip to predict on): name one at run time")
+        }
+        None => println!("every layer runs {}", exchange.name()),
     }
     Ok(())
 }

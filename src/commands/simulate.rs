@@ -25,8 +25,10 @@ pub struct Args {
     /// Switch aggregator memories, comma-separated.
     #[arg(long, default_value = "10MB,100MB")]
     pub switch_memory: String,
-    /// Modes, comma-separated: host, g3, strawman, switchgnn, switchgnn-nogamr.
-    #[arg(long, default_value = "host,g3,strawman,switchgnn")]
+    /// Modes, comma-separated: host, g3, strawman, switchgnn, switchgnn-nogamr, reduce (the
+    /// pre-aggregated exchange), auto (per run, the kind the planner predicts fastest on the
+    /// chip among host, switchgnn and reduce).
+    #[arg(long, default_value = "host,g3,strawman,switchgnn,reduce,auto")]
     pub modes: String,
     /// Width exchanged at each layer (default: the paper's 4-layer GCN with 128 hidden units,
     /// each layer exchanging the narrower of its input and output: min(F,128),128,128,min(128,C)).
@@ -84,7 +86,11 @@ fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
     text.split(',')
         .map(|m| {
             SimMode::from_name(m.trim()).with_context(|| {
-                let names: Vec<_> = SimMode::ALL.iter().map(|m| m.name()).collect();
+                let names: Vec<_> = SimMode::ALL
+                    .iter()
+                    .chain(&[SimMode::Auto])
+                    .map(|m| m.name())
+                    .collect();
                 format!("unknown mode `{m}` (one of: {})", names.join(", "))
             })
         })

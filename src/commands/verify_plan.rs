@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use switchgnn_datasets::{LoadOptions, NoProgress, Source};
 use switchgnn_partition::Plan;
+use switchgnn_scheduler::exchange::chosen_kind;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -43,5 +44,25 @@ pub fn run(args: Args) -> Result<()> {
         plan.manifest.spec.workers,
         blocks
     );
+    match &plan.manifest.exchange {
+        Some(choice) => {
+            for layer in 0..choice.layers.len() {
+                let kind = chosen_kind(&plan, layer)
+                    .with_context(|| format!("plan {}", args.plan.display()))?;
+                println!(
+                    "layer {layer} runs {kind} under `--exchange auto` ({} on {})",
+                    if choice.by == "auto" {
+                        "the planner's pick"
+                    } else {
+                        "named at prepare"
+                    },
+                    choice.chip
+                );
+            }
+        }
+        None => println!(
+            "no exchange kind recorded: name one at run time (`--exchange auto` needs one)"
+        ),
+    }
     Ok(())
 }

@@ -1,0 +1,63 @@
+//! The planner: which exchange kind a layer should run on a given chip. It builds the plan of
+//! every candidate kind — the host exchange, SwitchGNN's blocks and the pre-aggregated
+//! exchange — counts what each puts on the chip and the hosts (`switchgnn_chip::Load`), and
+//! picks the least lower bound (`switchgnn_chip::Choice`; a tie goes to the host exchange, so
+//! the pick is never predicted slower than it).
+
+use switchgnn_chip::{Chip, Choice, HostCost, Load};
+use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
+use switchgnn_dataplane::ExchangeKind;
+use switchgnn_datasets::Graph;
+use switchgnn_partition::{LayerChoice, Plan};
+
+use crate::exchange::{exchange_plan, PlanOptions};
+
+/// The kinds `auto` weighs, the host exchange first.
+pub const CANDIDATES: [ExchangeKind; 3] = [
+    ExchangeKind::Host,
+    ExchangeKind::Switchgnn,
+    ExchangeKind::Reduce,
+];
+
+/// The planner's pick for `layer` of `plan` among `kinds` (the host exchange should come first
+/// so that it wins a tie), and the chosen kind's exchange plan.
+pub fn choose(
+    graph: &Graph,
+    plan: &Plan,
+    layer: usize,
+    kinds: &[ExchangeKind],
+    chip: &Chip,
+    cost: &HostCost,
+    options: PlanOptions,
+) -> Result<(Choice, ExchangeKind, ExchangePlan), PlanError> {
+    let mut best: Option<(ExchangeKind, ExchangePlan, f64)> = None;
+    let mut loads = Vec::with_capacity(kinds.len());
+    for &kind in kinds {
+        let xplan = exchange_plan(kind, graph, plan, layer, options)?;
+        let load = Load::of(&xplan, cost.frame_overhead);
+        let seconds = switchgnn_chip::Bound::of(chip, &load, cost).seconds;
+        loads.push((kind.name(), load));
+        // Keep only the best plan so far: large graphs' plans are big.
+        if best.as_ref().is_none_or(|b| seconds < b.2) {
+            best = Some((kind, xplan, seconds));
+        }
+    }
+    let choice = Choice::of(chip, cost, loads).ok_or(PlanError::NoChoice(
+        "the planner was given no kind to weigh".into(),
+    ))?;
+    let (kind, xplan, _) = best.expect("a candidate, as the choice has one");
+    debug_assert_eq!(choice.kind(), kind.name());
+    Ok((choice, kind, xplan))
+}
+
+/// A layer's entry in a plan's manifest: the chosen kind and every candidate's bound.
+pub fn layer_choice(choice: &Choice) -> LayerChoice {
+    LayerChoice {
+        kind: choice.kind().to_string(),
+        predicted_s: choice
+            .candidates
+            .iter()
+            .map(|c| (c.kind.clone(), c.bound.seconds))
+            .collect(),
+    }
+}
