@@ -138,13 +138,31 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     let want = reference(&d, &gcn);
     // A small switch memory: several blocks per layer.
     let p = plan(&d, 3, &gcn, 64 << 10);
+    // `auto` runs what the plan records per layer: here a different kind on each layer.
+    let mut mixed = p.clone();
+    let kinds = ["reduce", "host", "switchgnn"];
+    mixed
+        .set_exchange(switchgnn_partition::ExchangeChoice {
+            by: "test".into(),
+            chip: "none".into(),
+            layers: (0..mixed.manifest.spec.feature_dims.len())
+                .map(|l| switchgnn_partition::LayerChoice {
+                    kind: kinds[l % 3].into(),
+                    predicted_s: Default::default(),
+                })
+                .collect(),
+        })
+        .unwrap();
     let mut runs = Vec::new();
     for mode in [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,
         ExchangeKind::Strawman,
+        ExchangeKind::Reduce,
+        ExchangeKind::Auto,
     ] {
-        let got = distributed(&d, &p, mode, &gcn, 0.0);
+        let p = if mode == ExchangeKind::Auto { &mixed } else { &p };
+        let got = distributed(&d, p, mode, &gcn, 0.0);
         assert_follows(&want, &got, &format!("synthetic gcn {mode:?}"));
         assert_eq!(
             got.collective.rounds,
@@ -155,6 +173,8 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     }
     assert_eq!(runs[0], runs[1], "switch and host");
     assert_eq!(runs[0], runs[2], "switch and strawman");
+    assert_eq!(runs[0], runs[3], "switch and reduce");
+    assert_eq!(runs[0], runs[4], "switch and a mix of kinds per layer");
 
     let sage = TrainConfig {
         model: ModelConfig {
