@@ -71,14 +71,16 @@ impl Load {
     /// The in-network exchange of `plan` (SwitchGNN blocks or the strawman): every chunk of
     /// every row goes up once and makes one pass per destination aggregator it feeds; the
     /// switch acknowledges it, and sends each destination's sum to its owner once complete.
-    /// Each block adds a go to every worker and a done from every worker.
+    /// Each block adds a go to every worker and a done from every worker; the exchange adds a
+    /// join from each and the final go to each.
     pub fn in_network(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
         let chunk_bytes = |c: usize| header + 4 * plan.chunk_lanes(c) as u64;
         for w in 0..plan.workers {
-            // The exchange's join.
+            // The exchange's join, and the go past the last block that ends it.
             load.packet(Some(w), None, header);
+            load.packet(None, Some(w), header);
         }
         for block in &plan.blocks {
             let t = &block.table;
@@ -147,6 +149,7 @@ impl Load {
         let header = HEADER_LEN as u64 + frame_overhead;
         for w in 0..plan.workers {
             load.packet(Some(w), None, header);
+            load.packet(None, Some(w), header);
         }
         for block in &plan.blocks {
             let t = &block.table;
@@ -216,11 +219,11 @@ mod tests {
         assert_eq!((l.passes, l.recirculations), (12, 2));
         assert_eq!(l.recirculated_bytes, c0 + c1 + 2 * PASS_HEADER);
         assert_eq!(l.lane_updates, 4 * 40);
-        // Worker 0 sends a join, a done and its two rows; it receives the go, an ack per chunk
-        // and the sums of its two destinations.
+        // Worker 0 sends a join, a done and its two rows; it receives two gos (the block's and
+        // the final one), an ack per chunk and the sums of its two destinations.
         assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
-        assert_eq!(l.received_packets[0], 1 + 4 + 4);
-        assert_eq!(l.received_bytes[1], 98 + 2 * 98 + c0 + c1);
+        assert_eq!(l.received_packets[0], 2 + 4 + 4);
+        assert_eq!(l.received_bytes[1], 2 * 98 + 2 * 98 + c0 + c1);
     }
 
     #[test]
@@ -243,8 +246,8 @@ mod tests {
         let l = Load::of(&plan, 66);
         // Besides a join and a done each: worker 0 sends one partial per chunk, worker 1 two.
         assert_eq!(l.sent_packets, vec![2 + 2, 2 + 4]);
-        // A go each; an ack per partial; one sum per chunk per destination.
-        assert_eq!(l.received_packets, vec![1 + 2 + 4, 1 + 4 + 2]);
+        // Two gos each; an ack per partial; one sum per chunk per destination.
+        assert_eq!(l.received_packets, vec![2 + 2 + 4, 2 + 4 + 2]);
         assert_eq!((l.passes, l.recirculations), (4 + 6, 0));
         assert_eq!(l.lane_updates, 3 * 40);
     }

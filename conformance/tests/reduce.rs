@@ -12,7 +12,7 @@ use switchgnn_dataplane::network::Faults;
 use switchgnn_dataplane::node::{Address, ExchangeId, Node, Transmit};
 use switchgnn_dataplane::plan::Mode;
 use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, PacketType, Repr, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_PACKET_LEN};
 use switchgnn_datasets::{BuildOptions, Graph};
 use switchgnn_partition::Assignment;
 use switchgnn_scheduler::exchange::reduce_plan;
@@ -224,4 +224,89 @@ fn partials_too_large_for_32_bits_fall_back_to_plain_features() {
     assert!(run.switch.overflows > 0, "partials overflowed");
     let fetches: u64 = run.engines.iter().map(|e| e.fetches_sent).sum();
     assert!(fetches > 0, "destinations fetched plain features");
+}
+
+#[test]
+fn a_lossless_udp_exchange_moves_the_bytes_the_planner_predicts() {
+    use switchgnn_chip::{Chip, HostCost, Load};
+    use switchgnn_dataplane::wire::FRAME_OVERHEAD;
+    use switchgnn_dataplane::ExchangeKind;
+    use switchgnn_partition::{Plan, PlanSpec};
+    use switchgnn_scheduler::exchange::{exchange_plan, PlanOptions};
+    use switchgnn_scheduler::planner::{choose, CANDIDATES};
+    use switchgnn_transport::loopback::run_single_exchange;
+    use switchgnn_transport::server::ServerConfig;
+    use switchgnn_transport::Timeouts;
+
+    let d = dataset_of(random_graph(400, 2_400, 9));
+    let width = 32;
+    let spec = PlanSpec::new(d.name.clone(), 4, vec![width]).switch_memory(1 << 20);
+    let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    let chip = Chip::preset("tofino1-32").unwrap();
+    let cost = HostCost {
+        link_gbps: 100.0,
+        per_packet_ns: 20.0,
+        frame_overhead: FRAME_OVERHEAD,
+    };
+    let (choice, picked, _) = choose(
+        &d.graph,
+        &plan,
+        0,
+        &CANDIDATES,
+        &chip,
+        &cost,
+        PlanOptions::default(),
+    )
+    .unwrap();
+    eprintln!("planner: {}", choice.sentence());
+    let values = features(d.graph.num_vertices(), width, 4);
+    let scale = scale_for(&d.graph);
+    // The pick, and every in-network kind (the switch's counters tell duplicates apart).
+    let mut kinds = vec![picked];
+    for k in [ExchangeKind::Reduce, ExchangeKind::Switchgnn] {
+        if k != picked {
+            kinds.push(k);
+        }
+    }
+    for kind in kinds {
+        let xplan =
+            Arc::new(exchange_plan(kind, &d.graph, &plan, 0, PlanOptions::default()).unwrap());
+        // UDP payloads: the predicted load without the frame around each packet.
+        let load = Load::of(&xplan, 0);
+        let server = ServerConfig {
+            timeouts: Timeouts::loopback(),
+            ..ServerConfig::loopback(1, 4, 1 << 13)
+        };
+        let (report, _) =
+            run_single_exchange(kind, xplan.clone(), &values, scale, server, false).unwrap();
+        let c = &report.counters;
+        let up: u64 = load.sent_bytes.iter().sum();
+        let down: u64 = load.received_bytes.iter().sum();
+        // A busy machine can fire a retransmission before the ack arrives, or repeat a join
+        // or a done: the copies the switch drops as duplicates, the acks it repeats for them
+        // and the repeated control are not what the plan moves. One chunk per packet (width
+        // 32), so every data packet has one size.
+        let header = HEADER_LEN as u64;
+        let data = header + 4 * width as u64;
+        let workers = u64::from(xplan.workers);
+        let blocks = xplan.blocks.len() as u64;
+        let dups = c.dropped(DropReason::Duplicate);
+        let extra_joins = c.received(PacketType::Join) - workers;
+        let extra_dones = c.received(PacketType::BlockDone) - workers * blocks;
+        let extra_gos = c.sent(PacketType::BlockGo) - workers * (blocks + 1);
+        let got_in = c.bytes_in - dups * data - (extra_joins + extra_dones) * header;
+        let got_out = c.bytes_out - dups * header - extra_gos * header;
+        eprintln!(
+            "{kind}: into the switch {} B ({got_in} B once; predicted {up}), out {} B ({got_out} B \
+             once; predicted {down}); {dups} duplicates",
+            c.bytes_in, c.bytes_out
+        );
+        for (what, got, want) in [("in", got_in, up), ("out", got_out, down)] {
+            let r = got as f64 / want as f64;
+            assert!(
+                (0.99..1.01).contains(&r),
+                "{kind}: bytes {what} {got} vs {want} ({r:.4})"
+            );
+        }
+    }
 }

@@ -161,7 +161,11 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
         ExchangeKind::Reduce,
         ExchangeKind::Auto,
     ] {
-        let p = if mode == ExchangeKind::Auto { &mixed } else { &p };
+        let p = if mode == ExchangeKind::Auto {
+            &mixed
+        } else {
+            &p
+        };
         let got = distributed(&d, p, mode, &gcn, 0.0);
         assert_follows(&want, &got, &format!("synthetic gcn {mode:?}"));
         assert_eq!(
