@@ -22,7 +22,8 @@ pub struct JobArgs {
     /// The plan directory written by `switchgnn prepare` (without a job file).
     #[arg(long, value_name = "DIR", conflicts_with = "job")]
     pub plan: Option<PathBuf>,
-    /// The exchange: switch (SwitchGNN blocks), host or strawman (without a job file).
+    /// The exchange: switch (SwitchGNN blocks), host, g3, strawman, reduce (pre-aggregated
+    /// partial sums) or auto (each layer the kind its plan records; without a job file).
     #[arg(long, default_value = "switch", conflicts_with = "job")]
     pub exchange: String,
     /// The dataset argument (default: the one the plan was prepared from).
@@ -61,8 +62,9 @@ impl JobArgs {
 }
 
 pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
-    ExchangeKind::parse(name)
-        .with_context(|| format!("unknown exchange `{name}` (one of: switch, host, g3, strawman)"))
+    ExchangeKind::parse(name).with_context(|| {
+        format!("unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, auto)")
+    })
 }
 
 /// A job's dataset, plan and exchange plans, checked against each other.

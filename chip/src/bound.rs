@@ -56,6 +56,11 @@ pub struct Bound {
     pub seconds: f64,
     /// Which term it is.
     pub dominant: Term,
+    /// The hosts' largest term plus the switch's: the time if the switch's work did not
+    /// overlap the hosts' at all. The exchange runs between `seconds` and this when both sides
+    /// are busy (they overlap only in part: a destination's sum leaves only after its last
+    /// pass); the planner ranks kinds by it.
+    pub serial_seconds: f64,
 }
 
 /// `x / rate`, 0 when the rate is infinite (the ideal chip).
@@ -106,6 +111,7 @@ impl Bound {
             host_packets_s: terms[4].1,
             seconds,
             dominant,
+            serial_seconds: terms[3].1.max(terms[4].1) + terms[0].1.max(terms[1].1).max(terms[2].1),
         }
     }
 }

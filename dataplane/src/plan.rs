@@ -101,6 +101,11 @@ impl Partials {
     pub fn of(&self, p: usize) -> &[u32] {
         &self.sources[self.starts[p] as usize..self.starts[p + 1] as usize]
     }
+
+    /// Whether the sources are known (a switch's view of a reduce block lists none).
+    pub fn known(&self) -> bool {
+        !self.starts.is_empty()
+    }
 }
 
 /// One block at run time.
@@ -293,6 +298,9 @@ impl ExchangePlan {
                 .flat_map(|b| {
                     let t = &b.table;
                     (0..t.len()).map(|row| {
+                        if !b.partials.known() {
+                            return u64::from(t.expected[row]);
+                        }
                         let (a, z) = (t.offsets[row] as usize, t.offsets[row + 1] as usize);
                         b.partials.starts[z] - b.partials.starts[a]
                     })
@@ -319,7 +327,8 @@ impl PlanBlock {
 
     /// A [`Mode::Reduce`] block: `table`'s rows are destinations, row `i`'s slots the workers
     /// that send it partial sums (ascending), and `partials` the sources of each pair;
-    /// destinations are sent in `order` (global ids).
+    /// destinations are sent in `order` (global ids). A switch needs no sources: empty
+    /// `partials` make the switch's view of the block (engines refuse it).
     pub fn reduce(
         table: BlockTable,
         order: &[u32],
@@ -327,11 +336,12 @@ impl PlanBlock {
     ) -> Result<PlanBlock, PlanError> {
         let pairs = table.slots.len();
         let bad = |why: String| Err(PlanError::BadOrder(why));
-        if partials.starts.len() != pairs + 1
+        let switch_view = partials == Partials::default();
+        let bad_ranges = partials.starts.len() != pairs + 1
             || partials.starts.first() != Some(&0)
             || partials.starts.last().copied() != Some(partials.sources.len() as u64)
-            || partials.starts.windows(2).any(|w| w[0] >= w[1])
-        {
+            || partials.starts.windows(2).any(|w| w[0] >= w[1]);
+        if !switch_view && bad_ranges {
             return bad(format!(
                 "{} partial-sum ranges for {pairs} (destination, worker) pairs",
                 partials.starts.len().saturating_sub(1)
@@ -358,7 +368,7 @@ impl PlanBlock {
 /// for a destination another worker owns.
 fn check_partials(owner: &[u16], blocks: &[PlanBlock]) -> Result<(), PlanError> {
     let owner_of = |v: u32| owner.get(v as usize).map(|&o| u32::from(o));
-    for b in blocks {
+    for b in blocks.iter().filter(|b| b.partials.known()) {
         let t = &b.table;
         for row in 0..t.len() {
             let v = t.vertices[row];

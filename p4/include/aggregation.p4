@@ -1,5 +1,12 @@
 /* switchgnn: the aggregators.
  *
+ * In reduce mode (the pre-aggregated exchange) a data packet is one worker's partial sum for
+ * its destination `dst`: `partial_aggregator`, keyed by (destination, worker), names the
+ * destination's aggregator and the pair's seen word, and the packet makes exactly one pass
+ * (`last` is always set). A partial flagged as too large for 32 bits releases the aggregator
+ * instead of adding (the model also notifies the destination at once; here its result timeout
+ * does, and it fetches the plain features).
+ *
  * Mirrors `data` (switch.rs) and the aggregator release of `raw`. A data packet makes one pass
  * per aggregator its source feeds in the running block: the `vertex_aggregators` table, keyed
  * by the pass index the packet carries, names the aggregator of this pass (the model's loop
@@ -65,6 +72,19 @@ control Aggregation(inout headers_t hdr,
         meta.has_pass = false;
     }
 
+    /* Reduce mode: the one pass of worker `hdr.sg.worker`'s partial sum for `hdr.sg.dst`. */
+    action aggregate_partial(bit<32> agg_base, bit<16> dst_worker, PortId_t dst_port,
+                             bit<16> expected, bit<16> seen_row) {
+        meta.has_pass = true;
+        meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
+        meta.dst = hdr.sg.dst;
+        meta.dst_worker = dst_worker;
+        meta.dst_port = dst_port;
+        meta.expected = expected;
+        meta.seen_index = (bit<32>) seen_row + (bit<32>) hdr.sg.chunk;
+        meta.last = 1;
+    }
+
     /* (job, block set, block, source, pass) → the pass's aggregator: one entry per
      * (vertex, aggregator) pair of the block, the model's `table.row(row)` in slot order. */
     @id(0x02000005)
@@ -79,6 +99,23 @@ control Aggregation(inout headers_t hdr,
         actions = { @id(0x01000006) aggregate; @id(0x0100000a) not_in_plan; }
         const default_action = not_in_plan();
         size = PASS_SIZE;
+    }
+
+    /* (job, block set, block, destination, worker) → the destination's aggregator and the
+     * pair's seen word: one entry per partial sum of a reduce block (the model's
+     * `PlanBlock::pair`). */
+    @id(0x0200000a)
+    table partial_aggregator {
+        key = {
+            hdr.sg.job     : exact @name("job");
+            hdr.pass.set   : exact @name("set");
+            hdr.sg.block   : exact @name("block");
+            hdr.sg.dst     : exact @name("dst");
+            hdr.sg.worker  : exact @name("worker");
+        }
+        actions = { @id(0x01000010) aggregate_partial; @id(0x0100000a) not_in_plan; }
+        const default_action = not_in_plan();
+        size = PARTIAL_SIZE;
     }
 
     /* seen[seen_row + chunk] = phase of the last sighting: a duplicate within this block. The
@@ -130,7 +167,11 @@ control Aggregation(inout headers_t hdr,
         }
 
         /* data() */
-        vertex_aggregators.apply();
+        if (meta.mode == SG_MODE_REDUCE) {
+            partial_aggregator.apply();
+        } else {
+            vertex_aggregators.apply();
+        }
         if (!meta.has_pass) {
             meta.drop = true;
             meta.drop_reason = DROP_NOT_IN_PLAN;
@@ -144,6 +185,12 @@ control Aggregation(inout headers_t hdr,
                 meta.drop_reason = DROP_DUPLICATE;
                 return;
             }
+        }
+        if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
+            /* A partial too large for 32 bits: release, add nothing, send nothing. */
+            release.execute(meta.agg_index);
+            ig_dprsr_md.drop_ctl = 1;
+            return;
         }
         meta.counted = count_in.execute(meta.agg_index);
         if (meta.counted == RELEASED) {

@@ -34,6 +34,7 @@ const bit<8> SG_FLAG_RESERVED = 0xe0;
 /* exchange modes (dataplane::plan::Mode as the control plane encodes it) */
 const bit<8> SG_MODE_BLOCKS = 0;
 const bit<8> SG_MODE_HOST   = 2;
+const bit<8> SG_MODE_REDUCE = 3;
 
 /* drop reasons: index of the `drops` counter (switch::DropReason, in the same order) */
 const bit<8> DROP_TRUNCATED      = 0;
@@ -69,6 +70,7 @@ const int EXCHANGE_SIZE      = 1024;
 /* The per-block tables share the SRAM of stages 1-2 (p4/README.md has the arithmetic): */
 const int PASS_SIZE          = 36864;   /* (vertex, aggregator) pairs of the loaded blocks */
 const int ROW_SIZE           = 18432;   /* vertices of the loaded blocks (two tables) */
+const int PARTIAL_SIZE       = 16384;   /* (destination, worker) pairs of a loaded reduce block */
 const int WORKER_SIZE        = 4096;
 
 /* Where recirculated passes and bridged headers come back: the pipes' internal recirculation

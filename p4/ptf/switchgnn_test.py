@@ -4,7 +4,8 @@ They drive one job installed from a plan's entries and check what the program se
 what the switch model (dataplane/src/switch.rs) does: malformed and unadmitted packets are
 dropped, joins start block 0 with a go to every worker, data is acknowledged and aggregated
 with one result per destination at its expected count, duplicates are acknowledged and not
-added, and block-done reports advance the block.
+added, and block-done reports advance the block. Entries of a reduce plan
+(`p4 entries --exchange reduce`) run the partial-sum test instead of the pass test.
 
 Set up (see p4/README.md):
     switchgnn prepare synthetic:small,scale=0.25 --workers 2 --feature-dims 24 --out plan
@@ -32,11 +33,13 @@ from scapy.all import IP, UDP, Ether, Raw
 MAGIC, VERSION, UDP_PORT = 0x5347, 1, 47000
 DATA, RESULT, RAW, FETCH, BLOCK_DONE, BLOCK_GO, JOIN = 1, 2, 3, 4, 5, 6, 7
 ACK, ECN = 0x01, 0x04
+MODE_REDUCE = 3
 HEADER = struct.Struct("!HBBBBHIIHHHBBII")
 
 TABLES = {  # table id -> name, as in p4/src/program.rs
     0x02000001: "admission", 0x02000002: "exchange_config", 0x02000003: "source_row",
-    0x02000004: "destination_slot", 0x02000005: "vertex_aggregators", 0x02000007: "job_config",
+    0x02000004: "destination_slot", 0x02000005: "vertex_aggregators",
+    0x0200000a: "partial_aggregator", 0x02000007: "job_config",
     0x02000008: "worker_address", 0x02000009: "ecn_marking",
 }
 
@@ -68,7 +71,12 @@ class Job:
         self.address = {k[1]: p for k, p in rows["worker_address"]}  # mac, ip, udp, sw mac, sw ip
         layer0 = next(p for k, p in rows["exchange_config"] if k[1] == 0)
         self.set, self.chunks, self.last_lanes, self.blocks = layer0[0], layer0[1], layer0[2], layer0[3]
+        self.mode = layer0[5]
         self.owner = {k[3]: p[0] for k, p in rows["source_row"] if k[1] == self.set}
+        # Block 0's senders, and its partial sums: (destination, worker) -> (owner, expected).
+        self.senders0 = {k[3]: p[0] for k, p in rows["source_row"] if k[1] == self.set and k[2] == 0}
+        self.partials = {(k[3], k[4]): (p[1], p[3]) for k, p in rows["partial_aggregator"]
+                         if k[1] == self.set and k[2] == 0}
         # Block 0's passes: source -> [(pass, dst, dst_worker, expected)] in pass order.
         self.passes = {}
         for k, p in rows["vertex_aggregators"]:
@@ -182,6 +190,8 @@ class JoinsStartBlockZero(SwitchgnnTest):
 
 class DataIsAggregatedAcknowledgedAndDeduplicated(SwitchgnnTest):
     def runTest(self):
+        if self.job.mode == MODE_REDUCE:
+            return  # PartialSumsAreAddedOncePerWorker covers reduce plans
         self.start()
         counts, sums = {}, {}
         sources = sorted(self.job.passes)
@@ -211,6 +221,48 @@ class DataIsAggregatedAcknowledgedAndDeduplicated(SwitchgnnTest):
         ack[4] |= ACK
         self.expect(w, bytes(ack))
         testutils.verify_no_other_packets(self)
+        self.finish(0)
+
+
+class PartialSumsAreAddedOncePerWorker(SwitchgnnTest):
+    """Reduce plans: each worker's partial sum for a destination is acknowledged and added in
+    one pass; the sum goes to the destination's owner when every worker's partial is in; a
+    repeat is acknowledged and adds nothing."""
+
+    def runTest(self):
+        if self.job.mode != MODE_REDUCE:
+            return
+        self.start()
+        workers_of = {}
+        for dst, w in sorted(self.job.partials):
+            workers_of.setdefault(dst, []).append(w)
+        first = None
+        for dst, workers in sorted(workers_of.items()):
+            sums = None
+            for i, w in enumerate(workers):
+                dst_worker, expected = self.job.partials[(dst, w)]
+                # A partial is named by one of its worker's vertices.
+                src = min(v for v, o in self.job.senders0.items() if o == w)
+                lanes = [(dst * 5 + w * 3 + j) % 97 - 48 for j in range(self.job.lanes(0))]
+                head = dict(src=src, dst=dst, block=0, chunk=0, sequence=dst + 1)
+                self.send(w, self.packet(DATA, w, lanes, **head))
+                ack = bytearray(self.packet(DATA, w, **head))
+                ack[4] |= ACK
+                self.expect(w, bytes(ack))
+                sums = lanes if sums is None else [a + b for a, b in zip(sums, lanes)]
+                if i + 1 == expected:
+                    result = self.packet(RESULT, dst_worker, sums, src=dst, dst=dst, block=0,
+                                         count=expected, chunk=0, sequence=dst + 1)
+                    self.expect(dst_worker, result)
+                testutils.verify_no_other_packets(self)
+                first = first or (w, lanes, head)
+        if first:
+            w, lanes, head = first
+            self.send(w, self.packet(DATA, w, lanes, **head))
+            ack = bytearray(self.packet(DATA, w, **head))
+            ack[4] |= ACK
+            self.expect(w, bytes(ack))
+            testutils.verify_no_other_packets(self)
         self.finish(0)
 
 

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, Partials, PlanBlock};
 use switchgnn_dataplane::wire::MAX_LANES;
 use switchgnn_partition::BlockTable;
 use thiserror::Error;
@@ -137,6 +137,79 @@ impl Part {
     }
 }
 
+/// The entries of one reduce block: every vertex it names as a sender (destinations, and the
+/// sources of every partial sum, whose plain features a fetch may ask for) in `source_row`,
+/// its destinations' aggregators in `destination_slot`, and one `partial_aggregator` entry per
+/// (destination, worker) pair with the pair's seen word.
+fn reduce_block(
+    block: &PlanBlock,
+    c: u64,
+    install: &Install,
+    key: impl Fn(u32) -> Vec<u64>,
+    port: &impl Fn(u16) -> u64,
+    put: &mut impl FnMut(&'static Table, Vec<u64>, Vec<u64>),
+) -> Result<(), EntriesError> {
+    let t = &block.table;
+    let pairs = t.slots.len() as u64;
+    fits(
+        "aggregators of a block",
+        install.agg_base + t.len() as u64 * c,
+        program::AGGREGATORS,
+        &format!(
+            " (prepare the plan with {} or less)",
+            program::switch_memory_option()
+        ),
+    )?;
+    fits(
+        "seen words of a block",
+        install.seen_base + pairs * c,
+        program::SEEN_WORDS,
+        "",
+    )?;
+    fits("partial sums of a block", pairs, program::PARTIAL_SIZE, "")?;
+    let mut senders: BTreeMap<u32, u16> = BTreeMap::new();
+    for (row, &v) in t.vertices.iter().enumerate() {
+        senders.insert(v, t.workers[row] as u16);
+        for (j, &w) in t.row(row).iter().enumerate() {
+            let pair = t.offsets[row] as usize + j;
+            if !block.partials.starts.is_empty() {
+                for &u in block.partials.of(pair) {
+                    senders.insert(u, w as u16);
+                }
+            }
+        }
+    }
+    for (&x, &w) in &senders {
+        put(&program::SOURCE_ROW, key(x), vec![u64::from(w), port(w), 0]);
+    }
+    for (row, &v) in t.vertices.iter().enumerate() {
+        let owner = t.workers[row] as u16;
+        let agg = install.agg_base + row as u64 * c;
+        put(
+            &program::DESTINATION_SLOT,
+            key(v),
+            vec![agg, u64::from(owner), port(owner)],
+        );
+        for (j, &w) in t.row(row).iter().enumerate() {
+            let pair = t.offsets[row] + j as u64;
+            let mut k = key(v);
+            k.push(u64::from(w));
+            put(
+                &program::PARTIAL_AGGREGATOR,
+                k,
+                vec![
+                    agg,
+                    u64::from(owner),
+                    port(owner),
+                    u64::from(t.expected[row]),
+                    install.seen_base + pair * c,
+                ],
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Whether a table holds per-block entries (keyed by block set and block).
 pub fn per_block(table: &Table) -> bool {
     table.keys.get(2).is_some_and(|k| k.name == "block")
@@ -203,13 +276,6 @@ impl Entries {
                       Tofino pass cannot do (see p4/README.md); run it on the software switch",
             });
         }
-        if mode == Mode::Reduce {
-            return Err(EntriesError::Mode {
-                mode: "reduce",
-                why: "the P4 program has no pre-aggregated exchange yet; run it on the \
-                      software switch",
-            });
-        }
         let workers = first.workers;
         if layers
             .iter()
@@ -265,10 +331,10 @@ impl Entries {
                     p.chunk_lanes(chunks - 1) as u64,
                     p.blocks.len() as u64,
                     p.owner.len() as u64,
-                    if mode == Mode::Host {
-                        program::MODE_HOST
-                    } else {
-                        program::MODE_BLOCKS
+                    match mode {
+                        Mode::Host => program::MODE_HOST,
+                        Mode::Reduce => program::MODE_REDUCE,
+                        _ => program::MODE_BLOCKS,
                     },
                 ],
             );
@@ -281,6 +347,10 @@ impl Entries {
                 let t = &block.table;
                 let v = t.len() as u64;
                 let key = |x: u32| vec![job64, set as u64, b as u64, u64::from(x)];
+                if mode == Mode::Reduce {
+                    reduce_block(block, c, install, key, &port, &mut put)?;
+                    continue;
+                }
                 // The host exchange forwards by owner only: no aggregators, no seen words.
                 let aggregates = mode == Mode::Blocks;
                 if aggregates {
@@ -530,6 +600,16 @@ struct Pass {
     last: bool,
 }
 
+/// One row of `partial_aggregator`, as read.
+#[derive(Debug, Clone, Copy)]
+struct PartialRow {
+    index: usize,
+    agg_base: u64,
+    dst_worker: u16,
+    expected: u64,
+    seen_row: u64,
+}
+
 #[derive(Debug, Default)]
 struct Reader {
     job: Option<(u16, u16, u64)>,
@@ -540,6 +620,8 @@ struct Reader {
     passes: BTreeMap<(u64, u64), BTreeMap<u32, Vec<Pass>>>,
     /// (set, block) → vertex → (aggregator, worker, port) of `destination_slot`.
     slots: SlotRows,
+    /// (set, block) → (destination, worker) → partial-sum entry.
+    partials: BTreeMap<(u64, u64), BTreeMap<(u32, u16), PartialRow>>,
     ports: BTreeMap<u16, u16>,
     ecn_cells: BTreeSet<u64>,
     addressed: BTreeSet<u16>,
@@ -605,6 +687,22 @@ impl Reader {
                             last: p[6] == 1,
                         });
                 }
+                id if id == program::PARTIAL_AGGREGATOR.id => {
+                    let row = PartialRow {
+                        index,
+                        agg_base: p[0],
+                        dst_worker: p[1] as u16,
+                        expected: p[3],
+                        seen_row: p[4],
+                    };
+                    let block = self.partials.entry((k[1], k[2])).or_default();
+                    if block.insert((k[3] as u32, k[4] as u16), row).is_some() {
+                        return Err(bad(format!(
+                            "the partial sum of worker {} for {} listed twice",
+                            k[4], k[3]
+                        )));
+                    }
+                }
                 id if id == program::DESTINATION_SLOT.id => {
                     let block = self.slots.entry((k[1], k[2])).or_default();
                     if block
@@ -654,13 +752,25 @@ impl Reader {
             return Err(layout(format!("worker {w} has no address entry")));
         }
         // Owners: every block's rows, which must agree with each other, with the destination
-        // table, and with the admission ports.
+        // table, and with the admission ports. A reduce block lists more senders than
+        // destinations (the sources of its partial sums).
+        let reduce_sets: BTreeSet<u64> = self
+            .layers
+            .values()
+            .filter(|(_, row)| row[5] == program::MODE_REDUCE)
+            .map(|(_, row)| row[0])
+            .collect();
         let mut owners: BTreeMap<u32, u16> = BTreeMap::new();
         for (at, rows) in &self.rows {
             let slots = self.slots.get(at);
+            let reduce = reduce_sets.contains(&at.0);
             for (&v, &(w, port)) in rows {
                 let slot = slots.and_then(|s| s.get(&v));
-                if slot.map(|&(_, sw, sp)| (sw, sp)) != Some((w, port))
+                let slot_ok = match slot {
+                    Some(&(_, sw, sp)) => (sw, sp) == (w, port),
+                    None => reduce,
+                };
+                if !slot_ok
                     || ports.get(usize::from(w)) != Some(&port)
                     || *owners.entry(v).or_insert(w) != w
                 {
@@ -671,7 +781,8 @@ impl Reader {
                     )));
                 }
             }
-            if slots.map_or(0, |s| s.len()) != rows.len() {
+            let unlisted = slots.is_some_and(|s| s.keys().any(|v| !rows.contains_key(v)));
+            if unlisted || (!reduce && slots.map_or(0, |s| s.len()) != rows.len()) {
                 return Err(layout(format!(
                     "set {} block {}: the source and destination tables list different vertices",
                     at.0, at.1
@@ -700,6 +811,7 @@ impl Reader {
             let mode = match mode {
                 program::MODE_BLOCKS => Mode::Blocks,
                 program::MODE_HOST => Mode::Host,
+                program::MODE_REDUCE => Mode::Reduce,
                 m => return Err(bad(format!("unknown mode {m}"))),
             };
             let mut owner = vec![u16::MAX; vertices as usize];
@@ -723,7 +835,10 @@ impl Reader {
                     None => {
                         let b = Arc::new(
                             (0..blocks)
-                                .map(|b| self.block(set, b, chunks, &owner))
+                                .map(|b| match mode {
+                                    Mode::Reduce => self.reduce_block(set, b, chunks, &owner),
+                                    _ => self.block(set, b, chunks, &owner),
+                                })
                                 .collect::<Result<Vec<_>, _>>()?,
                         );
                         built.insert(set, b.clone());
@@ -865,5 +980,87 @@ impl Reader {
             order: (0..n).collect(),
             partials: Default::default(),
         })
+    }
+
+    /// Rebuild reduce block `b` of `set` from its slot and partial-sum entries: the switch's
+    /// view of it (destinations, contributing workers, aggregators), without the sources each
+    /// worker sums, which the switch never needs.
+    fn reduce_block(
+        &self,
+        set: u64,
+        b: u64,
+        chunks: u64,
+        owner: &[u16],
+    ) -> Result<PlanBlock, EntriesError> {
+        let empty = BTreeMap::new();
+        let slots = self.slots.get(&(set, b)).unwrap_or(&empty);
+        let no_partials = BTreeMap::new();
+        let partials = self.partials.get(&(set, b)).unwrap_or(&no_partials);
+        let table = &program::PARTIAL_AGGREGATOR;
+        let base = slots.values().next().map_or(0, |s| s.0);
+        let seen_base = partials.values().next().map_or(0, |p| p.seen_row);
+        let mut t = BlockTable {
+            offsets: vec![0],
+            ..BlockTable::default()
+        };
+        let mut pairs = partials.iter().peekable();
+        for (s, (&v, &(agg, w, _))) in slots.iter().enumerate() {
+            if agg != base + s as u64 * chunks {
+                return Err(EntriesError::Layout(format!(
+                    "set {set} block {b}: destination {v} has aggregator {agg}, expected {}",
+                    base + s as u64 * chunks
+                )));
+            }
+            let mut contributors = 0u32;
+            while let Some((&(dst, worker), p)) = pairs.next_if(|((dst, _), _)| *dst == v) {
+                let bad = |m: String| entry_error(p.index, table, m);
+                let pair = t.slots.len() as u64;
+                if p.agg_base != agg || p.dst_worker != w || worker == w {
+                    return Err(bad(format!(
+                        "the partial sum of worker {worker} for {dst} names aggregator {} of \
+                         worker {}, not {agg} of worker {w}",
+                        p.agg_base, p.dst_worker
+                    )));
+                }
+                if p.seen_row != seen_base + pair * chunks {
+                    return Err(bad(format!(
+                        "seen word {} is not pair {pair}'s ({})",
+                        p.seen_row,
+                        seen_base + pair * chunks
+                    )));
+                }
+                t.slots.push(u32::from(worker));
+                contributors += 1;
+            }
+            let expected = partials
+                .range((v, 0)..=(v, u16::MAX))
+                .map(|(_, p)| p.expected)
+                .collect::<BTreeSet<_>>();
+            if expected.len() != 1 || expected.first() != Some(&u64::from(contributors)) {
+                return Err(EntriesError::Layout(format!(
+                    "set {set} block {b}: destination {v} hears from {contributors} workers \
+                     but its entries expect {expected:?}"
+                )));
+            }
+            if owner.get(v as usize) != Some(&w) {
+                return Err(EntriesError::Layout(format!(
+                    "set {set} block {b}: destination {v} is not worker {w}'s"
+                )));
+            }
+            t.vertices.push(v);
+            t.workers.push(u32::from(w));
+            t.expected.push(contributors);
+            t.offsets.push(t.slots.len() as u64);
+        }
+        if let Some((&(dst, worker), p)) = pairs.next() {
+            return Err(entry_error(
+                p.index,
+                table,
+                format!("the partial sum of worker {worker} for {dst}, which has no slot"),
+            ));
+        }
+        let order = t.vertices.clone();
+        PlanBlock::reduce(t, &order, Partials::default())
+            .map_err(|e| EntriesError::Layout(format!("set {set} block {b}: {e}")))
     }
 }

@@ -87,6 +87,17 @@ pub const AGGREGATE: Action = Action {
         f("last", 1),
     ],
 };
+pub const AGGREGATE_PARTIAL: Action = Action {
+    name: "Ingress.aggregation.aggregate_partial",
+    id: 0x0100_0010,
+    params: &[
+        f("agg_base", 32),
+        f("dst_worker", 16),
+        f("dst_port", PORT_BITS),
+        f("expected", 16),
+        f("seen_row", 16),
+    ],
+};
 pub const SET_JOB: Action = Action {
     name: "Ingress.check.set_job",
     id: 0x0100_0008,
@@ -132,6 +143,8 @@ pub const EXCHANGE_CONFIG: Table = Table {
 /// blocks): sizes as `include/constants.p4` declares them.
 pub const PASS_SIZE: u64 = 36864;
 pub const ROW_SIZE: u64 = 18432;
+/// (destination, worker) pairs of a loaded reduce block.
+pub const PARTIAL_SIZE: u64 = 16384;
 
 pub const SOURCE_ROW: Table = Table {
     name: "Ingress.source_row",
@@ -160,6 +173,20 @@ pub const VERTEX_AGGREGATORS: Table = Table {
     action: &AGGREGATE,
     size: PASS_SIZE,
 };
+/// Reduce mode: (destination, worker) → the destination's aggregator and the pair's seen word.
+pub const PARTIAL_AGGREGATOR: Table = Table {
+    name: "Ingress.aggregation.partial_aggregator",
+    id: 0x0200_000a,
+    keys: &[
+        f("job", 16),
+        f("set", 8),
+        f("block", 16),
+        f("dst", 32),
+        f("worker", 16),
+    ],
+    action: &AGGREGATE_PARTIAL,
+    size: PARTIAL_SIZE,
+};
 pub const JOB_CONFIG: Table = Table {
     name: "Ingress.check.job_config",
     id: 0x0200_0007,
@@ -184,12 +211,13 @@ pub const ECN_MARKING: Table = Table {
 
 /// Every table the control plane fills, in installation order (configuration first, so that
 /// no packet meets a half-installed job: admission comes last).
-pub const TABLES: [&Table; 8] = [
+pub const TABLES: [&Table; 9] = [
     &JOB_CONFIG,
     &EXCHANGE_CONFIG,
     &SOURCE_ROW,
     &DESTINATION_SLOT,
     &VERTEX_AGGREGATORS,
+    &PARTIAL_AGGREGATOR,
     &WORKER_ADDRESS,
     &ECN_MARKING,
     &ADMISSION,
@@ -224,6 +252,7 @@ pub const RID_CONTINUE: u16 = 0xfffe;
 /// Exchange mode codes of `set_exchange` (`dataplane::plan::Mode` discriminants).
 pub const MODE_BLOCKS: u64 = 0;
 pub const MODE_HOST: u64 = 2;
+pub const MODE_REDUCE: u64 = 3;
 /// Bytes of one queue cell, the unit of `enq_qdepth` (an assumption: the figure commonly
 /// quoted for Tofino 1; Intel publishes none).
 pub const CELL_BYTES: u64 = 80;

@@ -217,6 +217,8 @@ fn protocol_constants_match_the_rust_definitions() {
     assert_eq!(get("SG_MODE_HOST"), Mode::Host as u64);
     assert_eq!(program::MODE_BLOCKS, Mode::Blocks as u64);
     assert_eq!(program::MODE_HOST, Mode::Host as u64);
+    assert_eq!(get("SG_MODE_REDUCE"), Mode::Reduce as u64);
+    assert_eq!(program::MODE_REDUCE, Mode::Reduce as u64);
     assert_eq!(get("AGGREGATORS"), program::AGGREGATORS);
     assert_eq!(get("SEEN_WORDS"), program::SEEN_WORDS);
     assert_eq!(get("MAX_JOBS"), program::MAX_JOBS);

@@ -22,7 +22,7 @@ use switchgnn_datasets::{load_path, Dataset, LoadOptions};
 use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
-use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
+use switchgnn_scheduler::exchange::{reduce_plan, remote_sums, ExchangePlans};
 
 const JOB: u16 = 7;
 const CHECKSUM: u64 = 0x5347_0000_1234_abcd;
@@ -82,9 +82,12 @@ fn setup(scale: Scale, faults: Faults, seed: u64, layer: u8, backward: bool) -> 
 /// Every layer of `plan`, forward and backward, under faults, with the switch on the tables
 /// read back from the entries: each worker's sums equal the direct computation.
 fn exact_through_entries(d: &Dataset, plan: &Plan) {
-    let original = layers(plan);
+    exact_over_entries(d, &plan.assignment, layers(plan));
+}
+
+/// [`exact_through_entries`] for any exchange plans of `d` under `assignment`.
+fn exact_over_entries(d: &Dataset, assignment: &Assignment, original: Vec<Arc<ExchangePlan>>) {
     let (_, loaded) = through_the_control_plane(&original);
-    let assignment = &plan.assignment;
     for (l, (host, switch)) in original.iter().zip(&loaded).enumerate() {
         // The switch's tables are the plan's, block for block.
         assert_eq!(switch.blocks.len(), host.blocks.len(), "layer {l}");
@@ -138,6 +141,19 @@ fn cora_exchanges_are_exact_on_tables_loaded_from_entries() {
     let blocks: Vec<usize> = plan.block_sets.iter().map(|s| s.blocks.len()).collect();
     assert!(blocks.iter().all(|&b| b > 1), "blocks per set: {blocks:?}");
     exact_through_entries(&d, &plan);
+}
+
+#[test]
+fn reduce_exchanges_are_exact_on_tables_loaded_from_entries() {
+    let d = synthetic(600, 3000, 6);
+    let plan = prepare(&d, 3, vec![40, 16], 1 << 20, 100_000);
+    // Aggregators for 60 destinations at width 40 (two each): several blocks per layer.
+    let original: Vec<Arc<ExchangePlan>> = [40, 16]
+        .iter()
+        .map(|&w| Arc::new(reduce_plan(&d.graph, &plan.assignment, w, 120).unwrap()))
+        .collect();
+    assert!(original.iter().all(|p| p.blocks.len() > 1));
+    exact_over_entries(&d, &plan.assignment, original);
 }
 
 #[test]
@@ -199,6 +215,11 @@ fn the_bfrt_script_lists_every_entry() {
             .iter()
             .filter(|e| e.table.id == table.id)
             .count();
+        // A table the plan puts nothing into (a SwitchGNN plan's partial sums) is left out.
+        if n == 0 {
+            assert!(!script.contains(table.name), "{}", table.name);
+            continue;
+        }
         assert!(
             script.contains(&format!("# {} ({n} entries)", table.name)),
             "{}",

@@ -210,7 +210,8 @@ pub struct ExchangeChoice {
     pub layers: Vec<LayerChoice>,
 }
 
-/// One layer's exchange kind, and the predicted lower bound (seconds) of every kind weighed.
+/// One layer's exchange kind, and the predicted time (seconds) of every kind weighed: the chip
+/// model's serial estimate, the hosts' busiest resource plus the switch's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerChoice {
     pub kind: String,

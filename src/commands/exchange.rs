@@ -30,7 +30,8 @@ pub struct Args {
     /// Number of worker processes.
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
-    /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, strawman.
+    /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, g3, strawman,
+    /// reduce, auto (per layer, the kind the planner picks).
     #[arg(long, default_value = "switch,host")]
     pub exchange: String,
     /// Width exchanged at each layer, comma-separated (default: the dataset's feature width,

@@ -117,13 +117,14 @@ pub struct EntriesArgs {
     /// Where to write them.
     #[arg(long, short, value_name = "FILE")]
     pub out: PathBuf,
-    /// The exchange: switch (SwitchGNN blocks) or host (plain forwarding).
+    /// The exchange: switch (SwitchGNN blocks), reduce (pre-aggregated partial sums) or host
+    /// (plain forwarding).
     #[arg(long, default_value = "switch")]
     pub exchange: String,
     /// The job id (as in the job file).
     #[arg(long, default_value_t = 1)]
     pub job: u16,
-    /// The dataset (host exchange only; default: the one the plan was prepared from).
+    /// The dataset (host and reduce exchanges; default: the one the plan was prepared from).
     #[arg(long)]
     pub dataset: Option<String>,
     /// Worker ports and addresses: CSV with the header `rank,port,mac,ip,udp_port` (default:
@@ -304,7 +305,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
         ExchangeKind::Switchgnn => {
             Session::switchgnn(&plan).context("cannot build the exchange plans")?
         }
-        ExchangeKind::Host | ExchangeKind::BalancedHost => {
+        ExchangeKind::Host | ExchangeKind::BalancedHost | ExchangeKind::Reduce => {
             let name = args
                 .dataset
                 .clone()
@@ -314,12 +315,8 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
             Session::new(&plan, &dataset.graph, mode).context("cannot build the exchange plans")?
         }
         ExchangeKind::Auto => bail!(
-            "the P4 entries are for one exchange kind: name it (--exchange switch or host; \
+            "the P4 entries are for one exchange kind: name it (--exchange switch, reduce or host; \
              `switchgnn verify-plan` shows what the plan chose per layer)"
-        ),
-        ExchangeKind::Reduce => bail!(
-            "the P4 program has no pre-aggregated exchange yet: run `--exchange reduce` on the \
-             software switch"
         ),
         ExchangeKind::Strawman => bail!(
             "the strawman has no Tofino program: it allocates aggregators from a free pool on \

@@ -80,7 +80,8 @@ pub struct Args {
     /// over the software switch on loopback.
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
-    /// The exchange of a distributed run: switch (SwitchGNN blocks), host or strawman.
+    /// The exchange of a distributed run: switch (SwitchGNN blocks), host, g3, strawman,
+    /// reduce (pre-aggregated partial sums) or auto (per layer, the kind the planner picks).
     #[arg(long, default_value = "switch")]
     pub exchange: String,
     /// Plan folder to reuse, or to create when it does not exist (default: `plan-<M>` in the

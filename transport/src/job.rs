@@ -7,7 +7,7 @@
 //! job = 1
 //! plan = "plans/cora-4"          # a directory written by `switchgnn prepare`
 //! dataset = "../shared/datasets/cora.npz"   # optional: default is the plan's dataset
-//! mode = "switchgnn"             # or "host", "strawman"
+//! mode = "switchgnn"             # or "host", "g3", "strawman", "reduce", "auto"
 //! switch = "10.0.0.1:47000"
 //! world = 4
 //! bind = "0.0.0.0:0"             # optional: where workers bind (default: any port)

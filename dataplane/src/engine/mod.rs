@@ -96,6 +96,9 @@ pub enum EngineError {
     /// Vertices not strictly ascending, or not width × vertices values.
     #[error("feature vertices must be ascending and hold width × vertices values")]
     BadFeatures,
+    /// A reduce plan without the sources of its partial sums (a switch's view of it).
+    #[error("the reduce plan lists no sources for its partial sums (a switch's view of it)")]
+    NoSources,
     /// The engine's send strategy does not run plans of this mode.
     #[error("a {engine} engine cannot run a {mode} plan")]
     WrongMode {
@@ -384,6 +387,14 @@ impl<S: SendStrategy> Engine<S> {
                 engine: S::NAME,
                 mode: plan.mode.name(),
             });
+        }
+        if plan.mode == Mode::Reduce
+            && plan
+                .blocks
+                .iter()
+                .any(|b| !b.partials.known() && !b.table.slots.is_empty())
+        {
+            return Err(EngineError::NoSources);
         }
         if cfg.rank >= plan.workers {
             return Err(EngineError::NoSuchWorker {
