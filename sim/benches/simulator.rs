@@ -71,6 +71,7 @@ fn spec(workers: u16) -> SweepSpec {
         seed: 0,
         loss: 0.0,
         jobs: 1,
+        pcap: None,
     }
 }
 

@@ -191,7 +191,16 @@ struct Flight {
     count: u32,
 }
 
+/// Sees every packet at the switch's ports, as a port mirror would: each one that arrives
+/// from a worker and each one the switch sends to a worker, at its simulated time (a packet
+/// crossing a recirculation path is not seen again).
+pub trait Tap {
+    /// `bytes` went from `from` to `to` at `at`.
+    fn packet(&mut self, at: Nanos, from: Address, to: Address, bytes: &[u8]);
+}
+
 struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
+    tap: Option<&'a mut dyn Tap>,
     cfg: &'a SimConfig,
     bundle: Option<Bundle>,
     switch: &'a mut S,
@@ -231,6 +240,17 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
     switch: &mut S,
     hosts: &mut [Box<H>],
 ) -> Result<RunResult, SimError> {
+    run_tapped(cfg, bundle, switch, hosts, None)
+}
+
+/// [`run`], showing every packet at the switch's ports to `tap`.
+pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
+    cfg: &SimConfig,
+    bundle: Option<Bundle>,
+    switch: &mut S,
+    hosts: &mut [Box<H>],
+    tap: Option<&mut dyn Tap>,
+) -> Result<RunResult, SimError> {
     let n = usize::from(cfg.topology.hosts());
     if hosts.len() != n {
         return Err(SimError::Hosts {
@@ -241,6 +261,7 @@ pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
     let started = Instant::now();
     let done: Vec<bool> = hosts.iter().map(|h| h.is_done()).collect();
     let mut l = Loop {
+        tap: tap.map(|t| t as &mut dyn Tap),
         cfg,
         bundle,
         fabric: Fabric::new(&cfg.topology, &cfg.switch, &cfg.host),
@@ -429,6 +450,9 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 self.switch.set_egress_queue(port as u16, q);
             }
         }
+        if let Some(tap) = self.tap.as_mut() {
+            tap.packet(self.now, Address::Worker(from), Address::Switch, &f.bytes);
+        }
         let before = self.switch.passes();
         self.switch
             .handle_packet(self.now, Address::Worker(from), &f.bytes);
@@ -514,6 +538,9 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         let h = usize::from(to);
         if h >= self.fabric.downlinks.len() {
             return;
+        }
+        if let Some(tap) = self.tap.as_mut() {
+            tap.packet(self.now, Address::Switch, Address::Worker(to), &f.bytes);
         }
         let now_ps = to_picos(self.now);
         let port = &mut self.fabric.downlinks[h];

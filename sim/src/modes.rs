@@ -32,7 +32,7 @@ use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::PlanOptions;
 use thiserror::Error;
 
-use crate::driver::{run, Bundle, RunResult, SimConfig, SimError};
+use crate::driver::{run_tapped, Bundle, RunResult, SimConfig, SimError, Tap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -183,11 +183,12 @@ fn run_controlled(
     timers: ControlTimers,
     switch: Switch,
     engines: Vec<Box<dyn Exchange>>,
+    tap: Option<&mut dyn Tap>,
 ) -> Result<Ran, ModeError> {
     let (mut switch, workers) =
         controlled_star(switch, engines, 1, setup.mode.kind().name(), timers);
     let mut hosts: Vec<Box<ControlledWorker>> = workers.into_iter().map(Box::new).collect();
-    let result = run(cfg, bundle, &mut switch, &mut hosts)?;
+    let result = run_tapped(cfg, bundle, &mut switch, &mut hosts, tap)?;
     let engines = hosts
         .iter_mut()
         .map(|h| {
@@ -218,10 +219,22 @@ pub fn scale_for(graph: &Graph) -> Scale {
 /// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums. Takes the
 /// plan by value: a bundled run narrows its width, and a large graph's plan is not copied.
 pub fn simulate_exchange(
+    plan: ExchangePlan,
+    cfg: &SimConfig,
+    setup: &ExchangeSetup,
+    scale: Scale,
+) -> Result<(ExchangeSim, Vec<ExchangeOutput>), ModeError> {
+    simulate_exchange_tapped(plan, cfg, setup, scale, None)
+}
+
+/// [`simulate_exchange`], showing every packet at the switch's ports to `tap` (a packet
+/// capture).
+pub fn simulate_exchange_tapped(
     mut plan: ExchangePlan,
     cfg: &SimConfig,
     setup: &ExchangeSetup,
     scale: Scale,
+    tap: Option<&mut dyn Tap>,
 ) -> Result<(ExchangeSim, Vec<ExchangeOutput>), ModeError> {
     let hosts = cfg.topology.hosts();
     if hosts != plan.workers {
@@ -296,10 +309,10 @@ pub fn simulate_exchange(
     }
     let (switch, engines, result) = match setup.control {
         None => {
-            let result = run(cfg, bundle, &mut switch, &mut engines)?;
+            let result = run_tapped(cfg, bundle, &mut switch, &mut engines, tap)?;
             (switch, engines, result)
         }
-        Some(timers) => run_controlled(cfg, bundle, setup, timers, switch, engines)?,
+        Some(timers) => run_controlled(cfg, bundle, setup, timers, switch, engines, tap)?,
     };
     let sum = |f: fn(&switchgnn_dataplane::engine::EngineStats) -> u64| -> u64 {
         engines.iter().map(|e| f(e.stats())).sum()

@@ -5,22 +5,28 @@
 //! report lists both.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use switchgnn_chip::{Bound, Chip, ChipChoice, ChipError, HostCost, Load};
 use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::node::{Address, Nanos};
 use switchgnn_datasets::{Dataset, Progress};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::PlanOptions;
 use switchgnn_scheduler::planner::{choose, CANDIDATES};
+use switchgnn_transport::capture::Capture;
 use thiserror::Error;
 
 use crate::driver::SimConfig;
+use crate::driver::Tap;
 use crate::fabric::{HostSpec, LinkSpec, PortStats, SwitchSpec, Topology};
 use crate::modes::{
-    exchange_plan, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim, ModeError, SimMode,
+    exchange_plan, scale_for, simulate_exchange_tapped, ExchangeSetup, ExchangeSim, ModeError,
+    SimMode,
 };
 use crate::series::Series;
 
@@ -57,6 +63,64 @@ pub struct SweepSpec {
     pub loss: f64,
     /// Runs at once (each holds a plan and its engines in memory).
     pub jobs: usize,
+    /// Packet captures of every run, if asked for.
+    #[serde(default)]
+    pub pcap: Option<PcapSpec>,
+}
+
+/// `simulate --pcap FILE`: every run's first `packets` packets at the switch's ports, each run
+/// in its own file — `FILE` with the run's id before the extension (`cap.pcap` →
+/// `cap-w8-10MB-reduce-d128.pcap`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcapSpec {
+    pub path: std::path::PathBuf,
+    pub packets: u64,
+}
+
+impl PcapSpec {
+    /// The file of the run with id `id`.
+    pub fn file(&self, id: &str) -> std::path::PathBuf {
+        let stem = self
+            .path
+            .file_stem()
+            .map_or_else(|| "capture".into(), |s| s.to_string_lossy().into_owned());
+        let name = match self.path.extension() {
+            Some(ext) => format!("{stem}-{id}.{}", ext.to_string_lossy()),
+            None => format!("{stem}-{id}"),
+        };
+        self.path.with_file_name(name)
+    }
+}
+
+/// What a capture in the simulator writes: workers at 10.0.x.y, the switch at 10.255.255.254,
+/// one UDP port on both ends; times from the start of the run.
+struct SimCapture(Capture);
+
+/// The UDP port of captured packets: the dissector finds switchgnn by its magic on any port,
+/// but Wireshark gives a port its registered dissector first (47000, the Tofino program's, is
+/// Hotline's), so a port of the dynamic range that none claims.
+const CAPTURE_UDP_PORT: u16 = 60001;
+
+impl SimCapture {
+    fn address(a: Address) -> SocketAddr {
+        let ip = match a {
+            Address::Switch => Ipv4Addr::new(10, 255, 255, 254),
+            Address::Worker(w) => Ipv4Addr::new(10, 0, (w >> 8) as u8, (w & 0xff) as u8 + 1),
+        };
+        SocketAddr::new(IpAddr::V4(ip), CAPTURE_UDP_PORT)
+    }
+}
+
+impl Tap for SimCapture {
+    fn packet(&mut self, at: Nanos, from: Address, to: Address, bytes: &[u8]) {
+        self.0.record_at(
+            Duration::from_nanos(at),
+            Self::address(from),
+            Self::address(to),
+            None,
+            bytes,
+        );
+    }
 }
 
 impl SweepSpec {
@@ -176,16 +240,21 @@ impl RunRow {
 
     /// A file-name-safe identifier.
     pub fn id(&self) -> String {
+        RunRow::id_of(self.workers, self.switch_memory, self.mode, self.width)
+    }
+
+    /// The id of the run of `mode` at `width` on `workers` with `switch_memory`.
+    pub fn id_of(workers: u16, switch_memory: Option<u64>, mode: SimMode, width: usize) -> String {
         format!(
             "w{}-{}-{}-d{}",
-            self.workers,
-            self.switch_memory.map_or("nomem".to_string(), |m| match m {
+            workers,
+            switch_memory.map_or("nomem".to_string(), |m| match m {
                 m if m % 1_000_000 == 0 => format!("{}MB", m / 1_000_000),
                 m if m % 1_000 == 0 => format!("{}KB", m / 1_000),
                 m => format!("{m}B"),
             }),
-            self.mode.name(),
-            self.width
+            mode.name(),
+            width
         )
     }
 }
@@ -242,6 +311,12 @@ pub enum SweepError {
     Usage(String),
     #[error("chip: {0}")]
     Chip(#[from] ChipError),
+    /// The error names the file.
+    #[error("cannot write the capture: {source}")]
+    Capture {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Run the sweep. `plan_spec(workers, memory)` gives the partitioning options.
@@ -362,7 +437,32 @@ pub fn sweep(
                     };
                     let load = Load::of(&xplan, cfg.frame_overhead);
                     let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
-                    let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale).map_err(wrap)?;
+                    let mut capture = match &spec.pcap {
+                        Some(p) => {
+                            let id = RunRow::id_of(
+                                workers,
+                                memory.filter(|_| mode.uses_memory()),
+                                mode,
+                                width,
+                            );
+                            let file = p.file(&id);
+                            let c = Capture::create(&file, p.packets).map_err(|source| {
+                                SweepError::Capture {
+                                    path: file.clone(),
+                                    source,
+                                }
+                            })?;
+                            Some((SimCapture(c), file))
+                        }
+                        None => None,
+                    };
+                    let tap = capture.as_mut().map(|(c, _)| c as &mut dyn Tap);
+                    let (sim, _) =
+                        simulate_exchange_tapped(xplan, &cfg, &setup, scale, tap).map_err(wrap)?;
+                    if let Some((SimCapture(c), file)) = capture {
+                        c.finish()
+                            .map_err(|source| SweepError::Capture { path: file, source })?;
+                    }
                     let row = RunRow::of(
                         workers,
                         memory.filter(|_| mode.uses_memory()),

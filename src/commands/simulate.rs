@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_sim::report::{epoch_table, write_report};
-use switchgnn_sim::sweep::{sweep, SweepSpec};
+use switchgnn_sim::sweep::{sweep, PcapSpec, SweepSpec};
 use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
 
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
@@ -77,6 +77,15 @@ pub struct Args {
     /// Simulations run at once (each holds its plan and engines in memory).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
+    /// Capture each run's packets at the switch's ports (Ethernet, IP, UDP and the switchgnn
+    /// header; decode with tools/wireshark/switchgnn.lua): one pcap per run, named FILE with
+    /// the run's id before the extension; simulated time from 0. Bundled runs capture one
+    /// packet per bundle (use --exact-chunks for every chunk).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Stop each run's capture after this many packets.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub pcap_packets: u64,
     /// Report folder.
     #[arg(short, long)]
     pub out: PathBuf,
@@ -99,6 +108,12 @@ fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
 
 pub fn run(args: Args) -> Result<()> {
     let modes = parse_modes(&args.modes)?;
+    if let Some(dir) = args.pcap.as_ref().and_then(|p| p.parent()) {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {} for the captures", dir.display()))?;
+        }
+    }
     let workers: Vec<u16> = parse_list(&args.workers, "--workers")?;
     if workers.iter().any(|&w| w < 2) {
         bail!("--workers: every count must be at least 2");
@@ -163,6 +178,10 @@ pub fn run(args: Args) -> Result<()> {
         seed: args.input.partition.seed,
         loss: args.loss,
         jobs: args.jobs.max(1),
+        pcap: args.pcap.clone().map(|path| PcapSpec {
+            path,
+            packets: args.pcap_packets,
+        }),
     };
     let bars = Bars::new();
     let plan_spec = |w: u16, memory: u64| {

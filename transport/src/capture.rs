@@ -63,6 +63,22 @@ impl Capture {
         ecn: Option<EcnCodepoint>,
         payload: &[u8],
     ) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        self.record_at(now, from, to, ecn, payload);
+    }
+
+    /// [`Capture::record`] with the packet's time given: since the Unix epoch, or since the
+    /// start of a simulation.
+    pub fn record_at(
+        &mut self,
+        at: Duration,
+        from: SocketAddr,
+        to: SocketAddr,
+        ecn: Option<EcnCodepoint>,
+        payload: &[u8],
+    ) {
         if self.stats.packets >= self.limit {
             self.stats.skipped += 1;
             return;
@@ -71,9 +87,6 @@ impl Capture {
             return;
         };
         let frame = frame(from, to, ecn, payload);
-        let at = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
         let packet = PcapPacket::new(at, frame.len() as u32, &frame);
         match writer.write_packet(&packet) {
             Ok(_) => self.stats.packets += 1,
