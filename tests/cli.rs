@@ -248,6 +248,11 @@ fn analyze_reports_traffic_per_worker_count() {
         // The pre-aggregated exchange recirculates nothing.
         let pre = &real["reduce"]["in_network"];
         assert_eq!(pre["recirculation_s"].as_f64(), Some(0.0), "{pre}");
+        // The planner's pick is one of the kinds it weighs.
+        for r in [real, ideal] {
+            let pick = r["pick"].as_str().unwrap();
+            assert!(["host", "switchgnn", "reduce"].contains(&pick), "{pick}");
+        }
     }
 }
 

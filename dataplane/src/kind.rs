@@ -59,10 +59,11 @@ impl ExchangeKind {
         }
     }
 
-    /// Accepts the names the command line uses (`switch` and `blocks` are SwitchGNN).
+    /// Accepts the names the command line uses (`switch`, `blocks` and `multicast` are
+    /// SwitchGNN).
     pub fn parse(name: &str) -> Option<ExchangeKind> {
         match name {
-            "switch" | "switchgnn" | "blocks" => Some(ExchangeKind::Switchgnn),
+            "switch" | "switchgnn" | "blocks" | "multicast" => Some(ExchangeKind::Switchgnn),
             "strawman" => Some(ExchangeKind::Strawman),
             "host" => Some(ExchangeKind::Host),
             "g3" => Some(ExchangeKind::BalancedHost),

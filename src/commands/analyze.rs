@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
-use switchgnn_chip::{Load, Verdict};
+use switchgnn_chip::{Choice, Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_datasets::Progress;
@@ -53,6 +53,8 @@ struct Row {
     /// The pre-aggregated exchange (`reduce`: one partial sum per worker and destination, one
     /// pass per packet), every destination in one block.
     reduce: Verdict,
+    /// The kind the planner (`prepare --exchange auto`) picks for this layer on the chip.
+    pick: String,
     plans: Vec<PlanRow>,
 }
 
@@ -105,21 +107,26 @@ pub fn run(args: Args) -> Result<()> {
         let host_plan = whole(Mode::Host)?;
         let host = Load::of(&host_plan, FRAME_OVERHEAD);
         drop(host_plan);
-        let reduce = Verdict::of(
-            &chip,
-            &Load::of(
-                &reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?,
-                FRAME_OVERHEAD,
-            ),
-            &host,
-            &cost,
+        let reduce_load = Load::of(
+            &reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?,
+            FRAME_OVERHEAD,
         );
-        let verdict = Verdict::of(
+        let reduce = Verdict::of(&chip, &reduce_load, &host, &cost);
+        let blocks_load = Load::of(&whole(Mode::Blocks)?, FRAME_OVERHEAD);
+        let verdict = Verdict::of(&chip, &blocks_load, &host, &cost);
+        // What `prepare --exchange auto` would pick (with every destination in one block).
+        let pick = Choice::of(
             &chip,
-            &Load::of(&whole(Mode::Blocks)?, FRAME_OVERHEAD),
-            &host,
             &cost,
-        );
+            [
+                ("host", host.clone()),
+                ("switchgnn", blocks_load),
+                ("reduce", reduce_load),
+            ],
+        )
+        .expect("three candidates")
+        .kind()
+        .to_string();
         let mut plans = Vec::new();
         for &memory in &memories {
             bars.stage(
@@ -148,6 +155,7 @@ pub fn run(args: Args) -> Result<()> {
             boundary,
             verdict,
             reduce,
+            pick,
             traffic,
             plans,
         });
@@ -185,6 +193,7 @@ pub fn run(args: Args) -> Result<()> {
             "  pre-aggregated (`reduce`: one partial sum per worker and destination): {}",
             r.reduce.sentence()
         );
+        println!("  `prepare --exchange auto` would pick: {}", r.pick);
     }
     Ok(())
 }
@@ -209,6 +218,7 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
         "largest component aggregators",
         "best ÷ host (one block)",
         "reduce best ÷ host",
+        "auto picks",
     ]
     .map(String::from)
     .to_vec();
@@ -232,6 +242,7 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
             format_bytes(r.traffic.largest_component_aggregator_bytes),
             best(&r.verdict),
             best(&r.reduce),
+            r.pick.clone(),
         ];
         for p in &r.plans {
             cells.push(format!(

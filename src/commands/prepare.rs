@@ -71,7 +71,7 @@ pub fn run(args: Args) -> Result<()> {
             | ExchangeKind::Host),
         ) => k,
         _ => bail!(
-            "unknown exchange `{}` for a plan (one of: auto, switch, reduce, host)",
+            "unknown exchange `{}` for a plan (one of: auto, switch (or multicast), reduce, host)",
             args.exchange
         ),
     };
