@@ -475,6 +475,27 @@ fn a_killed_worker_process_is_named_and_nothing_hangs() {
     assert!(elapsed < std::time::Duration::from_secs(30), "{elapsed:?}");
 }
 
+/// `simulate` of a quarter of `small` on 4 workers with 1 MB of aggregators and width 32, in
+/// `modes`, with `extra` options, writing its report to `out`.
+fn simulate_small(modes: &str, extra: &[&str], out: &std::path::Path) -> String {
+    let mut args = vec![
+        "simulate",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "4",
+        "--switch-memory",
+        "1MB",
+        "--modes",
+        modes,
+        "--feature-dims",
+        "32",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    stdout_ok(&args)
+}
+
 #[test]
 fn simulate_writes_a_report_with_tables_series_and_plots() {
     let dir = tempfile::tempdir().unwrap();
@@ -576,22 +597,7 @@ fn simulate_writes_a_report_with_tables_series_and_plots() {
 
     // With loss, the engines recover what the fault injector drops, and say so.
     let lossy = dir.path().join("lossy");
-    stdout_ok(&[
-        "simulate",
-        "synthetic:small,scale=0.25",
-        "--workers",
-        "4",
-        "--switch-memory",
-        "1MB",
-        "--modes",
-        "host,switchgnn",
-        "--feature-dims",
-        "32",
-        "--loss",
-        "0.02",
-        "--out",
-        lossy.to_str().unwrap(),
-    ]);
+    simulate_small("host,switchgnn", &["--loss", "0.02"], &lossy);
     let lossy = switchgnn_sim::report::read_report(&lossy).unwrap();
     assert!(lossy.runs.iter().all(|r| r.retransmits + r.fetches > 0));
 
@@ -716,24 +722,12 @@ fn simulate_writes_a_capture_of_each_run() {
 
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("caps/run.pcap");
-    stdout_ok(&[
-        "simulate",
-        "synthetic:small,scale=0.25",
-        "--workers",
-        "4",
-        "--switch-memory",
-        "1MB",
-        "--modes",
+    let pcap = ["--pcap", cap.to_str().unwrap()];
+    simulate_small(
         "host,reduce",
-        "--feature-dims",
-        "32",
-        "--pcap",
-        cap.to_str().unwrap(),
-        "--pcap-packets",
-        "1000000",
-        "--out",
-        dir.path().join("report").to_str().unwrap(),
-    ]);
+        &[&pcap[..], &["--pcap-packets", "1000000"]].concat(),
+        &dir.path().join("report"),
+    );
     // One capture per run, named by the run.
     let read = |name: &str| {
         let file = std::fs::File::open(dir.path().join("caps").join(name)).unwrap();
@@ -774,23 +768,10 @@ fn simulate_writes_a_capture_of_each_run() {
     );
 
     // A bounded capture stops at its limit.
-    stdout_ok(&[
-        "simulate",
-        "synthetic:small,scale=0.25",
-        "--workers",
-        "4",
-        "--switch-memory",
-        "1MB",
-        "--modes",
+    simulate_small(
         "reduce",
-        "--feature-dims",
-        "32",
-        "--pcap",
-        cap.to_str().unwrap(),
-        "--pcap-packets",
-        "10",
-        "--out",
-        dir.path().join("report2").to_str().unwrap(),
-    ]);
+        &[&pcap[..], &["--pcap-packets", "10"]].concat(),
+        &dir.path().join("report2"),
+    );
     assert_eq!(read("run-w4-1MB-reduce-d32.pcap").len(), 10);
 }

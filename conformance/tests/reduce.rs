@@ -9,10 +9,10 @@ use std::sync::Arc;
 use common::*;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::Faults;
-use switchgnn_dataplane::node::{Address, ExchangeId, Node, Transmit};
+use switchgnn_dataplane::node::{Address, ExchangeId};
 use switchgnn_dataplane::plan::Mode;
 use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{PacketType, Repr, HEADER_LEN};
 use switchgnn_datasets::{BuildOptions, Graph};
 use switchgnn_partition::Assignment;
 use switchgnn_scheduler::exchange::reduce_plan;
@@ -23,17 +23,6 @@ const ID: ExchangeId = ExchangeId {
     layer: 0,
     backward: false,
 };
-
-fn send(s: &mut Switch, port: u16, r: &Repr, lanes: &[i32]) -> Vec<(Address, Repr, Vec<i32>)> {
-    s.handle_packet(0, Address::Worker(port), &r.to_bytes(lanes));
-    let mut out = Vec::new();
-    let mut buf = [0u8; MAX_PACKET_LEN];
-    while let Some(Transmit { to, len }) = s.poll_transmit(0, &mut buf) {
-        let p = Packet::new_checked(&buf[..len]).unwrap();
-        out.push((to, Repr::parse(&p).unwrap(), p.payload().collect()));
-    }
-    out
-}
 
 fn header(t: PacketType, worker: u16) -> Repr {
     let mut r = ID.header(t);

@@ -1,11 +1,15 @@
 //! The switch model driven by hand-written event sequences.
 
+mod common;
+
 use std::sync::Arc;
 
-use switchgnn_dataplane::node::{Address, ExchangeId, Node, Transmit};
+use common::send;
+
+use switchgnn_dataplane::node::{Address, ExchangeId, Node};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, PacketType, Repr, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{PacketType, Repr};
 use switchgnn_datasets::{BuildOptions, Graph};
 use switchgnn_partition::Assignment;
 use switchgnn_scheduler::exchange::ExchangePlans;
@@ -43,18 +47,6 @@ fn packet(t: PacketType, worker: u16, f: impl FnOnce(&mut Repr)) -> Repr {
     r.sequence = 1;
     f(&mut r);
     r
-}
-
-fn send(s: &mut Switch, port: u16, r: &Repr, lanes: &[i32]) -> Vec<(Address, Repr, Vec<i32>)> {
-    s.handle_packet(0, Address::Worker(port), &r.to_bytes(lanes));
-    let mut out = Vec::new();
-    let mut buf = [0u8; MAX_PACKET_LEN];
-    while let Some(Transmit { to, len }) = s.poll_transmit(0, &mut buf) {
-        let p = Packet::new_checked(&buf[..len]).unwrap();
-        let repr = Repr::parse(&p).unwrap();
-        out.push((to, repr, p.payload().collect()));
-    }
-    out
 }
 
 fn join_all(s: &mut Switch) -> Vec<(Address, Repr, Vec<i32>)> {

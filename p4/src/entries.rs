@@ -137,6 +137,25 @@ impl Part {
     }
 }
 
+/// A block's `aggregators` and `seen` words fit the program's registers after the job's bases.
+fn block_fits(install: &Install, aggregators: u64, seen: u64) -> Result<(), EntriesError> {
+    fits(
+        "aggregators of a block",
+        install.agg_base + aggregators,
+        program::AGGREGATORS,
+        &format!(
+            " (prepare the plan with {} or less)",
+            program::switch_memory_option()
+        ),
+    )?;
+    fits(
+        "seen words of a block",
+        install.seen_base + seen,
+        program::SEEN_WORDS,
+        "",
+    )
+}
+
 /// The entries of one reduce block: every vertex it names as a sender (destinations, and the
 /// sources of every partial sum, whose plain features a fetch may ask for) in `source_row`,
 /// its destinations' aggregators in `destination_slot`, and one `partial_aggregator` entry per
@@ -151,21 +170,7 @@ fn reduce_block(
 ) -> Result<(), EntriesError> {
     let t = &block.table;
     let pairs = t.slots.len() as u64;
-    fits(
-        "aggregators of a block",
-        install.agg_base + t.len() as u64 * c,
-        program::AGGREGATORS,
-        &format!(
-            " (prepare the plan with {} or less)",
-            program::switch_memory_option()
-        ),
-    )?;
-    fits(
-        "seen words of a block",
-        install.seen_base + pairs * c,
-        program::SEEN_WORDS,
-        "",
-    )?;
+    block_fits(install, t.len() as u64 * c, pairs * c)?;
     fits("partial sums of a block", pairs, program::PARTIAL_SIZE, "")?;
     let mut senders: BTreeMap<u32, u16> = BTreeMap::new();
     for (row, &v) in t.vertices.iter().enumerate() {
@@ -354,21 +359,7 @@ impl Entries {
                 // The host exchange forwards by owner only: no aggregators, no seen words.
                 let aggregates = mode == Mode::Blocks;
                 if aggregates {
-                    fits(
-                        "aggregators of a block",
-                        install.agg_base + v * c,
-                        program::AGGREGATORS,
-                        &format!(
-                            " (prepare the plan with {} or less)",
-                            program::switch_memory_option()
-                        ),
-                    )?;
-                    fits(
-                        "seen words of a block",
-                        install.seen_base + v * c,
-                        program::SEEN_WORDS,
-                        "",
-                    )?;
+                    block_fits(install, v * c, v * c)?;
                 }
                 for (row, &x) in t.vertices.iter().enumerate() {
                     let w = t.workers[row] as u16;
