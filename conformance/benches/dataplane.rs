@@ -11,6 +11,8 @@
 //!   (in + out) per second against the same line rate. The replay must reproduce the
 //!   recorded output exactly, or the bench fails.
 //!
+//! Both for SwitchGNN's blocks and for the pre-aggregated exchange (`reduce`) of the same graph.
+//!
 //! `cargo bench -p switchgnn-conformance --bench dataplane`; `SWITCHGNN_BENCH_SCALE` (default
 //! 0.02 of products-like), `SWITCHGNN_BENCH_WORKERS` (8), `SWITCHGNN_BENCH_WIDTH` (128),
 //! `SWITCHGNN_BENCH_MEMORY` (bytes, default 10 MB).
@@ -21,17 +23,17 @@ use std::time::Instant;
 
 use switchgnn_conformance::allocations::{allocations, Counting};
 use switchgnn_dataplane::cc::Unpaced;
-use switchgnn_dataplane::engine::{EngineConfig, Exchange, InNetworkEngine, LocalFeatures, Timers};
+use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
 use switchgnn_dataplane::wire::{PacketType, HEADER_LEN, MAX_PACKET_LEN};
-use switchgnn_dataplane::{Address, ExchangeId, Node};
+use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Node};
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
-use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
+use switchgnn_scheduler::exchange::{reduce_plan, remote_sums, ExchangePlans};
 
 const FRAME_OVERHEAD: usize = switchgnn_dataplane::wire::FRAME_OVERHEAD as usize;
 // Counts allocations so that the figures below can say how many the nodes made per packet.
@@ -54,7 +56,7 @@ const ID: ExchangeId = ExchangeId {
     backward: false,
 };
 
-fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> InNetworkEngine {
+fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> Box<dyn Exchange> {
     let width = plan.width;
     let (vertices, local) = plan.local_rows(w, values);
     let cfg = EngineConfig {
@@ -70,7 +72,9 @@ fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> InN
         width,
         values: &local,
     };
-    InNetworkEngine::new(cfg, plan.clone(), features, Box::new(Unpaced), 0).unwrap()
+    ExchangeKind::of_mode(plan.mode)
+        .engine(cfg, plan.clone(), features, Box::new(Unpaced), 0)
+        .unwrap()
 }
 
 fn switch(plan: &Arc<ExchangePlan>, memory: u64) -> Switch {
@@ -93,7 +97,7 @@ type Recording = (Vec<Vec<Vec<u8>>>, Vec<(u16, Vec<u8>)>);
 /// every packet the workers sent, in order.
 fn record(plan: &Arc<ExchangePlan>, values: &[f32], scale: Scale, memory: u64) -> Recording {
     let mut sw = switch(plan, memory);
-    let mut engines: Vec<InNetworkEngine> = (0..plan.workers)
+    let mut engines: Vec<Box<dyn Exchange>> = (0..plan.workers)
         .map(|w| engine(plan, w, values, scale))
         .collect();
     let mut received = vec![Vec::new(); usize::from(plan.workers)];
@@ -147,16 +151,24 @@ fn main() {
     let spec = PlanSpec::new("products-like", workers, vec![width]).switch_memory(memory);
     let prepared = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let plan = Arc::new(ExchangePlan::from_plan(&prepared, 0).unwrap());
+    let reduce = Arc::new(
+        reduce_plan(
+            &d.graph,
+            &prepared.assignment,
+            width,
+            (memory / 128) as usize,
+        )
+        .unwrap(),
+    );
     let values: Vec<f32> = (0..n * width)
         .map(|i| ((i * 2_654_435_761) % 2001) as f32 / 1000.0 - 1.0)
         .collect();
     let most = (0..n as u32).map(|v| d.graph.degree(v)).max().unwrap();
     let scale = Scale::for_bound(1.0, most).unwrap();
     println!(
-        "products-like at scale {scale_factor}: {n} vertices, {} edges; {workers} workers, width {width}, {} MB of aggregators, {} blocks (one core)",
+        "products-like at scale {scale_factor}: {n} vertices, {} edges; {workers} workers, width {width}, {} MB of aggregators (one core)",
         d.graph.num_edges(),
         memory / 1_000_000,
-        plan.blocks.len()
     );
 
     // Baseline: the same sums computed directly in memory.
@@ -165,8 +177,29 @@ fn main() {
     let t = Instant::now();
     let want = remote_sums(&d.graph, &assignment, width, &encoded);
     let direct_s = t.elapsed().as_secs_f64();
+    for plan in [&plan, &reduce] {
+        println!(
+            "\n{} exchange: {} blocks",
+            ExchangeKind::of_mode(plan.mode),
+            plan.blocks.len()
+        );
+        measure(plan, &values, scale, memory, direct_s, &want);
+    }
+}
 
-    let (received, sent) = record(&plan, &values, scale, memory);
+/// The switch model and the engines on `plan`'s exchange, against the direct computation's
+/// `direct_s` seconds for the sums `want`.
+fn measure(
+    plan: &Arc<ExchangePlan>,
+    values: &[f32],
+    scale: Scale,
+    memory: u64,
+    direct_s: f64,
+    want: &[ExchangeOutput],
+) {
+    let width = plan.width;
+
+    let (received, sent) = record(plan, values, scale, memory);
     let data_packets = sent
         .iter()
         .filter(|(_, b)| b[3] == PacketType::Data as u8)
@@ -175,7 +208,7 @@ fn main() {
     let line_pps = LINE_RATE / (data_bytes + FRAME_OVERHEAD) as f64;
 
     // Switch alone: every worker packet of the run, in the recorded order.
-    let mut sw = switch(&plan, memory);
+    let mut sw = switch(plan, memory);
     let mut buf = [0u8; MAX_PACKET_LEN];
     let t = Instant::now();
     let before = allocations();
@@ -227,7 +260,7 @@ fn main() {
     let mut packets = 0u64;
     let mut engine_allocations = 0u64;
     for w in 0..plan.workers {
-        let mut e = engine(&plan, w, &values, scale);
+        let mut e = engine(plan, w, values, scale);
         let t = Instant::now();
         let before = allocations();
         let mut out = 0u64;
