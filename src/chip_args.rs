@@ -6,7 +6,7 @@ use switchgnn_chip::{Chip, ChipChoice, HostCost};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
-use switchgnn_partition::{ExchangeChoice, Plan};
+use switchgnn_partition::{ExchangeChoice, Plan, PlannedOn};
 use switchgnn_scheduler::exchange::PlanOptions;
 use switchgnn_scheduler::planner::{choose, layer_choice, CANDIDATES};
 
@@ -94,6 +94,13 @@ pub fn choose_exchanges(
         by: exchange.name().to_string(),
         chip: chip.describe(),
         layers,
+        planned_on: Some(PlannedOn {
+            preset: chip.preset.name().to_string(),
+            loopback_ports: chip.loopback_ports,
+            recirculation_ports: Some(chip.recirculation_ports),
+            link_gbps: cost.link_gbps,
+            host_packet_ns: cost.per_packet_ns,
+        }),
     })
 }
 

@@ -63,7 +63,9 @@ impl JobArgs {
 
 pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
     ExchangeKind::parse(name).with_context(|| {
-        format!("unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, auto)")
+        format!(
+            "unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, hybrid, auto)"
+        )
     })
 }
 

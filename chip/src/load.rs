@@ -142,7 +142,9 @@ impl Load {
 
     /// The pre-aggregated exchange of a reduce `plan`: per destination, each contributing
     /// worker sends one partial sum per chunk, which the switch acknowledges and adds in the
-    /// packet's only pass; each destination's sum goes down to its owner once. Each block adds
+    /// packet's only pass; each destination's sum goes down to its owner once. A hybrid
+    /// block's multicast senders go up once and make a pass per destination, as in
+    /// [`Load::in_network`]. Each block adds
     /// a go to every worker and a done from every worker, as in [`Load::in_network`].
     pub fn reduce(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
@@ -168,6 +170,23 @@ impl Load {
                         load.lane_updates += lanes;
                     }
                     load.packet(None, Some(owner), bytes);
+                }
+            }
+            // A hybrid block's multicast senders: SwitchGNN's pass per destination.
+            let m = &block.multicast;
+            for i in 0..m.len() {
+                let owner = plan.owner[m.vertices[i] as usize];
+                let aggregators = m.rows_of(i).len() as u64;
+                for c in 0..plan.chunks() {
+                    let lanes = plan.chunk_lanes(c) as u64;
+                    let bytes = header + 4 * lanes;
+                    load.packet(Some(owner), None, bytes);
+                    load.packet(None, Some(owner), header);
+                    let extra = aggregators.saturating_sub(1);
+                    load.passes += extra;
+                    load.recirculations += extra;
+                    load.recirculated_bytes += extra * (bytes + PASS_HEADER);
+                    load.lane_updates += aggregators * lanes;
                 }
             }
         }

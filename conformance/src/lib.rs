@@ -242,6 +242,7 @@ impl Driver for Simulator {
             ExchangeKind::Host => SimMode::Host,
             ExchangeKind::BalancedHost => SimMode::G3,
             ExchangeKind::Reduce => SimMode::Reduce,
+            ExchangeKind::Hybrid => SimMode::Hybrid,
             ExchangeKind::Auto => SimMode::Auto,
         };
         let setup = ExchangeSetup {

@@ -32,6 +32,9 @@ pub enum ExchangeKind {
     BalancedHost,
     /// Pre-aggregated partial sums, one per (worker, destination), added in one switch pass.
     Reduce,
+    /// Per (source, destination worker) pair, SwitchGNN's multicast or a partial sum, as the
+    /// chip model favours (`switchgnn_scheduler::hybrid`); runs as a reduce plan.
+    Hybrid,
     /// Per layer, the kind the plan records (`switchgnn prepare --exchange auto` picks the one
     /// with the least predicted time). Not a kind of its own: each layer runs a concrete one.
     Auto,
@@ -39,12 +42,13 @@ pub enum ExchangeKind {
 
 impl ExchangeKind {
     /// Every kind.
-    pub const ALL: [ExchangeKind; 5] = [
+    pub const ALL: [ExchangeKind; 6] = [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,
         ExchangeKind::Strawman,
         ExchangeKind::BalancedHost,
         ExchangeKind::Reduce,
+        ExchangeKind::Hybrid,
     ];
 
     /// The name in job files, reports and on the command line.
@@ -55,6 +59,7 @@ impl ExchangeKind {
             ExchangeKind::Host => "host",
             ExchangeKind::BalancedHost => "g3",
             ExchangeKind::Reduce => "reduce",
+            ExchangeKind::Hybrid => "hybrid",
             ExchangeKind::Auto => "auto",
         }
     }
@@ -68,6 +73,7 @@ impl ExchangeKind {
             "host" => Some(ExchangeKind::Host),
             "g3" => Some(ExchangeKind::BalancedHost),
             "reduce" | "pre-aggregated" => Some(ExchangeKind::Reduce),
+            "hybrid" => Some(ExchangeKind::Hybrid),
             "auto" => Some(ExchangeKind::Auto),
             _ => None,
         }
@@ -79,7 +85,7 @@ impl ExchangeKind {
             ExchangeKind::Switchgnn => Mode::Blocks,
             ExchangeKind::Strawman => Mode::Strawman,
             ExchangeKind::Host | ExchangeKind::BalancedHost => Mode::Host,
-            ExchangeKind::Reduce => Mode::Reduce,
+            ExchangeKind::Reduce | ExchangeKind::Hybrid => Mode::Reduce,
             ExchangeKind::Auto => return None,
         })
     }
@@ -102,6 +108,7 @@ impl ExchangeKind {
             ExchangeKind::Switchgnn
                 | ExchangeKind::Strawman
                 | ExchangeKind::Reduce
+                | ExchangeKind::Hybrid
                 | ExchangeKind::Auto
         )
     }
@@ -123,7 +130,9 @@ impl ExchangeKind {
             ExchangeKind::BalancedHost => {
                 Box::new(BalancedHostEngine::new(cfg, plan, local, cc, now)?)
             }
-            ExchangeKind::Reduce => Box::new(ReduceEngine::new(cfg, plan, local, cc, now)?),
+            ExchangeKind::Reduce | ExchangeKind::Hybrid => {
+                Box::new(ReduceEngine::new(cfg, plan, local, cc, now)?)
+            }
             // Each layer's plan says which kind it is.
             ExchangeKind::Auto => {
                 return ExchangeKind::of_mode(plan.mode).engine(cfg, plan, local, cc, now)

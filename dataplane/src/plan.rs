@@ -108,6 +108,52 @@ impl Partials {
     }
 }
 
+/// The multicast senders of a hybrid [`Mode::Reduce`] block: vertices whose whole feature
+/// goes up once (source = destination field = the vertex) and is added, one pass each, into
+/// `rows[offsets[i]..offsets[i + 1]]` (table rows of destinations, ascending) — SwitchGNN's
+/// way — while every other remote neighbour of a destination comes in its worker's partial
+/// sum. Empty in a plain reduce block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Multicast {
+    /// Sender vertices, ascending (global ids).
+    pub vertices: Vec<u32>,
+    /// Where each sender's rows start (one more entry than senders).
+    pub offsets: Vec<u64>,
+    /// Destination rows, sender by sender.
+    pub rows: Vec<u32>,
+}
+
+impl Multicast {
+    /// Senders.
+    pub fn len(&self) -> usize {
+        self.vertices.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.vertices.is_empty()
+    }
+
+    /// The index of sender `v`, if it is one.
+    pub fn index(&self, v: u32) -> Option<usize> {
+        self.vertices.binary_search(&v).ok()
+    }
+
+    /// Destination rows sender `i` is added into.
+    pub fn rows_of(&self, i: usize) -> &[u32] {
+        &self.rows[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Per table row of `rows` rows, the multicast senders added into it.
+    pub fn incoming(&self, rows: usize) -> Vec<u32> {
+        let mut n = vec![0u32; rows];
+        for &r in &self.rows {
+            n[r as usize] += 1;
+        }
+        n
+    }
+}
+
 /// One block at run time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanBlock {
@@ -117,6 +163,8 @@ pub struct PlanBlock {
     pub order: Vec<u32>,
     /// The sources of each partial sum ([`Mode::Reduce`] only; empty otherwise).
     pub partials: Partials,
+    /// The multicast senders of a hybrid [`Mode::Reduce`] block (empty otherwise).
+    pub multicast: Multicast,
 }
 
 impl PlanBlock {
@@ -259,6 +307,9 @@ impl ExchangePlan {
             put(&mut h, &b.order);
             put(&mut h, &b.partials.starts);
             put(&mut h, &b.partials.sources);
+            put(&mut h, &b.multicast.vertices);
+            put(&mut h, &b.multicast.offsets);
+            put(&mut h, &b.multicast.rows);
         }
         h.digest()
     }
@@ -297,12 +348,13 @@ impl ExchangePlan {
                 .iter()
                 .flat_map(|b| {
                     let t = &b.table;
-                    (0..t.len()).map(|row| {
+                    let incoming = b.multicast.incoming(t.len());
+                    (0..t.len()).map(move |row| {
                         if !b.partials.known() {
                             return u64::from(t.expected[row]);
                         }
                         let (a, z) = (t.offsets[row] as usize, t.offsets[row + 1] as usize);
-                        b.partials.starts[z] - b.partials.starts[a]
+                        b.partials.starts[z] - b.partials.starts[a] + u64::from(incoming[row])
                     })
                 })
                 .max()
@@ -334,6 +386,18 @@ impl PlanBlock {
         order: &[u32],
         partials: Partials,
     ) -> Result<PlanBlock, PlanError> {
+        PlanBlock::hybrid(table, order, partials, Multicast::default())
+    }
+
+    /// A hybrid [`Mode::Reduce`] block: as [`PlanBlock::reduce`], plus `multicast` senders;
+    /// a destination's expected count is its contributing workers plus the senders added into
+    /// it.
+    pub fn hybrid(
+        table: BlockTable,
+        order: &[u32],
+        partials: Partials,
+        multicast: Multicast,
+    ) -> Result<PlanBlock, PlanError> {
         let pairs = table.slots.len();
         let bad = |why: String| Err(PlanError::BadOrder(why));
         let switch_view = partials == Partials::default();
@@ -347,19 +411,37 @@ impl PlanBlock {
                 partials.starts.len().saturating_sub(1)
             ));
         }
-        for row in 0..table.len() {
+        let m = &multicast;
+        let bad_multicast = m.offsets.len() != m.vertices.len() + 1
+            || m.offsets.first() != Some(&0)
+            || m.offsets.last().copied() != Some(m.rows.len() as u64)
+            || m.vertices.windows(2).any(|w| w[0] >= w[1])
+            || (0..m.len()).any(|i| {
+                let rows = m.rows_of(i);
+                rows.is_empty()
+                    || rows.windows(2).any(|w| w[0] >= w[1])
+                    || rows.iter().any(|&r| r as usize >= table.len())
+            });
+        if *m != Multicast::default() && bad_multicast {
+            return bad(
+                "multicast senders must ascend, each with ascending rows of the block".into(),
+            );
+        }
+        let incoming = m.incoming(table.len());
+        for (row, &multicast_in) in incoming.iter().enumerate() {
             let workers = table.row(row);
             if workers.windows(2).any(|w| w[0] >= w[1])
-                || workers.len() != table.expected[row] as usize
+                || workers.len() as u32 + multicast_in != table.expected[row]
             {
                 return bad(format!(
-                    "destination {}: its contributing workers must ascend and number its expected count",
+                    "destination {}: its contributing workers must ascend and, with its multicast senders, number its expected count",
                     table.vertices[row]
                 ));
             }
         }
         let mut block = plan_block(table, order)?;
         block.partials = partials;
+        block.multicast = multicast;
         Ok(block)
     }
 }
@@ -368,8 +450,25 @@ impl PlanBlock {
 /// for a destination another worker owns.
 fn check_partials(owner: &[u16], blocks: &[PlanBlock]) -> Result<(), PlanError> {
     let owner_of = |v: u32| owner.get(v as usize).map(|&o| u32::from(o));
-    for b in blocks.iter().filter(|b| b.partials.known()) {
+    for b in blocks {
         let t = &b.table;
+        let m = &b.multicast;
+        for i in 0..m.len() {
+            let u = m.vertices[i];
+            if let Some(&r) = m
+                .rows_of(i)
+                .iter()
+                .find(|&&r| owner_of(t.vertices[r as usize]) == owner_of(u))
+            {
+                return Err(PlanError::BadOrder(format!(
+                    "multicast sender {u} feeds destination {} of its own worker",
+                    t.vertices[r as usize]
+                )));
+            }
+        }
+        if !b.partials.known() {
+            continue;
+        }
         for row in 0..t.len() {
             let v = t.vertices[row];
             for (j, &w) in t.row(row).iter().enumerate() {
@@ -412,5 +511,6 @@ fn plan_block(table: BlockTable, order: &[u32]) -> Result<PlanBlock, PlanError> 
         table,
         order: rows,
         partials: Partials::default(),
+        multicast: Multicast::default(),
     })
 }

@@ -15,7 +15,10 @@
 //!    egress queue it feeds is above the threshold. In reduce mode a data packet is a worker's
 //!    partial sum for its destination vertex: the seen bit is per (destination, worker), and
 //!    it makes exactly one pass, into the destination's aggregator, which completes when every
-//!    contributing worker's partial is in (its count is of partials, not vertices).
+//!    contributing worker's partial is in (its count is of partials, not vertices). A hybrid
+//!    block's multicast sender (source = destination field) is added into each of its
+//!    destinations' aggregators, one pass each, as in SwitchGNN, and counted there beside the
+//!    partials.
 //! 3. **Raw** with the resend flag releases the destination's aggregator (its partial sum is
 //!    dropped; the host aggregates raw features instead) and goes to the destination's host;
 //!    **Fetch** goes to the owner of the source vertex; in host mode both are plain forwarding.
@@ -311,9 +314,9 @@ impl BlockState {
         let t = &plan.blocks[block].table;
         let n = t.len() * c;
         // One seen bit per sender and chunk: a source vertex, or in reduce mode a
-        // (destination, worker) pair.
+        // (destination, worker) pair and then each multicast sender.
         let senders = if plan.mode == Mode::Reduce {
-            t.slots.len()
+            t.slots.len() + plan.blocks[block].multicast.len()
         } else {
             t.len()
         };
@@ -769,7 +772,14 @@ fn data(
     // goes into every in-block neighbour's aggregator; a partial sum into its destination's
     // only.
     let one_slot;
-    let (sender, targets) = if plan.mode == Mode::Reduce {
+    let (sender, targets) = if plan.mode == Mode::Reduce && repr.src == repr.dst {
+        // A hybrid block's multicast sender: its feature into each of its destinations.
+        let i = block
+            .multicast
+            .index(repr.src)
+            .ok_or(DropReason::NotInPlan)?;
+        (table.slots.len() + i, block.multicast.rows_of(i))
+    } else if plan.mode == Mode::Reduce {
         let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
         let pair = block.pair(row, repr.worker).ok_or(DropReason::NotInPlan)?;
         one_slot = [row as u32];
@@ -794,7 +804,7 @@ fn data(
         return Err(DropReason::Duplicate);
     }
     // A partial sum its worker could not fit into 32-bit lanes carries nothing to add.
-    let unfit = plan.mode == Mode::Reduce && repr.flags.fetch;
+    let unfit = plan.mode == Mode::Reduce && repr.flags.fetch && repr.src != repr.dst;
     let mut congested = false;
     for &slot in targets {
         f.counters.passes += 1;

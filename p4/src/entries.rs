@@ -281,6 +281,16 @@ impl Entries {
                       Tofino pass cannot do (see p4/README.md); run it on the software switch",
             });
         }
+        if layers
+            .iter()
+            .any(|p| p.blocks.iter().any(|b| !b.multicast.is_empty()))
+        {
+            return Err(EntriesError::Mode {
+                mode: "hybrid",
+                why: "its blocks mix multicast senders with partial sums, which the P4 program \
+                      does not do yet; run it on the software switch, or use reduce",
+            });
+        }
         let workers = first.workers;
         if layers
             .iter()
@@ -818,6 +828,7 @@ impl Reader {
                         table: BlockTable::default(),
                         order: Vec::new(),
                         partials: Default::default(),
+                        multicast: Default::default(),
                     };
                     blocks as usize
                 ]),
@@ -970,6 +981,7 @@ impl Reader {
             },
             order: (0..n).collect(),
             partials: Default::default(),
+            multicast: Default::default(),
         })
     }
 

@@ -25,7 +25,7 @@ pub use blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 pub use boundary::Boundary;
 pub use error::{PartitionError, PlanCheckError, Result};
 pub use metis_kway::{MetisOptions, Objective};
-pub use plan::{ExchangeChoice, LayerChoice, OrderInfo, Plan, PlanSpec};
+pub use plan::{ExchangeChoice, LayerChoice, OrderInfo, Plan, PlanSpec, PlannedOn};
 pub use switchgnn_dataplane::table::BlockTable;
 pub use tables::block_table;
 pub use traffic::Traffic;

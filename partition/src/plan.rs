@@ -208,6 +208,22 @@ pub struct ExchangeChoice {
     pub chip: String,
     /// One per layer, in layer order.
     pub layers: Vec<LayerChoice>,
+    /// The chip and hosts the choice was made for: a hybrid layer's plan is rebuilt for
+    /// them by every process of the job (`None`: the default chip for the worker count).
+    #[serde(default)]
+    pub planned_on: Option<PlannedOn>,
+}
+
+/// The chip options and host costs of a choice (`switchgnn_chip::ChipChoice` and
+/// `HostCost`, kept as plain values here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedOn {
+    /// The chip preset's name.
+    pub preset: String,
+    pub loopback_ports: u32,
+    pub recirculation_ports: Option<u32>,
+    pub link_gbps: f64,
+    pub host_packet_ns: f64,
 }
 
 /// One layer's exchange kind, and the predicted time (seconds) of every kind weighed: the chip

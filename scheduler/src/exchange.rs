@@ -147,6 +147,18 @@ pub fn exchange_plan(
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
             reduce_plan(graph, &plan.assignment, width, aggregators as usize)
         }
+        ExchangeKind::Hybrid => {
+            let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
+            let (chip, cost) = crate::hybrid::planned_on(plan)?;
+            crate::hybrid::hybrid_plan(
+                graph,
+                &plan.assignment,
+                width,
+                aggregators as usize,
+                &chip,
+                &cost,
+            )
+        }
         ExchangeKind::Auto => exchange_plan(chosen_kind(plan, layer)?, graph, plan, layer, options),
     }
 }

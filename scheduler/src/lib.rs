@@ -13,6 +13,7 @@
 
 pub mod blocks;
 pub mod exchange;
+pub mod hybrid;
 pub mod order;
 pub mod planner;
 pub mod slots;

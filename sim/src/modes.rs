@@ -9,6 +9,7 @@
 //! | `switchgnn` | the plan's blocks, priority BFS (GAMR) | in-network | aggregators per block |
 //! | `switchgnn-nogamr` | the plan's blocks, random order | in-network | aggregators per block |
 //! | `reduce` | every destination, blocks that fit the memory | pre-aggregated partial sums | one pass per partial |
+//! | `hybrid` | per (source, destination worker) pair, multicast or a partial sum, chosen for the run's chip | pre-aggregated, with multicast senders | one pass per partial, one per multicast destination |
 //! | `auto` | the planner's pick among host, switchgnn and reduce: the least bound on the run's chip | that kind's | that kind's |
 //!
 //! [`BalancedHostExchange`]: switchgnn_dataplane::engine::BalancedHostExchange
@@ -45,18 +46,20 @@ pub enum SimMode {
     #[serde(rename = "switchgnn-nogamr")]
     SwitchGnnNoGamr,
     Reduce,
+    Hybrid,
     Auto,
 }
 
 impl SimMode {
     /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
-    pub const ALL: [SimMode; 6] = [
+    pub const ALL: [SimMode; 7] = [
         SimMode::Host,
         SimMode::G3,
         SimMode::Strawman,
         SimMode::SwitchGnn,
         SimMode::SwitchGnnNoGamr,
         SimMode::Reduce,
+        SimMode::Hybrid,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +70,7 @@ impl SimMode {
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
             SimMode::Reduce => "reduce",
+            SimMode::Hybrid => "hybrid",
             SimMode::Auto => "auto",
         }
     }
@@ -87,6 +91,7 @@ impl SimMode {
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
             SimMode::Reduce => ExchangeKind::Reduce,
+            SimMode::Hybrid => ExchangeKind::Hybrid,
             SimMode::Auto => ExchangeKind::Auto,
         }
     }

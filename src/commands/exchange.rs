@@ -83,8 +83,9 @@ pub struct ExchangeRow {
     pub bytes: u64,
     /// Feature payload (4 B per lane) up and down, first sends and resends.
     pub payload: u64,
-    /// The partition crate's traffic model for this layer and mode.
-    pub model: u64,
+    /// The partition crate's traffic model for this layer and mode (none for the hybrid
+    /// exchange, whose mix the model does not know).
+    pub model: Option<u64>,
     pub exact: bool,
 }
 
@@ -401,12 +402,13 @@ fn summarise(
                 k => k,
             };
             let model = match kind {
-                ExchangeKind::Switchgnn => traffic.plan_bytes,
-                ExchangeKind::Strawman => traffic.ideal_bytes,
-                ExchangeKind::Host | ExchangeKind::BalancedHost => traffic.host_bytes,
+                ExchangeKind::Switchgnn => Some(traffic.plan_bytes),
+                ExchangeKind::Strawman => Some(traffic.ideal_bytes),
+                ExchangeKind::Host | ExchangeKind::BalancedHost => Some(traffic.host_bytes),
                 // Partial sums go up as host-exchange copies would (one per vertex and remote
                 // worker, mirrored); one sum per destination comes down.
-                ExchangeKind::Reduce => traffic.host_bytes / 2 + traffic.ideal_bytes / 2,
+                ExchangeKind::Reduce => Some(traffic.host_bytes / 2 + traffic.ideal_bytes / 2),
+                ExchangeKind::Hybrid => None,
                 ExchangeKind::Auto => unreachable!("resolved to the layer's kind above"),
             };
             let dir = if x.backward { "backward" } else { "forward" };
@@ -474,8 +476,10 @@ fn print_mode(s: &ModeSummary) {
             x.packets.to_string(),
             mb(x.bytes),
             mb(x.payload),
-            mb(x.model),
-            format!("{:.3}", x.payload as f64 / x.model.max(1) as f64),
+            x.model.map_or("-".into(), mb),
+            x.model.map_or("-".into(), |m| {
+                format!("{:.3}", x.payload as f64 / m.max(1) as f64)
+            }),
             if x.exact { "yes" } else { "NO" }.to_string(),
         ]);
     }

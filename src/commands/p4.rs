@@ -305,7 +305,10 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
         ExchangeKind::Switchgnn => {
             Session::switchgnn(&plan).context("cannot build the exchange plans")?
         }
-        ExchangeKind::Host | ExchangeKind::BalancedHost | ExchangeKind::Reduce => {
+        ExchangeKind::Host
+        | ExchangeKind::BalancedHost
+        | ExchangeKind::Reduce
+        | ExchangeKind::Hybrid => {
             let name = args
                 .dataset
                 .clone()

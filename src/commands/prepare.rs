@@ -68,10 +68,12 @@ pub fn run(args: Args) -> Result<()> {
             k @ (ExchangeKind::Auto
             | ExchangeKind::Switchgnn
             | ExchangeKind::Reduce
+            | ExchangeKind::Hybrid
             | ExchangeKind::Host),
         ) => k,
         _ => bail!(
-            "unknown exchange `{}` for a plan (one of: auto, switch (or multicast), reduce, host)",
+            "unknown exchange `{}` for a plan (one of: auto, switch (or multicast), reduce, \
+             hybrid, host)",
             args.exchange
         ),
     };
@@ -124,6 +126,7 @@ pub fn run(args: Args) -> Result<()> {
                     };
                     layers
                 ],
+                planned_on: None,
             };
             plan.set_exchange(choice)?;
             None

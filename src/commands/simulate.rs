@@ -26,9 +26,10 @@ pub struct Args {
     #[arg(long, default_value = "10MB,100MB")]
     pub switch_memory: String,
     /// Modes, comma-separated: host, g3, strawman, switchgnn, switchgnn-nogamr, reduce (the
-    /// pre-aggregated exchange), auto (per run, the kind the planner predicts fastest on the
-    /// chip among host, switchgnn and reduce).
-    #[arg(long, default_value = "host,g3,strawman,switchgnn,reduce,auto")]
+    /// pre-aggregated exchange), hybrid (per source and destination worker, multicast or a
+    /// partial sum, chosen for the chip), auto (per run, the kind the planner predicts
+    /// fastest on the chip among host, switchgnn, reduce and hybrid).
+    #[arg(long, default_value = "host,g3,strawman,switchgnn,reduce,hybrid,auto")]
     pub modes: String,
     /// Width exchanged at each layer (default: the paper's 4-layer GCN with 128 hidden units,
     /// each layer exchanging the narrower of its input and output: min(F,128),128,128,min(128,C)).

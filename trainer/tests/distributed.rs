@@ -140,17 +140,25 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     let p = plan(&d, 3, &gcn, 64 << 10);
     // `auto` runs what the plan records per layer: here a different kind on each layer.
     let mut mixed = p.clone();
-    let kinds = ["reduce", "host", "switchgnn"];
+    let kinds = ["hybrid", "host", "switchgnn", "reduce"];
     mixed
         .set_exchange(switchgnn_partition::ExchangeChoice {
             by: "test".into(),
             chip: "none".into(),
             layers: (0..mixed.manifest.spec.feature_dims.len())
                 .map(|l| switchgnn_partition::LayerChoice {
-                    kind: kinds[l % 3].into(),
+                    kind: kinds[l % 4].into(),
                     predicted_s: Default::default(),
                 })
                 .collect(),
+            // On the ideal chip the hybrid multicasts most pairs: both halves run.
+            planned_on: Some(switchgnn_partition::PlannedOn {
+                preset: "ideal".into(),
+                loopback_ports: 0,
+                recirculation_ports: None,
+                link_gbps: 100.0,
+                host_packet_ns: 20.0,
+            }),
         })
         .unwrap();
     let mut runs = Vec::new();
@@ -160,8 +168,10 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
         ExchangeKind::Strawman,
         ExchangeKind::Reduce,
         ExchangeKind::Auto,
+        ExchangeKind::Hybrid,
     ] {
-        let p = if mode == ExchangeKind::Auto {
+        // `auto` reads the mix from the plan; the hybrid runs on the ideal chip it names.
+        let p = if matches!(mode, ExchangeKind::Auto | ExchangeKind::Hybrid) {
             &mixed
         } else {
             &p
@@ -179,6 +189,7 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     assert_eq!(runs[0], runs[2], "switch and strawman");
     assert_eq!(runs[0], runs[3], "switch and reduce");
     assert_eq!(runs[0], runs[4], "switch and a mix of kinds per layer");
+    assert_eq!(runs[0], runs[5], "switch and the hybrid");
 
     let sage = TrainConfig {
         model: ModelConfig {

@@ -423,6 +423,8 @@ impl<S: SendStrategy> Engine<S> {
                         vertices.extend_from_slice(b.partials.of(p));
                     }
                 }
+                let own = |u: &&u32| plan.owner[**u as usize] == cfg.rank;
+                vertices.extend(b.multicast.vertices.iter().filter(own));
             }
             vertices.sort_unstable();
             vertices.dedup();

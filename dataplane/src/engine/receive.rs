@@ -157,8 +157,9 @@ enum Taken {
     Source(usize),
     /// The switch way's `j`-th forwarded contribution only (a partial sum in reduce mode).
     Partial(usize),
-    /// Both: a forwarded single contribution outside reduce mode.
-    Both(usize),
+    /// Both: a forwarded single contribution (outside reduce mode, or a hybrid block's
+    /// multicast sender): its index in the switch way's count and in the host way's.
+    Both { switch: usize, host: usize },
 }
 
 /// Receive state of one block.
@@ -181,6 +182,9 @@ pub(super) struct Receiver {
     /// Host mode: where each source's entries start and end in `by_source` (a hash lookup
     /// instead of a binary search through a large array for every raw feature).
     source_ranges: HashMap<u32, (u32, u32)>,
+    /// Hybrid reduce blocks: (destination row, multicast sender) for this worker's
+    /// destinations, sorted.
+    multicast_in: Vec<(u32, u32)>,
 }
 
 impl Receiver {
@@ -223,8 +227,19 @@ impl Receiver {
                 start = i + 1;
             }
         }
+        let mut multicast_in = Vec::new();
+        let m = &b.multicast;
+        for i in 0..m.len() {
+            let mine = m
+                .rows_of(i)
+                .iter()
+                .filter(|&&r| t.workers[r as usize] == u32::from(rank));
+            multicast_in.extend(mine.map(|&r| (r, m.vertices[i])));
+        }
+        multicast_in.sort_unstable();
         let chunks = plan.chunks();
         Receiver {
+            multicast_in,
             plan: Arc::clone(plan),
             block: usize::from(block),
             chunks,
@@ -267,10 +282,23 @@ impl Receiver {
         b.partials.starts[a] as usize..b.partials.starts[z] as usize
     }
 
+    /// Hybrid reduce blocks: the multicast senders added into `pos`, ascending.
+    fn multicast_sources(&self, pos: usize) -> impl ExactSizeIterator<Item = u32> + '_ {
+        let row = self.dests[pos];
+        let start = self.multicast_in.partition_point(|&(r, _)| r < row);
+        let end = self.multicast_in.partition_point(|&(r, _)| r <= row);
+        self.multicast_in[start..end].iter().map(|&(_, u)| u)
+    }
+
+    /// The index of `u` among the multicast senders added into `pos`.
+    fn multicast_index(&self, pos: usize, u: u32) -> Option<usize> {
+        self.multicast_sources(pos).position(|x| x == u)
+    }
+
     /// Raw contributions the host way needs for `pos`: one per remote source vertex.
     fn sources(&self, pos: usize) -> u32 {
         if self.plan.mode == Mode::Reduce {
-            self.partial_sources(pos).len() as u32
+            (self.partial_sources(pos).len() + self.multicast_sources(pos).len()) as u32
         } else {
             self.expected(pos)
         }
@@ -367,6 +395,10 @@ impl Receiver {
         let b = &self.plan.blocks[self.block];
         if self.plan.mode == Mode::Reduce {
             let all = self.partial_sources(pos);
+            // Multicast senders come after every partial sum's sources.
+            if let Some(i) = self.multicast_index(pos, u) {
+                return Some(all.len() + i);
+            }
             let pair = b.pair(self.dests[pos] as usize, *self.plan.owner.get(u as usize)?)?;
             let i = b.partials.of(pair).binary_search(&u).ok()?;
             return Some(b.partials.starts[pair] as usize - all.start + i);
@@ -390,8 +422,22 @@ impl Receiver {
             let (start, end) = self.source_ranges.get(&raw.u).copied().unwrap_or((0, 0));
             (start as usize..end as usize, None)
         } else if self.plan.mode == Mode::Reduce && raw.overflow {
-            // A partial sum the switch could not add: the switch way's, by worker.
+            // What the switch could not add: a multicast sender's feature serves both ways
+            // (after the partials in the switch's count, after their sources in the host's);
+            // a partial sum only the switch way, by worker.
             let single = self.position(raw.v).and_then(|pos| {
+                if let Some(i) = self.multicast_index(pos, raw.u) {
+                    let row = self.dests[pos] as usize;
+                    let workers = self.plan.blocks[self.block].table.row(row).len();
+                    let host = self.partial_sources(pos).len() + i;
+                    return Some((
+                        pos,
+                        Taken::Both {
+                            switch: workers + i,
+                            host,
+                        },
+                    ));
+                }
                 let w = u32::from(*self.plan.owner.get(raw.u as usize)?);
                 let row = self.dests[pos] as usize;
                 let j = self.plan.blocks[self.block]
@@ -409,7 +455,7 @@ impl Receiver {
                 Some((
                     pos,
                     if as_partial {
-                        Taken::Both(j)
+                        Taken::Both { switch: j, host: j }
                     } else {
                         Taken::Source(j)
                     },
@@ -445,14 +491,14 @@ impl Receiver {
         }
         let p = self.pending(key);
         let mut progressed = false;
-        if let Taken::Source(j) | Taken::Both(j) = taken {
+        if let Taken::Source(j) | Taken::Both { host: j, .. } = taken {
             if !p.raw_seen.replace(j) {
                 p.raw_count += 1;
                 add(&mut p.raw_sum, values);
                 progressed = true;
             }
         }
-        if let Taken::Partial(j) | Taken::Both(j) = taken {
+        if let Taken::Partial(j) | Taken::Both { switch: j, .. } = taken {
             if !p.overflow_seen.replace(j) {
                 p.overflow_count += 1;
                 add(&mut p.overflow_sum, values);
@@ -474,7 +520,12 @@ impl Receiver {
         // ascending, as `source_index` counts them).
         let reduce = (self.plan.mode == Mode::Reduce).then(|| self.partial_sources(pos));
         let sources: Box<dyn Iterator<Item = u32> + '_> = match reduce {
-            Some(range) => Box::new(b.partials.sources[range].iter().copied()),
+            Some(range) => Box::new(
+                b.partials.sources[range]
+                    .iter()
+                    .copied()
+                    .chain(self.multicast_sources(pos)),
+            ),
             None => Box::new(b.sources(row)),
         };
         sources

@@ -151,7 +151,8 @@ pub(super) fn feature_packet(
     let mut partial = [0i32; MAX_LANES];
     let mut fits = true;
     // Reduce mode sends partial sums up; what a fetch is answered with stays a plain feature.
-    let values = if plan.mode == Mode::Reduce && kind == PacketType::Data {
+    // A hybrid block's multicast sender sends its own feature (source = destination).
+    let values = if plan.mode == Mode::Reduce && kind == PacketType::Data && src != dst {
         fits = partial_sum(plan, rows, header, dst, chunk, &mut partial[..lanes])?;
         &partial[..lanes]
     } else {
@@ -246,7 +247,8 @@ impl SendStrategy for InNetwork {
 
 /// The pre-aggregated exchange: for every destination of the block it contributes to, the
 /// worker sends one partial sum (the sum of its own vertices that neighbour the destination),
-/// named by its lowest such vertex, and the switch acknowledges it.
+/// named by its lowest such vertex, and the switch acknowledges it; in a hybrid block it also
+/// sends each of its multicast senders' features once.
 #[derive(Debug)]
 pub struct PreAggregated(SendQueue);
 
@@ -260,13 +262,23 @@ impl SendStrategy for PreAggregated {
 
     fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
         let b = &plan.blocks[usize::from(block)];
-        b.order
+        let mut pairs: Vec<(u32, u32)> = b
+            .order
             .iter()
             .filter_map(|&row| {
                 let pair = b.pair(row as usize, rank)?;
                 Some((b.partials.of(pair)[0], b.table.vertices[row as usize]))
             })
-            .collect()
+            .collect();
+        // A hybrid block's multicast senders of this worker: each feature once.
+        pairs.extend(
+            b.multicast
+                .vertices
+                .iter()
+                .filter(|&&u| plan.owner[u as usize] == rank)
+                .map(|&u| (u, u)),
+        );
+        pairs
     }
 
     fn from_queue(queue: SendQueue) -> Self {

@@ -1,0 +1,435 @@
+//! The hybrid exchange's plan: per (source vertex, destination worker) pair, either SwitchGNN's
+//! multicast (the source's feature goes up once and is added, one pass each, into its
+//! neighbours on that worker) or pre-aggregation (it is folded into its own worker's partial
+//! sum for each of those neighbours).
+//!
+//! The choice starts from the pure pre-aggregated exchange and moves pairs to multicast greedily
+//! while the chip model's serial estimate (the busiest host's time plus the switch's,
+//! `switchgnn_chip::Bound::serial_seconds`) goes down. Only the busiest host's load can lower
+//! the estimate, and a move helps that host only where the source is the last pre-aggregated
+//! one of some partial sum (the partial then disappears), so the candidates are that host's
+//! pairs, most partial sums removed per pass added first. The switch pays every pass and
+//! recirculation of a move, so on a chip with little recirculation bandwidth few pairs move,
+//! and with free recirculation most do.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use switchgnn_chip::{Chip, ChipChoice, HostCost, Load, PASS_HEADER};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock, PlanError};
+use switchgnn_dataplane::table::BlockTable;
+use switchgnn_dataplane::wire::{FRAME_OVERHEAD, HEADER_LEN, MAX_LANES};
+use switchgnn_datasets::Graph;
+use switchgnn_partition::{Assignment, Plan, PlannedOn};
+
+use crate::exchange::reduce_plan;
+
+/// The chip and host costs `plan`'s exchange choice was made for (every process of a job
+/// rebuilds a hybrid plan for them), or the defaults: the smallest real chip that hosts the
+/// workers at 100 Gb/s, 20 ns per packet.
+pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
+    let default = PlannedOn {
+        preset: String::new(),
+        loopback_ports: 0,
+        recirculation_ports: None,
+        link_gbps: 100.0,
+        host_packet_ns: 20.0,
+    };
+    let on = plan
+        .manifest
+        .exchange
+        .as_ref()
+        .and_then(|c| c.planned_on.clone())
+        .unwrap_or(default);
+    let bad = |e: String| PlanError::NoChoice(format!("the plan's chip: {e}"));
+    let preset = if on.preset.is_empty() {
+        None
+    } else {
+        Some(
+            on.preset
+                .parse()
+                .map_err(|e: switchgnn_chip::ChipError| bad(e.to_string()))?,
+        )
+    };
+    let choice = ChipChoice {
+        preset,
+        loopback_ports: on.loopback_ports,
+        recirculation_ports: on.recirculation_ports,
+    };
+    let chip = choice
+        .resolve(plan.manifest.spec.workers, on.link_gbps)
+        .map_err(|e| bad(e.to_string()))?;
+    let cost = HostCost {
+        link_gbps: on.link_gbps,
+        per_packet_ns: on.host_packet_ns,
+        frame_overhead: FRAME_OVERHEAD,
+    };
+    Ok((chip, cost))
+}
+
+/// Consecutive rejected moves on the busiest host after which the search stops.
+const PATIENCE: usize = 64;
+
+/// One (source, destination worker) pair: the source's neighbours on that worker are
+/// `neighbours[start..end]`.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    u: u32,
+    start: u32,
+    end: u32,
+}
+
+/// The loads a move changes, and the chip's rates, to evaluate the serial estimate.
+struct Model<'a> {
+    chip: &'a Chip,
+    cost: &'a HostCost,
+    sent_bytes: Vec<f64>,
+    received_bytes: Vec<f64>,
+    sent_packets: Vec<f64>,
+    received_packets: Vec<f64>,
+    passes: f64,
+    recirculated_bytes: f64,
+    lane_updates: f64,
+}
+
+fn time(x: f64, rate: f64) -> f64 {
+    if rate.is_infinite() {
+        0.0
+    } else {
+        x / rate
+    }
+}
+
+impl Model<'_> {
+    fn host(&self, w: usize) -> f64 {
+        let bytes = self.sent_bytes[w].max(self.received_bytes[w]);
+        let packets = self.sent_packets[w].max(self.received_packets[w]);
+        let link = self.cost.link_gbps * 1e9 / 8.0;
+        (bytes / link).max(packets * self.cost.per_packet_ns * 1e-9)
+    }
+
+    fn switch(&self) -> f64 {
+        time(self.passes, self.chip.pass_rate())
+            .max(time(
+                self.recirculated_bytes,
+                self.chip.loopback_bytes_per_s(),
+            ))
+            .max(time(self.lane_updates, self.chip.lane_rate()))
+    }
+
+    /// The busiest host and the serial estimate.
+    fn estimate(&self) -> (usize, f64) {
+        let (busiest, host) = (0..self.sent_bytes.len())
+            .map(|w| (w, self.host(w)))
+            .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
+        (busiest, host + self.switch())
+    }
+}
+
+/// What moving one pair to multicast changes: host `w`'s packets and bytes each way (uplink
+/// packets and their acknowledgements), and the switch's passes, recirculated bytes and lane
+/// updates.
+struct Move {
+    w: usize,
+    packets: f64,
+    bytes: f64,
+    ack_bytes: f64,
+    passes: f64,
+    recirculated: f64,
+    lanes: f64,
+}
+
+impl Model<'_> {
+    fn apply(&mut self, m: &Move, sign: f64) {
+        self.sent_packets[m.w] += sign * m.packets;
+        self.received_packets[m.w] += sign * m.packets;
+        self.sent_bytes[m.w] += sign * m.bytes;
+        self.received_bytes[m.w] += sign * m.ack_bytes;
+        self.passes += sign * m.passes;
+        self.recirculated_bytes += sign * m.recirculated;
+        self.lane_updates += sign * m.lanes;
+    }
+}
+
+/// The hybrid exchange of `graph` under `assignment` at `width`, chosen for `chip` and hosts
+/// costing `cost`; destinations cut, in id order, into blocks that fit `aggregators`.
+pub fn hybrid_plan(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+    aggregators: usize,
+    chip: &Chip,
+    cost: &HostCost,
+) -> Result<ExchangePlan, PlanError> {
+    let n = graph.num_vertices();
+    let part = |v: u32| assignment.part(v) as u16;
+    // Partial sums: per destination, its contributing workers and how many of their sources
+    // are still pre-aggregated.
+    let mut first_pair = vec![u64::MAX; n + 1];
+    let mut pair_workers: Vec<u16> = Vec::new();
+    let mut pair_count: Vec<u32> = Vec::new();
+    let mut remote: Vec<u16> = Vec::new();
+    for v in 0..n as u32 {
+        first_pair[v as usize] = pair_workers.len() as u64;
+        remote.clear();
+        remote.extend(
+            graph
+                .neighbors(v)
+                .iter()
+                .map(|&u| part(u))
+                .filter(|&w| w != part(v)),
+        );
+        remote.sort_unstable();
+        for (i, &w) in remote.iter().enumerate() {
+            if i == 0 || remote[i - 1] != w {
+                pair_workers.push(w);
+                pair_count.push(0);
+            }
+            *pair_count.last_mut().expect("just pushed") += 1;
+        }
+    }
+    first_pair[n] = pair_workers.len() as u64;
+    let pair = |v: u32, w: u16| -> usize {
+        let (a, z) = (
+            first_pair[v as usize] as usize,
+            first_pair[v as usize + 1] as usize,
+        );
+        a + pair_workers[a..z]
+            .binary_search(&w)
+            .expect("a remote neighbour's worker contributes")
+    };
+
+    // Candidates: each source with its neighbours on each remote worker.
+    let mut neighbours: Vec<u32> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut by_worker: Vec<(u16, u32)> = Vec::new();
+    for u in 0..n as u32 {
+        by_worker.clear();
+        by_worker.extend(
+            graph
+                .neighbors(u)
+                .iter()
+                .map(|&v| (part(v), v))
+                .filter(|&(w, _)| w != part(u)),
+        );
+        by_worker.sort_unstable();
+        let mut i = 0;
+        while i < by_worker.len() {
+            let w = by_worker[i].0;
+            let start = neighbours.len() as u32;
+            while i < by_worker.len() && by_worker[i].0 == w {
+                neighbours.push(by_worker[i].1);
+                i += 1;
+            }
+            candidates.push(Candidate {
+                u,
+                start,
+                end: neighbours.len() as u32,
+            });
+        }
+    }
+
+    // The loads of the pure pre-aggregated exchange, every destination in one block.
+    let start = Load::of(
+        &reduce_plan(graph, assignment, width, usize::MAX)?,
+        cost.frame_overhead,
+    );
+    let f64s = |x: &[u64]| x.iter().map(|&b| b as f64).collect::<Vec<_>>();
+    let mut model = Model {
+        chip,
+        cost,
+        sent_bytes: f64s(&start.sent_bytes),
+        received_bytes: f64s(&start.received_bytes),
+        sent_packets: f64s(&start.sent_packets),
+        received_packets: f64s(&start.received_packets),
+        passes: start.passes as f64,
+        recirculated_bytes: start.recirculated_bytes as f64,
+        lane_updates: start.lane_updates as f64,
+    };
+    let chunks = width.div_ceil(MAX_LANES);
+    let header = (HEADER_LEN as u64 + cost.frame_overhead) as f64;
+    let feature_bytes = chunks as f64 * header + 4.0 * width as f64;
+    let recirculated_per_pass = feature_bytes + (chunks as u64 * PASS_HEADER) as f64;
+    // Destinations each source already multicasts to.
+    let mut multicast_to = vec![0u32; n];
+    let mut chosen = vec![false; candidates.len()];
+    let removed = |c: &Candidate, count: &[u32]| -> u32 {
+        neighbours[c.start as usize..c.end as usize]
+            .iter()
+            .filter(|&&v| count[pair(v, part(c.u))] == 1)
+            .count() as u32
+    };
+    let move_of = |c: &Candidate, removed: u32, already: u32| -> Move {
+        let d = (c.end - c.start) as f64;
+        let r = f64::from(removed);
+        let new = if already == 0 { 1.0 } else { 0.0 };
+        Move {
+            w: usize::from(part(c.u)),
+            packets: chunks as f64 * (new - r),
+            bytes: feature_bytes * (new - r),
+            ack_bytes: chunks as f64 * header * (new - r),
+            passes: chunks as f64 * (d - r),
+            recirculated: (d - new) * recirculated_per_pass,
+            lanes: width as f64 * (d - r),
+        }
+    };
+    // Per host, its candidates that remove a partial sum, most removed per pass first.
+    let workers =
+        usize::from(
+            u16::try_from(assignment.num_parts()).map_err(|_| PlanError::TooLarge {
+                what: "workers",
+                value: u64::from(assignment.num_parts()),
+                limit: u64::from(u16::MAX),
+            })?,
+        );
+    let mut heaps: Vec<BinaryHeap<(u64, Reverse<u32>)>> = vec![BinaryHeap::new(); workers];
+    let score = |removed: u32, d: u32| u64::from(removed) * 1_000_000 / u64::from(d.max(1));
+    for (i, c) in candidates.iter().enumerate() {
+        let r = removed(c, &pair_count);
+        if r > 0 {
+            heaps[usize::from(part(c.u))].push((score(r, c.end - c.start), Reverse(i as u32)));
+        }
+    }
+    let (_, mut best) = model.estimate();
+    let mut rejected = 0;
+    while rejected < PATIENCE {
+        let (h, _) = model.estimate();
+        let Some((s, Reverse(i))) = heaps[h].pop() else {
+            break;
+        };
+        let c = candidates[i as usize];
+        if chosen[i as usize] {
+            continue;
+        }
+        let r = removed(&c, &pair_count);
+        if r == 0 {
+            continue;
+        }
+        let now = score(r, c.end - c.start);
+        if now < s {
+            // Stale: earlier moves took some of its partial sums; weigh it again.
+            heaps[h].push((now, Reverse(i)));
+            continue;
+        }
+        let m = move_of(&c, r, multicast_to[c.u as usize]);
+        model.apply(&m, 1.0);
+        let (_, estimate) = model.estimate();
+        if estimate < best {
+            best = estimate;
+            chosen[i as usize] = true;
+            multicast_to[c.u as usize] += c.end - c.start;
+            for &v in &neighbours[c.start as usize..c.end as usize] {
+                pair_count[pair(v, part(c.u))] -= 1;
+            }
+            rejected = 0;
+        } else {
+            model.apply(&m, -1.0);
+            rejected += 1;
+        }
+    }
+
+    // Whether u's feature is multicast to worker w.
+    let first_candidate = {
+        let mut first = vec![u32::MAX; n + 1];
+        for (i, c) in candidates.iter().enumerate().rev() {
+            first[c.u as usize] = i as u32;
+        }
+        first
+    };
+    let multicast = |u: u32, w: u16| -> bool {
+        let mut i = first_candidate[u as usize] as usize;
+        while i < candidates.len() && candidates[i].u == u {
+            let c = &candidates[i];
+            if part(neighbours[c.start as usize]) == w {
+                return chosen[i];
+            }
+            i += 1;
+        }
+        false
+    };
+    build(graph, assignment, width, aggregators, &multicast)
+}
+
+/// The blocks of a hybrid exchange whose pairs `multicast(u, w)` says are multicast.
+fn build(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+    aggregators: usize,
+    multicast: &dyn Fn(u32, u16) -> bool,
+) -> Result<ExchangePlan, PlanError> {
+    let part = |v: u32| assignment.part(v) as u16;
+    let per_block = (aggregators / width.div_ceil(MAX_LANES).max(1)).max(1);
+    let destinations: Vec<u32> = (0..graph.num_vertices() as u32)
+        .filter(|&v| graph.neighbors(v).iter().any(|&u| part(u) != part(v)))
+        .collect();
+    let mut blocks = Vec::new();
+    let mut remote: Vec<(u16, u32)> = Vec::new();
+    for chunk in destinations.chunks(per_block) {
+        let mut table = BlockTable {
+            offsets: vec![0],
+            ..BlockTable::default()
+        };
+        let mut partials = Partials {
+            starts: vec![0],
+            sources: Vec::new(),
+        };
+        // (sender, destination row) of every multicast edge into this block.
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        for (row, &v) in chunk.iter().enumerate() {
+            remote.clear();
+            for &u in graph.neighbors(v) {
+                let w = part(u);
+                if w == part(v) {
+                    continue;
+                }
+                if multicast(u, part(v)) {
+                    edges.push((u, row as u32));
+                } else {
+                    remote.push((w, u));
+                }
+            }
+            remote.sort_unstable();
+            let mut contributors = 0;
+            for (i, &(w, u)) in remote.iter().enumerate() {
+                if i == 0 || remote[i - 1].0 != w {
+                    if i > 0 {
+                        partials.starts.push(partials.sources.len() as u64);
+                    }
+                    table.slots.push(u32::from(w));
+                    contributors += 1;
+                }
+                partials.sources.push(u);
+            }
+            if !remote.is_empty() {
+                partials.starts.push(partials.sources.len() as u64);
+            }
+            table.vertices.push(v);
+            table.workers.push(u32::from(part(v)));
+            table.expected.push(contributors);
+            table.offsets.push(table.slots.len() as u64);
+        }
+        edges.sort_unstable();
+        let mut m = Multicast {
+            offsets: vec![0],
+            ..Multicast::default()
+        };
+        for (i, &(u, row)) in edges.iter().enumerate() {
+            if i > 0 && edges[i - 1].0 != u {
+                m.offsets.push(m.rows.len() as u64);
+            }
+            if i == 0 || edges[i - 1].0 != u {
+                m.vertices.push(u);
+            }
+            m.rows.push(row);
+            table.expected[row as usize] += 1;
+        }
+        if !edges.is_empty() {
+            m.offsets.push(m.rows.len() as u64);
+        }
+        let order = table.vertices.clone();
+        blocks.push(PlanBlock::hybrid(table, &order, partials, m)?);
+    }
+    let owner = assignment.parts().iter().map(|&p| p as u16).collect();
+    ExchangePlan::new(Mode::Reduce, width, assignment.num_parts(), owner, blocks)
+}
