@@ -7,10 +7,11 @@
 //! while the chip model's serial estimate (the busiest host's time plus the switch's,
 //! `switchgnn_chip::Bound::serial_seconds`) goes down. Only the busiest host's load can lower
 //! the estimate, and a move helps that host only where the source is the last pre-aggregated
-//! one of some partial sum (the partial then disappears), so the candidates are that host's
-//! pairs, most partial sums removed per pass added first. The switch pays every pass and
-//! recirculation of a move, so on a chip with little recirculation bandwidth few pairs move,
-//! and with free recirculation most do.
+//! one of some partial sum (the partial then disappears). So the search takes, on the busiest
+//! host, first single pairs (most partial sums removed per pass added first), then whole
+//! partial sums (every source still folded into one moves at once, fewest first). The switch
+//! pays every pass and recirculation of a move, so on a chip with little recirculation
+//! bandwidth few pairs move, and with free recirculation many do.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -168,6 +169,7 @@ pub fn hybrid_plan(
     let mut first_pair = vec![u64::MAX; n + 1];
     let mut pair_workers: Vec<u16> = Vec::new();
     let mut pair_count: Vec<u32> = Vec::new();
+    let mut pair_destination: Vec<u32> = Vec::new();
     let mut remote: Vec<u16> = Vec::new();
     for v in 0..n as u32 {
         first_pair[v as usize] = pair_workers.len() as u64;
@@ -184,6 +186,7 @@ pub fn hybrid_plan(
             if i == 0 || remote[i - 1] != w {
                 pair_workers.push(w);
                 pair_count.push(0);
+                pair_destination.push(v);
             }
             *pair_count.last_mut().expect("just pushed") += 1;
         }
@@ -328,7 +331,7 @@ pub fn hybrid_plan(
         }
     }
 
-    // Whether u's feature is multicast to worker w.
+    // The candidate of (u, destination worker w).
     let first_candidate = {
         let mut first = vec![u32::MAX; n + 1];
         for (i, c) in candidates.iter().enumerate().rev() {
@@ -336,17 +339,85 @@ pub fn hybrid_plan(
         }
         first
     };
-    let multicast = |u: u32, w: u16| -> bool {
+    let candidate_of = |u: u32, w: u16| -> Option<usize> {
         let mut i = first_candidate[u as usize] as usize;
         while i < candidates.len() && candidates[i].u == u {
             let c = &candidates[i];
             if part(neighbours[c.start as usize]) == w {
-                return chosen[i];
+                return Some(i);
             }
             i += 1;
         }
-        false
+        None
     };
+
+    // Second, whole partial sums: a partial disappears only once every source still folded
+    // into it is multicast, which single moves never reach where partials have several
+    // sources. Per host, its partials with the fewest such sources first; all their moves are
+    // taken together or not at all.
+    let mut dissolve: Vec<BinaryHeap<(Reverse<u32>, Reverse<u32>)>> =
+        vec![BinaryHeap::new(); workers];
+    for (p, &count) in pair_count.iter().enumerate() {
+        if count > 0 {
+            dissolve[usize::from(pair_workers[p])].push((Reverse(count), Reverse(p as u32)));
+        }
+    }
+    let mut rejected = 0;
+    let mut group: Vec<(usize, Move)> = Vec::new();
+    while rejected < PATIENCE {
+        let (h, _) = model.estimate();
+        let Some((Reverse(count), Reverse(p))) = dissolve[h].pop() else {
+            break;
+        };
+        let p = p as usize;
+        let now = pair_count[p];
+        if now == 0 {
+            continue;
+        }
+        if now < count {
+            dissolve[h].push((Reverse(now), Reverse(p as u32)));
+            continue;
+        }
+        let (v, w) = (pair_destination[p], pair_workers[p]);
+        group.clear();
+        for &u in graph.neighbors(v) {
+            if part(u) != w {
+                continue;
+            }
+            let i = candidate_of(u, part(v)).expect("u neighbours v on v's worker");
+            if chosen[i] {
+                continue;
+            }
+            let c = candidates[i];
+            let m = move_of(&c, removed(&c, &pair_count), multicast_to[c.u as usize]);
+            model.apply(&m, 1.0);
+            chosen[i] = true;
+            multicast_to[c.u as usize] += c.end - c.start;
+            for &x in &neighbours[c.start as usize..c.end as usize] {
+                pair_count[pair(x, w)] -= 1;
+            }
+            group.push((i, m));
+        }
+        let (_, estimate) = model.estimate();
+        if estimate < best {
+            best = estimate;
+            rejected = 0;
+            continue;
+        }
+        for (i, m) in group.drain(..).rev() {
+            let c = candidates[i];
+            model.apply(&m, -1.0);
+            chosen[i] = false;
+            multicast_to[c.u as usize] -= c.end - c.start;
+            for &x in &neighbours[c.start as usize..c.end as usize] {
+                pair_count[pair(x, w)] += 1;
+            }
+        }
+        rejected += 1;
+    }
+
+    // Whether u's feature is multicast to worker w.
+    let multicast = |u: u32, w: u16| -> bool { candidate_of(u, w).is_some_and(|i| chosen[i]) };
     build(graph, assignment, width, aggregators, &multicast)
 }
 
