@@ -53,7 +53,9 @@ struct Row {
     /// The pre-aggregated exchange (`reduce`: one partial sum per worker and destination, one
     /// pass per packet), every destination in one block.
     reduce: Verdict,
-    /// The kind the planner (`prepare --exchange auto`) picks for this layer on the chip.
+    /// The planner's pick for this layer on the chip among host, switchgnn and reduce, every
+    /// destination in one block (`prepare --exchange auto` also weighs the hybrid, on the
+    /// plan's blocks).
     pick: String,
     plans: Vec<PlanRow>,
 }
@@ -193,7 +195,11 @@ pub fn run(args: Args) -> Result<()> {
             "  pre-aggregated (`reduce`: one partial sum per worker and destination): {}",
             r.reduce.sentence()
         );
-        println!("  `prepare --exchange auto` would pick: {}", r.pick);
+        println!(
+            "  the planner's pick among host, switchgnn and reduce (one block; `prepare` also \
+             weighs the hybrid): {}",
+            r.pick
+        );
     }
     Ok(())
 }
