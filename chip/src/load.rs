@@ -71,43 +71,57 @@ impl Load {
     /// The in-network exchange of `plan` (SwitchGNN blocks or the strawman): every chunk of
     /// every row goes up once and makes one pass per destination aggregator it feeds; the
     /// switch acknowledges it, and sends each destination's sum to its owner once complete.
-    /// Each block adds a go to every worker and a done from every worker; the exchange adds a
-    /// join from each and the final go to each.
     pub fn in_network(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
-        let chunk_bytes = |c: usize| header + 4 * plan.chunk_lanes(c) as u64;
-        for w in 0..plan.workers {
-            // The exchange's join, and the go past the last block that ends it.
-            load.packet(Some(w), None, header);
-            load.packet(None, Some(w), header);
-        }
+        load.barriers(plan, header);
         for block in &plan.blocks {
             let t = &block.table;
-            for w in 0..plan.workers {
-                load.packet(None, Some(w), header);
-                load.packet(Some(w), None, header);
-            }
             for row in 0..t.len() {
                 let owner = t.workers[row] as u16;
-                let aggregators = t.row(row).len() as u64;
-                for c in 0..plan.chunks() {
-                    let bytes = chunk_bytes(c);
-                    // The data packet goes up; its acknowledgement comes down (header only).
-                    load.packet(Some(owner), None, bytes);
-                    load.packet(None, Some(owner), header);
-                    let extra = aggregators.saturating_sub(1);
-                    load.passes += extra;
-                    load.recirculations += extra;
-                    load.recirculated_bytes += extra * (bytes + PASS_HEADER);
-                    load.lane_updates += aggregators * plan.chunk_lanes(c) as u64;
-                    if t.expected[row] > 0 {
-                        load.packet(None, Some(owner), bytes);
-                    }
+                load.multicast(plan, header, owner, t.row(row).len() as u64);
+                if t.expected[row] > 0 {
+                    load.results(plan, header, owner);
                 }
             }
         }
         load
+    }
+
+    /// The joins and the final go of an exchange, and each block's go to every worker and
+    /// done from every worker (header-only packets).
+    fn barriers(&mut self, plan: &ExchangePlan, header: u64) {
+        let rounds = plan.blocks.len() + 1;
+        for w in 0..plan.workers {
+            for _ in 0..rounds {
+                self.packet(Some(w), None, header);
+                self.packet(None, Some(w), header);
+            }
+        }
+    }
+
+    /// Every chunk of one feature from `owner` going up, acknowledged (header only), and added
+    /// into `aggregators` aggregators, one pass each (every pass after the first a trip around
+    /// a recirculation path).
+    fn multicast(&mut self, plan: &ExchangePlan, header: u64, owner: u16, aggregators: u64) {
+        for c in 0..plan.chunks() {
+            let lanes = plan.chunk_lanes(c) as u64;
+            let bytes = header + 4 * lanes;
+            self.packet(Some(owner), None, bytes);
+            self.packet(None, Some(owner), header);
+            let extra = aggregators.saturating_sub(1);
+            self.passes += extra;
+            self.recirculations += extra;
+            self.recirculated_bytes += extra * (bytes + PASS_HEADER);
+            self.lane_updates += aggregators * lanes;
+        }
+    }
+
+    /// Every chunk of one destination's sum going down to its owner `to`.
+    fn results(&mut self, plan: &ExchangePlan, header: u64, to: u16) {
+        for c in 0..plan.chunks() {
+            self.packet(None, Some(to), header + 4 * plan.chunk_lanes(c) as u64);
+        }
     }
 
     /// The host exchange of `plan` (one block of every cross edge): each boundary vertex goes
@@ -144,50 +158,23 @@ impl Load {
     /// worker sends one partial sum per chunk, which the switch acknowledges and adds in the
     /// packet's only pass; each destination's sum goes down to its owner once. A hybrid
     /// block's multicast senders go up once and make a pass per destination, as in
-    /// [`Load::in_network`]. Each block adds
-    /// a go to every worker and a done from every worker, as in [`Load::in_network`].
+    /// [`Load::in_network`], and so do the barriers.
     pub fn reduce(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
-        for w in 0..plan.workers {
-            load.packet(Some(w), None, header);
-            load.packet(None, Some(w), header);
-        }
+        load.barriers(plan, header);
         for block in &plan.blocks {
             let t = &block.table;
-            for w in 0..plan.workers {
-                load.packet(None, Some(w), header);
-                load.packet(Some(w), None, header);
-            }
             for row in 0..t.len() {
-                let owner = t.workers[row] as u16;
-                for c in 0..plan.chunks() {
-                    let lanes = plan.chunk_lanes(c) as u64;
-                    let bytes = header + 4 * lanes;
-                    for &w in t.row(row) {
-                        load.packet(Some(w as u16), None, bytes);
-                        load.packet(None, Some(w as u16), header);
-                        load.lane_updates += lanes;
-                    }
-                    load.packet(None, Some(owner), bytes);
+                for &w in t.row(row) {
+                    load.multicast(plan, header, w as u16, 1);
                 }
+                load.results(plan, header, t.workers[row] as u16);
             }
-            // A hybrid block's multicast senders: SwitchGNN's pass per destination.
             let m = &block.multicast;
             for i in 0..m.len() {
                 let owner = plan.owner[m.vertices[i] as usize];
-                let aggregators = m.rows_of(i).len() as u64;
-                for c in 0..plan.chunks() {
-                    let lanes = plan.chunk_lanes(c) as u64;
-                    let bytes = header + 4 * lanes;
-                    load.packet(Some(owner), None, bytes);
-                    load.packet(None, Some(owner), header);
-                    let extra = aggregators.saturating_sub(1);
-                    load.passes += extra;
-                    load.recirculations += extra;
-                    load.recirculated_bytes += extra * (bytes + PASS_HEADER);
-                    load.lane_updates += aggregators * lanes;
-                }
+                load.multicast(plan, header, owner, m.rows_of(i).len() as u64);
             }
         }
         load

@@ -628,6 +628,27 @@ struct Reader {
     addressed: BTreeSet<u16>,
 }
 
+/// The first aggregator of block `b` of `set`, after checking that destination `s` (in vertex
+/// order) of the slot table has aggregator `base + s · chunks`.
+fn slot_base(
+    set: u64,
+    b: u64,
+    slots: &BTreeMap<u32, (u64, u16, u16)>,
+    chunks: u64,
+) -> Result<u64, EntriesError> {
+    let base = slots.values().next().map_or(0, |s| s.0);
+    for (s, (&v, &(agg, _, _))) in slots.iter().enumerate() {
+        if agg != base + s as u64 * chunks {
+            return Err(EntriesError::Layout(format!(
+                "set {set} block {b}: destination {v} has aggregator {agg}, expected {} \
+                 (slot {s} of {chunks} chunks after base {base})",
+                base + s as u64 * chunks
+            )));
+        }
+    }
+    Ok(base)
+}
+
 fn entry_error(index: usize, table: &'static Table, message: String) -> EntriesError {
     EntriesError::Entry {
         index,
@@ -897,16 +918,7 @@ impl Reader {
                  of the slot table"
             )));
         }
-        let base = slots.values().next().map_or(0, |s| s.0);
-        for (s, (&v, &(agg, _, _))) in slots.iter().enumerate() {
-            if agg != base + s as u64 * chunks {
-                return Err(EntriesError::Layout(format!(
-                    "set {set} block {b}: destination {v} has aggregator {agg}, expected {} \
-                     (slot {s} of {chunks} chunks after base {base})",
-                    base + s as u64 * chunks
-                )));
-            }
-        }
+        let base = slot_base(set, b, slots, chunks)?;
         let slot_of = |v: u32| vertices.binary_search(&v).ok();
         let mut expected: Vec<Option<u64>> = vec![None; vertices.len()];
         let mut offsets = vec![0u64];
@@ -1000,20 +1012,14 @@ impl Reader {
         let no_partials = BTreeMap::new();
         let partials = self.partials.get(&(set, b)).unwrap_or(&no_partials);
         let table = &program::PARTIAL_AGGREGATOR;
-        let base = slots.values().next().map_or(0, |s| s.0);
+        slot_base(set, b, slots, chunks)?;
         let seen_base = partials.values().next().map_or(0, |p| p.seen_row);
         let mut t = BlockTable {
             offsets: vec![0],
             ..BlockTable::default()
         };
         let mut pairs = partials.iter().peekable();
-        for (s, (&v, &(agg, w, _))) in slots.iter().enumerate() {
-            if agg != base + s as u64 * chunks {
-                return Err(EntriesError::Layout(format!(
-                    "set {set} block {b}: destination {v} has aggregator {agg}, expected {}",
-                    base + s as u64 * chunks
-                )));
-            }
+        for (&v, &(agg, w, _)) in slots {
             let mut contributors = 0u32;
             while let Some((&(dst, worker), p)) = pairs.next_if(|((dst, _), _)| *dst == v) {
                 let bad = |m: String| entry_error(p.index, table, m);

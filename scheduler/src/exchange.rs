@@ -3,9 +3,9 @@
 //! exchange); and the direct computation every exchange must equal. The protocol crate
 //! (`switchgnn_dataplane`) runs plans; it does not know graphs or partitioners.
 
+use switchgnn_chip::{Chip, HostCost};
 use switchgnn_dataplane::engine::ExchangeOutput;
-use switchgnn_dataplane::plan::{ExchangePlan, Mode, Partials, PlanBlock, PlanError};
-use switchgnn_dataplane::table::BlockTable;
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock, PlanError};
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
@@ -85,13 +85,16 @@ impl ExchangePlans for ExchangePlan {
 }
 
 /// Choices within a kind's plan that are not kinds of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlanOptions {
     /// Seeds the send orders' random starts (and the strawman's random order).
     pub seed: u64,
     /// Priority BFS (the paper's graph-aware multicast reordering) rather than a seeded
     /// random order. The strawman always sends in a random order.
     pub graph_aware_order: bool,
+    /// The chip and host costs the hybrid's pairs are chosen for; `None`: those the plan's
+    /// manifest records (`hybrid::planned_on`), so that every process of a job agrees.
+    pub chip: Option<(Chip, HostCost)>,
 }
 
 impl Default for PlanOptions {
@@ -99,6 +102,7 @@ impl Default for PlanOptions {
         PlanOptions {
             seed: 0,
             graph_aware_order: true,
+            chip: None,
         }
     }
 }
@@ -149,7 +153,10 @@ pub fn exchange_plan(
         }
         ExchangeKind::Hybrid => {
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
-            let (chip, cost) = crate::hybrid::planned_on(plan)?;
+            let (chip, cost) = match options.chip {
+                Some(on) => on,
+                None => crate::hybrid::planned_on(plan)?,
+            };
             crate::hybrid::hybrid_plan(
                 graph,
                 &plan.assignment,
@@ -198,77 +205,8 @@ pub fn reduce_plan(
     width: usize,
     aggregators: usize,
 ) -> Result<ExchangePlan, PlanError> {
-    let per_block = (aggregators / width.div_ceil(32).max(1)).max(1);
-    let mut blocks = Vec::new();
-    let mut table = BlockTable {
-        offsets: vec![0],
-        ..BlockTable::default()
-    };
-    let mut partials = Partials {
-        starts: vec![0],
-        sources: Vec::new(),
-    };
-    // (worker, source) of the running destination's remote neighbours.
-    let mut remote: Vec<(u32, u32)> = Vec::new();
-    let mut close = |table: &mut BlockTable, partials: &mut Partials| -> Result<(), PlanError> {
-        if table.is_empty() {
-            return Ok(());
-        }
-        let full = std::mem::replace(
-            table,
-            BlockTable {
-                offsets: vec![0],
-                ..BlockTable::default()
-            },
-        );
-        let sums = std::mem::replace(
-            partials,
-            Partials {
-                starts: vec![0],
-                sources: Vec::new(),
-            },
-        );
-        let order = full.vertices.clone();
-        blocks.push(PlanBlock::reduce(full, &order, sums)?);
-        Ok(())
-    };
-    for v in 0..graph.num_vertices() as u32 {
-        let owner = assignment.part(v);
-        remote.clear();
-        remote.extend(
-            graph
-                .neighbors(v)
-                .iter()
-                .filter(|&&u| assignment.part(u) != owner)
-                .map(|&u| (assignment.part(u), u)),
-        );
-        if remote.is_empty() {
-            continue;
-        }
-        remote.sort_unstable();
-        remote.dedup();
-        table.vertices.push(v);
-        table.workers.push(owner);
-        let mut contributors = 0;
-        for (i, &(w, u)) in remote.iter().enumerate() {
-            if i > 0 && remote[i - 1].0 != w {
-                partials.starts.push(partials.sources.len() as u64);
-            }
-            if i == 0 || remote[i - 1].0 != w {
-                table.slots.push(w);
-                contributors += 1;
-            }
-            partials.sources.push(u);
-        }
-        partials.starts.push(partials.sources.len() as u64);
-        table.expected.push(contributors);
-        table.offsets.push(table.slots.len() as u64);
-        if table.len() == per_block {
-            close(&mut table, &mut partials)?;
-        }
-    }
-    close(&mut table, &mut partials)?;
-    new_plan(Mode::Reduce, width, assignment, blocks)
+    // The hybrid exchange with no pair multicast.
+    crate::hybrid::mixed_plan(graph, assignment, width, aggregators, &|_, _| false)
 }
 
 /// The width exchanged at `layer` of `plan`.

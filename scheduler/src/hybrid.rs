@@ -418,11 +418,13 @@ pub fn hybrid_plan(
 
     // Whether u's feature is multicast to worker w.
     let multicast = |u: u32, w: u16| -> bool { candidate_of(u, w).is_some_and(|i| chosen[i]) };
-    build(graph, assignment, width, aggregators, &multicast)
+    mixed_plan(graph, assignment, width, aggregators, &multicast)
 }
 
-/// The blocks of a hybrid exchange whose pairs `multicast(u, w)` says are multicast.
-fn build(
+/// The reduce plan whose (source, destination worker) pairs `multicast(u, w)` says are
+/// multicast, the others folded into partial sums: every vertex with remote neighbours is a
+/// destination, and destinations are cut, in id order, into blocks that fit `aggregators`.
+pub(crate) fn mixed_plan(
     graph: &Graph,
     assignment: &Assignment,
     width: usize,
@@ -495,7 +497,9 @@ fn build(
             m.rows.push(row);
             table.expected[row as usize] += 1;
         }
-        if !edges.is_empty() {
+        if edges.is_empty() {
+            m = Multicast::default();
+        } else {
             m.offsets.push(m.rows.len() as u64);
         }
         let order = table.vertices.clone();

@@ -11,7 +11,6 @@ use switchgnn_datasets::Graph;
 use switchgnn_partition::{LayerChoice, Plan};
 
 use crate::exchange::{exchange_plan, PlanOptions};
-use crate::hybrid::hybrid_plan;
 
 /// The kinds `auto` weighs, the host exchange first.
 pub const CANDIDATES: [ExchangeKind; 4] = [
@@ -35,22 +34,12 @@ pub fn choose(
     let mut best: Option<(ExchangeKind, ExchangePlan, f64)> = None;
     let mut loads = Vec::with_capacity(kinds.len());
     for &kind in kinds {
-        let xplan = match kind {
-            // Mixed for the chip weighed here.
-            ExchangeKind::Hybrid => {
-                let width = plan.manifest.spec.feature_dims[layer];
-                let aggregators = plan.manifest.spec.switch_memory / 128;
-                hybrid_plan(
-                    graph,
-                    &plan.assignment,
-                    width,
-                    aggregators as usize,
-                    chip,
-                    cost,
-                )?
-            }
-            _ => exchange_plan(kind, graph, plan, layer, options)?,
+        // The hybrid is mixed for the chip weighed here.
+        let on = PlanOptions {
+            chip: Some((*chip, *cost)),
+            ..options
         };
+        let xplan = exchange_plan(kind, graph, plan, layer, on)?;
         let load = Load::of(&xplan, cost.frame_overhead);
         let seconds = switchgnn_chip::Bound::of(chip, &load, cost).serial_seconds;
         loads.push((kind.name(), load));

@@ -113,7 +113,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
     let plan = Plan::read(Path::new(plan_dir)).unwrap();
     let workers = plan.manifest.spec.workers as u16;
     let s = spec(workers);
-    let xplan = exchange_plan(mode, &d.graph, &plan, 0, 0).unwrap();
+    let xplan = exchange_plan(mode, &d.graph, &plan, 0, 0, None).unwrap();
     let setup = ExchangeSetup {
         mode,
         switch_memory: memory(),

@@ -17,6 +17,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_chip::{Chip, HostCost};
 use switchgnn_dataplane::cc::Aimd;
 use switchgnn_dataplane::control::nodes::{controlled_star, ControlledWorker};
 use switchgnn_dataplane::control::ControlTimers;
@@ -123,17 +124,19 @@ pub enum ModeError {
 
 /// The exchange plan of `mode` for `layer` of `plan` (whose assignment and, for the block
 /// modes, blocks it uses), through the planning side's one factory. `seed` seeds the random
-/// orders.
+/// orders; `chip` is what the hybrid's pairs are chosen for (`None`: what the plan records).
 pub fn exchange_plan(
     mode: SimMode,
     graph: &Graph,
     plan: &Plan,
     layer: usize,
     seed: u64,
+    chip: Option<(Chip, HostCost)>,
 ) -> Result<ExchangePlan, ModeError> {
     let options = PlanOptions {
         seed,
         graph_aware_order: mode != SimMode::SwitchGnnNoGamr,
+        chip,
     };
     Ok(switchgnn_scheduler::exchange::exchange_plan(
         mode.kind(),

@@ -17,7 +17,6 @@ use switchgnn_dataplane::node::{Address, Nanos};
 use switchgnn_datasets::{Dataset, Progress};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::PlanOptions;
-use switchgnn_scheduler::hybrid::hybrid_plan;
 use switchgnn_scheduler::planner::{choose, CANDIDATES};
 use switchgnn_transport::capture::Capture;
 use thiserror::Error;
@@ -408,7 +407,7 @@ pub fn sweep(
                     let (kind, xplan) = if mode == SimMode::Auto {
                         let options = PlanOptions {
                             seed: spec.seed,
-                            graph_aware_order: true,
+                            ..PlanOptions::default()
                         };
                         let (_, kind, xplan) = choose(
                             &dataset.graph,
@@ -421,20 +420,10 @@ pub fn sweep(
                         )
                         .map_err(|e| wrap(e.into()))?;
                         (kind, xplan)
-                    } else if mode == SimMode::Hybrid {
-                        // Chosen for this run's chip, not the plan's default one.
-                        let xplan = hybrid_plan(
-                            &dataset.graph,
-                            &plan.assignment,
-                            width,
-                            (memory.unwrap_or(0) / 128) as usize,
-                            &cfg.switch.chip,
-                            &host_cost(&cfg),
-                        )
-                        .map_err(|e| wrap(e.into()))?;
-                        (mode.kind(), xplan)
                     } else {
-                        let xplan = exchange_plan(mode, &dataset.graph, plan, layer, spec.seed)
+                        // The hybrid is chosen for this run's chip.
+                        let on = Some((cfg.switch.chip, host_cost(&cfg)));
+                        let xplan = exchange_plan(mode, &dataset.graph, plan, layer, spec.seed, on)
                             .map_err(wrap)?;
                         (mode.kind(), xplan)
                     };

@@ -39,7 +39,7 @@ fn run(
     per_packet_ns: u64,
     delay_ns: u64,
 ) -> (f64, Bound) {
-    let xplan = exchange_plan(mode, &d.graph, p, 0, 7).unwrap();
+    let xplan = exchange_plan(mode, &d.graph, p, 0, 7, None).unwrap();
     let paper = SimConfig::paper(WORKERS);
     let link = LinkSpec {
         gbps: 100.0,

@@ -30,7 +30,7 @@ fn plan(d: &Dataset, memory: u64, width: usize) -> Plan {
 
 fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> ExchangeSim {
     let width = p.manifest.spec.feature_dims[0];
-    let xplan = exchange_plan(mode, &d.graph, p, 0, 7).unwrap();
+    let xplan = exchange_plan(mode, &d.graph, p, 0, 7, None).unwrap();
     let setup = ExchangeSetup {
         mode,
         switch_memory: memory,

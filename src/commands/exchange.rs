@@ -394,22 +394,22 @@ fn summarise(
         .map(|(i, x)| {
             let all = workers.iter().map(|w| &w.exchanges[i]);
             let traffic = &plan.manifest.traffic[usize::from(x.layer)];
-            // `auto` runs the kind the plan records for the layer.
+            // `auto` runs the kind the plan records for the layer (it ran, so there is one).
             let kind = match mode {
-                ExchangeKind::Auto => {
-                    chosen_kind(plan, usize::from(x.layer)).unwrap_or(ExchangeKind::Host)
-                }
-                k => k,
+                ExchangeKind::Auto => chosen_kind(plan, usize::from(x.layer)).ok(),
+                k => Some(k),
             };
             let model = match kind {
-                ExchangeKind::Switchgnn => Some(traffic.plan_bytes),
-                ExchangeKind::Strawman => Some(traffic.ideal_bytes),
-                ExchangeKind::Host | ExchangeKind::BalancedHost => Some(traffic.host_bytes),
+                Some(ExchangeKind::Switchgnn) => Some(traffic.plan_bytes),
+                Some(ExchangeKind::Strawman) => Some(traffic.ideal_bytes),
+                Some(ExchangeKind::Host | ExchangeKind::BalancedHost) => Some(traffic.host_bytes),
                 // Partial sums go up as host-exchange copies would (one per vertex and remote
                 // worker, mirrored); one sum per destination comes down.
-                ExchangeKind::Reduce => Some(traffic.host_bytes / 2 + traffic.ideal_bytes / 2),
-                ExchangeKind::Hybrid => None,
-                ExchangeKind::Auto => unreachable!("resolved to the layer's kind above"),
+                Some(ExchangeKind::Reduce) => {
+                    Some(traffic.host_bytes / 2 + traffic.ideal_bytes / 2)
+                }
+                // The traffic model does not know the hybrid's mix.
+                Some(ExchangeKind::Hybrid | ExchangeKind::Auto) | None => None,
             };
             let dir = if x.backward { "backward" } else { "forward" };
             ExchangeRow {

@@ -415,7 +415,8 @@ impl<S: SendStrategy> Engine<S> {
         }
         // The graph is symmetric: the vertices that receive are exactly those that send. A
         // reduce plan names its senders too; they are taken in, whatever the graph.
-        let mut vertices = plan.receivers(cfg.rank);
+        let receivers = plan.receivers(cfg.rank);
+        let mut vertices = receivers.clone();
         if plan.mode == Mode::Reduce {
             for b in &plan.blocks {
                 for (p, &w) in b.table.slots.iter().enumerate() {
@@ -442,7 +443,7 @@ impl<S: SendStrategy> Engine<S> {
                 &mut lanes[i * width..(i + 1) * width],
             ) as u64;
         }
-        let output = ExchangeOutput::zeros(plan.receivers(cfg.rank), width);
+        let output = ExchangeOutput::zeros(receivers, width);
         let mut engine = Engine {
             sender: S::new(&plan, cfg.rank, cfg.window),
             rows: EncodedRows {
