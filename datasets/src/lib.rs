@@ -11,6 +11,7 @@
 
 pub mod atomic;
 pub mod cache;
+pub mod container;
 mod dataset;
 mod error;
 mod features;
