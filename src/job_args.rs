@@ -8,8 +8,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use switchgnn_datasets::{LoadOptions, Source};
 use switchgnn_partition::plan::graph_fingerprint;
+use switchgnn_partition::shard::{shard_path, Cutter, DataShard, SHARDS_DIR};
+use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::Plan;
-use switchgnn_transport::{ExchangeKind, JobFile, Session};
+use switchgnn_transport::{session_file, ExchangeKind, JobFile, Session};
 
 use crate::progress::Bars;
 
@@ -79,14 +81,7 @@ pub struct Loaded {
 
 pub fn load(job: &JobFile) -> Result<Loaded> {
     let plan = read_plan(&job.plan)?;
-    if plan.manifest.spec.workers != u32::from(job.world) {
-        bail!(
-            "the job has world = {} but the plan in {} is for {} workers",
-            job.world,
-            job.plan.display(),
-            plan.manifest.spec.workers
-        );
-    }
+    check_world(job, &plan)?;
     let name = job
         .dataset
         .clone()
@@ -100,6 +95,98 @@ pub fn load(job: &JobFile) -> Result<Loaded> {
         plan,
         session: Arc::new(session),
     })
+}
+
+/// What one training worker reads: its shard when the plan directory has shards (written by
+/// `switchgnn shard`), else the whole dataset, of which it keeps only its own part.
+#[derive(Debug)]
+pub struct WorkerInputs {
+    pub plan: Plan,
+    pub shard: DataShard,
+    pub session: Arc<Session>,
+    /// Where the worker's data came from, for the log.
+    pub source: String,
+}
+
+pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
+    let plan = read_plan(&job.plan)?;
+    check_world(job, &plan)?;
+    let path = shard_path(&job.plan, u32::from(rank));
+    if !path.exists() {
+        let loaded = load(job)?;
+        let workers = loaded.plan.manifest.spec.workers;
+        let shard = Cutter::new(&loaded.dataset, loaded.plan.assignment.parts(), workers)?
+            .cut(u32::from(rank));
+        return Ok(WorkerInputs {
+            source: format!(
+                "the whole dataset `{}` (no shard at {}; `switchgnn shard --plan {}` writes them)",
+                loaded.dataset.name,
+                path.display(),
+                job.plan.display()
+            ),
+            plan: loaded.plan,
+            shard,
+            session: loaded.session,
+        });
+    }
+    let shard = DataShard::read(&path)?;
+    shard.check_plan(&plan, u32::from(rank), &path)?;
+    let session = saved_session(job, &plan)?.with_context(|| {
+        format!(
+            "{} holds shards but no saved {} exchange plans, which a worker without the graph \
+             cannot build; run `switchgnn shard --plan {} --exchange {}`",
+            job.plan.join(SHARDS_DIR).display(),
+            job.mode.name(),
+            job.plan.display(),
+            job.mode.name()
+        )
+    })?;
+    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    Ok(WorkerInputs {
+        source: format!("its shard {} ({})", path.display(), format_bytes(size)),
+        plan,
+        shard,
+        session: Arc::new(session),
+    })
+}
+
+/// The job's exchange plans without the graph: SwitchGNN's from the plan directory, another
+/// kind's from the file `switchgnn shard` saved; `None` when neither is there.
+pub fn saved_session(job: &JobFile, plan: &Plan) -> Result<Option<Session>> {
+    if job.mode == ExchangeKind::Switchgnn {
+        let session = Session::switchgnn(plan)
+            .with_context(|| format!("cannot read the exchange plans of {}", job.plan.display()))?;
+        return Ok(Some(session));
+    }
+    let path = session_file::session_path(&job.plan, job.mode);
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(session_file::read(&path, plan, job.mode)?))
+}
+
+/// The job's plan and exchange plans, loading the dataset only when nothing saved serves:
+/// what the switch process needs.
+pub fn load_session(job: &JobFile) -> Result<(Plan, Arc<Session>)> {
+    let plan = read_plan(&job.plan)?;
+    check_world(job, &plan)?;
+    if let Some(session) = saved_session(job, &plan)? {
+        return Ok((plan, Arc::new(session)));
+    }
+    let loaded = load(job)?;
+    Ok((loaded.plan, loaded.session))
+}
+
+fn check_world(job: &JobFile, plan: &Plan) -> Result<()> {
+    if plan.manifest.spec.workers != u32::from(job.world) {
+        bail!(
+            "the job has world = {} but the plan in {} is for {} workers",
+            job.world,
+            job.plan.display(),
+            plan.manifest.spec.workers
+        );
+    }
+    Ok(())
 }
 
 pub fn read_plan(dir: &Path) -> Result<Plan> {

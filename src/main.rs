@@ -40,6 +40,9 @@ enum Command {
     /// Partition a graph across workers, cut its boundary into blocks that fit the switch, and
     /// write the plan directory.
     Prepare(commands::prepare::Args),
+    /// Cut a plan's dataset into one shard per worker (and save the exchange plans a job
+    /// needs), so that workers and the switch never load the whole graph.
+    Shard(commands::shard::Args),
     /// Re-read a plan directory and check its checksums and invariants against its graph.
     VerifyPlan(commands::verify_plan::Args),
     /// Score send orders with the time-slot model: completion slot, maximum queue and idle
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Analyze(args) => commands::analyze::run(args),
         Command::Prepare(args) => commands::prepare::run(args),
+        Command::Shard(args) => commands::shard::run(args),
         Command::VerifyPlan(args) => commands::verify_plan::run(args),
         Command::OrderEval(args) => commands::order_eval::run(args),
         Command::Switch(args) => commands::switch::run(args),

@@ -146,8 +146,9 @@ fn losses(log: &std::path::Path) -> Vec<f64> {
         .collect()
 }
 
-/// A multi-host job started by hand (switch process, one `train --job` process per worker)
-/// trains exactly as the loopback launcher does with the same plan.
+/// A multi-host job started by hand (switch process, one `train --job` process per worker),
+/// each worker reading only its shard and the switch only the saved exchange plans, trains
+/// exactly as the loopback launcher does with the whole dataset and the same plan.
 #[test]
 fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -158,7 +159,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
         "prepare",
         data,
         "--workers",
-        "2",
+        "4",
         "--feature-dims",
         "16,8",
         "--out",
@@ -169,10 +170,23 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
         "{}",
         String::from_utf8_lossy(&prepare.stderr)
     );
+    let shard = switchgnn(&[
+        "shard",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--exchange",
+        "host",
+    ]);
+    let said = String::from_utf8_lossy(&shard.stdout);
+    assert!(
+        shard.status.success() && said.contains("4 shards") && said.contains("host ("),
+        "{said}{}",
+        String::from_utf8_lossy(&shard.stderr)
+    );
     let job = d.join("job.toml");
     std::fs::write(
         &job,
-        "job = 5\nplan = \"plan\"\nmode = \"host\"\nswitch = \"127.0.0.1:0\"\nworld = 2\n\
+        "job = 5\nplan = \"plan\"\nmode = \"host\"\nswitch = \"127.0.0.1:0\"\nworld = 4\n\
          bind = \"127.0.0.1:0\"\n",
     )
     .unwrap();
@@ -196,7 +210,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
         .map(|t| serde_json::from_str::<String>(&t).unwrap())
         .expect("the switch listens");
     let common = ["--epochs", "8", "--threads", "1", "--print-every", "4"];
-    let workers: Vec<_> = (0..2)
+    let workers: Vec<_> = (0..4)
         .map(|rank| {
             let out = d.join(format!("out-{rank}"));
             let mut args = vec![
@@ -228,6 +242,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
             assert!(err.contains("all-reduce rounds"), "{err}");
         } else {
             assert!(err.contains("epoch    8  loss"), "{name}: {err}");
+            assert!(err.contains("reading its shard"), "{name}: {err}");
         }
     }
     // Rank 0 writes the log; the others only train.
@@ -239,7 +254,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
         "train",
         data,
         "--workers",
-        "2",
+        "4",
         "--exchange",
         "host",
         "--plan",
@@ -265,4 +280,25 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(err.contains("--feature-dims 32,8"), "{err}");
+
+    // Worker 1 handed worker 0's shard refuses it by name, before joining.
+    let shards = plan.join("shards");
+    std::fs::copy(
+        shards.join("worker-0000.shard"),
+        shards.join("worker-0001.shard"),
+    )
+    .unwrap();
+    let wrong = switchgnn(&["train", data, "--job", job, "--rank", "1", "--epochs", "1"]);
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(!wrong.status.success(), "{err}");
+    assert!(
+        err.contains("worker-0001.shard") && err.contains("worker 0's, not worker 1's"),
+        "{err}"
+    );
+    // Shards without the job's exchange plans: the command that saves them is named.
+    std::fs::remove_file(shards.join("exchange-host.session")).unwrap();
+    let none = switchgnn(&["train", data, "--job", job, "--rank", "0", "--epochs", "1"]);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success(), "{err}");
+    assert!(err.contains("--exchange host"), "{err}");
 }

@@ -59,6 +59,43 @@ impl BlockTable {
         out
     }
 
+    /// Check the table's shape, as read from a file: one owner and one expected count per
+    /// vertex, vertices strictly ascending, owners below `workers`, row offsets from 0 to the
+    /// slot count without decreasing, and every slot below `slot_bound`.
+    pub fn check(&self, workers: u32, slot_bound: usize) -> Result<(), String> {
+        let n = self.vertices.len();
+        if self.workers.len() != n || self.expected.len() != n {
+            return Err(format!(
+                "{} vertices with {} owners and {} expected counts",
+                n,
+                self.workers.len(),
+                self.expected.len()
+            ));
+        }
+        if self.vertices.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("vertices are not strictly ascending".into());
+        }
+        if let Some(&w) = self.workers.iter().find(|&&w| w >= workers) {
+            return Err(format!("owner {w} of {workers} workers"));
+        }
+        let o = &self.offsets;
+        if o.len() != n + 1
+            || o[0] != 0
+            || o[n] != self.slots.len() as u64
+            || o.windows(2).any(|w| w[0] > w[1])
+        {
+            return Err(format!(
+                "{} row offsets do not run from 0 to the {} slots",
+                o.len(),
+                self.slots.len()
+            ));
+        }
+        if let Some(&s) = self.slots.iter().find(|&&s| s as usize >= slot_bound) {
+            return Err(format!("slot {s} beyond {slot_bound}"));
+        }
+        Ok(())
+    }
+
     /// Slots fed by row `i`.
     pub fn row(&self, i: usize) -> &[u32] {
         &self.slots[self.offsets[i] as usize..self.offsets[i + 1] as usize]

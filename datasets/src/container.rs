@@ -271,12 +271,14 @@ impl Container {
     }
 
     fn read_at(&self, buf: &mut [u8], at: u64, record: &str) -> Result<()> {
-        self.file.read_exact_at(buf, at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => {
-                self.bad(record, "file ends early (truncated?)")
-            }
-            _ => Error::io(&self.path, e),
-        })
+        self.file
+            .read_exact_at(buf, at)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    self.bad(record, "file ends early (truncated?)")
+                }
+                _ => Error::io(&self.path, e),
+            })
     }
 
     /// Read section `name` into an owned array of `elem`s and verify its checksum.

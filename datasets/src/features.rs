@@ -60,6 +60,10 @@ impl DenseFeatures {
         Ok(DenseFeatures { rows, cols, values })
     }
 
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
     pub fn row(&self, i: usize) -> &[f32] {
         &self.values[i * self.cols..(i + 1) * self.cols]
     }
@@ -150,6 +154,10 @@ impl SparseFeatures {
     pub fn row(&self, i: usize) -> (&[u32], &[f32]) {
         let range = self.indptr[i] as usize..self.indptr[i + 1] as usize;
         (&self.indices[range.clone()], &self.values[range])
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
     }
 
     pub fn indptr(&self) -> &[u64] {

@@ -16,6 +16,7 @@ pub mod boundary;
 mod error;
 mod metis_kway;
 pub mod plan;
+pub mod shard;
 pub mod size;
 pub mod tables;
 pub mod traffic;

@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod order_eval;
 pub mod p4;
 pub mod prepare;
+pub mod shard;
 pub mod simulate;
 pub mod switch;
 pub mod train;

@@ -11,7 +11,7 @@ use switchgnn_transport::collective::{RunningService, ServiceConfig};
 use switchgnn_transport::server::{ServerConfig, SwitchServer};
 use switchgnn_transport::{JobFile, Session};
 
-use crate::job_args::{load, parse_mode, write_json, JobArgs};
+use crate::job_args::{load_session, parse_mode, write_json, JobArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -46,9 +46,9 @@ pub struct Args {
 fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
     let Some(path) = &args.entries else {
         let job = args.job.job(args.listen)?;
-        let loaded = load(&job)?;
-        let memory = loaded.plan.manifest.spec.switch_memory;
-        return Ok((job, loaded.session, memory));
+        let (plan, session) = load_session(&job)?;
+        let memory = plan.manifest.spec.switch_memory;
+        return Ok((job, session, memory));
     };
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;

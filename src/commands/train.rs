@@ -23,7 +23,7 @@ use switchgnn_transport::job::resolve_rank;
 use switchgnn_transport::JobFile;
 
 use crate::dataset_args::DatasetArgs;
-use crate::job_args::{load, parse_mode};
+use crate::job_args::{load_worker, parse_mode};
 use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{reuse_or_prepare, PartitionArgs};
 
@@ -401,39 +401,41 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         job.switch = addr;
     }
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
-    let loaded = load(&job)?;
-    let (inputs, classes) = inputs_and_classes(&loaded.dataset)?;
-    let want = config.model.aggregated_widths(inputs, classes);
+    let inputs = load_worker(&job, rank)?;
+    eprintln!("worker {rank}: reading {}", inputs.source);
+    let meta = &inputs.shard.meta;
+    let widths = (
+        meta.features.as_ref().map(|f| f.cols),
+        meta.labels.as_ref().map(|l| l.num_classes as usize),
+    );
+    let (Some(features), Some(classes)) = widths else {
+        anyhow::bail!(
+            "dataset `{}` has no vertex features or no labels",
+            meta.dataset
+        );
+    };
+    let want = config.model.aggregated_widths(features, classes);
     anyhow::ensure!(
-        loaded.plan.manifest.spec.feature_dims == want,
+        inputs.plan.manifest.spec.feature_dims == want,
         "the plan in {} exchanges widths {:?}, this model aggregates {want:?}; prepare it with \
          --feature-dims {}",
         job.plan.display(),
-        loaded.plan.manifest.spec.feature_dims,
+        inputs.plan.manifest.spec.feature_dims,
         want.iter()
             .map(|w| w.to_string())
             .collect::<Vec<_>>()
             .join(",")
     );
-    let owner: Vec<u16> = loaded
-        .plan
-        .assignment
-        .parts()
-        .iter()
-        .map(|&p| p as u16)
-        .collect();
-    let summary = DatasetSummary::of(&loaded.dataset);
+    let summary = DatasetSummary::of_shard(meta);
     let mut observe = |e: &EpochRecord| {
         if e.epoch % args.print_every.max(1) == 0 || e.epoch == config.epochs {
             eprintln!("worker {rank} epoch {:>4}  {}", e.epoch, short(e));
         }
     };
     let outcome = run_worker(
-        &loaded.dataset,
-        &owner,
-        loaded.session.clone(),
+        &inputs.shard,
+        inputs.session.clone(),
         &job,
-        rank,
         job.switch,
         config,
         &mut observe,
@@ -447,7 +449,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         dataset: summary,
         config: config.clone(),
         feature_norm: outcome.feature_norm,
-        parameters: config.model.parameter_count(inputs, classes),
+        parameters: config.model.parameter_count(features, classes),
         threads: switchgnn_trainer::threads(),
         workers: usize::from(job.world),
         exchange: Some(job.mode.name().to_string()),

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions, NoProgress};
+use switchgnn_partition::shard::Cutter;
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::run_loopback;
 use switchgnn_trainer::{train, Prepared, RunReport, TrainConfig};
@@ -59,7 +60,8 @@ fn bench(d: &Dataset, workers: u32, epochs: usize) {
     )
     .switch_memory(100 << 20);
     let plan = Plan::prepare(d, &spec, &|_| {}).expect("a plan");
-    let owner: Vec<u16> = plan.assignment.parts().iter().map(|&p| p as u16).collect();
+    let cutter = Cutter::new(d, plan.assignment.parts(), workers).expect("the plan fits");
+    let shards: Vec<_> = (0..workers).map(|r| cutter.cut(r)).collect();
     println!(
         "\n{} ({} vertices), {workers} workers, {epochs} epochs; reference {:.2} ms/epoch",
         d.name,
@@ -91,8 +93,7 @@ fn bench(d: &Dataset, workers: u32, epochs: usize) {
             workers as u16,
         );
         let out = run_loopback(
-            d,
-            &owner,
+            &shards,
             session,
             &job,
             (100 << 20) / 128,

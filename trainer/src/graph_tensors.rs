@@ -8,6 +8,7 @@
 //! before sending and by `left` after summing, so the network only ever adds.
 
 use switchgnn_datasets::{Dataset, Features, Graph};
+use switchgnn_partition::shard::DataShard;
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{Result, TrainError};
@@ -30,58 +31,53 @@ impl Propagation {
     /// GCN's symmetric normalisation with self-loops: `D̂^-1/2 (A + I) D̂^-1/2`, where `D̂` counts
     /// the self-loop. A self-loop the graph already has is not added twice.
     pub fn gcn(graph: &Graph) -> Propagation {
-        Propagation::gcn_rows(graph, &Rows::all(graph.num_vertices()))
+        Propagation::gcn_local(&LocalGraph::whole(graph))
     }
 
     /// The neighbour mean of GraphSAGE: `D^-1 A` without self-loops (an isolated vertex's mean is
     /// zero). Its transpose `A D^-1` has the same structure, since the graph is symmetric.
     pub fn mean(graph: &Graph) -> Propagation {
-        Propagation::mean_rows(graph, &Rows::all(graph.num_vertices()))
+        Propagation::mean_local(&LocalGraph::whole(graph))
     }
 
-    /// The block of GCN's `P` between the vertices of `rows` (a worker's own vertices): the
-    /// scales come from the whole graph's degrees, the entries only from edges inside `rows`.
-    pub fn gcn_rows(graph: &Graph, rows: &Rows) -> Propagation {
-        let degree = |v: u32| {
-            let row = graph.neighbors(v);
-            row.len() + usize::from(row.binary_search(&v).is_err())
-        };
-        let scale: Vec<f32> = rows
-            .ids
-            .iter()
-            .map(|&v| 1.0 / (degree(v) as f32).sqrt())
+    /// The block of GCN's `P` among `local`'s rows (a worker's own vertices): the scales come
+    /// from the whole graph's degrees, the entries only from edges among the rows.
+    pub fn gcn_local(local: &LocalGraph<'_>) -> Propagation {
+        let scale: Vec<f32> = (0..local.len())
+            .map(|i| {
+                let with_loop = local.degree(i) + usize::from(!local.has_self_loop(i));
+                1.0 / (with_loop as f32).sqrt()
+            })
             .collect();
-        let (offsets, columns) = local_structure(graph, rows, true);
+        let (offsets, columns) = local.structure(true);
         let values = csr_values(&offsets, &columns, |row, col| scale[row] * scale[col]);
         Propagation {
-            forward: csr_tensor(&offsets, &columns, values, rows.len()),
+            forward: csr_tensor(&offsets, &columns, values, local.len()),
             transpose: None,
             left: scale.clone(),
             right: scale,
-            rows: rows.len(),
+            rows: local.len(),
             entries: columns.len(),
         }
     }
 
-    /// The block of GraphSAGE's mean between the vertices of `rows`; see [`Propagation::gcn_rows`].
-    pub fn mean_rows(graph: &Graph, rows: &Rows) -> Propagation {
-        let inv_degree: Vec<f32> = rows
-            .ids
-            .iter()
-            .map(|&v| match graph.degree(v) {
+    /// The block of GraphSAGE's mean among `local`'s rows; see [`Propagation::gcn_local`].
+    pub fn mean_local(local: &LocalGraph<'_>) -> Propagation {
+        let inv_degree: Vec<f32> = (0..local.len())
+            .map(|i| match local.degree(i) {
                 0 => 0.0,
                 d => 1.0 / d as f32,
             })
             .collect();
-        let (offsets, columns) = local_structure(graph, rows, false);
+        let (offsets, columns) = local.structure(false);
         let forward = csr_values(&offsets, &columns, |row, _| inv_degree[row]);
         let transpose = csr_values(&offsets, &columns, |_, col| inv_degree[col]);
         Propagation {
-            forward: csr_tensor(&offsets, &columns, forward, rows.len()),
-            transpose: Some(csr_tensor(&offsets, &columns, transpose, rows.len())),
+            forward: csr_tensor(&offsets, &columns, forward, local.len()),
+            transpose: Some(csr_tensor(&offsets, &columns, transpose, local.len())),
             left: inv_degree,
-            right: vec![1.0; rows.len()],
-            rows: rows.len(),
+            right: vec![1.0; local.len()],
+            rows: local.len(),
             entries: columns.len(),
         }
     }
@@ -111,74 +107,75 @@ impl Propagation {
     }
 }
 
-/// A set of vertices and their positions: all of a graph's, or one worker's.
-#[derive(Debug, Clone)]
-pub struct Rows {
-    /// Global ids, ascending.
-    pub ids: Vec<u32>,
-    /// Position of every global vertex in `ids`, `u32::MAX` when absent; empty when `ids` is
-    /// every vertex (the position is the id).
-    position: Vec<u32>,
+/// The rows a propagation block is built from: each row's neighbours among the rows (positions,
+/// ascending) and each row's degree in the whole graph. The whole graph in one process, or one
+/// worker's shard.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalGraph<'a> {
+    offsets: &'a [u64],
+    columns: &'a [u32],
+    /// Whole-graph degrees; `None` when the rows are the whole graph (a row's length is then
+    /// its degree).
+    degrees: Option<&'a [u32]>,
 }
 
-impl Rows {
-    pub fn all(n: usize) -> Rows {
-        Rows {
-            ids: (0..n as u32).collect(),
-            position: Vec::new(),
+impl<'a> LocalGraph<'a> {
+    pub fn whole(graph: &'a Graph) -> LocalGraph<'a> {
+        LocalGraph {
+            offsets: graph.offsets(),
+            columns: graph.neighbor_ids(),
+            degrees: None,
         }
     }
 
-    /// The vertices `ids` (ascending, distinct) of a graph of `n`.
-    pub fn subset(ids: Vec<u32>, n: usize) -> Rows {
-        debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        let mut position = vec![u32::MAX; n];
-        for (i, &v) in ids.iter().enumerate() {
-            position[v as usize] = i as u32;
+    pub fn of_shard(shard: &'a DataShard) -> LocalGraph<'a> {
+        LocalGraph {
+            offsets: &shard.local_offsets,
+            columns: &shard.local_columns,
+            degrees: Some(&shard.degrees),
         }
-        Rows { ids, position }
     }
 
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.offsets.len() - 1
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
     }
 
-    /// Where global vertex `v` sits, if it is one of these rows.
-    pub fn position(&self, v: u32) -> Option<u32> {
-        if self.position.is_empty() {
-            ((v as usize) < self.ids.len()).then_some(v)
-        } else {
-            self.position
-                .get(v as usize)
-                .copied()
-                .filter(|&p| p != u32::MAX)
-        }
+    fn row(&self, i: usize) -> &'a [u32] {
+        &self.columns[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
-}
 
-/// The CSR of the graph restricted to `rows` (positions as column ids, rows kept sorted), with
-/// `(v, v)` merged into every row when `self_loops` (a self-loop the graph has is kept once).
-fn local_structure(graph: &Graph, rows: &Rows, self_loops: bool) -> (Vec<u64>, Vec<u32>) {
-    let mut offsets = Vec::with_capacity(rows.len() + 1);
-    let mut columns = Vec::new();
-    offsets.push(0u64);
-    for (i, &v) in rows.ids.iter().enumerate() {
-        let row = graph.neighbors(v);
-        let at = row.partition_point(|&u| u < v);
-        let has_loop = row.get(at) == Some(&v);
-        let rest = if has_loop { at + 1 } else { at };
-        columns.extend(row[..at].iter().filter_map(|&u| rows.position(u)));
-        if self_loops || has_loop {
-            columns.push(i as u32);
-        }
-        columns.extend(row[rest..].iter().filter_map(|&u| rows.position(u)));
-        offsets.push(columns.len() as u64);
+    fn degree(&self, i: usize) -> usize {
+        self.degrees.map_or(self.row(i).len(), |d| d[i] as usize)
     }
-    (offsets, columns)
+
+    fn has_self_loop(&self, i: usize) -> bool {
+        self.row(i).binary_search(&(i as u32)).is_ok()
+    }
+
+    /// The rows' CSR with `(i, i)` merged into every row when `self_loops` (a self-loop the
+    /// graph has is kept once).
+    fn structure(&self, self_loops: bool) -> (Vec<u64>, Vec<u32>) {
+        let mut offsets = Vec::with_capacity(self.len() + 1);
+        let mut columns = Vec::with_capacity(self.columns.len() + self.len());
+        offsets.push(0u64);
+        for i in 0..self.len() {
+            let row = self.row(i);
+            let at = row.partition_point(|&u| u < i as u32);
+            let has_loop = row.get(at) == Some(&(i as u32));
+            let rest = if has_loop { at + 1 } else { at };
+            columns.extend_from_slice(&row[..at]);
+            if self_loops || has_loop {
+                columns.push(i as u32);
+            }
+            columns.extend_from_slice(&row[rest..]);
+            offsets.push(columns.len() as u64);
+        }
+        (offsets, columns)
+    }
 }
 
 fn csr_values(offsets: &[u64], columns: &[u32], value: impl Fn(usize, usize) -> f32) -> Vec<f32> {
@@ -228,6 +225,15 @@ pub enum FeatureNorm {
 }
 
 impl FeatureNorm {
+    /// The normalisation `Auto` stands for, given whether every feature is non-negative.
+    fn resolve(self, nonnegative: impl FnOnce() -> bool) -> FeatureNorm {
+        match self {
+            FeatureNorm::Auto if nonnegative() => FeatureNorm::Row,
+            FeatureNorm::Auto => FeatureNorm::None,
+            n => n,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             FeatureNorm::None => "none",
@@ -351,35 +357,39 @@ fn csr(crow: &Tensor, col: &Tensor, values: &Tensor, rows: usize, cols: usize) -
 impl FeatureMatrix {
     /// Tensors of `features`, row-normalised as `norm` says. Returns the normalisation applied.
     pub fn new(features: &Features, norm: FeatureNorm) -> (FeatureMatrix, FeatureNorm) {
-        let (matrix, applied, _) =
-            FeatureMatrix::of_rows(features, norm, &Rows::all(features.rows()));
-        (matrix, applied)
+        let values = match features {
+            Features::Dense(d) => d.values(),
+            Features::Sparse(s) => s.values(),
+        };
+        let applied = norm.resolve(|| values.iter().all(|&x| x >= 0.0));
+        (FeatureMatrix::build(features, applied), applied)
     }
 
-    /// The rows `rows` of `features` (a worker's vertices), normalised as `norm` says; `Auto`
-    /// is decided over the whole matrix, so every worker decides alike. Also returns where the
+    /// A worker's feature rows, normalised as `norm` says; `Auto` is decided over the whole
+    /// matrix (the shard records it), so every worker decides alike. Also returns where the
     /// dropout mask's entries of these rows sit in the whole matrix's mask, as `(start, len)`
-    /// runs.
+    /// runs. `None` when the dataset has no features.
     #[allow(clippy::type_complexity)]
-    pub fn of_rows(
-        features: &Features,
+    pub fn of_shard(
+        shard: &DataShard,
         norm: FeatureNorm,
-        rows: &Rows,
-    ) -> (FeatureMatrix, FeatureNorm, Vec<(u64, usize)>) {
-        let applied = match norm {
-            FeatureNorm::Auto => {
-                let values = match features {
-                    Features::Dense(d) => d.values(),
-                    Features::Sparse(s) => s.values(),
+    ) -> Option<(FeatureMatrix, FeatureNorm, Vec<(u64, usize)>)> {
+        let (features, shape) = (shard.features.as_ref()?, shard.meta.features.as_ref()?);
+        let applied = norm.resolve(|| shape.nonnegative);
+        let runs = (0..features.rows())
+            .map(|i| {
+                let len = match features {
+                    Features::Dense(d) => d.cols(),
+                    Features::Sparse(s) => (s.indptr()[i + 1] - s.indptr()[i]) as usize,
                 };
-                if values.iter().all(|&x| x >= 0.0) {
-                    FeatureNorm::Row
-                } else {
-                    FeatureNorm::None
-                }
-            }
-            n => n,
-        };
+                (shard.feature_starts[i], len)
+            })
+            .collect();
+        Some((FeatureMatrix::build(features, applied), applied, runs))
+    }
+
+    /// Tensors of every row of `features`, normalised as `applied` says.
+    fn build(features: &Features, applied: FeatureNorm) -> FeatureMatrix {
         let scaled = |row: &mut [f32]| {
             if applied == FeatureNorm::Row {
                 let sum: f32 = row.iter().sum();
@@ -387,37 +397,24 @@ impl FeatureMatrix {
                 row.iter_mut().for_each(|x| *x *= s);
             }
         };
-        let (n, cols) = (rows.len(), features.cols());
-        let mut runs = Vec::with_capacity(n);
-        let matrix = match features {
+        let (n, cols) = (features.rows(), features.cols());
+        match features {
             Features::Dense(d) => {
-                let mut values = Vec::with_capacity(n * cols);
-                for &v in &rows.ids {
-                    let at = values.len();
-                    values.extend_from_slice(d.row(v as usize));
-                    scaled(&mut values[at..]);
-                    runs.push((u64::from(v) * cols as u64, cols));
+                let mut values = d.values().to_vec();
+                if cols > 0 {
+                    values.chunks_mut(cols).for_each(scaled);
                 }
                 FeatureMatrix::Dense(Tensor::from_slice(&values).reshape([n as i64, cols as i64]))
             }
             Features::Sparse(s) => {
-                let global = s.indptr();
-                let mut indptr = Vec::with_capacity(n + 1);
-                let (mut indices, mut values) = (Vec::new(), Vec::new());
-                indptr.push(0u64);
-                for &v in &rows.ids {
-                    let (c, x) = s.row(v as usize);
-                    indices.extend_from_slice(c);
-                    let at = values.len();
-                    values.extend_from_slice(x);
-                    scaled(&mut values[at..]);
-                    indptr.push(indices.len() as u64);
-                    runs.push((global[v as usize], c.len()));
+                let mut values = s.values().to_vec();
+                let p = s.indptr();
+                for i in 0..n {
+                    scaled(&mut values[p[i] as usize..p[i + 1] as usize]);
                 }
-                FeatureMatrix::Sparse(SparseInput::new(&indptr, &indices, values, n, cols))
+                FeatureMatrix::Sparse(SparseInput::new(p, s.indices(), values, n, cols))
             }
-        };
-        (matrix, applied, runs)
+        }
     }
 
     pub fn rows(&self) -> usize {
@@ -494,41 +491,54 @@ pub struct Targets {
 
 impl Targets {
     pub fn new(dataset: &Dataset) -> Result<Targets> {
-        Targets::of_rows(dataset, &Rows::all(dataset.num_vertices()))
-    }
-
-    /// The labels of `rows` and the split vertices among them, as positions in `rows`; the
-    /// split sizes stay the whole graph's (losses and accuracies are shares of those).
-    pub fn of_rows(dataset: &Dataset, rows: &Rows) -> Result<Targets> {
         let labels = dataset.labels.as_ref().ok_or(TrainError::NoLabels)?;
         let split = &dataset.split;
-        for (name, ids) in [("train", &split.train), ("validation", &split.val)] {
-            if ids.is_empty() {
+        Targets::of_parts(
+            labels.values(),
+            labels.num_classes() as usize,
+            [&split.train, &split.val, &split.test],
+            [split.train.len(), split.val.len(), split.test.len()],
+        )
+    }
+
+    /// A worker's labels and the split vertices among them, as positions in its rows; the
+    /// split sizes stay the whole graph's (losses and accuracies are shares of those).
+    pub fn of_shard(shard: &DataShard) -> Result<Targets> {
+        let labels = shard.labels.as_ref().ok_or(TrainError::NoLabels)?;
+        let classes = shard.meta.labels.as_ref().ok_or(TrainError::NoLabels)?;
+        Targets::of_parts(
+            labels,
+            classes.num_classes as usize,
+            [&shard.train, &shard.val, &shard.test],
+            shard.meta.split_sizes,
+        )
+    }
+
+    /// `labels` of the rows, the split's rows as `positions` (train, validation, test) and
+    /// the whole graph's split `sizes`.
+    fn of_parts(
+        labels: &[u32],
+        num_classes: usize,
+        positions: [&[u32]; 3],
+        sizes: [usize; 3],
+    ) -> Result<Targets> {
+        for (name, size) in [("train", sizes[0]), ("validation", sizes[1])] {
+            if size == 0 {
                 return Err(TrainError::EmptySplit(name));
             }
         }
-        let ids = |v: &[u32]| {
-            Tensor::from_slice(
-                &v.iter()
-                    .filter_map(|&i| rows.position(i))
-                    .map(i64::from)
-                    .collect::<Vec<_>>(),
-            )
-        };
-        let values: Vec<i64> = rows
-            .ids
-            .iter()
-            .map(|&v| i64::from(labels.values()[v as usize]))
-            .collect();
+        let ids =
+            |v: &[u32]| Tensor::from_slice(&v.iter().map(|&i| i64::from(i)).collect::<Vec<_>>());
+        let values: Vec<i64> = labels.iter().map(|&c| i64::from(c)).collect();
         Ok(Targets {
             labels: Tensor::from_slice(&values),
-            num_classes: labels.num_classes() as usize,
-            train: ids(&split.train),
-            val: ids(&split.val),
-            test: ids(&split.test),
-            train_len: split.train.len(),
-            val_len: split.val.len(),
-            test_len: split.test.len(),
+            num_classes,
+            train: ids(positions[0]),
+            val: ids(positions[1]),
+            test: ids(positions[2]),
+            train_len: sizes[0],
+            val_len: sizes[1],
+            test_len: sizes[2],
         })
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use switchgnn_datasets::atomic::write_atomically;
 use switchgnn_datasets::{Dataset, SplitSource};
+use switchgnn_partition::shard::ShardMeta;
 
 use crate::error::Result;
 use crate::graph_tensors::FeatureNorm;
@@ -30,6 +31,22 @@ pub struct DatasetSummary {
 }
 
 impl DatasetSummary {
+    /// The whole dataset's summary as a worker's shard records it.
+    pub fn of_shard(meta: &ShardMeta) -> DatasetSummary {
+        DatasetSummary {
+            name: meta.dataset.clone(),
+            vertices: meta.vertices,
+            edges: meta.edges - meta.self_loops,
+            features: meta.features.as_ref().map_or(0, |f| f.cols),
+            sparse_features: meta.features.as_ref().is_some_and(|f| f.sparse),
+            classes: meta.labels.as_ref().map_or(0, |l| l.num_classes as usize),
+            train: meta.split_sizes[0],
+            val: meta.split_sizes[1],
+            test: meta.split_sizes[2],
+            split: split_name(&meta.split),
+        }
+    }
+
     pub fn of(dataset: &Dataset) -> DatasetSummary {
         let s = &dataset.split;
         DatasetSummary {
@@ -45,12 +62,16 @@ impl DatasetSummary {
             train: s.train.len(),
             val: s.val.len(),
             test: s.test.len(),
-            split: match &s.source {
-                SplitSource::Given { name } => format!("given ({name})"),
-                SplitSource::Random { seed, train, val } => {
-                    format!("random {train}/{val}/rest, seed {seed}")
-                }
-            },
+            split: split_name(&s.source),
+        }
+    }
+}
+
+fn split_name(source: &SplitSource) -> String {
+    match source {
+        SplitSource::Given { name } => format!("given ({name})"),
+        SplitSource::Random { seed, train, val } => {
+            format!("random {train}/{val}/rest, seed {seed}")
         }
     }
 }

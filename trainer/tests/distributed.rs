@@ -7,6 +7,7 @@ use std::sync::Arc;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions, NoProgress};
+use switchgnn_partition::shard::{shard_path, write_shards, DataShard};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::{run_loopback, ClusterOutcome};
 use switchgnn_trainer::{train, ModelConfig, ModelKind, Prepared, RunReport, TrainConfig};
@@ -52,11 +53,9 @@ fn distributed(
         seed: 7,
         ..ShimConfig::default()
     };
-    let owner: Vec<u16> = plan.assignment.parts().iter().map(|&p| p as u16).collect();
     let aggregators = (plan.manifest.spec.switch_memory / 128) as usize;
     run_loopback(
-        dataset,
-        &owner,
+        &shards(dataset, plan),
         session,
         &job,
         aggregators,
@@ -65,6 +64,20 @@ fn distributed(
         &mut |_| {},
     )
     .unwrap()
+}
+
+/// Every worker's shard, written to files and read back as a worker of a real job would.
+fn shards(dataset: &Dataset, plan: &Plan) -> Vec<DataShard> {
+    let dir = tempfile::tempdir().unwrap();
+    write_shards(dataset, plan, dir.path(), &|_| {}).unwrap();
+    (0..plan.manifest.spec.workers)
+        .map(|rank| {
+            let path = shard_path(dir.path(), rank);
+            let shard = DataShard::read(&path).unwrap();
+            shard.check_plan(plan, rank, &path).unwrap();
+            shard
+        })
+        .collect()
 }
 
 fn losses(r: &RunReport) -> Vec<f64> {

@@ -25,6 +25,7 @@ pub mod loopback;
 pub mod runner;
 pub mod server;
 pub mod session;
+pub mod session_file;
 pub mod socket;
 pub mod workload;
 

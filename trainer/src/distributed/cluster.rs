@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use switchgnn_datasets::Dataset;
+use switchgnn_partition::shard::{Cutter, DataShard};
 use switchgnn_partition::Plan;
 use switchgnn_transport::client::WorkerWire;
 use switchgnn_transport::collective::{
@@ -55,21 +56,25 @@ fn agreement(config: &TrainConfig, session: &Session) -> u64 {
     h.finish()
 }
 
-/// Run worker `rank` of `job` against the switch at `switch`: build the shard, join, train,
-/// say goodbye. `observe` hears every epoch (the figures are global: every worker sees the
-/// same ones).
-#[allow(clippy::too_many_arguments)]
+/// Run the worker of `job` whose part of the dataset is `data` against the switch at
+/// `switch`: build its training state, join, train, say goodbye. `observe` hears every epoch
+/// (the figures are global: every worker sees the same ones).
 pub fn run_worker(
-    dataset: &Dataset,
-    owner: &[u16],
+    data: &DataShard,
     session: Arc<Session>,
     job: &JobFile,
-    rank: u16,
     switch: SocketAddr,
     config: &TrainConfig,
     observe: &mut dyn FnMut(&EpochRecord),
 ) -> Result<WorkerOutcome> {
-    let shard = Shard::new(dataset, owner, rank, config.model.kind, config.feature_norm)?;
+    if data.meta.workers != u32::from(job.world) {
+        return Err(TrainError::Config(format!(
+            "the shard of worker {} is one of {}, the job has {} workers",
+            data.meta.rank, data.meta.workers, job.world
+        )));
+    }
+    let rank = data.meta.rank as u16;
+    let shard = Shard::new(data, config.model.kind, config.feature_norm)?;
     let client = WorkerClient::connect(WorkerConfig {
         job: job.job,
         rank,
@@ -129,18 +134,18 @@ pub fn run_worker(
         totals,
         wire,
         feature_norm: shard.feature_norm,
-        vertices: shard.rows.len(),
+        vertices: shard.ids.len(),
         boundary: shard.boundary().len(),
     })
 }
 
 /// Run the whole job on this machine: the switch (and its collective service) on a free
-/// loopback port and `job.world` workers, each in a thread with `threads` libtorch threads.
+/// loopback port and `job.world` workers (`shards` in rank order), each in a thread with
+/// `threads` libtorch threads.
 /// `observe` hears rank 0's epochs.
 #[allow(clippy::too_many_arguments)]
 pub fn run_loopback(
-    dataset: &Dataset,
-    owner: &[u16],
+    shards: &[DataShard],
     session: Arc<Session>,
     job: &JobFile,
     aggregators: usize,
@@ -179,8 +184,10 @@ pub fn run_loopback(
             let outcome = server.run(&stop, None);
             (outcome, server.report())
         });
-        let workers: Vec<_> = (0..job.world)
-            .map(|rank| {
+        let workers: Vec<_> = shards
+            .iter()
+            .map(|data| {
+                let rank = data.meta.rank;
                 let (session, job, observe) = (session.clone(), &job, &observe);
                 s.spawn(move || {
                     crate::set_threads(threads);
@@ -189,7 +196,7 @@ pub fn run_loopback(
                             (observe.lock().expect("not poisoned"))(e);
                         }
                     };
-                    run_worker(dataset, owner, session, job, rank, addr, config, &mut hear)
+                    run_worker(data, session, job, addr, config, &mut hear)
                 })
             })
             .collect();
@@ -221,8 +228,7 @@ pub fn run_loopback(
 /// vertex, the exchange session and the job file; what `switchgnn train --workers M` runs.
 #[derive(Debug)]
 pub struct LoopbackJob {
-    dataset: Dataset,
-    owner: Vec<u16>,
+    shards: Vec<DataShard>,
     session: Arc<Session>,
     job: JobFile,
     aggregators: usize,
@@ -232,7 +238,8 @@ pub struct LoopbackJob {
 
 impl LoopbackJob {
     /// The job of `job.world` workers on `plan` (prepared for `dataset`) with the exchange
-    /// `job.mode`, a switch of `aggregators` and `threads` libtorch threads per worker.
+    /// `job.mode`, a switch of `aggregators` and `threads` libtorch threads per worker. The
+    /// dataset is cut into the workers' shards here and not kept.
     pub fn new(
         dataset: Dataset,
         plan: &Plan,
@@ -243,10 +250,13 @@ impl LoopbackJob {
         let session = Session::new(plan, &dataset.graph, job.mode).map_err(|e| {
             TrainError::Config(format!("cannot build the {} exchange plans: {e}", job.mode))
         })?;
+        let workers = u32::from(job.world);
+        let cutter = Cutter::new(&dataset, plan.assignment.parts(), workers)
+            .map_err(|e| TrainError::Config(e.to_string()))?;
+        let shards = (0..workers).map(|rank| cutter.cut(rank)).collect();
         Ok(LoopbackJob {
-            owner: plan.assignment.parts().iter().map(|&p| p as u16).collect(),
+            shards,
             session: Arc::new(session),
-            dataset,
             job,
             aggregators,
             threads,
@@ -262,8 +272,7 @@ impl LoopbackJob {
         observe: &mut (dyn FnMut(&EpochRecord) + Send),
     ) -> Result<RunReport> {
         let outcome = run_loopback(
-            &self.dataset,
-            &self.owner,
+            &self.shards,
             self.session.clone(),
             &self.job,
             self.aggregators,

@@ -20,12 +20,12 @@
 pub mod cluster;
 pub mod network;
 
-use switchgnn_datasets::Dataset;
+use switchgnn_partition::shard::DataShard;
 use tch::Tensor;
 
 use crate::dropout::MaskLayout;
 use crate::error::{Result, TrainError};
-use crate::graph_tensors::{FeatureMatrix, FeatureNorm, Propagation, Rows, Targets};
+use crate::graph_tensors::{FeatureMatrix, FeatureNorm, LocalGraph, Propagation, Targets};
 use crate::model::{Aggregate, ModelKind};
 use crate::train::{Collective, Local, Traffic};
 
@@ -34,8 +34,8 @@ use crate::train::{Collective, Local, Traffic};
 pub struct Shard {
     pub rank: u16,
     pub workers: u16,
-    /// The worker's vertices.
-    pub rows: Rows,
+    /// The worker's vertices (global ids), ascending.
+    pub ids: Vec<u32>,
     pub features: FeatureMatrix,
     pub targets: Targets,
     /// The normalisation applied to the features (`auto` resolved over the whole graph).
@@ -56,75 +56,32 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// Worker `rank`'s shard, `owner` giving every vertex's worker.
-    pub fn new(
-        dataset: &Dataset,
-        owner: &[u16],
-        rank: u16,
-        kind: ModelKind,
-        norm: FeatureNorm,
-    ) -> Result<Shard> {
-        let graph = &dataset.graph;
-        let n = graph.num_vertices();
-        if owner.len() != n {
-            return Err(TrainError::Config(format!(
-                "the partition covers {} vertices, the graph has {n}",
-                owner.len()
-            )));
-        }
-        let workers = owner.iter().copied().max().map_or(0, |m| m + 1);
-        let ids: Vec<u32> = (0..n as u32)
-            .filter(|&v| owner[v as usize] == rank)
-            .collect();
-        let rows = Rows::subset(ids, n);
-        let features = dataset
-            .features
-            .as_ref()
-            .ok_or_else(|| TrainError::NoFeatures(dataset.name.clone()))?;
-        let (features, feature_norm, input_runs) = FeatureMatrix::of_rows(features, norm, &rows);
-        let targets = Targets::of_rows(dataset, &rows)?;
+    /// The training state of worker `data.meta.rank` from its part of the dataset.
+    pub fn new(data: &DataShard, kind: ModelKind, norm: FeatureNorm) -> Result<Shard> {
+        let (features, feature_norm, input_runs) = FeatureMatrix::of_shard(data, norm)
+            .ok_or_else(|| TrainError::NoFeatures(data.meta.dataset.clone()))?;
+        let targets = Targets::of_shard(data)?;
+        let local = LocalGraph::of_shard(data);
         let propagation = match kind {
-            ModelKind::Gcn => Propagation::gcn_rows(graph, &rows),
-            ModelKind::Sage => Propagation::mean_rows(graph, &rows),
+            ModelKind::Gcn => Propagation::gcn_local(&local),
+            ModelKind::Sage => Propagation::mean_local(&local),
         };
-        let max_remote_degree = (0..n as u32)
-            .map(|v| {
-                let own = owner[v as usize];
-                graph
-                    .neighbors(v)
-                    .iter()
-                    .filter(|&&u| owner[u as usize] != own)
-                    .count() as u64
-            })
-            .max()
-            .unwrap_or(0);
-        let mut boundary = Vec::new();
-        let mut positions = Vec::new();
-        for (i, &v) in rows.ids.iter().enumerate() {
-            if graph
-                .neighbors(v)
-                .iter()
-                .any(|&u| owner[u as usize] != rank)
-            {
-                boundary.push(v);
-                positions.push(i);
-            }
-        }
+        let positions: Vec<usize> = (0..data.len()).filter(|&i| data.on_boundary(i)).collect();
         let column = |scales: &[f32]| {
             let picked: Vec<f32> = positions.iter().map(|&i| scales[i]).collect();
             Tensor::from_slice(&picked).view([-1, 1])
         };
         Ok(Shard {
-            rank,
-            workers,
+            rank: data.meta.rank as u16,
+            workers: data.meta.workers as u16,
             boundary_index: Tensor::from_slice(
                 &positions.iter().map(|&i| i as i64).collect::<Vec<_>>(),
             ),
             boundary_left: column(&propagation.left),
             boundary_right: column(&propagation.right),
-            boundary,
-            max_remote_degree,
-            rows,
+            boundary: positions.iter().map(|&i| data.ids[i]).collect(),
+            max_remote_degree: data.meta.max_remote_degree,
+            ids: data.ids.clone(),
             features,
             targets,
             feature_norm,
@@ -144,7 +101,7 @@ impl Shard {
         Local {
             features: &self.features,
             targets: &self.targets,
-            layout: MaskLayout::rows(self.rows.ids.clone(), self.input_runs.clone()),
+            layout: MaskLayout::rows(self.ids.clone(), self.input_runs.clone()),
         }
     }
 

@@ -1,0 +1,388 @@
+//! A job's exchange plans saved beside its shards, so that the switch and the workers of a
+//! kind that is computed from the graph (host, g3, strawman, reduce, hybrid, auto) need not
+//! load the graph. SwitchGNN's plans come from the plan directory itself and are never saved.
+//!
+//! A [`container`](switchgnn_datasets::container) file of kind `SGNNSESS`: a `meta` section
+//! (JSON: the kind, the fingerprints of the graph and the assignment it was built for, each
+//! layer's mode, width and block count, the session checksum), and per layer `l` the owner map
+//! `L<l>.owner` (u16), the block lengths `L<l>.lens` (u64, [`ARRAYS`] per block) and every
+//! block array of the layer concatenated, `L<l>.<array>`. Loading rebuilds every block through
+//! the same checked constructors as planning, and compares the session's checksum.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock};
+use switchgnn_dataplane::table::BlockTable;
+use switchgnn_dataplane::ExchangeKind;
+use switchgnn_datasets::container::{Container, Section};
+use switchgnn_partition::shard::{assignment_fingerprint, SHARDS_DIR};
+use switchgnn_partition::Plan;
+use thiserror::Error;
+
+use crate::session::Session;
+
+pub const MAGIC: &[u8; 8] = b"SGNNSESS";
+pub const VERSION: u32 = 1;
+
+/// A block's arrays of 32-bit entries, then of 64-bit ones: the order of a block's lengths in
+/// `L<l>.lens`.
+pub const ARRAYS_U32: [&str; 8] = [
+    "vertices",
+    "workers",
+    "expected",
+    "slots",
+    "order",
+    "p.sources",
+    "m.vertices",
+    "m.rows",
+];
+pub const ARRAYS_U64: [&str; 3] = ["offsets", "p.starts", "m.offsets"];
+const ARRAYS: usize = ARRAYS_U32.len() + ARRAYS_U64.len();
+
+/// Block `b`'s arrays in the order of [`ARRAYS_U32`] (the order as vertex ids) and
+/// [`ARRAYS_U64`].
+fn block_arrays(b: &PlanBlock) -> ([Vec<u32>; 8], [&[u64]; 3]) {
+    let (t, pa, m) = (&b.table, &b.partials, &b.multicast);
+    let order = b.order.iter().map(|&r| t.vertices[r as usize]).collect();
+    (
+        [
+            t.vertices.clone(),
+            t.workers.clone(),
+            t.expected.clone(),
+            t.slots.clone(),
+            order,
+            pa.sources.clone(),
+            m.vertices.clone(),
+            m.rows.clone(),
+        ],
+        [&t.offsets, &pa.starts, &m.offsets],
+    )
+}
+
+/// One concatenated array of a layer, consumed block by block.
+struct Column<T> {
+    data: Vec<T>,
+    used: usize,
+}
+
+impl<T: Copy> Column<T> {
+    fn take(&mut self, n: usize) -> Option<Vec<T>> {
+        let got = self.data.get(self.used..self.used + n)?.to_vec();
+        self.used += n;
+        Some(got)
+    }
+
+    fn finished(&self) -> bool {
+        self.used == self.data.len()
+    }
+}
+
+/// Where the saved session of `kind` lives in plan directory `plan`.
+pub fn session_path(plan: &Path, kind: ExchangeKind) -> PathBuf {
+    plan.join(SHARDS_DIR)
+        .join(format!("exchange-{}.session", kind.name()))
+}
+
+#[derive(Debug, Error)]
+pub enum SessionFileError {
+    #[error(transparent)]
+    File(#[from] switchgnn_datasets::Error),
+    #[error("{}: {why}", path.display())]
+    Mismatch { path: PathBuf, why: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Meta {
+    kind: String,
+    graph_fingerprint: u64,
+    assignment_fingerprint: u64,
+    checksum: u64,
+    layers: Vec<LayerMeta>,
+    writer: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LayerMeta {
+    mode: String,
+    width: usize,
+    workers: u16,
+    blocks: usize,
+}
+
+fn mode_named(name: &str) -> Option<Mode> {
+    [Mode::Blocks, Mode::Strawman, Mode::Host, Mode::Reduce]
+        .into_iter()
+        .find(|m| m.name() == name)
+}
+
+/// Save `session`, built for `plan`, to `path` atomically.
+pub fn write(session: &Session, plan: &Plan, path: &Path) -> Result<(), SessionFileError> {
+    let meta = Meta {
+        kind: session.mode.name().into(),
+        graph_fingerprint: plan.manifest.dataset.fingerprint,
+        assignment_fingerprint: assignment_fingerprint(plan.assignment.parts()),
+        checksum: session.checksum,
+        layers: session
+            .layers
+            .iter()
+            .map(|p| LayerMeta {
+                mode: p.mode.name().into(),
+                width: p.width,
+                workers: p.workers,
+                blocks: p.blocks.len(),
+            })
+            .collect(),
+        writer: concat!("switchgnn-transport ", env!("CARGO_PKG_VERSION")).into(),
+    };
+    let meta = serde_json::to_vec(&meta).expect("meta serialises");
+    let mut u16s: Vec<(String, &[u16])> = Vec::new();
+    let mut u32s: Vec<(String, Vec<u32>)> = Vec::new();
+    let mut u64s: Vec<(String, Vec<u64>)> = Vec::new();
+    for (l, p) in session.layers.iter().enumerate() {
+        let mut lens = Vec::with_capacity(p.blocks.len() * ARRAYS);
+        let mut narrow: [Vec<u32>; 8] = Default::default();
+        let mut wide: [Vec<u64>; 3] = Default::default();
+        for b in &p.blocks {
+            let (n, w) = block_arrays(b);
+            lens.extend(n.iter().map(|a| a.len() as u64));
+            lens.extend(w.iter().map(|a| a.len() as u64));
+            narrow.iter_mut().zip(n).for_each(|(c, a)| c.extend(a));
+            wide.iter_mut()
+                .zip(w)
+                .for_each(|(c, a)| c.extend_from_slice(a));
+        }
+        u16s.push((format!("L{l}.owner"), &p.owner));
+        u64s.push((format!("L{l}.lens"), lens));
+        u32s.extend(
+            ARRAYS_U32
+                .iter()
+                .zip(narrow)
+                .map(|(n, a)| (format!("L{l}.{n}"), a)),
+        );
+        u64s.extend(
+            ARRAYS_U64
+                .iter()
+                .zip(wide)
+                .map(|(n, a)| (format!("L{l}.{n}"), a)),
+        );
+    }
+    let mut sections = vec![Section::u8s("meta", &meta)];
+    sections.extend(u16s.iter().map(|(n, a)| Section::u16s(n.clone(), a)));
+    sections.extend(u32s.iter().map(|(n, a)| Section::u32s(n.clone(), a)));
+    sections.extend(u64s.iter().map(|(n, a)| Section::u64s(n.clone(), a)));
+    switchgnn_datasets::container::write(path, MAGIC, VERSION, &sections)?;
+    Ok(())
+}
+
+/// Read the session of `kind` saved at `path` for `plan`, checking that it was built for
+/// this plan's graph and assignment and that its blocks are sound.
+pub fn read(path: &Path, plan: &Plan, kind: ExchangeKind) -> Result<Session, SessionFileError> {
+    let file = Container::open(path, MAGIC, "switchgnn saved exchange session")?;
+    let mismatch = |why: String| SessionFileError::Mismatch {
+        path: path.to_path_buf(),
+        why,
+    };
+    if file.version() != VERSION {
+        return Err(mismatch(format!(
+            "session format {}, this build reads {VERSION}; save it again with `switchgnn shard`",
+            file.version()
+        )));
+    }
+    let meta: Meta = file.json("meta")?;
+    if meta.kind != kind.name() {
+        return Err(mismatch(format!(
+            "it holds the {} exchange, the job runs {}",
+            meta.kind,
+            kind.name()
+        )));
+    }
+    if meta.graph_fingerprint != plan.manifest.dataset.fingerprint
+        || meta.assignment_fingerprint != assignment_fingerprint(plan.assignment.parts())
+    {
+        return Err(mismatch(
+            "it was saved for another plan (graph or assignment fingerprint differs); save it \
+             again with `switchgnn shard`"
+                .into(),
+        ));
+    }
+    let bad = |section: String, why: String| -> SessionFileError {
+        file.bad(format!("section `{section}`"), why).into()
+    };
+    let mut layers = Vec::with_capacity(meta.layers.len());
+    for (l, lm) in meta.layers.iter().enumerate() {
+        let mode = mode_named(&lm.mode)
+            .ok_or_else(|| bad("meta".into(), format!("unknown mode `{}`", lm.mode)))?;
+        let lens = file.u64s(&format!("L{l}.lens"))?;
+        if lens.len() != lm.blocks * ARRAYS {
+            return Err(bad(
+                format!("L{l}.lens"),
+                format!("{} lengths for {} blocks", lens.len(), lm.blocks),
+            ));
+        }
+        let mut narrow = Vec::with_capacity(ARRAYS_U32.len());
+        for name in ARRAYS_U32 {
+            narrow.push(Column {
+                data: file.u32s(&format!("L{l}.{name}"))?,
+                used: 0,
+            });
+        }
+        let mut wide = Vec::with_capacity(ARRAYS_U64.len());
+        for name in ARRAYS_U64 {
+            wide.push(Column {
+                data: file.u64s(&format!("L{l}.{name}"))?,
+                used: 0,
+            });
+        }
+        let short = |b: usize| {
+            bad(
+                format!("L{l}.lens"),
+                format!("block {b} runs past its arrays"),
+            )
+        };
+        let mut blocks = Vec::with_capacity(lm.blocks);
+        for (b, block_lens) in lens.chunks_exact(ARRAYS).enumerate() {
+            let mut n: Vec<Vec<u32>> = Vec::with_capacity(ARRAYS_U32.len());
+            for (column, &len) in narrow.iter_mut().zip(block_lens) {
+                n.push(column.take(len as usize).ok_or_else(|| short(b))?);
+            }
+            let mut w: Vec<Vec<u64>> = Vec::with_capacity(ARRAYS_U64.len());
+            for (column, &len) in wide.iter_mut().zip(&block_lens[ARRAYS_U32.len()..]) {
+                w.push(column.take(len as usize).ok_or_else(|| short(b))?);
+            }
+            let [vertices, workers, expected, slots, order, sources, m_vertices, m_rows]: [Vec<u32>;
+                8] = n.try_into().expect("eight arrays");
+            let [offsets, starts, m_offsets]: [Vec<u64>; 3] = w.try_into().expect("three arrays");
+            let table = BlockTable {
+                vertices,
+                workers,
+                expected,
+                offsets,
+                slots,
+            };
+            let slot_bound = if mode == Mode::Reduce {
+                usize::from(lm.workers)
+            } else {
+                table.len()
+            };
+            table
+                .check(u32::from(lm.workers), slot_bound)
+                .map_err(|why| bad(format!("L{l}.vertices"), format!("block {b}: {why}")))?;
+            let partials = Partials { starts, sources };
+            let multicast = Multicast {
+                vertices: m_vertices,
+                offsets: m_offsets,
+                rows: m_rows,
+            };
+            let block = if mode == Mode::Reduce {
+                PlanBlock::hybrid(table, &order, partials, multicast)
+            } else if partials != Partials::default() || multicast != Multicast::default() {
+                return Err(bad(
+                    format!("L{l}.p.sources"),
+                    format!("block {b} of a {} layer has partial sums", mode.name()),
+                ));
+            } else {
+                PlanBlock::new(table, &order)
+            };
+            blocks.push(block.map_err(|e| bad(format!("L{l}.order"), format!("block {b}: {e}")))?);
+        }
+        if !narrow.iter().all(Column::finished) || !wide.iter().all(Column::finished) {
+            return Err(bad(
+                format!("L{l}.lens"),
+                "the block lengths do not account for every array entry".into(),
+            ));
+        }
+        let owner = file.u16s(&format!("L{l}.owner"))?;
+        if owner.len() != plan.manifest.dataset.vertices {
+            return Err(bad(
+                format!("L{l}.owner"),
+                format!(
+                    "{} owners for the plan's {} vertices",
+                    owner.len(),
+                    plan.manifest.dataset.vertices
+                ),
+            ));
+        }
+        let p = ExchangePlan::new(mode, lm.width, u32::from(lm.workers), owner, blocks)
+            .map_err(|e| bad(format!("L{l}.order"), e.to_string()))?;
+        layers.push(Arc::new(p));
+    }
+    let session = Session::from_layers(kind, layers);
+    if session.checksum != meta.checksum {
+        return Err(mismatch(
+            "the plans read back do not give the checksum they were saved with".into(),
+        ));
+    }
+    Ok(session)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchgnn_datasets::synthetic::{generate, Preset};
+    use switchgnn_datasets::NoProgress;
+    use switchgnn_partition::PlanSpec;
+
+    fn plan_of(workers: u32) -> (switchgnn_datasets::Dataset, Plan) {
+        let d = generate(&Preset::Small.spec(0.2, 5).unwrap(), &NoProgress).unwrap();
+        let spec = PlanSpec::new("synthetic:small", workers, vec![16, 8]).switch_memory(64 << 10);
+        let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+        (d, plan)
+    }
+
+    #[test]
+    fn every_kind_round_trips_exactly() {
+        let (d, plan) = plan_of(3);
+        let dir = tempfile::tempdir().unwrap();
+        for kind in [
+            ExchangeKind::Switchgnn,
+            ExchangeKind::Host,
+            ExchangeKind::BalancedHost,
+            ExchangeKind::Strawman,
+            ExchangeKind::Reduce,
+        ] {
+            let session = Session::new(&plan, &d.graph, kind).unwrap();
+            let path = dir.path().join(format!("{}.session", kind.name()));
+            write(&session, &plan, &path).unwrap();
+            let back = read(&path, &plan, kind).unwrap();
+            assert_eq!(back.checksum, session.checksum, "{}", kind.name());
+            assert_eq!(back.layers, session.layers, "{}", kind.name());
+            // Asked for another kind, the file says which it holds.
+            let other = if kind == ExchangeKind::Host {
+                ExchangeKind::Reduce
+            } else {
+                ExchangeKind::Host
+            };
+            let err = read(&path, &plan, other).unwrap_err().to_string();
+            assert!(err.contains(&format!("holds the {}", kind.name())), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_session_of_another_plan_or_a_lying_file_is_refused() {
+        let (d, plan) = plan_of(3);
+        let (_, other) = plan_of(2);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.session");
+        let session = Session::new(&plan, &d.graph, ExchangeKind::Host).unwrap();
+        write(&session, &plan, &path).unwrap();
+        let err = read(&path, &other, ExchangeKind::Host)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("another plan"), "{err}");
+
+        // Well-formed sections whose tables break the plan's rules: named, never a panic.
+        let mut bad = (*session.layers[0]).clone();
+        bad.blocks[0].table.offsets[1] = u64::MAX;
+        let lying = Session::from_layers(ExchangeKind::Host, vec![Arc::new(bad)]);
+        write(&lying, &plan, &path).unwrap();
+        let err = read(&path, &plan, ExchangeKind::Host)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("L0.vertices") && err.contains("row offsets"),
+            "{err}"
+        );
+    }
+}
