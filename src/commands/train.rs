@@ -14,6 +14,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchgnn_datasets::Dataset;
 use switchgnn_trainer::distributed::cluster::{run_worker, LoopbackJob};
+use switchgnn_trainer::distributed::Shard;
 use switchgnn_trainer::plot::write_svg;
 use switchgnn_trainer::{
     train, DatasetSummary, EpochRecord, FeatureNorm, ModelConfig, ModelKind, Prepared, RunReport,
@@ -432,8 +433,9 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
             eprintln!("worker {rank} epoch {:>4}  {}", e.epoch, short(e));
         }
     };
+    let shard = Shard::new(inputs.shard, config.model.kind, config.feature_norm)?;
     let outcome = run_worker(
-        &inputs.shard,
+        shard,
         inputs.session.clone(),
         &job,
         job.switch,

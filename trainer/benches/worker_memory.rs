@@ -9,10 +9,16 @@
 //! prepares an 8-worker plan (`SWITCHGNN_BENCH_WORKERS`) for a 2×16 GCN and writes the shards.
 //! Each measurement is a child process of its own, so its peak resident memory (VmHWM) is its
 //! own:
-//! - `floor`: libtorch loaded and one tiny product, the cost of any process of this binary;
-//! - `shard`: worker 0 reads its shard, builds its training state and trains 3 epochs;
+//! - `floor`: the same worker code on a graph of 200 vertices: libtorch's and the trainer's
+//!   code and thread pools, the cost of any worker process whatever its data;
+//! - `build`: worker 0 reads its shard and builds its training state (tensors, boundary);
+//! - `shard`: the same, then trains 3 epochs;
 //! - `whole`: worker 0 reads the whole dataset from the cache, cuts its part, drops the rest
 //!   and trains the same 3 epochs.
+//!
+//! - `switchgnn-plans`, `host-plans`: the exchange plans a worker loads beside its data
+//!   (SwitchGNN's from the plan directory, the host exchange's saved by `switchgnn shard`): every
+//!   worker's tables, not only its own, today.
 //!
 //! Training runs against peers that answer every exchange with zeros and every all-reduce with
 //! the worker's own values: the worker's data, tensors, model and optimiser are all there, the
@@ -28,6 +34,7 @@ use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::{RemoteSums, Shard, ShardBackend};
 use switchgnn_trainer::train::{train_on, Traffic};
 use switchgnn_trainer::TrainConfig;
+use switchgnn_transport::{session_file, ExchangeKind, Session};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -73,11 +80,13 @@ impl RemoteSums for SilentPeers {
     }
 }
 
-/// Train worker `data`'s part for [`EPOCHS`] epochs.
-fn train_worker(data: DataShard) {
-    let config = config();
-    let shard = Shard::new(&data, config.model.kind, config.feature_norm).expect("a shard");
-    drop(data);
+/// Train worker `data`'s part for [`EPOCHS`] epochs (none: only build its training state).
+fn train_worker(data: DataShard, epochs: usize) {
+    let config = TrainConfig { epochs, ..config() };
+    let shard = Shard::new(data, config.model.kind, config.feature_norm).expect("a shard");
+    if epochs == 0 {
+        return;
+    }
     let mut peers = SilentPeers(shard.workers as usize);
     let mut backend = ShardBackend {
         shard: &shard,
@@ -91,16 +100,18 @@ fn child(what: &str, dir: &Path) {
     let started = std::time::Instant::now();
     match what {
         "floor" => {
-            let t = tch::Tensor::ones([4, 4], (tch::Kind::Float, tch::Device::Cpu));
-            let _ = t.mm(&t);
+            // The same code on a graph of a few hundred vertices: libtorch's and the
+            // trainer's code and thread pools, next to no data.
+            let spec = Preset::Small.spec(0.05, 0).expect("a preset");
+            let tiny = generate(&spec, &NoProgress).expect("generation");
+            let parts: Vec<u32> = (0..tiny.num_vertices() as u32).map(|v| v % 2).collect();
+            let data = Cutter::new(&tiny, &parts, 2).expect("a cut").cut(0);
+            drop(tiny);
+            train_worker(data, EPOCHS);
         }
-        "shard" => {
-            let plan = Plan::read(&dir.join("plan")).expect("the plan");
-            let path = shard_path(&dir.join("plan"), 0);
-            let data = DataShard::read(&path).expect("the shard");
-            data.check_plan(&plan, 0, &path).expect("the shard fits");
-            drop(plan);
-            train_worker(data);
+        "shard" | "build" => {
+            let data = DataShard::read(&shard_path(&dir.join("plan"), 0)).expect("the shard");
+            train_worker(data, if what == "build" { 0 } else { EPOCHS });
         }
         "whole" => {
             let plan = Plan::read(&dir.join("plan")).expect("the plan");
@@ -115,7 +126,20 @@ fn child(what: &str, dir: &Path) {
             .cut(0);
             drop(dataset);
             drop(plan);
-            train_worker(data);
+            train_worker(data, EPOCHS);
+        }
+        "switchgnn-plans" => {
+            let plan = Plan::read(&dir.join("plan")).expect("the plan");
+            let session = Session::switchgnn(&plan).expect("the exchange plans");
+            drop(plan);
+            std::hint::black_box(session);
+        }
+        "host-plans" => {
+            let plan = Plan::read(&dir.join("plan")).expect("the plan");
+            let path = session_file::session_path(&dir.join("plan"), ExchangeKind::Host);
+            let session = session_file::read(&path, &plan, ExchangeKind::Host).expect("saved");
+            drop(plan);
+            std::hint::black_box(session);
         }
         other => panic!("unknown item {other}"),
     }
@@ -141,9 +165,18 @@ fn main() {
         dataset.labels.as_ref().expect("labels").num_classes() as usize,
     );
     let plan_spec = PlanSpec::new("bench", workers, widths);
-    let plan = Plan::prepare(&dataset, &plan_spec, &|_| {}).expect("a plan");
+    let mut plan = Plan::prepare(&dataset, &plan_spec, &|_| {}).expect("a plan");
     plan.write(&dir.join("plan")).expect("the plan is written");
     write_shards(&dataset, &plan, &dir.join("plan"), &|_| {}).expect("the shards");
+    let host = Session::new(&plan, &dataset.graph, ExchangeKind::Host).expect("host plans");
+    let host_path = session_file::session_path(&dir.join("plan"), ExchangeKind::Host);
+    session_file::write(&host, &plan, &host_path).expect("the host plans are saved");
+    drop(host);
+    let shard0 = shard_path(&dir.join("plan"), 0);
+    DataShard::read(&shard0)
+        .expect("the shard")
+        .check_plan(&plan, 0, &shard0)
+        .expect("the shard fits the plan");
     let parameters = config.model.parameter_count(
         dataset.features.as_ref().expect("features").cols(),
         dataset.labels.as_ref().expect("labels").num_classes() as usize,
@@ -164,8 +197,11 @@ fn main() {
         (v[0], v[1] / 1024.0)
     };
     let (_, floor) = run("floor");
+    let (build_s, build_peak) = run("build");
     let (shard_s, shard_peak) = run("shard");
     let (whole_s, whole_peak) = run("whole");
+    let (_, switchgnn_plans) = run("switchgnn-plans");
+    let (_, host_plans) = run("host-plans");
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let budget = mib(shard_bytes + model_bytes);
     println!(
@@ -174,7 +210,7 @@ fn main() {
     );
     println!(
         "dataset cache {:.1} MiB; worker 0's shard {:.1} MiB; model with gradients and Adam \
-         {:.2} MiB; process floor (libtorch loaded) {floor:.1} MiB",
+         {:.2} MiB; process floor (a 200-vertex worker) {floor:.1} MiB",
         mib(cache_bytes),
         mib(shard_bytes),
         mib(model_bytes)
@@ -184,6 +220,7 @@ fn main() {
         "worker reads", "seconds", "peak MiB", "above floor MiB", "÷ (shard + model)"
     );
     for (name, seconds, peak) in [
+        ("its shard, builds its state only", build_s, build_peak),
         ("its shard", shard_s, shard_peak),
         ("the whole dataset, keeps its part", whole_s, whole_peak),
     ] {
@@ -197,5 +234,13 @@ fn main() {
         "shard ÷ whole peak: {:.2} ({:.2} above the floor)",
         shard_peak / whole_peak,
         (shard_peak - floor) / (whole_peak - floor)
+    );
+    println!(
+        "exchange plans, which every worker still holds whole (every worker's tables): loading \
+         switchgnn's from the plan peaks {:.1} MiB above the floor, the saved host exchange's \
+         {:.1} MiB (file {:.1} MiB)",
+        switchgnn_plans - floor,
+        host_plans - floor,
+        mib(std::fs::metadata(&host_path).expect("saved").len())
     );
 }

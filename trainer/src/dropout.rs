@@ -131,28 +131,28 @@ impl Dropout {
             starts.push(len);
             len += r.1;
         }
-        let mut values = vec![0f32; len];
         const CHUNK: usize = 1 << 14;
-        values
-            .par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                let first = c * CHUNK;
-                let mut run = starts.partition_point(|&s| s <= first) - 1;
-                for (i, v) in chunk.iter_mut().enumerate() {
-                    let at = first + i;
-                    while at >= starts[run] + runs[run].1 {
-                        run += 1;
+        // Written in blocks straight into the tensor; within a block, chunks in parallel.
+        let mask = crate::graph_tensors::filled(len, CHUNK, |block_start, block: &mut [f32]| {
+            block
+                .par_chunks_mut(CHUNK)
+                .enumerate()
+                .for_each(|(c, chunk)| {
+                    let first = block_start + c * CHUNK;
+                    let mut run = starts.partition_point(|&s| s <= first) - 1;
+                    for (i, v) in chunk.iter_mut().enumerate() {
+                        let at = first + i;
+                        while at >= starts[run] + runs[run].1 {
+                            run += 1;
+                        }
+                        let global = runs[run].0 + (at - starts[run]) as u64;
+                        let draw =
+                            mix(key.wrapping_add(global.wrapping_mul(0x9e37_79b9_7f4a_7c15))) >> 32;
+                        *v = if draw < threshold { keep } else { 0.0 };
                     }
-                    let global = runs[run].0 + (at - starts[run]) as u64;
-                    let draw =
-                        mix(key.wrapping_add(global.wrapping_mul(0x9e37_79b9_7f4a_7c15))) >> 32;
-                    if draw < threshold {
-                        *v = keep;
-                    }
-                }
-            });
-        Some(Tensor::from_slice(&values))
+                });
+        });
+        Some(mask)
     }
 }
 

@@ -200,15 +200,48 @@ fn csr_matrix(
     rows: usize,
     cols: usize,
 ) -> Tensor {
-    let crow: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
-    let col: Vec<i64> = columns.iter().map(|&c| i64::from(c)).collect();
+    let crow = filled(offsets.len(), 1, |at, out: &mut [i64]| {
+        for (o, &x) in out.iter_mut().zip(&offsets[at..]) {
+            *o = x as i64;
+        }
+    });
+    let col = filled(columns.len(), 1, |at, out: &mut [i64]| {
+        for (o, &x) in out.iter_mut().zip(&columns[at..]) {
+            *o = i64::from(x);
+        }
+    });
     Tensor::sparse_csr_tensor_crow_col_value_size(
-        &Tensor::from_slice(&crow),
-        &Tensor::from_slice(&col),
+        &crow,
+        &col,
         &Tensor::from_slice(values),
         [rows as i64, cols as i64],
         (Kind::Float, Device::Cpu),
     )
+}
+
+/// A 1-D tensor of `len` entries written block by block: `fill(start, block)` writes entries
+/// `start..start + block.len()`, and blocks are whole multiples of `unit` entries (a row). Only
+/// one block of about 4 MiB exists beside the tensor at any time, so a large tensor never
+/// costs twice its size on the way in (as building a `Vec` and copying it would).
+pub(crate) fn filled<T>(len: usize, unit: usize, fill: impl Fn(usize, &mut [T])) -> Tensor
+where
+    T: tch::kind::Element + Default + Copy,
+{
+    let unit = unit.max(1);
+    let block = ((1usize << 22) / std::mem::size_of::<T>() / unit).max(1) * unit;
+    let tensor = Tensor::zeros([len as i64], (T::KIND, Device::Cpu));
+    let mut buffer = vec![T::default(); block.min(len)];
+    let mut start = 0;
+    while start < len {
+        let n = block.min(len - start);
+        let chunk = &mut buffer[..n];
+        fill(start, chunk);
+        tensor
+            .narrow(0, start as i64, n as i64)
+            .copy_(&Tensor::from_slice(chunk));
+        start += n;
+    }
+    tensor
 }
 
 /// How input features are scaled before training.
@@ -400,11 +433,11 @@ impl FeatureMatrix {
         let (n, cols) = (features.rows(), features.cols());
         match features {
             Features::Dense(d) => {
-                let mut values = d.values().to_vec();
-                if cols > 0 {
-                    values.chunks_mut(cols).for_each(scaled);
-                }
-                FeatureMatrix::Dense(Tensor::from_slice(&values).reshape([n as i64, cols as i64]))
+                let values = filled(n * cols, cols, |at, out: &mut [f32]| {
+                    out.copy_from_slice(&d.values()[at..at + out.len()]);
+                    out.chunks_mut(cols).for_each(scaled);
+                });
+                FeatureMatrix::Dense(values.reshape([n as i64, cols as i64]))
             }
             Features::Sparse(s) => {
                 let mut values = s.values().to_vec();

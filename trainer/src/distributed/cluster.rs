@@ -56,25 +56,25 @@ fn agreement(config: &TrainConfig, session: &Session) -> u64 {
     h.finish()
 }
 
-/// Run the worker of `job` whose part of the dataset is `data` against the switch at
-/// `switch`: build its training state, join, train, say goodbye. `observe` hears every epoch
-/// (the figures are global: every worker sees the same ones).
+/// Run the worker of `job` whose training state is `shard` (built from its part of the
+/// dataset with [`Shard::new`]) against the switch at
+/// `switch`: join, train, say goodbye. `observe` hears every epoch (the figures are global:
+/// every worker sees the same ones).
 pub fn run_worker(
-    data: &DataShard,
+    shard: Shard,
     session: Arc<Session>,
     job: &JobFile,
     switch: SocketAddr,
     config: &TrainConfig,
     observe: &mut dyn FnMut(&EpochRecord),
 ) -> Result<WorkerOutcome> {
-    if data.meta.workers != u32::from(job.world) {
+    if shard.workers != job.world {
         return Err(TrainError::Config(format!(
             "the shard of worker {} is one of {}, the job has {} workers",
-            data.meta.rank, data.meta.workers, job.world
+            shard.rank, shard.workers, job.world
         )));
     }
-    let rank = data.meta.rank as u16;
-    let shard = Shard::new(data, config.model.kind, config.feature_norm)?;
+    let rank = shard.rank;
     let client = WorkerClient::connect(WorkerConfig {
         job: job.job,
         rank,
@@ -196,7 +196,8 @@ pub fn run_loopback(
                             (observe.lock().expect("not poisoned"))(e);
                         }
                     };
-                    run_worker(data, session, job, addr, config, &mut hear)
+                    let shard = Shard::new(data.clone(), config.model.kind, config.feature_norm)?;
+                    run_worker(shard, session, job, addr, config, &mut hear)
                 })
             })
             .collect();

@@ -56,17 +56,20 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// The training state of worker `data.meta.rank` from its part of the dataset.
-    pub fn new(data: &DataShard, kind: ModelKind, norm: FeatureNorm) -> Result<Shard> {
-        let (features, feature_norm, input_runs) = FeatureMatrix::of_shard(data, norm)
+    /// The training state of worker `data.meta.rank` from its part of the dataset. Each of
+    /// the shard's arrays is dropped as soon as its tensors are built, so that the peak stays
+    /// near one copy of the data.
+    pub fn new(mut data: DataShard, kind: ModelKind, norm: FeatureNorm) -> Result<Shard> {
+        let (features, feature_norm, input_runs) = FeatureMatrix::of_shard(&data, norm)
             .ok_or_else(|| TrainError::NoFeatures(data.meta.dataset.clone()))?;
-        let targets = Targets::of_shard(data)?;
-        let local = LocalGraph::of_shard(data);
+        data.features = None;
+        let targets = Targets::of_shard(&data)?;
+        let positions: Vec<usize> = (0..data.len()).filter(|&i| data.on_boundary(i)).collect();
+        let local = LocalGraph::of_shard(&data);
         let propagation = match kind {
             ModelKind::Gcn => Propagation::gcn_local(&local),
             ModelKind::Sage => Propagation::mean_local(&local),
         };
-        let positions: Vec<usize> = (0..data.len()).filter(|&i| data.on_boundary(i)).collect();
         let column = |scales: &[f32]| {
             let picked: Vec<f32> = positions.iter().map(|&i| scales[i]).collect();
             Tensor::from_slice(&picked).view([-1, 1])
@@ -81,7 +84,7 @@ impl Shard {
             boundary_right: column(&propagation.right),
             boundary: positions.iter().map(|&i| data.ids[i]).collect(),
             max_remote_degree: data.meta.max_remote_degree,
-            ids: data.ids.clone(),
+            ids: data.ids,
             features,
             targets,
             feature_norm,
