@@ -109,8 +109,6 @@ pub struct WorkerInputs {
 }
 
 pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
-    let plan = read_plan(&job.plan)?;
-    check_world(job, &plan)?;
     let path = shard_path(&job.plan, u32::from(rank));
     if !path.exists() {
         let loaded = load(job)?;
@@ -124,26 +122,53 @@ pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
                 path.display(),
                 job.plan.display()
             ),
+            session: Arc::new(loaded.session.for_worker(rank)),
             plan: loaded.plan,
             shard,
-            session: loaded.session,
         });
     }
+    // With this worker's saved view of the exchange, the plan's blocks are not needed.
+    let view = session_file::view_path(&job.plan, job.mode, rank);
+    let plan = if view.exists() {
+        Plan::read_summary(&job.plan)
+            .with_context(|| format!("cannot read the plan in {}", job.plan.display()))?
+    } else {
+        read_plan(&job.plan)?
+    };
+    check_world(job, &plan)?;
     let shard = DataShard::read(&path)?;
     shard.check_plan(&plan, u32::from(rank), &path)?;
-    let session = saved_session(job, &plan)?.with_context(|| {
+    let session = if view.exists() {
+        session_file::read_view(&view, &plan, job.mode, rank)?
+    } else {
+        saved_session(job, &plan)?
+            .with_context(|| {
+                format!(
+                    "{} holds shards but no saved {} exchange plans, which a worker without \
+                     the graph cannot build; run `switchgnn shard --plan {} --exchange {}`",
+                    job.plan.join(SHARDS_DIR).display(),
+                    job.mode.name(),
+                    job.plan.display(),
+                    job.mode.name()
+                )
+            })?
+            .for_worker(rank)
+    };
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let view_note = if view.exists() {
         format!(
-            "{} holds shards but no saved {} exchange plans, which a worker without the graph \
-             cannot build; run `switchgnn shard --plan {} --exchange {}`",
-            job.plan.join(SHARDS_DIR).display(),
-            job.mode.name(),
-            job.plan.display(),
-            job.mode.name()
+            " and its view of the exchange ({})",
+            format_bytes(size(&view))
         )
-    })?;
-    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    } else {
+        String::new()
+    };
     Ok(WorkerInputs {
-        source: format!("its shard {} ({})", path.display(), format_bytes(size)),
+        source: format!(
+            "its shard {} ({}){view_note}",
+            path.display(),
+            format_bytes(size(&path))
+        ),
         plan,
         shard,
         session: Arc::new(session),

@@ -242,7 +242,10 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
             assert!(err.contains("all-reduce rounds"), "{err}");
         } else {
             assert!(err.contains("epoch    8  loss"), "{name}: {err}");
-            assert!(err.contains("reading its shard"), "{name}: {err}");
+            assert!(
+                err.contains("reading its shard") && err.contains("its view of the exchange"),
+                "{name}: {err}"
+            );
         }
     }
     // Rank 0 writes the log; the others only train.
@@ -297,6 +300,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     );
     // Shards without the job's exchange plans: the command that saves them is named.
     std::fs::remove_file(shards.join("exchange-host.session")).unwrap();
+    std::fs::remove_file(shards.join("exchange-host-worker-0000.session")).unwrap();
     let none = switchgnn(&["train", data, "--job", job, "--rank", "0", "--epochs", "1"]);
     let err = String::from_utf8_lossy(&none.stderr);
     assert!(!none.status.success(), "{err}");

@@ -33,6 +33,7 @@ pub mod plan;
 pub mod reference;
 pub mod switch;
 pub mod table;
+mod view;
 pub mod wire;
 
 pub use kind::ExchangeKind;

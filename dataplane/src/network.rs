@@ -593,7 +593,9 @@ fn build(
         } else {
             Box::new(Unpaced)
         };
-        engines.push(kind.engine(cfg, plan.clone(), local, cc, 0)?);
+        // Each worker runs on its own view of the plan, as a worker of a real job does.
+        let view = std::sync::Arc::new(plan.for_worker(w));
+        engines.push(kind.engine(cfg, view, local, cc, 0)?);
     }
     Ok((switch, engines))
 }

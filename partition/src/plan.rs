@@ -263,6 +263,54 @@ pub struct Plan {
     pub orders: Option<Vec<Vec<Vec<u32>>>>,
 }
 
+/// Read and check a plan's manifest and assignment.
+fn read_head(dir: &Path) -> Result<(Manifest, Assignment)> {
+    let manifest_path = dir.join(MANIFEST);
+    let text = std::fs::read(&manifest_path).map_err(|e| io(&manifest_path, e))?;
+    let manifest: Manifest = serde_json::from_slice(&text)
+        .map_err(|e| malformed(&manifest_path, format!("line {}", e.line()), e.to_string()))?;
+    if manifest.format_version != FORMAT_VERSION {
+        return Err(malformed(
+            &manifest_path,
+            "format_version",
+            format!(
+                "plan format {}, this build reads {FORMAT_VERSION}; prepare the plan again",
+                manifest.format_version
+            ),
+        ));
+    }
+    if let Some(choice) = &manifest.exchange {
+        check_exchange(choice, manifest.spec.feature_dims.len())
+            .map_err(|why| malformed(&manifest_path, "exchange", why))?;
+    }
+    let assignment = decode_assignment(
+        &dir.join(ASSIGNMENT),
+        &load_checked(dir, &manifest, ASSIGNMENT)?,
+        manifest.spec.workers,
+    )?;
+    Ok((manifest, assignment))
+}
+
+/// The bytes of file `name` of the plan in `dir`, checked against the manifest's size and
+/// checksum.
+fn load_checked(dir: &Path, manifest: &Manifest, name: &str) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    let manifest_path = dir.join(MANIFEST);
+    let sum = manifest
+        .files
+        .get(name)
+        .ok_or_else(|| malformed(&manifest_path, "files", format!("no checksum for {name}")))?;
+    let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+    if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
+        return Err(malformed(
+            &path,
+            "file",
+            "size or checksum differs from the manifest (changed or truncated)",
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Fingerprint of a graph's CSR arrays.
 pub fn graph_fingerprint(graph: &Graph) -> u64 {
     let a = xxh3_64(bytemuck::cast_slice(graph.offsets()));
@@ -478,44 +526,8 @@ impl Plan {
 
     /// Read a plan directory, checking the manifest version and every file's checksum.
     pub fn read(dir: &Path) -> Result<Plan> {
-        let manifest_path = dir.join(MANIFEST);
-        let text = std::fs::read(&manifest_path).map_err(|e| io(&manifest_path, e))?;
-        let manifest: Manifest = serde_json::from_slice(&text)
-            .map_err(|e| malformed(&manifest_path, format!("line {}", e.line()), e.to_string()))?;
-        if manifest.format_version != FORMAT_VERSION {
-            return Err(malformed(
-                &manifest_path,
-                "format_version",
-                format!(
-                    "plan format {}, this build reads {FORMAT_VERSION}; prepare the plan again",
-                    manifest.format_version
-                ),
-            ));
-        }
-        if let Some(choice) = &manifest.exchange {
-            check_exchange(choice, manifest.spec.feature_dims.len())
-                .map_err(|why| malformed(&manifest_path, "exchange", why))?;
-        }
-        let load = |name: &str| -> Result<Vec<u8>> {
-            let path = dir.join(name);
-            let sum = manifest.files.get(name).ok_or_else(|| {
-                malformed(&manifest_path, "files", format!("no checksum for {name}"))
-            })?;
-            let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
-            if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
-                return Err(malformed(
-                    &path,
-                    "file",
-                    "size or checksum differs from the manifest (changed or truncated)",
-                ));
-            }
-            Ok(bytes)
-        };
-        let assignment = decode_assignment(
-            &dir.join(ASSIGNMENT),
-            &load(ASSIGNMENT)?,
-            manifest.spec.workers,
-        )?;
+        let (manifest, assignment) = read_head(dir)?;
+        let load = |name: &str| load_checked(dir, &manifest, name);
         let mut block_sets = Vec::new();
         for info in &manifest.block_sets {
             let blocks = decode_blocks(&dir.join(&info.file), &load(&info.file)?)?;
@@ -551,6 +563,19 @@ impl Plan {
             assignment,
             block_sets,
             orders,
+        })
+    }
+
+    /// The manifest and the assignment only, checked as [`Plan::read`] checks them, with no
+    /// block sets and no orders: what a worker that holds its shard and its saved view of the
+    /// exchange needs, without the blocks of every worker.
+    pub fn read_summary(dir: &Path) -> Result<Plan> {
+        let (manifest, assignment) = read_head(dir)?;
+        Ok(Plan {
+            manifest,
+            assignment,
+            block_sets: Vec::new(),
+            orders: None,
         })
     }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 use switchgnn_datasets::Progress;
 use switchgnn_partition::shard::{write_shards, SHARDS_DIR};
 use switchgnn_partition::size::format_bytes;
@@ -21,10 +22,10 @@ pub struct Args {
     /// The dataset argument (default: the one the plan was prepared from).
     #[arg(long)]
     pub dataset: Option<String>,
-    /// Exchanges to save plans for, comma-separated (host, g3, strawman, reduce, hybrid,
-    /// auto): the kinds computed from the graph, which a worker holding only its shard could
-    /// not build. SwitchGNN's plans are the plan directory's own and need nothing here.
-    #[arg(long, value_name = "KINDS", default_value = "host,auto")]
+    /// Exchanges to save plans for, comma-separated (switch, host, g3, strawman, reduce,
+    /// hybrid, auto): each worker's view of them (only the rows its engine reads), and for the
+    /// kinds computed from the graph the whole plans for the switch process.
+    #[arg(long, value_name = "KINDS", default_value = "switch,host,auto")]
     pub exchange: String,
 }
 
@@ -48,20 +49,48 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("cannot write the shards of {}", args.plan.display()))?;
     let mut saved = Vec::new();
     for kind in kinds {
-        if kind == ExchangeKind::Switchgnn {
-            continue;
-        }
         if kind == ExchangeKind::Auto && plan.manifest.exchange.is_none() {
-            tracing::warn!("the plan records no exchange per layer; no `auto` session saved");
+            tracing::warn!("the plan records no exchange per layer; no `auto` plans saved");
             continue;
         }
         bars.stage(&format!("{} exchange plans", kind.name()), None);
-        let session = Session::new(&plan, &dataset.graph, kind)
-            .with_context(|| format!("cannot build the {} exchange plans", kind.name()))?;
-        let path = session_file::session_path(&args.plan, kind);
-        session_file::write(&session, &plan, &path)?;
-        let size = std::fs::metadata(&path)?.len();
-        saved.push(format!("{} ({})", kind.name(), format_bytes(size)));
+        let session = if kind == ExchangeKind::Switchgnn {
+            Session::switchgnn(&plan)
+        } else {
+            Session::new(&plan, &dataset.graph, kind)
+        }
+        .with_context(|| format!("cannot build the {} exchange plans", kind.name()))?;
+        // The switch's copy (SwitchGNN's switch reads the plan directory itself).
+        let mut size = 0;
+        if kind != ExchangeKind::Switchgnn {
+            let path = session_file::session_path(&args.plan, kind);
+            session_file::write(&session, &plan, &path)?;
+            size = std::fs::metadata(&path)?.len();
+        }
+        bars.stage(&format!("{} views", kind.name()), Some(u64::from(workers)));
+        let views: u64 = (0..workers as u16)
+            .into_par_iter()
+            .map(|rank| -> Result<u64> {
+                let path = session_file::view_path(&args.plan, kind, rank);
+                session_file::write_view(&session.for_worker(rank), rank, &plan, &path)?;
+                bars.advance(1);
+                Ok(std::fs::metadata(&path)?.len())
+            })
+            .sum::<Result<u64>>()?;
+        saved.push(if size > 0 {
+            format!(
+                "{} (switch {}, each worker's view {} on average)",
+                kind.name(),
+                format_bytes(size),
+                format_bytes(views / u64::from(workers.max(1)))
+            )
+        } else {
+            format!(
+                "{} (each worker's view {} on average)",
+                kind.name(),
+                format_bytes(views / u64::from(workers.max(1)))
+            )
+        });
     }
     bars.finish();
     println!(
@@ -72,14 +101,7 @@ pub fn run(args: Args) -> Result<()> {
         format_bytes(bytes / u64::from(workers.max(1))),
         format_bytes(dataset_bytes(&dataset)),
     );
-    if saved.is_empty() {
-        println!("exchange plans saved: none (switchgnn needs none)");
-    } else {
-        println!(
-            "exchange plans saved: {}; switchgnn needs none",
-            saved.join(", ")
-        );
-    }
+    println!("exchange plans saved: {}", saved.join(", "));
     Ok(())
 }
 

@@ -54,6 +54,20 @@ impl Session {
         Ok(Session::from_layers(ExchangeKind::Switchgnn, layers))
     }
 
+    /// Worker `rank`'s view of every layer ([`ExchangePlan::for_worker`]: the rows its engine
+    /// reads), under the whole session's checksum, which the worker presents at join.
+    pub fn for_worker(&self, rank: u16) -> Session {
+        Session {
+            mode: self.mode,
+            layers: self
+                .layers
+                .iter()
+                .map(|p| Arc::new(p.for_worker(rank)))
+                .collect(),
+            checksum: self.checksum,
+        }
+    }
+
     /// A session of exchange plans built elsewhere (one per layer), with their checksum.
     pub fn from_layers(mode: ExchangeKind, layers: Vec<Arc<ExchangePlan>>) -> Session {
         let mut h = mix(0x5347_4e4e);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock, PlanError};
 use switchgnn_dataplane::table::BlockTable;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::container::{Container, Section};
@@ -85,6 +85,12 @@ pub fn session_path(plan: &Path, kind: ExchangeKind) -> PathBuf {
         .join(format!("exchange-{}.session", kind.name()))
 }
 
+/// Where worker `rank`'s saved view of the session of `kind` lives.
+pub fn view_path(plan: &Path, kind: ExchangeKind, rank: u16) -> PathBuf {
+    plan.join(SHARDS_DIR)
+        .join(format!("exchange-{}-worker-{rank:04}.session", kind.name()))
+}
+
 #[derive(Debug, Error)]
 pub enum SessionFileError {
     #[error(transparent)]
@@ -100,6 +106,9 @@ struct Meta {
     assignment_fingerprint: u64,
     checksum: u64,
     layers: Vec<LayerMeta>,
+    /// The worker whose view this is (`Session::for_worker`); `None`: the whole session.
+    #[serde(default)]
+    view_of: Option<u16>,
     writer: String,
 }
 
@@ -119,7 +128,27 @@ fn mode_named(name: &str) -> Option<Mode> {
 
 /// Save `session`, built for `plan`, to `path` atomically.
 pub fn write(session: &Session, plan: &Plan, path: &Path) -> Result<(), SessionFileError> {
+    write_any(session, None, plan, path)
+}
+
+/// Save worker `rank`'s view of a session (`Session::for_worker`), built for `plan`.
+pub fn write_view(
+    view: &Session,
+    rank: u16,
+    plan: &Plan,
+    path: &Path,
+) -> Result<(), SessionFileError> {
+    write_any(view, Some(rank), plan, path)
+}
+
+fn write_any(
+    session: &Session,
+    view_of: Option<u16>,
+    plan: &Plan,
+    path: &Path,
+) -> Result<(), SessionFileError> {
     let meta = Meta {
+        view_of,
         kind: session.mode.name().into(),
         graph_fingerprint: plan.manifest.dataset.fingerprint,
         assignment_fingerprint: assignment_fingerprint(plan.assignment.parts()),
@@ -179,6 +208,28 @@ pub fn write(session: &Session, plan: &Plan, path: &Path) -> Result<(), SessionF
 /// Read the session of `kind` saved at `path` for `plan`, checking that it was built for
 /// this plan's graph and assignment and that its blocks are sound.
 pub fn read(path: &Path, plan: &Plan, kind: ExchangeKind) -> Result<Session, SessionFileError> {
+    read_any(path, plan, kind, None)
+}
+
+/// Read worker `rank`'s view of the session of `kind` saved at `path` for `plan`. A view's
+/// blocks are checked for shape (every index in range) rather than against the planning rules
+/// a view by design breaks (a destination's other contributors are left out); its checksum is
+/// the whole session's, as saved.
+pub fn read_view(
+    path: &Path,
+    plan: &Plan,
+    kind: ExchangeKind,
+    rank: u16,
+) -> Result<Session, SessionFileError> {
+    read_any(path, plan, kind, Some(rank))
+}
+
+fn read_any(
+    path: &Path,
+    plan: &Plan,
+    kind: ExchangeKind,
+    view_of: Option<u16>,
+) -> Result<Session, SessionFileError> {
     let file = Container::open(path, MAGIC, "switchgnn saved exchange session")?;
     let mismatch = |why: String| SessionFileError::Mismatch {
         path: path.to_path_buf(),
@@ -196,6 +247,17 @@ pub fn read(path: &Path, plan: &Plan, kind: ExchangeKind) -> Result<Session, Ses
             "it holds the {} exchange, the job runs {}",
             meta.kind,
             kind.name()
+        )));
+    }
+    if meta.view_of != view_of {
+        let what = |v: Option<u16>| match v {
+            None => "the whole session".to_string(),
+            Some(r) => format!("worker {r}'s view"),
+        };
+        return Err(mismatch(format!(
+            "it holds {}, not {}",
+            what(meta.view_of),
+            what(view_of)
         )));
     }
     if meta.graph_fingerprint != plan.manifest.dataset.fingerprint
@@ -275,7 +337,9 @@ pub fn read(path: &Path, plan: &Plan, kind: ExchangeKind) -> Result<Session, Ses
                 offsets: m_offsets,
                 rows: m_rows,
             };
-            let block = if mode == Mode::Reduce {
+            let block = if view_of.is_some() {
+                view_block(table, order, partials, multicast, mode, plan)
+            } else if mode == Mode::Reduce {
                 PlanBlock::hybrid(table, &order, partials, multicast)
             } else if partials != Partials::default() || multicast != Multicast::default() {
                 return Err(bad(
@@ -308,6 +372,13 @@ pub fn read(path: &Path, plan: &Plan, kind: ExchangeKind) -> Result<Session, Ses
             .map_err(|e| bad(format!("L{l}.order"), e.to_string()))?;
         layers.push(Arc::new(p));
     }
+    if view_of.is_some() {
+        return Ok(Session {
+            mode: kind,
+            layers,
+            checksum: meta.checksum,
+        });
+    }
     let session = Session::from_layers(kind, layers);
     if session.checksum != meta.checksum {
         return Err(mismatch(
@@ -315,6 +386,63 @@ pub fn read(path: &Path, plan: &Plan, kind: ExchangeKind) -> Result<Session, Ses
         ));
     }
     Ok(session)
+}
+
+/// A view's block from its arrays, checked for shape: `order` lists table rows (a view stores
+/// them as vertex ids like the whole plan, mapped back here), partial-sum ranges and multicast
+/// rows stay inside their arrays and the table, and every vertex named lies in the graph.
+fn view_block(
+    table: BlockTable,
+    order: Vec<u32>,
+    partials: Partials,
+    multicast: Multicast,
+    mode: Mode,
+    plan: &Plan,
+) -> Result<PlanBlock, PlanError> {
+    let bad = |why: &str| Err(PlanError::BadOrder(format!("a worker's view: {why}")));
+    let n = plan.manifest.dataset.vertices as u32;
+    let order = order
+        .iter()
+        .map(|v| table.vertices.binary_search(v).map(|r| r as u32))
+        .collect::<Result<Vec<u32>, _>>();
+    let Ok(order) = order else {
+        return bad("the order names a vertex outside its block");
+    };
+    let ranges_ok = |starts: &[u64], len: usize, entries: usize| {
+        starts.len() == entries + 1
+            && starts.first() == Some(&0)
+            && starts.last() == Some(&(len as u64))
+            && starts.windows(2).all(|w| w[0] < w[1])
+    };
+    if mode == Mode::Reduce && partials.known() {
+        if !ranges_ok(&partials.starts, partials.sources.len(), table.slots.len())
+            || partials.sources.iter().any(|&u| u >= n)
+        {
+            return bad("partial-sum ranges or sources out of place");
+        }
+    } else if partials != Partials::default() {
+        return bad("partial sums outside a reduce block");
+    }
+    let m = &multicast;
+    if *m != Multicast::default()
+        && (m.offsets.len() != m.vertices.len() + 1
+            || m.offsets.first() != Some(&0)
+            || m.offsets.last() != Some(&(m.rows.len() as u64))
+            || m.offsets.windows(2).any(|w| w[0] > w[1])
+            || m.rows.iter().any(|&r| r as usize >= table.len())
+            || m.vertices.iter().any(|&u| u >= n))
+    {
+        return bad("multicast senders out of place");
+    }
+    if table.vertices.last().is_some_and(|&v| v >= n) {
+        return bad("a vertex beyond the graph");
+    }
+    Ok(PlanBlock {
+        table,
+        order,
+        partials,
+        multicast,
+    })
 }
 
 #[cfg(test)]
@@ -356,6 +484,54 @@ mod tests {
             };
             let err = read(&path, &plan, other).unwrap_err().to_string();
             assert!(err.contains(&format!("holds the {}", kind.name())), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_workers_view_round_trips_and_is_a_fraction_of_the_plan() {
+        let (d, plan) = plan_of(4);
+        let dir = tempfile::tempdir().unwrap();
+        for kind in [
+            ExchangeKind::Switchgnn,
+            ExchangeKind::Host,
+            ExchangeKind::Strawman,
+            ExchangeKind::Reduce,
+        ] {
+            let session = Session::new(&plan, &d.graph, kind).unwrap();
+            let entries = |s: &Session| -> usize {
+                s.layers
+                    .iter()
+                    .flat_map(|p| &p.blocks)
+                    .map(|b| b.table.slots.len() + b.partials.sources.len())
+                    .sum()
+            };
+            let mut in_views = 0;
+            for rank in 0..4 {
+                let view = session.for_worker(rank);
+                let path = view_path(dir.path(), kind, rank);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                write_view(&view, rank, &plan, &path).unwrap();
+                let back = read_view(&path, &plan, kind, rank).unwrap();
+                assert_eq!(back.checksum, session.checksum, "{}", kind.name());
+                assert_eq!(back.layers, view.layers, "{} worker {rank}", kind.name());
+                assert!(entries(&view) < entries(&session), "{}", kind.name());
+                in_views += entries(&view);
+                // A view is not the whole session, nor another worker's.
+                let err = read(&path, &plan, kind).unwrap_err().to_string();
+                assert!(err.contains(&format!("worker {rank}'s view")), "{err}");
+                let err = read_view(&path, &plan, kind, (rank + 1) % 4)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains("not worker"), "{err}");
+            }
+            // Each per-edge entry (a slot, a partial's source) is held by at most the two
+            // workers at its ends.
+            assert!(
+                in_views <= 2 * entries(&session),
+                "{}: {in_views} in views against {} in the plan",
+                kind.name(),
+                entries(&session)
+            );
         }
     }
 

@@ -197,7 +197,9 @@ pub fn run_loopback(
                         }
                     };
                     let shard = Shard::new(data.clone(), config.model.kind, config.feature_norm)?;
-                    run_worker(shard, session, job, addr, config, &mut hear)
+                    // Each worker runs on its own view of the plans, as a real worker does.
+                    let view = Arc::new(session.for_worker(rank as u16));
+                    run_worker(shard, view, job, addr, config, &mut hear)
                 })
             })
             .collect();
