@@ -8,7 +8,7 @@ use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::{ExchangeChoice, Plan, PlannedOn};
 use switchgnn_scheduler::exchange::PlanOptions;
-use switchgnn_scheduler::planner::{choose, layer_choice, CANDIDATES};
+use switchgnn_scheduler::planner::{layer_choice, weigh, CANDIDATES};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChipArgs {
@@ -74,7 +74,7 @@ pub fn choose_exchanges(
 ) -> Result<ExchangeChoice> {
     let mut layers = Vec::new();
     for layer in 0..plan.manifest.spec.feature_dims.len() {
-        let (choice, _, _) = choose(
+        let choice = weigh(
             graph,
             plan,
             layer,

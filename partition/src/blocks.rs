@@ -34,7 +34,7 @@ use switchgnn_datasets::Graph;
 
 use crate::assignment::Assignment;
 use crate::error::{PartitionError, PlanCheckError, Result};
-use crate::metis_kway::{metis_kway, weighted_kway, MetisOptions, Weights};
+use crate::metis_kway::{weighted_kway, MetisCsr, MetisOptions, Weights};
 use crate::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 
 /// Levels of repeated k-way cuts before the pair-grouping step finishes the rest.
@@ -172,10 +172,11 @@ impl Blocks {
     /// Partition the cross-worker edges of `graph` under `assignment` into blocks.
     pub fn build(graph: &Graph, assignment: &Assignment, params: &BlockParams) -> Result<Blocks> {
         let capacity = params.capacity_vertices();
-        let mut pending: Vec<(u32, u32)> = graph
-            .edges()
-            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
-            .collect();
+        // Counted first so that the list is allocated once at its size: on a graph cut into
+        // many workers it is nearly as large as the graph's own adjacency.
+        let cross = |&(u, v): &(u32, u32)| assignment.part(u) != assignment.part(v);
+        let mut pending: Edges = Vec::with_capacity(graph.edges().filter(cross).count());
+        pending.extend(graph.edges().filter(cross));
         if capacity < 2 && !pending.is_empty() {
             return Err(PartitionError::Usage(format!(
                 "{} bytes of switch memory hold {} aggregators; one edge of width {} needs {}",
@@ -210,7 +211,13 @@ impl Blocks {
         while !pending.is_empty() && level < MAX_METIS_LEVELS {
             level += 1;
             let before = pending.len();
-            let (placed, rest) = split_level(&pending, capacity, params, &mut scratch, level)?;
+            let (placed, rest) = split_level(
+                std::mem::take(&mut pending),
+                capacity,
+                params,
+                &mut scratch,
+                level,
+            )?;
             let share = 1.0 - rest.len() as f64 / before as f64;
             tracing::debug!(
                 level,
@@ -227,7 +234,13 @@ impl Blocks {
         }
         if !pending.is_empty() {
             level += 1;
-            let placed = pair_blocks(&pending, capacity, params, &mut scratch, level)?;
+            let placed = pair_blocks(
+                std::mem::take(&mut pending),
+                capacity,
+                params,
+                &mut scratch,
+                level,
+            )?;
             tracing::debug!(
                 level,
                 blocks = placed.len(),
@@ -333,32 +346,29 @@ impl LocalIds {
         }
     }
 
-    /// Compact CSR over the endpoints of `edges`: (global ids, offsets, neighbours).
-    fn csr(&mut self, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u64>, Vec<u32>) {
-        let mut ids: Vec<u32> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
-        ids.sort_unstable();
-        ids.dedup();
+    /// The graph of `edges` on compact ids, in METIS's index type, with the global id of each
+    /// compact one (sorted, so compact order is global order). `edges` is consumed: the METIS
+    /// graph holds the same edges and replaces the list instead of sitting beside it.
+    fn metis_graph(&mut self, edges: Edges, what: &str) -> Result<(Vec<u32>, MetisCsr)> {
+        // Mark the endpoints, then number them in global order: a scan of the vertices costs
+        // less memory than a sorted copy of every endpoint.
+        for &(a, b) in &edges {
+            self.local[a as usize] = 0;
+            self.local[b as usize] = 0;
+        }
+        let ids: Vec<u32> = (0..self.local.len() as u32)
+            .filter(|&v| self.local[v as usize] != u32::MAX)
+            .collect();
         for (i, &g) in ids.iter().enumerate() {
             self.local[g as usize] = i as u32;
         }
-        let mut offsets = vec![0u64; ids.len() + 1];
-        for &(a, b) in edges {
-            offsets[self.local[a as usize] as usize + 1] += 1;
-            offsets[self.local[b as usize] as usize + 1] += 1;
-        }
-        for i in 0..ids.len() {
-            offsets[i + 1] += offsets[i];
-        }
-        let mut cursor = offsets.clone();
-        let mut neighbors = vec![0u32; edges.len() * 2];
-        for &(a, b) in edges {
-            let (la, lb) = (self.local[a as usize], self.local[b as usize]);
-            neighbors[cursor[la as usize] as usize] = lb;
-            cursor[la as usize] += 1;
-            neighbors[cursor[lb as usize] as usize] = la;
-            cursor[lb as usize] += 1;
-        }
-        (ids, offsets, neighbors)
+        let local = &self.local;
+        let compact = edges
+            .iter()
+            .map(|&(a, b)| (local[a as usize], local[b as usize]));
+        let graph = MetisCsr::from_edges(ids.len(), compact, 2 * edges.len(), what);
+        self.release(&ids);
+        Ok((ids, graph?))
     }
 
     fn release(&mut self, ids: &[u32]) {
@@ -375,32 +385,32 @@ type LevelBlocks = (u32, Vec<Edges>);
 
 /// One level: returns the edge sets of the packed blocks and the edges left for the next level.
 fn split_level(
-    pending: &[(u32, u32)],
+    pending: Edges,
     capacity: u64,
     params: &BlockParams,
     scratch: &mut LocalIds,
     level: u32,
 ) -> Result<(Vec<Edges>, Edges)> {
-    let (ids, offsets, neighbors) = scratch.csr(pending);
+    let edges = pending.len();
+    let (ids, graph) = scratch.metis_graph(pending, &format!("block level {level}"))?;
     let n = ids.len() as u64;
     if n <= capacity {
-        scratch.release(&ids);
-        return Ok((vec![pending.to_vec()], Vec::new()));
+        let all = graph
+            .edges()
+            .map(|(a, b)| (ids[a], ids[b]))
+            .collect::<Edges>();
+        return Ok((vec![all], Vec::new()));
     }
     let k = (n as f64 / (capacity as f64 * params.fill_target)).ceil() as u32;
-    let what = format!(
-        "block level {level} ({n} vertices, {} edges, {k} parts)",
-        pending.len()
-    );
-    let part = metis_kway(&offsets, &neighbors, k.max(2), &params.metis, &what)?;
+    let what = format!("block level {level} ({n} vertices, {edges} edges, {k} parts)");
+    let part = weighted_kway(&graph, None, k.max(2), &params.metis, &what)?;
 
     // Internal degree per vertex, to keep the best-connected vertices of an oversized part.
-    let local = |g: u32| scratch.local[g as usize] as usize;
     let mut internal_degree = vec![0u64; ids.len()];
-    for &(a, b) in pending {
-        if part[local(a)] == part[local(b)] {
-            internal_degree[local(a)] += 1;
-            internal_degree[local(b)] += 1;
+    for (a, b) in graph.edges() {
+        if part[a] == part[b] {
+            internal_degree[a] += 1;
+            internal_degree[b] += 1;
         }
     }
     let parts = k.max(2) as usize;
@@ -420,17 +430,27 @@ fn split_level(
             m.truncate(capacity as usize);
         }
     }
-    let mut inside: Vec<Vec<(u32, u32)>> = vec![Vec::new(); parts];
-    let mut rest = Vec::new();
-    for &(a, b) in pending {
-        let (la, lb) = (local(a), local(b));
-        if part[la] == part[lb] && !evicted[la] && !evicted[lb] {
-            inside[part[la] as usize].push((a, b));
+    // Counted first, then filled, so each list is allocated once at its size.
+    let stays = |a: usize, b: usize| part[a] == part[b] && !evicted[a] && !evicted[b];
+    let mut inside_len = vec![0usize; parts];
+    let mut rest_len = 0;
+    for (a, b) in graph.edges() {
+        if stays(a, b) {
+            inside_len[part[a] as usize] += 1;
         } else {
-            rest.push((a, b));
+            rest_len += 1;
         }
     }
-    scratch.release(&ids);
+    let mut inside: Vec<Edges> = inside_len.into_iter().map(Vec::with_capacity).collect();
+    let mut rest = Vec::with_capacity(rest_len);
+    for (a, b) in graph.edges() {
+        let edge = (ids[a], ids[b]);
+        if stays(a, b) {
+            inside[part[a] as usize].push(edge);
+        } else {
+            rest.push(edge);
+        }
+    }
     let items: Vec<(u64, Vec<(u32, u32)>)> = inside
         .into_iter()
         .filter(|e| !e.is_empty())
@@ -471,13 +491,13 @@ fn first_fit_decreasing(
 /// first-fit-decreasing, counting their sizes as if disjoint (safe: shared vertices only make
 /// a bin emptier than counted).
 fn pair_blocks(
-    pending: &[(u32, u32)],
+    pending: Edges,
     capacity: u64,
     params: &BlockParams,
     scratch: &mut LocalIds,
     level: u32,
 ) -> Result<Vec<Edges>> {
-    let (ids, offsets, neighbors) = scratch.csr(pending);
+    let (ids, graph) = scratch.metis_graph(pending, &format!("pair grouping at level {level}"))?;
     let half = (capacity / 2).max(1);
     let n = ids.len() as u64;
     let target = ((half as f64 * params.fill_target).floor() as u64).max(1);
@@ -486,7 +506,7 @@ fn pair_blocks(
         (0..n as u32).collect()
     } else {
         let what = format!("pair grouping at level {level} ({n} vertices, {k} groups)");
-        let part = metis_kway(&offsets, &neighbors, k as u32, &params.metis, &what)?;
+        let part = weighted_kway(&graph, None, k as u32, &params.metis, &what)?;
         // METIS may overfill a group; split any such group into chunks of `half`.
         let mut members: Vec<Vec<usize>> = vec![Vec::new(); k as usize];
         for (i, &p) in part.iter().enumerate() {
@@ -505,17 +525,14 @@ fn pair_blocks(
         group
     };
     let mut by_pair: std::collections::BTreeMap<(u32, u32), Edges> = Default::default();
-    for &(a, b) in pending {
-        let (ga, gb) = (
-            group[scratch.local[a as usize] as usize],
-            group[scratch.local[b as usize] as usize],
-        );
+    for (a, b) in graph.edges() {
+        let (ga, gb) = (group[a], group[b]);
         by_pair
             .entry((ga.min(gb), ga.max(gb)))
             .or_default()
-            .push((a, b));
+            .push((ids[a], ids[b]));
     }
-    scratch.release(&ids);
+    drop(graph);
     let items = by_pair
         .into_values()
         .map(|edges| (endpoint_count(&edges), edges))
@@ -671,11 +688,12 @@ fn group_parts(
         }
         offsets.push(neighbors.len() as u64);
     }
+    let what = format!("{what} ({m} parts, {k} groups)");
+    let graph = MetisCsr::from_csr(&offsets, &neighbors, &what)?;
     let vertex: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
     let weights = Weights {
         vertex: &vertex,
         edge: &edge_weights,
     };
-    let what = format!("{what} ({m} parts, {k} groups)");
-    weighted_kway(&offsets, &neighbors, Some(weights), k, &params.metis, &what)
+    weighted_kway(&graph, Some(weights), k, &params.metis, &what)
 }

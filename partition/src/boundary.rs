@@ -57,33 +57,53 @@ impl Boundary {
         let m = assignment.num_parts() as usize;
         let parts = assignment.parts();
         // Per vertex: fan-out and cross entries; per worker: remote neighbours it must receive.
-        let (fanout, cross, remote): (Vec<u32>, Vec<u64>, Vec<u64>) = {
-            let per_vertex: Vec<(u32, u64, Vec<u32>)> = (0..graph.num_vertices() as u32)
-                .into_par_iter()
-                .map(|v| {
-                    let own = parts[v as usize];
-                    let mut others: Vec<u32> = graph
-                        .neighbors(v)
-                        .iter()
-                        .map(|&u| parts[u as usize])
-                        .filter(|&p| p != own)
-                        .collect();
-                    let cross = others.len() as u64;
+        // Ranges of vertices in parallel, each with one scratch list of the other workers a
+        // vertex reaches, so no per-vertex list outlives its vertex (those lists together
+        // would be as large as the graph's adjacency).
+        let n = graph.num_vertices();
+        let chunk = (n / (rayon::current_num_threads() * 16)).max(1024);
+        let ranges: Vec<std::ops::Range<usize>> = (0..n)
+            .step_by(chunk)
+            .map(|s| s..(s + chunk).min(n))
+            .collect();
+        let pieces: Vec<(Vec<u32>, Vec<u64>, Vec<u64>)> = ranges
+            .into_par_iter()
+            .map(|range| {
+                let mut fanout = Vec::with_capacity(range.len());
+                let mut cross = Vec::with_capacity(range.len());
+                let mut remote = vec![0u64; m];
+                let mut others: Vec<u32> = Vec::new();
+                for v in range {
+                    let own = parts[v];
+                    others.clear();
+                    others.extend(
+                        graph
+                            .neighbors(v as u32)
+                            .iter()
+                            .map(|&u| parts[u as usize])
+                            .filter(|&p| p != own),
+                    );
+                    cross.push(others.len() as u64);
                     others.sort_unstable();
                     others.dedup();
-                    (others.len() as u32, cross, others)
-                })
-                .collect();
-            let mut remote = vec![0u64; m];
-            for (_, _, others) in &per_vertex {
-                for &w in others {
-                    remote[w as usize] += 1;
+                    fanout.push(others.len() as u32);
+                    for &w in &others {
+                        remote[w as usize] += 1;
+                    }
                 }
+                (fanout, cross, remote)
+            })
+            .collect();
+        let mut fanout = Vec::with_capacity(n);
+        let mut cross = Vec::with_capacity(n);
+        let mut remote = vec![0u64; m];
+        for (f, c, r) in pieces {
+            fanout.extend(f);
+            cross.extend(c);
+            for (total, x) in remote.iter_mut().zip(r) {
+                *total += x;
             }
-            let fanout = per_vertex.iter().map(|x| x.0).collect();
-            let cross = per_vertex.iter().map(|x| x.1).collect();
-            (fanout, cross, remote)
-        };
+        }
 
         let mut workers = vec![WorkerBoundary::default(); m];
         for (v, &p) in parts.iter().enumerate() {

@@ -35,11 +35,83 @@ impl Default for MetisOptions {
     }
 }
 
+/// A graph in METIS's own index type: what METIS reads, built once, so that no second copy of
+/// a large graph sits beside it while METIS runs.
+pub(crate) struct MetisCsr {
+    xadj: Vec<metis::Idx>,
+    adjncy: Vec<metis::Idx>,
+}
+
+impl MetisCsr {
+    /// Copy a `u64`/`u32` CSR (symmetric, no self-loops) into METIS's index type.
+    pub fn from_csr(offsets: &[u64], neighbors: &[u32], what: &str) -> Result<MetisCsr> {
+        check_entries(neighbors.len(), what)?;
+        Ok(MetisCsr {
+            xadj: offsets.iter().map(|&o| o as metis::Idx).collect(),
+            adjncy: neighbors.iter().map(|&v| v as metis::Idx).collect(),
+        })
+    }
+
+    /// The graph of `edges` (pairs of compact ids below `vertices`, each edge once): each edge
+    /// appears in both endpoints' rows, in the order of `edges`.
+    pub fn from_edges(
+        vertices: usize,
+        edges: impl Iterator<Item = (u32, u32)> + Clone,
+        entries: usize,
+        what: &str,
+    ) -> Result<MetisCsr> {
+        check_entries(entries, what)?;
+        let mut xadj = vec![0 as metis::Idx; vertices + 1];
+        for (a, b) in edges.clone() {
+            xadj[a as usize + 1] += 1;
+            xadj[b as usize + 1] += 1;
+        }
+        for i in 0..vertices {
+            xadj[i + 1] += xadj[i];
+        }
+        let mut cursor = xadj.clone();
+        let mut adjncy = vec![0 as metis::Idx; entries];
+        for (a, b) in edges {
+            adjncy[cursor[a as usize] as usize] = b as metis::Idx;
+            cursor[a as usize] += 1;
+            adjncy[cursor[b as usize] as usize] = a as metis::Idx;
+            cursor[b as usize] += 1;
+        }
+        Ok(MetisCsr { xadj, adjncy })
+    }
+
+    pub fn vertices(&self) -> usize {
+        self.xadj.len() - 1
+    }
+
+    pub fn neighbors(&self, v: usize) -> impl Iterator<Item = usize> + '_ {
+        self.adjncy[self.xadj[v] as usize..self.xadj[v + 1] as usize]
+            .iter()
+            .map(|&u| u as usize)
+    }
+
+    /// Every edge once as compact ids `(a, b)` with `a < b`, in row order.
+    pub fn edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.vertices()).flat_map(move |a| {
+            self.neighbors(a)
+                .filter(move |&b| b > a)
+                .map(move |b| (a, b))
+        })
+    }
+}
+
+/// METIS indexes adjacency entries with its own (32-bit) type.
+fn check_entries(entries: usize, what: &str) -> Result<()> {
+    if metis::Idx::try_from(entries).is_err() {
+        return Err(PartitionError::Usage(format!(
+            "{what}: {entries} adjacency entries exceed METIS's 32-bit index"
+        )));
+    }
+    Ok(())
+}
+
 /// Partition the graph given by CSR `offsets`/`neighbors` (symmetric, no self-loops) into
 /// `parts` parts. `what` names the graph in errors.
-/// Serialises calls into METIS (see where it is taken).
-static METIS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 pub(crate) fn metis_kway(
     offsets: &[u64],
     neighbors: &[u32],
@@ -47,41 +119,37 @@ pub(crate) fn metis_kway(
     options: &MetisOptions,
     what: &str,
 ) -> Result<Vec<u32>> {
-    weighted_kway(offsets, neighbors, None, parts, options, what)
+    if parts <= 1 || neighbors.is_empty() {
+        return Ok(vec![0; offsets.len() - 1]);
+    }
+    // The one copy METIS needs: its own index type.
+    let graph = MetisCsr::from_csr(offsets, neighbors, what)?;
+    weighted_kway(&graph, None, parts, options, what)
 }
 
 /// Vertex weights (what each part's weight sums) and edge weights (what the cut sums), in the
-/// same order as `neighbors`.
+/// same order as the graph's adjacency entries.
 pub(crate) struct Weights<'a> {
     pub vertex: &'a [i64],
     pub edge: &'a [i64],
 }
 
-/// [`metis_kway`] with vertex and edge weights: parts balance the vertex weight, the cut
-/// minimises the edge weight.
+/// Serialises calls into METIS (see where it is taken).
+static METIS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`metis_kway`] on a graph already in METIS's index type, with optional vertex and edge
+/// weights: parts balance the vertex weight, the cut minimises the edge weight.
 pub(crate) fn weighted_kway(
-    offsets: &[u64],
-    neighbors: &[u32],
+    csr: &MetisCsr,
     weights: Option<Weights<'_>>,
     parts: u32,
     options: &MetisOptions,
     what: &str,
 ) -> Result<Vec<u32>> {
-    let n = offsets.len() - 1;
-    if parts <= 1 || neighbors.is_empty() {
+    let n = csr.vertices();
+    if parts <= 1 || csr.adjncy.is_empty() {
         return Ok(vec![0; n]);
     }
-    let too_large = || {
-        PartitionError::Usage(format!(
-            "{what}: {} adjacency entries exceed METIS's 32-bit index",
-            neighbors.len()
-        ))
-    };
-    let xadj: Vec<metis::Idx> = offsets
-        .iter()
-        .map(|&o| metis::Idx::try_from(o).map_err(|_| too_large()))
-        .collect::<Result<_>>()?;
-    let adjncy: Vec<metis::Idx> = neighbors.iter().map(|&v| v as metis::Idx).collect();
     if !(options.imbalance >= 1.0 && options.imbalance < 3.0) {
         return Err(PartitionError::Usage(format!(
             "imbalance {} must lie in [1, 3)",
@@ -100,14 +168,18 @@ pub(crate) fn weighted_kway(
     };
     let to_idx = |w: &[i64]| -> Result<Vec<metis::Idx>> {
         w.iter()
-            .map(|&x| metis::Idx::try_from(x.max(0)).map_err(|_| too_large()))
+            .map(|&x| {
+                metis::Idx::try_from(x.max(0)).map_err(|_| {
+                    PartitionError::Usage(format!("{what}: weight {x} exceeds METIS's index"))
+                })
+            })
             .collect()
     };
     let (vwgt, adjwgt) = match &weights {
         Some(w) => (Some(to_idx(w.vertex)?), Some(to_idx(w.edge)?)),
         None => (None, None),
     };
-    let mut graph = metis::Graph::new(1, parts as metis::Idx, &xadj, &adjncy)
+    let mut graph = metis::Graph::new(1, parts as metis::Idx, &csr.xadj, &csr.adjncy)
         .map_err(|e| metis_error(e.into()))?;
     if let (Some(v), Some(e)) = (&vwgt, &adjwgt) {
         graph = graph.set_vwgt(v).set_adjwgt(e);

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use switchgnn_datasets::atomic::write_atomically;
 use switchgnn_datasets::{Dataset, Graph};
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::assignment::{Assignment, Method};
 use crate::blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
@@ -471,18 +471,14 @@ impl Plan {
     }
 
     /// Write the plan directory; the manifest goes last and records every file's checksum.
+    /// Every file streams to disk as it is encoded, so writing holds no second copy of the
+    /// plan: only the switch tables of one block set at a time.
     pub fn write(&mut self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let mut files = BTreeMap::new();
         let mut put = |name: &str, bytes: Vec<u8>| -> Result<()> {
-            write_atomically(&dir.join(name), |w| w.write_all(&bytes))?;
-            files.insert(
-                name.to_string(),
-                FileSum {
-                    bytes: bytes.len() as u64,
-                    xxh3: xxh3_64(&bytes),
-                },
-            );
+            let sum = stream_file(dir, name, |w| w.write_all(&bytes))?;
+            files.insert(name.to_string(), sum);
             Ok(())
         };
         put(ASSIGNMENT, encode_assignment(&self.assignment))?;
@@ -497,8 +493,17 @@ impl Plan {
                 )?;
             }
         }
-        for (name, bytes) in self.table_files() {
-            put(&name, bytes)?;
+        for s in 0..self.block_sets.len() {
+            let tables = self.block_tables(s);
+            let sums: Vec<(String, FileSum)> = self
+                .table_file_names(s)
+                .into_par_iter()
+                .map(|(name, of)| {
+                    let sum = stream_file(dir, &name, |w| Plan::encode_table_file(&tables, of, w))?;
+                    Ok((name, sum))
+                })
+                .collect::<Result<_>>()?;
+            files.extend(sums);
         }
         self.manifest.files = files;
         let json = serde_json::to_vec_pretty(&self.manifest).expect("manifest serialises");
@@ -580,66 +585,92 @@ impl Plan {
     }
 
     /// The switch and per-worker table files of every block set, derived from the blocks.
-    pub fn table_files(&self) -> Vec<(String, Vec<u8>)> {
+    /// The switch tables of block set `s`, one per block, and each block's rows per worker in
+    /// its send order (table row order without orders).
+    fn block_tables(&self, s: usize) -> SetTables {
         let workers = self.manifest.spec.workers;
-        let mut files = Vec::new();
-        for (s, (set, info)) in self
-            .block_sets
-            .iter()
-            .zip(&self.manifest.block_sets)
+        let orders = self.orders.as_ref().map(|o| &o[s]);
+        let (tables, rows) = self.block_sets[s]
+            .blocks
+            .par_iter()
             .enumerate()
-        {
-            let apv = info.aggregators_per_vertex;
-            let orders = self.orders.as_ref().map(|o| &o[s]);
-            let tables: Vec<BlockTable> = set
-                .blocks
-                .par_iter()
-                .map(|b| block_table(b, &self.assignment))
-                .collect();
-            let count = tables.len() as u64;
-            let mut switch = header(SWITCH_MAGIC, count);
-            for t in &tables {
-                encode_table(t, &mut switch);
+            .map(|(b, block)| {
+                let table = block_table(block, &self.assignment);
+                let rows = match orders {
+                    Some(o) => table.rows_by_worker(&o[b], workers),
+                    None => table.rows_by_worker(&table.vertices, workers),
+                };
+                (table, rows)
+            })
+            .unzip();
+        SetTables { tables, rows }
+    }
+
+    /// The table files of block set `s`: the switch's, then each worker's.
+    fn table_file_names(&self, s: usize) -> Vec<(String, TableFile)> {
+        let apv = self.manifest.block_sets[s].aggregators_per_vertex;
+        std::iter::once((switch_file(apv), TableFile::Switch))
+            .chain(
+                (0..self.manifest.spec.workers)
+                    .map(|r| (worker_file(r, apv), TableFile::Worker(r))),
+            )
+            .collect()
+    }
+
+    /// Write one table file of block set `s` from its switch tables.
+    fn encode_table_file(
+        set: &SetTables,
+        of: TableFile,
+        w: &mut impl Write,
+    ) -> std::io::Result<()> {
+        let count = set.tables.len() as u64;
+        match of {
+            TableFile::Switch => {
+                w.write_all(&header(SWITCH_MAGIC, count))?;
+                for t in &set.tables {
+                    encode_table(t, w)?;
+                }
             }
-            files.push((switch_file(apv), switch));
-            let per_worker: Vec<(String, Vec<u8>)> = (0..workers)
-                .into_par_iter()
-                .map(|r| {
-                    let mut bytes = header(WORKER_MAGIC, count);
-                    for (b, t) in tables.iter().enumerate() {
-                        match orders {
-                            Some(o) => encode_table(&t.for_worker_in_order(r, &o[b]), &mut bytes),
-                            None => encode_table(&t.for_worker(r), &mut bytes),
-                        }
-                    }
-                    (worker_file(r, apv), bytes)
-                })
-                .collect();
-            files.extend(per_worker);
+            TableFile::Worker(r) => {
+                w.write_all(&header(WORKER_MAGIC, count))?;
+                for (t, rows) in set.tables.iter().zip(&set.rows) {
+                    encode_table(&t.for_worker_rows(r, &rows[r as usize]), w)?;
+                }
+            }
         }
-        files
+        Ok(())
     }
 
     /// Check that the table files in `dir` are exactly what the blocks imply (their checksums
-    /// were checked against the manifest first).
+    /// were checked against the manifest first). One file at a time is held in memory.
     pub fn verify_tables(&self, dir: &Path) -> Result<(), PlanCheckError> {
-        for (name, expected) in self.table_files() {
-            let sum = self
-                .manifest
-                .files
-                .get(&name)
-                .ok_or_else(|| PlanCheckError::NotInManifest(name.clone()))?;
-            let path = dir.join(&name);
-            let bytes = std::fs::read(&path).map_err(|source| PlanCheckError::Unreadable {
-                path: path.clone(),
-                source,
-            })?;
-            if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
-                return Err(PlanCheckError::Checksum(path));
-            }
-            if bytes != expected {
-                return Err(PlanCheckError::TablesDisagree(path));
-            }
+        for s in 0..self.block_sets.len() {
+            let tables = self.block_tables(s);
+            self.table_file_names(s)
+                .into_par_iter()
+                .try_for_each(|(name, of)| {
+                    let sum = self
+                        .manifest
+                        .files
+                        .get(&name)
+                        .ok_or_else(|| PlanCheckError::NotInManifest(name.clone()))?;
+                    let path = dir.join(&name);
+                    let bytes =
+                        std::fs::read(&path).map_err(|source| PlanCheckError::Unreadable {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    if bytes.len() as u64 != sum.bytes || xxh3_64(&bytes) != sum.xxh3 {
+                        return Err(PlanCheckError::Checksum(path));
+                    }
+                    let mut expected = Vec::with_capacity(bytes.len());
+                    Plan::encode_table_file(&tables, of, &mut expected)
+                        .expect("writing to memory cannot fail");
+                    if bytes != expected {
+                        return Err(PlanCheckError::TablesDisagree(path));
+                    }
+                    Ok(())
+                })?;
         }
         Ok(())
     }
@@ -670,6 +701,62 @@ fn io(path: &Path, source: std::io::Error) -> PartitionError {
 
 fn malformed(path: &Path, record: impl Into<String>, reason: impl Into<String>) -> PartitionError {
     PartitionError::malformed(path, record, reason)
+}
+
+/// A block set's switch tables and, per block, each worker's rows in send order.
+struct SetTables {
+    tables: Vec<BlockTable>,
+    rows: Vec<Vec<Vec<u32>>>,
+}
+
+/// Which table file of a block set.
+#[derive(Debug, Clone, Copy)]
+enum TableFile {
+    Switch,
+    Worker(u32),
+}
+
+/// Write `dir/name` atomically through `fill`, summing the bytes on their way to disk.
+fn stream_file(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&mut Summing<'_>) -> std::io::Result<()>,
+) -> Result<FileSum> {
+    let mut sum = FileSum { bytes: 0, xxh3: 0 };
+    write_atomically(&dir.join(name), |w| {
+        let mut summing = Summing {
+            inner: w,
+            hasher: Xxh3::new(),
+            bytes: 0,
+        };
+        fill(&mut summing)?;
+        sum = FileSum {
+            bytes: summing.bytes,
+            xxh3: summing.hasher.digest(),
+        };
+        Ok(())
+    })?;
+    Ok(sum)
+}
+
+/// A writer that passes bytes on and keeps their count and checksum.
+struct Summing<'a> {
+    inner: &'a mut dyn Write,
+    hasher: Xxh3,
+    bytes: u64,
+}
+
+impl Write for Summing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn header(magic: &[u8; 8], count: u64) -> Vec<u8> {

@@ -3,9 +3,11 @@
 //! exchange); and the direct computation every exchange must equal. The protocol crate
 //! (`switchgnn_dataplane`) runs plans; it does not know graphs or partitioners.
 
+use rayon::prelude::*;
 use switchgnn_chip::{Chip, HostCost};
 use switchgnn_dataplane::engine::ExchangeOutput;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock, PlanError};
+use switchgnn_dataplane::table::BlockTable;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
 use switchgnn_partition::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
@@ -52,7 +54,7 @@ impl ExchangePlans for ExchangePlan {
         };
         let blocks = set
             .blocks
-            .iter()
+            .par_iter()
             .zip(orders)
             .map(|(block, order)| PlanBlock::new(block_table(block, &plan.assignment), &order[..]))
             .collect::<Result<Vec<_>, _>>()?;
@@ -67,21 +69,45 @@ impl ExchangePlans for ExchangePlan {
         kind: OrderKind,
         seed: u64,
     ) -> Result<ExchangePlan, PlanError> {
-        let edges: Vec<(u32, u32)> = graph
-            .edges()
-            .filter(|&(u, v)| assignment.part(u) != assignment.part(v))
-            .collect();
-        let blocks = if edges.is_empty() {
-            Vec::new()
-        } else {
-            let table = block_table(&Block { level: 0, edges }, assignment);
-            let adj = Adjacency::new(&table.offsets, &table.slots);
-            let rows = order(adj, kind, seed);
-            let order: Vec<u32> = rows.iter().map(|&i| table.vertices[i as usize]).collect();
-            vec![PlanBlock::new(table, &order)?]
+        let blocks = match cross_edge_table(graph, assignment) {
+            None => Vec::new(),
+            Some(table) => {
+                let adj = Adjacency::new(&table.offsets, &table.slots);
+                let rows = order(adj, kind, seed);
+                let order: Vec<u32> = rows.iter().map(|&i| table.vertices[i as usize]).collect();
+                vec![PlanBlock::new(table, &order)?]
+            }
         };
         new_plan(mode, width, assignment, blocks)
     }
+}
+
+/// Every cross edge of `graph` under `assignment` as one block's table; `None` without any.
+fn cross_edge_table(graph: &Graph, assignment: &Assignment) -> Option<BlockTable> {
+    // Counted first, allocated once, and dropped once the table holds the edges: on a graph
+    // cut into many workers the list is nearly as large as the graph's adjacency.
+    let cross = |&(u, v): &(u32, u32)| assignment.part(u) != assignment.part(v);
+    let mut edges = Vec::with_capacity(graph.edges().filter(cross).count());
+    edges.extend(graph.edges().filter(cross));
+    (!edges.is_empty()).then(|| block_table(&Block { level: 0, edges }, assignment))
+}
+
+/// The host exchange's plan in its table's row order: what [`Load`](switchgnn_chip::Load)
+/// counts does not depend on the send order, so a plan that is only counted skips computing
+/// one.
+fn host_plan_in_row_order(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+) -> Result<ExchangePlan, PlanError> {
+    let blocks = match cross_edge_table(graph, assignment) {
+        None => Vec::new(),
+        Some(table) => {
+            let rows = table.vertices.clone();
+            vec![PlanBlock::new(table, &rows)?]
+        }
+    };
+    new_plan(Mode::Host, width, assignment, blocks)
 }
 
 /// Choices within a kind's plan that are not kinds of their own.
@@ -95,6 +121,9 @@ pub struct PlanOptions {
     /// The chip and host costs the hybrid's pairs are chosen for; `None`: those the plan's
     /// manifest records (`hybrid::planned_on`), so that every process of a job agrees.
     pub chip: Option<(Chip, HostCost)>,
+    /// The plan is only counted (`switchgnn_chip::Load`), never run: the host exchange then
+    /// keeps its table's row order instead of computing a send order no count depends on.
+    pub counted_only: bool,
 }
 
 impl Default for PlanOptions {
@@ -103,6 +132,7 @@ impl Default for PlanOptions {
             seed: 0,
             graph_aware_order: true,
             chip: None,
+            counted_only: false,
         }
     }
 }
@@ -146,6 +176,9 @@ pub fn exchange_plan(
             Ok(p)
         }
         ExchangeKind::Strawman => whole(Mode::Strawman, OrderKind::Random),
+        ExchangeKind::Host | ExchangeKind::BalancedHost if options.counted_only => {
+            host_plan_in_row_order(graph, &plan.assignment, width)
+        }
         ExchangeKind::Host | ExchangeKind::BalancedHost => whole(Mode::Host, graph_order),
         ExchangeKind::Reduce => {
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;

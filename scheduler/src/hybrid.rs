@@ -295,21 +295,26 @@ pub fn hybrid_plan(
     }
     let (_, mut best) = model.estimate();
     let mut rejected = 0;
+    let (mut pops, mut stale, mut work) = (0u64, 0u64, 0u64);
+    let phase = std::time::Instant::now();
     while rejected < PATIENCE {
         let (h, _) = model.estimate();
         let Some((s, Reverse(i))) = heaps[h].pop() else {
             break;
         };
+        pops += 1;
         let c = candidates[i as usize];
         if chosen[i as usize] {
             continue;
         }
         let r = removed(&c, &pair_count);
+        work += u64::from(c.end - c.start);
         if r == 0 {
             continue;
         }
         let now = score(r, c.end - c.start);
         if now < s {
+            stale += 1;
             // Stale: earlier moves took some of its partial sums; weigh it again.
             heaps[h].push((now, Reverse(i)));
             continue;
@@ -331,6 +336,8 @@ pub fn hybrid_plan(
         }
     }
 
+    tracing::debug!(pops, stale, work, elapsed = ?phase.elapsed(), "hybrid: single moves");
+
     // The candidate of (u, destination worker w).
     let first_candidate = {
         let mut first = vec![u32::MAX; n + 1];
@@ -339,16 +346,16 @@ pub fn hybrid_plan(
         }
         first
     };
+    // u's candidates are consecutive and sorted by destination worker: a binary search.
     let candidate_of = |u: u32, w: u16| -> Option<usize> {
-        let mut i = first_candidate[u as usize] as usize;
-        while i < candidates.len() && candidates[i].u == u {
-            let c = &candidates[i];
-            if part(neighbours[c.start as usize]) == w {
-                return Some(i);
-            }
-            i += 1;
+        let first = first_candidate[u as usize] as usize;
+        if first >= candidates.len() {
+            return None;
         }
-        None
+        let end = first + candidates[first..].partition_point(|c| c.u == u);
+        let worker = |c: &Candidate| part(neighbours[c.start as usize]);
+        let i = first + candidates[first..end].partition_point(|c| worker(c) < w);
+        (i < end && worker(&candidates[i]) == w).then_some(i)
     };
 
     // Second, whole partial sums: a partial disappears only once every source still folded
@@ -417,7 +424,10 @@ pub fn hybrid_plan(
     }
 
     // Whether u's feature is multicast to worker w.
-    let multicast = |u: u32, w: u16| -> bool { candidate_of(u, w).is_some_and(|i| chosen[i]) };
+    // Most sources multicast to no worker at all: they are answered without a search.
+    let multicast = |u: u32, w: u16| -> bool {
+        multicast_to[u as usize] > 0 && candidate_of(u, w).is_some_and(|i| chosen[i])
+    };
     mixed_plan(graph, assignment, width, aggregators, &multicast)
 }
 

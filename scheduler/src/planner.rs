@@ -32,6 +32,57 @@ pub fn choose(
     options: PlanOptions,
 ) -> Result<(Choice, ExchangeKind, ExchangePlan), PlanError> {
     let mut best: Option<(ExchangeKind, ExchangePlan, f64)> = None;
+    let choice = weigh_each(
+        graph,
+        plan,
+        layer,
+        kinds,
+        chip,
+        cost,
+        options,
+        |kind, xplan, seconds| {
+            // Keep only the best plan so far: large graphs' plans are big.
+            if best.as_ref().is_none_or(|b| seconds < b.2) {
+                best = Some((kind, xplan, seconds));
+            }
+        },
+    )?;
+    let (kind, xplan, _) = best.expect("a candidate, as the choice has one");
+    debug_assert_eq!(choice.kind(), kind.name());
+    Ok((choice, kind, xplan))
+}
+
+/// [`choose`] without the chosen plan: each candidate's plan is only counted and dropped, so at
+/// most one exchange plan is in memory at a time and no send order is computed for the host
+/// exchange (what `prepare` needs to record a choice).
+pub fn weigh(
+    graph: &Graph,
+    plan: &Plan,
+    layer: usize,
+    kinds: &[ExchangeKind],
+    chip: &Chip,
+    cost: &HostCost,
+    options: PlanOptions,
+) -> Result<Choice, PlanError> {
+    let counted = PlanOptions {
+        counted_only: true,
+        ..options
+    };
+    weigh_each(graph, plan, layer, kinds, chip, cost, counted, |_, _, _| {})
+}
+
+/// Build each kind's plan in turn, count its load, and hand the plan and its bound to `each`.
+#[allow(clippy::too_many_arguments)]
+fn weigh_each(
+    graph: &Graph,
+    plan: &Plan,
+    layer: usize,
+    kinds: &[ExchangeKind],
+    chip: &Chip,
+    cost: &HostCost,
+    options: PlanOptions,
+    mut each: impl FnMut(ExchangeKind, ExchangePlan, f64),
+) -> Result<Choice, PlanError> {
     let mut loads = Vec::with_capacity(kinds.len());
     for &kind in kinds {
         // The hybrid is mixed for the chip weighed here.
@@ -39,21 +90,18 @@ pub fn choose(
             chip: Some((*chip, *cost)),
             ..options
         };
+        let started = std::time::Instant::now();
         let xplan = exchange_plan(kind, graph, plan, layer, on)?;
+        let built = started.elapsed();
         let load = Load::of(&xplan, cost.frame_overhead);
         let seconds = switchgnn_chip::Bound::of(chip, &load, cost).serial_seconds;
+        tracing::debug!(kind = kind.name(), ?built, counted = ?started.elapsed() - built, "weighed");
         loads.push((kind.name(), load));
-        // Keep only the best plan so far: large graphs' plans are big.
-        if best.as_ref().is_none_or(|b| seconds < b.2) {
-            best = Some((kind, xplan, seconds));
-        }
+        each(kind, xplan, seconds);
     }
-    let choice = Choice::of(chip, cost, loads).ok_or(PlanError::NoChoice(
+    Choice::of(chip, cost, loads).ok_or(PlanError::NoChoice(
         "the planner was given no kind to weigh".into(),
-    ))?;
-    let (kind, xplan, _) = best.expect("a candidate, as the choice has one");
-    debug_assert_eq!(choice.kind(), kind.name());
-    Ok((choice, kind, xplan))
+    ))
 }
 
 /// A layer's entry in a plan's manifest: the chosen kind and every candidate's bound.

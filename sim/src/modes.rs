@@ -137,6 +137,7 @@ pub fn exchange_plan(
         seed,
         graph_aware_order: mode != SimMode::SwitchGnnNoGamr,
         chip,
+        counted_only: false,
     };
     Ok(switchgnn_scheduler::exchange::exchange_plan(
         mode.kind(),

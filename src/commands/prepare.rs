@@ -51,11 +51,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let dataset = args.input.dataset.load()?;
+    let mut dataset = args.input.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(text) => parse_list(text, "--feature-dims")?,
         None => vec![default_width(&dataset)],
     };
+    // A plan is made from the graph alone: the features go before METIS sets the peak memory.
+    dataset.features = None;
     let spec = args.input.partition.plan_spec(
         &args.input.dataset.dataset,
         args.workers,
