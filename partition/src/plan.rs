@@ -617,7 +617,7 @@ impl Plan {
             .collect()
     }
 
-    /// Write one table file of block set `s` from its switch tables.
+    /// Write one table file of a block set from its switch tables and per-worker rows.
     fn encode_table_file(
         set: &SetTables,
         of: TableFile,
