@@ -129,7 +129,8 @@ pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
     }
     // With this worker's saved view of the exchange, the plan's blocks are not needed.
     let view = session_file::view_path(&job.plan, job.mode, rank);
-    let plan = if view.exists() {
+    let has_view = view.exists();
+    let plan = if has_view {
         Plan::read_summary(&job.plan)
             .with_context(|| format!("cannot read the plan in {}", job.plan.display()))?
     } else {
@@ -138,7 +139,7 @@ pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
     check_world(job, &plan)?;
     let shard = DataShard::read(&path)?;
     shard.check_plan(&plan, u32::from(rank), &path)?;
-    let session = if view.exists() {
+    let session = if has_view {
         session_file::read_view(&view, &plan, job.mode, rank)?
     } else {
         saved_session(job, &plan)?
@@ -155,7 +156,7 @@ pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
             .for_worker(rank)
     };
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    let view_note = if view.exists() {
+    let view_note = if has_view {
         format!(
             " and its view of the exchange ({})",
             format_bytes(size(&view))

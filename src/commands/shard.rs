@@ -61,12 +61,13 @@ pub fn run(args: Args) -> Result<()> {
         }
         .with_context(|| format!("cannot build the {} exchange plans", kind.name()))?;
         // The switch's copy (SwitchGNN's switch reads the plan directory itself).
-        let mut size = 0;
-        if kind != ExchangeKind::Switchgnn {
+        let switch = if kind == ExchangeKind::Switchgnn {
+            String::new()
+        } else {
             let path = session_file::session_path(&args.plan, kind);
             session_file::write(&session, &plan, &path)?;
-            size = std::fs::metadata(&path)?.len();
-        }
+            format!("switch {}, ", format_bytes(std::fs::metadata(&path)?.len()))
+        };
         bars.stage(&format!("{} views", kind.name()), Some(u64::from(workers)));
         let views: u64 = (0..workers as u16)
             .into_par_iter()
@@ -77,20 +78,11 @@ pub fn run(args: Args) -> Result<()> {
                 Ok(std::fs::metadata(&path)?.len())
             })
             .sum::<Result<u64>>()?;
-        saved.push(if size > 0 {
-            format!(
-                "{} (switch {}, each worker's view {} on average)",
-                kind.name(),
-                format_bytes(size),
-                format_bytes(views / u64::from(workers.max(1)))
-            )
-        } else {
-            format!(
-                "{} (each worker's view {} on average)",
-                kind.name(),
-                format_bytes(views / u64::from(workers.max(1)))
-            )
-        });
+        saved.push(format!(
+            "{} ({switch}each worker's view {} on average)",
+            kind.name(),
+            format_bytes(views / u64::from(workers.max(1)))
+        ));
     }
     bars.finish();
     println!(
