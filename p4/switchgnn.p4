@@ -10,7 +10,7 @@
  *   include/parser.p4       parsers and deparsers (wire.rs `Packet::new_checked`, `Repr::parse`)
  *   include/admission.p4    admission and the exchange's limits (`Switch::process`)
  *   include/barrier.p4      the running exchange, joins, block done, block go
- *   include/aggregation.p4  the aggregators and their recirculation passes (`data`, `raw`)
+ *   include/aggregation.p4  aggregators in every pipe, passes and readouts (`data`, `raw`)
  *   include/egress.p4       copies, addresses, ECN (`Fabric::send`, `Fabric::go`)
  *
  * Control-plane entries for a plan: `switchgnn p4 entries --plan DIR`.
@@ -50,8 +50,9 @@ control Ingress(inout headers_t hdr,
         meta.src_owner_port = port;
         meta.seen_index = (bit<32>) seen_row + (bit<32>) hdr.sg.chunk;
     }
-    action set_destination(bit<16> agg_base, bit<16> worker, PortId_t port) {
+    action set_destination(bit<16> agg_base, bit<8> pipe, bit<16> worker, PortId_t port) {
         meta.dst_known = true;
+        meta.dst_pipe = pipe;
         meta.dst_owner = worker;
         meta.dst_owner_port = port;
         meta.agg_index = (bit<32>) agg_base + (bit<32>) hdr.sg.chunk;
@@ -75,8 +76,8 @@ control Ingress(inout headers_t hdr,
         size = ROW_SIZE;
     }
 
-    /* The block's vertices as destinations: their aggregator (slot · chunks + the job's base,
-     * for a resend's release) and owner (where raw goes, who may fetch). */
+    /* The block's vertices as destinations: their aggregator and its pipe (for a resend's
+     * release) and owner (where raw goes, who may fetch). */
     @id(0x02000004)
     table destination_slot {
         key = {
@@ -143,7 +144,9 @@ control Ingress(inout headers_t hdr,
                         drop_with(DROP_BAD_LANES);
                     } else {
                         aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-                        forward(meta.dst_owner_port, meta.dst_owner);
+                        if (hdr.pass.step != STEP_RELEASE) {
+                            forward(meta.dst_owner_port, meta.dst_owner);
+                        }   /* else it is forwarded after the release, from the other pipe */
                     }
                 } else {
                     /* Fetch: only the destination's owner asks; it goes to the source's. */
@@ -154,7 +157,8 @@ control Ingress(inout headers_t hdr,
                     }
                 }
             } else {
-                /* A later pass of a data packet. */
+                /* A later pass: of a data packet's chain, a readout, a raw forward or a
+                 * release in another pipe. */
                 aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
             }
         }

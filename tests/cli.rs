@@ -245,9 +245,15 @@ fn analyze_reports_traffic_per_worker_count() {
             "{real} {ideal}"
         );
         assert!(real["plans"][0]["verdict"]["in_network"]["seconds"].as_f64() > Some(0.0));
-        // The pre-aggregated exchange recirculates nothing.
+        // The pre-aggregated exchange recirculates only to read its sums out: no more than
+        // SwitchGNN, which also reads out every sum and passes once per further destination.
         let pre = &real["reduce"]["in_network"];
-        assert_eq!(pre["recirculation_s"].as_f64(), Some(0.0), "{pre}");
+        let ours = &real["plans"][0]["verdict"]["in_network"];
+        let recirculation = |x: &serde_json::Value| x["recirculation_s"].as_f64().unwrap();
+        assert!(
+            recirculation(pre) > 0.0 && recirculation(pre) <= recirculation(ours),
+            "{pre} {ours}"
+        );
         // The planner's pick is one of the kinds it weighs.
         for r in [real, ideal] {
             let pick = r["pick"].as_str().unwrap();

@@ -3,11 +3,12 @@
 
 use serde::Serialize;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::switch::readout_passes;
 use switchgnn_dataplane::wire::HEADER_LEN;
 
 /// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
 /// (`p4/include/headers.p4`).
-pub const PASS_HEADER: u64 = 24;
+pub const PASS_HEADER: u64 = 32;
 
 /// The host side of an exchange's cost.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -32,9 +33,10 @@ pub struct Load {
     pub sent_packets: Vec<u64>,
     /// Packets each host receives.
     pub received_packets: Vec<u64>,
-    /// Pipeline passes: one per packet from a host, plus one per further aggregator.
+    /// Pipeline passes: one per packet from a host, plus one per further aggregator, plus the
+    /// readout of every finished sum.
     pub passes: u64,
-    /// Passes after a packet's first: trips around a recirculation path.
+    /// Passes after a packet's first (readouts included): trips around a recirculation path.
     pub recirculations: u64,
     /// Bytes those trips carry.
     pub recirculated_bytes: u64,
@@ -117,10 +119,17 @@ impl Load {
         }
     }
 
-    /// Every chunk of one destination's sum going down to its owner `to`.
+    /// Every chunk of one destination's sum going down to its owner `to`, after the passes
+    /// that read it out of the registers (each a trip around a recirculation path).
     fn results(&mut self, plan: &ExchangePlan, header: u64, to: u16) {
         for c in 0..plan.chunks() {
-            self.packet(None, Some(to), header + 4 * plan.chunk_lanes(c) as u64);
+            let lanes = plan.chunk_lanes(c);
+            let bytes = header + 4 * lanes as u64;
+            let reads = readout_passes(lanes);
+            self.passes += reads;
+            self.recirculations += reads;
+            self.recirculated_bytes += reads * (bytes + PASS_HEADER);
+            self.packet(None, Some(to), bytes);
         }
     }
 
@@ -202,7 +211,7 @@ mod tests {
     use switchgnn_dataplane::table::BlockTable;
 
     /// The path 0 - 1 - 2 with vertex 1 on worker 1 and the ends on worker 0: every edge
-    /// crosses. Width 40: chunks of 32 and 8 lanes.
+    /// crosses. Width 72: chunks of 64 and 8 lanes.
     fn plan(mode: Mode) -> ExchangePlan {
         let table = BlockTable {
             vertices: vec![0, 1, 2],
@@ -212,19 +221,21 @@ mod tests {
             slots: vec![1, 0, 2, 1],
         };
         let block = PlanBlock::new(table, &[0, 1, 2]).unwrap();
-        ExchangePlan::new(mode, 40, 2, vec![0, 1, 0], vec![block]).unwrap()
+        ExchangePlan::new(mode, 72, 2, vec![0, 1, 0], vec![block]).unwrap()
     }
 
     #[test]
     fn the_in_network_load_counts_every_pass() {
         let l = Load::in_network(&plan(Mode::Blocks), 66);
-        let (c0, c1) = (66 + 32 + 128, 66 + 32 + 32);
+        let (c0, c1) = (66 + 32 + 256, 66 + 32 + 32);
         // Two joins, two dones and six data chunks enter the pipeline; vertex 1 feeds two
-        // aggregators, so each of its chunks makes one more pass.
+        // aggregators, so each of its chunks makes one more pass. Each of the three sums is
+        // read out in two passes for its 64-lane chunk and one for its 8-lane chunk.
         assert_eq!(l.packets(), 10);
-        assert_eq!((l.passes, l.recirculations), (12, 2));
-        assert_eq!(l.recirculated_bytes, c0 + c1 + 2 * PASS_HEADER);
-        assert_eq!(l.lane_updates, 4 * 40);
+        assert_eq!((l.passes, l.recirculations), (12 + 9, 2 + 9));
+        let readouts = 3 * (2 * (c0 + PASS_HEADER) + c1 + PASS_HEADER);
+        assert_eq!(l.recirculated_bytes, c0 + c1 + 2 * PASS_HEADER + readouts);
+        assert_eq!(l.lane_updates, 4 * 72);
         // Worker 0 sends a join, a done and its two rows; it receives two gos (the block's and
         // the final one), an ack per chunk and the sums of its two destinations.
         assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
@@ -248,14 +259,15 @@ mod tests {
             sources: vec![1, 0, 2, 1],
         };
         let block = PlanBlock::reduce(table, &[0, 1, 2], partials).unwrap();
-        let plan = ExchangePlan::new(Mode::Reduce, 40, 2, vec![0, 1, 0], vec![block]).unwrap();
+        let plan = ExchangePlan::new(Mode::Reduce, 72, 2, vec![0, 1, 0], vec![block]).unwrap();
         let l = Load::of(&plan, 66);
         // Besides a join and a done each: worker 0 sends one partial per chunk, worker 1 two.
         assert_eq!(l.sent_packets, vec![2 + 2, 2 + 4]);
         // Two gos each; an ack per partial; one sum per chunk per destination.
         assert_eq!(l.received_packets, vec![2 + 2 + 4, 2 + 4 + 2]);
-        assert_eq!((l.passes, l.recirculations), (4 + 6, 0));
-        assert_eq!(l.lane_updates, 3 * 40);
+        // One pass per packet, and three readout passes per destination.
+        assert_eq!((l.passes, l.recirculations), (4 + 6 + 9, 9));
+        assert_eq!(l.lane_updates, 3 * 72);
     }
 
     #[test]

@@ -156,7 +156,7 @@ fn main() {
             &d.graph,
             &prepared.assignment,
             width,
-            (memory / 128) as usize,
+            (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
         )
         .unwrap(),
     );

@@ -247,7 +247,7 @@ impl Driver for Simulator {
         };
         let setup = ExchangeSetup {
             mode,
-            switch_memory: (r.aggregators * 128) as u64,
+            switch_memory: r.aggregators as u64 * switchgnn_dataplane::switch::AGGREGATOR_BYTES,
             bundle: false,
             window: 64,
             timers: Timers::default(),
@@ -363,7 +363,7 @@ impl Fixture {
             features: (0..n as u32)
                 .flat_map(|v| (0..width).map(move |j| feature(v, j)))
                 .collect(),
-            aggregators: (memory / 128) as usize,
+            aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
         }
     }
 

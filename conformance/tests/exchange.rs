@@ -9,6 +9,7 @@ use common::*;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange, Faults};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::switch::AGGREGATOR_BYTES;
 use switchgnn_partition::{Assignment, Method};
 use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
@@ -27,9 +28,10 @@ fn mixed_faults(seed: u64) -> Faults {
 #[test]
 fn blocks_are_exact_under_loss_duplication_and_reordering_in_both_directions() {
     let d = dataset_of(random_graph(400, 1_600, 1));
-    // 48 aggregators of width 40 (2 chunks each): far smaller than the boundary, many blocks.
-    let memory = 48 * 2 * 128;
-    let plan = block_plan(&d, 4, 40, memory, metis());
+    // 48 destinations of width 80 (2 chunks each, of 64 and 16 lanes): far smaller than the
+    // boundary, many blocks.
+    let memory = 48 * 2 * AGGREGATOR_BYTES;
+    let plan = block_plan(&d, 4, 80, memory, metis());
     assert!(plan.blocks.len() > 3, "{} blocks", plan.blocks.len());
     let scale = scale_for(&d.graph);
     let cases = [
@@ -42,7 +44,7 @@ fn blocks_are_exact_under_loss_duplication_and_reordering_in_both_directions() {
         for backward in [false, true] {
             let values = features(
                 d.graph.num_vertices(),
-                40,
+                80,
                 i as u64 * 2 + u64::from(backward),
             );
             let setup = setup(scale, memory, faults, 11 + i as u64, backward);
@@ -74,8 +76,8 @@ fn a_small_send_window_never_stalls_under_loss_or_duplication() {
     // The window counts chunks awaiting their ack; a leak in that count (an ack or a timeout
     // not settling a chunk) would stall the sender for good, which the event limit catches.
     let d = dataset_of(random_graph(300, 1_200, 8));
-    let memory = 32 * 2 * 128;
-    let plan = block_plan(&d, 3, 40, memory, metis());
+    let memory = 32 * 2 * AGGREGATOR_BYTES;
+    let plan = block_plan(&d, 3, 80, memory, metis());
     let scale = scale_for(&d.graph);
     for (i, window) in [1usize, 3, 16].into_iter().enumerate() {
         let mut s = setup(
@@ -87,7 +89,7 @@ fn a_small_send_window_never_stalls_under_loss_or_duplication() {
         );
         s.network.faults.loss = 0.03;
         s.window = window;
-        let values = features(d.graph.num_vertices(), 40, 40 + i as u64);
+        let values = features(d.graph.num_vertices(), 80, 40 + i as u64);
         let run = run_exact(&d.graph, &plan, &values, &s);
         let retransmits: u64 = run.engines.iter().map(|e| e.retransmits).sum();
         assert!(retransmits > 0, "window {window}: losses were repaired");
@@ -97,7 +99,7 @@ fn a_small_send_window_never_stalls_under_loss_or_duplication() {
 #[test]
 fn aggregator_memory_of_one_edge_still_completes_exactly() {
     let d = dataset_of(random_graph(120, 400, 2));
-    let memory = 2 * 128; // two aggregators: one edge of width 32 per block
+    let memory = 2 * AGGREGATOR_BYTES; // two aggregators: one edge of width 32 per block
     let plan = block_plan(&d, 3, 32, memory, Method::Random { seed: 5 });
     assert!(plan.blocks.len() > 20);
     let values = features(120, 32, 9);
@@ -123,7 +125,7 @@ fn the_strawman_overflows_to_the_hosts_and_stays_exact() {
         .enumerate()
     {
         // 10 aggregators for hundreds of destinations: most contributions overflow.
-        let memory = 10 * 128;
+        let memory = 10 * AGGREGATOR_BYTES;
         let values = features(300, 48, 20 + i as u64);
         let run = run_exact(
             &d.graph,
@@ -164,8 +166,8 @@ fn a_lane_overflow_falls_back_to_host_aggregation() {
 #[test]
 fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
     let d = dataset_of(random_graph(500, 2_500, 6));
-    let spec_width = 72; // 3 chunks, the last of 8 lanes
-    let memory = 64 * 3 * 128;
+    let spec_width = 136; // 3 chunks, the last of 8 lanes
+    let memory = 64 * 3 * AGGREGATOR_BYTES;
     let spec =
         switchgnn_partition::PlanSpec::new("test", 5, vec![spec_width]).switch_memory(memory);
     let prepared = switchgnn_partition::Plan::prepare(&d, &spec, &|_| {}).unwrap();
@@ -224,13 +226,13 @@ fn a_graph_without_cross_edges_finishes_at_once() {
 #[test]
 fn corrupted_packets_that_reach_the_protocol_are_rejected_without_panics() {
     let d = dataset_of(random_graph(150, 500, 8));
-    let plan = block_plan(&d, 3, 24, 40 * 128, metis());
+    let plan = block_plan(&d, 3, 24, 40 * AGGREGATOR_BYTES, metis());
     let faults = Faults {
         corrupt: 0.02,
         check_frames: false,
         ..Faults::none()
     };
-    let s = setup(scale_for(&d.graph), 40 * 128, faults, 5, false);
+    let s = setup(scale_for(&d.graph), 40 * AGGREGATOR_BYTES, faults, 5, false);
     // Without a frame check a flipped lane bit changes a sum, so exactness is not claimed here;
     // the run must end, and what the switch rejected must be counted.
     let run = run_exchange(plan, &features(150, 24, 3), &s).unwrap();
@@ -246,7 +248,7 @@ fn congestion_marks_ecn_slows_senders_and_stays_exact() {
     // Eight workers on 1 Gbps links with a 2 KB marking threshold: result bursts towards a
     // worker queue up, acks echo ECN, and AIMD cuts the senders' rates.
     let d = dataset_of(random_graph(600, 4_000, 9));
-    let memory = 256 * 2 * 128;
+    let memory = 256 * 2 * AGGREGATOR_BYTES;
     let plan = block_plan(&d, 8, 64, memory, metis());
     let mut s = setup(scale_for(&d.graph), memory, Faults::none(), 3, false);
     s.network.link.rate = 1e9 / 8.0;

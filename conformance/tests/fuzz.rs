@@ -20,7 +20,13 @@ use switchgnn_partition::Method;
 
 fn small_plan() -> Arc<ExchangePlan> {
     let d = dataset_of(random_graph(40, 120, 1));
-    block_plan(&d, 3, 40, 8 * 2 * 128, Method::Random { seed: 1 })
+    block_plan(
+        &d,
+        3,
+        40,
+        8 * 2 * switchgnn_dataplane::switch::AGGREGATOR_BYTES,
+        Method::Random { seed: 1 },
+    )
 }
 
 fn switch_for(plan: &Arc<ExchangePlan>) -> Switch {
@@ -165,7 +171,7 @@ proptest! {
     ) {
         let d = dataset_of(random_graph(n, n * density, seed));
         let chunks = width.div_ceil(32) as u64;
-        let memory = slots.max(2) * chunks * 128;
+        let memory = slots.max(2) * chunks * switchgnn_dataplane::switch::AGGREGATOR_BYTES;
         let plan = block_plan(&d, workers, width, memory, Method::Random { seed });
         let faults = Faults { loss, duplicate: dup, reorder: dup, reorder_delay: 10_000, ..Faults::none() };
         let values = features(n, width, seed ^ 1);

@@ -87,7 +87,8 @@ fn exact_on(d: &Dataset, workers: u32, width: usize, memory: u64) {
         ExchangePlan::whole_graph(&d.graph, &a, width, Mode::Strawman, OrderKind::Random, 1)
             .unwrap(),
     );
-    let pool = (strawman.peak_aggregators() / 10).max(1) as u64 * 128;
+    let pool = (strawman.peak_aggregators() / 10).max(1) as u64
+        * switchgnn_dataplane::switch::AGGREGATOR_BYTES;
     let run = run_exact(
         &d.graph,
         &strawman,

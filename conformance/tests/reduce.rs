@@ -178,7 +178,7 @@ fn small_memory_cuts_destinations_into_blocks_and_stays_exact_under_loss() {
     {
         let s = setup(
             scale_for(&d.graph),
-            aggregators as u64 * 128,
+            aggregators as u64 * switchgnn_dataplane::switch::AGGREGATOR_BYTES,
             faults,
             7 + i as u64,
             i == 1,
@@ -262,8 +262,11 @@ fn a_lossless_udp_exchange_moves_the_bytes_the_planner_predicts() {
             Arc::new(exchange_plan(kind, &d.graph, &plan, 0, PlanOptions::default()).unwrap());
         // UDP payloads: the predicted load without the frame around each packet.
         let load = Load::of(&xplan, 0);
+        // A LAN's timers, not loopback's 2 ms: nothing is lost here, and a retransmission the
+        // host exchange's switch cannot tell from a first copy would only mean that a busy
+        // machine read an ack late.
         let server = ServerConfig {
-            timeouts: Timeouts::loopback(),
+            timeouts: Timeouts::default(),
             ..ServerConfig::loopback(1, 4, 1 << 13)
         };
         let (report, _) =

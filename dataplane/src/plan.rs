@@ -35,7 +35,7 @@ pub enum PlanError {
         /// Layers the plan has.
         layers: usize,
     },
-    /// The width needs more 32-lane chunks than the wire's chunk field can number.
+    /// The width needs more 64-lane chunks than the wire's chunk field can number.
     #[error("width {0} needs more than 255 chunks of {MAX_LANES} lanes")]
     TooWide(usize),
     /// A width of zero.
@@ -251,7 +251,7 @@ impl ExchangePlan {
         })
     }
 
-    /// 32-lane chunks per feature.
+    /// 64-lane chunks per feature.
     pub fn chunks(&self) -> usize {
         self.width.div_ceil(MAX_LANES)
     }

@@ -43,10 +43,24 @@ use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{self, Packet, PacketType, PlanLimits, Repr, MAX_LANES};
 
+/// Bytes of one aggregator: [`MAX_LANES`] int32 lanes.
+pub const AGGREGATOR_BYTES: u64 = 4 * MAX_LANES as u64;
+
+/// Words a Tofino pass reads back from the aggregator registers: a 64-lane aggregator lives
+/// in 32 pair registers (lanes `i` and `i + 32` in register `i`), and a stateful ALU returns one
+/// 32-bit word per pass, so a finished sum leaves the switch after [`readout_passes`] more
+/// passes (SwitchML harvests its second half the same way).
+pub const LANES_READ_PER_PASS: usize = 32;
+
+/// Passes that read a finished sum of `lanes` lanes out of the registers.
+pub fn readout_passes(lanes: usize) -> u64 {
+    lanes.div_ceil(LANES_READ_PER_PASS) as u64
+}
+
 /// Switch resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SwitchConfig {
-    /// Aggregators of 128 bytes (32 int32 lanes) in the pool.
+    /// Aggregators of 256 bytes (64 int32 lanes) in the pool.
     pub aggregators: usize,
     /// Egress queue depth (bytes) above which packets towards a port are ECN-marked.
     pub ecn_threshold: u64,
@@ -58,7 +72,7 @@ impl SwitchConfig {
     /// A switch with `memory` bytes of aggregators, 128 ports and a 100 KB marking threshold.
     pub fn with_memory(memory: u64) -> SwitchConfig {
         SwitchConfig {
-            aggregators: (memory / 128) as usize,
+            aggregators: (memory / AGGREGATOR_BYTES) as usize,
             ecn_threshold: 100_000,
             ports: 128,
         }
@@ -176,6 +190,9 @@ pub struct SwitchCounters {
     pub out_by_type: [u64; 8],
     /// Aggregator passes (recirculations on Tofino).
     pub passes: u64,
+    /// Passes a Tofino makes to read finished sums back out of its registers
+    /// ([`readout_passes`] per result chunk), counted for the chip's pass budget.
+    pub readout_passes: u64,
     /// Lanes added into aggregators.
     pub lane_updates: u64,
     /// Aggregators that completed and sent their sum.
@@ -870,6 +887,7 @@ fn data(
             result.count = state.counted[k];
             result.worker = dst_port;
             f.send(dst_port, &result, sums);
+            f.counters.readout_passes += readout_passes(lanes);
             f.pool.release(a);
             state.agg[k] = Agg::Done;
             f.counters.aggregations += 1;
@@ -989,7 +1007,8 @@ impl SwitchNode for Switch {
     }
 
     fn passes(&self) -> u64 {
-        self.counters().passes
+        let c = self.counters();
+        c.passes + c.readout_passes
     }
 
     fn aggregators_in_use(&self) -> usize {

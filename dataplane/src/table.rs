@@ -2,7 +2,7 @@
 //!
 //! Within a block, every endpoint is both a sender and a destination (the graph is symmetric).
 //! The destinations, sorted by vertex id, get aggregator slots `0..n`; slot `i` stands for the
-//! `⌈D/32⌉` aggregators `i·k .. (i+1)·k` of a width-`D` feature. For the switch, a row per
+//! `⌈D/64⌉` aggregators `i·k .. (i+1)·k` of a width-`D` feature. For the switch, a row per
 //! vertex gives its owner, the contributions its aggregator expects (its in-block degree) and
 //! the slots its feature is added into (its in-block neighbours'). A worker's table is the same
 //! rows restricted to its own vertices: what it sends, where each goes, and what it expects

@@ -21,8 +21,8 @@
 //! | 16 | 2 | block | block of the plan |
 //! | 18 | 2 | count | contributions summed into the lanes |
 //! | 20 | 2 | worker | sending worker's rank |
-//! | 22 | 1 | chunk | which 32-lane chunk of a wider feature |
-//! | 23 | 1 | lanes | int32 lanes that follow, `0..=32` |
+//! | 22 | 1 | chunk | which 64-lane chunk of a wider feature |
+//! | 23 | 1 | lanes | int32 lanes that follow, `0..=64` |
 //! | 24 | 4 | epoch | training step; stale packets are recognised by it |
 //! | 28 | 4 | sequence | per-sender sequence number (duplicate detection, acks) |
 //! | 32 | 4·lanes | payload | int32 lanes |
@@ -31,12 +31,14 @@ use thiserror::Error;
 
 /// The first two bytes of every header, “SG”.
 pub const MAGIC: u16 = 0x5347;
-/// The header version this crate reads and writes.
-pub const VERSION: u8 = 1;
+/// The header version this crate reads and writes. Version 2: aggregators of 64 lanes (version 1
+/// had 32), so a peer of the other version is refused at its first packet.
+pub const VERSION: u8 = 2;
 /// Bytes of the header; the lanes follow it.
 pub const HEADER_LEN: usize = 32;
-/// One aggregator: 32 int32 lanes = 128 bytes.
-pub const MAX_LANES: usize = 32;
+/// One aggregator: 64 int32 lanes = 256 bytes, what one pipeline pass of a Tofino adds with 32
+/// stateful ALUs on 64-bit pair registers (two lanes each), as SwitchML does.
+pub const MAX_LANES: usize = 64;
 /// The largest packet: a header and a full aggregator of lanes. Drivers hand nodes buffers of
 /// this size to write packets into.
 pub const MAX_PACKET_LEN: usize = HEADER_LEN + 4 * MAX_LANES;
@@ -300,7 +302,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn worker(&self) -> u16 {
         self.u16_at(field::WORKER)
     }
-    /// Which 32-lane chunk of the feature the lanes hold.
+    /// Which 64-lane chunk of the feature the lanes hold.
     pub fn chunk(&self) -> u8 {
         self.buffer.as_ref()[field::CHUNK]
     }
@@ -386,9 +388,9 @@ pub struct Repr {
     pub count: u16,
     /// Worker rank: the sender's, or the addressee's in what the switch sends.
     pub worker: u16,
-    /// Which 32-lane chunk of a wider feature.
+    /// Which 64-lane chunk of a wider feature.
     pub chunk: u8,
-    /// Int32 lanes that follow the header, `0..=32`.
+    /// Int32 lanes that follow the header, `0..=64`.
     pub lanes: u8,
     /// Training step; stale packets are recognised by it.
     pub epoch: u32,
@@ -602,7 +604,7 @@ mod tests {
         assert_eq!(with(2, 9), Err(Error::BadVersion(9)));
         assert_eq!(with(3, 200), Err(Error::UnknownType(200)));
         assert_eq!(with(4, 0x80), Err(Error::ReservedFlags(0x80)));
-        assert_eq!(with(23, 33), Err(Error::TooManyLanes(33)));
+        assert_eq!(with(23, 65), Err(Error::TooManyLanes(65)));
     }
 
     #[test]

@@ -35,15 +35,17 @@ control Admission(inout headers_t hdr,
     }
 
     action set_job(bit<16> workers, MulticastGroupId_t go_group, PortId_t recirc_port,
-                   bit<16> job_slot) {
+                   bit<16> job_slot, MulticastGroupId_t pass_groups) {
         meta.workers = workers;
         meta.go_group = go_group;
+        meta.pass_groups = pass_groups;
         meta.recirc_port = recirc_port;
         meta.job_slot = job_slot;
     }
 
-    /* Per job: its worker count, the multicast group of its block go, the loopback port its
-     * passes recirculate through, and its index in the barrier registers. */
+    /* Per job: its worker count, the multicast group of its block go, the recirculation port
+     * of its home pipe (where first passes and the barrier run), its index in the barrier
+     * registers, and the first of its pass groups. */
     @id(0x02000007)
     table job_config {
         key = { hdr.sg.job : exact @name("job"); }
@@ -90,8 +92,8 @@ control Admission(inout headers_t hdr,
             /* A recirculated pass: checked on its first pass; only the configuration. */
             job_config.apply();
             exchange_config.apply();
-            if (hdr.pass.emit == EMIT_HOP) {
-                hdr.pass.emit = 0;   /* the hop is over: this is the first real pass */
+            if (hdr.pass.step == STEP_HOP) {
+                hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
             }
             meta.ack_session = (MirrorId_t) hdr.pass.ack_session;
             return;
@@ -119,7 +121,11 @@ control Admission(inout headers_t hdr,
         }
         hdr.pass.setValid();
         hdr.pass.pass = 0;
-        hdr.pass.emit = 0;
+        hdr.pass.step = STEP_CHAIN;
+        /* The first pass runs in the job's home pipe (that of its recirculation port), at the
+         * start of that pipe's chain. */
+        hdr.pass.pipe = (bit<8>) meta.recirc_port[8:7];
+        hdr.pass.index = 0;
         hdr.pass.out_kind = OUT_FORWARD;
         hdr.pass.sender_port = (bit<16>) ig_intr_md.ingress_port;
         hdr.pass.ack_session = (bit<16>) meta.ack_session;
@@ -137,12 +143,12 @@ control Admission(inout headers_t hdr,
             drop_with(DROP_WRONG_DIRECTION);
             return;
         }
-        /* Registers are per pipe: every pass that touches them runs in the pipe of the job's
-         * recirculation port. A packet admitted in another pipe hops there first (one extra
-         * recirculation; p4/README.md). */
+        /* Registers are per pipe: the job's seen words and barrier live in the pipe of its
+         * recirculation port (its home pipe), where every first pass runs. A packet admitted in
+         * another pipe hops there first (one extra recirculation; p4/README.md). */
         if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
             meta.hop = true;
-            hdr.pass.emit = EMIT_HOP;
+            hdr.pass.step = STEP_HOP;
             hdr.pass.out_kind = OUT_RECIRC;
         }
     }

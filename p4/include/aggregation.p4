@@ -1,22 +1,40 @@
-/* switchgnn: the aggregators.
- *
- * In reduce mode (the pre-aggregated exchange) a data packet is one worker's partial sum for
- * its destination `dst`: `partial_aggregator`, keyed by (destination, worker), names the
- * destination's aggregator and the pair's seen word, and the packet makes exactly one pass
- * (`last` is always set). A partial flagged as too large for 32 bits releases the aggregator
- * instead of adding (the model also notifies the destination at once; here its result timeout
- * does, and it fetches the plain features).
+/* switchgnn: the aggregators, spread over the pipes.
  *
  * Mirrors `data` (switch.rs) and the aggregator release of `raw`. A data packet makes one pass
  * per aggregator its source feeds in the running block: the `vertex_aggregators` table, keyed
- * by the pass index the packet carries, names the aggregator of this pass (the model's loop
- * over `table.row(row)`), and the packet recirculates until the entry marked `last`.
+ * by the pipe and the index of the pass the packet carries, names the aggregator of this pass
+ * (the model's loop over `table.row(row)`).
  *
- * Per pass: the count register (the model's `remaining`/`counted`/`Agg` state) decides whether
- * to add, complete or send raw; 32 lane registers, four per stage, add the lanes (the model's
- * `pool.lanes`). Aggregators are placed by the control plane (slot · chunks + chunk, plus the
- * job's base): every block of a plan fits the aggregator memory, so the model's allocation
- * from its pool never fails for such a plan and the two agree.
+ * An aggregator is 64 int32 lanes in 32 pair registers: register i holds lanes i and i + 32
+ * (SwitchML's pair registers), so one pass adds a whole 64-lane chunk with 32 of the 48
+ * stateful ALUs. Every pipe has its own copy of every register; the control plane places each
+ * destination's aggregators in one pipe (entries.rs balances the pipes' passes), and a data
+ * packet's passes run where its destinations' aggregators are:
+ *
+ * - Pass 0 runs in the job's home pipe (seen word, acknowledgement) and is the first pass of
+ *   the home pipe's chain. Its entry names the other pipes this source feeds (`fanout`); the
+ *   replication engine sends a copy to each, which walks that pipe's chain through the pipe's
+ *   own recirculation port. The chains of the pipes run at once, not one after another.
+ * - A pass that completes an aggregator makes a second copy that stays in the pipe to read the
+ *   sum out: a stateful ALU returns one 32-bit word per pass, so the low halves of the pairs
+ *   come back in one pass (STEP_READ_LOW) and, for a chunk of more than 32 lanes, the high
+ *   halves in the next (STEP_READ_HIGH), written over the copy's lanes; then it leaves for the
+ *   destination. The switch model counts these readout passes for the chip's budget
+ *   (`SwitchCounters::readout_passes`). A released aggregator's copy instead forwards the
+ *   contribution raw (STEP_RAW) to the destination's owner.
+ * - In reduce mode (the pre-aggregated exchange) a data packet is one worker's partial sum for
+ *   its destination `dst`: `partial_aggregator`, keyed by (destination, worker), names the
+ *   destination's aggregator, its pipe and the pair's seen word. Pass 0 checks the seen word in
+ *   the home pipe and, when the aggregator lives in another pipe, hops there for its one
+ *   aggregator pass. A partial flagged as too large for 32 bits releases the aggregator instead
+ *   of adding (the model also notifies the destination at once; here its result timeout does,
+ *   and it fetches the plain features).
+ *
+ * Per pass, the count register (the model's `remaining`/`counted`/`Agg` state) decides whether
+ * to add, complete or send raw. Aggregators are placed by the control plane (in their pipe,
+ * slot · chunks + chunk after the job's base): every block of a plan fits the aggregator
+ * memory, so the model's allocation from its pool never fails for such a plan and the two
+ * agree.
  *
  * Differences from the model, both forced by the hardware and documented in p4/README.md:
  * lanes wrap on overflow instead of releasing the aggregator (a register can be written only
@@ -30,26 +48,63 @@
 /* The count word of a released aggregator (switch.rs `Agg::Released`). */
 const bit<32> RELEASED = 0x80000000;
 
+/* What the count register says when a pass has no aggregator in this pipe (a pass-0 entry
+ * that only fans out). */
+const bit<8> AGG_NONE = 4;
+
 struct agg_state_t {
     bit<32> phase;   /* the block phase that last touched it: older means Idle */
     bit<32> count;   /* contributions added, or RELEASED */
 }
 
-#define LANE(i)                                                                      \
-    Register<bit<32>, bit<32>>(AGGREGATORS) lane_##i;                                \
-    RegisterAction<bit<32>, bit<32>, bit<32>>(lane_##i) add_##i = {                  \
-        void apply(inout bit<32> value, out bit<32> sum) {                           \
-            if (meta.counted == 1) { value = hdr.lanes[i].value; }                   \
-            else { value = value + hdr.lanes[i].value; }                             \
-            sum = value;                                                             \
-        }                                                                            \
+/* Lanes i and i + 32 of every aggregator. A fresh aggregator (count 1) takes the contribution,
+ * an active one adds it; a chunk of at most i + 32 lanes leaves the high half alone. The sums
+ * are read back by the readout passes, not returned here: the packet keeps its own lanes for
+ * the passes that follow. */
+#define LANE_PAIR(i, j)                                                                  \
+    Register<lane_pair_t, bit<32>>(AGGREGATORS) pair_##i;                                \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_pair_##i = {             \
+        void apply(inout lane_pair_t value) {                                            \
+            if (meta.counted == 1) {                                                     \
+                value.low = hdr.lanes[i].value;                                          \
+                value.high = hdr.lanes[j].value;                                         \
+            } else {                                                                     \
+                value.low = value.low + hdr.lanes[i].value;                              \
+                value.high = value.high + hdr.lanes[j].value;                            \
+            }                                                                            \
+        }                                                                                \
+    };                                                                                   \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_low_##i = {              \
+        void apply(inout lane_pair_t value) {                                            \
+            if (meta.counted == 1) { value.low = hdr.lanes[i].value; }                   \
+            else { value.low = value.low + hdr.lanes[i].value; }                         \
+        }                                                                                \
+    };                                                                                   \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_low_##i = {             \
+        void apply(inout lane_pair_t value, out bit<32> word) { word = value.low; }      \
+    };                                                                                   \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_high_##i = {            \
+        void apply(inout lane_pair_t value, out bit<32> word) { word = value.high; }     \
     };
 
-#define ADD_LANE(i)                                                                  \
-    if (hdr.lanes[i].isValid()) {                                                    \
-        hdr.sums[i].value = add_##i.execute(meta.agg_index);                         \
-        if (meta.agg_outcome == AGG_COMPLETE) { hdr.sums[i].setValid(); }            \
+#define ADD_PAIR(i, j)                                                                   \
+    if (hdr.lanes[j].isValid()) { add_pair_##i.execute(meta.agg_index); }                \
+    else if (hdr.lanes[i].isValid()) { add_low_##i.execute(meta.agg_index); }
+
+#define READ_LOW(i)                                                                      \
+    if (hdr.lanes[i].isValid()) {                                                        \
+        hdr.lanes[i].value = read_low_##i.execute(hdr.pass.agg_index);                   \
     }
+
+#define READ_HIGH(i, j)                                                                  \
+    if (hdr.lanes[j].isValid()) {                                                        \
+        hdr.lanes[j].value = read_high_##i.execute(hdr.pass.agg_index);                  \
+    }
+
+struct lane_pair_t {
+    bit<32> low;    /* lane i */
+    bit<32> high;   /* lane i + 32 */
+}
 
 control Aggregation(inout headers_t hdr,
                     inout ingress_metadata_t meta,
@@ -57,15 +112,16 @@ control Aggregation(inout headers_t hdr,
                     inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
     action aggregate(bit<32> agg_base, bit<32> dst, bit<16> dst_worker, PortId_t dst_port,
-                     MulticastGroupId_t emit_group, bit<16> expected, bit<1> last) {
+                     bit<8> fanout, bit<16> expected, bit<1> last) {
         meta.has_pass = true;
         meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
         meta.dst = dst;
         meta.dst_worker = dst_worker;
         meta.dst_port = dst_port;
-        meta.emit_group = emit_group;
+        meta.fanout = fanout;
         meta.expected = expected;
         meta.last = last;
+        meta.agg_pipe = hdr.pass.pipe;
     }
 
     action not_in_plan() {
@@ -73,20 +129,24 @@ control Aggregation(inout headers_t hdr,
     }
 
     /* Reduce mode: the one pass of worker `hdr.sg.worker`'s partial sum for `hdr.sg.dst`. */
-    action aggregate_partial(bit<32> agg_base, bit<16> dst_worker, PortId_t dst_port,
-                             bit<16> expected, bit<16> seen_row) {
+    action aggregate_partial(bit<32> agg_base, bit<8> pipe, bit<16> dst_worker,
+                             PortId_t dst_port, bit<16> expected, bit<16> seen_row) {
         meta.has_pass = true;
         meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
+        meta.agg_pipe = pipe;
         meta.dst = hdr.sg.dst;
         meta.dst_worker = dst_worker;
         meta.dst_port = dst_port;
         meta.expected = expected;
         meta.seen_index = (bit<32>) seen_row + (bit<32>) hdr.sg.chunk;
+        meta.fanout = 0;
         meta.last = 1;
     }
 
-    /* (job, block set, block, source, pass) → the pass's aggregator: one entry per
-     * (vertex, aggregator) pair of the block, the model's `table.row(row)` in slot order. */
+    /* (job, block set, block, source, pipe, pass) → the pass's aggregator: one entry per
+     * (vertex, aggregator) pair of the block, each in its aggregator's pipe, numbered in slot
+     * order within the pipe (the model's `table.row(row)`); plus, for a source none of whose
+     * aggregators is in the home pipe, a pass-0 entry there that only fans out (expected 0). */
     @id(0x02000005)
     table vertex_aggregators {
         key = {
@@ -94,15 +154,16 @@ control Aggregation(inout headers_t hdr,
             hdr.pass.set   : exact @name("set");
             hdr.sg.block   : exact @name("block");
             hdr.sg.src     : exact @name("src");
-            hdr.pass.pass  : exact @name("pass");
+            hdr.pass.pipe  : exact @name("pipe");
+            hdr.pass.index : exact @name("pass");
         }
         actions = { @id(0x01000006) aggregate; @id(0x0100000a) not_in_plan; }
         const default_action = not_in_plan();
         size = PASS_SIZE;
     }
 
-    /* (job, block set, block, destination, worker) → the destination's aggregator and the
-     * pair's seen word: one entry per partial sum of a reduce block (the model's
+    /* (job, block set, block, destination, worker) → the destination's aggregator and pipe,
+     * and the pair's seen word: one entry per partial sum of a reduce block (the model's
      * `PlanBlock::pair`). */
     @id(0x0200000a)
     table partial_aggregator {
@@ -119,7 +180,8 @@ control Aggregation(inout headers_t hdr,
     }
 
     /* seen[seen_row + chunk] = phase of the last sighting: a duplicate within this block. The
-     * row comes from `source_row` (stage 1), so this check does not wait for the pass table. */
+     * row comes from `source_row` (stage 1), so this check does not wait for the pass table.
+     * Only the home pipe's copy is used: every pass 0 runs there. */
     Register<bit<32>, bit<32>>(SEEN_WORDS) seen;
     RegisterAction<bit<32>, bit<32>, bit<8>>(seen) test_and_set = {
         void apply(inout bit<32> value, out bit<8> duplicate) {
@@ -151,18 +213,84 @@ control Aggregation(inout headers_t hdr,
         }
     };
 
-    LANE(0)  LANE(1)  LANE(2)  LANE(3)  LANE(4)  LANE(5)  LANE(6)  LANE(7)
-    LANE(8)  LANE(9)  LANE(10) LANE(11) LANE(12) LANE(13) LANE(14) LANE(15)
-    LANE(16) LANE(17) LANE(18) LANE(19) LANE(20) LANE(21) LANE(22) LANE(23)
-    LANE(24) LANE(25) LANE(26) LANE(27) LANE(28) LANE(29) LANE(30) LANE(31)
+    LANE_PAIR(0, 32)  LANE_PAIR(1, 33)  LANE_PAIR(2, 34)  LANE_PAIR(3, 35)
+    LANE_PAIR(4, 36)  LANE_PAIR(5, 37)  LANE_PAIR(6, 38)  LANE_PAIR(7, 39)
+    LANE_PAIR(8, 40)  LANE_PAIR(9, 41)  LANE_PAIR(10, 42) LANE_PAIR(11, 43)
+    LANE_PAIR(12, 44) LANE_PAIR(13, 45) LANE_PAIR(14, 46) LANE_PAIR(15, 47)
+    LANE_PAIR(16, 48) LANE_PAIR(17, 49) LANE_PAIR(18, 50) LANE_PAIR(19, 51)
+    LANE_PAIR(20, 52) LANE_PAIR(21, 53) LANE_PAIR(22, 54) LANE_PAIR(23, 55)
+    LANE_PAIR(24, 56) LANE_PAIR(25, 57) LANE_PAIR(26, 58) LANE_PAIR(27, 59)
+    LANE_PAIR(28, 60) LANE_PAIR(29, 61) LANE_PAIR(30, 62) LANE_PAIR(31, 63)
 
     apply {
+        /* The recirculation port of the pipe this copy is in. */
+        PortId_t loop = (PortId_t) (hdr.pass.pipe[1:0] ++ RECIRC_LOCAL);
+
         if (hdr.sg.packet_type == SG_RAW) {
+            if (hdr.pass.step == STEP_RELEASE) {
+                /* The release a resend asked for, in the aggregator's pipe; then on to the
+                 * destination's owner. */
+                release.execute(hdr.pass.agg_index);
+                hdr.pass.out_kind = OUT_FORWARD;
+                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+                return;
+            }
             /* raw(): a resend of the running block releases the destination's aggregator. */
             if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
                     && meta.run == RUN_CURRENT && meta.dst_known) {
-                release.execute(meta.agg_index);   /* agg_index from destination_slot */
+                if (meta.dst_pipe == hdr.pass.pipe) {
+                    release.execute(meta.agg_index);   /* agg_index from destination_slot */
+                } else {
+                    hdr.pass.step = STEP_RELEASE;
+                    hdr.pass.pipe = meta.dst_pipe;
+                    hdr.pass.agg_index = meta.agg_index;
+                    hdr.pass.dst_port = (bit<16>) meta.dst_owner_port;
+                    hdr.pass.dst_worker = meta.dst_owner;
+                    hdr.pass.pass = hdr.pass.pass + 1;
+                    hdr.pass.out_kind = OUT_RECIRC;
+                    ig_tm_md.ucast_egress_port = (PortId_t) (meta.dst_pipe[1:0] ++ RECIRC_LOCAL);
+                }
             }
+            return;
+        }
+
+        /* The copies an aggregator pass made, on their way out. */
+        if (hdr.pass.step == STEP_READ_LOW) {
+            READ_LOW(0)  READ_LOW(1)  READ_LOW(2)  READ_LOW(3)
+            READ_LOW(4)  READ_LOW(5)  READ_LOW(6)  READ_LOW(7)
+            READ_LOW(8)  READ_LOW(9)  READ_LOW(10) READ_LOW(11)
+            READ_LOW(12) READ_LOW(13) READ_LOW(14) READ_LOW(15)
+            READ_LOW(16) READ_LOW(17) READ_LOW(18) READ_LOW(19)
+            READ_LOW(20) READ_LOW(21) READ_LOW(22) READ_LOW(23)
+            READ_LOW(24) READ_LOW(25) READ_LOW(26) READ_LOW(27)
+            READ_LOW(28) READ_LOW(29) READ_LOW(30) READ_LOW(31)
+            hdr.pass.pass = hdr.pass.pass + 1;
+            if (hdr.sg.lanes > LANES_READ_PER_PASS) {
+                hdr.pass.step = STEP_READ_HIGH;
+                hdr.pass.out_kind = OUT_RECIRC;
+                ig_tm_md.ucast_egress_port = loop;
+            } else {
+                hdr.pass.out_kind = OUT_RESULT;
+                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+            }
+            return;
+        }
+        if (hdr.pass.step == STEP_READ_HIGH) {
+            READ_HIGH(0, 32)  READ_HIGH(1, 33)  READ_HIGH(2, 34)  READ_HIGH(3, 35)
+            READ_HIGH(4, 36)  READ_HIGH(5, 37)  READ_HIGH(6, 38)  READ_HIGH(7, 39)
+            READ_HIGH(8, 40)  READ_HIGH(9, 41)  READ_HIGH(10, 42) READ_HIGH(11, 43)
+            READ_HIGH(12, 44) READ_HIGH(13, 45) READ_HIGH(14, 46) READ_HIGH(15, 47)
+            READ_HIGH(16, 48) READ_HIGH(17, 49) READ_HIGH(18, 50) READ_HIGH(19, 51)
+            READ_HIGH(20, 52) READ_HIGH(21, 53) READ_HIGH(22, 54) READ_HIGH(23, 55)
+            READ_HIGH(24, 56) READ_HIGH(25, 57) READ_HIGH(26, 58) READ_HIGH(27, 59)
+            READ_HIGH(28, 60) READ_HIGH(29, 61) READ_HIGH(30, 62) READ_HIGH(31, 63)
+            hdr.pass.out_kind = OUT_RESULT;
+            ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+            return;
+        }
+        if (hdr.pass.step == STEP_RAW) {
+            hdr.pass.out_kind = OUT_RAW;   /* forward_raw(): the host aggregates this one */
+            ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
             return;
         }
 
@@ -186,57 +314,82 @@ control Aggregation(inout headers_t hdr,
                 return;
             }
         }
+        if (meta.agg_pipe != hdr.pass.pipe) {
+            /* A partial sum whose aggregator is in another pipe: its pass runs there. */
+            hdr.pass.pipe = meta.agg_pipe;
+            hdr.pass.pass = hdr.pass.pass + 1;
+            hdr.pass.step = STEP_CHAIN;
+            hdr.pass.out_kind = OUT_RECIRC;
+            ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ RECIRC_LOCAL);
+            return;
+        }
         if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
             /* A partial too large for 32 bits: release, add nothing, send nothing. */
             release.execute(meta.agg_index);
             ig_dprsr_md.drop_ctl = 1;
             return;
         }
-        meta.counted = count_in.execute(meta.agg_index);
-        if (meta.counted == RELEASED) {
-            meta.agg_outcome = AGG_RAW;
-        } else if (meta.counted == (bit<32>) meta.expected) {
-            meta.agg_outcome = AGG_COMPLETE;
-        } else if (meta.counted > (bit<32>) meta.expected) {
-            meta.agg_outcome = AGG_DONE;
+        if (meta.expected == 0) {
+            meta.agg_outcome = AGG_NONE;
         } else {
-            meta.agg_outcome = AGG_ADD;
+            meta.counted = count_in.execute(meta.agg_index);
+            if (meta.counted == RELEASED) {
+                meta.agg_outcome = AGG_RAW;
+            } else if (meta.counted == (bit<32>) meta.expected) {
+                meta.agg_outcome = AGG_COMPLETE;
+            } else if (meta.counted > (bit<32>) meta.expected) {
+                meta.agg_outcome = AGG_DONE;
+            } else {
+                meta.agg_outcome = AGG_ADD;
+            }
         }
         if (meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE) {
-            ADD_LANE(0)  ADD_LANE(1)  ADD_LANE(2)  ADD_LANE(3)
-            ADD_LANE(4)  ADD_LANE(5)  ADD_LANE(6)  ADD_LANE(7)
-            ADD_LANE(8)  ADD_LANE(9)  ADD_LANE(10) ADD_LANE(11)
-            ADD_LANE(12) ADD_LANE(13) ADD_LANE(14) ADD_LANE(15)
-            ADD_LANE(16) ADD_LANE(17) ADD_LANE(18) ADD_LANE(19)
-            ADD_LANE(20) ADD_LANE(21) ADD_LANE(22) ADD_LANE(23)
-            ADD_LANE(24) ADD_LANE(25) ADD_LANE(26) ADD_LANE(27)
-            ADD_LANE(28) ADD_LANE(29) ADD_LANE(30) ADD_LANE(31)
+            ADD_PAIR(0, 32)  ADD_PAIR(1, 33)  ADD_PAIR(2, 34)  ADD_PAIR(3, 35)
+            ADD_PAIR(4, 36)  ADD_PAIR(5, 37)  ADD_PAIR(6, 38)  ADD_PAIR(7, 39)
+            ADD_PAIR(8, 40)  ADD_PAIR(9, 41)  ADD_PAIR(10, 42) ADD_PAIR(11, 43)
+            ADD_PAIR(12, 44) ADD_PAIR(13, 45) ADD_PAIR(14, 46) ADD_PAIR(15, 47)
+            ADD_PAIR(16, 48) ADD_PAIR(17, 49) ADD_PAIR(18, 50) ADD_PAIR(19, 51)
+            ADD_PAIR(20, 52) ADD_PAIR(21, 53) ADD_PAIR(22, 54) ADD_PAIR(23, 55)
+            ADD_PAIR(24, 56) ADD_PAIR(25, 57) ADD_PAIR(26, 58) ADD_PAIR(27, 59)
+            ADD_PAIR(28, 60) ADD_PAIR(29, 61) ADD_PAIR(30, 62) ADD_PAIR(31, 63)
         }
 
-        /* What this pass emits, and where the packet goes next. */
+        /* What this pass leaves behind: the next pass of this pipe's chain, a copy that reads
+         * the finished sum out (or forwards the contribution raw), and on pass 0 the first pass
+         * of every other pipe's chain. The packet is written as the next pass sees it; egress
+         * adjusts the emitting copy and the other pipes' copies by their replication id. */
+        bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
+        bool continues = meta.last == 0;
+        bit<8> fan = 0;
+        if (hdr.pass.pass == 0) {
+            fan = meta.fanout;
+        }
         hdr.pass.dst = meta.dst;
         hdr.pass.dst_worker = meta.dst_worker;
+        hdr.pass.dst_port = (bit<16>) meta.dst_port;
+        hdr.pass.agg_index = meta.agg_index;
         hdr.pass.count = meta.counted[15:0];
-        hdr.pass.pass = hdr.pass.pass + 1;
-        if (meta.agg_outcome == AGG_COMPLETE) {
-            hdr.pass.emit = EMIT_RESULT;
-        } else if (meta.agg_outcome == AGG_RAW) {
-            hdr.pass.emit = EMIT_RAW;   /* forward_raw(): the host aggregates this one */
+        if (meta.agg_outcome == AGG_RAW) {
+            hdr.pass.emit_step = STEP_RAW;
         } else {
-            hdr.pass.emit = 0;
+            hdr.pass.emit_step = STEP_READ_LOW;
         }
-        bool emits = hdr.pass.emit != 0;
-        if (meta.last == 0) {
-            if (emits) {
-                hdr.pass.out_kind = OUT_PASS;          /* {destination, recirculation} */
-                ig_tm_md.mcast_grp_a = meta.emit_group;
-            } else {
-                hdr.pass.out_kind = OUT_RECIRC;
-                ig_tm_md.ucast_egress_port = meta.recirc_port;
-            }
+        hdr.pass.pass = hdr.pass.pass + 1;
+        hdr.pass.index = hdr.pass.index + 1;
+        hdr.pass.step = STEP_CHAIN;
+        hdr.pass.out_kind = OUT_RECIRC;
+        if (fan != 0 || (emits && continues)) {
+            /* Several copies: the job's pass group of this pipe, fan-out and copies (entries.rs
+             * `Install::pass_group`). */
+            bit<16> copies = (bit<16>) fan[3:0] << 2;
+            if (emits) { copies = copies | 2; }
+            if (continues) { copies = copies | 1; }
+            ig_tm_md.mcast_grp_a = meta.pass_groups + ((bit<16>) hdr.pass.pipe[1:0] << 6) + copies;
+        } else if (continues) {
+            ig_tm_md.ucast_egress_port = loop;
         } else if (emits) {
-            hdr.pass.out_kind = OUT_LAST;
-            ig_tm_md.ucast_egress_port = meta.dst_port;
+            hdr.pass.step = hdr.pass.emit_step;
+            ig_tm_md.ucast_egress_port = loop;
         } else {
             ig_dprsr_md.drop_ctl = 1;                  /* done: the ack left on pass 0 */
         }

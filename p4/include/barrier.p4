@@ -28,9 +28,9 @@ const bit<8> RUN_CURRENT = 1;   /* the running exchange and the packet's block *
 const bit<8> RUN_OTHER   = 2;   /* the running exchange, another block (or not started) */
 const bit<8> RUN_STALE   = 3;   /* another exchange */
 
-/* Extra passes of the barrier (bridged `emit` of a barrier packet). */
-const bit<8> EMIT_OPEN    = 3;  /* write the new exchange into the registers */
-const bit<8> EMIT_ADVANCE = 4;  /* advance the block, then multicast its go */
+/* Extra passes of the barrier (bridged `step` of a barrier packet). */
+const bit<8> STEP_OPEN    = 3;  /* write the new exchange into the registers */
+const bit<8> STEP_ADVANCE = 4;  /* advance the block, then multicast its go */
 
 struct exchange_t {
     bit<32> epoch;
@@ -85,14 +85,14 @@ control RunningExchange(inout headers_t hdr,
         bit<32> want = (bit<32>) hdr.sg.layer << 24
                      | (bit<32>) ((hdr.sg.flags & SG_FLAG_BACKWARD) >> 4) << 16;
         bit<32> epoch;
-        if (hdr.pass.emit == EMIT_OPEN) {
+        if (hdr.pass.step == STEP_OPEN) {
             meta.new_tag = want;
             epoch = write_epoch.execute(index);
             meta.running_tag = write_tag.execute(index);
             write_previous.execute(index);
             meta.phase = next_phase.execute(index);
             epoch = hdr.sg.epoch;
-        } else if (hdr.pass.emit == EMIT_ADVANCE) {
+        } else if (hdr.pass.step == STEP_ADVANCE) {
             epoch = hdr.sg.epoch;
             meta.running_tag = advance_tag.execute(index);
             meta.phase = next_phase.execute(index);
@@ -181,7 +181,7 @@ control Barrier(inout headers_t hdr,
         bit<32> index = (bit<32>) meta.job_slot;
         bit<32> arrival = index * MAX_WORKERS + (bit<32>) hdr.sg.worker;
 
-        if (hdr.pass.emit == EMIT_ADVANCE) {
+        if (hdr.pass.step == STEP_ADVANCE) {
             /* begin_block: multicast the go of the block the exchange is now in (the final go,
              * block = blocks, when it is complete). */
             hdr.sg.packet_type = SG_BLOCK_GO;
@@ -190,7 +190,7 @@ control Barrier(inout headers_t hdr,
             ig_tm_md.mcast_grp_a = meta.go_group;
             return;
         }
-        if (hdr.pass.emit != EMIT_OPEN) {
+        if (hdr.pass.step != STEP_OPEN) {
             if (hdr.sg.packet_type == SG_JOIN) {
                 meta.may_open = meta.finished || meta.running_tag == 0;
                 bit<8> verdict = check_sequence.execute(index);
@@ -198,7 +198,7 @@ control Barrier(inout headers_t hdr,
                 if (verdict == 2) {
                     /* open_next: one more pass writes the exchange registers, carrying the
                      * old exchange for `previous`. */
-                    hdr.pass.emit = EMIT_OPEN;
+                    hdr.pass.step = STEP_OPEN;
                     hdr.pass.dst = meta.running_epoch;
                     hdr.pass.phase = meta.running_tag;
                     hdr.pass.out_kind = OUT_RECIRC;
@@ -230,7 +230,7 @@ control Barrier(inout headers_t hdr,
         }
         if (count_report.execute(index) == 1) {
             /* The barrier is complete: one more pass advances the block. */
-            hdr.pass.emit = EMIT_ADVANCE;
+            hdr.pass.step = STEP_ADVANCE;
             hdr.pass.out_kind = OUT_RECIRC;
             ig_tm_md.ucast_egress_port = meta.recirc_port;
         } else {

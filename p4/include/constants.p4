@@ -10,9 +10,9 @@
 
 /* ---- wire format (wire.rs) ---- */
 const bit<16> SG_MAGIC      = 0x5347;
-const bit<8>  SG_VERSION    = 1;
+const bit<8>  SG_VERSION    = 2;
 const bit<16> SG_UDP_PORT   = 47000;   /* the switch's UDP port (job file `switch`) */
-const bit<8>  SG_MAX_LANES  = 32;      /* one aggregator: 32 int32 lanes = 128 bytes */
+const bit<8>  SG_MAX_LANES  = 64;      /* one aggregator: 64 int32 lanes = 256 bytes */
 
 /* packet types (wire::PacketType) */
 const bit<8> SG_DATA       = 1;
@@ -55,10 +55,15 @@ const bit<8> DROP_DUPLICATE      = 14;
 const bit<32> DROP_REASONS       = 15;
 
 /* ---- sizes (resources.rs: Tofino1::program) ---- */
-/* Aggregators per pipe (2 MiB): the largest stateful register a Tofino 1 stage holds is
- * 16384 x 64 bit, which bounds the aggregators' {phase, count} pair register; the 32 lane
- * registers (16384 x 32 bit each) sit four per stage over eight stages. */
+/* Aggregators per pipe (4 MiB): the largest stateful register a Tofino 1 stage holds is
+ * 16384 x 64 bit, which bounds the aggregators' {phase, count} pair register and each of the
+ * 32 lane-pair registers (lanes i and i + 32 of every aggregator in register i), four per stage
+ * over eight stages. Every pipe holds its own copy of every register, so a switch of P pipes
+ * holds P times as many aggregators, each in the pipe whose passes add into it. */
 const bit<32> AGGREGATORS    = 16384;
+/* Lanes a pass reads back: one 32-bit output word per stateful ALU (the low halves of the pairs
+ * in one pass, the high halves in the next). */
+const bit<8>  LANES_READ_PER_PASS = 32;
 /* Seen words: one 32-bit phase stamp per source row and chunk of the running block. */
 const bit<32> SEEN_WORDS     = 32768;
 /* Jobs the barrier registers hold, and workers per job. */
@@ -74,28 +79,34 @@ const int PARTIAL_SIZE       = 16384;   /* (destination, worker) pairs of a load
 const int WORKER_SIZE        = 4096;
 
 /* Where recirculated passes and bridged headers come back: the pipes' internal recirculation
- * ports of a 4-pipe Tofino 1 (front-panel ports in loopback mode work the same way). */
+ * ports of a 4-pipe Tofino 1, pipe p's being (p << 7) | RECIRC_LOCAL. A pass that must run in
+ * pipe p is sent there. */
+const bit<7> RECIRC_LOCAL  = 68;
 const bit<9> RECIRC_PORT_0 = 68;
 const bit<9> RECIRC_PORT_1 = 196;
 const bit<9> RECIRC_PORT_2 = 324;
 const bit<9> RECIRC_PORT_3 = 452;
 
-/* Replication ids of the copies an emitting pass makes (multicast group of the destination). */
-const bit<16> RID_EMIT     = 0xffff;   /* the copy to the destination's worker */
-const bit<16> RID_CONTINUE = 0xfffe;   /* the copy that recirculates for the next pass */
+/* Replication ids of the recirculating copies a pass makes (its pass group, entries.rs). */
+const bit<16> RID_EMIT     = 0xffff;   /* the copy that reads the sum out (or forwards raw) */
+const bit<16> RID_CONTINUE = 0xfffe;   /* the copy that makes the next pass of this pipe's chain */
+const bit<16> RID_PIPE     = 0xfff0;   /* + p: the copy that starts pipe p's chain (fan-out) */
 
 /* What egress makes of a copy (bridged `out_kind`). */
 const bit<8> OUT_FORWARD  = 0;   /* send as is (raw, fetch, go repeat) */
-const bit<8> OUT_PASS     = 1;   /* emitting pass: RID_EMIT → result/raw, RID_CONTINUE → next pass */
-const bit<8> OUT_RECIRC   = 2;   /* non-emitting pass: next pass */
-const bit<8> OUT_LAST     = 3;   /* last pass, emitting: result/raw only */
+const bit<8> OUT_RECIRC   = 2;   /* a copy that comes back for another pass (rid says which) */
+const bit<8> OUT_RESULT   = 3;   /* a finished sum, read out into the lanes */
 const bit<8> OUT_GO       = 4;   /* block go multicast: rid = worker rank */
+const bit<8> OUT_RAW      = 5;   /* a contribution its released aggregator did not take */
 
-/* What an emitting pass sends to the destination (bridged `emit`). */
-const bit<8> EMIT_RESULT = 1;    /* the completed sum */
-const bit<8> EMIT_RAW    = 2;    /* this contribution, unaggregated (aggregator released) */
+/* What the next ingress pass of a recirculating copy does (bridged `step`). */
+const bit<8> STEP_CHAIN     = 0;  /* the aggregator pass (pipe, index) of vertex_aggregators */
+const bit<8> STEP_READ_LOW  = 1;  /* read lanes 0..31 of agg_index into the packet */
+const bit<8> STEP_RAW       = 2;  /* forward this contribution raw to the destination */
 /* (3 and 4 are the barrier's extra passes, barrier.p4) */
-const bit<8> EMIT_HOP    = 5;    /* admitted in another pipe: make the first pass in the aggregation pipe */
+const bit<8> STEP_HOP       = 5;  /* admitted in another pipe: first pass in the home pipe */
+const bit<8> STEP_READ_HIGH = 6;  /* read lanes 32..63 of agg_index into the packet */
+const bit<8> STEP_RELEASE   = 7;  /* a resend: release agg_index in this pipe, then forward */
 
 /* Mirror type of the acknowledgement copy (ingress-to-egress mirror to the sender). */
 const bit<3> MIRROR_ACK = 1;

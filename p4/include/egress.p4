@@ -1,9 +1,10 @@
 /* switchgnn: egress — what each copy becomes, addresses, and ECN.
  *
  * Mirrors the packet construction of switch.rs: the acknowledgement (`ack` in `data`), the
- * result and the raw forward of an emitting pass (`result`, `forward_raw`), the block go to
- * each worker (`Fabric::go`), and `Fabric::send`, which marks ECN on every packet leaving
- * through a queue deeper than the threshold.
+ * result once read out and the raw forward of a released aggregator (`result`, `forward_raw`),
+ * the block go to each worker (`Fabric::go`), and `Fabric::send`, which marks ECN on every
+ * packet leaving through a queue deeper than the threshold. Recirculating copies of a pass
+ * group learn here, from their replication id, which step or pipe they go on to.
  */
 #ifndef SWITCHGNN_EGRESS_P4
 #define SWITCHGNN_EGRESS_P4
@@ -56,49 +57,45 @@ control Egress(inout headers_t hdr,
         size = 512;
     }
 
-    action invalidate_sums() {
-        hdr.sums[0].setInvalid();  hdr.sums[1].setInvalid();  hdr.sums[2].setInvalid();
-        hdr.sums[3].setInvalid();  hdr.sums[4].setInvalid();  hdr.sums[5].setInvalid();
-        hdr.sums[6].setInvalid();  hdr.sums[7].setInvalid();  hdr.sums[8].setInvalid();
-        hdr.sums[9].setInvalid();  hdr.sums[10].setInvalid(); hdr.sums[11].setInvalid();
-        hdr.sums[12].setInvalid(); hdr.sums[13].setInvalid(); hdr.sums[14].setInvalid();
-        hdr.sums[15].setInvalid(); hdr.sums[16].setInvalid(); hdr.sums[17].setInvalid();
-        hdr.sums[18].setInvalid(); hdr.sums[19].setInvalid(); hdr.sums[20].setInvalid();
-        hdr.sums[21].setInvalid(); hdr.sums[22].setInvalid(); hdr.sums[23].setInvalid();
-        hdr.sums[24].setInvalid(); hdr.sums[25].setInvalid(); hdr.sums[26].setInvalid();
-        hdr.sums[27].setInvalid(); hdr.sums[28].setInvalid(); hdr.sums[29].setInvalid();
-        hdr.sums[30].setInvalid(); hdr.sums[31].setInvalid();
-    }
-
     action invalidate_lanes() {
-        hdr.lanes[0].setInvalid();  hdr.lanes[1].setInvalid();  hdr.lanes[2].setInvalid();
-        hdr.lanes[3].setInvalid();  hdr.lanes[4].setInvalid();  hdr.lanes[5].setInvalid();
-        hdr.lanes[6].setInvalid();  hdr.lanes[7].setInvalid();  hdr.lanes[8].setInvalid();
-        hdr.lanes[9].setInvalid();  hdr.lanes[10].setInvalid(); hdr.lanes[11].setInvalid();
+        hdr.lanes[0].setInvalid(); hdr.lanes[1].setInvalid(); hdr.lanes[2].setInvalid();
+        hdr.lanes[3].setInvalid(); hdr.lanes[4].setInvalid(); hdr.lanes[5].setInvalid();
+        hdr.lanes[6].setInvalid(); hdr.lanes[7].setInvalid(); hdr.lanes[8].setInvalid();
+        hdr.lanes[9].setInvalid(); hdr.lanes[10].setInvalid(); hdr.lanes[11].setInvalid();
         hdr.lanes[12].setInvalid(); hdr.lanes[13].setInvalid(); hdr.lanes[14].setInvalid();
         hdr.lanes[15].setInvalid(); hdr.lanes[16].setInvalid(); hdr.lanes[17].setInvalid();
         hdr.lanes[18].setInvalid(); hdr.lanes[19].setInvalid(); hdr.lanes[20].setInvalid();
         hdr.lanes[21].setInvalid(); hdr.lanes[22].setInvalid(); hdr.lanes[23].setInvalid();
         hdr.lanes[24].setInvalid(); hdr.lanes[25].setInvalid(); hdr.lanes[26].setInvalid();
         hdr.lanes[27].setInvalid(); hdr.lanes[28].setInvalid(); hdr.lanes[29].setInvalid();
-        hdr.lanes[30].setInvalid(); hdr.lanes[31].setInvalid();
+        hdr.lanes[30].setInvalid(); hdr.lanes[31].setInvalid(); hdr.lanes[32].setInvalid();
+        hdr.lanes[33].setInvalid(); hdr.lanes[34].setInvalid(); hdr.lanes[35].setInvalid();
+        hdr.lanes[36].setInvalid(); hdr.lanes[37].setInvalid(); hdr.lanes[38].setInvalid();
+        hdr.lanes[39].setInvalid(); hdr.lanes[40].setInvalid(); hdr.lanes[41].setInvalid();
+        hdr.lanes[42].setInvalid(); hdr.lanes[43].setInvalid(); hdr.lanes[44].setInvalid();
+        hdr.lanes[45].setInvalid(); hdr.lanes[46].setInvalid(); hdr.lanes[47].setInvalid();
+        hdr.lanes[48].setInvalid(); hdr.lanes[49].setInvalid(); hdr.lanes[50].setInvalid();
+        hdr.lanes[51].setInvalid(); hdr.lanes[52].setInvalid(); hdr.lanes[53].setInvalid();
+        hdr.lanes[54].setInvalid(); hdr.lanes[55].setInvalid(); hdr.lanes[56].setInvalid();
+        hdr.lanes[57].setInvalid(); hdr.lanes[58].setInvalid(); hdr.lanes[59].setInvalid();
+        hdr.lanes[60].setInvalid(); hdr.lanes[61].setInvalid(); hdr.lanes[62].setInvalid();
+        hdr.lanes[63].setInvalid();
     }
 
-    /* The emitting pass's copy to the destination: its sum, or this contribution raw. */
+    /* A finished sum, read out into the lanes by its readout passes, to its destination. */
     action emit_result() {
         hdr.sg.packet_type = SG_RESULT;
         hdr.sg.src = hdr.pass.dst;
         hdr.sg.dst = hdr.pass.dst;
         hdr.sg.count = hdr.pass.count;
         hdr.sg.worker = hdr.pass.dst_worker;
-        invalidate_lanes();   /* the sums take their place on the wire */
     }
 
+    /* A contribution its released aggregator did not take, to the destination's owner. */
     action emit_raw() {
         hdr.sg.packet_type = SG_RAW;
         hdr.sg.dst = hdr.pass.dst;
         hdr.sg.count = 1;
-        invalidate_sums();
     }
 
     apply {
@@ -107,17 +104,27 @@ control Egress(inout headers_t hdr,
             hdr.sg.flags = hdr.sg.flags | SG_FLAG_ACK;
             hdr.sg.lanes = 0;
             invalidate_lanes();
-            invalidate_sums();
             to_worker = hdr.sg.worker;
         } else if (hdr.pass.out_kind == OUT_GO) {
             hdr.sg.worker = eg_intr_md.egress_rid;   /* the replica's worker rank */
             to_worker = eg_intr_md.egress_rid;
-        } else if (hdr.pass.out_kind == OUT_RECIRC
-                   || (hdr.pass.out_kind == OUT_PASS && eg_intr_md.egress_rid == RID_CONTINUE)) {
-            invalidate_sums();
+        } else if (hdr.pass.out_kind == OUT_RECIRC) {
+            /* A copy coming back for another pass. Ingress wrote the packet as the next pass of
+             * its chain sees it; a pass group's other copies say by their replication id what
+             * they are instead. */
+            if (eg_intr_md.egress_rid == RID_EMIT) {
+                hdr.pass.step = hdr.pass.emit_step;           /* read the sum out, or go raw */
+            } else if (eg_intr_md.egress_rid >= RID_PIPE
+                       && eg_intr_md.egress_rid < RID_PIPE + 4) {
+                hdr.pass.pipe = (bit<8>) eg_intr_md.egress_rid[1:0];   /* that pipe's chain */
+                hdr.pass.index = 0;
+            }
             recirculates = true;
-        } else if (hdr.pass.out_kind == OUT_PASS || hdr.pass.out_kind == OUT_LAST) {
-            if (hdr.pass.emit == EMIT_RESULT) { emit_result(); } else { emit_raw(); }
+        } else if (hdr.pass.out_kind == OUT_RESULT) {
+            emit_result();
+            to_worker = hdr.pass.dst_worker;
+        } else if (hdr.pass.out_kind == OUT_RAW) {
+            emit_raw();
             to_worker = hdr.pass.dst_worker;
         } else {
             to_worker = hdr.pass.dst_worker;        /* OUT_FORWARD: raw, fetch, a repeated go */

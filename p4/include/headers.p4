@@ -2,7 +2,7 @@
  *
  * `switchgnn_h` is the header of `dataplane/src/wire.rs`, field for field and bit for bit (the
  * cross-check test compares the two). Lanes are a stack of 32-bit words so that a short last
- * chunk (fewer than 32 lanes) parses too.
+ * chunk (fewer than 64 lanes) parses too.
  */
 #ifndef SWITCHGNN_HEADERS_P4
 #define SWITCHGNN_HEADERS_P4
@@ -64,12 +64,17 @@ header lane_h {
  * egress as bridged metadata). Emitted in front of Ethernet on recirculating copies only. */
 header pass_h {
     bit<8>  out_kind;     /* OUT_*: what egress makes of this copy */
-    bit<8>  emit;         /* EMIT_*: what an emitting pass sends to the destination */
-    bit<16> pass;         /* index of the pass this packet makes next (0 = first) */
+    bit<8>  step;         /* STEP_*: what this copy's next ingress pass does */
+    bit<16> pass;         /* passes made so far (0 = the first, in the job's home pipe) */
     bit<8>  set;          /* block set of the exchange (layers of one width share tables) */
-    bit<8>  chunks;       /* 32-lane chunks per feature */
+    bit<8>  chunks;       /* 64-lane chunks per feature */
+    bit<8>  pipe;         /* the pipe whose aggregators this copy visits */
+    bit<8>  emit_step;    /* STEP_READ_LOW or STEP_RAW: the step of an emitting pass's copy */
+    bit<16> index;        /* the next pass of that pipe's chain (vertex_aggregators) */
+    bit<16> dst_port;     /* where a finished sum or a raw contribution leaves */
     bit<32> phase;        /* the job's block phase when pass 0 ran */
     bit<32> dst;          /* destination vertex of this pass's aggregator */
+    bit<32> agg_index;    /* its aggregator, for the readout (or release) passes */
     bit<16> dst_worker;   /* its owner */
     bit<16> count;        /* contributions in the emitted sum */
     bit<16> sender_port;  /* the worker's port (the ingress port of the first pass) */
@@ -87,8 +92,7 @@ struct headers_t {
     ipv4_h         ipv4;
     udp_h          udp;
     switchgnn_h    sg;
-    lane_h[32]     lanes;   /* the contribution as it arrived */
-    lane_h[32]     sums;    /* aggregator values after this pass (emitted as a result) */
+    lane_h[64]     lanes;   /* the contribution; on a readout copy, the sums in place */
 }
 
 struct ingress_metadata_t {
@@ -104,6 +108,7 @@ struct ingress_metadata_t {
     /* job_config */
     bit<16> workers;
     MulticastGroupId_t go_group;
+    MulticastGroupId_t pass_groups;   /* first of the job's pass groups (entries.rs) */
     /* owners */
     bool    src_known;
     bit<16> src_owner;
@@ -111,6 +116,7 @@ struct ingress_metadata_t {
     bool    dst_known;
     bit<16> dst_owner;
     PortId_t dst_owner_port;
+    bit<8>  dst_pipe;     /* the pipe of the destination's aggregator */
     /* vertex_aggregators: this pass's aggregator */
     bool    has_pass;
     bit<32> agg_index;
@@ -119,7 +125,8 @@ struct ingress_metadata_t {
     bit<16> expected;
     bit<32> seen_index;
     bit<1>  last;
-    MulticastGroupId_t emit_group;
+    bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
+    bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
     PortId_t dst_port;
     /* register outcomes */
     bit<32> phase;

@@ -1,7 +1,7 @@
 /* switchgnn: parsers and deparsers.
  *
  * Mirrors `Packet::new_checked` and `Repr::parse` (wire.rs): a header shorter than 32 bytes,
- * a bad magic or version, more than 32 lanes or lanes beyond the packet's end are recorded as
+ * a bad magic or version, more than 64 lanes or lanes beyond the packet's end are recorded as
  * the drop reason the switch model counts, and the ingress control drops them.
  */
 #ifndef SWITCHGNN_PARSER_P4
@@ -90,7 +90,7 @@ parser IngressParser(packet_in pkt,
         lanes_left.set(hdr.sg.lanes);
         transition select(hdr.sg.lanes) {
             0: accept;
-            1 .. 32: parse_lane;
+            1 .. 64: parse_lane;
             default: too_many_lanes;
         }
     }
@@ -130,7 +130,6 @@ control IngressDeparser(packet_out pkt,
         pkt.emit(hdr.udp);
         pkt.emit(hdr.sg);
         pkt.emit(hdr.lanes);
-        pkt.emit(hdr.sums);
     }
 }
 
@@ -179,30 +178,8 @@ parser EgressParser(packet_in pkt,
         pkt.extract(hdr.lanes.next);
         lanes_left.decrement(1);
         transition select(lanes_left.is_zero()) {
-            true: maybe_sums;
-            false: parse_lane;
-        }
-    }
-
-    /* An emitting pass carries the aggregator values after the contribution. */
-    state maybe_sums {
-        transition select(hdr.pass.isValid(), hdr.pass.emit) {
-            (true, EMIT_RESULT): start_sums;
-            default: accept;
-        }
-    }
-
-    state start_sums {
-        lanes_left.set(hdr.sg.lanes);
-        transition parse_sum;
-    }
-
-    state parse_sum {
-        pkt.extract(hdr.sums.next);
-        lanes_left.decrement(1);
-        transition select(lanes_left.is_zero()) {
             true: accept;
-            false: parse_sum;
+            false: parse_lane;
         }
     }
 }
@@ -227,7 +204,6 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.udp);
         pkt.emit(hdr.sg);
         pkt.emit(hdr.lanes);
-        pkt.emit(hdr.sums);
     }
 }
 

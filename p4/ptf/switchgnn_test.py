@@ -30,7 +30,7 @@ from ptf.base_tests import BaseTest
 from ptf.mask import Mask
 from scapy.all import IP, UDP, Ether, Raw
 
-MAGIC, VERSION, UDP_PORT = 0x5347, 1, 47000
+MAGIC, VERSION, UDP_PORT, MAX_LANES = 0x5347, 2, 47000, 64
 DATA, RESULT, RAW, FETCH, BLOCK_DONE, BLOCK_GO, JOIN = 1, 2, 3, 4, 5, 6, 7
 ACK, ECN = 0x01, 0x04
 MODE_REDUCE = 3
@@ -75,18 +75,19 @@ class Job:
         self.owner = {k[3]: p[0] for k, p in rows["source_row"] if k[1] == self.set}
         # Block 0's senders, and its partial sums: (destination, worker) -> (owner, expected).
         self.senders0 = {k[3]: p[0] for k, p in rows["source_row"] if k[1] == self.set and k[2] == 0}
-        self.partials = {(k[3], k[4]): (p[1], p[3]) for k, p in rows["partial_aggregator"]
+        self.partials = {(k[3], k[4]): (p[2], p[4]) for k, p in rows["partial_aggregator"]
                          if k[1] == self.set and k[2] == 0}
-        # Block 0's passes: source -> [(pass, dst, dst_worker, expected)] in pass order.
+        # Block 0's passes: source -> [(pipe, pass, dst, dst_worker, expected)], each pipe's
+        # chain in pass order (a home-pipe entry that only fans out adds nothing: skipped).
         self.passes = {}
         for k, p in rows["vertex_aggregators"]:
-            if k[1] == self.set and k[2] == 0:
-                self.passes.setdefault(k[3], []).append((k[4], p[1], p[2], p[5]))
+            if k[1] == self.set and k[2] == 0 and p[5] > 0:
+                self.passes.setdefault(k[3], []).append((k[4], k[5], p[1], p[2], p[5]))
         for v in self.passes.values():
             v.sort()
 
     def lanes(self, chunk):
-        return self.last_lanes if chunk == self.chunks - 1 else 32
+        return self.last_lanes if chunk == self.chunks - 1 else MAX_LANES
 
 
 def ip(n):
@@ -203,8 +204,9 @@ class DataIsAggregatedAcknowledgedAndDeduplicated(SwitchgnnTest):
             ack = bytearray(self.packet(DATA, w, src=src, block=0, chunk=0, sequence=src + 1))
             ack[4] |= ACK
             self.expect(w, bytes(ack))
-            # One pass per destination; a result where a destination reaches its count.
-            for _, dst, dst_worker, expected in self.job.passes[src]:
+            # One pass per destination (in its pipe); a result, once read out, where a
+            # destination reaches its count.
+            for _, _, dst, dst_worker, expected in self.job.passes[src]:
                 counts[dst] = counts.get(dst, 0) + 1
                 sums[dst] = [a + b for a, b in zip(sums.get(dst, [0] * len(lanes)), lanes)]
                 if counts[dst] == expected:

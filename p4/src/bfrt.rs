@@ -74,9 +74,9 @@ pub fn to_script(entries: &Entries, remove: bool) -> String {
 /// Multicast nodes and groups, and the acknowledgements' mirror sessions.
 fn replication(s: &mut String, entries: &Entries) {
     s.push_str(
-        "# Multicast: the block go (one replica per worker, rid = rank) and each worker's\n",
+        "# Multicast: the block go (one replica per worker, rid = rank) and the pass groups\n",
     );
-    s.push_str("# emit group (the destination and the recirculation port).\n");
+    s.push_str("# (copies of a pass to the pipes' recirculation ports; rid says what each is).\n");
     s.push_str("GROUPS = [\n");
     for g in &entries.groups {
         let replicas: Vec<String> = g

@@ -4,9 +4,13 @@
 //! so a switch loaded from an entries file runs exactly what a Tofino loaded from it would.
 //!
 //! Layout the entries encode (see `p4/README.md`):
-//! - a job occupies aggregators `agg_base ..` and seen words `seen_base ..`; in a block whose
-//!   vertices are sorted, vertex `s` is slot `s`: its chunk `c` aggregates in `agg_base + s·C + c`
-//!   and, as a sender, stamps seen word `seen_base + s·C + c`;
+//! - a job occupies aggregators `agg_base ..` of every pipe it uses and seen words
+//!   `seen_base ..` of its home pipe; each destination of a block keeps its aggregators in one
+//!   pipe ([`place`]); the destinations of pipe `p`, in vertex order, take slots `0, 1, ...` of
+//!   that pipe, and slot `i`'s chunk `c` aggregates in `agg_base + i·C + c`; vertex `s` of the
+//!   block (in vertex order), as a sender, stamps seen word `seen_base + s·C + c`;
+//! - a source's passes are one chain per pipe it feeds: pass 0 runs in the home pipe and fans
+//!   out to the other pipes' chains;
 //! - every table that grows with the graph is per block (pass entries, source rows, destination
 //!   slots), so the control plane can reload it between blocks;
 //! - layers of one feature width share one *set* of block tables;
@@ -23,11 +27,12 @@ use switchgnn_dataplane::wire::MAX_LANES;
 use switchgnn_partition::BlockTable;
 use thiserror::Error;
 
-use crate::ports::{HostAddress, Install};
+use crate::ports::{Copies, HostAddress, Install};
 use crate::program::{self, Table};
 
 pub const FORMAT: &str = "switchgnn-p4-entries";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: 64-lane aggregators spread over pipes (pass chains per pipe, pass groups).
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Error)]
 pub enum EntriesError {
@@ -138,16 +143,56 @@ impl Part {
 }
 
 /// A block's `aggregators` and `seen` words fit the program's registers after the job's bases.
-fn block_fits(install: &Install, aggregators: u64, seen: u64) -> Result<(), EntriesError> {
+/// Where a block's destinations keep their aggregators: the pipe of each (in slot order) and
+/// its slot among that pipe's destinations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub pipe: Vec<u8>,
+    pub slot: Vec<u32>,
+}
+
+/// Place the destinations of a block, expecting `expected[s]` contributions each (the passes
+/// that add into its aggregators), over the job's pipes: most passes first, each to the pipe
+/// with the fewest passes so far that has room for `chunks` more aggregators, so that the
+/// pipes' chains, which run at once, come out even.
+pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placement, EntriesError> {
+    let pipes = usize::from(install.pipes);
+    let room = program::AGGREGATORS.saturating_sub(install.agg_base) / chunks.max(1);
     fits(
         "aggregators of a block",
-        install.agg_base + aggregators,
-        program::AGGREGATORS,
+        expected.len() as u64 * chunks,
+        room * chunks * pipes as u64,
         &format!(
-            " (prepare the plan with {} or less)",
-            program::switch_memory_option()
+            " over {pipes} pipes (prepare the plan with {} or less)",
+            program::switch_memory_option(install.pipes)
         ),
     )?;
+    let mut by_passes: Vec<usize> = (0..expected.len()).collect();
+    by_passes.sort_by_key(|&s| (std::cmp::Reverse(expected[s]), s));
+    let mut load = vec![0u64; pipes];
+    let mut used = vec![0u64; pipes];
+    let mut pipe = vec![0u8; expected.len()];
+    for s in by_passes {
+        let p = (0..pipes)
+            .filter(|&p| used[p] < room)
+            .min_by_key(|&p| (load[p], p))
+            .expect("the capacity check leaves room");
+        pipe[s] = p as u8;
+        load[p] += u64::from(expected[s]);
+        used[p] += 1;
+    }
+    let mut next = vec![0u32; pipes];
+    let slot = pipe
+        .iter()
+        .map(|&p| {
+            next[usize::from(p)] += 1;
+            next[usize::from(p)] - 1
+        })
+        .collect();
+    Ok(Placement { pipe, slot })
+}
+
+fn seen_fits(install: &Install, seen: u64) -> Result<(), EntriesError> {
     fits(
         "seen words of a block",
         install.seen_base + seen,
@@ -170,7 +215,8 @@ fn reduce_block(
 ) -> Result<(), EntriesError> {
     let t = &block.table;
     let pairs = t.slots.len() as u64;
-    block_fits(install, t.len() as u64 * c, pairs * c)?;
+    let at = place(&t.expected, c, install)?;
+    seen_fits(install, pairs * c)?;
     fits("partial sums of a block", pairs, program::PARTIAL_SIZE, "")?;
     let mut senders: BTreeMap<u32, u16> = BTreeMap::new();
     for (row, &v) in t.vertices.iter().enumerate() {
@@ -189,11 +235,12 @@ fn reduce_block(
     }
     for (row, &v) in t.vertices.iter().enumerate() {
         let owner = t.workers[row] as u16;
-        let agg = install.agg_base + row as u64 * c;
+        let agg = install.agg_base + u64::from(at.slot[row]) * c;
+        let pipe = u64::from(at.pipe[row]);
         put(
             &program::DESTINATION_SLOT,
             key(v),
-            vec![agg, u64::from(owner), port(owner)],
+            vec![agg, pipe, u64::from(owner), port(owner)],
         );
         for (j, &w) in t.row(row).iter().enumerate() {
             let pair = t.offsets[row] + j as u64;
@@ -204,6 +251,7 @@ fn reduce_block(
                 k,
                 vec![
                     agg,
+                    pipe,
                     u64::from(owner),
                     port(owner),
                     u64::from(t.expected[row]),
@@ -213,6 +261,111 @@ fn reduce_block(
         }
     }
     Ok(())
+}
+
+/// One `vertex_aggregators` entry of a source: its pipe and index in that pipe's chain, the
+/// destination slot it adds into (`None`: the home pipe's pass 0 of a source with no
+/// destination there, which only fans out), the other pipes pass 0 starts, and whether it
+/// ends its chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SourcePass {
+    pipe: u8,
+    index: u64,
+    slot: Option<usize>,
+    fanout: u8,
+    last: bool,
+}
+
+/// The passes of a source feeding `slots` (in row order), each destination's aggregator in
+/// pipe `pipe_of(slot)`: one chain per pipe, slots in row order within it, pass 0 in the home
+/// pipe naming the other pipes' chains.
+fn source_passes(
+    slots: &[u32],
+    pipe_of: impl Fn(usize) -> u8,
+    install: &Install,
+) -> Vec<SourcePass> {
+    let home = install.home_pipe();
+    let mut chains: Vec<Vec<usize>> = vec![Vec::new(); usize::from(install.pipes)];
+    for &s in slots {
+        chains[usize::from(pipe_of(s as usize))].push(s as usize);
+    }
+    let fanout = (0..install.pipes)
+        .filter(|&p| p != home && !chains[usize::from(p)].is_empty())
+        .fold(0u8, |m, p| m | 1 << p);
+    let mut out = Vec::with_capacity(slots.len() + 1);
+    if chains[usize::from(home)].is_empty() {
+        out.push(SourcePass {
+            pipe: home,
+            index: 0,
+            slot: None,
+            fanout,
+            last: true,
+        });
+    }
+    for (p, chain) in chains.iter().enumerate() {
+        for (i, &s) in chain.iter().enumerate() {
+            out.push(SourcePass {
+                pipe: p as u8,
+                index: i as u64,
+                slot: Some(s),
+                fanout: if p == usize::from(home) && i == 0 {
+                    fanout
+                } else {
+                    0
+                },
+                last: i + 1 == chain.len(),
+            });
+        }
+    }
+    out
+}
+
+/// The job's pass groups: in every pipe, the next pass and the readout copy together; in the
+/// home pipe, pass 0's fan-out to each set of other pipes, with or without those two copies.
+fn pass_groups(install: &Install) -> Vec<MulticastGroup> {
+    let home = install.home_pipe();
+    let copy = |pipe: u8, rid: u16| Replica {
+        port: Install::loop_port(pipe),
+        rid,
+    };
+    let group = |pipe: u8, copies: Copies| {
+        let mut replicas = Vec::new();
+        if copies.continues {
+            replicas.push(copy(pipe, program::RID_CONTINUE));
+        }
+        if copies.emits {
+            replicas.push(copy(pipe, program::RID_EMIT));
+        }
+        for q in (0..install.pipes).filter(|q| copies.fanout & (1 << q) != 0) {
+            replicas.push(copy(q, program::RID_PIPE + u16::from(q)));
+        }
+        MulticastGroup {
+            id: install.pass_group(pipe, copies),
+            replicas,
+        }
+    };
+    let both = Copies {
+        fanout: 0,
+        emits: true,
+        continues: true,
+    };
+    let mut groups: Vec<MulticastGroup> = (0..install.pipes).map(|p| group(p, both)).collect();
+    let others = (0..install.pipes)
+        .filter(|&p| p != home)
+        .fold(0u8, |m, p| m | 1 << p);
+    for fanout in (1..=others).filter(|f| f & !others == 0) {
+        for (emits, continues) in [(false, false), (false, true), (true, false), (true, true)] {
+            groups.push(group(
+                home,
+                Copies {
+                    fanout,
+                    emits,
+                    continues,
+                },
+            ));
+        }
+    }
+    groups
 }
 
 /// Whether a table holds per-block entries (keyed by block set and block).
@@ -332,6 +485,7 @@ impl Entries {
                 u64::from(install.go_group),
                 u64::from(install.recirc_port),
                 u64::from(install.job_slot),
+                u64::from(install.pass_groups()),
             ],
         );
         let (set_of_layer, sets) = sets_of(layers);
@@ -368,44 +522,56 @@ impl Entries {
                 }
                 // The host exchange forwards by owner only: no aggregators, no seen words.
                 let aggregates = mode == Mode::Blocks;
-                if aggregates {
-                    block_fits(install, v * c, v * c)?;
-                }
+                let at = if aggregates {
+                    seen_fits(install, v * c)?;
+                    Some(place(&t.expected, c, install)?)
+                } else {
+                    None
+                };
+                let agg = |s: usize| match &at {
+                    Some(at) => (install.agg_base + u64::from(at.slot[s]) * c, at.pipe[s]),
+                    None => (0, 0),
+                };
                 for (row, &x) in t.vertices.iter().enumerate() {
                     let w = t.workers[row] as u16;
-                    let at = |base: u64| if aggregates { base + row as u64 * c } else { 0 };
+                    let seen = if aggregates {
+                        install.seen_base + row as u64 * c
+                    } else {
+                        0
+                    };
                     put(
                         &program::SOURCE_ROW,
                         key(x),
-                        vec![u64::from(w), port(w), at(install.seen_base)],
+                        vec![u64::from(w), port(w), seen],
                     );
+                    let (base, pipe) = agg(row);
                     put(
                         &program::DESTINATION_SLOT,
                         key(x),
-                        vec![at(install.agg_base), u64::from(w), port(w)],
+                        vec![base, u64::from(pipe), u64::from(w), port(w)],
                     );
-                    if !aggregates {
-                        continue;
-                    }
-                    let slots = t.row(row);
-                    for (pass, &slot) in slots.iter().enumerate() {
-                        let s = slot as usize;
-                        let dst_worker = t.workers[s] as u16;
-                        let mut k = key(x);
-                        k.push(pass as u64);
-                        put(
-                            &program::VERTEX_AGGREGATORS,
-                            k,
-                            vec![
-                                install.agg_base + u64::from(slot) * c,
-                                u64::from(t.vertices[s]),
-                                u64::from(dst_worker),
-                                port(dst_worker),
-                                u64::from(install.emit_group(dst_worker)),
-                                u64::from(t.expected[s]),
-                                u64::from(pass + 1 == slots.len()),
-                            ],
-                        );
+                    if aggregates {
+                        for pass in source_passes(t.row(row), |s| agg(s).1, install) {
+                            let mut k = key(x);
+                            k.extend([u64::from(pass.pipe), pass.index]);
+                            let params = match pass.slot {
+                                Some(s) => {
+                                    let dst_worker = t.workers[s] as u16;
+                                    vec![
+                                        agg(s).0,
+                                        u64::from(t.vertices[s]),
+                                        u64::from(dst_worker),
+                                        port(dst_worker),
+                                        u64::from(pass.fanout),
+                                        u64::from(t.expected[s]),
+                                        u64::from(pass.last),
+                                    ]
+                                }
+                                // Only a fan-out: nothing of this source's in the home pipe.
+                                None => vec![0, 0, 0, 0, u64::from(pass.fanout), 0, 1],
+                            };
+                            put(&program::VERTEX_AGGREGATORS, k, params);
+                        }
                     }
                 }
             }
@@ -444,21 +610,11 @@ impl Entries {
                 })
                 .collect(),
         }];
+        if mode != Mode::Host {
+            groups.extend(pass_groups(install));
+        }
         let mut sessions = Vec::new();
         for w in 0..workers {
-            groups.push(MulticastGroup {
-                id: install.emit_group(w),
-                replicas: vec![
-                    Replica {
-                        port: install.ports[usize::from(w)],
-                        rid: program::RID_EMIT,
-                    },
-                    Replica {
-                        port: install.recirc_port,
-                        rid: program::RID_CONTINUE,
-                    },
-                ],
-            });
             sessions.push(MirrorSession {
                 id: install.ack_session(w),
                 port: install.ports[usize::from(w)],
@@ -586,17 +742,28 @@ pub struct SwitchTables {
     pub plan_checksum: u64,
 }
 
-/// Per (set, block): vertex → (aggregator, worker, port) of its `destination_slot` entry.
-type SlotRows = BTreeMap<(u64, u64), BTreeMap<u32, (u64, u16, u16)>>;
+/// A destination's `destination_slot` entry: its aggregator, their pipe, owner and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    agg: u64,
+    pipe: u8,
+    worker: u16,
+    port: u16,
+}
+
+/// Per (set, block): vertex → its `destination_slot` entry.
+type SlotRows = BTreeMap<(u64, u64), BTreeMap<u32, Slot>>;
 
 /// One row of `vertex_aggregators`, as read.
 #[derive(Debug, Clone, Copy)]
 struct Pass {
     index: usize,
+    pipe: u8,
     pass: u64,
     agg_base: u64,
     dst: u32,
     dst_worker: u16,
+    fanout: u8,
     expected: u64,
     last: bool,
 }
@@ -606,6 +773,7 @@ struct Pass {
 struct PartialRow {
     index: usize,
     agg_base: u64,
+    pipe: u8,
     dst_worker: u16,
     expected: u64,
     seen_row: u64,
@@ -613,6 +781,7 @@ struct PartialRow {
 
 #[derive(Debug, Default)]
 struct Reader {
+    /// Workers, job slot and recirculation port (whose pipe is the home pipe).
     job: Option<(u16, u16, u64)>,
     layers: BTreeMap<u64, (usize, [u64; 6])>,
     /// (set, block) → vertex → (worker, port) of `source_row`.
@@ -628,25 +797,30 @@ struct Reader {
     addressed: BTreeSet<u16>,
 }
 
-/// The first aggregator of block `b` of `set`, after checking that destination `s` (in vertex
-/// order) of the slot table has aggregator `base + s · chunks`.
-fn slot_base(
+/// Check that the destinations of each pipe (in vertex order) of block `b` of `set` hold
+/// aggregators `base + i · chunks`, `i = 0, 1, ...`, with one base for every pipe.
+fn check_slots(
     set: u64,
     b: u64,
-    slots: &BTreeMap<u32, (u64, u16, u16)>,
+    slots: &BTreeMap<u32, Slot>,
     chunks: u64,
-) -> Result<u64, EntriesError> {
-    let base = slots.values().next().map_or(0, |s| s.0);
-    for (s, (&v, &(agg, _, _))) in slots.iter().enumerate() {
-        if agg != base + s as u64 * chunks {
+) -> Result<(), EntriesError> {
+    let base = slots.values().map(|s| s.agg).min().unwrap_or(0);
+    let mut next: BTreeMap<u8, u64> = BTreeMap::new();
+    for (&v, s) in slots {
+        let i = next.entry(s.pipe).or_insert(0);
+        if s.agg != base + *i * chunks || s.pipe >= program::MAX_PIPES {
             return Err(EntriesError::Layout(format!(
-                "set {set} block {b}: destination {v} has aggregator {agg}, expected {} \
-                 (slot {s} of {chunks} chunks after base {base})",
-                base + s as u64 * chunks
+                "set {set} block {b}: destination {v} has aggregator {} of pipe {}, expected {} \
+                 (slot {i} of that pipe, {chunks} chunks after base {base})",
+                s.agg,
+                s.pipe,
+                base + *i * chunks
             )));
         }
+        *i += 1;
     }
-    Ok(base)
+    Ok(())
 }
 
 fn entry_error(index: usize, table: &'static Table, message: String) -> EntriesError {
@@ -701,10 +875,12 @@ impl Reader {
                         .or_default()
                         .push(Pass {
                             index,
-                            pass: k[4],
+                            pipe: k[4] as u8,
+                            pass: k[5],
                             agg_base: p[0],
                             dst: p[1] as u32,
                             dst_worker: p[2] as u16,
+                            fanout: p[4] as u8,
                             expected: p[5],
                             last: p[6] == 1,
                         });
@@ -713,9 +889,10 @@ impl Reader {
                     let row = PartialRow {
                         index,
                         agg_base: p[0],
-                        dst_worker: p[1] as u16,
-                        expected: p[3],
-                        seen_row: p[4],
+                        pipe: p[1] as u8,
+                        dst_worker: p[2] as u16,
+                        expected: p[4],
+                        seen_row: p[5],
                     };
                     let block = self.partials.entry((k[1], k[2])).or_default();
                     if block.insert((k[3] as u32, k[4] as u16), row).is_some() {
@@ -727,10 +904,13 @@ impl Reader {
                 }
                 id if id == program::DESTINATION_SLOT.id => {
                     let block = self.slots.entry((k[1], k[2])).or_default();
-                    if block
-                        .insert(k[3] as u32, (p[0], p[1] as u16, p[2] as u16))
-                        .is_some()
-                    {
+                    let slot = Slot {
+                        agg: p[0],
+                        pipe: p[1] as u8,
+                        worker: p[2] as u16,
+                        port: p[3] as u16,
+                    };
+                    if block.insert(k[3] as u32, slot).is_some() {
                         return Err(bad(format!("destination {} listed twice", k[3])));
                     }
                 }
@@ -753,7 +933,7 @@ impl Reader {
 
     fn assemble(self, entries: &Entries) -> Result<SwitchTables, EntriesError> {
         let layout = |m: String| EntriesError::Layout(m);
-        let (workers, _job_slot, _recirc) = self
+        let (workers, _job_slot, recirc) = self
             .job
             .ok_or_else(|| layout("no job configuration entry".into()))?;
         if workers != entries.meta.workers {
@@ -789,7 +969,7 @@ impl Reader {
             for (&v, &(w, port)) in rows {
                 let slot = slots.and_then(|s| s.get(&v));
                 let slot_ok = match slot {
-                    Some(&(_, sw, sp)) => (sw, sp) == (w, port),
+                    Some(s) => (s.worker, s.port) == (w, port),
                     None => reduce,
                 };
                 if !slot_ok
@@ -820,6 +1000,7 @@ impl Reader {
             return Err(layout("layers must be configured as 0, 1, 2, ...".into()));
         }
 
+        let home = (recirc >> 7) as u8;
         let mut built: BTreeMap<u64, Arc<Vec<PlanBlock>>> = BTreeMap::new();
         let mut layers = Vec::new();
         for &(index, [set, chunks, last_lanes, blocks, vertices, mode]) in self.layers.values() {
@@ -860,7 +1041,7 @@ impl Reader {
                             (0..blocks)
                                 .map(|b| match mode {
                                     Mode::Reduce => self.reduce_block(set, b, chunks, &owner),
-                                    _ => self.block(set, b, chunks, &owner),
+                                    _ => self.block(set, b, chunks, &owner, home),
                                 })
                                 .collect::<Result<Vec<_>, _>>()?,
                         );
@@ -896,16 +1077,17 @@ impl Reader {
         })
     }
 
-    /// Rebuild block `b` of `set` from its pass and slot entries.
+    /// Rebuild block `b` of `set` from its pass and slot entries (each row's slots in
+    /// ascending order, as plans list them).
     fn block(
         &self,
         set: u64,
         b: u64,
         chunks: u64,
         owner: &[u16],
+        home: u8,
     ) -> Result<PlanBlock, EntriesError> {
-        let (no_passes, no_slots): (_, BTreeMap<u32, (u64, u16, u16)>) =
-            (BTreeMap::new(), BTreeMap::new());
+        let (no_passes, no_slots) = (BTreeMap::new(), BTreeMap::new());
         let passes = self.passes.get(&(set, b)).unwrap_or(&no_passes);
         let slots = self.slots.get(&(set, b)).unwrap_or(&no_slots);
         let table = &program::VERTEX_AGGREGATORS;
@@ -918,32 +1100,57 @@ impl Reader {
                  of the slot table"
             )));
         }
-        let base = slot_base(set, b, slots, chunks)?;
+        check_slots(set, b, slots, chunks)?;
         let slot_of = |v: u32| vertices.binary_search(&v).ok();
         let mut expected: Vec<Option<u64>> = vec![None; vertices.len()];
         let mut offsets = vec![0u64];
         let mut row_slots = Vec::new();
         for list in passes.values() {
             let mut list = list.clone();
-            list.sort_by_key(|p| p.pass);
+            list.sort_by_key(|p| (p.pipe, p.pass));
+            let start = row_slots.len();
+            let mut fanout = 0u8;
             for (i, p) in list.iter().enumerate() {
                 let bad = |m: String| entry_error(p.index, table, m);
-                if p.pass != i as u64 || p.last != (i + 1 == list.len()) {
+                // Each pipe's chain runs 0, 1, ... with its last pass marked; only the home
+                // pipe's pass 0 fans out, and an entry with nothing to add only fans out.
+                let first = i == 0 || list[i - 1].pipe != p.pipe;
+                let chain_last = list.get(i + 1).is_none_or(|q| q.pipe != p.pipe);
+                let index_ok = if first {
+                    p.pass == 0
+                } else {
+                    p.pass == list[i - 1].pass + 1
+                };
+                if !index_ok || p.last != chain_last {
                     return Err(bad(format!(
-                        "pass {} of {} (last = {}): passes must run 0, 1, ... with the last marked",
-                        p.pass,
-                        list.len(),
-                        p.last
+                        "pass {} of pipe {} (last = {}): each pipe's passes must run 0, 1, ... \
+                         with the last marked",
+                        p.pass, p.pipe, p.last
                     )));
+                }
+                let home_first = p.pipe == home && p.pass == 0;
+                if p.fanout != 0 && !home_first {
+                    return Err(bad(format!(
+                        "pass {} of pipe {} fans out: only pass 0 of the home pipe {home} does",
+                        p.pass, p.pipe
+                    )));
+                }
+                fanout |= p.fanout;
+                if p.expected == 0 {
+                    if !(home_first && p.last) {
+                        return Err(bad(
+                            "an entry with nothing to add must be the home pipe's only pass".into(),
+                        ));
+                    }
+                    continue;
                 }
                 let s = slot_of(p.dst)
                     .ok_or_else(|| bad(format!("destination {} has no slot", p.dst)))?;
-                if p.agg_base != base + s as u64 * chunks {
+                let slot = slots[&p.dst];
+                if (p.agg_base, p.pipe) != (slot.agg, slot.pipe) {
                     return Err(bad(format!(
-                        "aggregator {} is not destination {}'s ({})",
-                        p.agg_base,
-                        p.dst,
-                        base + s as u64 * chunks
+                        "aggregator {} of pipe {} is not destination {}'s ({} of pipe {})",
+                        p.agg_base, p.pipe, p.dst, slot.agg, slot.pipe
                     )));
                 }
                 if owner.get(p.dst as usize) != Some(&p.dst_worker) {
@@ -965,6 +1172,23 @@ impl Reader {
                 }
                 row_slots.push(s as u32);
             }
+            let pipes = list
+                .iter()
+                .filter(|p| p.pipe != home)
+                .fold(0u8, |m, p| m | 1 << p.pipe);
+            let home_starts = list.iter().any(|p| p.pipe == home && p.pass == 0);
+            if fanout != pipes || !home_starts {
+                let index = list.first().map_or(0, |p| p.index);
+                return Err(entry_error(
+                    index,
+                    table,
+                    format!(
+                        "the source's pass 0 in the home pipe {home} fans out to pipes \
+                         {fanout:#06b}, its chains are in {pipes:#06b}"
+                    ),
+                ));
+            }
+            row_slots[start..].sort_unstable();
             offsets.push(row_slots.len() as u64);
         }
         let expected = expected
@@ -1012,23 +1236,24 @@ impl Reader {
         let no_partials = BTreeMap::new();
         let partials = self.partials.get(&(set, b)).unwrap_or(&no_partials);
         let table = &program::PARTIAL_AGGREGATOR;
-        slot_base(set, b, slots, chunks)?;
+        check_slots(set, b, slots, chunks)?;
         let seen_base = partials.values().next().map_or(0, |p| p.seen_row);
         let mut t = BlockTable {
             offsets: vec![0],
             ..BlockTable::default()
         };
         let mut pairs = partials.iter().peekable();
-        for (&v, &(agg, w, _)) in slots {
+        for (&v, slot) in slots {
+            let (agg, w) = (slot.agg, slot.worker);
             let mut contributors = 0u32;
             while let Some((&(dst, worker), p)) = pairs.next_if(|((dst, _), _)| *dst == v) {
                 let bad = |m: String| entry_error(p.index, table, m);
                 let pair = t.slots.len() as u64;
-                if p.agg_base != agg || p.dst_worker != w || worker == w {
+                if p.agg_base != agg || p.pipe != slot.pipe || p.dst_worker != w || worker == w {
                     return Err(bad(format!(
                         "the partial sum of worker {worker} for {dst} names aggregator {} of \
-                         worker {}, not {agg} of worker {w}",
-                        p.agg_base, p.dst_worker
+                         pipe {} and worker {}, not {agg} of pipe {} and worker {w}",
+                        p.agg_base, p.pipe, p.dst_worker, slot.pipe
                     )));
                 }
                 if p.seen_row != seen_base + pair * chunks {

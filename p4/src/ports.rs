@@ -43,11 +43,26 @@ pub struct Install {
     pub ports: Vec<u16>,
     pub hosts: Vec<HostAddress>,
     pub switch: HostAddress,
-    /// The loopback port passes recirculate through.
+    /// The internal recirculation port of the job's home pipe, where its first passes, seen
+    /// words and barrier run.
     pub recirc_port: u16,
+    /// Pipes whose registers hold the job's aggregators: `0..pipes`, each reached through its
+    /// own internal recirculation port.
+    pub pipes: u8,
     pub ecn_threshold_bytes: u64,
-    /// The block go's multicast group; the emit groups follow it, one per worker.
+    /// The block go's multicast group; the job's pass groups follow it ([`Install::pass_group`]).
     pub go_group: u16,
+}
+
+/// What one pass sends on, beyond nothing: the copies a pass group replicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copies {
+    /// Other pipes whose chains start here (bit `p`: pipe `p`); only pass 0 fans out.
+    pub fanout: u8,
+    /// A copy that reads the finished sum out (or forwards the contribution raw).
+    pub emits: bool,
+    /// The next pass of this pipe's chain.
+    pub continues: bool,
 }
 
 impl Install {
@@ -67,13 +82,35 @@ impl Install {
                 udp_port: program::SG_UDP_PORT,
             },
             recirc_port: program::RECIRC_PORTS[0],
+            pipes: program::MAX_PIPES,
             ecn_threshold_bytes: 64 * 1024,
             go_group: 1,
         }
     }
 
-    pub fn emit_group(&self, worker: u16) -> u16 {
-        self.go_group + 1 + worker
+    /// The job's home pipe: that of its recirculation port.
+    pub fn home_pipe(&self) -> u8 {
+        (self.recirc_port >> 7) as u8
+    }
+
+    /// The internal recirculation port of pipe `pipe`.
+    pub fn loop_port(pipe: u8) -> u16 {
+        u16::from(pipe) << 7 | program::RECIRC_LOCAL
+    }
+
+    /// The first of the job's pass groups, right after its block go.
+    pub fn pass_groups(&self) -> u16 {
+        self.go_group + 1
+    }
+
+    /// The multicast group a pass in `pipe` uses for `copies`, as `aggregation.p4` computes
+    /// it: `pass_groups + pipe · 64 + fanout · 4 + emits · 2 + continues`.
+    pub fn pass_group(&self, pipe: u8, copies: Copies) -> u16 {
+        self.pass_groups()
+            + (u16::from(pipe) << 6)
+            + (u16::from(copies.fanout) << 2)
+            + (u16::from(copies.emits) << 1)
+            + u16::from(copies.continues)
     }
 
     /// The acknowledgement mirror session towards a worker: one per dev port, shared by jobs.
@@ -106,7 +143,31 @@ impl Install {
                 "port {p} does not fit the 9-bit port id"
             )));
         }
-        if u32::from(self.go_group) + 1 + u32::from(workers) > u32::from(u16::MAX) {
+        if !program::RECIRC_PORTS.contains(&self.recirc_port) {
+            return Err(EntriesError::Layout(format!(
+                "recirculation port {} is not a pipe's internal one ({:?}): the parser knows \
+                 recirculated passes by those ports",
+                self.recirc_port,
+                program::RECIRC_PORTS
+            )));
+        }
+        if self.pipes == 0 || self.pipes > program::MAX_PIPES {
+            return Err(EntriesError::Layout(format!(
+                "{} pipes: the program spreads aggregators over 1 to {}",
+                self.pipes,
+                program::MAX_PIPES
+            )));
+        }
+        if self.home_pipe() >= self.pipes {
+            return Err(EntriesError::Layout(format!(
+                "the home pipe {} (of recirculation port {}) is not one of the {} pipes used",
+                self.home_pipe(),
+                self.recirc_port,
+                self.pipes
+            )));
+        }
+        if u32::from(self.go_group) + 1 + (u32::from(program::MAX_PIPES) << 6) > u32::from(u16::MAX)
+        {
             return Err(EntriesError::Layout(
                 "multicast group ids run past 65535".into(),
             ));

@@ -72,7 +72,12 @@ pub const SET_SOURCE_ROW: Action = Action {
 pub const SET_DESTINATION: Action = Action {
     name: "Ingress.set_destination",
     id: 0x0100_0005,
-    params: &[f("agg_base", 16), f("worker", 16), f("port", PORT_BITS)],
+    params: &[
+        f("agg_base", 16),
+        f("pipe", 8),
+        f("worker", 16),
+        f("port", PORT_BITS),
+    ],
 };
 pub const AGGREGATE: Action = Action {
     name: "Ingress.aggregation.aggregate",
@@ -82,7 +87,7 @@ pub const AGGREGATE: Action = Action {
         f("dst", 32),
         f("dst_worker", 16),
         f("dst_port", PORT_BITS),
-        f("emit_group", 16),
+        f("fanout", 8),
         f("expected", 16),
         f("last", 1),
     ],
@@ -92,6 +97,7 @@ pub const AGGREGATE_PARTIAL: Action = Action {
     id: 0x0100_0010,
     params: &[
         f("agg_base", 32),
+        f("pipe", 8),
         f("dst_worker", 16),
         f("dst_port", PORT_BITS),
         f("expected", 16),
@@ -106,6 +112,7 @@ pub const SET_JOB: Action = Action {
         f("go_group", 16),
         f("recirc_port", PORT_BITS),
         f("job_slot", 16),
+        f("pass_groups", 16),
     ],
 };
 pub const SET_WORKER_ADDRESS: Action = Action {
@@ -168,6 +175,7 @@ pub const VERTEX_AGGREGATORS: Table = Table {
         f("set", 8),
         f("block", 16),
         f("src", 32),
+        f("pipe", 8),
         f("pass", 16),
     ],
     action: &AGGREGATE,
@@ -233,22 +241,36 @@ pub fn table_by_name(name: &str) -> Option<&'static Table> {
 
 /// Constants of `include/constants.p4` the control plane depends on.
 pub const SG_UDP_PORT: u16 = 47000;
-/// Aggregators per pipe (32 lane registers of this many 32-bit words: 2 MiB).
+/// Aggregators per pipe (32 lane-pair registers of this many 64-bit words: 4 MiB).
 pub const AGGREGATORS: u64 = 16384;
+/// Lanes one pass reads back out of the aggregator registers.
+pub const LANES_READ_PER_PASS: u64 = 32;
+/// Pipes the program spreads aggregators over at most (a Tofino 1 has 4, or 2 on its
+/// 32-port parts).
+pub const MAX_PIPES: u8 = 4;
 
-/// The `prepare --switch-memory` that matches the program's aggregators.
-pub fn switch_memory_option() -> String {
-    format!("--switch-memory {}MiB", (AGGREGATORS * 128) >> 20)
+/// Aggregator bytes the program holds over `pipes` pipes.
+pub fn aggregator_memory(pipes: u8) -> u64 {
+    AGGREGATORS * u64::from(pipes) * switchgnn_dataplane::switch::AGGREGATOR_BYTES
+}
+
+/// The `prepare --switch-memory` that matches the program's aggregators on `pipes` pipes.
+pub fn switch_memory_option(pipes: u8) -> String {
+    format!("--switch-memory {}MiB", aggregator_memory(pipes) >> 20)
 }
 /// Seen words (one per source row and chunk of the running block).
 pub const SEEN_WORDS: u64 = 32768;
 pub const MAX_JOBS: u64 = 64;
 pub const MAX_WORKERS: u64 = 256;
-/// The internal recirculation ports of the four pipes of a Tofino 1.
+/// The internal recirculation ports of the four pipes of a Tofino 1: pipe `p`'s is
+/// `p << 7 | RECIRC_LOCAL`.
 pub const RECIRC_PORTS: [u16; 4] = [68, 196, 324, 452];
-/// Replication ids of an emitting pass's two copies.
+pub const RECIRC_LOCAL: u16 = 68;
+/// Replication ids of a pass group's copies: the readout (or raw) copy, the next pass of the
+/// chain, and `RID_PIPE + p` the start of pipe `p`'s chain.
 pub const RID_EMIT: u16 = 0xffff;
 pub const RID_CONTINUE: u16 = 0xfffe;
+pub const RID_PIPE: u16 = 0xfff0;
 /// Exchange mode codes of `set_exchange` (`dataplane::plan::Mode` discriminants).
 pub const MODE_BLOCKS: u64 = 0;
 pub const MODE_HOST: u64 = 2;

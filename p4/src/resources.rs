@@ -8,6 +8,8 @@
 //! machines cannot run.
 
 use serde::Serialize;
+use switchgnn_chip::PASS_HEADER;
+use switchgnn_dataplane::switch::readout_passes;
 use switchgnn_dataplane::wire::{FRAME_OVERHEAD, HEADER_LEN, MAX_LANES};
 use switchgnn_partition::traffic::aggregators_per_vertex;
 use switchgnn_partition::Plan;
@@ -54,9 +56,9 @@ pub const SOURCES: &[Source] = &[
         source: "p4lang/p4c backends/tofino parde/parde_spec.h; p4lang/open-p4studio issue 64",
     },
     Source {
-        figure: "recirculation port of pipe 0",
-        value: "dev port 68",
-        source: "p4lang/p4app-switchML parsers.p4 and issue 33",
+        figure: "recirculation ports",
+        value: "dev port 68 of pipe 0, 196, 324 and 452 of pipes 1-3",
+        source: "p4lang/p4app-switchML parsers.p4 and issue 33; Tofino 1 port numbering (pipe << 7)",
     },
     Source {
         figure: "multicast groups, mirror sessions",
@@ -79,7 +81,11 @@ pub const STAGES: &[(&str, &str, &str)] = &[
         "seen, sequence, arrived",
     ),
     ("3", "-", "state (aggregator {phase, count}), reports"),
-    ("4-11", "-", "lane_0 .. lane_31, four per stage"),
+    (
+        "4-11",
+        "-",
+        "pair_0 .. pair_31 (lanes i and i + 32), four per stage",
+    ),
 ];
 
 /// The chip, as [`SOURCES`] give it.
@@ -90,7 +96,7 @@ pub const SRAM_WORDS_PER_BLOCK: u64 = 1024;
 pub const SRAM_WORD_BITS: u64 = 128;
 pub const MULTICAST_GROUPS: u64 = 65536;
 pub const MIRROR_SESSIONS: u64 = 1024;
-/// Stateful ALUs the program uses: 32 lanes, state, seen, and seven barrier registers.
+/// Stateful ALUs the program uses: 32 lane pairs, state, seen, and seven barrier registers.
 pub const PROGRAM_SALUS: u64 = 32 + 2 + 7;
 /// SRAM blocks the registers of stages 1-2 take: five small per-job registers (one block each),
 /// the arrival words (64 jobs x 256 workers x 32 bit: 4 blocks) and the seen words (8 blocks).
@@ -105,9 +111,18 @@ pub struct Assumptions {
     pub entry_rate: f64,
     /// Host link rate, Gb/s.
     pub link_gbps: f64,
-    /// Recirculation bandwidth the passes share, Gb/s (one pipe's internal port by default;
-    /// front-panel ports in loopback add theirs).
+    /// Bandwidth of one pipe's internal recirculation port, Gb/s.
     pub recirc_gbps: f64,
+    /// Pipes the program spreads aggregators and their passes over, each through its own
+    /// recirculation port.
+    pub pipes: u8,
+}
+
+impl Assumptions {
+    /// Recirculation bandwidth the passes share, bytes/s.
+    pub fn recirc_bytes_per_s(&self) -> f64 {
+        self.recirc_gbps * f64::from(self.pipes) * 1e9 / 8.0
+    }
 }
 
 impl Default for Assumptions {
@@ -117,6 +132,7 @@ impl Default for Assumptions {
             entry_rate: 100_000.0,
             link_gbps: 100.0,
             recirc_gbps: 100.0,
+            pipes: program::MAX_PIPES,
         }
     }
 }
@@ -150,11 +166,17 @@ pub fn double_buffered_limit() -> u64 {
     (program::PASS_SIZE / 2).min(program::ROW_SIZE)
 }
 
-/// Bytes on the wire of one switchgnn packet with `lanes` lanes, plus the 24-byte pass header
-/// on recirculating copies.
+/// Bytes on the wire of one switchgnn packet with `lanes` lanes, plus the pass header on
+/// recirculating copies.
 fn frame_bytes(lanes: u64, recirculating: bool) -> u64 {
-    let pass = if recirculating { 24 } else { 0 };
+    let pass = if recirculating { PASS_HEADER } else { 0 };
     FRAME_OVERHEAD + HEADER_LEN as u64 + 4 * lanes + pass
+}
+
+/// Multicast groups of a job's passes on `pipes` pipes: the next pass with the readout copy in
+/// every pipe, and the home pipe's fan-out to each set of other pipes, four ways each.
+pub fn pass_group_count(pipes: u8) -> u64 {
+    u64::from(pipes) + 4 * ((1u64 << (pipes.max(1) - 1)) - 1)
 }
 
 /// One block set's needs.
@@ -165,13 +187,15 @@ pub struct SetNeeds {
     pub blocks: usize,
     /// Aggregators of the largest block.
     pub peak_aggregators: u64,
-    /// (vertex, aggregator) pairs (pass entries) and vertices (rows), summed over blocks and at
+    /// Pass entries ((vertex, aggregator) pairs, and at most one fan-out entry per vertex when
+    /// the program spreads over several pipes) and vertices (rows), summed over blocks and at
     /// the largest block.
     pub pairs_total: u64,
     pub pairs_peak: u64,
     pub vertices_total: u64,
     pub vertices_peak: u64,
-    /// Recirculated packets and bytes of one exchange, and its time at the recirculation rate.
+    /// Recirculated packets and bytes of one exchange (a source's passes after its first, and
+    /// the readouts of every destination's sums), and their time at the recirculation rate.
     pub recirc_packets: u64,
     pub recirc_bytes: u64,
     pub recirc_s: f64,
@@ -226,7 +250,7 @@ impl Report {
         let workers = spec.workers;
         let parts = plan.assignment.parts();
         let line = a.link_gbps * 1e9 / 8.0;
-        let recirc = a.recirc_gbps * 1e9 / 8.0;
+        let recirc = a.recirc_bytes_per_s();
         let sets: Vec<SetNeeds> = plan
             .block_sets
             .iter()
@@ -237,6 +261,10 @@ impl Report {
                     |chunk: u64| (width as u64 - chunk * MAX_LANES as u64).min(MAX_LANES as u64);
                 let per_vertex_up: u64 = (0..c).map(|k| frame_bytes(lanes(k), false)).sum();
                 let per_vertex_recirc: u64 = (0..c).map(|k| frame_bytes(lanes(k), true)).sum();
+                let reads = |k: u64| readout_passes(lanes(k) as usize);
+                let readouts_per_vertex: u64 = (0..c).map(reads).sum();
+                let readout_bytes_per_vertex: u64 =
+                    (0..c).map(|k| reads(k) * frame_bytes(lanes(k), true)).sum();
                 let mut needs = SetNeeds {
                     width,
                     chunks: c,
@@ -257,12 +285,15 @@ impl Report {
                     let v = vertices.len() as u64;
                     let pairs = 2 * block.edges.len() as u64;
                     needs.peak_aggregators = needs.peak_aggregators.max(v * c);
-                    needs.pairs_total += pairs;
-                    needs.pairs_peak = needs.pairs_peak.max(pairs);
+                    // A source with no destination in the home pipe adds a pass-0 entry there.
+                    let entries = pairs + if a.pipes > 1 { v } else { 0 };
+                    needs.pairs_total += entries;
+                    needs.pairs_peak = needs.pairs_peak.max(entries);
                     needs.vertices_total += v;
                     needs.vertices_peak = needs.vertices_peak.max(v);
-                    needs.recirc_packets += (pairs - v) * c;
-                    needs.recirc_bytes += (pairs - v) * per_vertex_recirc;
+                    needs.recirc_packets += (pairs - v) * c + v * readouts_per_vertex;
+                    needs.recirc_bytes +=
+                        (pairs - v) * per_vertex_recirc + v * readout_bytes_per_vertex;
                     let mut sent = vec![0u64; workers as usize];
                     for &x in &vertices {
                         sent[parts[x as usize] as usize] += per_vertex_up;
@@ -286,6 +317,7 @@ impl Report {
         let (pairs_peak, vertices_peak) = (most(|s| s.pairs_peak), most(|s| s.vertices_peak));
         let (words_need, words_have) = block_table_words(a);
         let w = u64::from(workers);
+        let pipes = u64::from(a.pipes);
         let checks = vec![
             check(
                 "ingress stages",
@@ -297,7 +329,7 @@ impl Report {
                 "stateful ALUs",
                 PROGRAM_SALUS,
                 STAGES_PER_PIPE * SALUS_PER_STAGE,
-                "32 lanes, aggregator state, seen, barrier",
+                "32 lane pairs, aggregator state, seen, barrier",
             ),
             check(
                 "SRAM words of stages 1-2",
@@ -308,8 +340,8 @@ impl Report {
             check(
                 "aggregators (largest block)",
                 peak_aggs,
-                program::AGGREGATORS,
-                "2 MiB: 32 lane registers of 16384 words",
+                program::AGGREGATORS * pipes,
+                "4 MiB per pipe: 32 lane-pair registers of 16384 words",
             ),
             check(
                 "seen words (largest block)",
@@ -321,7 +353,7 @@ impl Report {
                 "pass entries, all blocks loaded",
                 pairs_total,
                 program::PASS_SIZE,
-                "(vertex, aggregator) pairs of every block",
+                "(vertex, aggregator) pairs of every block, and a fan-out entry per vertex at most",
             ),
             check(
                 "row entries, all blocks loaded",
@@ -343,9 +375,9 @@ impl Report {
             ),
             check(
                 "multicast groups",
-                w + 1,
+                1 + pass_group_count(a.pipes),
                 MULTICAST_GROUPS,
-                "block go + one emit group per worker",
+                "block go + the pass groups of the pipes",
             ),
             check("mirror sessions", w, MIRROR_SESSIONS, "one per worker port"),
             check(
@@ -363,8 +395,8 @@ impl Report {
             && pairs_peak <= program::PASS_SIZE / 2
             && vertices_peak <= program::ROW_SIZE / 2;
         let mut advice = Vec::new();
-        if peak_aggs > program::AGGREGATORS {
-            advice.push(program::switch_memory_option());
+        if peak_aggs > program::AGGREGATORS * pipes {
+            advice.push(program::switch_memory_option(a.pipes));
         }
         if !fits_resident && !fits_with_reloads {
             advice.push(format!("--table-entries {}", double_buffered_limit()));

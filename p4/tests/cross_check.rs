@@ -226,8 +226,45 @@ fn protocol_constants_match_the_rust_definitions() {
     for (i, &port) in program::RECIRC_PORTS.iter().enumerate() {
         assert_eq!(get(&format!("RECIRC_PORT_{i}")), u64::from(port));
     }
+    assert_eq!(get("RECIRC_LOCAL"), u64::from(program::RECIRC_LOCAL));
     assert_eq!(get("RID_EMIT"), u64::from(program::RID_EMIT));
     assert_eq!(get("RID_CONTINUE"), u64::from(program::RID_CONTINUE));
+    assert_eq!(get("RID_PIPE"), u64::from(program::RID_PIPE));
+    assert_eq!(get("LANES_READ_PER_PASS"), program::LANES_READ_PER_PASS);
+    assert_eq!(
+        program::LANES_READ_PER_PASS as usize,
+        switchgnn_dataplane::switch::LANES_READ_PER_PASS
+    );
+    // Pipe p's recirculation port is p << 7 | RECIRC_LOCAL, as the program computes it.
+    for (p, &port) in program::RECIRC_PORTS.iter().enumerate() {
+        assert_eq!(port, (p as u16) << 7 | program::RECIRC_LOCAL);
+    }
+    // Replication ids of the pipes' copies stay clear of the other two.
+    let pipe_rids = program::RID_PIPE..program::RID_PIPE + u16::from(program::MAX_PIPES);
+    assert!(!pipe_rids.contains(&program::RID_EMIT) && !pipe_rids.contains(&program::RID_CONTINUE));
+}
+
+#[test]
+fn the_pass_header_is_what_the_chip_model_counts() {
+    let text = all_text();
+    let bits: u32 = header(&text, "pass_h").iter().map(|(_, b)| b).sum();
+    assert_eq!(u64::from(bits) / 8, switchgnn_chip::PASS_HEADER);
+    // Lanes: one stack of the wire's most lanes, read back in place.
+    let stack = Regex::new(r"lane_h\[(\d+)\]\s+lanes\s*;").unwrap();
+    let lanes: usize = stack.captures(&text).expect("the lane stack")[1]
+        .parse()
+        .unwrap();
+    assert_eq!(lanes, wire::MAX_LANES);
+    // One lane-pair register per output word of a pass: lanes i and i + 32 in register i.
+    let pairs = Regex::new(r"LANE_PAIR\((\d+),\s*(\d+)\)").unwrap();
+    let found: Vec<(usize, usize)> = pairs
+        .captures_iter(&text)
+        .filter_map(|c| Some((c[1].parse().ok()?, c[2].parse().ok()?)))
+        .collect();
+    let want: Vec<(usize, usize)> = (0..wire::MAX_LANES / 2)
+        .map(|i| (i, i + wire::MAX_LANES / 2))
+        .collect();
+    assert_eq!(found, want);
 }
 
 /// Where each table is declared: its body and the control that encloses it.

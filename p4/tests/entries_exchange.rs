@@ -325,7 +325,11 @@ fn a_plan_beyond_the_tables_installs_block_by_block() {
     // Static plus every block's part is the whole job, each within its share of the tables.
     let fixed = all.part(Part::Static).unwrap();
     assert!(fixed.tables.iter().all(|e| !per_block(e.table)));
-    assert_eq!((fixed.groups.len(), fixed.sessions.len()), (5, 4));
+    let groups = 1 + switchgnn_p4::resources::pass_group_count(program::MAX_PIPES);
+    assert_eq!(
+        (fixed.groups.len() as u64, fixed.sessions.len()),
+        (groups, 4)
+    );
     let mut union = fixed.tables.clone();
     for b in 0..layers[0].blocks.len() as u64 {
         let part = all.part(Part::Block { set: 0, block: b }).unwrap();
@@ -358,4 +362,114 @@ fn a_plan_beyond_the_tables_installs_block_by_block() {
     let script = bfrt::to_script(&part, true);
     assert!(script.contains("\"delete\"") && !script.contains("add_with_"));
     assert!(!script.contains("pre.mgid"));
+}
+
+#[test]
+fn passes_spread_over_the_pipes_and_every_pass_group_they_name_exists() {
+    let d = synthetic(600, 3000, 8);
+    let plan = prepare(&d, 4, vec![128], 1 << 20, 1 << 40);
+    let layers = layers(&plan);
+    for pipes in 1..=program::MAX_PIPES {
+        // Home pipe 1 where there is one, so that pass 0 is not always in the first pipe.
+        let install = Install {
+            pipes,
+            recirc_port: program::RECIRC_PORTS[usize::from(pipes > 1)],
+            ..Install::defaults(4)
+        };
+        let entries = Entries::build(JOB, &layers, CHECKSUM, &install).unwrap();
+        let tables = entries.switch_tables().unwrap();
+        for (back, layer) in tables.layers.iter().zip(&layers) {
+            for (x, y) in back.blocks.iter().zip(&layer.blocks) {
+                assert_eq!(x.table, y.table, "{pipes} pipes");
+            }
+        }
+        let groups: std::collections::BTreeMap<u16, &switchgnn_p4::entries::MulticastGroup> =
+            entries.groups.iter().map(|g| (g.id, g)).collect();
+        assert_eq!(groups.len(), entries.groups.len(), "group ids are distinct");
+        let home = install.home_pipe();
+        let mut per_pipe = vec![0u64; usize::from(pipes)];
+        for e in &entries.tables {
+            if e.table.id != program::VERTEX_AGGREGATORS.id {
+                continue;
+            }
+            let (pipe, pass) = (e.keys[4] as u8, e.keys[5]);
+            let (fanout, expected, last) = (e.params[4] as u8, e.params[5], e.params[6] == 1);
+            assert!(pipe < pipes);
+            if expected > 0 {
+                per_pipe[usize::from(pipe)] += 1;
+            }
+            // Every group aggregation.p4 can compute for this pass: fan-out on the home pipe's
+            // pass 0, the readout copy, the next pass.
+            for emits in [false, true] {
+                let copies = switchgnn_p4::ports::Copies {
+                    fanout: if pipe == home && pass == 0 { fanout } else { 0 },
+                    emits: emits && expected > 0,
+                    continues: !last,
+                };
+                if copies.fanout == 0 && !(copies.emits && copies.continues) {
+                    continue; // a unicast
+                }
+                let id = install.pass_group(pipe, copies);
+                let g = groups
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("group {id} of {copies:?}"));
+                let mut want = Vec::new();
+                if copies.continues {
+                    want.push((Install::loop_port(pipe), program::RID_CONTINUE));
+                }
+                if copies.emits {
+                    want.push((Install::loop_port(pipe), program::RID_EMIT));
+                }
+                for q in (0..pipes).filter(|q| copies.fanout & (1 << q) != 0) {
+                    want.push((Install::loop_port(q), program::RID_PIPE + u16::from(q)));
+                }
+                let got: Vec<(u16, u16)> = g.replicas.iter().map(|r| (r.port, r.rid)).collect();
+                assert_eq!(got, want, "group {id}");
+            }
+        }
+        // The placement evens the pipes' passes out: each has at least 4/5 of its share.
+        let total: u64 = per_pipe.iter().sum();
+        for (p, &n) in per_pipe.iter().enumerate() {
+            assert!(
+                5 * n * u64::from(pipes) >= 4 * total,
+                "pipe {p} has {n} of {total} passes over {pipes} pipes: {per_pipe:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_install_the_program_cannot_run_is_refused_by_name() {
+    let d = synthetic(300, 1500, 8);
+    let plan = prepare(&d, 2, vec![64], 1 << 20, 1 << 40);
+    let layers = layers(&plan);
+    let refused = |install: Install, says: &str| {
+        let err = Entries::build(JOB, &layers, CHECKSUM, &install)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{err}");
+    };
+    let defaults = Install::defaults(2);
+    refused(
+        Install {
+            recirc_port: 20,
+            ..defaults.clone()
+        },
+        "not a pipe's internal one",
+    );
+    refused(
+        Install {
+            pipes: 0,
+            ..defaults.clone()
+        },
+        "0 pipes",
+    );
+    refused(
+        Install {
+            pipes: 2,
+            recirc_port: program::RECIRC_PORTS[3],
+            ..defaults
+        },
+        "home pipe 3",
+    );
 }

@@ -13,17 +13,17 @@
 //! - *block plan*: the same per block — a vertex sends once and receives once for every block
 //!   its cross edges fall in.
 //!
-//! Aggregator memory: one aggregator is 128 bytes = 32 int32 lanes, so a destination needs
-//! `⌈D/32⌉` aggregators.
+//! Aggregator memory: one aggregator is 256 bytes = 64 int32 lanes (the wire's chunk), so a
+//! destination needs `⌈D/64⌉` aggregators.
 
 use serde::Serialize;
 
 use crate::boundary::Boundary;
 
+/// int32 lanes per aggregator: one chunk of the wire format.
+pub const LANES_PER_AGGREGATOR: u64 = switchgnn_dataplane::wire::MAX_LANES as u64;
 /// Bytes of one aggregator on the switch.
-pub const AGGREGATOR_BYTES: u64 = 128;
-/// int32 lanes per aggregator.
-pub const LANES_PER_AGGREGATOR: u64 = 32;
+pub const AGGREGATOR_BYTES: u64 = switchgnn_dataplane::switch::AGGREGATOR_BYTES;
 
 /// Payload bytes of `rows` feature rows of width `width` (fp32 on hosts, int32 lanes on the
 /// switch: 4 bytes per value either way).

@@ -17,7 +17,7 @@ fn random_graph(n: usize, raw: &[(u32, u32)]) -> Graph {
 
 fn params(memory_aggregators: u64, width: usize) -> BlockParams {
     BlockParams {
-        switch_memory: memory_aggregators * 128,
+        switch_memory: memory_aggregators * switchgnn_dataplane::switch::AGGREGATOR_BYTES,
         width,
         fill_target: 0.9,
         metis: MetisOptions::default(),
@@ -102,7 +102,7 @@ fn one_block_when_everything_fits_and_many_when_not() {
         fill.mean
     );
     // Wider features need more aggregators per vertex, so more blocks.
-    let wide = Blocks::build(&g, &a, &params(20, 64)).unwrap();
+    let wide = Blocks::build(&g, &a, &params(20, 128)).unwrap();
     assert!(wide.blocks.len() > tight.blocks.len());
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions};
-use switchgnn_partition::traffic::aggregators_per_vertex;
+use switchgnn_partition::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 use switchgnn_partition::{Assignment, Boundary, Method, MetisOptions, Traffic};
 
 fn load(file: &str) -> Option<Dataset> {
@@ -43,7 +43,7 @@ fn brute_force_check(d: &Dataset, a: &Assignment, width: usize) {
     );
     assert_eq!(
         t.ideal_aggregator_bytes,
-        boundary.len() as u64 * aggregators_per_vertex(width) * 128
+        boundary.len() as u64 * aggregators_per_vertex(width) * AGGREGATOR_BYTES
     );
     for w in 0..a.num_parts() {
         let wb = &b.workers[w as usize];

@@ -18,7 +18,7 @@ use crate::fabric::{
 use crate::queue::{EventQueue, Slab};
 use crate::series::{Class, Series, Traffic};
 
-/// Chunk bundling: an exchange of width `width` simulated with one 32-lane chunk per vertex,
+/// Chunk bundling: an exchange of width `width` simulated with one 64-lane chunk per vertex,
 /// each packet standing for the `chunks` packets of the real exchange. Every packet of a
 /// vertex then follows the same path at once, so times are those of the real exchange to
 /// within one vertex's chunks per hop, at 1/`chunks` of the work. Byte counts and per-packet

@@ -45,7 +45,11 @@ fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> 
     let (sim, outputs) = simulate_exchange(xplan, &SimConfig::paper(WORKERS), &setup, scale)
         .unwrap_or_else(|e| panic!("{}: {e}", mode.name()));
     // The sums the workers hold equal the direct computation over the simulated width.
-    let w = if bundle { width.min(32) } else { width };
+    let w = if bundle {
+        width.min(switchgnn_dataplane::wire::MAX_LANES)
+    } else {
+        width
+    };
     let n = d.graph.num_vertices();
     let values: Vec<f32> = (0..n as u32)
         .flat_map(|v| (0..w).map(move |j| feature(v, j)))
@@ -129,7 +133,8 @@ fn bundling_keeps_the_exchange_time_and_bytes_of_the_exact_run() {
 fn in_network_modes_move_fewer_bytes_and_the_strawman_overflows_a_small_switch() {
     let d = dataset();
     let memory = 16 * 1024;
-    let p = plan(&d, memory, 64);
+    // Two 64-lane chunks per vertex, bundled: each bundled aggregator stands for two.
+    let p = plan(&d, memory, 128);
     let host = simulate(&d, &p, SimMode::Host, memory, true);
     let g3 = simulate(&d, &p, SimMode::G3, memory, true);
     let ours = simulate(&d, &p, SimMode::SwitchGnn, memory, true);
@@ -142,6 +147,9 @@ fn in_network_modes_move_fewer_bytes_and_the_strawman_overflows_a_small_switch()
     // The strawman runs out of aggregators: part of its traffic reaches hosts raw.
     assert!(straw.switch.overflows > 0 || straw.run.delivered.raw > 0);
     assert!(straw.run.delivered.aggregation_share() < ours.run.delivered.aggregation_share());
-    assert!(ours.run.peak_aggregators <= (memory / 128 / 2) as usize);
+    assert!(
+        ours.run.peak_aggregators
+            <= (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES / 2) as usize
+    );
     assert!(ours.run.recirculation.recirculations > 0);
 }

@@ -48,10 +48,13 @@ pub struct ResourcesArgs {
     /// Host link rate, Gb/s.
     #[arg(long, default_value_t = 100.0)]
     pub link_gbps: f64,
-    /// Recirculation bandwidth the program has today, Gb/s (100: pipe 0's internal port; add
-    /// loopback ports').
+    /// Bandwidth of each pipe's internal recirculation port, Gb/s.
     #[arg(long, default_value_t = 100.0)]
     pub recirc_gbps: f64,
+    /// Pipes the program spreads aggregators and passes over (4 on a Tofino 1, 2 on its
+    /// 32-port parts).
+    #[arg(long, default_value_t = switchgnn_p4::program::MAX_PIPES)]
+    pub pipes: u8,
     /// The chip whose bound is reported beside (default: the smallest real chip that hosts
     /// the plan's workers).
     #[command(flatten)]
@@ -141,9 +144,14 @@ pub struct EntriesArgs {
     /// First aggregator of the job's range.
     #[arg(long, default_value_t = 0)]
     pub agg_base: u64,
-    /// The loopback port passes recirculate through (68: pipe 0's internal port).
+    /// The internal recirculation port of the job's home pipe, where its first passes and its
+    /// barrier run (68, 196, 324 or 452: the port of pipe 0, 1, 2 or 3).
     #[arg(long, default_value_t = 68)]
     pub recirc_port: u16,
+    /// Pipes whose registers hold the job's aggregators, each reached through its own
+    /// recirculation port (4 on a Tofino 1; 2 on its 32-port parts).
+    #[arg(long, default_value_t = switchgnn_p4::program::MAX_PIPES)]
+    pub pipes: u8,
     /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
     #[arg(long, default_value = "64KiB")]
     pub ecn_threshold: String,
@@ -171,9 +179,16 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         entry_rate: args.entry_rate,
         link_gbps: args.link_gbps,
         recirc_gbps: args.recirc_gbps,
+        pipes: args.pipes,
     };
     if !(assumptions.load_factor > 0.0 && assumptions.load_factor <= 1.0) {
         bail!("--load-factor must lie in (0, 1]");
+    }
+    if !(1..=switchgnn_p4::program::MAX_PIPES).contains(&assumptions.pipes) {
+        bail!(
+            "--pipes must lie in 1..={}",
+            switchgnn_p4::program::MAX_PIPES
+        );
     }
     let mut reports = Vec::new();
     for dir in &args.plans {
@@ -182,8 +197,8 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         print_report(dir, &report);
         let (chip, bounds) = layer_bounds(&plan, &args)?;
         println!(
-            "the chip model's bound on {}, passes spread over every pipe (the program does not \
-             spread them yet: issue 18):",
+            "the chip model's bound on {}, passes spread over every pipe as the program \
+             spreads them:",
             chip.describe()
         );
         for b in &bounds {
@@ -213,8 +228,8 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
     }
     println!(
         "Assumptions without a public source: exact-match load factor {}, {} entries/s \
-         installed, recirculation {} Gb/s.",
-        assumptions.load_factor, assumptions.entry_rate, assumptions.recirc_gbps
+         installed, recirculation {} Gb/s per pipe over {} pipes.",
+        assumptions.load_factor, assumptions.entry_rate, assumptions.recirc_gbps, assumptions.pipes
     );
     if let Some(path) = &args.json {
         write_json(path, &reports)?;
@@ -254,7 +269,7 @@ fn print_report(dir: &std::path::Path, r: &Report) {
         "width",
         "blocks",
         "peak aggregators",
-        "pairs (all / largest block)",
+        "pass entries (all / largest block)",
         "vertices (all / largest)",
         "recirculated per exchange",
         "uploads at line rate",
@@ -335,6 +350,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     install.job_slot = args.job_slot;
     install.agg_base = args.agg_base;
     install.recirc_port = args.recirc_port;
+    install.pipes = args.pipes;
     install.ecn_threshold_bytes = parse_bytes(&args.ecn_threshold)?;
     let part = Part::parse(&args.part)
         .with_context(|| format!("--part `{}`: give all, static or SET:BLOCK", args.part))?;

@@ -87,7 +87,7 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
         layers: tables.layers,
         checksum: tables.plan_checksum,
     };
-    let memory = switchgnn_p4::program::AGGREGATORS * 128;
+    let memory = switchgnn_p4::program::AGGREGATORS * switchgnn_dataplane::switch::AGGREGATOR_BYTES;
     Ok((job, Arc::new(session), memory))
 }
 
@@ -104,7 +104,7 @@ pub fn run(args: Args) -> Result<()> {
         timeouts: job.timeouts,
         link: job.link,
         faults: job.faults,
-        aggregators: (memory / 128) as usize,
+        aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
         stop_after_exchanges: None,
         overload: Default::default(),
     };

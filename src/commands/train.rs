@@ -332,7 +332,13 @@ impl Loopback {
         job.link = args.net.link();
         job.faults = args.net.faults();
         let threads = args.threads.unwrap_or(1);
-        let job = LoopbackJob::new(dataset, &plan, job, (memory / 128) as usize, threads)?;
+        let job = LoopbackJob::new(
+            dataset,
+            &plan,
+            job,
+            (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+            threads,
+        )?;
         Ok(Loopback {
             job,
             inputs,

@@ -35,6 +35,8 @@ local layout = {
     { "payload", 32, 0 },
 }
 local HEADER_LEN = 32
+-- The header version it decodes (wire::VERSION).
+local VERSION = 2
 
 local f = {
     magic = ProtoField.uint16("switchgnn.magic", "Magic", base.HEX),
@@ -75,7 +77,7 @@ local function dissect(buf, pinfo, tree)
         pinfo.cols.info = "control " .. text
         return len
     end
-    if len < HEADER_LEN or buf(0, 2):uint() ~= 0x5347 or buf(2, 1):uint() ~= 1 then
+    if len < HEADER_LEN or buf(0, 2):uint() ~= 0x5347 or buf(2, 1):uint() ~= VERSION then
         return 0
     end
     pinfo.cols.protocol = "switchgnn"

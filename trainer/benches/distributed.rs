@@ -96,7 +96,7 @@ fn bench(d: &Dataset, workers: u32, epochs: usize) {
             &shards,
             session,
             &job,
-            (100 << 20) / 128,
+            (100 << 20) / switchgnn_dataplane::switch::AGGREGATOR_BYTES as usize,
             &config,
             1,
             &mut |_| {},

@@ -53,7 +53,8 @@ fn distributed(
         seed: 7,
         ..ShimConfig::default()
     };
-    let aggregators = (plan.manifest.spec.switch_memory / 128) as usize;
+    let aggregators =
+        (plan.manifest.spec.switch_memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize;
     run_loopback(
         &shards(dataset, plan),
         session,

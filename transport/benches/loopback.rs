@@ -45,7 +45,11 @@ fn main() {
     );
 
     // Over loopback UDP.
-    let server = ServerConfig::loopback(1, WORKERS, (MEMORY / 128) as usize);
+    let server = ServerConfig::loopback(
+        1,
+        WORKERS,
+        (MEMORY / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+    );
     let outcome = run_exchange_job(&dataset, &session, server, EPOCHS).unwrap();
     let wall = outcome.seconds;
     let report = outcome.switch;
@@ -90,7 +94,7 @@ fn main() {
                 exchange: s.id,
                 scale: scale_for(s.id),
                 switch: SwitchConfig {
-                    aggregators: (MEMORY / 128) as usize,
+                    aggregators: (MEMORY / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
                     ecn_threshold: u64::MAX,
                     ports: WORKERS,
                 },

@@ -86,7 +86,7 @@ pub struct ServerConfig {
     pub timeouts: Timeouts,
     pub link: Link,
     pub faults: ShimConfig,
-    /// Aggregators of the switch (128 bytes each).
+    /// Aggregators of the switch (256 bytes each).
     pub aggregators: usize,
     /// Stop (successfully) once this many exchanges have completed: a switch drained for
     /// maintenance. Workers rejoin the next switch started on the same address.

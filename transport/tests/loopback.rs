@@ -40,7 +40,11 @@ fn server_config(world: u16, memory: u64, faults: ShimConfig) -> ServerConfig {
     ServerConfig {
         timeouts: timeouts(),
         faults,
-        ..ServerConfig::loopback(1, world, (memory / 128) as usize)
+        ..ServerConfig::loopback(
+            1,
+            world,
+            (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+        )
     }
 }
 

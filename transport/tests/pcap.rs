@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use switchgnn_dataplane::control::Control;
-use switchgnn_dataplane::wire::{Flags, PacketType, Repr, FIELDS};
+use switchgnn_dataplane::wire::{Flags, PacketType, Repr, FIELDS, VERSION};
 use switchgnn_transport::capture::Capture;
 use switchgnn_transport::socket::{Endpoint, ShimConfig};
 
@@ -50,6 +50,12 @@ fn the_dissector_lays_the_header_out_as_the_wire_module_does() {
         .map(|&(n, a, l)| (n.to_string(), a, l))
         .collect();
     assert_eq!(layout, want);
+    // It decodes the version the wire module writes, and no other.
+    assert!(
+        text.lines()
+            .any(|l| l.trim() == format!("local VERSION = {VERSION}")),
+        "the dissector's VERSION is not wire::VERSION ({VERSION})"
+    );
 }
 
 /// Header `i` of the test's packets: every field different, some flags, a few lanes.

@@ -92,7 +92,7 @@ pub fn setup(scale: Scale, memory: u64, faults: Faults, seed: u64, backward: boo
         },
         scale,
         switch: SwitchConfig {
-            aggregators: (memory / 128) as usize,
+            aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
             ecn_threshold: 100_000,
             ports: 64,
         },

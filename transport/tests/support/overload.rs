@@ -39,7 +39,11 @@ pub fn slow_switch(delay: Duration, backlog_signal: bool, congestion_window: boo
             recv_buffer: Some(256 << 10),
             per_packet_delay: delay,
         },
-        ..ServerConfig::loopback(1, WORKERS, (1 << 20) / 128)
+        ..ServerConfig::loopback(
+            1,
+            WORKERS,
+            ((1 << 20) / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+        )
     }
 }
 
