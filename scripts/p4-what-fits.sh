@@ -59,6 +59,6 @@ for r in rows:
     print(f"| {r['dataset']} | {r['workers']} | {planned} | {s['blocks']} | "
           f"{s['peak_aggregators']} / {s['pairs_peak']} / {s['vertices_peak']} | "
           f"{s['pairs_total']} / {s['vertices_total']} | {s['host_s'] * 1e3:.3f} ms | "
-          f"{s['recirc_s'] * 1e3:.1f} ms | {s['reload_s']:.2f} s | {fits} | "
+          f"{s['recirc_s'] * 1e3:.3f} ms | {s['reload_s']:.2f} s | {fits} | "
           f"{b['bound']['seconds'] * 1e3:.3f} ms on {r['chip']}, by {terms[b['bound']['dominant']]} |")
 EOF

@@ -57,27 +57,25 @@ struct agg_state_t {
     bit<32> count;   /* contributions added, or RELEASED */
 }
 
-/* Lanes i and i + 32 of every aggregator. A fresh aggregator (count 1) takes the contribution,
- * an active one adds it; a chunk of at most i + 32 lanes leaves the high half alone. The sums
- * are read back by the readout passes, not returned here: the packet keeps its own lanes for
- * the passes that follow. */
+/* Lanes i and i + 32 of every aggregator: a fresh aggregator (count 1) takes the contribution,
+ * an active one adds it, and the readout passes return one half each. Four actions, the most a
+ * stateful ALU has, each with the two lanes as its only packet inputs (SwitchML's layout).
+ * A chunk of fewer than i + 33 lanes writes whatever its absent lanes hold into the high half:
+ * the same aggregator always serves the same chunk of a block, and the readout never reads a
+ * lane its chunk does not have. The sums are not returned when adding: the packet keeps its
+ * own lanes for the passes that follow. */
 #define LANE_PAIR(i, j)                                                                  \
     Register<lane_pair_t, bit<32>>(AGGREGATORS) pair_##i;                                \
-    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_pair_##i = {             \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) write_pair_##i = {           \
         void apply(inout lane_pair_t value) {                                            \
-            if (meta.counted == 1) {                                                     \
-                value.low = hdr.lanes[i].value;                                          \
-                value.high = hdr.lanes[j].value;                                         \
-            } else {                                                                     \
-                value.low = value.low + hdr.lanes[i].value;                              \
-                value.high = value.high + hdr.lanes[j].value;                            \
-            }                                                                            \
+            value.low = hdr.lanes[i].value;                                              \
+            value.high = hdr.lanes[j].value;                                             \
         }                                                                                \
     };                                                                                   \
-    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_low_##i = {              \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_pair_##i = {             \
         void apply(inout lane_pair_t value) {                                            \
-            if (meta.counted == 1) { value.low = hdr.lanes[i].value; }                   \
-            else { value.low = value.low + hdr.lanes[i].value; }                         \
+            value.low = value.low + hdr.lanes[i].value;                                  \
+            value.high = value.high + hdr.lanes[j].value;                                \
         }                                                                                \
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_low_##i = {             \
@@ -87,9 +85,8 @@ struct agg_state_t {
         void apply(inout lane_pair_t value, out bit<32> word) { word = value.high; }     \
     };
 
-#define ADD_PAIR(i, j)                                                                   \
-    if (hdr.lanes[j].isValid()) { add_pair_##i.execute(meta.agg_index); }                \
-    else if (hdr.lanes[i].isValid()) { add_low_##i.execute(meta.agg_index); }
+#define WRITE_PAIR(i) write_pair_##i.execute(meta.agg_index);
+#define ADD_PAIR(i) add_pair_##i.execute(meta.agg_index);
 
 #define READ_LOW(i)                                                                      \
     if (hdr.lanes[i].isValid()) {                                                        \
@@ -343,15 +340,27 @@ control Aggregation(inout headers_t hdr,
                 meta.agg_outcome = AGG_ADD;
             }
         }
-        if (meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE) {
-            ADD_PAIR(0, 32)  ADD_PAIR(1, 33)  ADD_PAIR(2, 34)  ADD_PAIR(3, 35)
-            ADD_PAIR(4, 36)  ADD_PAIR(5, 37)  ADD_PAIR(6, 38)  ADD_PAIR(7, 39)
-            ADD_PAIR(8, 40)  ADD_PAIR(9, 41)  ADD_PAIR(10, 42) ADD_PAIR(11, 43)
-            ADD_PAIR(12, 44) ADD_PAIR(13, 45) ADD_PAIR(14, 46) ADD_PAIR(15, 47)
-            ADD_PAIR(16, 48) ADD_PAIR(17, 49) ADD_PAIR(18, 50) ADD_PAIR(19, 51)
-            ADD_PAIR(20, 52) ADD_PAIR(21, 53) ADD_PAIR(22, 54) ADD_PAIR(23, 55)
-            ADD_PAIR(24, 56) ADD_PAIR(25, 57) ADD_PAIR(26, 58) ADD_PAIR(27, 59)
-            ADD_PAIR(28, 60) ADD_PAIR(29, 61) ADD_PAIR(30, 62) ADD_PAIR(31, 63)
+        /* A fresh aggregator is written, an active one added to: the control flow picks the
+         * register action (a condition inside it would need a third input). */
+        if (meta.counted == 1
+                && (meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE)) {
+            WRITE_PAIR(0)  WRITE_PAIR(1)  WRITE_PAIR(2)  WRITE_PAIR(3)
+            WRITE_PAIR(4)  WRITE_PAIR(5)  WRITE_PAIR(6)  WRITE_PAIR(7)
+            WRITE_PAIR(8)  WRITE_PAIR(9)  WRITE_PAIR(10) WRITE_PAIR(11)
+            WRITE_PAIR(12) WRITE_PAIR(13) WRITE_PAIR(14) WRITE_PAIR(15)
+            WRITE_PAIR(16) WRITE_PAIR(17) WRITE_PAIR(18) WRITE_PAIR(19)
+            WRITE_PAIR(20) WRITE_PAIR(21) WRITE_PAIR(22) WRITE_PAIR(23)
+            WRITE_PAIR(24) WRITE_PAIR(25) WRITE_PAIR(26) WRITE_PAIR(27)
+            WRITE_PAIR(28) WRITE_PAIR(29) WRITE_PAIR(30) WRITE_PAIR(31)
+        } else if (meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE) {
+            ADD_PAIR(0)  ADD_PAIR(1)  ADD_PAIR(2)  ADD_PAIR(3)
+            ADD_PAIR(4)  ADD_PAIR(5)  ADD_PAIR(6)  ADD_PAIR(7)
+            ADD_PAIR(8)  ADD_PAIR(9)  ADD_PAIR(10) ADD_PAIR(11)
+            ADD_PAIR(12) ADD_PAIR(13) ADD_PAIR(14) ADD_PAIR(15)
+            ADD_PAIR(16) ADD_PAIR(17) ADD_PAIR(18) ADD_PAIR(19)
+            ADD_PAIR(20) ADD_PAIR(21) ADD_PAIR(22) ADD_PAIR(23)
+            ADD_PAIR(24) ADD_PAIR(25) ADD_PAIR(26) ADD_PAIR(27)
+            ADD_PAIR(28) ADD_PAIR(29) ADD_PAIR(30) ADD_PAIR(31)
         }
 
         /* What this pass leaves behind: the next pass of this pipe's chain, a copy that reads

@@ -148,12 +148,18 @@ parser EgressParser(packet_in pkt,
         }
     }
 
+    /* The mirrored copy is the ingress deparser's output, truncated after the switchgnn
+     * header (entries.rs `ACK_TRUNCATE`): the bridged header and the headers follow, no lanes. */
     state parse_ack_mirror {
         ack_mirror_h m;
         pkt.extract(m);
         meta.mirror_kind = m.kind;
-        /* The mirrored copy is the ingress deparser's output: the bridged header follows. */
-        transition parse_bridged;
+        pkt.extract(hdr.pass);
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.sg);
+        transition accept;
     }
 
     state parse_bridged {

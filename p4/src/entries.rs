@@ -34,6 +34,15 @@ pub const FORMAT: &str = "switchgnn-p4-entries";
 /// Version 2: 64-lane aggregators spread over pipes (pass chains per pipe, pass groups).
 pub const FORMAT_VERSION: u32 = 2;
 
+/// Bytes an acknowledgement's mirror copy keeps: the mirror byte, the pass header, Ethernet,
+/// IPv4, UDP and the switchgnn header; the ack carries no lanes, and egress parses no further.
+pub const ACK_TRUNCATE: u32 = 1
+    + switchgnn_chip::PASS_HEADER as u32
+    + 14
+    + 20
+    + 8
+    + switchgnn_dataplane::wire::HEADER_LEN as u32;
+
 #[derive(Debug, Error)]
 pub enum EntriesError {
     #[error("{0}")]
@@ -320,30 +329,35 @@ fn source_passes(
     out
 }
 
-/// The job's pass groups: in every pipe, the next pass and the readout copy together; in the
-/// home pipe, pass 0's fan-out to each set of other pipes, with or without those two copies.
-fn pass_groups(install: &Install) -> Vec<MulticastGroup> {
-    let home = install.home_pipe();
+/// The pass group a pass in `pipe` sends `copies` through, its id counted from `base`: the
+/// next pass and the readout copy to the pipe's own recirculation port, and the start of each
+/// fanned-out pipe's chain to that pipe's.
+pub fn pass_group(base: u16, pipe: u8, copies: Copies) -> MulticastGroup {
     let copy = |pipe: u8, rid: u16| Replica {
         port: Install::loop_port(pipe),
         rid,
     };
-    let group = |pipe: u8, copies: Copies| {
-        let mut replicas = Vec::new();
-        if copies.continues {
-            replicas.push(copy(pipe, program::RID_CONTINUE));
-        }
-        if copies.emits {
-            replicas.push(copy(pipe, program::RID_EMIT));
-        }
-        for q in (0..install.pipes).filter(|q| copies.fanout & (1 << q) != 0) {
-            replicas.push(copy(q, program::RID_PIPE + u16::from(q)));
-        }
-        MulticastGroup {
-            id: install.pass_group(pipe, copies),
-            replicas,
-        }
-    };
+    let mut replicas = Vec::new();
+    if copies.continues {
+        replicas.push(copy(pipe, program::RID_CONTINUE));
+    }
+    if copies.emits {
+        replicas.push(copy(pipe, program::RID_EMIT));
+    }
+    for q in (0..program::MAX_PIPES).filter(|q| copies.fanout & (1 << q) != 0) {
+        replicas.push(copy(q, program::RID_PIPE + u16::from(q)));
+    }
+    MulticastGroup {
+        id: copies.group_id(base, pipe),
+        replicas,
+    }
+}
+
+/// The job's pass groups: in every pipe, the next pass and the readout copy together; in the
+/// home pipe, pass 0's fan-out to each set of other pipes, with or without those two copies.
+fn pass_groups(install: &Install) -> Vec<MulticastGroup> {
+    let home = install.home_pipe();
+    let group = |pipe: u8, copies: Copies| pass_group(install.pass_groups(), pipe, copies);
     let both = Copies {
         fanout: 0,
         emits: true,
@@ -618,7 +632,7 @@ impl Entries {
             sessions.push(MirrorSession {
                 id: install.ack_session(w),
                 port: install.ports[usize::from(w)],
-                truncate: 256,
+                truncate: ACK_TRUNCATE,
             });
         }
         Ok(Entries {
@@ -779,10 +793,20 @@ struct PartialRow {
     seen_row: u64,
 }
 
+/// The `job_config` entry, as read.
+#[derive(Debug, Clone, Copy)]
+struct JobRow {
+    workers: u16,
+    go_group: u16,
+    /// Its pipe is the home pipe.
+    recirc_port: u64,
+    pass_groups: u16,
+}
+
 #[derive(Debug, Default)]
 struct Reader {
-    /// Workers, job slot and recirculation port (whose pipe is the home pipe).
-    job: Option<(u16, u16, u64)>,
+    /// The job's configuration entry.
+    job: Option<JobRow>,
     layers: BTreeMap<u64, (usize, [u64; 6])>,
     /// (set, block) → vertex → (worker, port) of `source_row`.
     rows: BTreeMap<(u64, u64), BTreeMap<u32, (u16, u16)>>,
@@ -850,7 +874,12 @@ impl Reader {
                     if self.job.is_some() {
                         return Err(bad("a second job configuration".into()));
                     }
-                    self.job = Some((p[0] as u16, p[3] as u16, p[2]));
+                    self.job = Some(JobRow {
+                        workers: p[0] as u16,
+                        go_group: p[1] as u16,
+                        recirc_port: p[2],
+                        pass_groups: p[4] as u16,
+                    });
                 }
                 id if id == program::EXCHANGE_CONFIG.id => {
                     let row = [p[0], p[1], p[2], p[3], p[4], p[5]];
@@ -933,9 +962,10 @@ impl Reader {
 
     fn assemble(self, entries: &Entries) -> Result<SwitchTables, EntriesError> {
         let layout = |m: String| EntriesError::Layout(m);
-        let (workers, _job_slot, recirc) = self
+        let job = self
             .job
             .ok_or_else(|| layout("no job configuration entry".into()))?;
+        let (workers, recirc) = (job.workers, job.recirc_port);
         if workers != entries.meta.workers {
             return Err(layout(format!(
                 "the job configuration says {workers} workers, the metadata {}",
@@ -1067,6 +1097,7 @@ impl Reader {
         if layers.is_empty() {
             return Err(layout("no layer configuration entries".into()));
         }
+        self.check_groups(entries, job, &ports)?;
         Ok(SwitchTables {
             job: entries.meta.job,
             workers,
@@ -1075,6 +1106,59 @@ impl Reader {
             ecn_threshold_bytes: cells * program::CELL_BYTES,
             plan_checksum: entries.plan_checksum()?,
         })
+    }
+
+    /// Every multicast group the program can ask for exists with the replicas it expects: the
+    /// block go to every worker, and the pass group of every pass that sends several copies.
+    fn check_groups(
+        &self,
+        entries: &Entries,
+        job: JobRow,
+        ports: &[u16],
+    ) -> Result<(), EntriesError> {
+        let groups: BTreeMap<u16, &MulticastGroup> =
+            entries.groups.iter().map(|g| (g.id, g)).collect();
+        let go = MulticastGroup {
+            id: job.go_group,
+            replicas: ports
+                .iter()
+                .enumerate()
+                .map(|(w, &port)| Replica {
+                    port,
+                    rid: w as u16,
+                })
+                .collect(),
+        };
+        if groups.get(&go.id) != Some(&&go) {
+            return Err(EntriesError::Layout(format!(
+                "the block go's multicast group {} is missing or does not reach every worker",
+                go.id
+            )));
+        }
+        let home = (job.recirc_port >> 7) as u8;
+        let mut checked = BTreeSet::new();
+        for p in self.passes.values().flat_map(|b| b.values()).flatten() {
+            for emits in [false, p.expected > 0] {
+                let first_in_home = p.pipe == home && p.pass == 0;
+                let copies = Copies::of_pass(first_in_home, p.fanout, emits, p.last);
+                if !copies.need_group() || !checked.insert((p.pipe, copies.group_id(0, 0))) {
+                    continue;
+                }
+                let want = pass_group(job.pass_groups, p.pipe, copies);
+                if groups.get(&want.id) != Some(&&want) {
+                    return Err(entry_error(
+                        p.index,
+                        &program::VERTEX_AGGREGATORS,
+                        format!(
+                            "pass {} of pipe {} sends through multicast group {}, which is \
+                             missing or has other replicas",
+                            p.pass, p.pipe, want.id
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Rebuild block `b` of `set` from its pass and slot entries (each row's slots in

@@ -65,6 +65,32 @@ pub struct Copies {
     pub continues: bool,
 }
 
+impl Copies {
+    /// What a pass of a chain sends on (`aggregation.p4`): on the home pipe's pass 0 the
+    /// fan-out, a readout copy if it `emits`, the next pass unless it is the chain's `last`.
+    pub fn of_pass(first_in_home: bool, fanout: u8, emits: bool, last: bool) -> Copies {
+        Copies {
+            fanout: if first_in_home { fanout } else { 0 },
+            emits,
+            continues: !last,
+        }
+    }
+
+    /// Whether the copies go through a pass group (otherwise one unicast, or none).
+    pub fn need_group(&self) -> bool {
+        self.fanout != 0 || (self.emits && self.continues)
+    }
+
+    /// The group id as `aggregation.p4` computes it from the job's first pass group `base`:
+    /// `base + pipe · 64 + fanout · 4 + emits · 2 + continues`.
+    pub fn group_id(&self, base: u16, pipe: u8) -> u16 {
+        base + (u16::from(pipe) << 6)
+            + (u16::from(self.fanout) << 2)
+            + (u16::from(self.emits) << 1)
+            + u16::from(self.continues)
+    }
+}
+
 impl Install {
     /// Defaults for `workers` workers: Tofino 1 ports in front-panel order (100G ports
     /// 0, 4, 8, ... of each pipe up to 64 workers, every 25G lane beyond), default addresses,
@@ -103,14 +129,9 @@ impl Install {
         self.go_group + 1
     }
 
-    /// The multicast group a pass in `pipe` uses for `copies`, as `aggregation.p4` computes
-    /// it: `pass_groups + pipe · 64 + fanout · 4 + emits · 2 + continues`.
+    /// The multicast group a pass in `pipe` uses for `copies`.
     pub fn pass_group(&self, pipe: u8, copies: Copies) -> u16 {
-        self.pass_groups()
-            + (u16::from(pipe) << 6)
-            + (u16::from(copies.fanout) << 2)
-            + (u16::from(copies.emits) << 1)
-            + u16::from(copies.continues)
+        copies.group_id(self.pass_groups(), pipe)
     }
 
     /// The acknowledgement mirror session towards a worker: one per dev port, shared by jobs.
@@ -166,11 +187,14 @@ impl Install {
                 self.pipes
             )));
         }
-        if u32::from(self.go_group) + 1 + (u32::from(program::MAX_PIPES) << 6) > u32::from(u16::MAX)
+        if self.go_group == 0
+            || u32::from(self.go_group) + 1 + (u32::from(program::MAX_PIPES) << 6)
+                > u32::from(u16::MAX)
         {
-            return Err(EntriesError::Layout(
-                "multicast group ids run past 65535".into(),
-            ));
+            return Err(EntriesError::Layout(format!(
+                "multicast groups from {}: a job's 257 group ids must lie in 1..=65535",
+                self.go_group
+            )));
         }
         Ok(())
     }

@@ -318,6 +318,7 @@ impl Report {
         let (words_need, words_have) = block_table_words(a);
         let w = u64::from(workers);
         let pipes = u64::from(a.pipes);
+        let chunks_peak = most(|s| s.chunks).max(1);
         let checks = vec![
             check(
                 "ingress stages",
@@ -340,7 +341,8 @@ impl Report {
             check(
                 "aggregators (largest block)",
                 peak_aggs,
-                program::AGGREGATORS * pipes,
+                // Whole destinations per pipe, as the control plane places them.
+                (program::AGGREGATORS / chunks_peak) * chunks_peak * pipes,
                 "4 MiB per pipe: 32 lane-pair registers of 16384 words",
             ),
             check(
@@ -395,7 +397,7 @@ impl Report {
             && pairs_peak <= program::PASS_SIZE / 2
             && vertices_peak <= program::ROW_SIZE / 2;
         let mut advice = Vec::new();
-        if peak_aggs > program::AGGREGATORS * pipes {
+        if peak_aggs > (program::AGGREGATORS / chunks_peak) * chunks_peak * pipes {
             advice.push(program::switch_memory_option(a.pipes));
         }
         if !fits_resident && !fits_with_reloads {

@@ -247,6 +247,13 @@ fn protocol_constants_match_the_rust_definitions() {
 #[test]
 fn the_pass_header_is_what_the_chip_model_counts() {
     let text = all_text();
+    // An acknowledgement's mirror copy keeps the mirror byte and every header egress parses.
+    let bytes = |name: &str| header(&text, name).iter().map(|(_, b)| b).sum::<u32>() / 8;
+    let headers: u32 = ["pass_h", "ethernet_h", "ipv4_h", "udp_h", "switchgnn_h"]
+        .iter()
+        .map(|h| bytes(h))
+        .sum();
+    assert_eq!(1 + headers, switchgnn_p4::entries::ACK_TRUNCATE);
     let bits: u32 = header(&text, "pass_h").iter().map(|(_, b)| b).sum();
     assert_eq!(u64::from(bits) / 8, switchgnn_chip::PASS_HEADER);
     // Lanes: one stack of the wire's most lanes, read back in place.

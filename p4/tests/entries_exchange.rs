@@ -20,6 +20,7 @@ use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Dataset, LoadOptions};
 use switchgnn_p4::entries::{per_block, EntriesError, Part};
+use switchgnn_p4::ports::Copies;
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{reduce_plan, remote_sums, ExchangePlans};
@@ -388,6 +389,7 @@ fn passes_spread_over_the_pipes_and_every_pass_group_they_name_exists() {
         assert_eq!(groups.len(), entries.groups.len(), "group ids are distinct");
         let home = install.home_pipe();
         let mut per_pipe = vec![0u64; usize::from(pipes)];
+        let mut used = std::collections::BTreeSet::new();
         for e in &entries.tables {
             if e.table.id != program::VERTEX_AGGREGATORS.id {
                 continue;
@@ -400,16 +402,13 @@ fn passes_spread_over_the_pipes_and_every_pass_group_they_name_exists() {
             }
             // Every group aggregation.p4 can compute for this pass: fan-out on the home pipe's
             // pass 0, the readout copy, the next pass.
-            for emits in [false, true] {
-                let copies = switchgnn_p4::ports::Copies {
-                    fanout: if pipe == home && pass == 0 { fanout } else { 0 },
-                    emits: emits && expected > 0,
-                    continues: !last,
-                };
-                if copies.fanout == 0 && !(copies.emits && copies.continues) {
+            for emits in [false, expected > 0] {
+                let copies = Copies::of_pass(pipe == home && pass == 0, fanout, emits, last);
+                if !copies.need_group() {
                     continue; // a unicast
                 }
                 let id = install.pass_group(pipe, copies);
+                used.insert(id);
                 let g = groups
                     .get(&id)
                     .unwrap_or_else(|| panic!("group {id} of {copies:?}"));
@@ -426,6 +425,15 @@ fn passes_spread_over_the_pipes_and_every_pass_group_they_name_exists() {
                 let got: Vec<(u16, u16)> = g.replicas.iter().map(|r| (r.port, r.rid)).collect();
                 assert_eq!(got, want, "group {id}");
             }
+        }
+        // A file without one of those groups is refused, naming the pass that needs it.
+        let needed = entries.groups.iter().position(|g| used.contains(&g.id));
+        assert!(needed.is_some(), "{pipes} pipes: {used:?}");
+        if let Some(i) = needed {
+            let mut bad = entries.clone();
+            bad.groups.remove(i);
+            let err = bad.switch_tables().unwrap_err().to_string();
+            assert!(err.contains("multicast group"), "{err}");
         }
         // The placement evens the pipes' passes out: each has at least 4/5 of its share.
         let total: u64 = per_pipe.iter().sum();

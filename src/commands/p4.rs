@@ -152,6 +152,10 @@ pub struct EntriesArgs {
     /// recirculation port (4 on a Tofino 1; 2 on its 32-port parts).
     #[arg(long, default_value_t = switchgnn_p4::program::MAX_PIPES)]
     pub pipes: u8,
+    /// First multicast group id of the job: its block go, then its pass groups (257 ids in
+    /// all). Jobs sharing a switch need disjoint ranges.
+    #[arg(long, default_value_t = 1)]
+    pub group_base: u16,
     /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
     #[arg(long, default_value = "64KiB")]
     pub ecn_threshold: String,
@@ -351,6 +355,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     install.agg_base = args.agg_base;
     install.recirc_port = args.recirc_port;
     install.pipes = args.pipes;
+    install.go_group = args.group_base;
     install.ecn_threshold_bytes = parse_bytes(&args.ecn_threshold)?;
     let part = Part::parse(&args.part)
         .with_context(|| format!("--part `{}`: give all, static or SET:BLOCK", args.part))?;

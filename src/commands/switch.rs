@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_name = "SECS")]
     pub status_every: Option<f64>,
     /// Aggregator memory (e.g. 10MB; default: the memory the plan was prepared for, or the
-    /// Tofino program's 2 MiB with --entries).
+    /// Tofino program's 16 MiB on 4 pipes with --entries).
     #[arg(long)]
     pub switch_memory: Option<String>,
     /// Take the switch's tables from a P4Runtime entries file (`switchgnn p4 entries --format
@@ -87,7 +87,7 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
         layers: tables.layers,
         checksum: tables.plan_checksum,
     };
-    let memory = switchgnn_p4::program::AGGREGATORS * switchgnn_dataplane::switch::AGGREGATOR_BYTES;
+    let memory = switchgnn_p4::program::aggregator_memory(switchgnn_p4::program::MAX_PIPES);
     Ok((job, Arc::new(session), memory))
 }
 
