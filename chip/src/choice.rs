@@ -2,11 +2,16 @@
 //!
 //! Each kind's [`Bound`] gives two figures: the lower bound (the busiest resource alone) and
 //! the serial estimate (the hosts' busiest resource plus the switch's, as if they never
-//! overlapped). The planner ranks by the serial estimate: where one resource dominates the two
-//! agree, and where the hosts and the recirculation paths are both busy (SwitchGNN on a small
-//! graph) the simulator lands near the serial estimate, not the bound, and ranking by the bound
-//! would pick a kind that loses to the host exchange. The host exchange is always a
-//! candidate, listed first, so that a tie goes to it.
+//! overlapped). The planner ranks by the lower bound. With the 64-lane program the
+//! pre-aggregated exchange recirculates to read its sums out, while its uploads go on: the
+//! two overlap, and the simulator lands within 5–60% of the bound, where the serial estimate
+//! added them and kept picking the host exchange on graphs where reduce ran 25–40% faster
+//! (`docs/sim/reduce`: ranked by the bound, the pick is never slower than the serial
+//! estimate's and within 0.07 of the host exchange's time of the best kind on every row but
+//! one, where it takes the hybrid for reduce). The serial estimate was
+//! chosen when SwitchGNN's per-edge passes on a small graph lost to the host exchange with the
+//! least bound; on real chips its bound is now far above the host exchange's there. The host
+//! exchange is always a candidate, listed first, so that a tie goes to it.
 
 use serde::Serialize;
 
@@ -33,8 +38,8 @@ pub struct Choice {
 }
 
 impl Choice {
-    /// The kind with the least serial estimate among `candidates` (name and load); the first
-    /// wins a tie.
+    /// The kind with the least lower bound among `candidates` (name and load); the first wins
+    /// a tie.
     /// `None` when there is no candidate.
     pub fn of<'a>(
         chip: &Chip,
@@ -50,7 +55,7 @@ impl Choice {
             .collect();
         let mut chosen = 0;
         for (i, c) in candidates.iter().enumerate() {
-            if c.bound.serial_seconds < candidates[chosen].bound.serial_seconds {
+            if c.bound.seconds < candidates[chosen].bound.seconds {
                 chosen = i;
             }
         }

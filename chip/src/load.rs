@@ -83,7 +83,7 @@ impl Load {
                 let owner = t.workers[row] as u16;
                 load.multicast(plan, header, owner, t.row(row).len() as u64);
                 if t.expected[row] > 0 {
-                    load.results(plan, header, owner);
+                    load.results(plan, header, owner, false);
                 }
             }
         }
@@ -120,12 +120,13 @@ impl Load {
     }
 
     /// Every chunk of one destination's sum going down to its owner `to`, after the passes
-    /// that read it out of the registers (each a trip around a recirculation path).
-    fn results(&mut self, plan: &ExchangePlan, header: u64, to: u16) {
+    /// that read it out of the registers (each a trip around a recirculation path; `in_place`:
+    /// completed by a pass that ends its packet, see [`readout_passes`]).
+    fn results(&mut self, plan: &ExchangePlan, header: u64, to: u16, in_place: bool) {
         for c in 0..plan.chunks() {
             let lanes = plan.chunk_lanes(c);
             let bytes = header + 4 * lanes as u64;
-            let reads = readout_passes(lanes);
+            let reads = readout_passes(lanes, in_place);
             self.passes += reads;
             self.recirculations += reads;
             self.recirculated_bytes += reads * (bytes + PASS_HEADER);
@@ -178,7 +179,9 @@ impl Load {
                 for &w in t.row(row) {
                     load.multicast(plan, header, w as u16, 1);
                 }
-                load.results(plan, header, t.workers[row] as u16);
+                // At best a partial sum completes it, in place (a lower bound for hybrid
+                // blocks, whose multicast senders may complete it and read both halves).
+                load.results(plan, header, t.workers[row] as u16, true);
             }
             let m = &block.multicast;
             for i in 0..m.len() {
@@ -265,8 +268,9 @@ mod tests {
         assert_eq!(l.sent_packets, vec![2 + 2, 2 + 4]);
         // Two gos each; an ack per partial; one sum per chunk per destination.
         assert_eq!(l.received_packets, vec![2 + 2 + 4, 2 + 4 + 2]);
-        // One pass per packet, and three readout passes per destination.
-        assert_eq!((l.passes, l.recirculations), (4 + 6 + 9, 9));
+        // One pass per packet; each sum's 64-lane chunk takes one readout pass for its high
+        // half (the low half comes back in the completing pass), its 8-lane chunk none.
+        assert_eq!((l.passes, l.recirculations), (4 + 6 + 3, 3));
         assert_eq!(l.lane_updates, 3 * 72);
     }
 

@@ -52,9 +52,17 @@ pub const AGGREGATOR_BYTES: u64 = 4 * MAX_LANES as u64;
 /// passes (SwitchML harvests its second half the same way).
 pub const LANES_READ_PER_PASS: usize = 32;
 
-/// Passes that read a finished sum of `lanes` lanes out of the registers.
-pub fn readout_passes(lanes: usize) -> u64 {
-    lanes.div_ceil(LANES_READ_PER_PASS) as u64
+/// Passes that read a finished sum of `lanes` lanes out of the registers. A pass that completes
+/// the sum and has nothing left to add elsewhere (`in_place`: a partial sum's only pass) writes
+/// the low half into its own lanes as it adds, so only the high half takes a pass of its own;
+/// a pass whose packet goes on to other aggregators must keep its lanes and reads both.
+pub fn readout_passes(lanes: usize, in_place: bool) -> u64 {
+    let reads = lanes.div_ceil(LANES_READ_PER_PASS) as u64;
+    if in_place {
+        reads.saturating_sub(1)
+    } else {
+        reads
+    }
 }
 
 /// Switch resources.
@@ -887,7 +895,10 @@ fn data(
             result.count = state.counted[k];
             result.worker = dst_port;
             f.send(dst_port, &result, sums);
-            f.counters.readout_passes += readout_passes(lanes);
+            // A partial sum's pass ends its packet; a multicast contribution may go on (the P4
+            // program reads in place when the completing pass ends its pipe's chain: fewer).
+            let partial = plan.mode == Mode::Reduce && repr.src != repr.dst;
+            f.counters.readout_passes += readout_passes(lanes, partial);
             f.pool.release(a);
             state.agg[k] = Agg::Done;
             f.counters.aggregations += 1;

@@ -19,9 +19,13 @@
  *   sum out: a stateful ALU returns one 32-bit word per pass, so the low halves of the pairs
  *   come back in one pass (STEP_READ_LOW) and, for a chunk of more than 32 lanes, the high
  *   halves in the next (STEP_READ_HIGH), written over the copy's lanes; then it leaves for the
- *   destination. The switch model counts these readout passes for the chip's budget
- *   (`SwitchCounters::readout_passes`). A released aggregator's copy instead forwards the
- *   contribution raw (STEP_RAW) to the destination's owner.
+ *   destination. A completing pass that ends its packet (a partial sum's only pass, the last
+ *   pass of a pipe's chain with nothing to fan out) needs no copy: it takes the low halves back
+ *   into its own lanes as it adds, and only the high halves take a pass. The switch model
+ *   counts these readout passes for the chip's budget (`SwitchCounters::readout_passes`: in
+ *   place for partial sums, both halves for multicast contributions, whose chain may go on). A
+ *   released aggregator's copy instead forwards the contribution raw (STEP_RAW) to the
+ *   destination's owner.
  * - In reduce mode (the pre-aggregated exchange) a data packet is one worker's partial sum for
  *   its destination `dst`: `partial_aggregator`, keyed by (destination, worker), names the
  *   destination's aggregator, its pipe and the pair's seen word. Pass 0 checks the seen word in
@@ -62,20 +66,24 @@ struct agg_state_t {
  * stateful ALU has, each with the two lanes as its only packet inputs (SwitchML's layout).
  * A chunk of fewer than i + 33 lanes writes whatever its absent lanes hold into the high half:
  * the same aggregator always serves the same chunk of a block, and the readout never reads a
- * lane its chunk does not have. The sums are not returned when adding: the packet keeps its
- * own lanes for the passes that follow. */
+ * lane its chunk does not have. Writing and adding return the new low half, which a pass keeps
+ * only when it completes the sum and its packet has nothing left to add elsewhere (a partial
+ * sum's only pass, the end of a chain): any other pass keeps its own lanes for the passes that
+ * follow. */
 #define LANE_PAIR(i, j)                                                                  \
     Register<lane_pair_t, bit<32>>(AGGREGATORS) pair_##i;                                \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) write_pair_##i = {           \
-        void apply(inout lane_pair_t value) {                                            \
+        void apply(inout lane_pair_t value, out bit<32> low) {                           \
             value.low = hdr.lanes[i].value;                                              \
             value.high = hdr.lanes[j].value;                                             \
+            low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_pair_##i = {             \
-        void apply(inout lane_pair_t value) {                                            \
+        void apply(inout lane_pair_t value, out bit<32> low) {                           \
             value.low = value.low + hdr.lanes[i].value;                                  \
             value.high = value.high + hdr.lanes[j].value;                                \
+            low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_low_##i = {             \
@@ -87,6 +95,8 @@ struct agg_state_t {
 
 #define WRITE_PAIR(i) write_pair_##i.execute(meta.agg_index);
 #define ADD_PAIR(i) add_pair_##i.execute(meta.agg_index);
+#define WRITE_PAIR_IN_PLACE(i) hdr.lanes[i].value = write_pair_##i.execute(meta.agg_index);
+#define ADD_PAIR_IN_PLACE(i) hdr.lanes[i].value = add_pair_##i.execute(meta.agg_index);
 
 #define READ_LOW(i)                                                                      \
     if (hdr.lanes[i].isValid()) {                                                        \
@@ -341,26 +351,55 @@ control Aggregation(inout headers_t hdr,
             }
         }
         /* A fresh aggregator is written, an active one added to: the control flow picks the
-         * register action (a condition inside it would need a third input). */
-        if (meta.counted == 1
-                && (meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE)) {
-            WRITE_PAIR(0)  WRITE_PAIR(1)  WRITE_PAIR(2)  WRITE_PAIR(3)
-            WRITE_PAIR(4)  WRITE_PAIR(5)  WRITE_PAIR(6)  WRITE_PAIR(7)
-            WRITE_PAIR(8)  WRITE_PAIR(9)  WRITE_PAIR(10) WRITE_PAIR(11)
-            WRITE_PAIR(12) WRITE_PAIR(13) WRITE_PAIR(14) WRITE_PAIR(15)
-            WRITE_PAIR(16) WRITE_PAIR(17) WRITE_PAIR(18) WRITE_PAIR(19)
-            WRITE_PAIR(20) WRITE_PAIR(21) WRITE_PAIR(22) WRITE_PAIR(23)
-            WRITE_PAIR(24) WRITE_PAIR(25) WRITE_PAIR(26) WRITE_PAIR(27)
-            WRITE_PAIR(28) WRITE_PAIR(29) WRITE_PAIR(30) WRITE_PAIR(31)
-        } else if (meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE) {
-            ADD_PAIR(0)  ADD_PAIR(1)  ADD_PAIR(2)  ADD_PAIR(3)
-            ADD_PAIR(4)  ADD_PAIR(5)  ADD_PAIR(6)  ADD_PAIR(7)
-            ADD_PAIR(8)  ADD_PAIR(9)  ADD_PAIR(10) ADD_PAIR(11)
-            ADD_PAIR(12) ADD_PAIR(13) ADD_PAIR(14) ADD_PAIR(15)
-            ADD_PAIR(16) ADD_PAIR(17) ADD_PAIR(18) ADD_PAIR(19)
-            ADD_PAIR(20) ADD_PAIR(21) ADD_PAIR(22) ADD_PAIR(23)
-            ADD_PAIR(24) ADD_PAIR(25) ADD_PAIR(26) ADD_PAIR(27)
-            ADD_PAIR(28) ADD_PAIR(29) ADD_PAIR(30) ADD_PAIR(31)
+         * register action (a condition inside it would need a third input). A pass that
+         * completes the sum and ends its packet (no next pass, no fan-out) takes the low half
+         * of the sums back into its lanes as it goes. */
+        bit<8> fan = 0;
+        if (hdr.pass.pass == 0) {
+            fan = meta.fanout;
+        }
+        bool adds = meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE;
+        bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1 && fan == 0;
+        if (adds && meta.counted == 1) {
+            if (in_place) {
+                WRITE_PAIR_IN_PLACE(0)  WRITE_PAIR_IN_PLACE(1)  WRITE_PAIR_IN_PLACE(2)  WRITE_PAIR_IN_PLACE(3)
+                WRITE_PAIR_IN_PLACE(4)  WRITE_PAIR_IN_PLACE(5)  WRITE_PAIR_IN_PLACE(6)  WRITE_PAIR_IN_PLACE(7)
+                WRITE_PAIR_IN_PLACE(8)  WRITE_PAIR_IN_PLACE(9)  WRITE_PAIR_IN_PLACE(10)  WRITE_PAIR_IN_PLACE(11)
+                WRITE_PAIR_IN_PLACE(12)  WRITE_PAIR_IN_PLACE(13)  WRITE_PAIR_IN_PLACE(14)  WRITE_PAIR_IN_PLACE(15)
+                WRITE_PAIR_IN_PLACE(16)  WRITE_PAIR_IN_PLACE(17)  WRITE_PAIR_IN_PLACE(18)  WRITE_PAIR_IN_PLACE(19)
+                WRITE_PAIR_IN_PLACE(20)  WRITE_PAIR_IN_PLACE(21)  WRITE_PAIR_IN_PLACE(22)  WRITE_PAIR_IN_PLACE(23)
+                WRITE_PAIR_IN_PLACE(24)  WRITE_PAIR_IN_PLACE(25)  WRITE_PAIR_IN_PLACE(26)  WRITE_PAIR_IN_PLACE(27)
+                WRITE_PAIR_IN_PLACE(28)  WRITE_PAIR_IN_PLACE(29)  WRITE_PAIR_IN_PLACE(30)  WRITE_PAIR_IN_PLACE(31)
+            } else {
+                WRITE_PAIR(0)  WRITE_PAIR(1)  WRITE_PAIR(2)  WRITE_PAIR(3)
+                WRITE_PAIR(4)  WRITE_PAIR(5)  WRITE_PAIR(6)  WRITE_PAIR(7)
+                WRITE_PAIR(8)  WRITE_PAIR(9)  WRITE_PAIR(10)  WRITE_PAIR(11)
+                WRITE_PAIR(12)  WRITE_PAIR(13)  WRITE_PAIR(14)  WRITE_PAIR(15)
+                WRITE_PAIR(16)  WRITE_PAIR(17)  WRITE_PAIR(18)  WRITE_PAIR(19)
+                WRITE_PAIR(20)  WRITE_PAIR(21)  WRITE_PAIR(22)  WRITE_PAIR(23)
+                WRITE_PAIR(24)  WRITE_PAIR(25)  WRITE_PAIR(26)  WRITE_PAIR(27)
+                WRITE_PAIR(28)  WRITE_PAIR(29)  WRITE_PAIR(30)  WRITE_PAIR(31)
+            }
+        } else if (adds) {
+            if (in_place) {
+                ADD_PAIR_IN_PLACE(0)  ADD_PAIR_IN_PLACE(1)  ADD_PAIR_IN_PLACE(2)  ADD_PAIR_IN_PLACE(3)
+                ADD_PAIR_IN_PLACE(4)  ADD_PAIR_IN_PLACE(5)  ADD_PAIR_IN_PLACE(6)  ADD_PAIR_IN_PLACE(7)
+                ADD_PAIR_IN_PLACE(8)  ADD_PAIR_IN_PLACE(9)  ADD_PAIR_IN_PLACE(10)  ADD_PAIR_IN_PLACE(11)
+                ADD_PAIR_IN_PLACE(12)  ADD_PAIR_IN_PLACE(13)  ADD_PAIR_IN_PLACE(14)  ADD_PAIR_IN_PLACE(15)
+                ADD_PAIR_IN_PLACE(16)  ADD_PAIR_IN_PLACE(17)  ADD_PAIR_IN_PLACE(18)  ADD_PAIR_IN_PLACE(19)
+                ADD_PAIR_IN_PLACE(20)  ADD_PAIR_IN_PLACE(21)  ADD_PAIR_IN_PLACE(22)  ADD_PAIR_IN_PLACE(23)
+                ADD_PAIR_IN_PLACE(24)  ADD_PAIR_IN_PLACE(25)  ADD_PAIR_IN_PLACE(26)  ADD_PAIR_IN_PLACE(27)
+                ADD_PAIR_IN_PLACE(28)  ADD_PAIR_IN_PLACE(29)  ADD_PAIR_IN_PLACE(30)  ADD_PAIR_IN_PLACE(31)
+            } else {
+                ADD_PAIR(0)  ADD_PAIR(1)  ADD_PAIR(2)  ADD_PAIR(3)
+                ADD_PAIR(4)  ADD_PAIR(5)  ADD_PAIR(6)  ADD_PAIR(7)
+                ADD_PAIR(8)  ADD_PAIR(9)  ADD_PAIR(10)  ADD_PAIR(11)
+                ADD_PAIR(12)  ADD_PAIR(13)  ADD_PAIR(14)  ADD_PAIR(15)
+                ADD_PAIR(16)  ADD_PAIR(17)  ADD_PAIR(18)  ADD_PAIR(19)
+                ADD_PAIR(20)  ADD_PAIR(21)  ADD_PAIR(22)  ADD_PAIR(23)
+                ADD_PAIR(24)  ADD_PAIR(25)  ADD_PAIR(26)  ADD_PAIR(27)
+                ADD_PAIR(28)  ADD_PAIR(29)  ADD_PAIR(30)  ADD_PAIR(31)
+            }
         }
 
         /* What this pass leaves behind: the next pass of this pipe's chain, a copy that reads
@@ -369,10 +408,6 @@ control Aggregation(inout headers_t hdr,
          * adjusts the emitting copy and the other pipes' copies by their replication id. */
         bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
         bool continues = meta.last == 0;
-        bit<8> fan = 0;
-        if (hdr.pass.pass == 0) {
-            fan = meta.fanout;
-        }
         hdr.pass.dst = meta.dst;
         hdr.pass.dst_worker = meta.dst_worker;
         hdr.pass.dst_port = (bit<16>) meta.dst_port;
@@ -396,6 +431,16 @@ control Aggregation(inout headers_t hdr,
             ig_tm_md.mcast_grp_a = meta.pass_groups + ((bit<16>) hdr.pass.pipe[1:0] << 6) + copies;
         } else if (continues) {
             ig_tm_md.ucast_egress_port = loop;
+        } else if (in_place) {
+            /* The low half is in the lanes: the high half, if the chunk has one, takes one
+             * more pass; otherwise the sum leaves now. */
+            if (hdr.sg.lanes > LANES_READ_PER_PASS) {
+                hdr.pass.step = STEP_READ_HIGH;
+                ig_tm_md.ucast_egress_port = loop;
+            } else {
+                hdr.pass.out_kind = OUT_RESULT;
+                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+            }
         } else if (emits) {
             hdr.pass.step = hdr.pass.emit_step;
             ig_tm_md.ucast_egress_port = loop;

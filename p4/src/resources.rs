@@ -261,7 +261,7 @@ impl Report {
                     |chunk: u64| (width as u64 - chunk * MAX_LANES as u64).min(MAX_LANES as u64);
                 let per_vertex_up: u64 = (0..c).map(|k| frame_bytes(lanes(k), false)).sum();
                 let per_vertex_recirc: u64 = (0..c).map(|k| frame_bytes(lanes(k), true)).sum();
-                let reads = |k: u64| readout_passes(lanes(k) as usize);
+                let reads = |k: u64| readout_passes(lanes(k) as usize, false);
                 let readouts_per_vertex: u64 = (0..c).map(reads).sum();
                 let readout_bytes_per_vertex: u64 =
                     (0..c).map(|k| reads(k) * frame_bytes(lanes(k), true)).sum();

@@ -227,7 +227,7 @@ pub struct PlannedOn {
 }
 
 /// One layer's exchange kind, and the predicted time (seconds) of every kind weighed: the chip
-/// model's serial estimate, the hosts' busiest resource plus the switch's.
+/// model's lower bound, the busiest resource of the chip and the hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerChoice {
     pub kind: String,

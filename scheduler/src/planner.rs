@@ -1,8 +1,8 @@
 //! The planner: which exchange kind a layer should run on a given chip. It builds the plan of
 //! every candidate kind — the host exchange, SwitchGNN's blocks and the pre-aggregated
 //! exchange — counts what each puts on the chip and the hosts (`switchgnn_chip::Load`), and
-//! picks the least estimate (`switchgnn_chip::Choice`: the hosts' busiest resource plus the
-//! switch's; a tie goes to the host exchange, so the pick is never predicted slower than it).
+//! picks the least lower bound (`switchgnn_chip::Choice`: the busiest resource of the chip and
+//! the hosts; a tie goes to the host exchange, so the pick is never predicted slower than it).
 
 use switchgnn_chip::{Chip, Choice, HostCost, Load};
 use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
@@ -94,7 +94,7 @@ fn weigh_each(
         let xplan = exchange_plan(kind, graph, plan, layer, on)?;
         let built = started.elapsed();
         let load = Load::of(&xplan, cost.frame_overhead);
-        let seconds = switchgnn_chip::Bound::of(chip, &load, cost).serial_seconds;
+        let seconds = switchgnn_chip::Bound::of(chip, &load, cost).seconds;
         tracing::debug!(kind = kind.name(), ?built, counted = ?started.elapsed() - built, "weighed");
         loads.push((kind.name(), load));
         each(kind, xplan, seconds);
@@ -111,7 +111,7 @@ pub fn layer_choice(choice: &Choice) -> LayerChoice {
         predicted_s: choice
             .candidates
             .iter()
-            .map(|c| (c.kind.clone(), c.bound.serial_seconds))
+            .map(|c| (c.kind.clone(), c.bound.seconds))
             .collect(),
     }
 }

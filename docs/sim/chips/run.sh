@@ -1,7 +1,8 @@
 #!/bin/bash
 # The verdict table of issue 18: host, g3 and switchgnn on the default real chip and on the ideal switch.
-B=/work/main/target/release/switchgnn
-D=/work/shared/datasets
+B=${B:-$(dirname "$0")/../../../target/release/switchgnn}
+D=${D:-$(dirname "$0")/../../../../shared/datasets}
+mkdir -p /tmp/sims
 run() { # name dataset memory extra...
   local name=$1 data=$2 mem=$3; shift 3
   for chip in real ideal; do
