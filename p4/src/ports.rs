@@ -54,7 +54,7 @@ pub struct Install {
     pub go_group: u16,
 }
 
-/// What one pass sends on, beyond nothing: the copies a pass group replicates.
+/// The copies a pass sends on, which a pass group replicates when there are several.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Copies {
     /// Other pipes whose chains start here (bit `p`: pipe `p`); only pass 0 fans out.
