@@ -23,7 +23,8 @@
  *   pass of a pipe's chain with nothing to fan out) needs no copy: it takes the low halves back
  *   into its own lanes as it adds, and only the high halves take a pass. The switch model
  *   counts these readout passes for the chip's budget (`SwitchCounters::readout_passes`: in
- *   place for partial sums, both halves for multicast contributions, whose chain may go on). A
+ *   place for partial sums, every half the chunk has for multicast contributions, whose chain
+ *   may go on). A
  *   released aggregator's copy instead forwards the contribution raw (STEP_RAW) to the
  *   destination's owner.
  * - In reduce mode (the pre-aggregated exchange) a data packet is one worker's partial sum for
