@@ -27,7 +27,7 @@ use switchgnn_dataplane::wire::MAX_LANES;
 use switchgnn_partition::BlockTable;
 use thiserror::Error;
 
-use crate::ports::{Copies, HostAddress, Install};
+use crate::ports::{pipe_mask, pipe_of, Copies, HostAddress, Install};
 use crate::program::{self, Table};
 
 pub const FORMAT: &str = "switchgnn-p4-entries";
@@ -151,7 +151,6 @@ impl Part {
     }
 }
 
-/// A block's `aggregators` and `seen` words fit the program's registers after the job's bases.
 /// Where a block's destinations keep their aggregators: the pipe of each (in slot order) and
 /// its slot among that pipe's destinations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +165,7 @@ pub struct Placement {
 /// pipes' chains, which run at once, come out even.
 pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placement, EntriesError> {
     let pipes = usize::from(install.pipes);
-    let room = program::AGGREGATORS.saturating_sub(install.agg_base) / chunks.max(1);
+    let room = program::destinations_per_pipe(chunks, install.agg_base);
     fits(
         "aggregators of a block",
         expected.len() as u64 * chunks,
@@ -201,6 +200,7 @@ pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placeme
     Ok(Placement { pipe, slot })
 }
 
+/// A block's `seen` words fit the program's register after the job's base.
 fn seen_fits(install: &Install, seen: u64) -> Result<(), EntriesError> {
     fits(
         "seen words of a block",
@@ -298,9 +298,8 @@ fn source_passes(
     for &s in slots {
         chains[usize::from(pipe_of(s as usize))].push(s as usize);
     }
-    let fanout = (0..install.pipes)
-        .filter(|&p| p != home && !chains[usize::from(p)].is_empty())
-        .fold(0u8, |m, p| m | 1 << p);
+    let fanout =
+        pipe_mask((0..install.pipes).filter(|&p| p != home && !chains[usize::from(p)].is_empty()));
     let mut out = Vec::with_capacity(slots.len() + 1);
     if chains[usize::from(home)].is_empty() {
         out.push(SourcePass {
@@ -364,9 +363,7 @@ fn pass_groups(install: &Install) -> Vec<MulticastGroup> {
         continues: true,
     };
     let mut groups: Vec<MulticastGroup> = (0..install.pipes).map(|p| group(p, both)).collect();
-    let others = (0..install.pipes)
-        .filter(|&p| p != home)
-        .fold(0u8, |m, p| m | 1 << p);
+    let others = pipe_mask((0..install.pipes).filter(|&p| p != home));
     for fanout in (1..=others).filter(|f| f & !others == 0) {
         for (emits, continues) in [(false, false), (false, true), (true, false), (true, true)] {
             groups.push(group(
@@ -1030,7 +1027,7 @@ impl Reader {
             return Err(layout("layers must be configured as 0, 1, 2, ...".into()));
         }
 
-        let home = (recirc >> 7) as u8;
+        let home = pipe_of(recirc);
         let mut built: BTreeMap<u64, Arc<Vec<PlanBlock>>> = BTreeMap::new();
         let mut layers = Vec::new();
         for &(index, [set, chunks, last_lanes, blocks, vertices, mode]) in self.layers.values() {
@@ -1135,13 +1132,13 @@ impl Reader {
                 go.id
             )));
         }
-        let home = (job.recirc_port >> 7) as u8;
+        let home = pipe_of(job.recirc_port);
         let mut checked = BTreeSet::new();
         for p in self.passes.values().flat_map(|b| b.values()).flatten() {
             for emits in [false, p.expected > 0] {
                 let first_in_home = p.pipe == home && p.pass == 0;
                 let copies = Copies::of_pass(first_in_home, p.fanout, emits, p.last);
-                if !copies.need_group() || !checked.insert((p.pipe, copies.group_id(0, 0))) {
+                if !copies.need_group() || !checked.insert((p.pipe, copies)) {
                     continue;
                 }
                 let want = pass_group(job.pass_groups, p.pipe, copies);
@@ -1256,10 +1253,7 @@ impl Reader {
                 }
                 row_slots.push(s as u32);
             }
-            let pipes = list
-                .iter()
-                .filter(|p| p.pipe != home)
-                .fold(0u8, |m, p| m | 1 << p.pipe);
+            let pipes = pipe_mask(list.iter().map(|p| p.pipe).filter(|&p| p != home));
             let home_starts = list.iter().any(|p| p.pipe == home && p.pass == 0);
             if fanout != pipes || !home_starts {
                 let index = list.first().map_or(0, |p| p.index);

@@ -54,8 +54,18 @@ pub struct Install {
     pub go_group: u16,
 }
 
+/// The pipe of a dev port (Tofino numbers ports `pipe << 7 | local`).
+pub fn pipe_of(port: u64) -> u8 {
+    (port >> 7) as u8
+}
+
+/// The bit mask of `pipes` (bit `p`: pipe `p`), as `fanout` fields carry them.
+pub fn pipe_mask(pipes: impl IntoIterator<Item = u8>) -> u8 {
+    pipes.into_iter().fold(0, |mask, p| mask | 1 << p)
+}
+
 /// The copies a pass sends on, which a pass group replicates when there are several.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Copies {
     /// Other pipes whose chains start here (bit `p`: pipe `p`); only pass 0 fans out.
     pub fanout: u8,
@@ -116,7 +126,7 @@ impl Install {
 
     /// The job's home pipe: that of its recirculation port.
     pub fn home_pipe(&self) -> u8 {
-        (self.recirc_port >> 7) as u8
+        pipe_of(u64::from(self.recirc_port))
     }
 
     /// The internal recirculation port of pipe `pipe`.
@@ -192,8 +202,9 @@ impl Install {
                 > u32::from(u16::MAX)
         {
             return Err(EntriesError::Layout(format!(
-                "multicast groups from {}: a job's 257 group ids must lie in 1..=65535",
-                self.go_group
+                "multicast groups from {}: a job's {} group ids must lie in 1..=65535",
+                self.go_group,
+                1 + (u32::from(program::MAX_PIPES) << 6)
             )));
         }
         Ok(())

@@ -249,6 +249,12 @@ pub const LANES_READ_PER_PASS: u64 = 32;
 /// 32-port parts).
 pub const MAX_PIPES: u8 = 4;
 
+/// Destinations of `chunks` aggregators each that one pipe holds above aggregator `agg_base`
+/// (the control plane keeps a destination's aggregators in one pipe).
+pub fn destinations_per_pipe(chunks: u64, agg_base: u64) -> u64 {
+    AGGREGATORS.saturating_sub(agg_base) / chunks.max(1)
+}
+
 /// Aggregator bytes the program holds over `pipes` pipes.
 pub fn aggregator_memory(pipes: u8) -> u64 {
     AGGREGATORS * u64::from(pipes) * switchgnn_dataplane::switch::AGGREGATOR_BYTES

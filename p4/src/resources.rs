@@ -319,6 +319,8 @@ impl Report {
         let w = u64::from(workers);
         let pipes = u64::from(a.pipes);
         let chunks_peak = most(|s| s.chunks).max(1);
+        // Whole destinations per pipe, as the control plane places them.
+        let aggregator_room = program::destinations_per_pipe(chunks_peak, 0) * chunks_peak * pipes;
         let checks = vec![
             check(
                 "ingress stages",
@@ -341,8 +343,7 @@ impl Report {
             check(
                 "aggregators (largest block)",
                 peak_aggs,
-                // Whole destinations per pipe, as the control plane places them.
-                (program::AGGREGATORS / chunks_peak) * chunks_peak * pipes,
+                aggregator_room,
                 "4 MiB per pipe: 32 lane-pair registers of 16384 words",
             ),
             check(
@@ -397,7 +398,7 @@ impl Report {
             && pairs_peak <= program::PASS_SIZE / 2
             && vertices_peak <= program::ROW_SIZE / 2;
         let mut advice = Vec::new();
-        if peak_aggs > (program::AGGREGATORS / chunks_peak) * chunks_peak * pipes {
+        if peak_aggs > aggregator_room {
             advice.push(program::switch_memory_option(a.pipes));
         }
         if !fits_resident && !fits_with_reloads {
