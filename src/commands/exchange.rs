@@ -15,6 +15,7 @@ use serde::Serialize;
 use switchgnn_datasets::cache;
 use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::chosen_kind;
+use switchgnn_transport::job::{DpdkSettings, TransportKind};
 use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
 use switchgnn_transport::{ExchangeKind, JobFile};
@@ -55,6 +56,10 @@ pub struct Args {
     /// Give up on a mode after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// The datapath: udp (the kernel's loopback), or dpdk (a build with the `dpdk` feature:
+    /// DPDK's memif between the processes, without hugepages or PCI devices).
+    #[arg(long, default_value = "udp")]
+    pub transport: String,
 }
 
 /// One mode's measured run, per exchange and in total.
@@ -95,6 +100,14 @@ pub fn run(args: Args) -> Result<()> {
         .split(',')
         .map(|m| parse_mode(m.trim()))
         .collect::<Result<_>>()?;
+    let transport = TransportKind::parse(&args.transport)
+        .with_context(|| format!("unknown transport `{}` (udp or dpdk)", args.transport))?;
+    if !transport.is_available() {
+        bail!(
+            "--transport {} needs a build with DPDK: cargo build --release --features dpdk",
+            args.transport
+        );
+    }
     if args.workers < 2 || args.workers > 512 {
         bail!("--workers {} must be between 2 and 512", args.workers);
     }
@@ -122,7 +135,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let mut summaries = Vec::new();
     for mode in modes {
-        let job = JobFile {
+        let mut job = JobFile {
             job: 1,
             plan: absolute(&plan_dir)?,
             dataset: Some(absolute(&cache_path)?.display().to_string()),
@@ -130,11 +143,27 @@ pub fn run(args: Args) -> Result<()> {
             switch: "127.0.0.1:0".parse().expect("an address"),
             world: args.workers as u16,
             bind: Some("127.0.0.1:0".parse().expect("an address")),
-            transport: "udp".into(),
+            collective: None,
+            transport: TransportKind::Udp,
+            dpdk: DpdkSettings::default(),
             timeouts: Default::default(),
             link: args.net.link(),
             faults: args.net.faults(),
         };
+        if transport == TransportKind::Dpdk {
+            // memif between the processes; addresses only tell the workers apart.
+            job.transport = transport;
+            job.switch = "10.0.0.1:47000".parse().expect("an address");
+            job.bind = None;
+            job.dpdk = DpdkSettings {
+                eal: ["--no-huge", "--no-pci", "-m", "192"]
+                    .map(String::from)
+                    .to_vec(),
+                memif: Some(absolute(run_dir.path())?.join(format!("{}.memif", mode.name()))),
+                ..DpdkSettings::default()
+            };
+            job.validate()?;
+        }
         let summary = run_mode(&args, &job, &plan, run_dir.path())?;
         print_mode(&summary);
         summaries.push(summary);

@@ -1,4 +1,4 @@
-//! `switchgnn switch`: the software switch as a process, serving one job over UDP.
+//! `switchgnn switch`: the software switch as a process, serving one job over UDP or DPDK.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use switchgnn_transport::collective::{RunningService, ServiceConfig};
+use switchgnn_transport::job::TransportKind;
 use switchgnn_transport::server::{ServerConfig, SwitchServer};
 use switchgnn_transport::{JobFile, Session};
 
@@ -107,6 +108,7 @@ pub fn run(args: Args) -> Result<()> {
         aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
         stop_after_exchanges: None,
         overload: Default::default(),
+        transport: job.transport(),
     };
     let mut server = SwitchServer::bind(cfg, session.clone())
         .with_context(|| format!("cannot listen on {}", job.switch))?;
@@ -115,12 +117,31 @@ pub fn run(args: Args) -> Result<()> {
     }
     let addr = server.local_addr()?;
     // Training jobs all-reduce through a service beside the switch: TCP on the same address.
-    let collective = RunningService::start(
-        addr,
-        ServiceConfig::of(job.job, job.world, &job.timeouts),
-        Some(server.liveness()),
-    )
-    .with_context(|| format!("cannot listen on TCP {addr} for the collective service"))?;
+    // Training jobs all-reduce through a service beside the switch: TCP on the switch's
+    // address, or the job's `collective` address. A DPDK switch address is not the kernel's:
+    // without a `collective` address there is no service (exchange-only jobs need none).
+    let collective_addr = match (job.collective, job.transport) {
+        (Some(a), _) => Some(a),
+        (None, TransportKind::Udp) => Some(addr),
+        (None, TransportKind::Dpdk) => None,
+    };
+    let collective = match collective_addr {
+        Some(at) => Some(
+            RunningService::start(
+                at,
+                ServiceConfig::of(job.job, job.world, &job.timeouts),
+                Some(server.liveness()),
+            )
+            .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?,
+        ),
+        None => {
+            eprintln!(
+                "switch: no all-reduce service (DPDK without a `collective` address in the job \
+                 file): exchanges only"
+            );
+            None
+        }
+    };
     if let Some(path) = &args.ready_file {
         write_json(path, &addr.to_string())?;
     }
@@ -159,18 +180,20 @@ pub fn run(args: Args) -> Result<()> {
             c.packets, c.skipped
         );
     }
-    let collective = collective.finish(std::time::Duration::from_secs(2));
+    let collective = collective.map(|c| c.finish(std::time::Duration::from_secs(2)));
     let report = server.report();
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
     let outcome = result?;
-    let collective = collective.context("the collective service failed")?;
-    if collective.rounds > 0 {
-        eprintln!(
-            "switch: {} all-reduce rounds, {} values reduced",
-            collective.rounds, collective.values_in
-        );
+    if let Some(collective) = collective {
+        let collective = collective.context("the collective service failed")?;
+        if collective.rounds > 0 {
+            eprintln!(
+                "switch: {} all-reduce rounds, {} values reduced",
+                collective.rounds, collective.values_in
+            );
+        }
     }
     let k = &outcome.counters;
     eprintln!(

@@ -60,6 +60,7 @@ pub fn run(args: Args) -> Result<()> {
             seed: job.faults.seed ^ (u64::from(rank) << 32),
             ..job.faults
         },
+        transport: job.transport(),
     };
     let mut client = WorkerClient::connect_capturing(cfg, args.capture.start()?)?;
     let cancel = Arc::new(AtomicBool::new(false));

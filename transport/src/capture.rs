@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -124,94 +124,12 @@ impl Drop for Capture {
     }
 }
 
-/// A made-up MAC address for an IP address: Wireshark shows frames, and hosts on a capture
-/// are easier to tell apart by their addresses.
-fn mac(ip: IpAddr) -> [u8; 6] {
-    let o = match ip {
-        IpAddr::V4(v4) => v4.octets(),
-        IpAddr::V6(v6) => {
-            let b = v6.octets();
-            [b[12], b[13], b[14], b[15]]
-        }
-    };
-    // Locally administered, unicast.
-    [0x02, 0x53, o[0], o[1], o[2], o[3]]
-}
-
-/// RFC 1071 checksum of `bytes`.
-fn checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = bytes
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// The Ethernet frame (without FCS) carrying `payload` from `from` to `to` over UDP.
-pub fn frame(
-    from: SocketAddr,
-    to: SocketAddr,
-    ecn: Option<EcnCodepoint>,
-    payload: &[u8],
-) -> Vec<u8> {
-    let ecn_bits = match ecn {
-        None => 0,
-        Some(EcnCodepoint::Ect1) => 1,
-        Some(EcnCodepoint::Ect0) => 2,
-        Some(EcnCodepoint::Ce) => 3,
-    };
-    let udp_len = (8 + payload.len()) as u16;
-    let mut out = Vec::with_capacity(14 + 40 + 8 + payload.len());
-    out.extend_from_slice(&mac(to.ip()));
-    out.extend_from_slice(&mac(from.ip()));
-    match (from.ip(), to.ip()) {
-        (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            out.extend_from_slice(&0x0800u16.to_be_bytes());
-            let mut ip = [0u8; 20];
-            ip[0] = 0x45;
-            ip[1] = ecn_bits;
-            ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-            ip[6] = 0x40; // don't fragment
-            ip[8] = 64; // TTL
-            ip[9] = 17; // UDP
-            ip[12..16].copy_from_slice(&src.octets());
-            ip[16..20].copy_from_slice(&dst.octets());
-            let sum = checksum(&ip);
-            ip[10..12].copy_from_slice(&sum.to_be_bytes());
-            out.extend_from_slice(&ip);
-        }
-        (src, dst) => {
-            let v6 = |a: IpAddr| match a {
-                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                IpAddr::V6(v6) => v6,
-            };
-            out.extend_from_slice(&0x86ddu16.to_be_bytes());
-            let mut ip = [0u8; 40];
-            ip[0] = 0x60 | (ecn_bits >> 4);
-            ip[1] = ecn_bits << 4;
-            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            ip[6] = 17;
-            ip[7] = 64;
-            ip[8..24].copy_from_slice(&v6(src).octets());
-            ip[24..40].copy_from_slice(&v6(dst).octets());
-            out.extend_from_slice(&ip);
-        }
-    }
-    out.extend_from_slice(&from.port().to_be_bytes());
-    out.extend_from_slice(&to.port().to_be_bytes());
-    out.extend_from_slice(&udp_len.to_be_bytes());
-    // UDP checksum 0: none (allowed over IPv4; Wireshark does not complain).
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(payload);
-    out
-}
+pub use crate::frame::frame;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::checksum;
 
     #[test]
     fn the_ipv4_header_checksums_to_zero_and_lengths_add_up() {

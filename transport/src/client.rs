@@ -22,7 +22,7 @@ use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
 
-use crate::job::{Link, Timeouts};
+use crate::job::{Link, Role, Timeouts, Transport};
 use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
 use switchgnn_dataplane::ExchangeKind;
 
@@ -41,6 +41,8 @@ pub struct WorkerConfig {
     pub timeouts: Timeouts,
     pub link: Link,
     pub faults: ShimConfig,
+    /// The datapath: the kernel's UDP stack (bound at `bind`) or DPDK.
+    pub transport: Transport,
 }
 
 #[derive(Debug, Error)]
@@ -112,7 +114,7 @@ struct Heartbeat {
 
 impl Heartbeat {
     fn start(
-        socket: std::net::UdpSocket,
+        mut socket: Box<dyn crate::datapath::SideSender>,
         switch: SocketAddr,
         epoch: Instant,
         control: Arc<Mutex<WorkerControl>>,
@@ -131,8 +133,7 @@ impl Heartbeat {
                     // The machine acts only on what is due: a heartbeat after a quiet spell.
                     c.handle_timeout(now);
                     while let Some(m) = c.poll_control() {
-                        // UDP: a failed send is a lost heartbeat, which the timeout allows
-                        // for.
+                        // A failed send is a lost heartbeat, which the timeout allows for.
                         let _ = socket.send_to(&m.encode(), switch);
                     }
                 }
@@ -172,7 +173,26 @@ impl WorkerClient {
         cfg: WorkerConfig,
         capture: Option<crate::capture::Capture>,
     ) -> Result<WorkerClient, WorkerError> {
-        let mut endpoint = Endpoint::bind(cfg.bind, cfg.faults)?;
+        let mut endpoint = match &cfg.transport {
+            Transport::Udp => Endpoint::bind(cfg.bind, cfg.faults)?,
+            Transport::Dpdk(settings) => {
+                let SocketAddr::V4(switch) = cfg.switch else {
+                    return Err(WorkerError::Io(std::io::Error::other(format!(
+                        "the DPDK datapath speaks IPv4; the switch address {} is not",
+                        cfg.switch
+                    ))));
+                };
+                let local = SocketAddr::V4(settings.worker_addr(cfg.rank, switch));
+                Endpoint::dpdk(
+                    settings,
+                    cfg.job,
+                    cfg.world,
+                    Role::Worker(cfg.rank),
+                    local,
+                    cfg.faults,
+                )?
+            }
+        };
         if let Some(c) = capture {
             endpoint.capture_to(c);
         }

@@ -11,6 +11,7 @@
 //! switch = "10.0.0.1:47000"
 //! world = 4
 //! bind = "0.0.0.0:0"             # optional: where workers bind (default: any port)
+//! transport = "udp"              # or "dpdk" (a build with the `dpdk` feature; see [dpdk])
 //!
 //! [timeouts]                     # optional, these are the defaults
 //! join_ms = 20000                # every worker must have joined by then
@@ -27,9 +28,14 @@
 //!
 //! [faults]                       # seeded fault shim on every sender (tests)
 //! loss = 0.0
+//!
+//! [dpdk]                         # only with transport = "dpdk"; see `DpdkSettings`
+//! eal = ["--no-huge", "--no-pci", "-m", "512"]
+//! memif = "/run/switchgnn-1.sock"
 //! ```
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -176,9 +182,17 @@ pub struct JobFile {
     /// Where workers bind; default: any address, a free port.
     #[serde(default)]
     pub bind: Option<SocketAddr>,
-    /// Only `udp` for now (DPDK comes behind a cargo feature).
-    #[serde(default = "default_transport")]
-    pub transport: String,
+    /// TCP address of the training all-reduce service beside the switch. Default: the switch's
+    /// address; with DPDK, whose switch address the kernel does not know, an address of the
+    /// switch's host on a kernel interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<SocketAddr>,
+    /// The packet I/O of the switch process and the workers.
+    #[serde(default)]
+    pub transport: TransportKind,
+    /// DPDK's settings, for `transport = "dpdk"`.
+    #[serde(default, skip_serializing_if = "DpdkSettings::is_default")]
+    pub dpdk: DpdkSettings,
     #[serde(default)]
     pub timeouts: Timeouts,
     #[serde(default)]
@@ -195,8 +209,228 @@ fn default_mode() -> ExchangeKind {
     ExchangeKind::Switchgnn
 }
 
-fn default_transport() -> String {
-    "udp".into()
+/// Which datapath carries the packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// The kernel's UDP stack.
+    #[default]
+    Udp,
+    /// DPDK: Ethernet frames straight from and to the NIC (cargo feature `dpdk`).
+    Dpdk,
+}
+
+impl TransportKind {
+    pub fn parse(name: &str) -> Option<TransportKind> {
+        match name {
+            "udp" => Some(TransportKind::Udp),
+            "dpdk" => Some(TransportKind::Dpdk),
+            _ => None,
+        }
+    }
+
+    /// Whether this build can run it.
+    pub fn is_available(self) -> bool {
+        self == TransportKind::Udp || cfg!(feature = "dpdk")
+    }
+}
+
+/// The transport a switch process or worker opens, with its settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Transport {
+    #[default]
+    Udp,
+    Dpdk(DpdkSettings),
+}
+
+/// Who opens a DPDK datapath: its devices and EAL file prefix differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Switch,
+    Worker(u16),
+}
+
+/// How the processes of a job reach DPDK. Every process of the job reads the same section;
+/// `{rank}` in an EAL argument or a device becomes the worker's rank (`switch` at the switch),
+/// and a switch device naming `{worker}` is repeated once per worker.
+///
+/// A device whose name starts with `net_` is a virtual device (EAL `--vdev`), anything else a
+/// PCI address to use (EAL `-a`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DpdkSettings {
+    /// EAL arguments of every process (e.g. `--no-huge`, `-m 512`, `--no-pci`). Unless given,
+    /// a file prefix of its own per process, and an lcore that may run on any CPU (so that
+    /// several processes on one machine do not share a core).
+    pub eal: Vec<String>,
+    /// A memif socket path: the switch serves one memif interface per worker on it (ids
+    /// 0..world), each worker connects to it as a client with its rank as id.
+    pub memif: Option<PathBuf>,
+    /// Devices of the switch process.
+    pub switch_devices: Vec<String>,
+    /// Devices of each worker process.
+    pub worker_devices: Vec<String>,
+    /// The workers' IPv4 addresses by rank. Default: the switch's IP, port switch + 1 + rank —
+    /// enough where workers are told apart by port (memif, veth pairs on one machine); a
+    /// cluster names each host's address.
+    pub workers: Vec<SocketAddrV4>,
+    /// Static ARP: the Ethernet address of an IPv4 address. A peer not listed is reached at
+    /// the address its last frame came from, and before any frame at the broadcast address.
+    pub arp: BTreeMap<Ipv4Addr, String>,
+    /// Packet buffers in each process's pool.
+    pub mbufs: u32,
+    /// Descriptors of each receive and send ring.
+    pub ring: u16,
+}
+
+impl Default for DpdkSettings {
+    fn default() -> Self {
+        DpdkSettings {
+            eal: Vec::new(),
+            memif: None,
+            switch_devices: Vec::new(),
+            worker_devices: Vec::new(),
+            workers: Vec::new(),
+            arp: BTreeMap::new(),
+            mbufs: 16_383,
+            ring: 1024,
+        }
+    }
+}
+
+impl DpdkSettings {
+    fn is_default(&self) -> bool {
+        *self == DpdkSettings::default()
+    }
+
+    /// The address of worker `rank` of a job whose switch is at `switch`.
+    pub fn worker_addr(&self, rank: u16, switch: SocketAddrV4) -> SocketAddrV4 {
+        self.workers
+            .get(usize::from(rank))
+            .copied()
+            .unwrap_or_else(|| {
+                SocketAddrV4::new(*switch.ip(), switch.port().wrapping_add(1 + rank))
+            })
+    }
+
+    /// The EAL arguments (after the program name) of `role` in a job of `world` workers.
+    pub fn eal_args(&self, job: u16, world: u16, role: Role) -> Vec<String> {
+        let who = match role {
+            Role::Switch => "switch".to_string(),
+            Role::Worker(r) => r.to_string(),
+        };
+        let fill = |s: &str| s.replace("{rank}", &who);
+        let mut args: Vec<String> = self.eal.iter().map(|a| fill(a)).collect();
+        let has = |args: &[String], names: &[&str]| {
+            args.iter().any(|a| {
+                names
+                    .iter()
+                    .any(|n| a == n || a.starts_with(&format!("{n}=")))
+            })
+        };
+        if !has(&args, &["--file-prefix", "--in-memory"]) {
+            args.push(format!(
+                "--file-prefix=switchgnn-{job}-{who}-{}",
+                std::process::id()
+            ));
+        }
+        if !has(&args, &["-l", "-c", "--lcores"]) {
+            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+            args.push(format!("--lcores=0@(0-{})", cpus - 1));
+        }
+        let mut devices = Vec::new();
+        match role {
+            Role::Switch => {
+                if let Some(path) = &self.memif {
+                    for w in 0..world {
+                        devices.push(format!(
+                            "net_memif{w},role=server,id={w},socket={}",
+                            path.display()
+                        ));
+                    }
+                }
+                for d in &self.switch_devices {
+                    if d.contains("{worker}") {
+                        devices.extend((0..world).map(|w| d.replace("{worker}", &w.to_string())));
+                    } else {
+                        devices.push(fill(d));
+                    }
+                }
+            }
+            Role::Worker(rank) => {
+                if let Some(path) = &self.memif {
+                    devices.push(format!(
+                        "net_memif0,role=client,id={rank},socket={}",
+                        path.display()
+                    ));
+                }
+                devices.extend(self.worker_devices.iter().map(|d| fill(d)));
+            }
+        }
+        for d in devices {
+            let flag = if d.starts_with("net_") {
+                "--vdev"
+            } else {
+                "-a"
+            };
+            args.push(format!("{flag}={d}"));
+        }
+        args
+    }
+
+    /// The static ARP table, parsed.
+    pub fn arp_table(&self) -> Result<BTreeMap<Ipv4Addr, [u8; 6]>, JobError> {
+        self.arp
+            .iter()
+            .map(|(ip, text)| {
+                parse_mac(text).map(|mac| (*ip, mac)).ok_or_else(|| {
+                    JobError::Invalid(format!(
+                        "dpdk.arp: `{text}` (for {ip}) is not an Ethernet address like \
+                             02:00:00:00:00:01"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    fn validate(&self, world: u16) -> Result<(), JobError> {
+        self.arp_table()?;
+        if !self.workers.is_empty() && self.workers.len() != usize::from(world) {
+            return Err(JobError::Invalid(format!(
+                "dpdk.workers names {} addresses for {world} workers",
+                self.workers.len()
+            )));
+        }
+        if self.mbufs < 2 * u32::from(self.ring) {
+            return Err(JobError::Invalid(format!(
+                "dpdk.mbufs = {} cannot fill a receive ring of {} and still send",
+                self.mbufs, self.ring
+            )));
+        }
+        if !self.ring.is_power_of_two() {
+            return Err(JobError::Invalid(format!(
+                "dpdk.ring = {} must be a power of two",
+                self.ring
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff` (or with dashes).
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = text.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut mac = [0u8; 6];
+    for (m, p) in mac.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return None;
+        }
+        *m = u8::from_str_radix(p, 16).ok()?;
+    }
+    Some(mac)
 }
 
 impl JobFile {
@@ -210,7 +444,9 @@ impl JobFile {
             switch,
             world,
             bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-            transport: default_transport(),
+            collective: None,
+            transport: TransportKind::Udp,
+            dpdk: DpdkSettings::default(),
             timeouts: Timeouts::default(),
             link: Link::default(),
             faults: ShimConfig::default(),
@@ -239,6 +475,14 @@ impl JobFile {
         Ok(job)
     }
 
+    /// The transport the switch process and the workers open.
+    pub fn transport(&self) -> Transport {
+        match self.transport {
+            TransportKind::Udp => Transport::Udp,
+            TransportKind::Dpdk => Transport::Dpdk(self.dpdk.clone()),
+        }
+    }
+
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("job files serialise")
     }
@@ -249,11 +493,24 @@ impl JobFile {
         if self.world == 0 {
             return invalid("`world` must be at least 1".into());
         }
-        if self.transport != "udp" {
-            return invalid(format!(
-                "transport `{}` is not available (this build has: udp)",
-                self.transport
-            ));
+        match self.transport {
+            TransportKind::Udp => {}
+            TransportKind::Dpdk if !self.transport.is_available() => {
+                return invalid(
+                    "transport \"dpdk\" needs a build with DPDK: cargo build --release \
+                     --features dpdk (and Debian's libdpdk-dev)"
+                        .into(),
+                );
+            }
+            TransportKind::Dpdk => {
+                if !self.switch.is_ipv4() {
+                    return invalid(format!(
+                        "transport \"dpdk\" speaks IPv4: the switch address {} is not",
+                        self.switch
+                    ));
+                }
+                self.dpdk.validate(self.world)?;
+            }
         }
         if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
             return invalid(format!("link.gbps = {} must be positive", self.link.gbps));

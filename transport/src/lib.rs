@@ -19,6 +19,10 @@
 pub mod capture;
 pub mod client;
 pub mod collective;
+pub mod datapath;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+pub mod frame;
 pub mod job;
 pub mod liveness;
 pub mod loopback;
@@ -27,6 +31,7 @@ pub mod server;
 pub mod session;
 pub mod session_file;
 pub mod socket;
+pub mod udp;
 pub mod workload;
 
 pub use client::{WorkerClient, WorkerConfig, WorkerError};

@@ -42,6 +42,8 @@ fn worker_config(
             seed: server.faults.seed ^ (u64::from(rank) + 1),
             ..server.faults
         },
+        // Threads of one process share one EAL at most: loopback jobs run over UDP.
+        transport: crate::job::Transport::Udp,
     }
 }
 

@@ -38,7 +38,7 @@ use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, Sw
 use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
 
-use crate::job::{Link, Timeouts};
+use crate::job::{Link, Role, Timeouts, Transport};
 use crate::liveness::Liveness;
 use crate::session::Session;
 use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, RxBacklog, ShimConfig};
@@ -92,6 +92,8 @@ pub struct ServerConfig {
     /// maintenance. Workers rejoin the next switch started on the same address.
     pub stop_after_exchanges: Option<u64>,
     pub overload: Overload,
+    /// The datapath: the kernel's UDP stack or DPDK.
+    pub transport: Transport,
 }
 
 impl ServerConfig {
@@ -109,6 +111,7 @@ impl ServerConfig {
             aggregators,
             stop_after_exchanges: None,
             overload: Overload::default(),
+            transport: Transport::Udp,
         }
     }
 }
@@ -226,9 +229,19 @@ pub struct SwitchServer {
 
 impl SwitchServer {
     pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
-        let mut endpoint = match cfg.overload.recv_buffer {
-            Some(bytes) => Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?,
-            None => Endpoint::bind(cfg.listen, cfg.faults)?,
+        let mut endpoint = match (&cfg.transport, cfg.overload.recv_buffer) {
+            (Transport::Udp, Some(bytes)) => {
+                Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?
+            }
+            (Transport::Udp, None) => Endpoint::bind(cfg.listen, cfg.faults)?,
+            (Transport::Dpdk(settings), _) => Endpoint::dpdk(
+                settings,
+                cfg.job,
+                cfg.world,
+                Role::Switch,
+                cfg.listen,
+                cfg.faults,
+            )?,
         };
         let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
         let mut switch = Switch::new(SwitchConfig {

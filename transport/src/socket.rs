@@ -1,39 +1,33 @@
-//! A non-blocking UDP endpoint for the real-time drivers.
+//! The endpoint of the real-time drivers: one per switch process and per worker, over a
+//! [`Datapath`] (the kernel's UDP stack, or DPDK with the `dpdk` feature).
 //!
-//! - receive in batches (recvmmsg, and GRO where the kernel coalesces) into buffers allocated
-//!   once, reading each datagram's ECN codepoint;
-//! - send in batches: consecutive datagrams to the same peer of the same size leave in one
-//!   GSO send, each with the ECN codepoint the caller chose;
-//! - count packets and bytes per peer, as they cross the socket;
+//! - queue datagrams and send them in batches, each with the ECN codepoint the caller chose;
+//! - read what arrives in batches, with each datagram's codepoint;
+//! - count packets and bytes per peer, as they cross the datapath;
 //! - optionally pass every send through the dataplane's seeded fault injector (loss,
 //!   duplication, reordering by delay), the same code the in-memory network and the simulator
-//!   run.
-//!
-//! quinn-udp does the system calls; mio waits for readiness with a deadline. mio is
-//! edge-triggered, so the endpoint remembers when it stopped reading before the socket was
-//! drained and does not sleep in that case.
+//!   run;
+//! - record a capture, when asked.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::capture::{Capture, CaptureStats};
-use mio::{Events, Interest, Poll, Token};
-use quinn_udp::{RecvMeta, UdpSocketState};
+use crate::datapath::{Datapath, Outgoing, Sent, SideSender};
+use crate::job::{DpdkSettings, Role};
+use crate::udp::{UdpDatapath, SOCKET_BUFFER};
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::fault::{FaultError, FaultInjector, Faults};
 
-pub use quinn_udp::EcnCodepoint;
+pub use crate::datapath::EcnCodepoint;
 
 /// Largest datagram the endpoint receives (dataplane packets are at most 160 bytes; control
 /// messages stay below this).
 pub const MAX_DATAGRAM: usize = 2048;
-/// Socket buffers asked of the kernel (it may cap them at `net.core.[rw]mem_max`).
-const SOCKET_BUFFER: usize = 4 << 20;
 /// Receive batches read per call before control returns to the driver.
 const BATCHES_PER_CALL: usize = 16;
-const SOCKET: Token = Token(0);
 
 /// One received datagram, borrowed from the endpoint's buffers.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +81,12 @@ pub struct EndpointStats {
     /// Deepest receive queue seen by [`Endpoint::backlog`], in bytes.
     #[serde(default)]
     pub peak_rx_queue_bytes: u64,
+    /// Frames a kernel-bypass datapath dropped as malformed (the last reading).
+    #[serde(default)]
+    pub malformed_frames: u64,
+    /// Frames a kernel-bypass datapath dropped as not for this endpoint.
+    #[serde(default)]
+    pub foreign_frames: u64,
     pub shim: ShimStats,
 }
 
@@ -131,13 +131,6 @@ pub struct ShimStats {
     pub lost: u64,
     pub duplicated: u64,
     pub delayed: u64,
-}
-
-#[derive(Debug, Clone)]
-struct Outgoing {
-    to: SocketAddr,
-    ecn: Option<EcnCodepoint>,
-    bytes: Vec<u8>,
 }
 
 /// The fault injector on the send path: the dataplane's [`FaultInjector`], with the copies it
@@ -189,69 +182,68 @@ impl Shim {
     }
 }
 
-/// A bound, non-blocking UDP socket with batching, ECN and counters.
+/// A datapath with batching, ECN, counters, a fault shim and captures.
 #[derive(Debug)]
 pub struct Endpoint {
-    socket: mio::net::UdpSocket,
-    state: UdpSocketState,
-    poll: Poll,
-    events: Events,
-    rx_bufs: Vec<Vec<u8>>,
-    rx_meta: Vec<RecvMeta>,
-    /// The last read stopped before the socket said "would block": read again before sleeping.
-    maybe_readable: bool,
+    datapath: Box<dyn Datapath>,
     queue: VecDeque<Outgoing>,
-    gso: Vec<u8>,
     shim: Option<Shim>,
     peers: HashMap<SocketAddr, PeerCounters>,
     stats: EndpointStats,
-    /// The kernel's drop count when the socket was bound (it counts from creation).
-    drops_at_bind: u64,
     /// Where every datagram sent and received is recorded, when capturing.
     capture: Option<Capture>,
     local: SocketAddr,
 }
 
 impl Endpoint {
-    /// Bind `addr` (port 0 picks a free port).
+    /// Bind a UDP socket to `addr` (port 0 picks a free port).
     pub fn bind(addr: SocketAddr, shim: ShimConfig) -> io::Result<Endpoint> {
         Endpoint::bind_with_buffer(addr, shim, SOCKET_BUFFER)
     }
 
-    /// Bind `addr`, asking the kernel for a receive buffer of `recv_buffer` bytes (it may cap
-    /// it at `net.core.rmem_max`; tests ask for small ones to provoke an overload).
+    /// [`Endpoint::bind`], asking the kernel for a receive buffer of `recv_buffer` bytes (it
+    /// may cap it at `net.core.rmem_max`; tests ask for small ones to provoke an overload).
     pub fn bind_with_buffer(
         addr: SocketAddr,
         shim: ShimConfig,
         recv_buffer: usize,
     ) -> io::Result<Endpoint> {
-        let std_socket = std::net::UdpSocket::bind(addr)?;
-        std_socket.set_nonblocking(true)?;
-        let mut socket = mio::net::UdpSocket::from_std(std_socket);
-        let state = UdpSocketState::new((&socket).into())?;
-        // Best effort: a smaller buffer only means more kernel drops under load.
-        let _ = state.set_recv_buffer_size((&socket).into(), recv_buffer);
-        let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
-        let drops_at_bind = meminfo::read(&socket).map_or(0, |m| m.drops);
-        let local = socket.local_addr()?;
-        let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
-        let batch = quinn_udp::BATCH_SIZE;
-        // GRO may coalesce up to 64 KiB of equal-sized datagrams into one buffer.
-        let buf_len = (state.gro_segments() * MAX_DATAGRAM).clamp(MAX_DATAGRAM, 1 << 16);
+        Endpoint::over(Box::new(UdpDatapath::bind(addr, recv_buffer)?), shim)
+    }
+
+    /// An endpoint over DPDK for `role` of a job of `world` workers, answering at `local`
+    /// (a build without the `dpdk` feature says so).
+    pub fn dpdk(
+        settings: &DpdkSettings,
+        job: u16,
+        world: u16,
+        role: Role,
+        local: SocketAddr,
+        shim: ShimConfig,
+    ) -> io::Result<Endpoint> {
+        #[cfg(feature = "dpdk")]
+        {
+            let datapath = crate::dpdk::DpdkDatapath::open(settings, job, world, role, local)?;
+            Endpoint::over(Box::new(datapath), shim)
+        }
+        #[cfg(not(feature = "dpdk"))]
+        {
+            let _ = (settings, job, world, role, local, shim);
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this build has no DPDK datapath (cargo build --release --features dpdk)",
+            ))
+        }
+    }
+
+    /// An endpoint over `datapath`.
+    pub fn over(datapath: Box<dyn Datapath>, shim: ShimConfig) -> io::Result<Endpoint> {
         shim.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let local = datapath.local_addr()?;
         Ok(Endpoint {
-            socket,
-            state,
-            poll,
-            events: Events::with_capacity(16),
-            rx_bufs: (0..batch).map(|_| vec![0; buf_len]).collect(),
-            rx_meta: vec![RecvMeta::default(); batch],
-            maybe_readable: true,
+            datapath,
             queue: VecDeque::new(),
-            gso: Vec::with_capacity(1 << 16),
             shim: shim.is_active().then(|| Shim {
                 injector: FaultInjector::new(shim.faults(), shim.seed),
                 delayed: BTreeMap::new(),
@@ -259,7 +251,6 @@ impl Endpoint {
             }),
             peers: HashMap::new(),
             stats: EndpointStats::default(),
-            drops_at_bind,
             capture: None,
             local,
         })
@@ -275,28 +266,28 @@ impl Endpoint {
         self.capture.take().map(Capture::finish).transpose()
     }
 
-    /// The kernel's receive queue now (Linux; `None` elsewhere). Also updates the drop and
-    /// peak figures of [`Endpoint::stats`]. One system call: cheap enough once per receive
-    /// round.
+    /// The receive queue the system keeps for this endpoint now (the kernel's socket queue on
+    /// Linux; `None` where nobody says). Also updates the drop and peak figures of
+    /// [`Endpoint::stats`]. One system call: cheap enough once per receive round.
     pub fn backlog(&mut self) -> Option<RxBacklog> {
-        let mut b = meminfo::read(&self.socket)?;
-        b.drops = b.drops.saturating_sub(self.drops_at_bind);
+        let c = self.datapath.counters();
+        self.stats.malformed_frames = c.malformed;
+        self.stats.foreign_frames = c.foreign;
+        self.stats.rx_queue_drops = self.stats.rx_queue_drops.max(c.ring_drops);
+        let b = self.datapath.backlog()?;
         self.stats.rx_queue_drops = b.drops;
         self.stats.peak_rx_queue_bytes = self.stats.peak_rx_queue_bytes.max(b.queued_bytes);
         Some(b)
     }
 
-    /// A plain handle on the same socket, for sending from another thread (a heartbeat while
-    /// the owner of the endpoint computes). Its sends bypass the fault shim and the counters.
-    pub fn side_sender(&self) -> io::Result<std::net::UdpSocket> {
-        use std::os::fd::{AsFd, FromRawFd, IntoRawFd};
-        let fd = self.socket.as_fd().try_clone_to_owned()?;
-        // SAFETY: `fd` is a freshly duplicated descriptor of a UDP socket that we own.
-        Ok(unsafe { std::net::UdpSocket::from_raw_fd(fd.into_raw_fd()) })
+    /// A handle for sending from another thread (a heartbeat while the owner of the endpoint
+    /// computes). Its sends bypass the fault shim and the counters.
+    pub fn side_sender(&self) -> io::Result<Box<dyn SideSender>> {
+        self.datapath.side_sender()
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.socket.local_addr()
+        Ok(self.local)
     }
 
     pub fn stats(&self) -> &EndpointStats {
@@ -320,46 +311,16 @@ impl Endpoint {
         }
     }
 
-    /// Send what is queued, in GSO batches, until done or the socket buffer is full.
+    /// Send what is queued, in batches, until done or the datapath is full.
     pub fn flush(&mut self) -> io::Result<()> {
         if let Some(shim) = &mut self.shim {
             shim.release(Instant::now(), &mut self.queue);
         }
-        let max_segments = self.state.max_gso_segments().max(1);
-        while let Some(first) = self.queue.front() {
-            let len = first.bytes.len();
-            // A GSO batch: same peer, codepoint and size (the last may be shorter), ≤ 64 KiB.
-            let mut n = 1;
-            while n < max_segments && (n + 1) * len <= 1 << 16 {
-                match self.queue.get(n) {
-                    Some(o) if o.to == first.to && o.ecn == first.ecn && o.bytes.len() <= len => {
-                        n += 1;
-                        if o.bytes.len() < len {
-                            break;
-                        }
-                    }
-                    _ => break,
-                }
-            }
-            let contents: &[u8] = if n == 1 {
-                &first.bytes
-            } else {
-                self.gso.clear();
-                for o in self.queue.range(..n) {
-                    self.gso.extend_from_slice(&o.bytes);
-                }
-                &self.gso
-            };
-            let transmit = quinn_udp::Transmit {
-                destination: first.to,
-                ecn: first.ecn,
-                contents,
-                segment_size: (n > 1).then_some(len),
-                src_ip: None,
-            };
+        while !self.queue.is_empty() {
             self.stats.send_calls += 1;
-            match self.state.try_send((&self.socket).into(), &transmit) {
-                Ok(()) => {
+            let sent = self.datapath.send(self.queue.make_contiguous())?;
+            match sent {
+                Sent::Left(n) => {
                     for o in self.queue.drain(..n) {
                         if let Some(capture) = self.capture.as_mut() {
                             capture.record(self.local, o.to, o.ecn, &o.bytes);
@@ -370,46 +331,32 @@ impl Endpoint {
                         c.ce_sent += u64::from(o.ecn == Some(EcnCodepoint::Ce));
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.stats.send_blocked += 1;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
+                Sent::Failed(n) => {
                     // UDP is unreliable anyway; the protocol's timers recover what is lost.
-                    tracing::debug!(error = %e, to = %first.to, "send failed");
                     self.stats.send_errors += n as u64;
                     self.queue.drain(..n);
+                }
+                Sent::Blocked => {
+                    self.stats.send_blocked += 1;
+                    return Ok(());
                 }
             }
         }
         Ok(())
     }
 
-    /// Sleep until the socket is readable, a held-back datagram is due, or `deadline`.
+    /// Sleep until a datagram may have arrived, a held-back datagram is due, or `deadline`.
     pub fn wait(&mut self, deadline: Option<Instant>) -> io::Result<()> {
         let now = Instant::now();
         let shim_due = self.shim.as_ref().and_then(Shim::next_release);
         let until = [deadline, shim_due].into_iter().flatten().min();
-        let timeout = if self.maybe_readable {
-            Some(Duration::ZERO)
-        } else {
-            until.map(|t| t.saturating_duration_since(now))
-        };
-        match self.poll.poll(&mut self.events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        if self.events.iter().any(|e| e.is_readable()) {
-            self.maybe_readable = true;
-        }
-        Ok(())
+        self.datapath
+            .wait(until.map(|t| t.saturating_duration_since(now)))
     }
 
-    /// Whether the last [`Endpoint::recv`] read the socket empty.
+    /// Whether the last [`Endpoint::recv`] read the datapath empty.
     pub fn is_drained(&self) -> bool {
-        !self.maybe_readable
+        self.datapath.is_drained()
     }
 
     /// Read what has arrived, calling `f` for every datagram; returns how many.
@@ -425,103 +372,34 @@ impl Endpoint {
         mut f: impl FnMut(Datagram<'_>),
     ) -> io::Result<usize> {
         let mut total = 0;
+        let (stats, peers, capture, local) = (
+            &mut self.stats,
+            &mut self.peers,
+            &mut self.capture,
+            self.local,
+        );
         for _ in 0..batches.max(1) {
-            let mut slices: Vec<IoSliceMut<'_>> = self
-                .rx_bufs
-                .iter_mut()
-                .map(|b| IoSliceMut::new(b))
-                .collect();
-            self.stats.recv_calls += 1;
-            let n = match self
-                .state
-                .recv((&self.socket).into(), &mut slices, &mut self.rx_meta)
-            {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.maybe_readable = false;
-                    return Ok(total);
+            stats.recv_calls += 1;
+            let mut each = |from: SocketAddr, ecn: Option<EcnCodepoint>, bytes: &[u8]| {
+                if bytes.len() > MAX_DATAGRAM {
+                    stats.oversized += 1;
+                    return;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // An ICMP error queued by an earlier send (e.g. a closed peer port) surfaces
-                // here; it concerns that send, not this read.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => return Err(e),
+                let c = peers.entry(from).or_default();
+                c.packets_received += 1;
+                c.bytes_received += bytes.len() as u64;
+                c.ce_received += u64::from(ecn == Some(EcnCodepoint::Ce));
+                total += 1;
+                if let Some(capture) = capture.as_mut() {
+                    capture.record(from, local, ecn, bytes);
+                }
+                f(Datagram { from, ecn, bytes });
             };
-            drop(slices);
-            for (meta, buf) in self.rx_meta[..n].iter().zip(&self.rx_bufs) {
-                let stride = meta.stride.max(1);
-                for bytes in buf[..meta.len].chunks(stride) {
-                    if bytes.len() > MAX_DATAGRAM {
-                        self.stats.oversized += 1;
-                        continue;
-                    }
-                    let c = self.peers.entry(meta.addr).or_default();
-                    c.packets_received += 1;
-                    c.bytes_received += bytes.len() as u64;
-                    c.ce_received += u64::from(meta.ecn == Some(EcnCodepoint::Ce));
-                    total += 1;
-                    if let Some(capture) = self.capture.as_mut() {
-                        capture.record(meta.addr, self.local, meta.ecn, bytes);
-                    }
-                    f(Datagram {
-                        from: meta.addr,
-                        ecn: meta.ecn,
-                        bytes,
-                    });
-                }
+            if self.datapath.recv(&mut each)?.is_none() {
+                break;
             }
         }
-        // Stopped with data possibly left: the next wait must not sleep.
-        self.maybe_readable = true;
         Ok(total)
-    }
-}
-
-/// `getsockopt(SO_MEMINFO)`: the socket's memory accounting, where Linux keeps the receive
-/// queue's size, its limit and the drops at this socket in one call.
-#[cfg(target_os = "linux")]
-mod meminfo {
-    use std::os::fd::AsRawFd;
-
-    use super::RxBacklog;
-
-    // Indexes into the kernel's `sk_meminfo` array (include/uapi/linux/sock_diag.h).
-    const RMEM_ALLOC: usize = 0;
-    const RCVBUF: usize = 1;
-    const DROPS: usize = 8;
-    const VARS: usize = 9;
-
-    pub fn read(socket: &impl AsRawFd) -> Option<RxBacklog> {
-        let mut info = [0u32; VARS];
-        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
-        // SAFETY: the buffer and its length are valid for the call; the kernel writes at
-        // most `len` bytes and reports how many.
-        let rc = unsafe {
-            libc::getsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_MEMINFO,
-                info.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 || (len as usize) < (DROPS + 1) * 4 {
-            return None;
-        }
-        Some(RxBacklog {
-            queued_bytes: u64::from(info[RMEM_ALLOC]),
-            buffer_bytes: u64::from(info[RCVBUF]),
-            drops: u64::from(info[DROPS]),
-        })
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod meminfo {
-    use super::RxBacklog;
-
-    pub fn read(_socket: &impl std::os::fd::AsRawFd) -> Option<RxBacklog> {
-        None
     }
 }
 

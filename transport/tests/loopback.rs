@@ -68,6 +68,7 @@ fn worker_config(
             seed: faults.seed + u64::from(rank) + 1,
             ..faults
         },
+        transport: Default::default(),
     }
 }
 

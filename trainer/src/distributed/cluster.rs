@@ -92,10 +92,11 @@ pub fn run_worker(
             seed: job.faults.seed ^ (u64::from(rank) << 32),
             ..job.faults
         },
+        transport: job.transport(),
     })
     .map_err(|source| CommError::Worker { rank, source })?;
     let collective = CollectiveClient::connect(
-        switch,
+        job.collective.unwrap_or(switch),
         job.job,
         rank,
         job.world,

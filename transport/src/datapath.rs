@@ -1,0 +1,96 @@
+//! The packet I/O under an [`Endpoint`](crate::socket::Endpoint): what differs between the
+//! kernel's UDP stack and a kernel-bypass NIC. The endpoint above keeps everything else once —
+//! the send queue, the fault shim, per-peer counters, captures — so the switch process and the
+//! worker run unchanged over either.
+//!
+//! - [`crate::udp::UdpDatapath`]: a kernel UDP socket (recvmmsg / GSO sends, ECN through
+//!   control messages);
+//! - `crate::dpdk::DpdkDatapath` (cargo feature `dpdk`): Ethernet / IPv4 / UDP frames in DPDK
+//!   mbufs, receive and send bursts, the ECN codepoint in the IPv4 header.
+
+use std::fmt::Debug;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use quinn_udp::EcnCodepoint;
+
+/// One datagram waiting to leave.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub to: SocketAddr,
+    pub ecn: Option<EcnCodepoint>,
+    pub bytes: Vec<u8>,
+}
+
+/// What one send call did with the front of the queue it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// The first `n` datagrams left (n ≥ 1).
+    Left(usize),
+    /// The first `n` datagrams were refused for good (no route, no buffer): UDP is unreliable,
+    /// the protocol's timers recover them.
+    Failed(usize),
+    /// Nothing could leave now (the socket buffer or the NIC's ring is full): try later.
+    Blocked,
+}
+
+/// Packet I/O for an endpoint: batch receive into buffers it owns, batch send from a queue.
+pub trait Datapath: Debug + Send {
+    /// The address peers send to.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// Send a batch from the front of `queue` (never empty).
+    fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent>;
+
+    /// Read one batch of what has arrived, calling `f(from, ecn, bytes)` for every datagram;
+    /// `None` when nothing was waiting (the datapath is drained).
+    fn recv(
+        &mut self,
+        f: &mut dyn FnMut(SocketAddr, Option<EcnCodepoint>, &[u8]),
+    ) -> io::Result<Option<usize>>;
+
+    /// Sleep until something may be readable or `timeout` has passed (`None`: no limit).
+    /// Returns at once while the last receive stopped before the datapath was drained.
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// Whether the last receive found nothing left.
+    fn is_drained(&self) -> bool;
+
+    /// The receive queue the system keeps for us, where it says (the kernel's socket queue).
+    fn backlog(&mut self) -> Option<crate::socket::RxBacklog> {
+        None
+    }
+
+    /// Frames this datapath dropped before the endpoint saw them.
+    fn counters(&mut self) -> DatapathCounters {
+        DatapathCounters::default()
+    }
+
+    /// A handle that sends from another thread (a worker's heartbeats while it computes),
+    /// past the endpoint's queue, shim and counters.
+    fn side_sender(&self) -> io::Result<Box<dyn SideSender>>;
+}
+
+/// Frames a datapath dropped below the endpoint (a kernel socket has none: the kernel counts
+/// its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatapathCounters {
+    /// Frames that did not parse (bad lengths, chained buffers).
+    pub malformed: u64,
+    /// Well-formed frames not for this endpoint (other protocols, other addresses).
+    pub foreign: u64,
+    /// Frames the NIC dropped because its receive ring was full or no buffer was free.
+    pub ring_drops: u64,
+}
+
+/// Sends single datagrams from another thread.
+pub trait SideSender: Send {
+    fn send_to(&mut self, bytes: &[u8], to: SocketAddr) -> io::Result<()>;
+}
+
+impl SideSender for std::net::UdpSocket {
+    fn send_to(&mut self, bytes: &[u8], to: SocketAddr) -> io::Result<()> {
+        std::net::UdpSocket::send_to(self, bytes, to).map(|_| ())
+    }
+}

@@ -1,0 +1,551 @@
+//! DPDK as a [`Datapath`] (cargo feature `dpdk`): Ethernet / IPv4 / UDP frames straight from
+//! and to the NIC's rings, past the kernel.
+//!
+//! - **EAL** is set up once per process from the job file's `[dpdk]` section; the process owns
+//!   every port the EAL arguments create (the switch one per worker with memif, a worker one).
+//! - **Receive**: bursts from every port; each frame is parsed (a malformed or foreign frame is
+//!   counted and dropped), its ECN codepoint read from the IPv4 header, and the port and
+//!   Ethernet address it came from remembered for the replies.
+//! - **Send**: headers and payload written in place into freshly allocated mbufs, one burst per
+//!   run of datagrams for the same port, the ECN codepoint set in the IPv4 header.
+//! - **Waiting** polls the rings; after a short spin with nothing to do it sleeps, longer and
+//!   longer up to a millisecond, so an idle process does not hold a core at 100% on a shared
+//!   machine.
+//! - A worker's heartbeats leave from another thread: sends share the port's queue under a lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, CString};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use dpdk_sys as sys;
+
+use crate::datapath::{Datapath, DatapathCounters, EcnCodepoint, Outgoing, Sent, SideSender};
+use crate::frame::{self, Mac, BROADCAST, HEADERS_V4};
+use crate::job::{DpdkSettings, JobError, Role};
+use crate::socket::{RxBacklog, MAX_DATAGRAM};
+
+/// Frames taken from a ring, or handed to one, per call.
+const BURST: usize = 32;
+/// Idle polls spin this long before the datapath starts to sleep.
+const SPIN: Duration = Duration::from_micros(50);
+/// The longest nap of an idle datapath.
+const MAX_NAP: Duration = Duration::from_millis(1);
+/// Data room of a packet buffer (a full Ethernet frame) and the headroom before it.
+const MBUF_DATA_ROOM: u16 = 2048 + 128;
+
+/// The EAL of this process: set up by the first datapath, with its arguments.
+static EAL: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
+
+fn error(message: String) -> io::Error {
+    io::Error::other(message)
+}
+
+/// DPDK's text for an error number.
+fn strerror(code: i32) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local string.
+    unsafe { CStr::from_ptr(sys::rte_strerror(code.abs())) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether this build links a real DPDK (the `dpdk-stdlib-sys` crate falls back to stubs that
+/// do nothing where no DPDK was found at build time).
+pub fn is_real() -> bool {
+    sys::is_real_dpdk()
+}
+
+/// Set up the EAL with `args` (after the program name), once per process.
+fn init_eal(args: &[String]) -> io::Result<()> {
+    if !is_real() {
+        return Err(error(
+            "this build found no DPDK when it was compiled (install Debian's libdpdk-dev and \
+             libclang-dev, then rebuild with --features dpdk)"
+                .into(),
+        ));
+    }
+    let outcome = EAL.get_or_init(|| {
+        let mut argv: Vec<CString> = std::iter::once("switchgnn".to_string())
+            .chain(args.iter().cloned())
+            .map(|a| CString::new(a).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        let mut ptrs: Vec<*mut libc::c_char> =
+            argv.iter_mut().map(|a| a.as_ptr().cast_mut()).collect();
+        // SAFETY: argv points at NUL-terminated strings that outlive the call; the EAL may
+        // permute the pointer array, which is ours.
+        let rc = unsafe { sys::rte_eal_init(ptrs.len() as i32, ptrs.as_mut_ptr()) };
+        if rc < 0 {
+            // SAFETY: reads the thread's DPDK error number.
+            let code = unsafe { sys::rte_errno() };
+            return Err(format!(
+                "DPDK's EAL refused the arguments {args:?}: {}",
+                strerror(code)
+            ));
+        }
+        Ok(args.to_vec())
+    });
+    match outcome {
+        Ok(first) if first == args => Ok(()),
+        Ok(first) => Err(error(format!(
+            "DPDK's EAL is already set up in this process (with {first:?}); one DPDK datapath \
+             per process"
+        ))),
+        Err(e) => Err(error(e.clone())),
+    }
+}
+
+/// A raw DPDK pointer that may move between threads: the pool and ports are thread-safe for
+/// the uses made of them here (a mempool's get and put, one sender at a time per queue).
+#[derive(Debug, Clone, Copy)]
+struct Pool(*mut sys::rte_mempool);
+// SAFETY: see above.
+unsafe impl Send for Pool {}
+
+#[derive(Debug, Clone)]
+struct PortInfo {
+    id: u16,
+    name: String,
+    mac: Mac,
+}
+
+/// Where and how to reach a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    port: usize,
+    mac: Mac,
+}
+
+/// The sending half: shared with side senders under a lock.
+#[derive(Debug)]
+struct Tx {
+    pool: Pool,
+    ports: Vec<PortInfo>,
+    local: SocketAddrV4,
+    routes: HashMap<SocketAddrV4, Route>,
+    arp: BTreeMap<Ipv4Addr, Mac>,
+    mbufs: Vec<*mut sys::rte_mbuf>,
+}
+// SAFETY: the mbuf pointers are only scratch space, empty between calls.
+unsafe impl Send for Tx {}
+
+impl Tx {
+    fn route(&self, to: SocketAddrV4) -> Route {
+        if let Some(r) = self.routes.get(&to) {
+            return *r;
+        }
+        let mac = self.arp.get(to.ip()).copied().unwrap_or(BROADCAST);
+        Route { port: 0, mac }
+    }
+
+    /// Send the front of `queue`: a burst of datagrams for one port.
+    fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent> {
+        let mut to = Vec::with_capacity(BURST);
+        let mut port = None;
+        for o in queue.iter().take(BURST) {
+            let SocketAddr::V4(addr) = o.to else {
+                break;
+            };
+            if o.bytes.len() > MAX_DATAGRAM {
+                break;
+            }
+            let route = self.route(addr);
+            if port.is_some_and(|p| p != route.port) {
+                break;
+            }
+            port = Some(route.port);
+            to.push((addr, route.mac));
+        }
+        if to.is_empty() {
+            // An IPv6 peer or an oversized datagram: this datapath cannot carry it.
+            return Ok(Sent::Failed(1));
+        }
+        let n = to.len();
+        self.mbufs.resize(n, std::ptr::null_mut());
+        // SAFETY: the pool is valid for the process's life; `mbufs` has room for `n`.
+        if unsafe { sys::rte_pktmbuf_alloc_bulk(self.pool.0, self.mbufs.as_mut_ptr(), n as u32) }
+            != 0
+        {
+            // No buffer now: the ones in flight come back as the NIC sends them.
+            return Ok(Sent::Blocked);
+        }
+        let port = &self.ports[port.expect("a port")];
+        for ((o, (addr, mac)), &m) in queue.iter().zip(&to).zip(&self.mbufs) {
+            let len = HEADERS_V4 + o.bytes.len();
+            // SAFETY: a fresh mbuf's data room (MBUF_DATA_ROOM minus headroom) holds
+            // `len` ≤ HEADERS_V4 + MAX_DATAGRAM bytes at `buf_addr + data_off`.
+            unsafe {
+                let data = mbuf_data(m);
+                let frame = std::slice::from_raw_parts_mut(data, len);
+                frame::write_ipv4_headers(
+                    frame,
+                    (port.mac, *mac),
+                    self.local,
+                    *addr,
+                    o.ecn,
+                    o.bytes.len(),
+                );
+                frame[HEADERS_V4..].copy_from_slice(&o.bytes);
+                sys::mbuf_set_data_len(m, len as u16);
+                sys::mbuf_set_pkt_len(m, len as u32);
+            }
+        }
+        // SAFETY: `mbufs[..n]` are ours; the ones the ring takes belong to the driver after.
+        let sent = unsafe { sys::rte_eth_tx_burst(port.id, 0, self.mbufs.as_mut_ptr(), n as u16) };
+        let sent = usize::from(sent);
+        if sent < n {
+            // SAFETY: the rest were not taken: give them back.
+            unsafe {
+                sys::rte_pktmbuf_free_bulk(self.mbufs[sent..].as_mut_ptr(), (n - sent) as u32)
+            };
+        }
+        Ok(if sent == 0 {
+            Sent::Blocked
+        } else {
+            Sent::Left(sent)
+        })
+    }
+}
+
+/// Where a packet buffer's data starts.
+///
+/// # Safety
+/// `m` must be a valid mbuf.
+unsafe fn mbuf_data(m: *mut sys::rte_mbuf) -> *mut u8 {
+    // SAFETY: the caller's promise; the data offset lies inside the buffer.
+    unsafe {
+        (*m).buf_addr
+            .cast::<u8>()
+            .add(usize::from(sys::mbuf_get_data_off(m)))
+    }
+}
+
+fn lock(tx: &Mutex<Tx>) -> MutexGuard<'_, Tx> {
+    tx.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// DPDK ports of this process, as one datapath.
+#[derive(Debug)]
+pub struct DpdkDatapath {
+    tx: Arc<Mutex<Tx>>,
+    local: SocketAddrV4,
+    ports: Vec<PortInfo>,
+    /// Received mbufs not yet handed to the endpoint (a wait found them), and the next port
+    /// to read.
+    pending: Vec<(usize, *mut sys::rte_mbuf)>,
+    burst: Vec<*mut sys::rte_mbuf>,
+    /// Handled mbufs, freed together.
+    done: Vec<*mut sys::rte_mbuf>,
+    /// Where each peer's last frame came from (the sending half has a copy).
+    known: HashMap<SocketAddrV4, Route>,
+    next_port: usize,
+    drained: bool,
+    ring: u16,
+    counters: DatapathCounters,
+}
+// SAFETY: pending mbufs belong to this datapath alone.
+unsafe impl Send for DpdkDatapath {}
+
+static POOLS: AtomicU32 = AtomicU32::new(0);
+
+impl DpdkDatapath {
+    /// Set up the EAL for `role` of a job and open every port it created, answering at `local`.
+    pub fn open(
+        settings: &DpdkSettings,
+        job: u16,
+        world: u16,
+        role: Role,
+        local: SocketAddr,
+    ) -> io::Result<DpdkDatapath> {
+        let SocketAddr::V4(local) = local else {
+            return Err(error(format!(
+                "the DPDK datapath speaks IPv4; {local} is not an IPv4 address"
+            )));
+        };
+        let arp = settings
+            .arp_table()
+            .map_err(|e: JobError| error(e.to_string()))?;
+        init_eal(&settings.eal_args(job, world, role))?;
+        let name = CString::new(format!(
+            "switchgnn-{}",
+            POOLS.fetch_add(1, Ordering::Relaxed)
+        ))
+        .expect("no NUL");
+        // SAFETY: plain FFI calls with valid arguments; failures are checked.
+        let pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                name.as_ptr(),
+                settings.mbufs,
+                256,
+                0,
+                MBUF_DATA_ROOM,
+                sys::rte_socket_id() as i32,
+            )
+        };
+        if pool.is_null() {
+            // SAFETY: reads the thread's DPDK error number.
+            let code = unsafe { sys::rte_errno() };
+            return Err(error(format!(
+                "cannot create a pool of {} packet buffers: {} (give the EAL more memory, -m)",
+                settings.mbufs,
+                strerror(code)
+            )));
+        }
+        let mut ports = Vec::new();
+        // SAFETY: iterating valid port ids as DPDK hands them out.
+        let mut id = unsafe { sys::rte_eth_find_next(0) };
+        while u32::from(id) < sys::RTE_MAX_ETHPORTS {
+            ports.push(start_port(id, pool, settings.ring)?);
+            // SAFETY: as above.
+            id = unsafe { sys::rte_eth_find_next(id + 1) };
+        }
+        if ports.is_empty() {
+            return Err(error(
+                "DPDK found no port: give devices in the job file's [dpdk] section (memif, \
+                 switch_devices / worker_devices) or PCI devices bound to a DPDK driver"
+                    .into(),
+            ));
+        }
+        tracing::info!(
+            ports = ?ports.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            %local,
+            "DPDK datapath up"
+        );
+        Ok(DpdkDatapath {
+            tx: Arc::new(Mutex::new(Tx {
+                pool: Pool(pool),
+                ports: ports.clone(),
+                local,
+                routes: HashMap::new(),
+                arp,
+                mbufs: Vec::with_capacity(BURST),
+            })),
+            local,
+            ports,
+            pending: Vec::with_capacity(BURST),
+            burst: vec![std::ptr::null_mut(); BURST],
+            done: Vec::new(),
+            known: HashMap::new(),
+            next_port: 0,
+            drained: true,
+            ring: settings.ring,
+            counters: DatapathCounters::default(),
+        })
+    }
+
+    /// Read one burst from the next port that has frames into `pending`; how many.
+    fn poll(&mut self) -> usize {
+        for _ in 0..self.ports.len() {
+            let p = self.next_port;
+            self.next_port = (p + 1) % self.ports.len();
+            // SAFETY: `burst` has room for BURST pointers; the port is started.
+            let n = unsafe {
+                sys::rte_eth_rx_burst(self.ports[p].id, 0, self.burst.as_mut_ptr(), BURST as u16)
+            };
+            if n > 0 {
+                self.pending
+                    .extend(self.burst[..usize::from(n)].iter().map(|&m| (p, m)));
+                return usize::from(n);
+            }
+        }
+        0
+    }
+}
+
+/// Configure and start port `id` with one receive and one send queue.
+fn start_port(id: u16, pool: *mut sys::rte_mempool, ring: u16) -> io::Result<PortInfo> {
+    let mut raw_name = [0 as libc::c_char; 64];
+    // SAFETY: the buffer is RTE_ETH_NAME_MAX_LEN (64) bytes.
+    unsafe { sys::rte_eth_dev_get_name_by_port(id, raw_name.as_mut_ptr()) };
+    // SAFETY: NUL-terminated by DPDK (or all zeros).
+    let name = unsafe { CStr::from_ptr(raw_name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let check = |what: &str, rc: i32| {
+        if rc < 0 {
+            Err(error(format!(
+                "DPDK port {id} ({name}): {what}: {}",
+                strerror(rc)
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: plain FFI calls on a valid port id; every result is checked.
+    unsafe {
+        let conf: sys::rte_eth_conf = std::mem::zeroed();
+        check("configure", sys::rte_eth_dev_configure(id, 1, 1, &conf))?;
+        let socket = sys::rte_eth_dev_socket_id(id).max(0) as u32;
+        check(
+            "receive queue",
+            sys::rte_eth_rx_queue_setup(id, 0, ring, socket, std::ptr::null(), pool),
+        )?;
+        check(
+            "send queue",
+            sys::rte_eth_tx_queue_setup(id, 0, ring, socket, std::ptr::null()),
+        )?;
+        check("start", sys::rte_eth_dev_start(id))?;
+        // Frames may carry made-up or broadcast destination addresses: take them all (a
+        // driver without promiscuous mode still takes its own and broadcast ones).
+        let _ = sys::rte_eth_promiscuous_enable(id);
+        let mut mac = sys::rte_ether_addr::default();
+        check("MAC address", sys::rte_eth_macaddr_get(id, &mut mac))?;
+        Ok(PortInfo {
+            id,
+            name,
+            mac: mac.addr_bytes,
+        })
+    }
+}
+
+impl Datapath for DpdkDatapath {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(self.local))
+    }
+
+    fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent> {
+        lock(&self.tx).send(queue)
+    }
+
+    fn recv(
+        &mut self,
+        f: &mut dyn FnMut(SocketAddr, Option<EcnCodepoint>, &[u8]),
+    ) -> io::Result<Option<usize>> {
+        if self.pending.is_empty() && self.poll() == 0 {
+            self.drained = true;
+            return Ok(None);
+        }
+        let mut taken = 0;
+        let mut learned = false;
+        for &(port, m) in &self.pending {
+            // SAFETY: a received mbuf: its data is `data_len` bytes at `buf_addr + data_off`.
+            let bytes = unsafe {
+                let len = sys::mbuf_get_data_len(m);
+                if u32::from(len) != sys::mbuf_get_pkt_len(m) {
+                    // A chained buffer: never one of ours (frames are < 2 KiB).
+                    self.counters.malformed += 1;
+                    continue;
+                }
+                std::slice::from_raw_parts(mbuf_data(m), usize::from(len))
+            };
+            match frame::parse(bytes) {
+                Ok(r) if r.to == self.local => {
+                    let route = Route {
+                        port,
+                        mac: r.src_mac,
+                    };
+                    if self.known.get(&r.from) != Some(&route) {
+                        self.known.insert(r.from, route);
+                        learned = true;
+                    }
+                    taken += 1;
+                    f(SocketAddr::V4(r.from), r.ecn, r.payload);
+                }
+                Ok(_) | Err(frame::FrameError::NotUdp) => self.counters.foreign += 1,
+                Err(e) => {
+                    tracing::debug!(error = %e, "frame dropped");
+                    self.counters.malformed += 1;
+                }
+            }
+        }
+        self.done.clear();
+        self.done.extend(self.pending.drain(..).map(|(_, m)| m));
+        // SAFETY: every pending mbuf was handled and is freed once.
+        unsafe { sys::rte_pktmbuf_free_bulk(self.done.as_mut_ptr(), self.done.len() as u32) };
+        if learned {
+            // Peers move rarely (a restarted worker): the sending half copies the table then.
+            lock(&self.tx).routes.clone_from(&self.known);
+        }
+        self.drained = false;
+        Ok(Some(taken))
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if !self.pending.is_empty() || !self.drained {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(10);
+        loop {
+            if self.poll() > 0 {
+                self.drained = false;
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            let left = timeout.map(|t| t.saturating_sub(waited));
+            if left == Some(Duration::ZERO) {
+                return Ok(());
+            }
+            if waited < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            std::thread::sleep(left.map_or(nap, |l| l.min(nap)));
+            nap = (nap * 2).min(MAX_NAP);
+        }
+    }
+
+    fn is_drained(&self) -> bool {
+        self.drained && self.pending.is_empty()
+    }
+
+    /// The receive ring's depth, as far as it matters: frames are read ahead (kept for the
+    /// next receive) until an eighth of the ring is known to wait, so a deep ring is told from
+    /// a shallow one without a driver call that DPDK only has inline.
+    fn backlog(&mut self) -> Option<RxBacklog> {
+        let enough = usize::from(self.ring) / 8 + 1;
+        while self.pending.len() < enough && self.poll() > 0 {}
+        if !self.pending.is_empty() {
+            self.drained = false;
+        }
+        let frame = u64::from(MBUF_DATA_ROOM);
+        Some(RxBacklog {
+            queued_bytes: self.pending.len() as u64 * frame,
+            buffer_bytes: u64::from(self.ring) * frame,
+            drops: self.counters().ring_drops,
+        })
+    }
+
+    fn counters(&mut self) -> DatapathCounters {
+        let mut c = self.counters;
+        c.ring_drops = 0;
+        for p in &self.ports {
+            let mut stats = sys::rte_eth_stats::default();
+            // SAFETY: a started port and a stats struct to fill.
+            if unsafe { sys::rte_eth_stats_get(p.id, &mut stats) } == 0 {
+                c.ring_drops += stats.imissed + stats.rx_nombuf;
+            }
+        }
+        c
+    }
+
+    fn side_sender(&self) -> io::Result<Box<dyn SideSender>> {
+        Ok(Box::new(DpdkSideSender {
+            tx: self.tx.clone(),
+            queue: Vec::new(),
+        }))
+    }
+}
+
+/// Sends through the datapath's queue from another thread, one datagram at a time.
+struct DpdkSideSender {
+    tx: Arc<Mutex<Tx>>,
+    queue: Vec<Outgoing>,
+}
+
+impl SideSender for DpdkSideSender {
+    fn send_to(&mut self, bytes: &[u8], to: SocketAddr) -> io::Result<()> {
+        self.queue.clear();
+        self.queue.push(Outgoing {
+            to,
+            ecn: None,
+            bytes: bytes.to_vec(),
+        });
+        match lock(&self.tx).send(&self.queue)? {
+            Sent::Left(_) => Ok(()),
+            Sent::Failed(_) | Sent::Blocked => Err(io::Error::from(io::ErrorKind::WouldBlock)),
+        }
+    }
+}
