@@ -1,16 +1,12 @@
 //! End-to-end runs of the `switchgnn` binary.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use switchgnn_datasets::testdata::shared_dataset;
 
-fn switchgnn(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+mod support;
+
+use support::{spawn, switchgnn, wait_for_file};
 
 fn stdout_ok(args: &[&str]) -> String {
     let out = switchgnn(args);
@@ -338,17 +334,6 @@ fn exchange_runs_every_mode_exactly_over_real_processes() {
     }
 }
 
-/// Start `switchgnn` with `args` in the background, output captured.
-fn spawn(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary starts")
-}
-
 /// Start `switchgnn switch` for `job` (its report in `dir/switch.json`); returns the process
 /// and the address it listens on.
 fn start_switch(dir: &Path, job: &str) -> (std::process::Child, String) {
@@ -377,16 +362,6 @@ fn worker(job: &str, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> std::p
     let mut args = vec!["worker", "--job", job, "--switch", addr];
     args.extend_from_slice(extra);
     spawn(&args, env)
-}
-
-fn wait_for_file(path: &Path) -> String {
-    for _ in 0..1500 {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return serde_json::from_str(&text).unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("{} never appeared", path.display());
 }
 
 /// A plan of two workers and a job file for it; returns the job file's path.

@@ -1,12 +1,11 @@
 //! End-to-end runs of `switchgnn train`.
 
-use std::process::{Command, Output};
+mod support;
 
-fn switchgnn(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+use support::{losses, switchgnn};
+
+fn spawn(args: &[&str]) -> std::process::Child {
+    support::spawn(args, &[])
 }
 
 #[test]
@@ -127,25 +126,6 @@ fn bad_train_options_fail_with_a_message() {
 }
 
 /// Start `switchgnn` with `args` in the background, output captured.
-fn spawn(args: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary starts")
-}
-
-fn losses(log: &std::path::Path) -> Vec<f64> {
-    let log: serde_json::Value = serde_json::from_slice(&std::fs::read(log).unwrap()).unwrap();
-    log["runs"][0]["epochs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["train_loss"].as_f64().unwrap())
-        .collect()
-}
-
 /// A multi-host job started by hand (switch process, one `train --job` process per worker),
 /// each worker reading only its shard and the switch only the saved exchange plans, trains
 /// exactly as the loopback launcher does with the whole dataset and the same plan.

@@ -15,6 +15,14 @@ use std::time::Duration;
 
 pub use quinn_udp::EcnCodepoint;
 
+/// One received datagram, borrowed from the datapath's buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    pub from: SocketAddr,
+    pub ecn: Option<EcnCodepoint>,
+    pub bytes: &'a [u8],
+}
+
 /// One datagram waiting to leave.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -43,12 +51,9 @@ pub trait Datapath: Debug + Send {
     /// Send a batch from the front of `queue` (never empty).
     fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent>;
 
-    /// Read one batch of what has arrived, calling `f(from, ecn, bytes)` for every datagram;
-    /// `None` when nothing was waiting (the datapath is drained).
-    fn recv(
-        &mut self,
-        f: &mut dyn FnMut(SocketAddr, Option<EcnCodepoint>, &[u8]),
-    ) -> io::Result<Option<usize>>;
+    /// Read one batch of what has arrived, calling `f` for every datagram; `None` when
+    /// nothing was waiting (the datapath is drained).
+    fn recv(&mut self, f: &mut dyn FnMut(Datagram<'_>)) -> io::Result<Option<usize>>;
 
     /// Sleep until something may be readable or `timeout` has passed (`None`: no limit).
     /// Returns at once while the last receive stopped before the datapath was drained.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use dpdk_sys as sys;
 
-use crate::datapath::{Datapath, DatapathCounters, EcnCodepoint, Outgoing, Sent, SideSender};
+use crate::datapath::{Datagram, Datapath, DatapathCounters, Outgoing, Sent, SideSender};
 use crate::frame::{self, Mac, BROADCAST, HEADERS_V4};
 use crate::job::{DpdkSettings, JobError, Role};
 use crate::socket::{RxBacklog, MAX_DATAGRAM};
@@ -201,12 +201,25 @@ impl Tx {
                 sys::rte_pktmbuf_free_bulk(self.mbufs[sent..].as_mut_ptr(), (n - sent) as u32)
             };
         }
-        Ok(if sent == 0 {
-            Sent::Blocked
-        } else {
-            Sent::Left(sent)
+        Ok(match sent {
+            0 if !link_up(port.id) => {
+                // A peer whose link is down (a worker gone from its memif): what is queued for
+                // it goes nowhere, as a datagram to a closed port would, and must not hold up
+                // the datagrams behind it.
+                Sent::Failed(n)
+            }
+            0 => Sent::Blocked,
+            _ => Sent::Left(sent),
         })
     }
+}
+
+/// Whether port `id`'s link is up now.
+fn link_up(id: u16) -> bool {
+    let mut link = sys::rte_eth_link::default();
+    // SAFETY: a valid port and a struct to fill; the call does not wait.
+    let rc = unsafe { sys::rte_eth_link_get_nowait(id, &mut link) };
+    rc == 0 && link.link_status() != 0
 }
 
 /// Where a packet buffer's data starts.
@@ -409,10 +422,7 @@ impl Datapath for DpdkDatapath {
         lock(&self.tx).send(queue)
     }
 
-    fn recv(
-        &mut self,
-        f: &mut dyn FnMut(SocketAddr, Option<EcnCodepoint>, &[u8]),
-    ) -> io::Result<Option<usize>> {
+    fn recv(&mut self, f: &mut dyn FnMut(Datagram<'_>)) -> io::Result<Option<usize>> {
         if self.pending.is_empty() && self.poll() == 0 {
             self.drained = true;
             return Ok(None);
@@ -441,7 +451,11 @@ impl Datapath for DpdkDatapath {
                         learned = true;
                     }
                     taken += 1;
-                    f(SocketAddr::V4(r.from), r.ecn, r.payload);
+                    f(Datagram {
+                        from: SocketAddr::V4(r.from),
+                        ecn: r.ecn,
+                        bytes: r.payload,
+                    });
                 }
                 Ok(_) | Err(frame::FrameError::NotUdp) => self.counters.foreign += 1,
                 Err(e) => {

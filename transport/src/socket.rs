@@ -21,21 +21,13 @@ use crate::udp::{UdpDatapath, SOCKET_BUFFER};
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::fault::{FaultError, FaultInjector, Faults};
 
-pub use crate::datapath::EcnCodepoint;
+pub use crate::datapath::{Datagram, EcnCodepoint};
 
 /// Largest datagram the endpoint receives (dataplane packets are at most 160 bytes; control
 /// messages stay below this).
 pub const MAX_DATAGRAM: usize = 2048;
 /// Receive batches read per call before control returns to the driver.
 const BATCHES_PER_CALL: usize = 16;
-
-/// One received datagram, borrowed from the endpoint's buffers.
-#[derive(Debug, Clone, Copy)]
-pub struct Datagram<'a> {
-    pub from: SocketAddr,
-    pub ecn: Option<EcnCodepoint>,
-    pub bytes: &'a [u8],
-}
 
 /// Traffic exchanged with one peer, as it crossed the socket (after the fault shim).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -380,7 +372,8 @@ impl Endpoint {
         );
         for _ in 0..batches.max(1) {
             stats.recv_calls += 1;
-            let mut each = |from: SocketAddr, ecn: Option<EcnCodepoint>, bytes: &[u8]| {
+            let mut each = |d: Datagram<'_>| {
+                let Datagram { from, ecn, bytes } = d;
                 if bytes.len() > MAX_DATAGRAM {
                     stats.oversized += 1;
                     return;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use mio::{Events, Interest, Poll, Token};
 use quinn_udp::{RecvMeta, UdpSocketState};
 
-use crate::datapath::{Datapath, EcnCodepoint, Outgoing, Sent, SideSender};
+use crate::datapath::{Datagram, Datapath, Outgoing, Sent, SideSender};
 use crate::socket::{RxBacklog, MAX_DATAGRAM};
 
 const SOCKET: Token = Token(0);
@@ -122,10 +122,7 @@ impl Datapath for UdpDatapath {
         }
     }
 
-    fn recv(
-        &mut self,
-        f: &mut dyn FnMut(SocketAddr, Option<EcnCodepoint>, &[u8]),
-    ) -> io::Result<Option<usize>> {
+    fn recv(&mut self, f: &mut dyn FnMut(Datagram<'_>)) -> io::Result<Option<usize>> {
         loop {
             let mut slices: Vec<IoSliceMut<'_>> = self
                 .rx_bufs
@@ -153,7 +150,11 @@ impl Datapath for UdpDatapath {
                 let stride = meta.stride.max(1);
                 for bytes in buf[..meta.len].chunks(stride) {
                     total += 1;
-                    f(meta.addr, meta.ecn, bytes);
+                    f(Datagram {
+                        from: meta.addr,
+                        ecn: meta.ecn,
+                        bytes,
+                    });
                 }
             }
             // Stopped with data possibly left: the next wait must not sleep.

@@ -1,0 +1,264 @@
+//! The DPDK datapath for real, on one machine: the switch and the workers as separate
+//! processes, each with its own EAL (no hugepages, no PCI devices), connected by memif — the
+//! switch serves one memif interface per worker. Ethernet / IPv4 / UDP frames, ECN in the IP
+//! header, the same switch model and engines as over the kernel's UDP.
+//!
+//! Run by the README's test command as `cargo test --features dpdk --test dpdk` (a build with
+//! Debian's libdpdk-dev). Without the feature the tests say so; built with the feature but
+//! without DPDK found at build time they skip with the reason, except under `CI=true`.
+
+mod support;
+
+#[cfg(not(feature = "dpdk"))]
+#[test]
+fn dpdk_tests_need_the_dpdk_feature() {
+    eprintln!(
+        "built without the `dpdk` feature: the README's test command runs these tests with \
+         `cargo test --features dpdk --test dpdk`"
+    );
+}
+
+#[cfg(feature = "dpdk")]
+mod with_dpdk {
+    use std::net::TcpListener;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use super::support::{losses, spawn, switchgnn, wait_for_file};
+
+    /// Whether DPDK can run here; prints why not (and fails under CI, which must run these).
+    fn dpdk_here() -> bool {
+        if switchgnn_transport::dpdk::is_real() {
+            return true;
+        }
+        let why = "this build found no DPDK (install libdpdk-dev and libclang-dev, rebuild)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("skipped: {why}");
+        false
+    }
+
+    fn ok(out: &std::process::Output, what: &str) -> String {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "{what} failed: {err}{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        err
+    }
+
+    /// Every exchange kind, exact over memif with no loss and with 2% of the datagrams lost.
+    #[test]
+    fn every_exchange_kind_is_exact_over_memif_with_and_without_loss() {
+        if !dpdk_here() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let summary = dir.path().join("summary.json");
+        let kinds = ["switch", "host", "g3", "strawman", "reduce", "auto"];
+        for loss in ["0", "0.02"] {
+            let out = switchgnn(&[
+                "exchange",
+                "synthetic:small,scale=0.25",
+                "--workers",
+                "3",
+                "--feature-dims",
+                "40,16",
+                "--switch-memory",
+                "64KB",
+                "--exchange",
+                &kinds.join(","),
+                "--transport",
+                "dpdk",
+                "--loss",
+                loss,
+                "--timeout",
+                "120",
+                "--json",
+                summary.to_str().unwrap(),
+            ]);
+            ok(&out, &format!("exchange over DPDK at loss {loss}"));
+            let modes: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+            let modes = modes.as_array().unwrap();
+            assert_eq!(modes.len(), kinds.len());
+            for m in modes {
+                let name = m["mode"].as_str().unwrap();
+                let exchanges = m["exchanges"].as_array().unwrap();
+                assert_eq!(exchanges.len(), 4, "{name}");
+                for x in exchanges {
+                    assert_eq!(x["exact"], true, "{name} loss {loss}: {x}");
+                    assert!(x["packets"].as_u64().unwrap() > 0, "{name}: {x}");
+                }
+                assert_eq!(m["switch"]["counters"]["exchanges_completed"], 4, "{name}");
+                // Nothing foreign or malformed crossed memif.
+                let endpoint = &m["switch"]["endpoint"];
+                assert_eq!(endpoint["malformed_frames"], 0, "{name}: {endpoint}");
+            }
+        }
+    }
+
+    /// A job file for `world` workers over memif in `dir`, with `extra` lines.
+    fn memif_job(dir: &Path, mode: &str, world: u16, extra: &str) -> String {
+        let job = dir.join("job.toml");
+        let socket = dir.join("job.memif");
+        std::fs::write(
+            &job,
+            format!(
+                "job = 7\nplan = \"plan\"\nmode = \"{mode}\"\nswitch = \"10.0.0.1:47000\"\n\
+                 world = {world}\ntransport = \"dpdk\"\n{extra}\n[dpdk]\n\
+                 eal = [\"--no-huge\", \"--no-pci\", \"-m\", \"192\"]\nmemif = \"{}\"\n",
+                socket.display()
+            ),
+        )
+        .unwrap();
+        job.to_str().unwrap().to_string()
+    }
+
+    fn prepare(dir: &Path, data: &str, workers: &str, dims: &str) {
+        let plan = dir.join("plan");
+        let out = switchgnn(&[
+            "prepare",
+            data,
+            "--workers",
+            workers,
+            "--feature-dims",
+            dims,
+            "--out",
+            plan.to_str().unwrap(),
+        ]);
+        ok(&out, "prepare");
+    }
+
+    /// A worker process killed mid-job: the switch names it, the other worker is told, nobody
+    /// hangs.
+    #[test]
+    fn a_killed_worker_is_named_by_the_switch() {
+        if !dpdk_here() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        prepare(dir.path(), "synthetic:small,scale=0.25", "2", "64,64");
+        // A 1 Mbit/s link stretches the exchanges over seconds; silence counts after 1 s.
+        let job = memif_job(
+            dir.path(),
+            "switchgnn",
+            2,
+            "[timeouts]\npeer_ms = 1000\nresult_us = 1000000\n[link]\ngbps = 0.001",
+        );
+        let started = Instant::now();
+        let ready = dir.path().join("switch.addr");
+        let switch = spawn(
+            &[
+                "switch",
+                "--job",
+                &job,
+                "--ready-file",
+                ready.to_str().unwrap(),
+            ],
+            &[],
+        );
+        wait_for_file(&ready);
+        let w0 = spawn(&["worker", "--job", &job, "--rank", "0"], &[]);
+        let mut w1 = spawn(&["worker", "--job", &job, "--rank", "1"], &[]);
+        std::thread::sleep(Duration::from_millis(2500));
+        w1.kill().unwrap();
+        w1.wait().unwrap();
+        let switch = switch.wait_with_output().unwrap();
+        let w0 = w0.wait_with_output().unwrap();
+        let switch_err = String::from_utf8_lossy(&switch.stderr);
+        let w0_err = String::from_utf8_lossy(&w0.stderr);
+        assert!(
+            !switch.status.success() && !w0.status.success(),
+            "the job ended normally: {switch_err}\n{w0_err}"
+        );
+        assert!(switch_err.contains("worker 1"), "{switch_err}");
+        assert!(
+            w0_err.contains("aborted") && w0_err.contains("worker 1"),
+            "{w0_err}\nthe switch said: {switch_err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(40));
+    }
+
+    /// A training job whose switch and workers speak DPDK trains exactly as the same job does
+    /// over the kernel's loopback (the all-reduce beside the switch stays on TCP).
+    #[test]
+    fn a_training_job_over_dpdk_matches_the_loopback_run() {
+        if !dpdk_here() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let data = "synthetic:small,scale=0.25";
+        prepare(d, data, "2", "16,8");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let job = memif_job(
+            d,
+            "switchgnn",
+            2,
+            &format!("collective = \"127.0.0.1:{port}\""),
+        );
+        let ready = d.join("switch.addr");
+        let switch = spawn(
+            &[
+                "switch",
+                "--job",
+                &job,
+                "--ready-file",
+                ready.to_str().unwrap(),
+            ],
+            &[],
+        );
+        wait_for_file(&ready);
+        let common = ["--epochs", "6", "--threads", "1", "--print-every", "3"];
+        let workers: Vec<_> = (0..2)
+            .map(|rank| {
+                let out = d.join(format!("out-{rank}"));
+                let rank = rank.to_string();
+                let mut args = vec![
+                    "train",
+                    data,
+                    "--job",
+                    &job,
+                    "--rank",
+                    &rank,
+                    "--out",
+                    out.to_str().unwrap(),
+                ];
+                args.extend(common);
+                spawn(&args, &[])
+            })
+            .collect();
+        for (rank, child) in workers.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            let err = ok(&out, &format!("worker {rank}"));
+            assert!(err.contains("epoch    6  loss"), "worker {rank}: {err}");
+        }
+        let err = ok(&switch.wait_with_output().unwrap(), "switch");
+        assert!(err.contains("all-reduce rounds"), "{err}");
+
+        let loopback = d.join("loopback");
+        let plan = d.join("plan");
+        let mut args = vec![
+            "train",
+            data,
+            "--workers",
+            "2",
+            "--exchange",
+            "switch",
+            "--plan",
+            plan.to_str().unwrap(),
+            "--out",
+            loopback.to_str().unwrap(),
+        ];
+        args.extend(common);
+        ok(&switchgnn(&args), "loopback training");
+        let over_dpdk = losses(&d.join("out-0").join("log.json"));
+        assert_eq!(over_dpdk.len(), 6);
+        assert_eq!(over_dpdk, losses(&loopback.join("log.json")));
+    }
+}
