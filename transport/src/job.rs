@@ -645,4 +645,76 @@ mod tests {
         assert!(err.contains("loss"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn dpdk_settings_become_each_process_eal_arguments() {
+        let settings = DpdkSettings {
+            eal: vec!["--no-huge".into(), "--log-level={rank}:info".into()],
+            memif: Some(PathBuf::from("/tmp/j.sock")),
+            switch_devices: vec!["net_af_packet{worker},iface=sw{worker}".into()],
+            worker_devices: vec!["0000:3b:00.{rank}".into()],
+            ..DpdkSettings::default()
+        };
+        let switch = settings.eal_args(1, 2, Role::Switch);
+        assert!(switch.contains(&"--log-level=switch:info".to_string()));
+        assert!(switch.iter().any(|a| a.starts_with("--file-prefix=switchgnn-1-switch-")));
+        assert!(switch.iter().any(|a| a.starts_with("--lcores=0@(0-")));
+        for w in 0..2 {
+            let memif = format!("--vdev=net_memif{w},role=server,id={w},socket=/tmp/j.sock");
+            assert!(switch.contains(&memif), "{switch:?}");
+            let veth = format!("--vdev=net_af_packet{w},iface=sw{w}");
+            assert!(switch.contains(&veth), "{switch:?}");
+        }
+        let worker = settings.eal_args(1, 2, Role::Worker(1));
+        assert!(worker.contains(&"--vdev=net_memif0,role=client,id=1,socket=/tmp/j.sock".into()));
+        assert!(worker.contains(&"-a=0000:3b:00.1".to_string()), "{worker:?}");
+        // A prefix or lcores the user gave are kept, not doubled.
+        let own = DpdkSettings {
+            eal: vec!["--in-memory".into(), "-l".into(), "3".into()],
+            ..DpdkSettings::default()
+        };
+        let args = own.eal_args(1, 2, Role::Worker(0));
+        assert_eq!(args, ["--in-memory", "-l", "3"]);
+
+        let switch_at: SocketAddrV4 = "10.0.0.1:47000".parse().unwrap();
+        assert_eq!(
+            own.worker_addr(1, switch_at),
+            "10.0.0.1:47002".parse::<SocketAddrV4>().unwrap()
+        );
+        assert_eq!(parse_mac("02:00:0a:FF:00:01"), Some([2, 0, 10, 255, 0, 1]));
+        for bad in ["02:00:0a:ff:00", "02:00:0a:ff:00:0g", "0200:0a:ff:00:01:02"] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+        let bad_arp = DpdkSettings {
+            arp: [("10.0.0.1".parse().unwrap(), "nope".to_string())].into(),
+            ..DpdkSettings::default()
+        };
+        let err = bad_arp.validate(2).unwrap_err().to_string();
+        assert!(err.contains("nope") && err.contains("10.0.0.1"), "{err}");
+    }
+
+    #[test]
+    fn a_dpdk_job_file_is_read_or_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        std::fs::write(
+            &path,
+            "plan = \"p\"\nswitch = \"10.0.0.1:47000\"\nworld = 2\ntransport = \"dpdk\"\n\
+             [dpdk]\nmemif = \"/tmp/x.sock\"\nring = 1000\n",
+        )
+        .unwrap();
+        let err = JobFile::read(&path).unwrap_err().to_string();
+        if cfg!(feature = "dpdk") {
+            assert!(err.contains("power of two"), "{err}");
+        } else {
+            assert!(err.contains("--features dpdk"), "{err}");
+        }
+        std::fs::write(
+            &path,
+            "plan = \"p\"\nswitch = \"10.0.0.1:47000\"\nworld = 2\ntransport = \"tcp\"\n",
+        )
+        .unwrap();
+        let err = JobFile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("tcp"), "{err}");
+    }
 }
