@@ -38,7 +38,7 @@ use bitvec::vec::BitVec;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::fixed::checked_add;
+use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{self, Packet, PacketType, PlanLimits, Repr, MAX_LANES};
@@ -816,9 +816,7 @@ fn data(
     let chunks = plan.chunks();
     let state = run.state.as_mut().expect("a running block has state");
     let mut values = [0i32; MAX_LANES];
-    for (i, v) in values[..lanes].iter_mut().enumerate() {
-        *v = packet.lane(i);
-    }
+    packet.lanes_into(&mut values[..lanes]);
     let mut ack = *repr;
     ack.flags.ack = true;
     ack.lanes = 0;
@@ -831,6 +829,13 @@ fn data(
     // A partial sum its worker could not fit into 32-bit lanes carries nothing to add.
     let unfit = plan.mode == Mode::Reduce && repr.flags.fetch && repr.src != repr.dst;
     let mut congested = false;
+    // The passes touch aggregators scattered over the pool: ask for them all before adding
+    // into the first, so that their cache misses overlap instead of following each other.
+    for &slot in targets {
+        if let Agg::Active(a) = state.agg[slot as usize * chunks + c] {
+            prefetch(&f.pool.lanes[a as usize * MAX_LANES..][..MAX_LANES]);
+        }
+    }
     for &slot in targets {
         f.counters.passes += 1;
         let k = slot as usize * chunks + c;
@@ -865,14 +870,7 @@ fn data(
         };
         let acc = &mut f.pool.lanes[a as usize * MAX_LANES..][..lanes];
         // All lanes are checked before any is written: an overflow leaves no partial update.
-        let mut sums = [0i32; MAX_LANES];
-        let mut overflow = false;
-        for ((s, &x), &y) in sums.iter_mut().zip(acc.iter()).zip(&values[..lanes]) {
-            match checked_add(x, y) {
-                Some(v) => *s = v,
-                None => overflow = true,
-            }
-        }
+        let overflow = !unfit && !checked_add_lanes(acc, &values[..lanes]);
         if overflow || unfit {
             f.counters.overflows += 1;
             f.pool.release(a);
@@ -883,11 +881,12 @@ fn data(
             }
             continue;
         }
-        let sums = &sums[..lanes];
-        acc.copy_from_slice(sums);
         f.counters.lane_updates += lanes as u64;
         state.counted[k] += 1;
         if state.remaining[k] == 0 {
+            let mut sums = [0i32; MAX_LANES];
+            sums[..lanes].copy_from_slice(&f.pool.lanes[a as usize * MAX_LANES..][..lanes]);
+            let sums = &sums[..lanes];
             let mut result = *repr;
             result.packet_type = PacketType::Result;
             result.src = dst;
@@ -911,6 +910,22 @@ fn data(
     f.counters.acks += 1;
     f.send(repr.worker, &ack, &[]);
     Ok(())
+}
+
+/// Hint the CPU to bring `lanes` into its cache (a no-op where there is no such hint).
+#[inline]
+fn prefetch(lanes: &[i32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in lanes.chunks(16) {
+        // SAFETY: a prefetch only hints the cache; the address is that of a live slice.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = lanes;
 }
 
 /// Tell `dst`'s owner that its aggregator was released unfinished: fetch the raw

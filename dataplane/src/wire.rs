@@ -329,6 +329,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         )
     }
 
+    /// The first `out.len()` lanes, decoded into `out` (the buffer must hold them).
+    pub fn lanes_into(&self, out: &mut [i32]) {
+        let bytes = &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + 4 * out.len()];
+        for (v, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+
     /// All lanes, decoded.
     pub fn payload(&self) -> impl Iterator<Item = i32> + '_ {
         (0..self.lanes() as usize).map(|i| self.lane(i))
