@@ -261,4 +261,175 @@ mod with_dpdk {
         assert_eq!(over_dpdk.len(), 6);
         assert_eq!(over_dpdk, losses(&loopback.join("log.json")));
     }
+
+    /// Network namespaces and veth pairs for one switch and `world` workers, removed on drop.
+    struct Fabric {
+        tag: String,
+        world: u16,
+    }
+
+    impl Fabric {
+        fn namespace(&self, who: &str) -> String {
+            format!("sg{}{who}", self.tag)
+        }
+
+        fn switch_iface(&self, w: u16) -> String {
+            format!("sg{}s{w}", self.tag)
+        }
+
+        fn worker_iface(&self, w: u16) -> String {
+            format!("sg{}w{w}", self.tag)
+        }
+
+        /// Build it, or say why not (no `ip`, not root).
+        fn build(world: u16) -> Result<Fabric, String> {
+            let fabric = Fabric {
+                tag: (std::process::id() % 100_000).to_string(),
+                world,
+            };
+            let ip = |args: &[&str]| -> Result<(), String> {
+                let out = std::process::Command::new("ip")
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("cannot run `ip`: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "ip {}: {}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            };
+            let sw = fabric.namespace("sw");
+            ip(&["netns", "add", &sw])?;
+            for w in 0..world {
+                let (ns, s, k) = (
+                    fabric.namespace(&format!("w{w}")),
+                    fabric.switch_iface(w),
+                    fabric.worker_iface(w),
+                );
+                ip(&["netns", "add", &ns])?;
+                ip(&["link", "add", &s, "type", "veth", "peer", "name", &k])?;
+                ip(&["link", "set", &s, "netns", &sw])?;
+                ip(&["link", "set", &k, "netns", &ns])?;
+                ip(&["-n", &sw, "link", "set", &s, "up"])?;
+                ip(&["-n", &ns, "link", "set", &k, "up"])?;
+            }
+            Ok(fabric)
+        }
+
+        /// `switchgnn args` inside namespace `who`.
+        fn spawn(&self, who: &str, args: &[&str]) -> std::process::Child {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &self.namespace(who)])
+                .arg(env!("CARGO_BIN_EXE_switchgnn"))
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("ip netns exec starts")
+        }
+    }
+
+    impl Drop for Fabric {
+        fn drop(&mut self) {
+            // Deleting a namespace deletes the veth ends in it, and with them their peers.
+            let mut names = vec![self.namespace("sw")];
+            names.extend((0..self.world).map(|w| self.namespace(&format!("w{w}"))));
+            for ns in names {
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "del", &ns])
+                    .output();
+            }
+        }
+    }
+
+    /// The switch and each worker in a network namespace of its own, joined by veth pairs that
+    /// DPDK drives through `net_af_packet`: every exchange kind exact with and without loss.
+    #[test]
+    fn every_exchange_kind_is_exact_over_af_packet_between_namespaces() {
+        if !dpdk_here() {
+            return;
+        }
+        let world = 2;
+        let fabric = match Fabric::build(world) {
+            Ok(f) => f,
+            Err(why) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "cannot build the namespaces: {why}"
+                );
+                eprintln!("skipped: cannot build the namespaces (root needed): {why}");
+                return;
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        prepare(dir.path(), "synthetic:small,scale=0.25", "2", "40,16");
+        for mode in ["switchgnn", "host", "g3", "strawman", "reduce", "auto"] {
+            for loss in ["0.0", "0.02"] {
+                let job = dir.path().join("job.toml");
+                std::fs::write(
+                    &job,
+                    format!(
+                        "job = 9\nplan = \"plan\"\nmode = \"{mode}\"\nswitch = \"10.0.0.1:47000\"\n\
+                         world = {world}\ntransport = \"dpdk\"\n[faults]\nloss = {loss}\n[dpdk]\n\
+                         eal = [\"--no-huge\", \"--no-pci\", \"-m\", \"192\"]\n\
+                         switch_devices = [\"net_af_packet{{worker}},iface={}{{worker}}\"]\n\
+                         worker_devices = [\"net_af_packet0,iface={}{{rank}}\"]\n",
+                        fabric.switch_iface(0).trim_end_matches('0'),
+                        fabric.worker_iface(0).trim_end_matches('0'),
+                    ),
+                )
+                .unwrap();
+                let job = job.to_str().unwrap();
+                let ready = dir.path().join(format!("{mode}-{loss}.addr"));
+                let report = dir.path().join(format!("{mode}-{loss}.json"));
+                let switch = fabric.spawn(
+                    "sw",
+                    &[
+                        "switch",
+                        "--job",
+                        job,
+                        "--ready-file",
+                        ready.to_str().unwrap(),
+                        "--report",
+                        report.to_str().unwrap(),
+                    ],
+                );
+                wait_for_file(&ready);
+                let workers: Vec<_> = (0..world)
+                    .map(|w| {
+                        let rank = w.to_string();
+                        fabric.spawn(
+                            &format!("w{w}"),
+                            &["worker", "--job", job, "--rank", &rank, "--epochs", "1"],
+                        )
+                    })
+                    .collect();
+                for (w, child) in workers.into_iter().enumerate() {
+                    let err = ok(
+                        &child.wait_with_output().unwrap(),
+                        &format!("{mode} at loss {loss}: worker {w}"),
+                    );
+                    assert!(
+                        err.contains("4 exchanges exact"),
+                        "{mode} {loss} worker {w}: {err}"
+                    );
+                }
+                ok(
+                    &switch.wait_with_output().unwrap(),
+                    &format!("{mode} switch"),
+                );
+                let report: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+                assert_eq!(
+                    report["counters"]["exchanges_completed"], 4,
+                    "{mode} {loss}"
+                );
+                assert_eq!(report["endpoint"]["malformed_frames"], 0, "{mode} {loss}");
+            }
+        }
+    }
 }
