@@ -116,7 +116,6 @@ pub fn run(args: Args) -> Result<()> {
         server.capture_to(capture);
     }
     let addr = server.local_addr()?;
-    // Training jobs all-reduce through a service beside the switch: TCP on the same address.
     // Training jobs all-reduce through a service beside the switch: TCP on the switch's
     // address, or the job's `collective` address. A DPDK switch address is not the kernel's:
     // without a `collective` address there is no service (exchange-only jobs need none).

@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchgnn_datasets::Dataset;
 use switchgnn_trainer::distributed::cluster::{run_worker, LoopbackJob};
@@ -406,6 +406,13 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
     let mut job = JobFile::read(path)?;
     if let Some(addr) = args.switch {
         job.switch = addr;
+    }
+    if job.transport == switchgnn_transport::job::TransportKind::Dpdk && job.collective.is_none() {
+        bail!(
+            "{}: a training job over DPDK needs `collective`, a TCP address of the switch's host \
+             that the kernel knows, for its all-reduce",
+            path.display()
+        );
     }
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
     let inputs = load_worker(&job, rank)?;

@@ -26,7 +26,7 @@ use dpdk_sys as sys;
 use crate::datapath::{Datagram, Datapath, DatapathCounters, Outgoing, Sent, SideSender};
 use crate::frame::{self, Mac, BROADCAST, HEADERS_V4};
 use crate::job::{DpdkSettings, JobError, Role};
-use crate::socket::{RxBacklog, MAX_DATAGRAM};
+use crate::socket::RxBacklog;
 
 /// Frames taken from a ring, or handed to one, per call.
 const BURST: usize = 32;
@@ -34,8 +34,12 @@ const BURST: usize = 32;
 const SPIN: Duration = Duration::from_micros(50);
 /// The longest nap of an idle datapath.
 const MAX_NAP: Duration = Duration::from_millis(1);
-/// Data room of a packet buffer (a full Ethernet frame) and the headroom before it.
-const MBUF_DATA_ROOM: u16 = 2048 + 128;
+/// Data room of a packet buffer: DPDK's headroom, then a frame of up to 2 KiB.
+const MBUF_DATA_ROOM: u16 = 2048 + HEADROOM;
+/// DPDK's default headroom before the data (`RTE_PKTMBUF_HEADROOM`).
+const HEADROOM: u16 = 128;
+/// How long a full send ring may hold up the queue before its datagrams are dropped.
+const BLOCKED_GRACE: Duration = Duration::from_millis(2);
 
 /// The EAL of this process: set up by the first datapath, with its arguments.
 static EAL: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
@@ -74,9 +78,15 @@ fn init_eal(args: &[String]) -> io::Result<()> {
             .collect::<Result<_, _>>()?;
         let mut ptrs: Vec<*mut libc::c_char> =
             argv.iter_mut().map(|a| a.as_ptr().cast_mut()).collect();
+        // EAL pins the calling thread to its main lcore's CPUs, and every thread it starts
+        // later (a trainer's, the heartbeat) would inherit that: give the thread its CPUs back.
+        let cpus = affinity::get();
         // SAFETY: argv points at NUL-terminated strings that outlive the call; the EAL may
         // permute the pointer array, which is ours.
         let rc = unsafe { sys::rte_eal_init(ptrs.len() as i32, ptrs.as_mut_ptr()) };
+        if let Some(cpus) = cpus {
+            affinity::set(&cpus);
+        }
         if rc < 0 {
             // SAFETY: reads the thread's DPDK error number.
             let code = unsafe { sys::rte_errno() };
@@ -97,6 +107,22 @@ fn init_eal(args: &[String]) -> io::Result<()> {
     }
 }
 
+/// The calling thread's CPU set (Linux `sched_[gs]etaffinity`).
+mod affinity {
+    pub fn get() -> Option<libc::cpu_set_t> {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: the set and its size are valid for the call.
+        let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+        (rc == 0).then_some(set)
+    }
+
+    pub fn set(set: &libc::cpu_set_t) {
+        // SAFETY: as above; a failure leaves the affinity as it was.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) };
+    }
+}
+
 /// A raw DPDK pointer that may move between threads: the pool and ports are thread-safe for
 /// the uses made of them here (a mempool's get and put, one sender at a time per queue).
 #[derive(Debug, Clone, Copy)]
@@ -109,6 +135,9 @@ struct PortInfo {
     id: u16,
     name: String,
     mac: Mac,
+    /// The largest frame the port sends (its MTU plus the Ethernet header), at most what a
+    /// packet buffer holds.
+    max_frame: usize,
 }
 
 /// Where and how to reach a peer.
@@ -127,6 +156,8 @@ struct Tx {
     routes: HashMap<SocketAddrV4, Route>,
     arp: BTreeMap<Ipv4Addr, Mac>,
     mbufs: Vec<*mut sys::rte_mbuf>,
+    /// Per port, since when its send ring has been full.
+    blocked_since: Vec<Option<Instant>>,
 }
 // SAFETY: the mbuf pointers are only scratch space, empty between calls.
 unsafe impl Send for Tx {}
@@ -148,10 +179,10 @@ impl Tx {
             let SocketAddr::V4(addr) = o.to else {
                 break;
             };
-            if o.bytes.len() > MAX_DATAGRAM {
+            let route = self.route(addr);
+            if HEADERS_V4 + o.bytes.len() > self.ports[route.port].max_frame {
                 break;
             }
-            let route = self.route(addr);
             if port.is_some_and(|p| p != route.port) {
                 break;
             }
@@ -159,7 +190,8 @@ impl Tx {
             to.push((addr, route.mac));
         }
         if to.is_empty() {
-            // An IPv6 peer or an oversized datagram: this datapath cannot carry it.
+            // An IPv6 peer, or a datagram too large for the port: this datapath cannot carry
+            // it (no fragmentation; switchgnn datagrams are far smaller).
             return Ok(Sent::Failed(1));
         }
         let n = to.len();
@@ -171,11 +203,12 @@ impl Tx {
             // No buffer now: the ones in flight come back as the NIC sends them.
             return Ok(Sent::Blocked);
         }
-        let port = &self.ports[port.expect("a port")];
+        let port_index = port.expect("a port");
+        let port = &self.ports[port_index];
         for ((o, (addr, mac)), &m) in queue.iter().zip(&to).zip(&self.mbufs) {
             let len = HEADERS_V4 + o.bytes.len();
-            // SAFETY: a fresh mbuf's data room (MBUF_DATA_ROOM minus headroom) holds
-            // `len` ≤ HEADERS_V4 + MAX_DATAGRAM bytes at `buf_addr + data_off`.
+            // SAFETY: a fresh mbuf holds `MBUF_DATA_ROOM - RTE_PKTMBUF_HEADROOM` bytes at
+            // `buf_addr + data_off`, and `len` ≤ `max_frame` ≤ that (checked above).
             unsafe {
                 let data = mbuf_data(m);
                 let frame = std::slice::from_raw_parts_mut(data, len);
@@ -201,6 +234,7 @@ impl Tx {
                 sys::rte_pktmbuf_free_bulk(self.mbufs[sent..].as_mut_ptr(), (n - sent) as u32)
             };
         }
+        let index = port_index;
         Ok(match sent {
             0 if !link_up(port.id) => {
                 // A peer whose link is down (a worker gone from its memif): what is queued for
@@ -208,8 +242,22 @@ impl Tx {
                 // the datagrams behind it.
                 Sent::Failed(n)
             }
-            0 => Sent::Blocked,
-            _ => Sent::Left(sent),
+            0 => {
+                // The ring is full: a busy NIC catches up within microseconds, but a memif peer
+                // that stopped reading (a worker computing) would hold up every other port's
+                // datagrams behind it. Past a grace period its datagrams are dropped, as the
+                // kernel drops datagrams for a full socket.
+                let since = *self.blocked_since[index].get_or_insert_with(Instant::now);
+                if since.elapsed() > BLOCKED_GRACE {
+                    Sent::Failed(n)
+                } else {
+                    Sent::Blocked
+                }
+            }
+            _ => {
+                self.blocked_since[index] = None;
+                Sent::Left(sent)
+            }
         })
     }
 }
@@ -256,6 +304,8 @@ pub struct DpdkDatapath {
     next_port: usize,
     drained: bool,
     ring: u16,
+    /// The EAL's file prefix is one this datapath made up (its runtime folder is ours).
+    own_prefix: bool,
     counters: DatapathCounters,
 }
 // SAFETY: pending mbufs belong to this datapath alone.
@@ -280,7 +330,19 @@ impl DpdkDatapath {
         let arp = settings
             .arp_table()
             .map_err(|e: JobError| error(e.to_string()))?;
-        init_eal(&settings.eal_args(job, world, role))?;
+        let args = settings.eal_args(job, world, role);
+        let devices = args
+            .iter()
+            .filter(|a| a.starts_with("--vdev") || *a == "-a")
+            .count();
+        if devices > sys::RTE_MAX_ETHPORTS as usize {
+            return Err(error(format!(
+                "{devices} DPDK devices, but this DPDK build has at most {} ports \
+                 (RTE_MAX_ETHPORTS): a memif switch needs one per worker",
+                sys::RTE_MAX_ETHPORTS
+            )));
+        }
+        init_eal(&args)?;
         let name = CString::new(format!(
             "switchgnn-{}",
             POOLS.fetch_add(1, Ordering::Relaxed)
@@ -334,6 +396,7 @@ impl DpdkDatapath {
                 routes: HashMap::new(),
                 arp,
                 mbufs: Vec::with_capacity(BURST),
+                blocked_since: vec![None; ports.len()],
             })),
             local,
             ports,
@@ -344,6 +407,10 @@ impl DpdkDatapath {
             next_port: 0,
             drained: true,
             ring: settings.ring,
+            own_prefix: !settings
+                .eal
+                .iter()
+                .any(|a| a.starts_with("--file-prefix") || a == "--in-memory"),
             counters: DatapathCounters::default(),
         })
     }
@@ -390,7 +457,8 @@ fn start_port(id: u16, pool: *mut sys::rte_mempool, ring: u16) -> io::Result<Por
     unsafe {
         let conf: sys::rte_eth_conf = std::mem::zeroed();
         check("configure", sys::rte_eth_dev_configure(id, 1, 1, &conf))?;
-        let socket = sys::rte_eth_dev_socket_id(id).max(0) as u32;
+        // -1 (the port's NUMA node is unknown) is SOCKET_ID_ANY as an unsigned value.
+        let socket = sys::rte_eth_dev_socket_id(id) as u32;
         check(
             "receive queue",
             sys::rte_eth_rx_queue_setup(id, 0, ring, socket, std::ptr::null(), pool),
@@ -405,10 +473,17 @@ fn start_port(id: u16, pool: *mut sys::rte_mempool, ring: u16) -> io::Result<Por
         let _ = sys::rte_eth_promiscuous_enable(id);
         let mut mac = sys::rte_ether_addr::default();
         check("MAC address", sys::rte_eth_macaddr_get(id, &mut mac))?;
+        let mut mtu = 0u16;
+        let mtu = if sys::rte_eth_dev_get_mtu(id, &mut mtu) == 0 {
+            usize::from(mtu)
+        } else {
+            1500
+        };
         Ok(PortInfo {
             id,
             name,
             mac: mac.addr_bytes,
+            max_frame: (mtu + 14).min(usize::from(MBUF_DATA_ROOM - HEADROOM)),
         })
     }
 }
@@ -540,6 +615,40 @@ impl Datapath for DpdkDatapath {
             tx: self.tx.clone(),
             queue: Vec::new(),
         }))
+    }
+}
+
+impl Drop for DpdkDatapath {
+    /// Give the buffers back, stop the ports and, when nothing else can send any more, release
+    /// the EAL and its (then empty) runtime folder: a prefix per process would otherwise leave
+    /// one folder per run behind.
+    fn drop(&mut self) {
+        self.done.clear();
+        self.done.extend(self.pending.drain(..).map(|(_, m)| m));
+        // SAFETY: these mbufs were received and never freed.
+        unsafe { sys::rte_pktmbuf_free_bulk(self.done.as_mut_ptr(), self.done.len() as u32) };
+        if Arc::strong_count(&self.tx) > 1 {
+            // A side sender (a heartbeat thread) still holds the queue: leave DPDK running.
+            return;
+        }
+        // SAFETY: the ports are ours and nothing sends any more; the runtime folder's name is
+        // read before the EAL goes.
+        unsafe {
+            for p in &self.ports {
+                sys::rte_eth_dev_stop(p.id);
+                sys::rte_eth_dev_close(p.id);
+            }
+            let dir = CStr::from_ptr(sys::rte_eal_get_runtime_dir())
+                .to_string_lossy()
+                .into_owned();
+            sys::rte_eal_cleanup();
+            // EAL leaves its files there; a prefix of our own, no other process can share.
+            let _ = if self.own_prefix {
+                std::fs::remove_dir_all(dir)
+            } else {
+                std::fs::remove_dir(dir)
+            };
+        }
     }
 }
 

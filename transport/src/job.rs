@@ -321,11 +321,14 @@ impl DpdkSettings {
         };
         let fill = |s: &str| s.replace("{rank}", &who);
         let mut args: Vec<String> = self.eal.iter().map(|a| fill(a)).collect();
+        // `--name`, `--name=value`, and a short option with its value attached (`-l3`).
         let has = |args: &[String], names: &[&str]| {
             args.iter().any(|a| {
-                names
-                    .iter()
-                    .any(|n| a == n || a.starts_with(&format!("{n}=")))
+                names.iter().any(|n| {
+                    a == n
+                        || a.starts_with(&format!("{n}="))
+                        || (!n.starts_with("--") && a.starts_with(n))
+                })
             })
         };
         if !has(&args, &["--file-prefix", "--in-memory"]) {
@@ -335,8 +338,7 @@ impl DpdkSettings {
             ));
         }
         if !has(&args, &["-l", "-c", "--lcores"]) {
-            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-            args.push(format!("--lcores=0@(0-{})", cpus - 1));
+            args.push(format!("--lcores=0@({})", allowed_cpus()));
         }
         let mut devices = Vec::new();
         match role {
@@ -395,6 +397,12 @@ impl DpdkSettings {
 
     fn validate(&self, world: u16) -> Result<(), JobError> {
         self.arp_table()?;
+        if self.mbufs < 512 {
+            return Err(JobError::Invalid(format!(
+                "dpdk.mbufs = {} is too few (at least 512: each core keeps a cache of 256)",
+                self.mbufs
+            )));
+        }
         if !self.workers.is_empty() && self.workers.len() != usize::from(world) {
             return Err(JobError::Invalid(format!(
                 "dpdk.workers names {} addresses for {world} workers",
@@ -415,6 +423,29 @@ impl DpdkSettings {
         }
         Ok(())
     }
+}
+
+/// The CPUs this process may run on, as EAL's lcore syntax lists them (`0,1,4`): an lcore
+/// allowed on all of them, rather than pinned to CPU 0, whatever cpuset the process got.
+fn allowed_cpus() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: the set and its size are valid for the call.
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0 {
+            let cpus: Vec<String> = (0..libc::CPU_SETSIZE as usize)
+                // SAFETY: `i` is below CPU_SETSIZE.
+                .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+                .map(|i| i.to_string())
+                .collect();
+            if !cpus.is_empty() {
+                return cpus.join(",");
+            }
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    format!("0-{}", cpus - 1)
 }
 
 /// `aa:bb:cc:dd:ee:ff` (or with dashes).
@@ -503,9 +534,13 @@ impl JobFile {
                 );
             }
             TransportKind::Dpdk => {
-                if !self.switch.is_ipv4() {
+                if !self.switch.is_ipv4()
+                    || self.switch.ip().is_unspecified()
+                    || self.switch.port() == 0
+                {
                     return invalid(format!(
-                        "transport \"dpdk\" speaks IPv4: the switch address {} is not",
+                        "transport \"dpdk\" needs the switch's own IPv4 address and port (no \
+                         kernel picks them): {} is not one",
                         self.switch
                     ));
                 }
@@ -660,7 +695,7 @@ mod tests {
         assert!(switch
             .iter()
             .any(|a| a.starts_with("--file-prefix=switchgnn-1-switch-")));
-        assert!(switch.iter().any(|a| a.starts_with("--lcores=0@(0-")));
+        assert!(switch.iter().any(|a| a.starts_with("--lcores=0@(")));
         for w in 0..2 {
             let memif = format!("--vdev=net_memif{w},role=server,id={w},socket=/tmp/j.sock");
             assert!(switch.contains(&memif), "{switch:?}");
@@ -680,6 +715,14 @@ mod tests {
         };
         let args = own.eal_args(1, 2, Role::Worker(0));
         assert_eq!(args, ["--in-memory", "-l", "3"]);
+        let attached = DpdkSettings {
+            eal: vec!["-l3".into(), "--file-prefix=mine".into()],
+            ..DpdkSettings::default()
+        };
+        assert_eq!(
+            attached.eal_args(1, 2, Role::Switch),
+            ["-l3", "--file-prefix=mine"]
+        );
 
         let switch_at: SocketAddrV4 = "10.0.0.1:47000".parse().unwrap();
         assert_eq!(

@@ -42,8 +42,8 @@ pub struct PeerCounters {
     pub ce_sent: u64,
 }
 
-/// The kernel's receive queue of the socket: what waits to be read, what it may hold, and what
-/// it dropped because it was full.
+/// The receive queue below the endpoint — the kernel's socket queue, or a NIC's receive ring —
+/// what waits to be read, what it may hold, and what it dropped because it was full.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RxBacklog {
     /// Bytes queued, as the kernel accounts them (each datagram with its buffer overhead).
