@@ -8,9 +8,9 @@
 //!   Ethernet address it came from remembered for the replies.
 //! - **Send**: headers and payload written in place into freshly allocated mbufs, one burst per
 //!   run of datagrams for the same port, the ECN codepoint set in the IPv4 header.
-//! - **Waiting** polls the rings; after a short spin with nothing to do it sleeps, longer and
-//!   longer up to a millisecond, so an idle process does not hold a core at 100% on a shared
-//!   machine.
+//! - **Waiting** polls the rings: a 5 µs spin, then 200 µs yielding the core (a process
+//!   sharing it may be the one to answer), then naps, longer and longer up to a millisecond, so
+//!   an idle process does not hold a core on a shared machine.
 //! - A worker's heartbeats leave from another thread: sends share the port's queue under a lock.
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,7 +31,9 @@ use crate::socket::RxBacklog;
 /// Frames taken from a ring, or handed to one, per call.
 const BURST: usize = 32;
 /// Idle polls spin this long before the datapath starts to sleep.
-const SPIN: Duration = Duration::from_micros(50);
+const SPIN: Duration = Duration::from_micros(5);
+/// Then yield the core this long before the naps begin.
+const YIELD: Duration = Duration::from_micros(200);
 /// The longest nap of an idle datapath.
 const MAX_NAP: Duration = Duration::from_millis(1);
 /// Data room of a packet buffer: DPDK's headroom, then a frame of up to 2 KiB.
@@ -569,6 +571,11 @@ impl Datapath for DpdkDatapath {
             }
             if waited < SPIN {
                 std::hint::spin_loop();
+                continue;
+            }
+            if waited < YIELD {
+                // Let a process sharing the core run (its reply may be what we wait for).
+                std::thread::yield_now();
                 continue;
             }
             std::thread::sleep(left.map_or(nap, |l| l.min(nap)));
