@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # DPDK for the `dpdk` cargo feature: Debian's libdpdk-dev (22.11; its memif and af_packet
-# drivers come with it) and libclang-dev, which bindgen needs to read DPDK's headers. Installed
-# with apt when missing and this runs as root; otherwise says what to run. Idempotent.
+# drivers come with it), libclang-dev, which bindgen needs to read DPDK's headers, and iproute2
+# (`ip`), with which a test builds network namespaces and veth pairs. Installed with apt when
+# missing and this runs as root; otherwise says what to run. Idempotent.
 set -euo pipefail
 
 need=()
-for pkg in libdpdk-dev libclang-dev; do
+for pkg in libdpdk-dev libclang-dev iproute2; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then
