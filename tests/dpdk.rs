@@ -164,6 +164,8 @@ mod with_dpdk {
         std::thread::sleep(Duration::from_millis(2500));
         w1.kill().unwrap();
         w1.wait().unwrap();
+        // A killed process cannot remove its EAL runtime folder (its prefix has its pid).
+        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/switchgnn-7-1-{}", w1.id()));
         let switch = switch.wait_with_output().unwrap();
         let w0 = w0.wait_with_output().unwrap();
         let switch_err = String::from_utf8_lossy(&switch.stderr);

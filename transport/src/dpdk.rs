@@ -40,6 +40,8 @@ const MAX_NAP: Duration = Duration::from_millis(1);
 const MBUF_DATA_ROOM: u16 = 2048 + HEADROOM;
 /// DPDK's default headroom before the data (`RTE_PKTMBUF_HEADROOM`).
 const HEADROOM: u16 = 128;
+/// How long a closing datapath waits for its peers to read its last frames.
+const LINGER: Duration = Duration::from_millis(100);
 /// How long a full send ring may hold up the queue before its datagrams are dropped.
 const BLOCKED_GRACE: Duration = Duration::from_millis(2);
 
@@ -626,36 +628,28 @@ impl Datapath for DpdkDatapath {
 }
 
 impl Drop for DpdkDatapath {
-    /// Give the buffers back, stop the ports and, when nothing else can send any more, release
-    /// the EAL and its (then empty) runtime folder: a prefix per process would otherwise leave
-    /// one folder per run behind.
+    /// Give the buffers back, let the peers read the last frames, and remove the EAL's runtime
+    /// folder when its prefix is ours (a prefix per process would otherwise leave one folder
+    /// per run behind).
     fn drop(&mut self) {
         self.done.clear();
         self.done.extend(self.pending.drain(..).map(|(_, m)| m));
         // SAFETY: these mbufs were received and never freed.
         unsafe { sys::rte_pktmbuf_free_bulk(self.done.as_mut_ptr(), self.done.len() as u32) };
-        if Arc::strong_count(&self.tx) > 1 {
-            // A side sender (a heartbeat thread) still holds the queue: leave DPDK running.
+        // The last frames (a switch's aborts, a worker's goodbye) may still sit in the rings,
+        // and a memif peer drops what is there once this process is gone: a moment to read them.
+        std::thread::sleep(LINGER);
+        if Arc::strong_count(&self.tx) > 1 || !self.own_prefix {
             return;
         }
-        // SAFETY: the ports are ours and nothing sends any more; the runtime folder's name is
-        // read before the EAL goes.
-        unsafe {
-            for p in &self.ports {
-                sys::rte_eth_dev_stop(p.id);
-                sys::rte_eth_dev_close(p.id);
-            }
-            let dir = CStr::from_ptr(sys::rte_eal_get_runtime_dir())
-                .to_string_lossy()
-                .into_owned();
-            sys::rte_eal_cleanup();
-            // EAL leaves its files there; a prefix of our own, no other process can share.
-            let _ = if self.own_prefix {
-                std::fs::remove_dir_all(dir)
-            } else {
-                std::fs::remove_dir(dir)
-            };
-        }
+        // The EAL itself is left to the process's exit: tearing it down (ports closed,
+        // rte_eal_cleanup) crashed now and then with memif's threads still running. Its files
+        // can go: the folder's name is unique to this process.
+        // SAFETY: a static string of the running EAL.
+        let dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) }
+            .to_string_lossy()
+            .into_owned();
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
