@@ -105,7 +105,8 @@ pub struct WorkerClient {
 }
 
 /// The thread that runs the control machine's timers while the worker computes: its
-/// heartbeats leave through a second handle on the worker's socket.
+/// heartbeats leave through the datapath's side sender (a second handle on the UDP socket, or
+/// the DPDK send queue under its lock).
 #[derive(Debug)]
 struct Heartbeat {
     stop: Arc<AtomicBool>,

@@ -23,7 +23,7 @@ use switchgnn_dataplane::fault::{FaultError, FaultInjector, Faults};
 
 pub use crate::datapath::{Datagram, EcnCodepoint};
 
-/// Largest datagram the endpoint receives (dataplane packets are at most 160 bytes; control
+/// Largest datagram the endpoint receives (dataplane packets are at most 288 bytes; control
 /// messages stay below this).
 pub const MAX_DATAGRAM: usize = 2048;
 /// Receive batches read per call before control returns to the driver.
