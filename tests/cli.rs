@@ -6,7 +6,7 @@ use switchgnn_datasets::testdata::shared_dataset;
 
 mod support;
 
-use support::{spawn, switchgnn, wait_for_file};
+use support::{assert_worker_1_named, spawn, start_switch, switchgnn};
 
 fn stdout_ok(args: &[&str]) -> String {
     let out = switchgnn(args);
@@ -334,29 +334,6 @@ fn exchange_runs_every_mode_exactly_over_real_processes() {
     }
 }
 
-/// Start `switchgnn switch` for `job` (its report in `dir/switch.json`); returns the process
-/// and the address it listens on.
-fn start_switch(dir: &Path, job: &str) -> (std::process::Child, String) {
-    start_switch_with(dir, job, &[])
-}
-
-fn start_switch_with(dir: &Path, job: &str, extra: &[&str]) -> (std::process::Child, String) {
-    let ready = dir.join("switch.addr");
-    let report = dir.join("switch.json");
-    let mut args = vec![
-        "switch",
-        "--job",
-        job,
-        "--ready-file",
-        ready.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let child = spawn(&args, &[]);
-    (child, wait_for_file(&ready))
-}
-
 /// Start `switchgnn worker` for `job` against the switch at `addr`.
 fn worker(job: &str, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
     let mut args = vec!["worker", "--job", job, "--switch", addr];
@@ -394,7 +371,7 @@ fn switch_and_workers_started_by_hand_or_by_a_launcher() {
     let dir = tempfile::tempdir().unwrap();
     let job = two_worker_job(dir.path(), "24", "");
     let job = job.to_str().unwrap();
-    let (switch, addr) = start_switch(dir.path(), job);
+    let (switch, addr) = start_switch(dir.path(), job, &[]);
     // Rank 0 from the command line, rank 1 from torchrun-style variables.
     let w0 = worker(job, &addr, &["--rank", "0"], &[]);
     let w1 = worker(job, &addr, &[], &[("RANK", "1"), ("WORLD_SIZE", "2")]);
@@ -433,26 +410,14 @@ fn a_killed_worker_process_is_named_and_nothing_hangs() {
     );
     let job = job.to_str().unwrap();
     let started = std::time::Instant::now();
-    let (switch, addr) = start_switch(dir.path(), job);
+    let (switch, addr) = start_switch(dir.path(), job, &[]);
     let w0 = worker(job, &addr, &["--rank", "0"], &[]);
     let mut w1 = worker(job, &addr, &["--rank", "1"], &[]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     w1.kill().unwrap();
     w1.wait().unwrap();
-    let switch = switch.wait_with_output().unwrap();
-    let w0 = w0.wait_with_output().unwrap();
+    assert_worker_1_named(switch, w0);
     let elapsed = started.elapsed();
-    let switch_err = String::from_utf8_lossy(&switch.stderr);
-    let w0_err = String::from_utf8_lossy(&w0.stderr);
-    assert!(
-        !switch.status.success() && !w0.status.success(),
-        "the job ended normally: {switch_err}\n{w0_err}"
-    );
-    assert!(switch_err.contains("worker 1"), "{switch_err}");
-    assert!(
-        w0_err.contains("aborted") && w0_err.contains("worker 1"),
-        "{w0_err}"
-    );
     assert!(elapsed < std::time::Duration::from_secs(30), "{elapsed:?}");
 }
 
@@ -642,7 +607,7 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
             > 10
     );
 
-    let (switch, addr) = start_switch_with(dir.path(), job, &["--entries", entries]);
+    let (switch, addr) = start_switch(dir.path(), job, &["--entries", entries]);
     let w0 = worker(job, &addr, &["--rank", "0"], &[]);
     let w1 = worker(job, &addr, &["--rank", "1"], &[]);
     for (name, child) in [("worker 0", w0), ("worker 1", w1), ("switch", switch)] {

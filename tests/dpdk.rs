@@ -24,7 +24,9 @@ mod with_dpdk {
     use std::path::Path;
     use std::time::{Duration, Instant};
 
-    use super::support::{losses, spawn, switchgnn, wait_for_file};
+    use super::support::{
+        assert_worker_1_named, losses, spawn, start_switch, switchgnn, wait_for_file,
+    };
 
     /// Whether DPDK can run here; prints why not (and fails under CI, which must run these).
     fn dpdk_here() -> bool {
@@ -147,18 +149,7 @@ mod with_dpdk {
             "[timeouts]\npeer_ms = 1000\nresult_us = 1000000\n[link]\ngbps = 0.001",
         );
         let started = Instant::now();
-        let ready = dir.path().join("switch.addr");
-        let switch = spawn(
-            &[
-                "switch",
-                "--job",
-                &job,
-                "--ready-file",
-                ready.to_str().unwrap(),
-            ],
-            &[],
-        );
-        wait_for_file(&ready);
+        let (switch, _) = start_switch(dir.path(), &job, &[]);
         let w0 = spawn(&["worker", "--job", &job, "--rank", "0"], &[]);
         let mut w1 = spawn(&["worker", "--job", &job, "--rank", "1"], &[]);
         std::thread::sleep(Duration::from_millis(2500));
@@ -166,19 +157,7 @@ mod with_dpdk {
         w1.wait().unwrap();
         // A killed process cannot remove its EAL runtime folder (its prefix has its pid).
         let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/switchgnn-7-1-{}", w1.id()));
-        let switch = switch.wait_with_output().unwrap();
-        let w0 = w0.wait_with_output().unwrap();
-        let switch_err = String::from_utf8_lossy(&switch.stderr);
-        let w0_err = String::from_utf8_lossy(&w0.stderr);
-        assert!(
-            !switch.status.success() && !w0.status.success(),
-            "the job ended normally: {switch_err}\n{w0_err}"
-        );
-        assert!(switch_err.contains("worker 1"), "{switch_err}");
-        assert!(
-            w0_err.contains("aborted") && w0_err.contains("worker 1"),
-            "{w0_err}\nthe switch said: {switch_err}"
-        );
+        assert_worker_1_named(switch, w0);
         assert!(started.elapsed() < Duration::from_secs(40));
     }
 
@@ -204,18 +183,7 @@ mod with_dpdk {
             2,
             &format!("collective = \"127.0.0.1:{port}\""),
         );
-        let ready = d.join("switch.addr");
-        let switch = spawn(
-            &[
-                "switch",
-                "--job",
-                &job,
-                "--ready-file",
-                ready.to_str().unwrap(),
-            ],
-            &[],
-        );
-        wait_for_file(&ready);
+        let (switch, _) = start_switch(d, &job, &[]);
         let common = ["--epochs", "6", "--threads", "1", "--print-every", "3"];
         let workers: Vec<_> = (0..2)
             .map(|rank| {

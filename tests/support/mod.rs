@@ -35,6 +35,43 @@ pub fn wait_for_file(path: &Path) -> String {
     panic!("{} never appeared", path.display());
 }
 
+/// Start `switchgnn switch` for `job` (its report in `dir/switch.json`) with `extra` options;
+/// returns the process and the address it listens on.
+pub fn start_switch(dir: &Path, job: &str, extra: &[&str]) -> (Child, String) {
+    let ready = dir.join("switch.addr");
+    let report = dir.join("switch.json");
+    let mut args = vec![
+        "switch",
+        "--job",
+        job,
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let child = spawn(&args, &[]);
+    (child, wait_for_file(&ready))
+}
+
+/// After worker 1 of a two-worker job was killed: the switch and worker 0 both fail, the
+/// switch naming worker 1 and worker 0 told by an abort that names it.
+pub fn assert_worker_1_named(switch: Child, w0: Child) {
+    let switch = switch.wait_with_output().unwrap();
+    let w0 = w0.wait_with_output().unwrap();
+    let switch_err = String::from_utf8_lossy(&switch.stderr);
+    let w0_err = String::from_utf8_lossy(&w0.stderr);
+    assert!(
+        !switch.status.success() && !w0.status.success(),
+        "the job ended normally: {switch_err}\n{w0_err}"
+    );
+    assert!(switch_err.contains("worker 1"), "{switch_err}");
+    assert!(
+        w0_err.contains("aborted") && w0_err.contains("worker 1"),
+        "{w0_err}\nthe switch said: {switch_err}"
+    );
+}
+
 /// The training losses of the first run in a training log.
 pub fn losses(log: &Path) -> Vec<f64> {
     let log: serde_json::Value = serde_json::from_slice(&std::fs::read(log).unwrap()).unwrap();

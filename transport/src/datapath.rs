@@ -78,15 +78,13 @@ pub trait Datapath: Debug + Send {
 }
 
 /// Frames a datapath dropped below the endpoint (a kernel socket has none: the kernel counts
-/// its own).
+/// its own). Frames dropped for a full receive queue are [`RxBacklog::drops`](crate::socket::RxBacklog).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DatapathCounters {
     /// Frames that did not parse (bad lengths, chained buffers).
     pub malformed: u64,
     /// Well-formed frames not for this endpoint (other protocols, other addresses).
     pub foreign: u64,
-    /// Frames the NIC dropped because its receive ring was full or no buffer was free.
-    pub ring_drops: u64,
 }
 
 /// Sends single datagrams from another thread.

@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use dpdk_sys as sys;
@@ -40,13 +40,16 @@ const MAX_NAP: Duration = Duration::from_millis(1);
 const MBUF_DATA_ROOM: u16 = 2048 + HEADROOM;
 /// DPDK's default headroom before the data (`RTE_PKTMBUF_HEADROOM`).
 const HEADROOM: u16 = 128;
+/// How often the NIC's drop counters are read.
+const RING_DROPS_EVERY: Duration = Duration::from_millis(100);
 /// How long a closing datapath waits for its peers to read its last frames.
 const LINGER: Duration = Duration::from_millis(100);
 /// How long a full send ring may hold up the queue before its datagrams are dropped.
 const BLOCKED_GRACE: Duration = Duration::from_millis(2);
 
-/// The EAL of this process: set up by the first datapath, with its arguments.
-static EAL: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
+/// Whether this process has set up its EAL: that happens once, so there is one DPDK datapath
+/// per process.
+static EAL_STARTED: AtomicBool = AtomicBool::new(false);
 
 fn error(message: String) -> io::Error {
     io::Error::other(message)
@@ -75,56 +78,34 @@ fn init_eal(args: &[String]) -> io::Result<()> {
                 .into(),
         ));
     }
-    let outcome = EAL.get_or_init(|| {
-        let mut argv: Vec<CString> = std::iter::once("switchgnn".to_string())
-            .chain(args.iter().cloned())
-            .map(|a| CString::new(a).map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?;
-        let mut ptrs: Vec<*mut libc::c_char> =
-            argv.iter_mut().map(|a| a.as_ptr().cast_mut()).collect();
-        // EAL pins the calling thread to its main lcore's CPUs, and every thread it starts
-        // later (a trainer's, the heartbeat) would inherit that: give the thread its CPUs back.
-        let cpus = affinity::get();
-        // SAFETY: argv points at NUL-terminated strings that outlive the call; the EAL may
-        // permute the pointer array, which is ours.
-        let rc = unsafe { sys::rte_eal_init(ptrs.len() as i32, ptrs.as_mut_ptr()) };
-        if let Some(cpus) = cpus {
-            affinity::set(&cpus);
-        }
-        if rc < 0 {
-            // SAFETY: reads the thread's DPDK error number.
-            let code = unsafe { sys::rte_errno() };
-            return Err(format!(
-                "DPDK's EAL refused the arguments {args:?}: {}",
-                strerror(code)
-            ));
-        }
-        Ok(args.to_vec())
-    });
-    match outcome {
-        Ok(first) if first == args => Ok(()),
-        Ok(first) => Err(error(format!(
-            "DPDK's EAL is already set up in this process (with {first:?}); one DPDK datapath \
-             per process"
-        ))),
-        Err(e) => Err(error(e.clone())),
+    if EAL_STARTED.swap(true, Ordering::SeqCst) {
+        return Err(error(
+            "DPDK's EAL is already set up in this process: one DPDK datapath per process".into(),
+        ));
     }
-}
-
-/// The calling thread's CPU set (Linux `sched_[gs]etaffinity`).
-mod affinity {
-    pub fn get() -> Option<libc::cpu_set_t> {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: the set and its size are valid for the call.
-        let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-        (rc == 0).then_some(set)
+    let mut argv: Vec<CString> = std::iter::once("switchgnn".to_string())
+        .chain(args.iter().cloned())
+        .map(|a| CString::new(a).map_err(|e| error(format!("EAL argument: {e}"))))
+        .collect::<io::Result<_>>()?;
+    let mut ptrs: Vec<*mut libc::c_char> = argv.iter_mut().map(|a| a.as_ptr().cast_mut()).collect();
+    // EAL pins the calling thread to its main lcore's CPUs, and every thread it starts later
+    // (a trainer's, the heartbeat) would inherit that: give the thread its CPUs back.
+    let cpus = crate::affinity::get();
+    // SAFETY: argv points at NUL-terminated strings that outlive the call; the EAL may
+    // permute the pointer array, which is ours.
+    let rc = unsafe { sys::rte_eal_init(ptrs.len() as i32, ptrs.as_mut_ptr()) };
+    if let Some(cpus) = cpus {
+        crate::affinity::set(&cpus);
     }
-
-    pub fn set(set: &libc::cpu_set_t) {
-        // SAFETY: as above; a failure leaves the affinity as it was.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) };
+    if rc < 0 {
+        // SAFETY: reads the thread's DPDK error number.
+        let code = unsafe { sys::rte_errno() };
+        return Err(error(format!(
+            "DPDK's EAL refused the arguments {args:?}: {}",
+            strerror(code)
+        )));
     }
+    Ok(())
 }
 
 /// A raw DPDK pointer that may move between threads: the pool and ports are thread-safe for
@@ -162,6 +143,8 @@ struct Tx {
     mbufs: Vec<*mut sys::rte_mbuf>,
     /// Per port, since when its send ring has been full.
     blocked_since: Vec<Option<Instant>>,
+    /// Scratch: the destinations of the burst being sent.
+    targets: Vec<(SocketAddrV4, Mac)>,
 }
 // SAFETY: the mbuf pointers are only scratch space, empty between calls.
 unsafe impl Send for Tx {}
@@ -177,7 +160,19 @@ impl Tx {
 
     /// Send the front of `queue`: a burst of datagrams for one port.
     fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent> {
-        let mut to = Vec::with_capacity(BURST);
+        let mut to = std::mem::take(&mut self.targets);
+        let sent = self.send_burst(queue, &mut to);
+        self.targets = to;
+        sent
+    }
+
+    /// [`Tx::send`] with `to` (empty) to list the burst's destinations in.
+    fn send_burst(
+        &mut self,
+        queue: &[Outgoing],
+        to: &mut Vec<(SocketAddrV4, Mac)>,
+    ) -> io::Result<Sent> {
+        to.clear();
         let mut port = None;
         for o in queue.iter().take(BURST) {
             let SocketAddr::V4(addr) = o.to else {
@@ -209,7 +204,7 @@ impl Tx {
         }
         let port_index = port.expect("a port");
         let port = &self.ports[port_index];
-        for ((o, (addr, mac)), &m) in queue.iter().zip(&to).zip(&self.mbufs) {
+        for ((o, (addr, mac)), &m) in queue.iter().zip(to.iter()).zip(&self.mbufs) {
             let len = HEADERS_V4 + o.bytes.len();
             // SAFETY: a fresh mbuf holds `MBUF_DATA_ROOM - RTE_PKTMBUF_HEADROOM` bytes at
             // `buf_addr + data_off`, and `len` ≤ `max_frame` ≤ that (checked above).
@@ -308,6 +303,9 @@ pub struct DpdkDatapath {
     next_port: usize,
     drained: bool,
     ring: u16,
+    /// Frames the NIC dropped (full ring, no buffer) at the last reading, and when that was.
+    ring_drops: u64,
+    ring_drops_read: Option<Instant>,
     /// The EAL's file prefix is one this datapath made up (its runtime folder is ours).
     own_prefix: bool,
     counters: DatapathCounters,
@@ -401,6 +399,7 @@ impl DpdkDatapath {
                 arp,
                 mbufs: Vec::with_capacity(BURST),
                 blocked_since: vec![None; ports.len()],
+                targets: Vec::with_capacity(BURST),
             })),
             local,
             ports,
@@ -411,10 +410,9 @@ impl DpdkDatapath {
             next_port: 0,
             drained: true,
             ring: settings.ring,
-            own_prefix: !settings
-                .eal
-                .iter()
-                .any(|a| a.starts_with("--file-prefix") || a == "--in-memory"),
+            ring_drops: 0,
+            ring_drops_read: None,
+            own_prefix: settings.makes_own_prefix(),
             counters: DatapathCounters::default(),
         })
     }
@@ -598,25 +596,31 @@ impl Datapath for DpdkDatapath {
         if !self.pending.is_empty() {
             self.drained = false;
         }
+        // The NIC's counters cost a driver call (a sysfs read on some): every few rounds.
+        if self
+            .ring_drops_read
+            .is_none_or(|t| t.elapsed() >= RING_DROPS_EVERY)
+        {
+            self.ring_drops_read = Some(Instant::now());
+            self.ring_drops = 0;
+            for p in &self.ports {
+                let mut stats = sys::rte_eth_stats::default();
+                // SAFETY: a started port and a stats struct to fill.
+                if unsafe { sys::rte_eth_stats_get(p.id, &mut stats) } == 0 {
+                    self.ring_drops += stats.imissed + stats.rx_nombuf;
+                }
+            }
+        }
         let frame = u64::from(MBUF_DATA_ROOM);
         Some(RxBacklog {
             queued_bytes: self.pending.len() as u64 * frame,
             buffer_bytes: u64::from(self.ring) * frame,
-            drops: self.counters().ring_drops,
+            drops: self.ring_drops,
         })
     }
 
     fn counters(&mut self) -> DatapathCounters {
-        let mut c = self.counters;
-        c.ring_drops = 0;
-        for p in &self.ports {
-            let mut stats = sys::rte_eth_stats::default();
-            // SAFETY: a started port and a stats struct to fill.
-            if unsafe { sys::rte_eth_stats_get(p.id, &mut stats) } == 0 {
-                c.ring_drops += stats.imissed + stats.rx_nombuf;
-            }
-        }
-        c
+        self.counters
     }
 
     fn side_sender(&self) -> io::Result<Box<dyn SideSender>> {

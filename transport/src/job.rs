@@ -313,6 +313,24 @@ impl DpdkSettings {
             })
     }
 
+    /// Whether the `eal` arguments give one of the options `names`: as `--name`,
+    /// `--name=value`, or a short option with its value attached (`-l3`).
+    fn gives(&self, names: &[&str]) -> bool {
+        self.eal.iter().any(|a| {
+            names.iter().any(|n| {
+                a == n
+                    || a.starts_with(&format!("{n}="))
+                    || (!n.starts_with("--") && a.starts_with(n))
+            })
+        })
+    }
+
+    /// Whether each process gets an EAL file prefix of its own (its pid in it): unless the
+    /// `eal` arguments name one or run in memory. The process's runtime folder is then its own.
+    pub fn makes_own_prefix(&self) -> bool {
+        !self.gives(&["--file-prefix", "--in-memory"])
+    }
+
     /// The EAL arguments (after the program name) of `role` in a job of `world` workers.
     pub fn eal_args(&self, job: u16, world: u16, role: Role) -> Vec<String> {
         let who = match role {
@@ -321,23 +339,13 @@ impl DpdkSettings {
         };
         let fill = |s: &str| s.replace("{rank}", &who);
         let mut args: Vec<String> = self.eal.iter().map(|a| fill(a)).collect();
-        // `--name`, `--name=value`, and a short option with its value attached (`-l3`).
-        let has = |args: &[String], names: &[&str]| {
-            args.iter().any(|a| {
-                names.iter().any(|n| {
-                    a == n
-                        || a.starts_with(&format!("{n}="))
-                        || (!n.starts_with("--") && a.starts_with(n))
-                })
-            })
-        };
-        if !has(&args, &["--file-prefix", "--in-memory"]) {
+        if self.makes_own_prefix() {
             args.push(format!(
                 "--file-prefix=switchgnn-{job}-{who}-{}",
                 std::process::id()
             ));
         }
-        if !has(&args, &["-l", "-c", "--lcores"]) {
+        if !self.gives(&["-l", "-c", "--lcores"]) {
             args.push(format!("--lcores=0@({})", allowed_cpus()));
         }
         let mut devices = Vec::new();
@@ -428,24 +436,14 @@ impl DpdkSettings {
 /// The CPUs this process may run on, as EAL's lcore syntax lists them (`0,1,4`): an lcore
 /// allowed on all of them, rather than pinned to CPU 0, whatever cpuset the process got.
 fn allowed_cpus() -> String {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: the set and its size are valid for the call.
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0 {
-            let cpus: Vec<String> = (0..libc::CPU_SETSIZE as usize)
-                // SAFETY: `i` is below CPU_SETSIZE.
-                .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-                .map(|i| i.to_string())
-                .collect();
-            if !cpus.is_empty() {
-                return cpus.join(",");
-            }
-        }
+    let cpus: Vec<String> = crate::affinity::get()
+        .map(|set| crate::affinity::cpus(&set).map(|i| i.to_string()).collect())
+        .unwrap_or_default();
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, usize::from);
+        return format!("0-{}", n - 1);
     }
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    format!("0-{}", cpus - 1)
+    cpus.join(",")
 }
 
 /// `aa:bb:cc:dd:ee:ff` (or with dashes).

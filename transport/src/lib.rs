@@ -16,6 +16,7 @@
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
 
+mod affinity;
 pub mod capture;
 pub mod client;
 pub mod collective;

@@ -265,7 +265,6 @@ impl Endpoint {
         let c = self.datapath.counters();
         self.stats.malformed_frames = c.malformed;
         self.stats.foreign_frames = c.foreign;
-        self.stats.rx_queue_drops = self.stats.rx_queue_drops.max(c.ring_drops);
         let b = self.datapath.backlog()?;
         self.stats.rx_queue_drops = b.drops;
         self.stats.peak_rx_queue_bytes = self.stats.peak_rx_queue_bytes.max(b.queued_bytes);
