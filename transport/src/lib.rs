@@ -12,6 +12,8 @@
 //! - [`client`]: a worker's connection and real-time driver;
 //! - [`collective`]: the all-reduce of a training job (a parameter server in the switch
 //!   process, over TCP);
+//! - [`participant`]: a training worker's exchanges and all-reduces (float rows in, sums out),
+//!   for the Rust trainer and the Python package alike;
 //! - [`loopback`]: a whole exchange job in one process (switch and workers as threads);
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
@@ -27,6 +29,7 @@ pub mod frame;
 pub mod job;
 pub mod liveness;
 pub mod loopback;
+pub mod participant;
 pub mod runner;
 pub mod server;
 pub mod session;
@@ -37,6 +40,7 @@ pub mod workload;
 
 pub use client::{WorkerClient, WorkerConfig, WorkerError};
 pub use job::{JobFile, Link, Timeouts};
+pub use participant::{Participant, ParticipantError};
 pub use server::{Overload, ServerConfig, ServerError, ServerReport, SwitchServer};
 pub use session::Session;
 pub use switchgnn_dataplane::ExchangeKind;

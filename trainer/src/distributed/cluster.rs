@@ -12,17 +12,16 @@ use switchgnn_datasets::Dataset;
 use switchgnn_partition::shard::{Cutter, DataShard};
 use switchgnn_partition::Plan;
 use switchgnn_transport::client::WorkerWire;
-use switchgnn_transport::collective::{
-    CollectiveClient, CollectiveReport, RunningService, ServiceConfig,
-};
+use switchgnn_transport::collective::{CollectiveReport, RunningService, ServiceConfig};
 use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
-use switchgnn_transport::{JobFile, Session, WorkerClient, WorkerConfig};
+use switchgnn_transport::{JobFile, Participant, Session};
 
-use super::network::{ExchangeTotals, NetworkOptions, NetworkSums};
+use super::network::NetworkSums;
 use super::{Shard, ShardBackend};
 use crate::error::{CommError, Result, TrainError};
 use crate::graph_tensors::FeatureNorm;
 use crate::train::{train_on, EpochRecord, RunReport, TrainConfig};
+use switchgnn_transport::participant::ExchangeTotals;
 
 /// What one worker did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,51 +74,17 @@ pub fn run_worker(
         )));
     }
     let rank = shard.rank;
-    let client = WorkerClient::connect(WorkerConfig {
-        job: job.job,
-        rank,
-        world: job.world,
-        mode: job.mode,
-        plan_checksum: session.checksum,
-        switch,
-        bind: job
-            .bind
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-        timeouts: job.timeouts,
-        link: job.link,
-        faults: switchgnn_transport::socket::ShimConfig {
-            // Every worker draws its own faults.
-            seed: job.faults.seed ^ (u64::from(rank) << 32),
-            ..job.faults
-        },
-        transport: job.transport(),
-    })
-    .map_err(|source| CommError::Worker { rank, source })?;
-    let collective = CollectiveClient::connect(
-        job.collective.unwrap_or(switch),
-        job.job,
-        rank,
-        job.world,
-        agreement(config, &session),
-        job.timeouts.join(),
-        job.timeouts.collective_idle(),
-    )
-    .map_err(|source| CommError::Collective { rank, source })?;
-    let opts = NetworkOptions {
-        job: job.job,
-        rank,
-        line_rate: job.link.rate(),
-        window: job.link.window,
-        timers: job.timeouts.protocol(),
-    };
-    let mut sums = NetworkSums::new(
-        client,
-        collective,
+    let agreement = agreement(config, &session);
+    let participant = Participant::connect(
+        job,
         session,
-        shard.boundary(),
+        rank,
+        switch,
+        agreement,
         shard.max_remote_degree,
-        opts,
-    )?;
+    )
+    .map_err(super::network::comm)?;
+    let mut sums = NetworkSums::new(participant, shard.boundary())?;
     let report = {
         let mut backend = ShardBackend {
             shard: &shard,
@@ -127,7 +92,7 @@ pub fn run_worker(
         };
         train_on(shard.local(), &mut backend, config, observe)?
     };
-    let totals = sums.totals.clone();
+    let totals = sums.totals().clone();
     let wire = sums.finish()?;
     Ok(WorkerOutcome {
         rank,

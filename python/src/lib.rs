@@ -1,0 +1,597 @@
+//! `switchgnn._native`: the Python module's compiled half. It drives the same Rust code as the
+//! `switchgnn` command — plans, the software switch with its all-reduce service, and a worker's
+//! exchanges through [`Participant`] — and links no libtorch, so a process that imported torch
+//! loads no second copy. The Python half (`python/switchgnn/`) wraps these classes with array
+//! conversions, context managers and the BNS-GCN-shaped `switchgnn.bns`.
+//!
+//! Every blocking call (connecting, an exchange, an all-reduce, waiting for the switch) runs
+//! with the GIL released, so workers in threads of one process overlap.
+
+mod plan;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use numpy::{
+    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use switchgnn_dataplane::switch::AGGREGATOR_BYTES;
+use switchgnn_dataplane::ExchangeKind;
+use switchgnn_transport::client::WorkerWire;
+use switchgnn_transport::collective::{ReduceOp, RunningService, ServiceConfig};
+use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
+use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::{JobFile, Participant, ParticipantError, Timeouts};
+
+use crate::plan::{Failure, PrepareArgs, Prepared};
+
+create_exception!(
+    switchgnn,
+    SwitchgnnError,
+    PyRuntimeError,
+    "A failure of the switch, a worker or the network (the message says which and why)."
+);
+
+impl From<Failure> for PyErr {
+    fn from(f: Failure) -> PyErr {
+        match f {
+            Failure::Usage(why) => PyValueError::new_err(why),
+            Failure::Failed(why) => SwitchgnnError::new_err(why),
+        }
+    }
+}
+
+fn participant_error(e: ParticipantError) -> PyErr {
+    match e {
+        ParticipantError::Usage(why) => PyValueError::new_err(why),
+        other => SwitchgnnError::new_err(other.to_string()),
+    }
+}
+
+fn address(text: &str, what: &str) -> PyResult<SocketAddr> {
+    text.parse().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} `{text}` is not an address like 127.0.0.1:7000"
+        ))
+    })
+}
+
+fn kind(name: &str) -> PyResult<ExchangeKind> {
+    Ok(plan::parse_kind(name)?)
+}
+
+/// The settings of one side of a job, from keyword arguments.
+struct JobArgs<'a> {
+    plan: &'a Prepared,
+    kind: ExchangeKind,
+    switch: SocketAddr,
+    job: u16,
+    loss: f64,
+    seed: u64,
+    join_timeout: f64,
+    peer_timeout: f64,
+}
+
+impl JobArgs<'_> {
+    fn job_file(&self) -> PyResult<JobFile> {
+        if !(0.0..1.0).contains(&self.loss) {
+            return Err(PyValueError::new_err(format!(
+                "loss {} must lie in [0, 1)",
+                self.loss
+            )));
+        }
+        let millis = |s: f64, what: &str| {
+            if s.is_finite() && s > 0.0 {
+                Ok((s * 1e3).ceil() as u64)
+            } else {
+                Err(PyValueError::new_err(format!(
+                    "{what} {s} must be a positive number of seconds"
+                )))
+            }
+        };
+        let mut job = JobFile::loopback(
+            self.plan.dir.clone(),
+            self.kind,
+            self.switch,
+            self.plan.workers(),
+        );
+        job.job = self.job;
+        job.timeouts = Timeouts {
+            join_ms: millis(self.join_timeout, "join_timeout")?,
+            peer_ms: millis(self.peer_timeout, "peer_timeout")?,
+            ..Timeouts::loopback()
+        };
+        job.faults = ShimConfig {
+            loss: self.loss,
+            seed: self.seed,
+            ..ShimConfig::default()
+        };
+        Ok(job)
+    }
+}
+
+/// Write a plan for a graph given as an edge list and an owner per vertex (see the Python
+/// wrapper `switchgnn.prepare`); returns a JSON summary.
+#[pyfunction]
+#[pyo3(signature = (num_vertices, src, dst, owner, feature_dims, out_dir, *, workers=None,
+                    switch_memory="100MB".to_string(), kinds, order="priority-bfs".to_string(),
+                    order_seed=0, name="python".to_string(), symmetrize=false))]
+#[allow(clippy::too_many_arguments)]
+fn prepare(
+    py: Python<'_>,
+    num_vertices: usize,
+    src: PyReadonlyArray1<'_, i64>,
+    dst: PyReadonlyArray1<'_, i64>,
+    owner: PyReadonlyArray1<'_, i64>,
+    feature_dims: Vec<usize>,
+    out_dir: PathBuf,
+    workers: Option<u32>,
+    switch_memory: String,
+    kinds: Vec<String>,
+    order: String,
+    order_seed: u64,
+    name: String,
+    symmetrize: bool,
+) -> PyResult<String> {
+    let args = PrepareArgs {
+        num_vertices,
+        src: src.as_array().to_vec(),
+        dst: dst.as_array().to_vec(),
+        owner: owner.as_array().to_vec(),
+        workers,
+        feature_dims,
+        out_dir,
+        switch_memory,
+        kinds,
+        order,
+        order_seed,
+        name,
+        symmetrize,
+    };
+    Ok(py.detach(|| plan::prepare(&args))?)
+}
+
+/// What a plan directory holds, as JSON: workers, vertices, widths, kinds, the owner of every
+/// vertex is read separately ([`owners`]).
+#[pyfunction]
+fn plan_info(py: Python<'_>, plan: PathBuf) -> PyResult<String> {
+    let p = py.detach(|| Prepared::read(&plan))?;
+    let m = &p.plan.manifest;
+    Ok(serde_json::json!({
+        "workers": m.spec.workers,
+        "vertices": m.dataset.vertices,
+        "edges": m.dataset.edges,
+        "feature_dims": m.spec.feature_dims,
+        "kinds": p.meta.kinds,
+        "contributions": p.meta.contributions,
+        "boundary_vertices": m.boundary.boundary_vertices,
+    })
+    .to_string())
+}
+
+/// The owner of every vertex of a plan.
+#[pyfunction]
+fn owners<'py>(py: Python<'py>, plan: PathBuf) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let p = py.detach(|| Prepared::read(&plan))?;
+    Ok(PyArray1::from_slice(py, p.plan.assignment.parts()))
+}
+
+type Served = (Result<(), String>, ServerReport);
+
+/// The software switch of one job, with its all-reduce service, running in a thread of this
+/// process until every worker has said goodbye or it is stopped.
+#[pyclass(module = "switchgnn._native")]
+struct Switch {
+    address: SocketAddr,
+    stop: Arc<AtomicBool>,
+    running: Option<JoinHandle<Served>>,
+    collective: Option<RunningService>,
+    /// The report once the switch has ended, as JSON, and the failure it ended with.
+    ended: Option<(String, Option<String>)>,
+}
+
+#[pymethods]
+impl Switch {
+    #[new]
+    #[pyo3(signature = (plan, kind="switchgnn", *, address="127.0.0.1:0", job=1, loss=0.0,
+                        seed=0, join_timeout=20.0, peer_timeout=10.0, switch_memory=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        plan: PathBuf,
+        kind: &str,
+        address: &str,
+        job: u16,
+        loss: f64,
+        seed: u64,
+        join_timeout: f64,
+        peer_timeout: f64,
+        switch_memory: Option<String>,
+    ) -> PyResult<Switch> {
+        let listen = self::address(address, "address")?;
+        let kind = self::kind(kind)?;
+        let prepared = py.detach(|| Prepared::read(&plan))?;
+        let job = JobArgs {
+            plan: &prepared,
+            kind,
+            switch: listen,
+            job,
+            loss,
+            seed,
+            join_timeout,
+            peer_timeout,
+        }
+        .job_file()?;
+        let memory = match &switch_memory {
+            Some(text) => switchgnn_partition::size::parse_bytes(text)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            None => prepared.plan.manifest.spec.switch_memory,
+        };
+        let session = py.detach(|| prepared.session(kind))?;
+        let cfg = ServerConfig {
+            timeouts: job.timeouts,
+            link: job.link,
+            faults: job.faults,
+            listen,
+            ..ServerConfig::loopback(job.job, job.world, (memory / AGGREGATOR_BYTES) as usize)
+        };
+        let mut server = SwitchServer::bind(cfg, session)
+            .map_err(|e| SwitchgnnError::new_err(format!("cannot listen on {listen}: {e}")))?;
+        let address = server
+            .local_addr()
+            .map_err(|e| SwitchgnnError::new_err(e.to_string()))?;
+        let collective = RunningService::start(
+            address,
+            ServiceConfig::of(job.job, job.world, &job.timeouts),
+            Some(server.liveness()),
+        )
+        .map_err(|e| {
+            SwitchgnnError::new_err(format!(
+                "cannot listen on TCP {address} for the all-reduce service: {e}"
+            ))
+        })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let running = std::thread::Builder::new()
+            .name("switchgnn-switch".into())
+            .spawn(move || {
+                let outcome = server
+                    .run(&flag, None)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+                (outcome, server.report())
+            })
+            .map_err(|e| SwitchgnnError::new_err(e.to_string()))?;
+        Ok(Switch {
+            address,
+            stop,
+            running: Some(running),
+            collective: Some(collective),
+            ended: None,
+        })
+    }
+
+    /// The address workers connect to (`host:port`).
+    #[getter]
+    fn address(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// Whether the switch still serves the job.
+    #[getter]
+    fn running(&self) -> bool {
+        self.running.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
+    /// Wait until every worker has said goodbye (or `timeout` seconds pass: then `None`); the
+    /// switch's report as JSON. Raises if the job failed (a worker lost, workers missing).
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<String>> {
+        let until = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        while self.running() {
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(None);
+            }
+            py.detach(|| std::thread::sleep(Duration::from_millis(20)));
+            py.check_signals()?;
+        }
+        self.end(py)
+    }
+
+    /// Stop serving now, whatever the workers are doing; the report as JSON. Raises if the job
+    /// had already failed.
+    fn stop(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.end(py)
+    }
+}
+
+impl Switch {
+    /// Join the switch thread and the service once; the report, or the failure.
+    fn end(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        if let Some(handle) = self.running.take() {
+            let served = py.detach(|| handle.join());
+            let service = self.collective.take().map(|c| {
+                py.detach(|| c.finish(Duration::from_secs(2)))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+            let (report, failure) = match served {
+                Ok((outcome, report)) => {
+                    let json = serde_json::to_string(&report).expect("the report serialises");
+                    (json, outcome.err())
+                }
+                Err(_) => ("{}".to_string(), Some("the switch thread panicked".into())),
+            };
+            let failure = failure.or_else(|| match service {
+                Some(Err(e)) => Some(format!("the all-reduce service: {e}")),
+                _ => None,
+            });
+            self.ended = Some((report, failure));
+        }
+        match &self.ended {
+            Some((_, Some(failure))) => Err(SwitchgnnError::new_err(failure.clone())),
+            Some((report, None)) => Ok(Some(report.clone())),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.running.take() {
+            let _ = h.join();
+        }
+        if let Some(c) = self.collective.take() {
+            let _ = c.finish(Duration::ZERO);
+        }
+    }
+}
+
+/// One worker of a job: its connection to the switch and the all-reduce service.
+#[pyclass(module = "switchgnn._native")]
+struct Worker {
+    /// Behind a lock only because Python objects must be shareable between threads; every
+    /// method takes the worker mutably, so the lock is never contended.
+    participant: Mutex<Option<Participant>>,
+    rank: u16,
+    world: u16,
+    widths: Vec<usize>,
+    boundary: Vec<u32>,
+    vertices: Vec<u32>,
+    wire: Option<WorkerWire>,
+}
+
+#[pymethods]
+impl Worker {
+    #[new]
+    #[pyo3(signature = (plan, rank, switch, kind="switchgnn", *, job=1,
+                        bind="127.0.0.1:0", loss=0.0, seed=0, join_timeout=20.0,
+                        peer_timeout=10.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        plan: PathBuf,
+        rank: i64,
+        switch: &str,
+        kind: &str,
+        job: u16,
+        bind: &str,
+        loss: f64,
+        seed: u64,
+        join_timeout: f64,
+        peer_timeout: f64,
+    ) -> PyResult<Worker> {
+        let switch = address(switch, "switch")?;
+        let bind = address(bind, "bind")?;
+        let kind = self::kind(kind)?;
+        let prepared = py.detach(|| Prepared::read(&plan))?;
+        let world = prepared.workers();
+        let rank = u16::try_from(rank)
+            .ok()
+            .filter(|&r| r < world)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "rank {rank} is not a worker of the plan's {world} (0 to {})",
+                    world - 1
+                ))
+            })?;
+        let mut job = JobArgs {
+            plan: &prepared,
+            kind,
+            switch,
+            job,
+            loss,
+            seed,
+            join_timeout,
+            peer_timeout,
+        }
+        .job_file()?;
+        job.bind = Some(bind);
+        let session = py.detach(|| prepared.view(kind, rank))?;
+        // Workers must agree on the plans and on the scale's term count.
+        let agreement = session.checksum ^ prepared.meta.contributions.rotate_left(17);
+        let contributions = prepared.meta.contributions;
+        let participant = py
+            .detach(|| Participant::connect(&job, session, rank, switch, agreement, contributions))
+            .map_err(participant_error)?;
+        let vertices = prepared
+            .plan
+            .assignment
+            .parts()
+            .iter()
+            .enumerate()
+            .filter(|&(_, &o)| o == u32::from(rank))
+            .map(|(v, _)| v as u32)
+            .collect();
+        Ok(Worker {
+            widths: prepared.plan.manifest.spec.feature_dims.clone(),
+            boundary: participant.boundary().to_vec(),
+            participant: Mutex::new(Some(participant)),
+            rank,
+            world,
+            vertices,
+            wire: None,
+        })
+    }
+
+    #[getter]
+    fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    #[getter]
+    fn world(&self) -> u16 {
+        self.world
+    }
+
+    /// The width each layer exchanges.
+    #[getter]
+    fn widths(&self) -> Vec<usize> {
+        self.widths.clone()
+    }
+
+    /// The vertices (global ids, ascending) whose rows every exchange sends and receives.
+    #[getter]
+    fn boundary<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_slice(py, &self.boundary)
+    }
+
+    /// The vertices this worker owns (global ids, ascending).
+    #[getter]
+    fn vertices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_slice(py, &self.vertices)
+    }
+
+    /// Exchange one layer: `rows` holds one float32 row per boundary vertex (C order); `out`
+    /// (same shape, float32, C order) receives each boundary vertex's sum of its remote
+    /// neighbours' rows.
+    fn exchange_into(
+        &mut self,
+        py: Python<'_>,
+        layer: usize,
+        rows: PyReadonlyArray2<'_, f32>,
+        out: &Bound<'_, PyArray2<f32>>,
+        backward: bool,
+    ) -> PyResult<()> {
+        let participant = self.participant().as_mut().ok_or_else(closed)?;
+        let width = participant.width(layer).map_err(participant_error)?;
+        let want = [participant.boundary().len(), width];
+        if rows.shape() != want || out.shape() != want {
+            return Err(PyValueError::new_err(format!(
+                "layer {layer} exchanges {} boundary rows of width {width}: rows has shape {:?} \
+                 and out {:?}",
+                want[0],
+                rows.shape(),
+                out.shape()
+            )));
+        }
+        let rows = rows
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("rows must be a C-contiguous float32 array"))?;
+        let mut out = out
+            .try_readwrite()
+            .map_err(|_| PyValueError::new_err("out is not writable (or borrowed elsewhere)"))?;
+        let out = out
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("out must be a C-contiguous float32 array"))?;
+        py.detach(|| participant.exchange_into(layer, backward, rows, out))
+            .map_err(participant_error)
+    }
+
+    /// Sum (`op="sum"`) or take the maximum (`"max"`) of a float32 vector across every
+    /// worker, in place; every worker gets the same bits.
+    #[pyo3(signature = (values, op="sum"))]
+    fn all_reduce(
+        &mut self,
+        py: Python<'_>,
+        values: &Bound<'_, PyArray1<f32>>,
+        op: &str,
+    ) -> PyResult<()> {
+        let op = match op {
+            "sum" => ReduceOp::Sum,
+            "max" => ReduceOp::Max,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown reduction `{other}` (sum or max)"
+                )))
+            }
+        };
+        let participant = self.participant().as_mut().ok_or_else(closed)?;
+        let mut values = values
+            .try_readwrite()
+            .map_err(|_| PyValueError::new_err("values is not writable (or borrowed elsewhere)"))?;
+        let values = values
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("values must be a contiguous float32 array"))?;
+        py.detach(|| participant.all_reduce(op, values))
+            .map_err(participant_error)
+    }
+
+    /// Counters of this worker's exchanges and all-reduces (and, once closed, of its socket),
+    /// as JSON.
+    fn stats(&self) -> String {
+        let guard = self.participant.lock().unwrap_or_else(|e| e.into_inner());
+        let totals = match &*guard {
+            Some(p) => serde_json::to_value(&p.totals),
+            None => Ok(serde_json::Value::Null),
+        }
+        .expect("the totals serialise");
+        serde_json::json!({
+            "rank": self.rank,
+            "totals": totals,
+            "wire": self.wire,
+        })
+        .to_string()
+    }
+
+    /// Say goodbye to the switch and the all-reduce service. Further calls raise.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(participant) = self.participant().take() else {
+            return Ok(());
+        };
+        let wire = py
+            .detach(|| participant.finish())
+            .map_err(participant_error)?;
+        self.wire = Some(wire);
+        Ok(())
+    }
+
+    /// Whether [`Worker::close`] was called.
+    #[getter]
+    fn closed(&mut self) -> bool {
+        self.participant().is_none()
+    }
+}
+
+impl Worker {
+    fn participant(&mut self) -> &mut Option<Participant> {
+        self.participant
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn closed() -> PyErr {
+    PyValueError::new_err("the worker is closed")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SwitchgnnError", m.py().get_type::<SwitchgnnError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(prepare, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_info, m)?)?;
+    m.add_function(wrap_pyfunction!(owners, m)?)?;
+    m.add_class::<Switch>()?;
+    m.add_class::<Worker>()?;
+    Ok(())
+}

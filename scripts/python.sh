@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The Python package (python/): a virtual environment at .venv/ (ignored by git) with numpy,
+# pytest and maturin pinned by hash, the package built by maturin (the dev profile, sharing
+# cargo's build of the workspace) and installed into it, and into the DGL environment of
+# scripts/dgl.sh when that exists. Idempotent: the environment is made once; the package is
+# rebuilt (incrementally) and reinstalled on every run, so it always matches the sources.
+#
+# Needs python3 >= 3.9 with the venv module (Debian: python3-venv).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/.switchgnn-complete"
+python="${SWITCHGNN_PYTHON:-python3}"
+requirements="$root/python/requirements-dev.txt"
+
+if [ ! -f "$stamp" ] || ! cmp -s "$requirements" "$stamp"; then
+  echo "python: making $venv ..."
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+    echo "error: $python must be Python >= 3.9 (set SWITCHGNN_PYTHON)" >&2
+    exit 1
+  fi
+  rm -rf "$venv"
+  if ! "$python" -m venv "$venv"; then
+    echo "error: $python cannot make a virtual environment (Debian: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: --require-hashes -r "$requirements"
+  # The stamp is the requirements it was made from: a changed pin remakes the environment.
+  cp "$requirements" "$stamp"
+fi
+
+echo "python: building the switchgnn package ..."
+wheels="$root/target/python-wheels"
+rm -rf "$wheels"
+# `--compatibility linux`: a wheel for this machine, not checked against manylinux (it is
+# installed here, never uploaded).
+(cd "$root" && "$venv/bin/maturin" build --quiet --manifest-path python/Cargo.toml \
+  --compatibility linux --out "$wheels")
+wheel="$(ls "$wheels"/switchgnn-*.whl)"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+  --force-reinstall "$wheel"
+
+# The DGL environment (scripts/dgl.sh) gets the same wheel: the DGL example and its test run
+# there.
+dgl_env="$(bash "$root/scripts/dgl.sh" --path)"
+if [ -f "$dgl_env/.switchgnn-complete" ]; then
+  "$dgl_env/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --force-reinstall "$wheel"
+fi
+echo "python: switchgnn installed in $venv${dgl_env:+ and $dgl_env}"

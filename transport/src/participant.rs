@@ -1,0 +1,370 @@
+//! A training worker's communication with the rest of its job: the boundary exchange of each
+//! layer through the switch (any exchange kind) and the all-reduce through the collective
+//! service. What the Rust trainer and the Python package both drive, so that there is one
+//! place where a float row becomes fixed point, crosses the network and comes back.
+//!
+//! Fixed point: before each exchange the workers agree on the largest magnitude any of them
+//! sends (a max all-reduce), and every worker encodes with the scale SwitchML's bound gives for
+//! it and the most contributions any sum of the job has. Each decoded sum of `n`
+//! contributions is then within `n / (2f)` of the float sum (`f` the scale factor), and bit-
+//! identical whatever the exchange kind, the order, loss or retransmission on the way.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::engine::{EngineConfig, EngineError, LocalFeatures, Timers};
+use switchgnn_dataplane::fixed::{FixedError, Scale};
+use switchgnn_dataplane::ExchangeId;
+use thiserror::Error;
+
+use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
+use crate::collective::{CollectiveClient, CollectiveError, ReduceOp};
+use crate::job::JobFile;
+use crate::runner::new_engine;
+use crate::session::Session;
+
+#[derive(Debug, Error)]
+pub enum ParticipantError {
+    /// The connection to the switch (handshake, an exchange, goodbye).
+    #[error("worker {rank}: {source}")]
+    Worker { rank: u16, source: WorkerError },
+    /// The connection to the all-reduce service.
+    #[error("worker {rank}: {source}")]
+    Collective { rank: u16, source: CollectiveError },
+    /// An exchange engine refused its inputs.
+    #[error("{during}: {source}")]
+    Engine { during: String, source: EngineError },
+    /// No fixed-point scale fits the values of a layer.
+    #[error("layer {layer}: {source}")]
+    Scale { layer: usize, source: FixedError },
+    /// An exchange returned something else than the plan says.
+    #[error("{during}: {what}")]
+    Mismatch { during: String, what: String },
+    /// The caller's arguments do not fit the plan.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// How a worker drives its exchanges.
+#[derive(Debug, Clone, Copy)]
+pub struct ParticipantOptions {
+    pub job: u16,
+    pub rank: u16,
+    /// Sending rate cap (bytes/s).
+    pub line_rate: f64,
+    /// Unacknowledged data chunks at most.
+    pub window: usize,
+    pub timers: Timers,
+}
+
+/// Totals over a worker's exchanges and all-reduces, for its report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ExchangeTotals {
+    pub exchanges: u64,
+    /// Wall time in exchanges (the scale's max all-reduce included).
+    pub seconds: f64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Bytes of the exchanges' packets (headers included) and of their scales' agreement.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub retransmits: u64,
+    pub fetches_sent: u64,
+    pub host_aggregated: u64,
+    pub dropped: u64,
+    pub saturated: u64,
+    /// The largest bound on one decoded sum's error, `n / (2f)`, over all exchanges.
+    pub worst_error_bound: f64,
+    /// All-reduces the caller asked for (not counting the exchanges' scale agreement).
+    pub all_reduces: u64,
+    /// Wall time and bytes of those all-reduces.
+    pub all_reduce_seconds: f64,
+    pub all_reduce_bytes_sent: u64,
+    pub all_reduce_bytes_received: u64,
+}
+
+/// A worker's connection to the switch and the collective service.
+#[derive(Debug)]
+pub struct Participant {
+    client: WorkerClient,
+    collective: CollectiveClient,
+    session: Arc<Session>,
+    opts: ParticipantOptions,
+    /// The worker's boundary vertices: the rows every exchange sends and receives.
+    boundary: Vec<u32>,
+    /// The most contributions one sum of the job receives (for the scale). Taken from the
+    /// graph, not the plan, so that every exchange kind encodes alike and delivers the same bits.
+    contributions: u64,
+    seq: u32,
+    pub totals: ExchangeTotals,
+}
+
+impl Participant {
+    /// Join `job`'s switch at `switch` and its collective service as worker `rank`, with
+    /// `session` (the worker's view of it will do) and the fingerprint `agreement` of every
+    /// setting the workers must share. `contributions` is the most remote neighbours any
+    /// vertex of the graph has.
+    pub fn connect(
+        job: &JobFile,
+        session: Arc<Session>,
+        rank: u16,
+        switch: SocketAddr,
+        agreement: u64,
+        contributions: u64,
+    ) -> Result<Participant, ParticipantError> {
+        if rank >= job.world {
+            return Err(ParticipantError::Usage(format!(
+                "rank {rank} is not a worker of a job of {} workers (ranks 0 to {})",
+                job.world,
+                job.world.saturating_sub(1)
+            )));
+        }
+        let client = WorkerClient::connect(WorkerConfig {
+            job: job.job,
+            rank,
+            world: job.world,
+            mode: job.mode,
+            plan_checksum: session.checksum,
+            switch,
+            bind: job
+                .bind
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            timeouts: job.timeouts,
+            link: job.link,
+            faults: crate::socket::ShimConfig {
+                // Every worker draws its own faults.
+                seed: job.faults.seed ^ (u64::from(rank) << 32),
+                ..job.faults
+            },
+            transport: job.transport(),
+        })
+        .map_err(|source| ParticipantError::Worker { rank, source })?;
+        let collective = CollectiveClient::connect(
+            job.collective.unwrap_or(switch),
+            job.job,
+            rank,
+            job.world,
+            agreement,
+            job.timeouts.join(),
+            job.timeouts.collective_idle(),
+        )
+        .map_err(|source| ParticipantError::Collective { rank, source })?;
+        let opts = ParticipantOptions {
+            job: job.job,
+            rank,
+            line_rate: job.link.rate(),
+            window: job.link.window,
+            timers: job.timeouts.protocol(),
+        };
+        let boundary = session
+            .layers
+            .first()
+            .map(|p| p.receivers(rank))
+            .unwrap_or_default();
+        Participant::new(client, collective, session, &boundary, contributions, opts)
+    }
+
+    /// Check that the session's exchanges deliver exactly the `boundary` rows of the worker,
+    /// whose sums have at most `contributions` terms.
+    pub fn new(
+        client: WorkerClient,
+        collective: CollectiveClient,
+        session: Arc<Session>,
+        boundary: &[u32],
+        contributions: u64,
+        opts: ParticipantOptions,
+    ) -> Result<Participant, ParticipantError> {
+        for (layer, plan) in session.layers.iter().enumerate() {
+            if plan.receivers(opts.rank) != boundary {
+                return Err(ParticipantError::Usage(format!(
+                    "layer {layer}'s exchange plan does not cover worker {}'s boundary vertices \
+                     (is the plan for this graph and partition?)",
+                    opts.rank
+                )));
+            }
+        }
+        Ok(Participant {
+            client,
+            collective,
+            session,
+            opts,
+            boundary: boundary.to_vec(),
+            contributions,
+            seq: 0,
+            totals: ExchangeTotals::default(),
+        })
+    }
+
+    pub fn rank(&self) -> u16 {
+        self.opts.rank
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The vertices (global ids, ascending) whose rows every exchange sends and receives.
+    pub fn boundary(&self) -> &[u32] {
+        &self.boundary
+    }
+
+    /// The width layer `layer` exchanges.
+    pub fn width(&self, layer: usize) -> Result<usize, ParticipantError> {
+        self.session
+            .layers
+            .get(layer)
+            .map(|p| p.width)
+            .ok_or_else(|| {
+                ParticipantError::Usage(format!(
+                    "layer {layer} is not in the plan, which has {} layers",
+                    self.session.layers.len()
+                ))
+            })
+    }
+
+    /// Say goodbye to the switch and the service; the traffic as the socket saw it.
+    pub fn finish(self) -> Result<WorkerWire, ParticipantError> {
+        drop(self.collective);
+        let rank = self.opts.rank;
+        self.client
+            .finish()
+            .map_err(|source| ParticipantError::Worker { rank, source })
+    }
+
+    /// Combine `values` with every other worker's (same length, same round) in place: bit-
+    /// identical on every worker.
+    pub fn all_reduce(&mut self, op: ReduceOp, values: &mut [f32]) -> Result<(), ParticipantError> {
+        let started = Instant::now();
+        let (sent, received) = self.reduce(op, values)?;
+        let t = &mut self.totals;
+        t.all_reduce_seconds += started.elapsed().as_secs_f64();
+        t.all_reduce_bytes_sent += sent;
+        t.all_reduce_bytes_received += received;
+        t.all_reduces += 1;
+        Ok(())
+    }
+
+    /// One round of the collective service; the bytes it sent and received.
+    fn reduce(&mut self, op: ReduceOp, values: &mut [f32]) -> Result<(u64, u64), ParticipantError> {
+        let (sent, received) = (self.collective.bytes_sent, self.collective.bytes_received);
+        let rank = self.opts.rank;
+        self.collective
+            .all_reduce(op, values)
+            .map_err(|source| ParticipantError::Collective { rank, source })?;
+        Ok((
+            self.collective.bytes_sent - sent,
+            self.collective.bytes_received - received,
+        ))
+    }
+
+    /// Exchange layer `layer`'s boundary rows (`rows`: one row of the layer's width per
+    /// boundary vertex, row-major) and write into `out` (same shape) each boundary vertex's sum
+    /// of its remote neighbours' rows. `backward` names the transposed exchange of gradients.
+    pub fn exchange_into(
+        &mut self,
+        layer: usize,
+        backward: bool,
+        rows: &[f32],
+        out: &mut [f32],
+    ) -> Result<(), ParticipantError> {
+        let session = self.session.clone();
+        let width = self.width(layer)?;
+        let plan = &session.layers[layer];
+        let want = self.boundary.len() * width;
+        if rows.len() != want || out.len() != want {
+            return Err(ParticipantError::Usage(format!(
+                "layer {layer} exchanges {} boundary rows of width {width} ({want} values); got \
+                 {} values in and room for {} out",
+                self.boundary.len(),
+                rows.len(),
+                out.len()
+            )));
+        }
+        let started = Instant::now();
+        let mut bound = [rows.iter().fold(0f32, |m, x| m.max(x.abs()))];
+        let (scale_sent, scale_received) = self.reduce(ReduceOp::Max, &mut bound)?;
+        let scale = Scale::for_bound(bound[0], self.contributions)
+            .map_err(|source| ParticipantError::Scale { layer, source })?;
+        self.seq += 1;
+        let dir = if backward { "backward" } else { "forward" };
+        let during = format!("exchange {} (layer {layer} {dir})", self.seq);
+        let cfg = EngineConfig {
+            // The sequence number names the exchange: a training pass and an evaluation pass
+            // of the same epoch are different exchanges.
+            exchange: ExchangeId {
+                job: self.opts.job,
+                epoch: self.seq,
+                layer: layer as u8,
+                backward,
+            },
+            seq: self.seq,
+            rank: self.opts.rank,
+            scale,
+            timers: self.opts.timers,
+            window: self.client.window(self.opts.window),
+        };
+        let local = LocalFeatures {
+            vertices: &self.boundary,
+            width,
+            values: rows,
+        };
+        let mut engine = new_engine(
+            session.mode,
+            cfg,
+            plan,
+            local,
+            self.opts.line_rate,
+            self.client.congestion_window(),
+            self.client.now(),
+        )
+        .map_err(|source| ParticipantError::Engine {
+            during: during.clone(),
+            source,
+        })?;
+        let rank = self.opts.rank;
+        self.client
+            .run(engine.as_mut(), &during)
+            .map_err(|source| ParticipantError::Worker { rank, source })?;
+        let output = engine.output();
+        if output.vertices != self.boundary || output.sums.len() != want {
+            return Err(ParticipantError::Mismatch {
+                during,
+                what: "the result covers other vertices than the plan's".into(),
+            });
+        }
+        for (o, &q) in out.iter_mut().zip(&output.sums) {
+            *o = scale.decode(q);
+        }
+        let s = engine.stats();
+        let t = &mut self.totals;
+        t.exchanges += 1;
+        t.packets_sent += s.packets_sent;
+        t.packets_received += s.packets_received;
+        t.bytes_sent += s.bytes_sent + scale_sent;
+        t.bytes_received += s.bytes_received + scale_received;
+        t.retransmits += s.retransmits;
+        t.fetches_sent += s.fetches_sent;
+        t.host_aggregated += s.host_aggregated;
+        t.dropped += s.dropped;
+        t.saturated += s.saturated;
+        t.worst_error_bound = t
+            .worst_error_bound
+            .max(scale.contributions as f64 / (2.0 * scale.factor));
+        t.seconds += started.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// [`Participant::exchange_into`] into a new vector.
+    pub fn exchange(
+        &mut self,
+        layer: usize,
+        backward: bool,
+        rows: &[f32],
+    ) -> Result<Vec<f32>, ParticipantError> {
+        let mut out = vec![0f32; rows.len()];
+        self.exchange_into(layer, backward, rows, &mut out)?;
+        Ok(out)
+    }
+}
