@@ -302,27 +302,34 @@ impl Switch {
             py.detach(|| std::thread::sleep(Duration::from_millis(20)));
             py.check_signals()?;
         }
-        self.end(py)
+        self.end(py, false)
     }
 
     /// Stop serving now, whatever the workers are doing; the report as JSON. Raises if the job
     /// had already failed.
     fn stop(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
         self.stop.store(true, Ordering::Relaxed);
-        self.end(py)
+        self.end(py, true)
     }
 }
 
 impl Switch {
-    /// Join the switch thread and the service once; the report, or the failure.
-    fn end(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+    /// Join the switch thread and the service once; the report, or the failure. A service
+    /// that is `stopping` is not waited for, nor blamed for the workers it still had.
+    fn end(&mut self, py: Python<'_>, stopping: bool) -> PyResult<Option<String>> {
         if let Some(handle) = self.running.take() {
             let served = py.detach(|| handle.join());
+            let grace = if stopping {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(2)
+            };
             let service = self.collective.take().map(|c| {
-                py.detach(|| c.finish(Duration::from_secs(2)))
+                py.detach(|| c.finish(grace))
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             });
+            let service = service.filter(|_| !stopping);
             let (report, failure) = match served {
                 Ok((outcome, report)) => {
                     let json = serde_json::to_string(&report).expect("the report serialises");
