@@ -5,8 +5,15 @@
 # scripts/dgl.sh when that exists. Idempotent: the environment is made once; the package is
 # rebuilt (incrementally) and reinstalled on every run, so it always matches the sources.
 #
+# `--release` builds the module with optimisations (minutes the first time: every dependency
+# is compiled again), for real training; the default dev build is what the tests need.
+#
 # Needs python3 >= 3.9 with the venv module (Debian: python3-venv).
 set -euo pipefail
+profile=()
+if [ "${1:-}" = "--release" ]; then
+  profile=(--release)
+fi
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv"
@@ -37,7 +44,7 @@ rm -rf "$wheels"
 # `--compatibility linux`: a wheel for this machine, not checked against manylinux (it is
 # installed here, never uploaded).
 (cd "$root" && "$venv/bin/maturin" build --quiet --manifest-path python/Cargo.toml \
-  --compatibility linux --out "$wheels")
+  --compatibility linux --out "$wheels" "${profile[@]}")
 wheel="$(ls "$wheels"/switchgnn-*.whl)"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
   --force-reinstall "$wheel"

@@ -13,7 +13,7 @@ import pytest
 import switchgnn
 
 ROOT = Path(__file__).resolve().parents[2]
-DATASETS = ROOT.parent / "shared" / "datasets"
+DATASETS = Path(os.environ.get("SWITCHGNN_DATASETS", ROOT.parent / "shared" / "datasets"))
 WORKERS = 4
 
 
@@ -37,7 +37,7 @@ def dataset(name: str) -> Path:
     CI=true, where a missing dataset fails the test."""
     path = DATASETS / name
     if not path.exists():
-        why = f"{path} is absent (the shared datasets live in ../shared/datasets)"
+        why = f"{path} not found (the shared datasets live in ../shared/datasets or $SWITCHGNN_DATASETS)"
         if os.environ.get("CI") == "true":
             pytest.fail(why + "; CI must have it")
         pytest.skip(why)
