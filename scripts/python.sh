@@ -8,7 +8,8 @@
 # `--release` builds the module with optimisations (minutes the first time: every dependency
 # is compiled again), for real training; the default dev build is what the tests need.
 #
-# Needs python3 >= 3.9 with the venv module (Debian: python3-venv).
+# Needs python3 3.9 to 3.12 with the venv module (Debian: python3-venv); the pinned numpy has
+# wheels for those on x86_64 Linux.
 set -euo pipefail
 profile=()
 if [ "${1:-}" = "--release" ]; then
@@ -23,8 +24,8 @@ requirements="$root/python/requirements-dev.txt"
 
 if [ ! -f "$stamp" ] || ! cmp -s "$requirements" "$stamp"; then
   echo "python: making $venv ..."
-  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
-    echo "error: $python must be Python >= 3.9 (set SWITCHGNN_PYTHON)" >&2
+  if ! "$python" -c 'import sys; sys.exit(not (3, 9) <= sys.version_info[:2] <= (3, 12))' 2>/dev/null; then
+    echo "error: $python must be Python 3.9 to 3.12 (set SWITCHGNN_PYTHON)" >&2
     exit 1
   fi
   rm -rf "$venv"
@@ -52,8 +53,10 @@ wheel="$(ls "$wheels"/switchgnn-*.whl)"
 # The DGL environment (scripts/dgl.sh) gets the same wheel: the DGL example and its test run
 # there.
 dgl_env="$(bash "$root/scripts/dgl.sh" --path)"
+also=""
 if [ -f "$dgl_env/.switchgnn-complete" ]; then
   "$dgl_env/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
     --force-reinstall "$wheel"
+  also=" and $dgl_env"
 fi
-echo "python: switchgnn installed in $venv${dgl_env:+ and $dgl_env}"
+echo "python: switchgnn installed in $venv$also"

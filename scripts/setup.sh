@@ -8,5 +8,12 @@ here="$(dirname "$0")"
 bash "$here/libtorch.sh"
 bash "$here/p4py.sh"
 bash "$here/dpdk.sh"
-bash "$here/dgl.sh" >/dev/null
+# The DGL environment needs CPython 3.11 and a 2.5 GB download; without it only the DGL tests
+# skip (saying why), so outside CI a failure here is a warning.
+if ! bash "$here/dgl.sh" >/dev/null; then
+  if [ "${CI:-}" = "true" ]; then
+    exit 1
+  fi
+  echo "warning: no DGL environment (see the error above); the DGL tests will skip" >&2
+fi
 bash "$here/python.sh"

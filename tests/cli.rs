@@ -341,6 +341,23 @@ fn worker(job: &str, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> std::p
     spawn(&args, env)
 }
 
+/// Start workers 0 and 1 of `job` against the switch at `addr`, wait for them and `switch`,
+/// and return each worker's stderr; every process must succeed.
+fn two_workers_and_the_switch(job: &str, addr: &str, switch: std::process::Child) -> [String; 2] {
+    let w0 = worker(job, addr, &["--rank", "0"], &[]);
+    let w1 = worker(job, addr, &["--rank", "1"], &[]);
+    let mut errs = [String::new(), String::new()];
+    for (name, child) in [("worker 0", w0), ("worker 1", w1), ("switch", switch)] {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{name} failed: {err}");
+        if let Some(rank) = name.strip_prefix("worker ") {
+            errs[rank.parse::<usize>().unwrap()] = err;
+        }
+    }
+    errs
+}
+
 /// A plan of two workers and a job file for it; returns the job file's path.
 fn two_worker_job(dir: &Path, dims: &str, extra: &str) -> std::path::PathBuf {
     let plan = dir.join("plan");
@@ -396,6 +413,41 @@ fn switch_and_workers_started_by_hand_or_by_a_launcher() {
     let out = worker(job, &addr, &[], &slurm).wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("SLURM_NTASKS=4"));
+}
+
+#[test]
+fn a_job_with_a_secret_admits_only_workers_that_hold_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("secret"), "the job's shared secret, 32 bytes\n").unwrap();
+    std::fs::write(d.join("wrong"), "somebody else's secret, 32 bytes").unwrap();
+    let job = two_worker_job(d, "24", "secret_file = \"secret\"\n");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let wrong = d.join("wrong.toml");
+    std::fs::write(&wrong, text.replace("\"secret\"", "\"wrong\"")).unwrap();
+    let none = d.join("none.toml");
+    std::fs::write(&none, text.replace("secret_file = \"secret\"\n", "")).unwrap();
+    let job = job.to_str().unwrap();
+    let (switch, addr) = start_switch(d, job, &[]);
+    // Strangers first: neither takes rank 0, and each is told what it lacks.
+    for (stranger, why) in [(&wrong, "does not verify"), (&none, "secret_file")] {
+        let out = worker(stranger.to_str().unwrap(), &addr, &["--rank", "0"], &[])
+            .wait_with_output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "a worker without the secret joined: {err}"
+        );
+        assert!(err.contains(why), "{err}");
+    }
+    two_workers_and_the_switch(job, &addr, switch);
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("switch.json")).unwrap()).unwrap();
+    let control = &report["control"];
+    assert_eq!(report["counters"]["exchanges_completed"], 2, "{report}");
+    assert_eq!(control["bad_proofs"], 1, "{control}");
+    assert_eq!(control["admitted"], 2, "{control}");
 }
 
 #[test]
@@ -608,15 +660,11 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     );
 
     let (switch, addr) = start_switch(dir.path(), job, &["--entries", entries]);
-    let w0 = worker(job, &addr, &["--rank", "0"], &[]);
-    let w1 = worker(job, &addr, &["--rank", "1"], &[]);
-    for (name, child) in [("worker 0", w0), ("worker 1", w1), ("switch", switch)] {
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{name} failed: {err}");
-        if name.starts_with("worker") {
-            assert!(err.contains("4 exchanges exact"), "{name}: {err}");
-        }
+    for (rank, err) in two_workers_and_the_switch(job, &addr, switch)
+        .iter()
+        .enumerate()
+    {
+        assert!(err.contains("4 exchanges exact"), "worker {rank}: {err}");
     }
 
     // The bfrt_python form of the same entries.

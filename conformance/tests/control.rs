@@ -151,6 +151,7 @@ fn hello(rank: u16, world: u16) -> Hello {
         world,
         mode: KIND.name().into(),
         plan_checksum: 9,
+        proof: None,
     }
 }
 

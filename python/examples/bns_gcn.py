@@ -372,7 +372,8 @@ def free_port():
 
 def main(argv=None):
     here = Path(__file__).resolve()
-    default_data = here.parents[3] / "shared" / "datasets" / "cora.npz"
+    shared = os.environ.get("SWITCHGNN_DATASETS", here.parents[3] / "shared" / "datasets")
+    default_data = Path(shared) / "cora.npz"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default=str(default_data), help="a gnn-benchmark npz file")
     p.add_argument("--parts", type=int, default=4, help="workers (partitions)")
@@ -415,7 +416,10 @@ def main(argv=None):
                  nprocs=args.parts, join=True)
         outcome = results.get()
         if switch is not None:
-            outcome["switch"] = switch.wait(timeout=30)["counters"]
+            report = switch.wait(timeout=30)
+            if report is None:
+                sys.exit("error: the switch did not finish within 30 s of the workers")
+            outcome["switch"] = report["counters"]
     outcome["args"] = {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str))}
     if args.reference:
         outcome["reference"] = train_reference(graph, args)

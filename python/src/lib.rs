@@ -22,6 +22,7 @@ use numpy::{
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::switch::AGGREGATOR_BYTES;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_transport::client::WorkerWire;
@@ -77,9 +78,18 @@ struct JobArgs<'a> {
     seed: u64,
     join_timeout: f64,
     peer_timeout: f64,
+    secret: Option<Vec<u8>>,
 }
 
 impl JobArgs<'_> {
+    fn secret(&self) -> PyResult<Option<Secret>> {
+        self.secret
+            .clone()
+            .map(Secret::new)
+            .transpose()
+            .map_err(PyValueError::new_err)
+    }
+
     fn job_file(&self) -> PyResult<JobFile> {
         if !(0.0..1.0).contains(&self.loss) {
             return Err(PyValueError::new_err(format!(
@@ -186,11 +196,17 @@ fn owners<'py>(py: Python<'py>, plan: PathBuf) -> PyResult<Bound<'py, PyArray1<u
 type Served = (Result<(), String>, ServerReport);
 
 /// The software switch of one job, with its all-reduce service, running in a thread of this
-/// process until every worker has said goodbye or it is stopped.
+/// process until every worker has said goodbye or it is stopped. Its methods take it shared,
+/// so one Python thread may stop a switch another is waiting on.
 #[pyclass(module = "switchgnn._native")]
 struct Switch {
     address: SocketAddr,
     stop: Arc<AtomicBool>,
+    state: Mutex<Serving>,
+}
+
+/// The switch thread and the service until they are joined, then what they ended with.
+struct Serving {
     running: Option<JoinHandle<Served>>,
     collective: Option<RunningService>,
     /// The report once the switch has ended, as JSON, and the failure it ended with.
@@ -201,7 +217,8 @@ struct Switch {
 impl Switch {
     #[new]
     #[pyo3(signature = (plan, kind="switchgnn", *, address="127.0.0.1:0", job=1, loss=0.0,
-                        seed=0, join_timeout=20.0, peer_timeout=10.0, switch_memory=None))]
+                        seed=0, join_timeout=20.0, peer_timeout=10.0, switch_memory=None,
+                        secret=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -214,11 +231,12 @@ impl Switch {
         join_timeout: f64,
         peer_timeout: f64,
         switch_memory: Option<String>,
+        secret: Option<Vec<u8>>,
     ) -> PyResult<Switch> {
         let listen = self::address(address, "address")?;
         let kind = self::kind(kind)?;
         let prepared = py.detach(|| Prepared::read(&plan))?;
-        let job = JobArgs {
+        let args = JobArgs {
             plan: &prepared,
             kind,
             switch: listen,
@@ -227,8 +245,10 @@ impl Switch {
             seed,
             join_timeout,
             peer_timeout,
-        }
-        .job_file()?;
+            secret,
+        };
+        let job = args.job_file()?;
+        let secret = args.secret()?;
         let memory = match &switch_memory {
             Some(text) => switchgnn_partition::size::parse_bytes(text)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?,
@@ -236,6 +256,7 @@ impl Switch {
         };
         let session = py.detach(|| prepared.session(kind))?;
         let cfg = ServerConfig {
+            secret,
             timeouts: job.timeouts,
             link: job.link,
             faults: job.faults,
@@ -272,9 +293,11 @@ impl Switch {
         Ok(Switch {
             address,
             stop,
-            running: Some(running),
-            collective: Some(collective),
-            ended: None,
+            state: Mutex::new(Serving {
+                running: Some(running),
+                collective: Some(collective),
+                ended: None,
+            }),
         })
     }
 
@@ -287,14 +310,20 @@ impl Switch {
     /// Whether the switch still serves the job.
     #[getter]
     fn running(&self) -> bool {
-        self.running.as_ref().is_some_and(|h| !h.is_finished())
+        self.serving()
+            .running
+            .as_ref()
+            .is_some_and(|h| !h.is_finished())
     }
 
     /// Wait until every worker has said goodbye (or `timeout` seconds pass: then `None`); the
     /// switch's report as JSON. Raises if the job failed (a worker lost, workers missing).
     #[pyo3(signature = (timeout=None))]
-    fn wait(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<String>> {
-        let until = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<String>> {
+        // A timeout too large to mean anything waits as long as the switch runs.
+        let until = timeout
+            .and_then(|t| Duration::try_from_secs_f64(t.max(0.0)).ok())
+            .and_then(|t| Instant::now().checked_add(t));
         while self.running() {
             if until.is_some_and(|u| Instant::now() >= u) {
                 return Ok(None);
@@ -307,7 +336,7 @@ impl Switch {
 
     /// Stop serving now, whatever the workers are doing; the report as JSON. Raises if the job
     /// had already failed.
-    fn stop(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+    fn stop(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.stop.store(true, Ordering::Relaxed);
         self.end(py, true)
     }
@@ -316,48 +345,59 @@ impl Switch {
 impl Switch {
     /// Join the switch thread and the service once; the report, or the failure. A service
     /// that is `stopping` is not waited for, nor blamed for the workers it still had.
-    fn end(&mut self, py: Python<'_>, stopping: bool) -> PyResult<Option<String>> {
-        if let Some(handle) = self.running.take() {
-            let served = py.detach(|| handle.join());
-            let grace = if stopping {
-                Duration::ZERO
-            } else {
-                Duration::from_secs(2)
-            };
-            let service = self.collective.take().map(|c| {
-                py.detach(|| c.finish(grace))
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            });
-            let service = service.filter(|_| !stopping);
-            let (report, failure) = match served {
-                Ok((outcome, report)) => {
-                    let json = serde_json::to_string(&report).expect("the report serialises");
-                    (json, outcome.err())
-                }
-                Err(_) => ("{}".to_string(), Some("the switch thread panicked".into())),
-            };
-            let failure = failure.or_else(|| match service {
-                Some(Err(e)) => Some(format!("the all-reduce service: {e}")),
-                _ => None,
-            });
-            self.ended = Some((report, failure));
-        }
-        match &self.ended {
-            Some((_, Some(failure))) => Err(SwitchgnnError::new_err(failure.clone())),
-            Some((report, None)) => Ok(Some(report.clone())),
+    fn end(&self, py: Python<'_>, stopping: bool) -> PyResult<Option<String>> {
+        // Joined without the GIL, under the lock: a second caller waits for the same outcome.
+        let ended = py.detach(|| {
+            let mut serving = self.serving();
+            if let Some(handle) = serving.running.take() {
+                let served = handle.join();
+                let grace = if stopping {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs(2)
+                };
+                let service = serving
+                    .collective
+                    .take()
+                    .map(|c| c.finish(grace).map(|_| ()).map_err(|e| e.to_string()))
+                    .filter(|_| !stopping);
+                let (report, failure) = match served {
+                    Ok((outcome, report)) => {
+                        let json = serde_json::to_string(&report).expect("the report serialises");
+                        (json, outcome.err())
+                    }
+                    Err(_) => ("{}".to_string(), Some("the switch thread panicked".into())),
+                };
+                let failure = failure.or_else(|| match service {
+                    Some(Err(e)) => Some(format!("the all-reduce service: {e}")),
+                    _ => None,
+                });
+                serving.ended = Some((report, failure));
+            }
+            serving.ended.clone()
+        });
+        match ended {
+            Some((_, Some(failure))) => Err(SwitchgnnError::new_err(failure)),
+            Some((report, None)) => Ok(Some(report)),
             None => Ok(None),
         }
     }
+
+    fn serving(&self) -> std::sync::MutexGuard<'_, Serving> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
+/// A switch dropped while serving stops at once (its thread looks at the flag at least every
+/// 20 ms); the joins run with the GIL held, since a destructor cannot give it up.
 impl Drop for Switch {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.running.take() {
+        let serving = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = serving.running.take() {
             let _ = h.join();
         }
-        if let Some(c) = self.collective.take() {
+        if let Some(c) = serving.collective.take() {
             let _ = c.finish(Duration::ZERO);
         }
     }
@@ -382,7 +422,7 @@ impl Worker {
     #[new]
     #[pyo3(signature = (plan, rank, switch, kind="switchgnn", *, job=1,
                         bind="127.0.0.1:0", loss=0.0, seed=0, join_timeout=20.0,
-                        peer_timeout=10.0))]
+                        peer_timeout=10.0, secret=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -396,6 +436,7 @@ impl Worker {
         seed: u64,
         join_timeout: f64,
         peer_timeout: f64,
+        secret: Option<Vec<u8>>,
     ) -> PyResult<Worker> {
         let switch = address(switch, "switch")?;
         let bind = address(bind, "bind")?;
@@ -411,7 +452,7 @@ impl Worker {
                     world - 1
                 ))
             })?;
-        let mut job = JobArgs {
+        let args = JobArgs {
             plan: &prepared,
             kind,
             switch,
@@ -420,15 +461,27 @@ impl Worker {
             seed,
             join_timeout,
             peer_timeout,
-        }
-        .job_file()?;
+            secret,
+        };
+        let mut job = args.job_file()?;
+        let secret = args.secret()?;
         job.bind = Some(bind);
         let session = py.detach(|| prepared.view(kind, rank))?;
         // Workers must agree on the plans and on the scale's term count.
         let agreement = session.checksum ^ prepared.meta.contributions.rotate_left(17);
         let contributions = prepared.meta.contributions;
         let participant = py
-            .detach(|| Participant::connect(&job, session, rank, switch, agreement, contributions))
+            .detach(|| {
+                Participant::connect(
+                    &job,
+                    session,
+                    rank,
+                    switch,
+                    agreement,
+                    contributions,
+                    secret,
+                )
+            })
             .map_err(participant_error)?;
         let vertices = prepared
             .plan

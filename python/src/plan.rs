@@ -119,14 +119,16 @@ fn graph_of(args: &PrepareArgs) -> Result<Graph, Failure> {
     directed.dedup();
     let graph = Graph::from_edges(args.num_vertices, &edges, BuildOptions::default())
         .map_err(|e| Failure::Usage(format!("the edge list: {e}")))?;
+    // Repeats are refused even when reverses are added: the trainer's own aggregation would
+    // count them, the switch's would not.
+    if given != directed.len() {
+        return Err(Failure::Usage(format!(
+            "the edge list repeats {} edges; the exchange sums each neighbour once (remove the \
+             repeats, e.g. with dgl.to_simple)",
+            given - directed.len()
+        )));
+    }
     if !args.symmetrize {
-        if given != directed.len() {
-            return Err(Failure::Usage(format!(
-                "the edge list repeats {} edges; the exchange sums each neighbour once (remove \
-                 the repeats, e.g. with dgl.to_simple)",
-                given - directed.len()
-            )));
-        }
         let symmetric = graph.num_adjacency_entries() - graph.num_self_loops();
         if symmetric != directed.len() as u64 {
             return Err(Failure::Usage(format!(

@@ -58,6 +58,14 @@ def _ids(values, what: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
+def _secret(secret) -> Optional[bytes]:
+    if secret is None or isinstance(secret, bytes):
+        return secret
+    if isinstance(secret, str):
+        return secret.encode()
+    raise TypeError(f"secret must be str or bytes, not {type(secret).__name__}")
+
+
 def prepare(
     num_vertices: int,
     src,
@@ -119,7 +127,8 @@ class Switch:
     ``kind`` is the exchange every worker of the job runs; ``loss`` drops that share of the
     switch's datagrams (seeded by ``seed``), to see the protocol recover; ``join_timeout`` is
     how long it waits for every worker to join, ``peer_timeout`` how long a silent worker is
-    given before the job fails naming it.
+    given before the job fails naming it. With ``secret`` (16 bytes at least) only workers
+    that prove they hold the same secret are admitted (an HMAC challenge).
     """
 
     def __init__(
@@ -134,6 +143,7 @@ class Switch:
         join_timeout: float = 20.0,
         peer_timeout: float = 10.0,
         switch_memory: Optional[str] = None,
+        secret: "Optional[str | bytes]" = None,
     ):
         self._native = _native.Switch(
             os.fspath(plan),
@@ -145,6 +155,7 @@ class Switch:
             join_timeout=join_timeout,
             peer_timeout=peer_timeout,
             switch_memory=switch_memory,
+            secret=_secret(secret),
         )
 
     @property
@@ -203,6 +214,7 @@ class Worker:
         seed: int = 0,
         join_timeout: float = 20.0,
         peer_timeout: float = 10.0,
+        secret: "Optional[str | bytes]" = None,
     ):
         self._native = _native.Worker(
             os.fspath(plan),
@@ -215,6 +227,7 @@ class Worker:
             seed=seed,
             join_timeout=join_timeout,
             peer_timeout=peer_timeout,
+            secret=_secret(secret),
         )
         self.boundary = self._native.boundary
         self.vertices = self._native.vertices

@@ -41,7 +41,8 @@ class _Exchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, feat, buffer, layer):
         ctx.buffer, ctx.layer, ctx.rows = buffer, layer, feat.shape[0]
-        rows = feat.detach()[buffer.local] / buffer.out_norm[buffer.local, None]
+        local = buffer.on(feat.device)
+        rows = feat.detach()[local] / buffer.out_norm.to(feat.device)[local, None]
         sums = buffer.worker.exchange(layer, rows.cpu().numpy())
         return torch.cat([feat, torch.from_numpy(sums).to(feat.device, feat.dtype)])
 
@@ -53,7 +54,8 @@ class _Exchange(torch.autograd.Function):
             ctx.layer, grad[ctx.rows :].contiguous().cpu().numpy(), backward=True
         )
         back = torch.from_numpy(back).to(grad.device, grad.dtype)
-        grad_feat.index_add_(0, buffer.local, back / buffer.out_norm[buffer.local, None])
+        local = buffer.on(grad.device)
+        grad_feat.index_add_(0, local, back / buffer.out_norm.to(grad.device)[local, None])
         return grad_feat, None, None
 
 
@@ -66,6 +68,8 @@ class Buffer:
 
     def __init__(self, worker: Worker, inner_ids):
         self.worker = worker
+        if isinstance(inner_ids, torch.Tensor):
+            inner_ids = inner_ids.detach().cpu().numpy()
         inner = np.asarray(inner_ids, dtype=np.int64)
         order = np.argsort(inner, kind="stable")
         at = np.searchsorted(inner[order], worker.boundary)
@@ -81,6 +85,14 @@ class Buffer:
         self.num_in = len(inner)
         self.out_norm: Optional[torch.Tensor] = None
         self._layers = 0
+        self._local_on: dict = {}
+
+    def on(self, device) -> torch.Tensor:
+        """:attr:`local` on ``device`` (kept per device: CUDA trainers index on the GPU)."""
+        key = str(device)
+        if key not in self._local_on:
+            self._local_on[key] = self.local.to(device)
+        return self._local_on[key]
 
     @property
     def num_virtual(self) -> int:
@@ -138,10 +150,14 @@ def construct_graph(in_graph, buffer: Buffer):
     import dgl  # only the training script's environment has DGL
 
     u, v = in_graph.edges()
-    virtual = torch.arange(buffer.num_virtual, dtype=u.dtype) + in_graph.num_nodes()
+    virtual = torch.arange(buffer.num_virtual, dtype=u.dtype, device=u.device)
+    virtual += in_graph.num_nodes()
+    local = buffer.on(v.device).to(v.dtype)
     graph = dgl.heterograph(
-        {("_U", "_E", "_V"): (torch.cat([u, virtual]), torch.cat([v, buffer.local.to(v.dtype)]))},
+        {("_U", "_E", "_V"): (torch.cat([u, virtual]), torch.cat([v, local]))},
         num_nodes_dict={"_U": in_graph.num_nodes() + buffer.num_virtual, "_V": in_graph.num_nodes()},
+        idtype=u.dtype,
+        device=u.device,
     )
     return graph
 
@@ -152,6 +168,7 @@ def construct_out_norm(out_norm: torch.Tensor, buffer: Buffer) -> torch.Tensor:
     ``out_norm`` to scale the rows it sends."""
     if out_norm.shape[0] != buffer.num_in:
         raise ValueError(f"out_norm has {out_norm.shape[0]} rows, the buffer {buffer.num_in}")
+    # Layers without an out-norm (GraphSAGE's mean over in-neighbours) pass ones.
     buffer.out_norm = out_norm.detach().to(torch.float32)
     ones = torch.ones(buffer.num_virtual, dtype=out_norm.dtype, device=out_norm.device)
     return torch.cat([out_norm, ones])

@@ -22,6 +22,18 @@ EXAMPLE = ROOT / "python" / "examples" / "bns_gcn.py"
 LOSS_TOLERANCE = 1e-5
 
 
+def native_module(python: str) -> bytes:
+    """The compiled module that ``python`` imports as ``switchgnn._native`` (empty if none)."""
+    found = subprocess.run(
+        [python, "-c", "import switchgnn._native as m; print(m.__file__)"],
+        capture_output=True, text=True,
+    )
+    if found.returncode != 0:
+        return b""
+    with open(found.stdout.strip(), "rb") as f:
+        return f.read()
+
+
 def dgl_python() -> str:
     env = subprocess.run(
         ["bash", str(ROOT / "scripts" / "dgl.sh"), "--path"],
@@ -33,6 +45,13 @@ def dgl_python() -> str:
         if os.environ.get("CI") == "true":
             pytest.fail(why + "; CI must have it")
         pytest.skip(why)
+    # The package under test there must be the one built here (scripts/python.sh installs it
+    # into both environments from one wheel).
+    if native_module(python) != native_module(sys.executable):
+        pytest.fail(
+            f"the switchgnn package in {env} is not the one in this environment: run "
+            "`bash scripts/python.sh` (after scripts/dgl.sh) to install the current build there"
+        )
     return python
 
 

@@ -146,3 +146,26 @@ def test_two_processes(tmp_path):
         boundary = np.load(tmp_path / f"out{rank}.npy.boundary.npy")
         reference = remote_sums(n, src, dst, owner, rows, boundary)
         assert np.allclose(got, reference, atol=1e-4)
+
+
+def test_a_secret_admits_only_workers_that_hold_it(seeded_plan):
+    secret = "a shared secret of enough bytes"
+    switch = switchgnn.Switch(seeded_plan["dir"], secret=secret)
+    started = time.monotonic()
+    with pytest.raises(switchgnn.SwitchgnnError, match="does not verify"):
+        switchgnn.Worker(seeded_plan["dir"], 0, switch.address, secret="not the switch's secret")
+    with pytest.raises(switchgnn.SwitchgnnError, match="secret"):
+        switchgnn.Worker(seeded_plan["dir"], 0, switch.address)
+    assert time.monotonic() - started < 3.0
+    with pytest.raises(ValueError, match="too short"):
+        switchgnn.Worker(seeded_plan["dir"], 0, switch.address, secret="short")
+    rows = np.ones((seeded_plan["n"], 24), dtype=np.float32)
+
+    def worker(rank):
+        with switchgnn.Worker(seeded_plan["dir"], rank, switch.address, secret=secret.encode()) as w:
+            return w.exchange(0, rows[w.boundary])
+
+    run_threads(WORKERS, worker)
+    report = switch.wait(timeout=30)
+    assert report["control"]["bad_proofs"] == 1
+    assert report["control"]["admitted"] == WORKERS

@@ -149,6 +149,7 @@ pub fn run(args: Args) -> Result<()> {
             timeouts: Default::default(),
             link: args.net.link(),
             faults: args.net.faults(),
+            secret_file: None,
         };
         if transport == TransportKind::Dpdk {
             // memif between the processes; addresses only tell the workers apart.

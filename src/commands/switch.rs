@@ -109,6 +109,7 @@ pub fn run(args: Args) -> Result<()> {
         stop_after_exchanges: None,
         overload: Default::default(),
         transport: job.transport(),
+        secret: job.secret()?,
     };
     let mut server = SwitchServer::bind(cfg, session.clone())
         .with_context(|| format!("cannot listen on {}", job.switch))?;

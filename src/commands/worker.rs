@@ -61,6 +61,7 @@ pub fn run(args: Args) -> Result<()> {
             ..job.faults
         },
         transport: job.transport(),
+        secret: job.secret()?,
     };
     let mut client = WorkerClient::connect_capturing(cfg, args.capture.start()?)?;
     let cancel = Arc::new(AtomicBool::new(false));

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::control::{
-    Control, Hello, WorkerControl, WorkerFailure, WorkerState, CONTROL_VERSION,
+    Control, Hello, Secret, WorkerControl, WorkerFailure, WorkerState, CONTROL_VERSION,
 };
 use switchgnn_dataplane::engine::Exchange;
 use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
@@ -43,6 +43,8 @@ pub struct WorkerConfig {
     pub faults: ShimConfig,
     /// The datapath: the kernel's UDP stack (bound at `bind`) or DPDK.
     pub transport: Transport,
+    /// The job's admission secret, proven when the switch asks.
+    pub secret: Option<Secret>,
 }
 
 #[derive(Debug, Error)]
@@ -205,8 +207,12 @@ impl WorkerClient {
             world: cfg.world,
             mode: cfg.mode.name().to_string(),
             plan_checksum: cfg.plan_checksum,
+            proof: None,
         };
-        let control = WorkerControl::new(hello, cfg.timeouts.control(), 0);
+        let mut control = WorkerControl::new(hello, cfg.timeouts.control(), 0);
+        if let Some(secret) = &cfg.secret {
+            control = control.with_secret(secret.clone());
+        }
         let mut client = WorkerClient {
             endpoint,
             epoch: Instant::now(),

@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::control::ControlTimers;
+use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::ExchangeKind;
 use thiserror::Error;
@@ -199,6 +200,11 @@ pub struct JobFile {
     pub link: Link,
     #[serde(default)]
     pub faults: ShimConfig,
+    /// A file holding the job's admission secret (its bytes, without a trailing newline; 16 at
+    /// least), relative to the job file: the switch then admits only workers that prove they
+    /// hold the same secret. Keep it readable by the job's processes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
 }
 
 fn default_job() -> u16 {
@@ -479,6 +485,7 @@ impl JobFile {
             timeouts: Timeouts::default(),
             link: Link::default(),
             faults: ShimConfig::default(),
+            secret_file: None,
         }
     }
 
@@ -492,9 +499,12 @@ impl JobFile {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
-        if job.plan.is_relative() {
-            if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent() {
+            if job.plan.is_relative() {
                 job.plan = dir.join(&job.plan);
+            }
+            if let Some(secret) = job.secret_file.as_mut().filter(|s| s.is_relative()) {
+                *secret = dir.join(&*secret);
             }
         }
         job.validate().map_err(|e| JobError::Parse {
@@ -502,6 +512,23 @@ impl JobFile {
             message: e.to_string(),
         })?;
         Ok(job)
+    }
+
+    /// The admission secret of `secret_file`, read now.
+    pub fn secret(&self) -> Result<Option<Secret>, JobError> {
+        let Some(path) = &self.secret_file else {
+            return Ok(None);
+        };
+        let mut bytes = std::fs::read(path).map_err(|source| JobError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+            bytes.pop();
+        }
+        Secret::new(bytes)
+            .map(Some)
+            .map_err(|why| JobError::Invalid(format!("secret_file {}: {why}", path.display())))
     }
 
     /// The transport the switch process and the workers open.

@@ -44,6 +44,7 @@ fn worker_config(
         },
         // Threads of one process share one EAL at most: loopback jobs run over UDP.
         transport: crate::job::Transport::Udp,
+        secret: server.secret.clone(),
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::{EngineConfig, EngineError, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::{FixedError, Scale};
 use switchgnn_dataplane::ExchangeId;
@@ -105,7 +106,7 @@ impl Participant {
     /// Join `job`'s switch at `switch` and its collective service as worker `rank`, with
     /// `session` (the worker's view of it will do) and the fingerprint `agreement` of every
     /// setting the workers must share. `contributions` is the most remote neighbours any
-    /// vertex of the graph has.
+    /// vertex of the graph has; `secret` the job's admission secret, if it has one.
     pub fn connect(
         job: &JobFile,
         session: Arc<Session>,
@@ -113,6 +114,7 @@ impl Participant {
         switch: SocketAddr,
         agreement: u64,
         contributions: u64,
+        secret: Option<Secret>,
     ) -> Result<Participant, ParticipantError> {
         if rank >= job.world {
             return Err(ParticipantError::Usage(format!(
@@ -139,6 +141,7 @@ impl Participant {
                 ..job.faults
             },
             transport: job.transport(),
+            secret,
         })
         .map_err(|source| ParticipantError::Worker { rank, source })?;
         let collective = CollectiveClient::connect(

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::control::{
-    Admission, Control, SwitchControl, SwitchControlConfig, SwitchFailure,
+    Admission, Control, ControlCounters, Secret, SwitchControl, SwitchControlConfig, SwitchFailure,
 };
 use switchgnn_dataplane::link::{ceil_nanos, to_picos, Port};
 use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, SwitchCounters};
@@ -94,6 +94,8 @@ pub struct ServerConfig {
     pub overload: Overload,
     /// The datapath: the kernel's UDP stack or DPDK.
     pub transport: Transport,
+    /// Admit only workers that prove they hold this secret (the job file's `secret_file`).
+    pub secret: Option<Secret>,
 }
 
 impl ServerConfig {
@@ -110,6 +112,7 @@ impl ServerConfig {
             faults: ShimConfig::default(),
             aggregators,
             stop_after_exchanges: None,
+            secret: None,
             overload: Overload::default(),
             transport: Transport::Udp,
         }
@@ -144,6 +147,10 @@ pub struct ServerReport {
     pub peak_egress_bytes: u64,
     pub ingress: IngressReport,
     pub status: Option<JobStatus>,
+    /// The control plane's counters (admissions, challenges, replies to strangers left
+    /// unsent, ...).
+    #[serde(default)]
+    pub control: ControlCounters,
 }
 
 /// The switch process's own input queue: how deep it got, how often it marked congestion,
@@ -271,6 +278,11 @@ impl SwitchServer {
             },
             0,
         );
+        let control = match &cfg.secret {
+            // The nonces must be unpredictable: seeded from the operating system.
+            Some(secret) => control.with_secret(secret.clone(), rand::random()),
+            None => control,
+        };
         Ok(SwitchServer {
             endpoint,
             core: Core {
@@ -333,6 +345,7 @@ impl SwitchServer {
             peak_egress_bytes: c.peak_egress_bytes,
             ingress: c.ingress.clone(),
             status: c.switch.job_status(c.cfg.job),
+            control: c.control.counters().clone(),
         }
     }
 

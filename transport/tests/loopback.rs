@@ -69,6 +69,7 @@ fn worker_config(
             ..faults
         },
         transport: Default::default(),
+        secret: None,
     }
 }
 

@@ -21,10 +21,15 @@ use thiserror::Error;
 
 use crate::node::Nanos;
 
+mod admission;
 pub mod nodes;
 mod switch_side;
 mod worker_side;
 
+pub use admission::{
+    Proof, Secret, CHALLENGE_TTL, MAX_TRACKED, MIN_SECRET_LEN, REPLIES_PER_SECOND, REPLY_BURST,
+    REPLY_EVERY,
+};
 pub use switch_side::{
     Admission, ControlCounters, SwitchControl, SwitchControlConfig, SwitchFailure,
 };
@@ -52,6 +57,9 @@ pub struct Hello {
     pub mode: String,
     /// Fingerprint of every layer's exchange plan.
     pub plan_checksum: u64,
+    /// The answer to the switch's challenge, when the job has an admission secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<Proof>,
 }
 
 /// One control message.
@@ -70,6 +78,12 @@ pub enum Control {
         /// switch's receive queue holds (0: no cap).
         #[serde(default)]
         window: u64,
+    },
+    /// The switch asks a worker of a job with an admission secret to prove it holds it: say
+    /// hello again with a [`Proof`] for this nonce.
+    Challenge {
+        /// Random, for this address, good for one use.
+        nonce: String,
     },
     /// The switch refuses the worker, saying why.
     Refuse {

@@ -44,6 +44,7 @@ pub fn controlled_star(
                 world,
                 mode: mode.to_string(),
                 plan_checksum: 0,
+                proof: None,
             };
             let mut w = ControlledWorker::new(WorkerControl::new(hello, timers, 0));
             w.start_one(0, engine);

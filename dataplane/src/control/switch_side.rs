@@ -12,15 +12,14 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Control, ControlTimers, Hello, CONTROL_VERSION};
+use super::admission::{Challenges, ReplyLimiter, Verdict};
+use super::{Control, ControlTimers, Hello, Secret, CONTROL_VERSION};
 use crate::node::Nanos;
 use crate::switch::Switch;
 use crate::wire::{self, PacketType};
 
-/// An `Unknown` reply goes to one address at most this often.
-const UNKNOWN_EVERY: Nanos = 50_000_000;
 /// Copies of an abort sent to each worker (UDP may lose one).
 const ABORT_COPIES: usize = 3;
 
@@ -46,7 +45,8 @@ pub struct SwitchControlConfig {
 pub enum Admission {
     /// It comes from the worker of this rank: hand it to the switch model.
     Worker(u16),
-    /// From an address that has not said hello: dropped (an `Unknown` reply is queued).
+    /// From an address that has not said hello: dropped (an `Unknown` reply is queued, within
+    /// the budget of replies to strangers).
     Unknown,
     /// A join of a new exchange while the switch drains: dropped.
     Drained,
@@ -130,7 +130,8 @@ impl<A: fmt::Display> fmt::Display for SwitchFailure<A> {
 impl<A: fmt::Debug + fmt::Display> std::error::Error for SwitchFailure<A> {}
 
 /// What the control plane saw.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ControlCounters {
     /// Welcomes sent (a rejoin counts again).
     pub admitted: u64,
@@ -142,6 +143,13 @@ pub struct ControlCounters {
     pub unexpected: u64,
     /// Joins of new exchanges dropped while draining.
     pub drained_joins: u64,
+    /// Replies to addresses that have not joined (`Unknown`, `Refuse`, `Challenge`) left
+    /// unsent: over the budget of replies to strangers.
+    pub replies_suppressed: u64,
+    /// Challenges sent (jobs with an admission secret).
+    pub challenges: u64,
+    /// Hellos whose proof did not verify: another secret.
+    pub bad_proofs: u64,
     /// Heartbeats sent and received.
     pub heartbeats_sent: u64,
     /// Heartbeats received.
@@ -165,7 +173,10 @@ pub struct SwitchControl<A> {
     peers: Vec<Option<Peer<A>>>,
     ranks: HashMap<A, u16>,
     out: VecDeque<(A, Control)>,
-    unknown_replied: HashMap<A, Nanos>,
+    /// The budget of replies to addresses that have not joined.
+    replies: ReplyLimiter<A>,
+    /// With an admission secret: the nonces sent out.
+    challenges: Option<Challenges<A>>,
     counters: ControlCounters,
     progress_mark: [u64; 4],
     last_progress: Nanos,
@@ -186,7 +197,8 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             started: now,
             ranks: HashMap::new(),
             out: VecDeque::new(),
-            unknown_replied: HashMap::new(),
+            replies: ReplyLimiter::new(now),
+            challenges: None,
             counters: ControlCounters::default(),
             progress_mark: [0; 4],
             last_progress: now,
@@ -194,6 +206,13 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             drain_until: None,
             drain_over: false,
         }
+    }
+
+    /// Admit only workers that prove they hold `secret`; `seed` (the driver's randomness)
+    /// draws the challenges' nonces.
+    pub fn with_secret(mut self, secret: Secret, seed: u64) -> SwitchControl<A> {
+        self.challenges = Some(Challenges::new(secret, seed));
+        self
     }
 
     /// The configuration.
@@ -204,7 +223,10 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
     /// A control message from `from`.
     pub fn handle_control(&mut self, now: Nanos, from: A, message: Control) {
         match message {
-            Control::Hello(h) => match self.admit(now, &from, &h) {
+            Control::Hello(h) => match self
+                .prove(now, &from, &h)
+                .and_then(|()| self.admit(now, &from, &h).map_err(Some))
+            {
                 Ok(()) => {
                     self.counters.admitted += 1;
                     self.send(
@@ -217,10 +239,12 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                         },
                     );
                 }
-                Err(reason) => {
+                Err(Some(reason)) => {
                     self.counters.refused += 1;
-                    self.out.push_back((from, Control::Refuse { reason }));
+                    self.reply(now, from, Control::Refuse { reason });
                 }
+                // Challenged (or over the budget to be).
+                Err(None) => {}
             },
             Control::Heartbeat => {
                 self.counters.heartbeats_received += 1;
@@ -243,14 +267,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
     pub fn on_data(&mut self, now: Nanos, from: &A, bytes: &[u8]) -> Admission {
         let Some(rank) = self.heard(now, from) else {
             self.counters.unknown_packets += 1;
-            let due = self
-                .unknown_replied
-                .get(from)
-                .is_none_or(|&t| now.saturating_sub(t) >= UNKNOWN_EVERY);
-            if due {
-                self.unknown_replied.insert(from.clone(), now);
-                self.out.push_back((from.clone(), Control::Unknown));
-            }
+            self.reply(now, from.clone(), Control::Unknown);
             return Admission::Unknown;
         };
         let is_join = bytes.get(3) == Some(&(PacketType::Join as u8));
@@ -391,6 +408,58 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             p.last_heard = p.last_heard.max(now);
         }
         Some(rank)
+    }
+
+    /// A reply to an address that has not joined, within the budget for those.
+    fn reply(&mut self, now: Nanos, to: A, message: Control) {
+        if self.replies.allow(now, &to) {
+            self.out.push_back((to, message));
+        } else {
+            self.counters.replies_suppressed += 1;
+        }
+    }
+
+    /// Addresses the reply budget remembers (bounded by [`super::MAX_TRACKED`]).
+    pub fn strangers_tracked(&self) -> usize {
+        self.replies.tracked()
+    }
+
+    /// With an admission secret: whether `h` proves it. `Err(None)`: not (a challenge, or a
+    /// refusal of a wrong proof, was queued).
+    fn prove(&mut self, now: Nanos, from: &A, h: &Hello) -> Result<(), Option<String>> {
+        // `Option<String>` so that `admit`'s refusals (`Some`) chain after it.
+        let Some(challenges) = self.challenges.as_mut() else {
+            return Ok(());
+        };
+        match challenges.judge(now, from, h) {
+            Verdict::Proven => Ok(()),
+            Verdict::Wrong => {
+                // Sent outside the reply budget: the address echoed a nonce, so it is no forged
+                // victim, and each wrong proof used up a challenge the budget paid for.
+                self.counters.bad_proofs += 1;
+                self.counters.refused += 1;
+                let reason = format!(
+                    "worker {} at {from}: its admission proof does not verify (the worker's \
+                     secret is not the switch's: give both the job's `secret` or `secret_file`)",
+                    h.rank
+                );
+                self.out
+                    .push_back((from.clone(), Control::Refuse { reason }));
+                Err(None)
+            }
+            Verdict::Unproven => {
+                if self.replies.allow(now, from) {
+                    if let Some(nonce) = challenges.issue(now, from) {
+                        self.counters.challenges += 1;
+                        self.out
+                            .push_back((from.clone(), Control::Challenge { nonce }));
+                        return Err(None);
+                    }
+                }
+                self.counters.replies_suppressed += 1;
+                Err(None)
+            }
+        }
     }
 
     fn send(&mut self, now: Nanos, to: A, message: Control) {

@@ -22,10 +22,13 @@ fn hello(rank: u16) -> Hello {
         world: 2,
         mode: "switchgnn".into(),
         plan_checksum: 42,
+        proof: None,
     }
 }
 
-fn switch_control(now: Nanos) -> SwitchControl<u16> {
+fn switch_control<A: Clone + Eq + std::hash::Hash + std::fmt::Display>(
+    now: Nanos,
+) -> SwitchControl<A> {
     SwitchControl::new(
         SwitchControlConfig {
             job: 1,
@@ -287,4 +290,158 @@ fn a_draining_switch_starts_no_new_exchange() {
     let data = [0x53, 0x47, 1, crate::wire::PacketType::Data as u8];
     assert_eq!(s.on_data(11 * MS, &1, &data), Admission::Worker(1));
     assert!(!s.is_finished(29 * MS) && s.is_finished(30 * MS));
+}
+
+const SECRET: &[u8] = b"sixteen bytes at least, surely";
+
+fn secret() -> Secret {
+    Secret::new(SECRET).unwrap()
+}
+
+#[test]
+fn a_flood_from_forged_addresses_gets_a_bounded_trickle_of_replies() {
+    let mut s: SwitchControl<u32> = switch_control(0);
+    let data = [0x53, 0x47, 1, 2];
+    // 100 000 datagrams in one second, each from another address.
+    let flood = 100_000u64;
+    for i in 0..flood {
+        let now = i * 1_000_000_000 / flood;
+        assert_eq!(s.on_data(now, &(i as u32), &data), Admission::Unknown);
+    }
+    let mut replies = 0u64;
+    while s.poll_control().is_some() {
+        replies += 1;
+    }
+    assert!(
+        replies <= REPLY_BURST + REPLIES_PER_SECOND,
+        "{replies} replies"
+    );
+    assert!(
+        replies >= REPLIES_PER_SECOND / 2,
+        "{replies} replies: the budget is not spent"
+    );
+    assert_eq!(s.counters().unknown_packets, flood);
+    assert_eq!(s.counters().replies_suppressed, flood - replies);
+    assert!(s.strangers_tracked() <= MAX_TRACKED);
+    // One persistent stranger: one reply per REPLY_EVERY at most.
+    let mut s: SwitchControl<u32> = switch_control(0);
+    for ms in 0..1_000u64 {
+        s.on_data(ms * MS, &7, &data);
+    }
+    let mut replies = 0;
+    while s.poll_control().is_some() {
+        replies += 1;
+    }
+    assert_eq!(replies, 1_000 * MS / REPLY_EVERY);
+    // Hellos that are refused get the same budget.
+    let mut s: SwitchControl<u32> = switch_control(0);
+    for i in 0..10_000u32 {
+        let wrong = Hello { job: 9, ..hello(0) };
+        s.handle_control(u64::from(i) * 1_000, i, Control::Hello(wrong));
+    }
+    let mut refusals = 0;
+    while s.poll_control().is_some() {
+        refusals += 1;
+    }
+    assert_eq!(s.counters().refused, 10_000);
+    assert!(
+        refusals <= REPLY_BURST + REPLIES_PER_SECOND / 100 + 1,
+        "{refusals}"
+    );
+}
+
+#[test]
+fn with_a_secret_only_workers_that_hold_it_join() {
+    let mut s = switch_control(0).with_secret(secret(), 1);
+    let mut w = vec![
+        WorkerControl::new(hello(0), timers(), 0).with_secret(secret()),
+        WorkerControl::new(hello(1), timers(), 0).with_secret(secret()),
+    ];
+    exchange_messages(&mut s, &mut w, 0);
+    assert!(w.iter().all(|w| w.is_joined()));
+    assert_eq!(s.counters().challenges, 2);
+    assert_eq!(s.counters().admitted, 2);
+
+    // Another secret: refused, saying so.
+    let mut s = switch_control(0).with_secret(secret(), 2);
+    let other = Secret::new(b"another secret of enough bytes".to_vec()).unwrap();
+    let mut w = vec![WorkerControl::new(hello(0), timers(), 0).with_secret(other)];
+    exchange_messages(&mut s, &mut w, 0);
+    let Some(WorkerFailure::Refused { reason }) = w[0].failure() else {
+        panic!("refused: {:?}", w[0].state());
+    };
+    assert!(
+        reason.contains("admission proof does not verify"),
+        "{reason}"
+    );
+    assert_eq!(s.counters().bad_proofs, 1);
+    assert_eq!(s.joined(), 0);
+
+    // No secret at all: the worker fails naming what it lacks.
+    let mut s = switch_control(0).with_secret(secret(), 3);
+    let mut w = vec![WorkerControl::new(hello(0), timers(), 0)];
+    exchange_messages(&mut s, &mut w, 0);
+    let Some(WorkerFailure::Refused { reason }) = w[0].failure() else {
+        panic!("refused: {:?}", w[0].state());
+    };
+    assert!(reason.contains("secret_file"), "{reason}");
+    assert_eq!(s.joined(), 0);
+
+    // A switch without a secret takes a worker that has one.
+    let mut s = switch_control(0);
+    let mut w = vec![WorkerControl::new(hello(0), timers(), 0).with_secret(secret())];
+    exchange_messages(&mut s, &mut w, 0);
+    assert!(w[0].is_joined());
+}
+
+#[test]
+fn a_proof_seen_on_the_wire_is_worthless_elsewhere_or_again() {
+    let mut s = switch_control(0).with_secret(secret(), 4);
+    // Worker 0 at address 0 is challenged and answers.
+    s.handle_control(0, 0u16, Control::Hello(hello(0)));
+    let Some((0, Control::Challenge { nonce })) = s.poll_control() else {
+        panic!("a challenge");
+    };
+    let proven = Hello {
+        proof: Some(secret().prove(&nonce, &hello(0))),
+        ..hello(0)
+    };
+    // Someone who copied the proof sends it from address 1 first: challenged, not admitted.
+    s.handle_control(MS, 1, Control::Hello(proven.clone()));
+    assert!(matches!(
+        s.poll_control(),
+        Some((1, Control::Challenge { .. }))
+    ));
+    assert_eq!(s.rank_of(&1), None);
+    // The real worker is admitted...
+    s.handle_control(2 * MS, 0, Control::Hello(proven.clone()));
+    assert!(matches!(
+        s.poll_control(),
+        Some((0, Control::Welcome { .. }))
+    ));
+    assert_eq!(s.rank_of(&0), Some(0));
+    // ...and the same proof again (a replay) only gets a new challenge.
+    s.handle_control(100 * MS, 0, Control::Hello(proven.clone()));
+    assert!(matches!(
+        s.poll_control(),
+        Some((0, Control::Challenge { .. }))
+    ));
+    // A proof for another hello (rank 1 claimed with rank 0's proof) does not verify.
+    s.handle_control(200 * MS, 2, Control::Hello(hello(1)));
+    let Some((2, Control::Challenge { nonce })) = s.poll_control() else {
+        panic!("a challenge");
+    };
+    let forged = Hello {
+        proof: Some(secret().prove(&nonce, &hello(0))),
+        ..hello(1)
+    };
+    s.handle_control(201 * MS, 2, Control::Hello(forged));
+    assert!(matches!(
+        s.poll_control(),
+        Some((2, Control::Refuse { .. }))
+    ));
+    assert_eq!(s.rank_of(&2), None);
+    // Secrets are never printed.
+    assert!(!format!("{:?}", secret()).contains("sixteen"));
+    assert!(Secret::new(b"short".to_vec()).is_err());
 }

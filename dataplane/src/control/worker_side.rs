@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Control, ControlTimers, Hello};
+use super::{Control, ControlTimers, Hello, Proof, Secret};
 use crate::node::Nanos;
 
 /// A restarted switch's `Unknown` replies make the worker say hello at most this often.
@@ -100,6 +100,10 @@ pub struct WorkerControl {
     rejoins: u64,
     unexpected: u64,
     heartbeats_sent: u64,
+    /// The job's admission secret, if it has one.
+    secret: Option<Secret>,
+    /// The answer to the switch's last challenge, sent with every hello until the next.
+    proof: Option<Proof>,
     out: VecDeque<Control>,
 }
 
@@ -121,10 +125,18 @@ impl WorkerControl {
             rejoins: 0,
             unexpected: 0,
             heartbeats_sent: 0,
+            secret: None,
+            proof: None,
             out: VecDeque::new(),
         };
         w.say_hello(now);
         w
+    }
+
+    /// Answer the switch's challenges with proofs under `secret` (the job's admission secret).
+    pub fn with_secret(mut self, secret: Secret) -> WorkerControl {
+        self.secret = Some(secret);
+        self
     }
 
     /// Where the worker stands.
@@ -222,6 +234,22 @@ impl WorkerControl {
                     self.say_hello(now);
                 }
             }
+            Control::Challenge { nonce } => match &self.secret {
+                None => {
+                    self.state = WorkerState::Failed(WorkerFailure::Refused {
+                        reason: "the switch admits only workers that hold the job's admission \
+                                 secret: give this worker the same `secret` or `secret_file` in \
+                                 its job file"
+                            .into(),
+                    })
+                }
+                Some(secret) => {
+                    if matches!(self.state, WorkerState::Joining | WorkerState::Joined) {
+                        self.proof = Some(secret.prove(&nonce, &self.hello));
+                        self.say_hello(now);
+                    }
+                }
+            },
             Control::ByeAck => {
                 if self.state == WorkerState::Leaving {
                     self.state = WorkerState::Left;
@@ -307,7 +335,11 @@ impl WorkerControl {
     fn say_hello(&mut self, now: Nanos) {
         self.hellos += 1;
         self.last_hello = now;
-        self.queue(now, Control::Hello(self.hello.clone()));
+        let hello = Hello {
+            proof: self.proof.clone(),
+            ..self.hello.clone()
+        };
+        self.queue(now, Control::Hello(hello));
     }
 
     fn say_bye(&mut self, now: Nanos) {

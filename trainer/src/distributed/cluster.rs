@@ -82,6 +82,8 @@ pub fn run_worker(
         switch,
         agreement,
         shard.max_remote_degree,
+        job.secret()
+            .map_err(|e| TrainError::Config(e.to_string()))?,
     )
     .map_err(super::network::comm)?;
     let mut sums = NetworkSums::new(participant, shard.boundary())?;
@@ -120,6 +122,9 @@ pub fn run_loopback(
     observe: &mut (dyn FnMut(&EpochRecord) + Send),
 ) -> Result<ClusterOutcome> {
     let server_cfg = ServerConfig {
+        secret: job
+            .secret()
+            .map_err(|e| TrainError::Config(e.to_string()))?,
         timeouts: job.timeouts,
         link: job.link,
         faults: job.faults,
