@@ -255,6 +255,7 @@ impl Switch {
             None => prepared.plan.manifest.spec.switch_memory,
         };
         let session = py.detach(|| prepared.session(kind))?;
+        let service_secret = secret.clone();
         let cfg = ServerConfig {
             secret,
             timeouts: job.timeouts,
@@ -270,7 +271,7 @@ impl Switch {
             .map_err(|e| SwitchgnnError::new_err(e.to_string()))?;
         let collective = RunningService::start(
             address,
-            ServiceConfig::of(job.job, job.world, &job.timeouts),
+            ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(service_secret),
             Some(server.liveness()),
         )
         .map_err(|e| {

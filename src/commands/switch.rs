@@ -129,7 +129,7 @@ pub fn run(args: Args) -> Result<()> {
         Some(at) => Some(
             RunningService::start(
                 at,
-                ServiceConfig::of(job.job, job.world, &job.timeouts),
+                ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(job.secret()?),
                 Some(server.liveness()),
             )
             .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?,

@@ -8,8 +8,12 @@
 //! the same optimiser step and keep identical weights.
 //!
 //! Frames (little-endian):
+//! - greeting, server → worker on connect: `SGAR`, version u16, nonce (16 random bytes);
 //! - hello, worker → server: `SGAR`, version u16, job u16, rank u16, world u16, agreement u64
-//!   (a fingerprint of everything the workers must share, e.g. the training settings);
+//!   (a fingerprint of everything the workers must share, e.g. the training settings), proof
+//!   (32 bytes: HMAC-SHA256 under the job's admission secret of the nonce and the hello's
+//!   fields; zeros without a secret). A service with a secret refuses a hello whose proof does
+//!   not verify, so nobody without it can take a rank or add to the sums;
 //! - round, worker → server: op u8 (0 sum, 1 max), round u32, count u32, count × f32;
 //! - reply, server → worker: status u8 (0 ok, 1 error); ok: count u32 and count × f32 for a
 //!   round, nothing for a hello; error: length u32 and a UTF-8 reason. Before it, any number
@@ -31,13 +35,18 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::liveness::Liveness;
+use switchgnn_dataplane::control::Secret;
 
 const MAGIC: [u8; 4] = *b"SGAR";
 /// Status byte: still waiting for other workers.
 const KEEPALIVE: u8 = 2;
 /// How often waiting workers hear a keepalive.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+/// What a hello's proof signs, before the nonce and the hello's fields.
+const PROOF_CONTEXT: &[u8] = b"switchgnn collective proof v1\0";
+const GREETING_LEN: usize = 22;
+const HELLO_LEN: usize = 52;
 /// Largest vector one round may carry (256 Mi values, 1 GiB).
 const MAX_COUNT: u32 = 1 << 28;
 /// How often blocked reads look at the stop flag.
@@ -96,7 +105,7 @@ pub struct CollectiveReport {
 }
 
 /// The service's settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServiceConfig {
     pub job: u16,
     pub world: u16,
@@ -105,6 +114,8 @@ pub struct ServiceConfig {
     /// A worker that sends nothing this long is given up (a dead process closes its connection
     /// at once; this catches a hung one).
     pub idle: Duration,
+    /// The job's admission secret: workers must prove they hold it.
+    pub secret: Option<Secret>,
 }
 
 impl ServiceConfig {
@@ -114,8 +125,37 @@ impl ServiceConfig {
             world,
             join: timeouts.join(),
             idle: timeouts.collective_idle(),
+            secret: None,
         }
     }
+
+    /// Admit only workers that prove they hold `secret` (if any).
+    pub fn with_secret(mut self, secret: Option<Secret>) -> ServiceConfig {
+        self.secret = secret;
+        self
+    }
+}
+
+/// Who a worker is to the service.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub job: u16,
+    pub rank: u16,
+    pub world: u16,
+    /// A fingerprint of every setting the workers must share.
+    pub agreement: u64,
+    /// The job's admission secret, if it has one.
+    pub secret: Option<Secret>,
+}
+
+/// The fields a hello's proof covers.
+fn proof_parts(nonce: &[u8], job: u16, rank: u16, world: u16, agreement: u64) -> Vec<u8> {
+    let mut parts = nonce.to_vec();
+    for w in [job, rank, world] {
+        parts.extend_from_slice(&w.to_le_bytes());
+    }
+    parts.extend_from_slice(&agreement.to_le_bytes());
+    parts
 }
 
 /// A service running in its own thread.
@@ -256,6 +296,14 @@ impl CollectiveService {
                 .and_then(|()| stream.set_nodelay(true))
                 .map_err(|e| io_err(addr, e))?;
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.cfg.join);
+            let nonce: [u8; 16] = rand::random();
+            let mut greeting = MAGIC.to_vec();
+            greeting.extend_from_slice(&VERSION.to_le_bytes());
+            greeting.extend_from_slice(&nonce);
+            if let Err(e) = stream.write_all(&greeting) {
+                tracing::warn!("collective: a worker left before its greeting: {e}");
+                continue;
+            }
             let hello = match read_hello(&mut stream, &mut until(deadline), stop) {
                 Ok(h) => h,
                 Err(e) => {
@@ -267,6 +315,16 @@ impl CollectiveService {
                 Some(format!(
                     "job {} of {} workers, but this service runs job {} of {}",
                     hello.job, hello.world, self.cfg.job, self.cfg.world
+                ))
+            } else if self.cfg.secret.as_ref().is_some_and(|s| {
+                let parts =
+                    proof_parts(&nonce, hello.job, hello.rank, hello.world, hello.agreement);
+                !s.check(PROOF_CONTEXT, &[&parts], &hello.proof)
+            }) {
+                Some(format!(
+                    "worker {}'s admission proof does not verify (the worker's secret is not the \
+                     switch's: give both the job's `secret_file`)",
+                    hello.rank
                 ))
             } else if hello.rank >= self.cfg.world {
                 Some(format!("rank {} out of range", hello.rank))
@@ -319,7 +377,7 @@ impl CollectiveService {
                 let mut head = [0u8; 9];
                 match read_full(stream, &mut head, &mut patience, stop) {
                     Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && rank == left => {
+                    Err(e) if leaving(&e) && rank == left => {
                         // Leaving is fine when everyone leaves at the same point.
                         left += 1;
                         continue;
@@ -437,6 +495,16 @@ impl CollectiveService {
     }
 }
 
+/// Whether a read error at the start of a round is a worker that closed its connection: the
+/// end of the stream, or a reset, which is what a keepalive written after the worker closed
+/// (racing its goodbye) turns the close into.
+fn leaving(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+    )
+}
+
 /// Patience that ends at `deadline`.
 fn until(deadline: Instant) -> impl FnMut() -> io::Result<()> {
     move || {
@@ -453,6 +521,7 @@ struct Hello {
     rank: u16,
     world: u16,
     agreement: u64,
+    proof: [u8; 32],
 }
 
 fn read_hello(
@@ -460,7 +529,7 @@ fn read_hello(
     patience: &mut dyn FnMut() -> io::Result<()>,
     stop: &AtomicBool,
 ) -> io::Result<Hello> {
-    let mut b = [0u8; 20];
+    let mut b = [0u8; HELLO_LEN];
     read_full(stream, &mut b, patience, stop)?;
     if b[..4] != MAGIC {
         return Err(io::Error::new(
@@ -487,6 +556,7 @@ fn read_hello(
         rank: u16_at(8),
         world: u16_at(10),
         agreement: u64::from_le_bytes(b[12..20].try_into().expect("8 bytes")),
+        proof: b[20..HELLO_LEN].try_into().expect("32 bytes"),
     })
 }
 
@@ -580,16 +650,20 @@ pub struct CollectiveClient {
 
 impl CollectiveClient {
     /// Connect (retrying until `join` has passed: the service may still be starting) and
-    /// introduce this worker.
+    /// introduce this worker, `who`.
     pub fn connect(
         addr: SocketAddr,
-        job: u16,
-        rank: u16,
-        world: u16,
-        agreement: u64,
+        who: &Member,
         join: Duration,
         idle: Duration,
     ) -> Result<CollectiveClient, CollectiveError> {
+        let Member {
+            job,
+            rank,
+            world,
+            agreement,
+            ..
+        } = *who;
         let started = Instant::now();
         let mut stream = loop {
             match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
@@ -605,12 +679,33 @@ impl CollectiveClient {
             }
         };
         stream.set_nodelay(true).map_err(|e| io_err(addr, e))?;
-        let mut hello = Vec::with_capacity(20);
+        let never = AtomicBool::new(false);
+        let mut greeting = [0u8; GREETING_LEN];
+        read_full(
+            &mut stream,
+            &mut greeting,
+            &mut until(started + join),
+            &never,
+        )
+        .map_err(|e| io_err(addr, e))?;
+        let version = u16::from_le_bytes([greeting[4], greeting[5]]);
+        if greeting[..4] != MAGIC || version != VERSION {
+            return Err(CollectiveError::Protocol(format!(
+                "{addr} greets with another protocol (version {version}, this worker speaks \
+                 {VERSION})"
+            )));
+        }
+        let mut hello = Vec::with_capacity(HELLO_LEN);
         hello.extend_from_slice(&MAGIC);
         for w in [VERSION, job, rank, world] {
             hello.extend_from_slice(&w.to_le_bytes());
         }
         hello.extend_from_slice(&agreement.to_le_bytes());
+        let proof = who.secret.as_ref().map_or([0; 32], |s| {
+            let parts = proof_parts(&greeting[6..], job, rank, world, agreement);
+            s.sign(PROOF_CONTEXT, &[&parts])
+        });
+        hello.extend_from_slice(&proof);
         stream.write_all(&hello).map_err(|e| io_err(addr, e))?;
         let mut client = CollectiveClient {
             addr,
@@ -619,9 +714,9 @@ impl CollectiveClient {
             round: 0,
             idle,
             joined: false,
-            never: AtomicBool::new(false),
-            bytes_sent: 20,
-            bytes_received: 0,
+            never,
+            bytes_sent: HELLO_LEN as u64,
+            bytes_received: GREETING_LEN as u64,
         };
         // The hello is answered once every worker has connected; that may take a while.
         client.read_status(Some(started + join.max(idle)))?;
@@ -733,6 +828,7 @@ mod tests {
             world,
             join: Duration::from_secs(10),
             idle: Duration::from_secs(10),
+            secret: None,
         };
         let s = CollectiveService::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
         let addr = s.local_addr().unwrap();
@@ -745,15 +841,87 @@ mod tests {
         world: u16,
         agreement: u64,
     ) -> Result<CollectiveClient, CollectiveError> {
-        CollectiveClient::connect(
-            addr,
-            3,
+        let who = Member {
+            job: 3,
             rank,
             world,
             agreement,
-            Duration::from_secs(10),
-            Duration::from_secs(10),
-        )
+            secret: None,
+        };
+        CollectiveClient::connect(addr, &who, Duration::from_secs(10), Duration::from_secs(10))
+    }
+
+    /// While the service waits for worker 0's next round, worker 1 hears keepalives it never
+    /// reads (it is done); closing with them unread resets its connection. That is a goodbye,
+    /// not a failure.
+    #[test]
+    fn workers_leaving_at_different_times_end_the_service_cleanly() {
+        let (addr, server) = service(2);
+        let early = std::thread::spawn(move || {
+            let mut c = connect(addr, 1, 2, 0).unwrap();
+            c.all_reduce(ReduceOp::Sum, &mut [1.0f32]).unwrap();
+            std::thread::sleep(KEEPALIVE_EVERY + Duration::from_millis(300));
+        });
+        let mut late = connect(addr, 0, 2, 0).unwrap();
+        late.all_reduce(ReduceOp::Sum, &mut [1.0f32]).unwrap();
+        early.join().unwrap();
+        // Before the next keepalive, whose failed write would swallow the reset.
+        std::thread::sleep(Duration::from_millis(300));
+        drop(late);
+        let report = server.join().unwrap().unwrap();
+        assert_eq!(report.rounds, 1);
+    }
+
+    /// With a secret, a worker without it (or with another) is refused by name and never
+    /// adds to the sums; one with it joins.
+    #[test]
+    fn a_secret_keeps_strangers_out_of_the_sums() {
+        let secret = Secret::new(b"the job's secret, long enough".to_vec()).unwrap();
+        let cfg = ServiceConfig {
+            job: 3,
+            world: 1,
+            join: Duration::from_secs(10),
+            idle: Duration::from_secs(10),
+            secret: Some(secret.clone()),
+        };
+        let s = CollectiveService::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = s.local_addr().unwrap();
+        let server = s.spawn(Arc::new(AtomicBool::new(false)));
+        let other = Secret::new(b"a stranger's guess, long enough".to_vec()).unwrap();
+        for stranger in [None, Some(other)] {
+            let who = Member {
+                job: 3,
+                rank: 0,
+                world: 1,
+                agreement: 0,
+                secret: stranger,
+            };
+            let err = CollectiveClient::connect(
+                addr,
+                &who,
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(&err, CollectiveError::Refused { reason, .. } if reason.contains("does not verify")),
+                "{err}"
+            );
+        }
+        let who = Member {
+            job: 3,
+            rank: 0,
+            world: 1,
+            agreement: 0,
+            secret: Some(secret),
+        };
+        let mut c =
+            CollectiveClient::connect(addr, &who, Duration::from_secs(5), Duration::from_secs(5))
+                .unwrap();
+        assert_eq!(c.max(2.5).unwrap(), 2.5);
+        drop(c);
+        let report = server.join().unwrap().unwrap();
+        assert_eq!(report.rounds, 1);
     }
 
     /// Sums and maxima come back identical to every worker, in any arrival order.
@@ -842,6 +1010,7 @@ mod tests {
             world,
             join: Duration::from_secs(10),
             idle: Duration::from_millis(100),
+            secret: None,
         };
         let liveness = Arc::new(Liveness::new(world, Duration::from_millis(300)));
         let service = CollectiveService::bind("127.0.0.1:0".parse().unwrap(), cfg)
@@ -864,16 +1033,7 @@ mod tests {
             })
         };
         let slow = std::thread::spawn(move || {
-            let mut c = CollectiveClient::connect(
-                addr,
-                3,
-                1,
-                world,
-                0,
-                Duration::from_secs(10),
-                Duration::from_secs(10),
-            )
-            .unwrap();
+            let mut c = connect(addr, 1, world, 0).unwrap();
             // Ten times the service's idle time computing, then a round.
             std::thread::sleep(Duration::from_secs(1));
             c.all_reduce(ReduceOp::Sum, &mut [2.0f32]).unwrap();

@@ -21,7 +21,7 @@ use switchgnn_dataplane::ExchangeId;
 use thiserror::Error;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
-use crate::collective::{CollectiveClient, CollectiveError, ReduceOp};
+use crate::collective::{CollectiveClient, CollectiveError, Member, ReduceOp};
 use crate::job::JobFile;
 use crate::runner::new_engine;
 use crate::session::Session;
@@ -141,15 +141,19 @@ impl Participant {
                 ..job.faults
             },
             transport: job.transport(),
-            secret,
+            secret: secret.clone(),
         })
         .map_err(|source| ParticipantError::Worker { rank, source })?;
+        let who = Member {
+            job: job.job,
+            rank,
+            world: job.world,
+            agreement,
+            secret,
+        };
         let collective = CollectiveClient::connect(
             job.collective.unwrap_or(switch),
-            job.job,
-            rank,
-            job.world,
-            agreement,
+            &who,
             job.timeouts.join(),
             job.timeouts.collective_idle(),
         )

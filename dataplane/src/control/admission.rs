@@ -68,10 +68,30 @@ impl Secret {
         Ok(Secret(bytes.into()))
     }
 
-    fn mac(&self, nonce: &str, hello: &Hello) -> Hmac<Sha256> {
+    /// HMAC-SHA256 under the secret of `parts` after `context` (the name and version of what
+    /// is signed, so that a MAC made for one use never passes for another).
+    fn keyed(&self, context: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(PROOF_CONTEXT);
-        mac.update(nonce.as_bytes());
+        mac.update(context);
+        for p in parts {
+            mac.update(p);
+        }
+        mac
+    }
+
+    /// The MAC of `parts` under `context`, for protocols beside the control plane (the
+    /// all-reduce service's hello).
+    pub fn sign(&self, context: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+        self.keyed(context, parts).finalize().into_bytes().into()
+    }
+
+    /// Whether `mac` is [`Secret::sign`]'s for `parts` (compared in constant time).
+    pub fn check(&self, context: &[u8], parts: &[&[u8]], mac: &[u8]) -> bool {
+        self.keyed(context, parts).verify_slice(mac).is_ok()
+    }
+
+    fn mac(&self, nonce: &str, hello: &Hello) -> Hmac<Sha256> {
+        let mut mac = self.keyed(PROOF_CONTEXT, &[nonce.as_bytes()]);
         mac.update(&hello.control_version.to_le_bytes());
         mac.update(&[hello.wire_version]);
         mac.update(&hello.job.to_le_bytes());

@@ -130,6 +130,7 @@ pub fn run_loopback(
         faults: job.faults,
         ..ServerConfig::loopback(job.job, job.world, aggregators)
     };
+    let server_secret = server_cfg.secret.clone();
     let mut server = SwitchServer::bind(server_cfg, session.clone()).map_err(CommError::Switch)?;
     let addr = server.local_addr().map_err(|source| CommError::Io {
         what: "switch socket",
@@ -137,7 +138,7 @@ pub fn run_loopback(
     })?;
     let collective = RunningService::start(
         addr,
-        ServiceConfig::of(job.job, job.world, &job.timeouts),
+        ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(server_secret),
         Some(server.liveness()),
     )
     .map_err(|source| CommError::Io {
