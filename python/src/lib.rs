@@ -127,6 +127,32 @@ impl JobArgs<'_> {
     }
 }
 
+/// A job file and the plan it names (written by `switchgnn.prepare`), its secret read.
+fn job_and_plan(path: &std::path::Path) -> Result<(JobFile, Prepared, Option<Secret>), PyErr> {
+    let job = JobFile::read(path).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if job.transport != switchgnn_transport::job::TransportKind::Udp {
+        return Err(PyValueError::new_err(format!(
+            "{}: the Python module runs over UDP; a DPDK job runs as `switchgnn switch` and \
+             `switchgnn train --job`",
+            path.display()
+        )));
+    }
+    let prepared = Prepared::read(&job.plan)?;
+    if u32::from(job.world) != prepared.plan.manifest.spec.workers {
+        return Err(PyValueError::new_err(format!(
+            "{}: world = {}, but the plan in {} is for {} workers",
+            path.display(),
+            job.world,
+            job.plan.display(),
+            prepared.plan.manifest.spec.workers
+        )));
+    }
+    let secret = job
+        .secret()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((job, prepared, secret))
+}
+
 /// Write a plan for a graph given as an edge list and an owner per vertex (see the Python
 /// wrapper `switchgnn.prepare`); returns a JSON summary.
 #[pyfunction]
@@ -249,6 +275,69 @@ impl Switch {
         };
         let job = args.job_file()?;
         let secret = args.secret()?;
+        Switch::serve(py, &prepared, &job, secret, switch_memory)
+    }
+
+    /// The switch of a job file (`switchgnn switch --job`'s): its plan, exchange kind,
+    /// address, timeouts, link, faults and `secret_file`. UDP only.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, switch_memory=None))]
+    fn from_job(py: Python<'_>, path: PathBuf, switch_memory: Option<String>) -> PyResult<Switch> {
+        let (job, prepared, secret) = py.detach(|| job_and_plan(&path))?;
+        Switch::serve(py, &prepared, &job, secret, switch_memory)
+    }
+
+    /// The address workers connect to (`host:port`).
+    #[getter]
+    fn address(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// Whether the switch still serves the job.
+    #[getter]
+    fn running(&self) -> bool {
+        self.serving()
+            .running
+            .as_ref()
+            .is_some_and(|h| !h.is_finished())
+    }
+
+    /// Wait until every worker has said goodbye (or `timeout` seconds pass: then `None`); the
+    /// switch's report as JSON. Raises if the job failed (a worker lost, workers missing).
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<String>> {
+        // A timeout too large to mean anything waits as long as the switch runs.
+        let until = timeout
+            .and_then(|t| Duration::try_from_secs_f64(t.max(0.0)).ok())
+            .and_then(|t| Instant::now().checked_add(t));
+        while self.running() {
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(None);
+            }
+            py.detach(|| std::thread::sleep(Duration::from_millis(20)));
+            py.check_signals()?;
+        }
+        self.end(py, false)
+    }
+
+    /// Stop serving now, whatever the workers are doing; the report as JSON. Raises if the job
+    /// had already failed.
+    fn stop(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.end(py, true)
+    }
+}
+
+impl Switch {
+    /// Start serving `job` on `prepared`.
+    fn serve(
+        py: Python<'_>,
+        prepared: &Prepared,
+        job: &JobFile,
+        secret: Option<Secret>,
+        switch_memory: Option<String>,
+    ) -> PyResult<Switch> {
+        let (kind, listen) = (job.mode, job.switch);
         let memory = match &switch_memory {
             Some(text) => switchgnn_partition::size::parse_bytes(text)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?,
@@ -302,48 +391,6 @@ impl Switch {
         })
     }
 
-    /// The address workers connect to (`host:port`).
-    #[getter]
-    fn address(&self) -> String {
-        self.address.to_string()
-    }
-
-    /// Whether the switch still serves the job.
-    #[getter]
-    fn running(&self) -> bool {
-        self.serving()
-            .running
-            .as_ref()
-            .is_some_and(|h| !h.is_finished())
-    }
-
-    /// Wait until every worker has said goodbye (or `timeout` seconds pass: then `None`); the
-    /// switch's report as JSON. Raises if the job failed (a worker lost, workers missing).
-    #[pyo3(signature = (timeout=None))]
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<String>> {
-        // A timeout too large to mean anything waits as long as the switch runs.
-        let until = timeout
-            .and_then(|t| Duration::try_from_secs_f64(t.max(0.0)).ok())
-            .and_then(|t| Instant::now().checked_add(t));
-        while self.running() {
-            if until.is_some_and(|u| Instant::now() >= u) {
-                return Ok(None);
-            }
-            py.detach(|| std::thread::sleep(Duration::from_millis(20)));
-            py.check_signals()?;
-        }
-        self.end(py, false)
-    }
-
-    /// Stop serving now, whatever the workers are doing; the report as JSON. Raises if the job
-    /// had already failed.
-    fn stop(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.end(py, true)
-    }
-}
-
-impl Switch {
     /// Join the switch thread and the service once; the report, or the failure. A service
     /// that is `stopping` is not waited for, nor blamed for the workers it still had.
     fn end(&self, py: Python<'_>, stopping: bool) -> PyResult<Option<String>> {
@@ -443,16 +490,6 @@ impl Worker {
         let bind = address(bind, "bind")?;
         let kind = self::kind(kind)?;
         let prepared = py.detach(|| Prepared::read(&plan))?;
-        let world = prepared.workers();
-        let rank = u16::try_from(rank)
-            .ok()
-            .filter(|&r| r < world)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "rank {rank} is not a worker of the plan's {world} (0 to {})",
-                    world - 1
-                ))
-            })?;
         let args = JobArgs {
             plan: &prepared,
             kind,
@@ -467,41 +504,25 @@ impl Worker {
         let mut job = args.job_file()?;
         let secret = args.secret()?;
         job.bind = Some(bind);
-        let session = py.detach(|| prepared.view(kind, rank))?;
-        // Workers must agree on the plans and on the scale's term count.
-        let agreement = session.checksum ^ prepared.meta.contributions.rotate_left(17);
-        let contributions = prepared.meta.contributions;
-        let participant = py
-            .detach(|| {
-                Participant::connect(
-                    &job,
-                    session,
-                    rank,
-                    switch,
-                    agreement,
-                    contributions,
-                    secret,
-                )
-            })
-            .map_err(participant_error)?;
-        let vertices = prepared
-            .plan
-            .assignment
-            .parts()
-            .iter()
-            .enumerate()
-            .filter(|&(_, &o)| o == u32::from(rank))
-            .map(|(v, _)| v as u32)
-            .collect();
-        Ok(Worker {
-            widths: prepared.plan.manifest.spec.feature_dims.clone(),
-            boundary: participant.boundary().to_vec(),
-            participant: Mutex::new(Some(participant)),
-            rank,
-            world,
-            vertices,
-            wire: None,
-        })
+        Worker::join(py, &prepared, &job, rank, secret)
+    }
+
+    /// Worker `rank` of a job file (`switchgnn train --job`'s): its plan, exchange kind,
+    /// switch address (or `switch`), bind address, timeouts, link, faults and `secret_file`.
+    /// UDP only.
+    #[staticmethod]
+    #[pyo3(signature = (path, rank, *, switch=None))]
+    fn from_job(
+        py: Python<'_>,
+        path: PathBuf,
+        rank: i64,
+        switch: Option<&str>,
+    ) -> PyResult<Worker> {
+        let (mut job, prepared, secret) = py.detach(|| job_and_plan(&path))?;
+        if let Some(text) = switch {
+            job.switch = address(text, "switch")?;
+        }
+        Worker::join(py, &prepared, &job, rank, secret)
     }
 
     #[getter]
@@ -634,6 +655,54 @@ impl Worker {
 }
 
 impl Worker {
+    /// Join `job` on `prepared` as worker `rank`.
+    fn join(
+        py: Python<'_>,
+        prepared: &Prepared,
+        job: &JobFile,
+        rank: i64,
+        secret: Option<Secret>,
+    ) -> PyResult<Worker> {
+        let (kind, switch) = (job.mode, job.switch);
+        let world = prepared.workers();
+        let rank = u16::try_from(rank)
+            .ok()
+            .filter(|&r| r < world)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "rank {rank} is not a worker of the plan's {world} (0 to {})",
+                    world - 1
+                ))
+            })?;
+        let session = py.detach(|| prepared.view(kind, rank))?;
+        // Workers must agree on the plans and on the scale's term count.
+        let agreement = session.checksum ^ prepared.meta.contributions.rotate_left(17);
+        let contributions = prepared.meta.contributions;
+        let participant = py
+            .detach(|| {
+                Participant::connect(job, session, rank, switch, agreement, contributions, secret)
+            })
+            .map_err(participant_error)?;
+        let vertices = prepared
+            .plan
+            .assignment
+            .parts()
+            .iter()
+            .enumerate()
+            .filter(|&(_, &o)| o == u32::from(rank))
+            .map(|(v, _)| v as u32)
+            .collect();
+        Ok(Worker {
+            widths: prepared.plan.manifest.spec.feature_dims.clone(),
+            boundary: participant.boundary().to_vec(),
+            participant: Mutex::new(Some(participant)),
+            rank,
+            world,
+            vertices,
+            wire: None,
+        })
+    }
+
     fn participant(&mut self) -> &mut Option<Participant> {
         self.participant
             .get_mut()

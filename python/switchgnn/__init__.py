@@ -158,6 +158,15 @@ class Switch:
             secret=_secret(secret),
         )
 
+    @classmethod
+    def from_job(cls, path, *, switch_memory: Optional[str] = None) -> "Switch":
+        """The switch of a job file, as ``switchgnn switch --job`` reads it: the plan (written
+        by :func:`prepare`), exchange kind (``mode``), address, timeouts, link, faults and
+        ``secret_file``. UDP only."""
+        switch = cls.__new__(cls)
+        switch._native = _native.Switch.from_job(os.fspath(path), switch_memory=switch_memory)
+        return switch
+
     @property
     def address(self) -> str:
         """Where workers connect (``host:port``)."""
@@ -231,6 +240,17 @@ class Worker:
         )
         self.boundary = self._native.boundary
         self.vertices = self._native.vertices
+
+    @classmethod
+    def from_job(cls, path, rank: int, *, switch: Optional[str] = None) -> "Worker":
+        """Worker ``rank`` of a job file, as ``switchgnn train --job`` reads it: the plan,
+        exchange kind, switch address (or ``switch``), bind address, timeouts, link, faults
+        and ``secret_file``. UDP only."""
+        worker = cls.__new__(cls)
+        worker._native = _native.Worker.from_job(os.fspath(path), int(rank), switch=switch)
+        worker.boundary = worker._native.boundary
+        worker.vertices = worker._native.vertices
+        return worker
 
     @property
     def rank(self) -> int:

@@ -169,3 +169,31 @@ def test_a_secret_admits_only_workers_that_hold_it(seeded_plan):
     report = switch.wait(timeout=30)
     assert report["control"]["bad_proofs"] == 1
     assert report["control"]["admitted"] == WORKERS
+
+
+def test_job_files_configure_both_sides(seeded_plan, tmp_path):
+    (tmp_path / "secret").write_text("the job file's secret, 32 bytes\n")
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'job = 7\nplan = "{seeded_plan["dir"]}"\nmode = "host"\nswitch = "127.0.0.1:0"\n'
+        f'world = {WORKERS}\nbind = "127.0.0.1:0"\nsecret_file = "secret"\n'
+        "[faults]\nloss = 0.01\n"
+    )
+    switch = switchgnn.Switch.from_job(job)
+    rows = np.random.default_rng(2).standard_normal((seeded_plan["n"], 24)).astype(np.float32)
+
+    def worker(rank):
+        with switchgnn.Worker.from_job(job, rank, switch=switch.address) as w:
+            return w.boundary, w.exchange(0, rows[w.boundary])
+
+    results = run_threads(WORKERS, worker)
+    report = switch.wait(timeout=30)
+    assert report["control"]["challenges"] >= WORKERS
+    n, src, dst, owner = (seeded_plan[k] for k in ("n", "src", "dst", "owner"))
+    for boundary, got in results:
+        assert np.allclose(got, remote_sums(n, src, dst, owner, rows, boundary), atol=1e-4)
+    # A job file for another world size than the plan's is refused by name.
+    other = tmp_path / "other.toml"
+    other.write_text(job.read_text().replace(f"world = {WORKERS}", "world = 3"))
+    with pytest.raises(ValueError, match="world = 3, but the plan"):
+        switchgnn.Switch.from_job(other)
