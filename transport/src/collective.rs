@@ -42,6 +42,10 @@ const MAGIC: [u8; 4] = *b"SGAR";
 const KEEPALIVE: u8 = 2;
 /// How often waiting workers hear a keepalive.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
+/// How long a new connection may take to send its hello. Hellos are read one at a time, so a
+/// connection that sends nothing must not hold the others up until the join deadline; a worker
+/// sends its hello as soon as the greeting arrives.
+const HELLO_WAIT: Duration = Duration::from_secs(2);
 const VERSION: u16 = 2;
 /// What a hello's proof signs, before the nonce and the hello's fields.
 const PROOF_CONTEXT: &[u8] = b"switchgnn collective proof v1\0";
@@ -304,7 +308,8 @@ impl CollectiveService {
                 tracing::warn!("collective: a worker left before its greeting: {e}");
                 continue;
             }
-            let hello = match read_hello(&mut stream, &mut until(deadline), stop) {
+            let hello_by = deadline.min(Instant::now() + HELLO_WAIT);
+            let hello = match read_hello(&mut stream, &mut until(hello_by), stop) {
                 Ok(h) => h,
                 Err(e) => {
                     tracing::warn!("collective: a bad hello: {e}");
@@ -870,6 +875,21 @@ mod tests {
         drop(late);
         let report = server.join().unwrap().unwrap();
         assert_eq!(report.rounds, 1);
+    }
+
+    /// A connection that never says hello is dropped after `HELLO_WAIT`, not at the join
+    /// deadline: the workers behind it get in.
+    #[test]
+    fn a_silent_connection_does_not_hold_up_the_others() {
+        let (addr, server) = service(1);
+        let silent = TcpStream::connect(addr).unwrap();
+        let started = Instant::now();
+        let mut c = connect(addr, 0, 1, 0).unwrap();
+        let waited = started.elapsed();
+        assert!(waited < HELLO_WAIT + Duration::from_secs(1), "{waited:?}");
+        assert_eq!(c.max(1.5).unwrap(), 1.5);
+        drop((c, silent));
+        assert_eq!(server.join().unwrap().unwrap().rounds, 1);
     }
 
     /// With a secret, a worker without it (or with another) is refused by name and never
