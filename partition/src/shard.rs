@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use switchgnn_datasets::container::{Container, Section};
-use switchgnn_datasets::{Dataset, DenseFeatures, Features, SparseFeatures, SplitSource};
+use switchgnn_datasets::{Dataset, DenseFeatures, Features, Graph, SparseFeatures, SplitSource};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{PartitionError, Result};
@@ -124,6 +124,24 @@ pub struct Cutter<'a> {
     meta: ShardMeta,
 }
 
+/// The most neighbours one vertex has on other workers (`parts[v]`: vertex `v`'s worker): the
+/// most terms any sum of an exchange has, which sizes the fixed-point scale every worker must
+/// share.
+pub fn most_remote_neighbours(graph: &Graph, parts: &[u32]) -> u64 {
+    (0..graph.num_vertices() as u32)
+        .into_par_iter()
+        .map(|v| {
+            let own = parts[v as usize];
+            graph
+                .neighbors(v)
+                .iter()
+                .filter(|&&u| parts[u as usize] != own)
+                .count() as u64
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl<'a> Cutter<'a> {
     /// `parts[v]` is vertex `v`'s worker, out of `workers`.
     pub fn new(dataset: &'a Dataset, parts: &'a [u32], workers: u32) -> Result<Cutter<'a>> {
@@ -150,18 +168,7 @@ impl<'a> Cutter<'a> {
                 at
             })
             .collect();
-        let max_remote_degree = (0..n as u32)
-            .into_par_iter()
-            .map(|v| {
-                let own = parts[v as usize];
-                graph
-                    .neighbors(v)
-                    .iter()
-                    .filter(|&&u| parts[u as usize] != own)
-                    .count() as u64
-            })
-            .max()
-            .unwrap_or(0);
+        let max_remote_degree = most_remote_neighbours(graph, parts);
         let features = dataset.features.as_ref().map(|f| {
             let values = match f {
                 Features::Dense(d) => d.values(),

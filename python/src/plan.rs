@@ -15,8 +15,8 @@ use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split, SplitSource};
 use switchgnn_partition::plan::graph_fingerprint;
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_partition::{Assignment, OrderInfo, Plan, PlanSpec};
-use switchgnn_scheduler::blocks::block_orders;
+use switchgnn_partition::{Assignment, Plan, PlanSpec};
+use switchgnn_scheduler::blocks::set_plan_orders;
 use switchgnn_scheduler::OrderKind;
 use switchgnn_transport::{session_file, Session};
 
@@ -206,7 +206,8 @@ pub fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
     let graph = graph_of(args)?;
     let assignment = assignment_of(args)?;
     let workers = assignment.num_parts();
-    let contributions = most_remote_neighbours(&graph, assignment.parts());
+    let contributions =
+        switchgnn_partition::shard::most_remote_neighbours(&graph, assignment.parts());
     let split = Split {
         train: Vec::new(),
         val: Vec::new(),
@@ -221,16 +222,7 @@ pub fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
         PlanSpec::new(args.name.clone(), workers, args.feature_dims.clone()).switch_memory(memory);
     let mut plan =
         Plan::prepare_with(&dataset, &spec, assignment, &|_| {}).map_err(Failure::failed)?;
-    let orders = plan
-        .block_sets
-        .iter()
-        .map(|set| block_orders(set, &plan.assignment, order, args.order_seed))
-        .collect();
-    let info = OrderInfo {
-        kind: order.name().to_string(),
-        seed: args.order_seed,
-    };
-    plan.set_orders(info, orders).map_err(Failure::failed)?;
+    set_plan_orders(&mut plan, order, args.order_seed).map_err(Failure::failed)?;
     let dir = &args.out_dir;
     plan.write(dir)
         .map_err(|e| Failure::Failed(format!("cannot write the plan to {}: {e}", dir.display())))?;
@@ -249,21 +241,6 @@ pub fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
     switchgnn_datasets::atomic::write_atomically(&path, |w| w.write_all(&json))
         .map_err(Failure::failed)?;
     Ok(summary(&plan, &meta, dir))
-}
-
-/// The most neighbours of one vertex owned by other workers.
-fn most_remote_neighbours(graph: &Graph, parts: &[u32]) -> u64 {
-    (0..graph.num_vertices() as u32)
-        .map(|v| {
-            let own = parts[v as usize];
-            graph
-                .neighbors(v)
-                .iter()
-                .filter(|&&u| parts[u as usize] != own)
-                .count() as u64
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Save the exchange plans of `kind` (the switch's and each worker's view); SwitchGNN's come

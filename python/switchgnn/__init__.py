@@ -58,6 +58,17 @@ def _ids(values, what: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
+def _check_writable_float32(array, what: str) -> None:
+    """Refuse what cannot be written in place by the native module."""
+    if not (
+        isinstance(array, np.ndarray)
+        and array.dtype == np.float32
+        and array.flags.c_contiguous
+        and array.flags.writeable
+    ):
+        raise ValueError(f"{what} must be a writable C-contiguous float32 numpy array")
+
+
 def _secret(secret) -> Optional[bytes]:
     if secret is None or isinstance(secret, bytes):
         return secret
@@ -275,13 +286,8 @@ class Worker:
         rows = np.ascontiguousarray(rows, dtype=np.float32)
         if out is None:
             out = np.empty(rows.shape, dtype=np.float32)
-        elif not (
-            isinstance(out, np.ndarray)
-            and out.dtype == np.float32
-            and out.flags.c_contiguous
-            and out.flags.writeable
-        ):
-            raise ValueError("out must be a writable C-contiguous float32 numpy array")
+        else:
+            _check_writable_float32(out, "out")
         self._native.exchange_into(int(layer), rows, out, bool(backward))
         return out
 
@@ -289,13 +295,7 @@ class Worker:
         """Sum (or, with ``op="max"``, take the maximum of) ``values`` across every worker,
         in place: ``values`` must be a writable C-contiguous ``float32`` array (any shape).
         Every worker gets the same bits (rank-ordered sum in float64, rounded once)."""
-        if not (
-            isinstance(values, np.ndarray)
-            and values.dtype == np.float32
-            and values.flags.c_contiguous
-            and values.flags.writeable
-        ):
-            raise ValueError("values must be a writable C-contiguous float32 numpy array")
+        _check_writable_float32(values, "values")
         self._native.all_reduce(values.reshape(-1), op)
         return values
 

@@ -1,7 +1,7 @@
 //! Orders for every block of a plan, computed in parallel.
 
 use rayon::prelude::*;
-use switchgnn_partition::{block_table, Assignment, BlockTable, Blocks};
+use switchgnn_partition::{block_table, Assignment, BlockTable, Blocks, OrderInfo, Plan};
 
 use crate::order::{order, OrderKind};
 use crate::slots::{evaluate, SlotReport};
@@ -41,6 +41,25 @@ pub fn block_orders(
             .map(|i| table.vertices[i as usize])
             .collect()
     })
+}
+
+/// Give every block of `plan` its send order under `kind` (block `b` seeded `seed + b`), and
+/// record which order it is: what `switchgnn prepare` and the Python `prepare` both do.
+pub fn set_plan_orders(
+    plan: &mut Plan,
+    kind: OrderKind,
+    seed: u64,
+) -> Result<(), switchgnn_partition::PartitionError> {
+    let orders = plan
+        .block_sets
+        .iter()
+        .map(|set| block_orders(set, &plan.assignment, kind, seed))
+        .collect();
+    let info = OrderInfo {
+        kind: kind.name().to_string(),
+        seed,
+    };
+    plan.set_orders(info, orders)
 }
 
 /// The time-slot report of every block under `kind`.

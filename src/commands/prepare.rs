@@ -7,8 +7,8 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::{format_bytes, parse_bytes};
 use switchgnn_partition::traffic::aggregators_per_vertex;
-use switchgnn_partition::{OrderInfo, Plan};
-use switchgnn_scheduler::blocks::block_orders;
+use switchgnn_partition::Plan;
+use switchgnn_scheduler::blocks::set_plan_orders;
 use switchgnn_scheduler::OrderKind;
 
 use switchgnn_dataplane::ExchangeKind;
@@ -98,16 +98,7 @@ pub fn run(args: Args) -> Result<()> {
     let started = std::time::Instant::now();
     let mut plan = Plan::prepare(&dataset, &spec, &|stage| bars.stage(stage, None))?;
     bars.stage(&format!("{} send orders", kind.name()), None);
-    let orders = plan
-        .block_sets
-        .iter()
-        .map(|set| block_orders(set, &plan.assignment, kind, args.order_seed))
-        .collect();
-    let info = OrderInfo {
-        kind: kind.name().to_string(),
-        seed: args.order_seed,
-    };
-    plan.set_orders(info, orders)?;
+    set_plan_orders(&mut plan, kind, args.order_seed)?;
     let predicted = match &chip {
         Some(chip) => {
             bars.stage("weighing the exchange kinds", None);

@@ -41,28 +41,16 @@ pub fn run(args: Args) -> Result<()> {
     let job = args.job.job(args.switch)?;
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
     let loaded = load(&job)?;
-    let bind = args
-        .bind
-        .or(job.bind)
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let cfg = WorkerConfig {
-        job: job.job,
+    let mut cfg = WorkerConfig::of_job(
+        &job,
         rank,
-        world: job.world,
-        mode: job.mode,
-        plan_checksum: loaded.session.checksum,
-        switch: job.switch,
-        bind,
-        timeouts: job.timeouts,
-        link: job.link,
-        faults: switchgnn_transport::socket::ShimConfig {
-            // Every worker draws its own faults.
-            seed: job.faults.seed ^ (u64::from(rank) << 32),
-            ..job.faults
-        },
-        transport: job.transport(),
-        secret: job.secret()?,
-    };
+        loaded.session.checksum,
+        job.switch,
+        job.secret()?,
+    );
+    if let Some(bind) = args.bind {
+        cfg.bind = bind;
+    }
     let mut client = WorkerClient::connect_capturing(cfg, args.capture.start()?)?;
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

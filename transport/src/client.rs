@@ -47,6 +47,39 @@ pub struct WorkerConfig {
     pub secret: Option<Secret>,
 }
 
+impl WorkerConfig {
+    /// Worker `rank` of `job` against the switch at `switch`, presenting `plan_checksum`:
+    /// bound at the job's `bind` (default: any address, a free port), with faults of its own.
+    pub fn of_job(
+        job: &crate::job::JobFile,
+        rank: u16,
+        plan_checksum: u64,
+        switch: SocketAddr,
+        secret: Option<Secret>,
+    ) -> WorkerConfig {
+        WorkerConfig {
+            job: job.job,
+            rank,
+            world: job.world,
+            mode: job.mode,
+            plan_checksum,
+            switch,
+            bind: job
+                .bind
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            timeouts: job.timeouts,
+            link: job.link,
+            faults: ShimConfig {
+                // Every worker draws its own faults.
+                seed: job.faults.seed ^ (u64::from(rank) << 32),
+                ..job.faults
+            },
+            transport: job.transport(),
+            secret,
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum WorkerError {
     #[error("worker socket: {0}")]

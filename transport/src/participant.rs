@@ -123,26 +123,13 @@ impl Participant {
                 job.world.saturating_sub(1)
             )));
         }
-        let client = WorkerClient::connect(WorkerConfig {
-            job: job.job,
+        let client = WorkerClient::connect(WorkerConfig::of_job(
+            job,
             rank,
-            world: job.world,
-            mode: job.mode,
-            plan_checksum: session.checksum,
+            session.checksum,
             switch,
-            bind: job
-                .bind
-                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-            timeouts: job.timeouts,
-            link: job.link,
-            faults: crate::socket::ShimConfig {
-                // Every worker draws its own faults.
-                seed: job.faults.seed ^ (u64::from(rank) << 32),
-                ..job.faults
-            },
-            transport: job.transport(),
-            secret: secret.clone(),
-        })
+            secret.clone(),
+        ))
         .map_err(|source| ParticipantError::Worker { rank, source })?;
         let who = Member {
             job: job.job,
