@@ -344,7 +344,8 @@ impl Switch {
             None => prepared.plan.manifest.spec.switch_memory,
         };
         let session = py.detach(|| prepared.session(kind))?;
-        let service_secret = secret.clone();
+        let service =
+            ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(secret.clone());
         let cfg = ServerConfig {
             secret,
             timeouts: job.timeouts,
@@ -353,21 +354,11 @@ impl Switch {
             listen,
             ..ServerConfig::loopback(job.job, job.world, (memory / AGGREGATOR_BYTES) as usize)
         };
-        let mut server = SwitchServer::bind(cfg, session)
-            .map_err(|e| SwitchgnnError::new_err(format!("cannot listen on {listen}: {e}")))?;
+        let (mut server, collective) = SwitchServer::bind_with_service(cfg, session, service)
+            .map_err(|e| SwitchgnnError::new_err(format!("cannot serve on {listen}: {e}")))?;
         let address = server
             .local_addr()
             .map_err(|e| SwitchgnnError::new_err(e.to_string()))?;
-        let collective = RunningService::start(
-            address,
-            ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(service_secret),
-            Some(server.liveness()),
-        )
-        .map_err(|e| {
-            SwitchgnnError::new_err(format!(
-                "cannot listen on TCP {address} for the all-reduce service: {e}"
-            ))
-        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let running = std::thread::Builder::new()

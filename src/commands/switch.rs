@@ -111,37 +111,37 @@ pub fn run(args: Args) -> Result<()> {
         transport: job.transport(),
         secret: job.secret()?,
     };
-    let mut server = SwitchServer::bind(cfg, session.clone())
-        .with_context(|| format!("cannot listen on {}", job.switch))?;
-    if let Some(capture) = args.capture.start()? {
-        server.capture_to(capture);
-    }
-    let addr = server.local_addr()?;
     // Training jobs all-reduce through a service beside the switch: TCP on the switch's
     // address, or the job's `collective` address. A DPDK switch address is not the kernel's:
     // without a `collective` address there is no service (exchange-only jobs need none).
-    let collective_addr = match (job.collective, job.transport) {
-        (Some(a), _) => Some(a),
-        (None, TransportKind::Udp) => Some(addr),
-        (None, TransportKind::Dpdk) => None,
-    };
-    let collective = match collective_addr {
-        Some(at) => Some(
-            RunningService::start(
-                at,
-                ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(job.secret()?),
-                Some(server.liveness()),
-            )
-            .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?,
-        ),
-        None => {
+    let service = ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(job.secret()?);
+    let (mut server, collective) = match (job.collective, job.transport) {
+        (None, TransportKind::Udp) => {
+            let (server, running) = SwitchServer::bind_with_service(cfg, session.clone(), service)
+                .with_context(|| format!("cannot listen on {}", job.switch))?;
+            (server, Some(running))
+        }
+        (Some(at), _) => {
+            let server = SwitchServer::bind(cfg, session.clone())
+                .with_context(|| format!("cannot listen on {}", job.switch))?;
+            let running = RunningService::start(at, service, Some(server.liveness()))
+                .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?;
+            (server, Some(running))
+        }
+        (None, TransportKind::Dpdk) => {
+            let server = SwitchServer::bind(cfg, session.clone())
+                .with_context(|| format!("cannot listen on {}", job.switch))?;
             eprintln!(
                 "switch: no all-reduce service (DPDK without a `collective` address in the job \
                  file): exchanges only"
             );
-            None
+            (server, None)
         }
     };
+    if let Some(capture) = args.capture.start()? {
+        server.capture_to(capture);
+    }
+    let addr = server.local_addr()?;
     if let Some(path) = &args.ready_file {
         write_json(path, &addr.to_string())?;
     }

@@ -128,6 +128,8 @@ pub enum ServerError {
     /// The control plane ended the job: workers missing, a worker lost, or no progress.
     #[error(transparent)]
     Failed(#[from] SwitchFailure<SocketAddr>),
+    #[error("cannot listen on TCP {addr} for the all-reduce service: {source}")]
+    Service { addr: SocketAddr, source: io::Error },
 }
 
 /// What the switch reports at exit (and on request while running).
@@ -234,7 +236,43 @@ pub struct SwitchServer {
     core: Core,
 }
 
+/// Ephemeral ports tried before giving up on a switch and service that share a port number.
+const SHARED_PORT_TRIES: usize = 16;
+
 impl SwitchServer {
+    /// Bind the switch (UDP) and start the all-reduce service (TCP) on the same address:
+    /// workers find the service at the switch's address. When the switch asked for any free
+    /// port, the TCP twin of the one it got may be taken (an outgoing connection's local end
+    /// holds it), so that port is given up and another tried.
+    pub fn bind_with_service(
+        cfg: ServerConfig,
+        session: Arc<Session>,
+        service: crate::collective::ServiceConfig,
+    ) -> Result<(SwitchServer, crate::collective::RunningService), ServerError> {
+        let ephemeral = cfg.listen.port() == 0;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let server = SwitchServer::bind(cfg.clone(), session.clone())?;
+            let addr = server.local_addr()?;
+            match crate::collective::RunningService::start(
+                addr,
+                service.clone(),
+                Some(server.liveness()),
+            ) {
+                Ok(running) => return Ok((server, running)),
+                Err(e)
+                    if ephemeral
+                        && e.kind() == io::ErrorKind::AddrInUse
+                        && tries < SHARED_PORT_TRIES =>
+                {
+                    tracing::debug!(%addr, "TCP twin of the switch's port is taken; trying another");
+                }
+                Err(source) => return Err(ServerError::Service { addr, source }),
+            }
+        }
+    }
+
     pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
         let mut endpoint = match (&cfg.transport, cfg.overload.recv_buffer) {
             (Transport::Udp, Some(bytes)) => {

@@ -12,7 +12,7 @@ use switchgnn_datasets::Dataset;
 use switchgnn_partition::shard::{Cutter, DataShard};
 use switchgnn_partition::Plan;
 use switchgnn_transport::client::WorkerWire;
-use switchgnn_transport::collective::{CollectiveReport, RunningService, ServiceConfig};
+use switchgnn_transport::collective::{CollectiveReport, ServiceConfig};
 use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
 use switchgnn_transport::{JobFile, Participant, Session};
 
@@ -130,19 +130,13 @@ pub fn run_loopback(
         faults: job.faults,
         ..ServerConfig::loopback(job.job, job.world, aggregators)
     };
-    let server_secret = server_cfg.secret.clone();
-    let mut server = SwitchServer::bind(server_cfg, session.clone()).map_err(CommError::Switch)?;
+    let service =
+        ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(server_cfg.secret.clone());
+    let (mut server, collective) =
+        SwitchServer::bind_with_service(server_cfg, session.clone(), service)
+            .map_err(CommError::Switch)?;
     let addr = server.local_addr().map_err(|source| CommError::Io {
         what: "switch socket",
-        source,
-    })?;
-    let collective = RunningService::start(
-        addr,
-        ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(server_secret),
-        Some(server.liveness()),
-    )
-    .map_err(|source| CommError::Io {
-        what: "collective service",
         source,
     })?;
     let job = JobFile {
