@@ -173,6 +173,7 @@ fn fresh_switch(plan: &Arc<ExchangePlan>, now: Nanos) -> ControlledSwitch {
         plan_checksum: 9,
         timers: timers(),
         window: 0,
+        allreduce_slots: 0,
     };
     ControlledSwitch::new(switch, control, now)
 }

@@ -8,6 +8,7 @@
 //! - [`switch`]: the switch model, exactly what the P4 program does;
 //! - [`control`]: the control plane beside it (admission, heartbeats, liveness, abort, drain,
 //!   rejoin), as sans-IO machines for the switch and the workers;
+//! - [`allreduce`]: the gradient all-reduce in the switch (SwitchML), the worker's half;
 //! - [`engine`]: the host protocol engine of one worker (in-network or host exchange);
 //! - [`kind`]: the exchange kinds and the one factory of their engines;
 //! - [`link`]: one model of a link direction and its queue, for every driver;
@@ -20,6 +21,7 @@
 //! It depends on no graph, partitioner or C library: plans come from the planning crates
 //! (`switchgnn_scheduler::exchange`), bytes from whichever driver runs the state machines.
 
+pub mod allreduce;
 pub mod cc;
 pub mod control;
 pub mod engine;
@@ -37,4 +39,4 @@ mod view;
 pub mod wire;
 
 pub use kind::ExchangeKind;
-pub use node::{Address, ExchangeId, Nanos, Node, Outbox, Transmit};
+pub use node::{Address, ExchangeId, Nanos, Node, Operation, Outbox, Transmit};

@@ -68,6 +68,15 @@ impl<N: Node + ?Sized> Node for Box<N> {
     }
 }
 
+/// A worker's part in one operation that ends (an exchange, an all-reduce): what a worker's
+/// driver runs until it is over.
+pub trait Operation: Node {
+    /// Whether the operation is over for this worker.
+    fn is_finished(&self) -> bool;
+    /// Where it stands, in a few words, for a driver's errors ("block 3", "slice 17 of 400").
+    fn progress(&self) -> String;
+}
+
 /// What a driver needs from the switch of a star besides [`Node`].
 pub trait SwitchNode: Node {
     /// The backlog (bytes) of the egress queue towards `port`, for ECN marking.

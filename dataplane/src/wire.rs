@@ -148,15 +148,23 @@ pub enum PacketType {
     BlockGo = 6,
     /// Start-up: a worker joins a job.
     Join = 7,
+    /// A worker's slice of an all-reduce going up to a slot ([`crate::allreduce`]): `sequence`
+    /// is the slice's position in the job's all-reduce stream, `block` its slot, `chunk` its
+    /// bank, `layer` the operation (0 sum, 1 max), `epoch` the operation's number.
+    Reduce = 8,
+    /// A finished slot coming down: the combined slice, `count` its contributions.
+    Reduced = 9,
 }
 
 impl PacketType {
     /// The type with wire code `x`, if there is one.
     pub fn from_u8(x: u8) -> Option<PacketType> {
         use PacketType::*;
-        [Data, Result, Raw, Fetch, BlockDone, BlockGo, Join]
-            .into_iter()
-            .find(|t| *t as u8 == x)
+        [
+            Data, Result, Raw, Fetch, BlockDone, BlockGo, Join, Reduce, Reduced,
+        ]
+        .into_iter()
+        .find(|t| *t as u8 == x)
     }
 }
 

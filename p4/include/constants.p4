@@ -22,6 +22,8 @@ const bit<8> SG_FETCH      = 4;
 const bit<8> SG_BLOCK_DONE = 5;
 const bit<8> SG_BLOCK_GO   = 6;
 const bit<8> SG_JOIN       = 7;
+const bit<8> SG_REDUCE     = 8;   /* in-switch all-reduce: not in this program yet */
+const bit<8> SG_REDUCED    = 9;
 
 /* flag bits (wire::Flags) */
 const bit<8> SG_FLAG_ACK      = 0x01;
@@ -52,7 +54,8 @@ const bit<8> DROP_WRONG_MODE     = 11;
 const bit<8> DROP_NOT_IN_PLAN    = 12;
 const bit<8> DROP_BAD_LANES      = 13;
 const bit<8> DROP_DUPLICATE      = 14;
-const bit<32> DROP_REASONS       = 15;
+const bit<8> DROP_NO_ALLREDUCE   = 15;
+const bit<32> DROP_REASONS       = 16;
 
 /* ---- sizes (resources.rs: Tofino1::program) ---- */
 /* Aggregators per pipe (4 MiB): the largest stateful register a Tofino 1 stage holds is

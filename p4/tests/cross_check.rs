@@ -170,12 +170,14 @@ fn protocol_constants_match_the_rust_definitions() {
         ("SG_BLOCK_DONE", PacketType::BlockDone),
         ("SG_BLOCK_GO", PacketType::BlockGo),
         ("SG_JOIN", PacketType::Join),
+        ("SG_REDUCE", PacketType::Reduce),
+        ("SG_REDUCED", PacketType::Reduced),
     ] {
         assert_eq!(get(name), t as u64, "{name}");
     }
     assert!(
-        PacketType::from_u8(get("SG_JOIN") as u8 + 1).is_none(),
-        "a type past SG_JOIN"
+        PacketType::from_u8(get("SG_REDUCED") as u8 + 1).is_none(),
+        "a type past SG_REDUCED"
     );
     let one = |f: fn(&mut Flags)| {
         let mut flags = Flags::default();
@@ -209,10 +211,11 @@ fn protocol_constants_match_the_rust_definitions() {
         ("DROP_NOT_IN_PLAN", DropReason::NotInPlan),
         ("DROP_BAD_LANES", DropReason::BadLanes),
         ("DROP_DUPLICATE", DropReason::Duplicate),
+        ("DROP_NO_ALLREDUCE", DropReason::NoAllReduce),
     ] {
         assert_eq!(get(name), reason as u64, "{name}");
     }
-    assert_eq!(get("DROP_REASONS"), DropReason::Duplicate as u64 + 1);
+    assert_eq!(get("DROP_REASONS"), DropReason::NoAllReduce as u64 + 1);
     assert_eq!(get("SG_MODE_BLOCKS"), Mode::Blocks as u64);
     assert_eq!(get("SG_MODE_HOST"), Mode::Host as u64);
     assert_eq!(program::MODE_BLOCKS, Mode::Blocks as u64);

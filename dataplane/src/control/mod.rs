@@ -78,6 +78,9 @@ pub enum Control {
         /// switch's receive queue holds (0: no cap).
         #[serde(default)]
         window: u64,
+        /// All-reduce slots the switch gives the job (0: none, or an older switch).
+        #[serde(default)]
+        allreduce_slots: u16,
     },
     /// The switch asks a worker of a job with an admission secret to prove it holds it: say
     /// hello again with a [`Proof`] for this nonce.

@@ -31,6 +31,7 @@ pub fn controlled_star(
         plan_checksum: 0,
         timers,
         window: 0,
+        allreduce_slots: 0,
     };
     let workers = engines
         .into_iter()

@@ -38,6 +38,8 @@ pub struct SwitchControlConfig {
     pub timers: ControlTimers,
     /// The window welcomes advertise (data packets per worker; 0: no cap).
     pub window: u64,
+    /// The all-reduce slots welcomes advertise (0: the job has none).
+    pub allreduce_slots: u16,
 }
 
 /// What to do with a dataplane packet.
@@ -236,6 +238,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                             job: h.job,
                             rank: h.rank,
                             window: self.cfg.window,
+                            allreduce_slots: self.cfg.allreduce_slots,
                         },
                     );
                 }

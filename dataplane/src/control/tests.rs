@@ -37,6 +37,7 @@ fn switch_control<A: Clone + Eq + std::hash::Hash + std::fmt::Display>(
             plan_checksum: 42,
             timers: timers(),
             window: 64,
+            allreduce_slots: 16,
         },
         now,
     )
@@ -74,6 +75,7 @@ fn messages_round_trip_and_garbage_is_an_error() {
             job: 1,
             rank: 2,
             window: 48,
+            allreduce_slots: 32,
         },
         Control::Bye { rank: 1 },
         Control::ByeAck,
@@ -82,7 +84,7 @@ fn messages_round_trip_and_garbage_is_an_error() {
     for m in msgs {
         assert_eq!(Control::decode(&m.encode()).unwrap().unwrap(), m);
     }
-    // A welcome without a window (an older switch) means no cap.
+    // A welcome without a window (an older switch) means no cap, and no all-reduce slots.
     assert_eq!(
         Control::decode(b"SGCT{\"type\":\"welcome\",\"job\":1,\"rank\":0}")
             .unwrap()
@@ -90,7 +92,8 @@ fn messages_round_trip_and_garbage_is_an_error() {
         Control::Welcome {
             job: 1,
             rank: 0,
-            window: 0
+            window: 0,
+            allreduce_slots: 0,
         }
     );
     assert!(Control::decode(&[0x53, 0x47, 1, 1]).is_none());

@@ -96,6 +96,7 @@ pub struct WorkerControl {
     hellos: u32,
     byes: u32,
     window: u64,
+    allreduce_slots: u16,
     listening: bool,
     rejoins: u64,
     unexpected: u64,
@@ -121,6 +122,7 @@ impl WorkerControl {
             hellos: 0,
             byes: 0,
             window: 0,
+            allreduce_slots: 0,
             listening: false,
             rejoins: 0,
             unexpected: 0,
@@ -160,6 +162,11 @@ impl WorkerControl {
     /// The window the welcome advertised (0: none).
     pub fn window(&self) -> u64 {
         self.window
+    }
+
+    /// The all-reduce slots the switch's welcome advertised (0: none).
+    pub fn allreduce_slots(&self) -> u16 {
+        self.allreduce_slots
     }
 
     /// The hello this worker presents.
@@ -214,11 +221,16 @@ impl WorkerControl {
             return;
         }
         match message {
-            Control::Welcome { window, .. } => {
+            Control::Welcome {
+                window,
+                allreduce_slots,
+                ..
+            } => {
                 if self.state == WorkerState::Joining {
                     self.state = WorkerState::Joined;
                 }
                 self.window = window;
+                self.allreduce_slots = allreduce_slots;
             }
             Control::Refuse { reason } => {
                 self.state = WorkerState::Failed(WorkerFailure::Refused { reason })

@@ -34,7 +34,7 @@ use thiserror::Error;
 
 use crate::cc::Controller;
 use crate::fixed::Scale;
-use crate::node::{Address, ExchangeId, HostNode, Nanos, Node, Outbox, Transmit};
+use crate::node::{Address, ExchangeId, HostNode, Nanos, Node, Operation, Outbox, Transmit};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr};
 
@@ -45,9 +45,8 @@ pub use send::{
 };
 
 /// An exchange engine behind one interface, whatever its strategy.
-pub trait Exchange: Node {
-    /// Whether the exchange is over: the switch's go past the last block has arrived.
-    fn is_finished(&self) -> bool;
+/// [`Operation::is_finished`]: the switch's go past the last block has arrived.
+pub trait Exchange: Operation {
     /// The sums received so far (complete once finished).
     fn output(&self) -> &ExchangeOutput;
     /// The engine's counters.
@@ -882,11 +881,21 @@ impl<S: SendStrategy> Node for Engine<S> {
     }
 }
 
-impl<S: SendStrategy> Exchange for Engine<S> {
+impl<S: SendStrategy> Operation for Engine<S> {
     fn is_finished(&self) -> bool {
         self.phase == Phase::Finished
     }
 
+    fn progress(&self) -> String {
+        match self.current_block() {
+            Some(b) => format!("block {b}"),
+            None if self.is_finished() => "finished".into(),
+            None => "none (joining)".into(),
+        }
+    }
+}
+
+impl<S: SendStrategy> Exchange for Engine<S> {
     fn output(&self) -> &ExchangeOutput {
         &self.output
     }

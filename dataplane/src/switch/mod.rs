@@ -38,6 +38,10 @@ use bitvec::vec::BitVec;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+mod reduce;
+
+pub use reduce::MAX_SLOTS;
+
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};
 use crate::plan::{ExchangePlan, Mode};
@@ -99,6 +103,17 @@ pub enum SwitchError {
     /// The job's layers differ in workers or vertex owners.
     #[error("the layers of job {0} disagree on workers or vertex owners")]
     InconsistentLayers(u16),
+    /// No job with this id is configured.
+    #[error("job {0} is not configured")]
+    NoSuchJob(u16),
+    /// An all-reduce region of no slots, or of more than [`MAX_SLOTS`].
+    #[error("job {job} asks for {slots} all-reduce slots; 1 to {MAX_SLOTS} are possible")]
+    BadSlots {
+        /// The job id.
+        job: u16,
+        /// Slots asked for.
+        slots: u16,
+    },
     /// The job has more workers than the switch has ports.
     #[error("job {job} has {workers} workers but the switch has {ports} ports")]
     TooManyWorkers {
@@ -142,12 +157,15 @@ pub enum DropReason {
     NotInPlan,
     /// Lane count other than the chunk's.
     BadLanes,
-    /// A duplicate data packet (re-acknowledged, not added again).
+    /// A duplicate data packet (re-acknowledged, not added again), or a repeated all-reduce
+    /// slice before its slot is complete.
     Duplicate,
+    /// An all-reduce slice for a job that has no all-reduce region.
+    NoAllReduce,
 }
 
 impl DropReason {
-    const ALL: [DropReason; 15] = [
+    const ALL: [DropReason; 16] = [
         DropReason::Truncated,
         DropReason::BadMagic,
         DropReason::BadVersion,
@@ -163,6 +181,7 @@ impl DropReason {
         DropReason::NotInPlan,
         DropReason::BadLanes,
         DropReason::Duplicate,
+        DropReason::NoAllReduce,
     ];
 
     fn of(e: wire::Error) -> DropReason {
@@ -193,9 +212,9 @@ pub struct SwitchCounters {
     /// Bytes sent.
     pub bytes_out: u64,
     /// Valid packets in, by [`PacketType`] (index = type code).
-    pub in_by_type: [u64; 8],
+    pub in_by_type: [u64; 10],
     /// Packets out, by type.
-    pub out_by_type: [u64; 8],
+    pub out_by_type: [u64; 10],
     /// Aggregator passes (recirculations on Tofino).
     pub passes: u64,
     /// Passes a Tofino makes to read finished sums back out of its registers
@@ -221,8 +240,14 @@ pub struct SwitchCounters {
     pub exchanges_completed: u64,
     /// Most aggregators in use at once.
     pub peak_aggregators: u64,
+    /// All-reduce slices that every worker contributed to.
+    pub reduce_slices: u64,
+    /// Lanes combined into all-reduce slots.
+    pub reduce_lane_updates: u64,
+    /// All-reduce results sent again to a worker that repeated its slice.
+    pub reduce_replays: u64,
     /// Drops by [`DropReason`] (index = position in the reason list).
-    drops: [u64; 15],
+    drops: [u64; 16],
 }
 
 impl SwitchCounters {
@@ -385,6 +410,8 @@ struct Job {
     /// The exchange before `current`, its sequence number and block count, to repeat its
     /// final go to a worker that missed it.
     previous: Option<(ExchangeId, u32, u16)>,
+    /// The job's all-reduce slots, if it has any.
+    reduce: Option<reduce::ReduceRegion>,
 }
 
 /// The aggregator pool, shared by all jobs.
@@ -438,7 +465,7 @@ fn account(counters: &mut SwitchCounters, congested: bool, bytes: &mut [u8]) {
     }
     counters.packets_out += 1;
     counters.bytes_out += bytes.len() as u64;
-    let t = usize::from(bytes[3]).min(7);
+    let t = usize::from(bytes[3]).min(counters.out_by_type.len() - 1);
     counters.out_by_type[t] += 1;
 }
 
@@ -538,9 +565,26 @@ impl Switch {
                 layers: job.layers,
                 current: None,
                 previous: None,
+                reduce: None,
             },
         );
         Ok(())
+    }
+
+    /// Give job `job` a region of `slots` all-reduce slots (two banks of one aggregator
+    /// each), or replace the one it has (its sums are lost).
+    pub fn add_allreduce(&mut self, job: u16, slots: u16) -> Result<(), SwitchError> {
+        let j = self.jobs.get_mut(&job).ok_or(SwitchError::NoSuchJob(job))?;
+        if slots == 0 || slots > MAX_SLOTS {
+            return Err(SwitchError::BadSlots { job, slots });
+        }
+        j.reduce = Some(reduce::ReduceRegion::new(slots, j.workers));
+        Ok(())
+    }
+
+    /// Job `job`'s all-reduce slots (`None` without a region).
+    pub fn allreduce_slots(&self, job: u16) -> Option<u16> {
+        self.jobs.get(&job)?.reduce.as_ref().map(|r| r.slots())
     }
 
     /// The driver reports the depth (bytes) of the egress queue towards `port`.
@@ -633,6 +677,15 @@ impl Switch {
         if repr.worker >= job.workers || repr.worker != port {
             return Err(DropReason::NotAdmitted);
         }
+        // All-reduce slices name no exchange plan: their own region checks them.
+        match repr.packet_type {
+            PacketType::Reduce => {
+                let region = job.reduce.as_mut().ok_or(DropReason::NoAllReduce)?;
+                return reduce::reduce(region, f, &repr, &packet);
+            }
+            PacketType::Reduced => return Err(DropReason::WrongDirection),
+            _ => {}
+        }
         let limits = {
             let plan = job
                 .layers
@@ -653,7 +706,10 @@ impl Switch {
             PacketType::Data => data(job, f, &repr, &packet),
             PacketType::Raw => raw(job, f, &repr, bytes),
             PacketType::Fetch => fetch(job, f, &repr, bytes),
-            PacketType::Result | PacketType::BlockGo => Err(DropReason::WrongDirection),
+            // (The all-reduce types were taken care of above.)
+            PacketType::Result | PacketType::BlockGo | PacketType::Reduce | PacketType::Reduced => {
+                Err(DropReason::WrongDirection)
+            }
         }
     }
 }

@@ -1,0 +1,286 @@
+//! The in-switch all-reduce (SwitchML's protocol, `dataplane::allreduce`), in memory: every
+//! worker receives exactly the rank-ordered combination of the inputs, whatever the network
+//! loses, duplicates or reorders, operation after operation; and what is not a well-formed
+//! slice of an admitted worker changes nothing and is counted.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::send;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use switchgnn_dataplane::allreduce::{
+    from_order_key, order_key, AllReduceConfig, AllReduceEngine, AllReduceError, ReduceOp,
+};
+use switchgnn_dataplane::network::{Faults, Network, NetworkConfig};
+use switchgnn_dataplane::node::{Nanos, Operation};
+use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::wire::{PacketType, Repr};
+use switchgnn_datasets::{BuildOptions, Graph};
+use switchgnn_partition::Assignment;
+use switchgnn_scheduler::exchange::reduce_plan;
+
+const JOB: u16 = 1;
+
+/// A switch with job `JOB` of `workers` workers and `slots` all-reduce slots.
+fn switch(workers: u16, slots: u16) -> Switch {
+    let mut s = switch_without_region(workers);
+    s.add_allreduce(JOB, slots).unwrap();
+    s
+}
+
+/// A switch with job `JOB` of `workers` workers, and no all-reduce region.
+fn switch_without_region(workers: u16) -> Switch {
+    // Any exchange plan installs the job; the all-reduce does not use it.
+    let n = usize::from(workers).max(2);
+    let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (0, v)).collect();
+    let g = Graph::from_edges(n, &edges, BuildOptions::default()).unwrap();
+    let owner = (0..n).map(|v| (v % usize::from(workers)) as u32).collect();
+    let a = Assignment::new(owner, u32::from(workers)).unwrap();
+    let plan = Arc::new(reduce_plan(&g, &a, 4, 1_000).unwrap());
+    let mut s = Switch::new(SwitchConfig {
+        aggregators: 64,
+        ecn_threshold: 100_000,
+        ports: workers,
+    });
+    s.add_job(JobConfig {
+        job: JOB,
+        layers: vec![plan],
+    })
+    .unwrap();
+    s
+}
+
+/// Values whose sum over `workers` workers stays inside int32, as an agreed scale makes them.
+fn inputs(workers: u16, len: usize, seed: u64) -> Vec<Vec<i32>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let bound = i32::MAX / i32::from(workers);
+    (0..workers)
+        .map(|_| (0..len).map(|_| rng.random_range(-bound..=bound)).collect())
+        .collect()
+}
+
+fn combine(op: ReduceOp, inputs: &[Vec<i32>]) -> Vec<i32> {
+    (0..inputs[0].len())
+        .map(|i| {
+            let column = inputs.iter().map(|v| v[i]);
+            match op {
+                ReduceOp::Sum => i32::try_from(column.map(i64::from).sum::<i64>()).unwrap(),
+                ReduceOp::Max => column.max().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// Run one operation at stream position `start` on `net`; every worker's engine, finished.
+fn run(
+    net: &mut Network,
+    s: &mut Switch,
+    slots: u16,
+    op: ReduceOp,
+    operation: u32,
+    start: u32,
+    inputs: &[Vec<i32>],
+) -> Vec<AllReduceEngine> {
+    let mut engines: Vec<AllReduceEngine> = inputs
+        .iter()
+        .enumerate()
+        .map(|(rank, values)| {
+            let cfg = AllReduceConfig {
+                job: JOB,
+                rank: rank as u16,
+                slots,
+                op,
+                operation,
+                start,
+                rto: 30_000,
+            };
+            AllReduceEngine::new(cfg, values.clone())
+        })
+        .collect();
+    net.run_while(s, &mut engines, Nanos::MAX, |e| {
+        e.iter().all(|e| e.is_finished())
+    })
+    .unwrap();
+    engines
+}
+
+#[test]
+fn every_worker_gets_the_exact_sum_under_every_fault() {
+    let settings = [
+        ("no faults", Faults::none()),
+        ("1% loss", Faults::lossy(0.01)),
+        ("5% loss", Faults::lossy(0.05)),
+        (
+            "duplication and reordering",
+            Faults {
+                duplicate: 0.05,
+                reorder: 0.1,
+                reorder_delay: 40_000,
+                ..Faults::none()
+            },
+        ),
+    ];
+    for (name, faults) in settings {
+        for (workers, slots) in [(4u16, 8u16), (5, 64), (8, 3)] {
+            let mut net = Network::new(NetworkConfig::new(faults, 7), workers);
+            let mut s = switch(workers, slots);
+            // Several operations of different lengths, one after another in the stream.
+            let (mut start, mut retransmits) = (0, 0);
+            for (operation, len) in [1000usize, 1, 64, 65, 0, 3000].into_iter().enumerate() {
+                let inputs = inputs(workers, len, operation as u64);
+                let want = combine(ReduceOp::Sum, &inputs);
+                let engines = run(
+                    &mut net,
+                    &mut s,
+                    slots,
+                    ReduceOp::Sum,
+                    operation as u32,
+                    start,
+                    &inputs,
+                );
+                for e in &engines {
+                    assert_eq!(e.failure(), None, "{name}");
+                    assert!(
+                        e.output() == want.as_slice(),
+                        "{name}, {workers} workers, {slots} slots, operation {operation}"
+                    );
+                }
+                start = engines[0].end();
+                retransmits += engines.iter().map(|e| e.stats().retransmits).sum::<u64>();
+            }
+            let c = s.counters();
+            if faults.loss > 0.0 {
+                // Losses at these rates and sizes: recovered by retransmission, and the switch
+                // added no repeat twice.
+                assert!(retransmits > 0, "{name}");
+                assert!(
+                    c.reduce_replays + c.dropped(DropReason::Duplicate) > 0,
+                    "{name}"
+                );
+            }
+            assert_eq!(c.overflows, 0);
+        }
+    }
+}
+
+#[test]
+fn the_maximum_of_floats_goes_through_their_order_keys() {
+    let workers = 4;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let floats: Vec<Vec<f32>> = (0..workers)
+        .map(|_| (0..500).map(|_| rng.random_range(-1e6f32..1e6)).collect())
+        .collect();
+    let keys: Vec<Vec<i32>> = floats
+        .iter()
+        .map(|v| v.iter().map(|&x| order_key(x)).collect())
+        .collect();
+    let mut net = Network::new(NetworkConfig::new(Faults::lossy(0.02), 1), workers);
+    let mut s = switch(workers, 16);
+    let engines = run(&mut net, &mut s, 16, ReduceOp::Max, 0, 0, &keys);
+    for e in &engines {
+        for (i, &k) in e.output().iter().enumerate() {
+            let want = floats.iter().map(|v| v[i]).fold(f32::MIN, f32::max);
+            assert_eq!(from_order_key(k), want, "value {i}");
+        }
+    }
+}
+
+#[test]
+fn a_sum_that_leaves_int32_is_reported_to_every_worker() {
+    let workers = 2;
+    let mut inputs = inputs(workers, 200, 9);
+    inputs[0][130] = i32::MAX;
+    inputs[1][130] = 5;
+    let mut net = Network::new(NetworkConfig::new(Faults::none(), 1), workers);
+    let mut s = switch(workers, 8);
+    let engines = run(&mut net, &mut s, 8, ReduceOp::Sum, 0, 0, &inputs);
+    for e in &engines {
+        assert_eq!(e.failure(), Some(AllReduceError::Overflow { slice: 2 }));
+    }
+    assert_eq!(s.counters().overflows, 1);
+}
+
+/// A slice header from worker `w` at stream position `position`, as an engine writes it.
+fn slice(w: u16, position: u32, slots: u16, lanes: u8) -> Repr {
+    let (slot, bank) = switchgnn_dataplane::allreduce::slot_of(position, slots);
+    Repr {
+        packet_type: PacketType::Reduce,
+        flags: Default::default(),
+        layer: ReduceOp::Sum.code(),
+        job: JOB,
+        src: 0,
+        dst: 0,
+        block: slot,
+        count: 1,
+        worker: w,
+        chunk: bank,
+        lanes,
+        epoch: 0,
+        sequence: position,
+    }
+}
+
+#[test]
+fn what_is_not_a_slice_of_an_admitted_worker_changes_nothing_and_is_counted() {
+    let mut s = switch(2, 4);
+    let one = [1i32; 8];
+    // Worker 0's slice at position 1 is in; worker 1's will complete it.
+    assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &one).is_empty());
+    // Another port claiming to be worker 0, or another job's id: refused.
+    assert!(send(&mut s, 1, &slice(0, 1, 4, 8), &[100; 8]).is_empty());
+    let mut other_job = slice(1, 1, 4, 8);
+    other_job.job = 2;
+    assert!(send(&mut s, 1, &other_job, &[100; 8]).is_empty());
+    // A slot field that is not the position's, a lane count other than the bank's, a result
+    // sent upwards.
+    let mut wrong_slot = slice(1, 1, 4, 8);
+    wrong_slot.block = 2;
+    assert!(send(&mut s, 1, &wrong_slot, &[100; 8]).is_empty());
+    assert!(send(&mut s, 1, &slice(1, 1, 4, 7), &[100; 7]).is_empty());
+    let mut upwards = slice(1, 1, 4, 8);
+    upwards.packet_type = PacketType::Reduced;
+    assert!(send(&mut s, 1, &upwards, &[100; 8]).is_empty());
+    // Worker 0 again before the slot is complete: a duplicate, not added.
+    assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &one).is_empty());
+    let c = s.counters();
+    assert_eq!(c.dropped(DropReason::NotAdmitted), 2);
+    assert_eq!(c.dropped(DropReason::OutOfRange), 1);
+    assert_eq!(c.dropped(DropReason::BadLanes), 1);
+    assert_eq!(c.dropped(DropReason::WrongDirection), 1);
+    assert_eq!(c.dropped(DropReason::Duplicate), 1);
+    // Worker 1's own slice completes the sum: 1 + 2 on both workers.
+    let out = send(&mut s, 1, &slice(1, 1, 4, 8), &[2; 8]);
+    assert_eq!(out.len(), 2);
+    for (_, r, lanes) in &out {
+        assert_eq!(r.packet_type, PacketType::Reduced);
+        assert_eq!(r.count, 2);
+        assert_eq!(lanes, &vec![3; 8]);
+    }
+    // A repeat after completion gets the result back, to the sender alone.
+    let replay = send(&mut s, 1, &slice(1, 1, 4, 8), &[2; 8]);
+    assert_eq!(replay.len(), 1);
+    assert_eq!(replay[0].2, vec![3; 8]);
+    assert_eq!(s.counters().reduce_replays, 1);
+    // The bank moves on to position 9 (same slot and bank): a copy of position 1 is stale.
+    assert!(send(&mut s, 0, &slice(0, 9, 4, 8), &one).is_empty());
+    assert!(send(&mut s, 1, &slice(1, 1, 4, 8), &[2; 8]).is_empty());
+    assert_eq!(s.counters().dropped(DropReason::Stale), 1);
+    // A job without a region.
+    let mut bare = switch_without_region(2);
+    assert!(send(&mut bare, 0, &slice(0, 0, 4, 8), &one).is_empty());
+    assert_eq!(bare.counters().dropped(DropReason::NoAllReduce), 1);
+}
+
+#[test]
+fn regions_are_sized_and_given_to_configured_jobs_only() {
+    let mut s = switch_without_region(2);
+    assert!(s.add_allreduce(7, 16).is_err());
+    assert!(s.add_allreduce(JOB, 0).is_err());
+    assert!(s
+        .add_allreduce(JOB, switchgnn_dataplane::switch::MAX_SLOTS + 1)
+        .is_err());
+    s.add_allreduce(JOB, 16).unwrap();
+    assert_eq!(s.allreduce_slots(JOB), Some(16));
+}
