@@ -219,7 +219,8 @@ mod with_dpdk {
             assert!(err.contains("epoch    6  loss"), "worker {rank}: {err}");
         }
         let err = ok(&switch.wait_with_output().unwrap(), "switch");
-        assert!(err.contains("all-reduce rounds"), "{err}");
+        // The gradients crossed memif into the switch's slots, not the tcp service.
+        assert!(err.contains("in-switch all-reduce"), "{err}");
 
         let loopback = d.join("loopback");
         let plan = d.join("plan");

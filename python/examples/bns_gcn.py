@@ -268,7 +268,8 @@ def run_worker(rank, args, config, switch_address, port, results):
     if args.exchange == "switchgnn":
         import switchgnn                                                  # switchgnn:
         from switchgnn import bns                                         # switchgnn:
-        worker = switchgnn.Worker(args.plan, rank, switch_address, args.kind)  # switchgnn:
+        worker = switchgnn.Worker(args.plan, rank, switch_address, args.kind,  # switchgnn:
+                                  allreduce=args.allreduce)               # switchgnn:
         ctx.buffer, ctx.reducer = bns.Buffer(worker, ids[:num_in]), bns.Reducer(worker)  # switchgnn:
         graph = bns.construct_graph(dgl.node_subgraph(part, inner), ctx.buffer)  # switchgnn:
         out_norm = bns.construct_out_norm(out_norm_inner, ctx.buffer)     # switchgnn:
@@ -380,6 +381,8 @@ def main(argv=None):
     p.add_argument("--exchange", choices=["stock", "switchgnn"], default="switchgnn")
     p.add_argument("--kind", default="switchgnn",
                    help="switchgnn's exchange kind: switchgnn, host, g3, strawman or reduce")
+    p.add_argument("--allreduce", choices=["switch", "tcp"], default="switch",
+                   help="where switchgnn's gradient all-reduce runs")
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--lr", type=float, default=0.01)

@@ -27,6 +27,7 @@ use switchgnn_dataplane::switch::AGGREGATOR_BYTES;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_transport::client::WorkerWire;
 use switchgnn_transport::collective::{ReduceOp, RunningService, ServiceConfig};
+use switchgnn_transport::job::AllReduceVia;
 use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::{JobFile, Participant, ParticipantError, Timeouts};
@@ -352,6 +353,7 @@ impl Switch {
             link: job.link,
             faults: job.faults,
             listen,
+            allreduce_slots: job.allreduce.slots,
             ..ServerConfig::loopback(job.job, job.world, (memory / AGGREGATOR_BYTES) as usize)
         };
         let (mut server, collective) = SwitchServer::bind_with_service(cfg, session, service)
@@ -461,7 +463,7 @@ impl Worker {
     #[new]
     #[pyo3(signature = (plan, rank, switch, kind="switchgnn", *, job=1,
                         bind="127.0.0.1:0", loss=0.0, seed=0, join_timeout=20.0,
-                        peer_timeout=10.0, secret=None))]
+                        peer_timeout=10.0, secret=None, allreduce="switch"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -476,8 +478,14 @@ impl Worker {
         join_timeout: f64,
         peer_timeout: f64,
         secret: Option<Vec<u8>>,
+        allreduce: &str,
     ) -> PyResult<Worker> {
         let switch = address(switch, "switch")?;
+        let via = AllReduceVia::parse(allreduce).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "allreduce={allreduce:?}: the all-reduce runs in the \"switch\" or over \"tcp\""
+            ))
+        })?;
         let bind = address(bind, "bind")?;
         let kind = self::kind(kind)?;
         let prepared = py.detach(|| Prepared::read(&plan))?;
@@ -495,6 +503,7 @@ impl Worker {
         let mut job = args.job_file()?;
         let secret = args.secret()?;
         job.bind = Some(bind);
+        job.allreduce.via = via;
         Worker::join(py, &prepared, &job, rank, secret)
     }
 

@@ -219,6 +219,11 @@ class Worker:
     The plan fixes which vertices are whose: :attr:`vertices` are this worker's own (global
     ids, ascending) and :attr:`boundary` those with a neighbour on another worker, whose rows
     every exchange sends and receives.
+
+    ``allreduce`` says where :meth:`all_reduce` runs: ``"switch"`` sums in the switch's own
+    slots (SwitchML's protocol: fixed point at the scale the largest magnitude of any worker
+    allows, so within ``world / (2·scale)`` of the float sum, bit-identical on every worker);
+    ``"tcp"`` through the service beside it (float sums in rank order, in float64).
     """
 
     def __init__(
@@ -235,6 +240,7 @@ class Worker:
         join_timeout: float = 20.0,
         peer_timeout: float = 10.0,
         secret: "Optional[str | bytes]" = None,
+        allreduce: str = "switch",
     ):
         self._native = _native.Worker(
             os.fspath(plan),
@@ -248,6 +254,7 @@ class Worker:
             join_timeout=join_timeout,
             peer_timeout=peer_timeout,
             secret=_secret(secret),
+            allreduce=allreduce,
         )
         self.boundary = self._native.boundary
         self.vertices = self._native.vertices
@@ -294,7 +301,8 @@ class Worker:
     def all_reduce(self, values, op: str = "sum") -> np.ndarray:
         """Sum (or, with ``op="max"``, take the maximum of) ``values`` across every worker,
         in place: ``values`` must be a writable C-contiguous ``float32`` array (any shape).
-        Every worker gets the same bits (rank-ordered sum in float64, rounded once)."""
+        Every worker gets the same bits: in the switch, the fixed-point sum (or the exact
+        maximum); over tcp, the rank-ordered sum in float64, rounded once."""
         _check_writable_float32(values, "values")
         self._native.all_reduce(values.reshape(-1), op)
         return values

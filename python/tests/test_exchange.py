@@ -112,12 +112,34 @@ def test_out_is_filled_in_place(seeded_plan):
     switch.wait(timeout=30)
 
 
-def test_all_reduce_is_rank_ordered_and_identical(seeded_plan):
+def fixed_point_sum(parts):
+    """The in-switch sum, computed here: each group of values at the power-of-two scale that
+    its largest magnitude on any worker allows for len(parts) contributions, rounded half away
+    from zero, summed exactly, scaled back. Groups: ceil(len / 64) values, 1 to 64."""
+    n = len(parts)
+    out = np.zeros(parts[0].shape, dtype=np.float32)
+    group = min(64, max(1, -(-len(out) // 64)))
+    for at in range(0, len(out), group):
+        sl = slice(at, at + group)
+        bound = max(float(np.max(np.abs(p[sl]))) for p in parts)
+        factor = 2.0 ** np.floor(np.log2((2**31 - 1 - n) / (n * bound)))
+        total = np.zeros(len(out[sl]), dtype=np.int64)
+        for p in parts:
+            v = p[sl].astype(np.float64) * factor
+            total += (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
+        out[sl] = (total / factor).astype(np.float32)
+    return out
+
+
+@pytest.mark.parametrize("via", ["switch", "tcp"])
+def test_all_reduce_is_exact_and_identical(seeded_plan, via):
     switch = switchgnn.Switch(seeded_plan["dir"])
     parts = [values_for(1, 1000, seed=50 + r)[0] for r in range(WORKERS)]
 
     def worker(rank):
-        with switchgnn.Worker(seeded_plan["dir"], rank, switch.address) as w:
+        with switchgnn.Worker(
+            seeded_plan["dir"], rank, switch.address, allreduce=via
+        ) as w:
             total = parts[rank].copy()
             w.all_reduce(total)
             most = parts[rank].reshape(10, 100).copy()
@@ -126,9 +148,13 @@ def test_all_reduce_is_rank_ordered_and_identical(seeded_plan):
 
     results = run_threads(WORKERS, worker)
     switch.wait(timeout=30)
-    expected = np.zeros(1000, dtype=np.float64)
-    for p in parts:
-        expected += p
+    if via == "tcp":
+        expected = np.zeros(1000, dtype=np.float64)
+        for p in parts:
+            expected += p
+        expected = expected.astype(np.float32)
+    else:
+        expected = fixed_point_sum(parts)
     for total, most in results:
-        assert np.array_equal(total, expected.astype(np.float32))
+        assert np.array_equal(total, expected)
         assert np.array_equal(most.reshape(-1), np.max(parts, axis=0))

@@ -150,6 +150,7 @@ pub fn run(args: Args) -> Result<()> {
             link: args.net.link(),
             faults: args.net.faults(),
             secret_file: None,
+            allreduce: Default::default(),
         };
         if transport == TransportKind::Dpdk {
             // memif between the processes; addresses only tell the workers apart.

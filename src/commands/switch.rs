@@ -110,6 +110,7 @@ pub fn run(args: Args) -> Result<()> {
         overload: Default::default(),
         transport: job.transport(),
         secret: job.secret()?,
+        allreduce_slots: job.allreduce.slots,
     };
     // Training jobs all-reduce through a service beside the switch: TCP on the switch's
     // address, or the job's `collective` address. A DPDK switch address is not the kernel's:
@@ -196,6 +197,13 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let k = &outcome.counters;
+    if k.reduce_slices > 0 {
+        eprintln!(
+            "switch: in-switch all-reduce: {} slices of {} slots combined, {} lanes, {} results \
+             sent again",
+            k.reduce_slices, job.allreduce.slots, k.reduce_lane_updates, k.reduce_replays
+        );
+    }
     eprintln!(
         "switch: done in {:.2} s: {} exchanges, {} packets in ({} B), {} out ({} B), {} lane \
          updates, peak {} aggregators",

@@ -20,7 +20,7 @@ use switchgnn_trainer::{
     train, DatasetSummary, EpochRecord, FeatureNorm, ModelConfig, ModelKind, Prepared, RunReport,
     Summary, TrainConfig, TrainLog,
 };
-use switchgnn_transport::job::resolve_rank;
+use switchgnn_transport::job::{resolve_rank, AllReduceVia};
 use switchgnn_transport::JobFile;
 
 use crate::dataset_args::DatasetArgs;
@@ -85,6 +85,10 @@ pub struct Args {
     /// reduce (pre-aggregated partial sums) or auto (per layer, the kind the planner picks).
     #[arg(long, default_value = "switch")]
     pub exchange: String,
+    /// Where the gradient all-reduce runs: switch (in the switch's slots, SwitchML's protocol)
+    /// or tcp (the parameter-server service beside it). Default: the job file's, else switch.
+    #[arg(long, value_name = "switch|tcp")]
+    pub allreduce: Option<String>,
     /// Plan folder to reuse, or to create when it does not exist (default: `plan-<M>` in the
     /// output folder, re-prepared when it does not fit).
     #[arg(long, value_name = "DIR")]
@@ -185,12 +189,13 @@ pub fn run(args: Args) -> Result<()> {
     }
     bar.finish_and_clear();
 
-    let (feature_norm, inputs, classes, workers, exchange) = match &trainer {
+    let (feature_norm, inputs, classes, workers, exchange, allreduce) = match &trainer {
         Trainer::Reference(d) => (
             d.feature_norm,
             d.features.cols(),
             d.targets.num_classes,
             1,
+            None,
             None,
         ),
         Trainer::Loopback(l) => (
@@ -199,6 +204,7 @@ pub fn run(args: Args) -> Result<()> {
             l.classes,
             args.workers as usize,
             Some(l.job.job().mode.name().to_string()),
+            Some(l.job.job().allreduce.via.name().to_string()),
         ),
     };
     let log = TrainLog {
@@ -209,6 +215,7 @@ pub fn run(args: Args) -> Result<()> {
         threads: switchgnn_trainer::threads(),
         workers,
         exchange,
+        allreduce,
         summary: Summary::of(&runs),
         runs,
     };
@@ -331,6 +338,9 @@ impl Loopback {
         );
         job.link = args.net.link();
         job.faults = args.net.faults();
+        if let Some(via) = allreduce_via(args)? {
+            job.allreduce.via = via;
+        }
         let threads = args.threads.unwrap_or(1);
         let job = LoopbackJob::new(
             dataset,
@@ -401,11 +411,26 @@ fn default_partition() -> PartitionArgs {
     <Defaults as clap::Parser>::parse_from(["defaults"]).partition
 }
 
+/// The `--allreduce` flag, checked.
+fn allreduce_via(args: &Args) -> Result<Option<AllReduceVia>> {
+    args.allreduce
+        .as_deref()
+        .map(|name| {
+            AllReduceVia::parse(name).with_context(|| {
+                format!("--allreduce {name}: the all-reduce runs in the switch or over tcp")
+            })
+        })
+        .transpose()
+}
+
 /// One worker of a multi-host job; rank 0 writes the log.
 fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> {
     let mut job = JobFile::read(path)?;
     if let Some(addr) = args.switch {
         job.switch = addr;
+    }
+    if let Some(via) = allreduce_via(args)? {
+        job.allreduce.via = via;
     }
     if job.transport == switchgnn_transport::job::TransportKind::Dpdk && job.collective.is_none() {
         bail!(
@@ -468,6 +493,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         threads: switchgnn_trainer::threads(),
         workers: usize::from(job.world),
         exchange: Some(job.mode.name().to_string()),
+        allreduce: Some(job.allreduce.via.name().to_string()),
         summary: Summary::of(std::slice::from_ref(&outcome.report)),
         runs: vec![outcome.report],
     };

@@ -59,6 +59,9 @@ pub enum CommError {
     /// An exchange returned something else than the plan says.
     #[error("{during}: {what}")]
     Mismatch { during: String, what: String },
+    /// The all-reduce in the switch failed, or no fixed-point scale fits its values.
+    #[error(transparent)]
+    AllReduce(switchgnn_transport::ParticipantError),
     /// The switch process of a loopback run.
     #[error("switch: {0}")]
     Switch(#[from] switchgnn_transport::ServerError),

@@ -145,6 +145,9 @@ pub struct TrainLog {
     /// The exchange of a distributed run: switch, host or strawman.
     #[serde(default)]
     pub exchange: Option<String>,
+    /// Where a distributed run's all-reduce ran: `switch` or `tcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allreduce: Option<String>,
     pub summary: Summary,
     pub runs: Vec<RunReport>,
 }

@@ -11,6 +11,7 @@ use switchgnn_partition::shard::{shard_path, write_shards, DataShard};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::{run_loopback, ClusterOutcome};
 use switchgnn_trainer::{train, ModelConfig, ModelKind, Prepared, RunReport, TrainConfig};
+use switchgnn_transport::job::AllReduceVia;
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::{ExchangeKind, JobFile, Session, Timeouts};
 
@@ -44,10 +45,23 @@ fn distributed(
     config: &TrainConfig,
     loss: f64,
 ) -> ClusterOutcome {
+    distributed_via(dataset, plan, mode, config, loss, AllReduceVia::Switch)
+}
+
+/// [`distributed`] with the all-reduce `via` the switch or the TCP service.
+fn distributed_via(
+    dataset: &Dataset,
+    plan: &Plan,
+    mode: ExchangeKind,
+    config: &TrainConfig,
+    loss: f64,
+    via: AllReduceVia,
+) -> ClusterOutcome {
     let session = Arc::new(Session::new(plan, &dataset.graph, mode).unwrap());
     let world = plan.manifest.spec.workers as u16;
     let mut job = JobFile::loopback(PathBuf::new(), mode, "127.0.0.1:0".parse().unwrap(), world);
     job.timeouts = Timeouts::loopback();
+    job.allreduce.via = via;
     job.faults = ShimConfig {
         loss,
         seed: 7,
@@ -88,9 +102,10 @@ fn losses(r: &RunReport) -> Vec<f64> {
 /// Relative tolerance on a distributed run's per-epoch training loss against the reference.
 ///
 /// The two differ only by rounding: float sums in another order (a worker's local product, the
-/// all-reduce in f64 of f32 values), and the fixed-point rounding of the exchanged sums, at
-/// most `n / (2f)` for a sum of `n` contributions under scale factor `f` (reported per run as
-/// `worst_error_bound`: 3e-7 to 1e-5 on these graphs, against activations of order 1). Over
+/// all-reduce over tcp in f64 of f32 values), the fixed-point rounding of the exchanged sums,
+/// at most `n / (2f)` for a sum of `n` contributions under scale factor `f` (reported per run
+/// as `worst_error_bound`: 3e-7 to 1e-5 on these graphs, against activations of order 1), and
+/// in the switch's all-reduce that of the gradients, at most `world / (2f)` each. Over
 /// 200 epochs of Adam on Cora and Amazon-Computers the largest relative difference measured
 /// was 3e-7; 1e-5 leaves a margin of 30 while still failing on any real difference (a lost
 /// contribution or a wrong scale moves the loss by 1e-3 or more).
@@ -193,10 +208,16 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
         let got = distributed(&d, p, mode, &gcn, 0.0);
         assert_follows(&want, &got, &format!("synthetic gcn {mode:?}"));
         assert_eq!(
-            got.collective.rounds,
-            25 * (2 + 6),
-            "two reductions and six scales per epoch"
+            got.workers[0].totals.all_reduces,
+            25 * 2,
+            "two reductions per epoch"
         );
+        assert_eq!(
+            got.collective.rounds, 0,
+            "nothing went through the tcp service"
+        );
+        // The gradients' slices, the figures' and the maxima of every scale agreement.
+        assert!(got.switch.counters.reduce_slices > 25 * (2 + 6));
         runs.push(losses(&got.workers[0].report));
     }
     assert_eq!(runs[0], runs[1], "switch and host");
@@ -219,7 +240,36 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
     assert_follows(&want, &got, "synthetic sage switch");
 }
 
-/// Loss, retransmissions and fetches change no bit of what the exchanges deliver.
+/// The all-reduce through the tcp service (float sums in f64, the reference's order of
+/// rounding) follows the reference as closely as the one in the switch (fixed point).
+#[test]
+fn the_tcp_all_reduce_follows_the_reference_too() {
+    let d = synthetic();
+    let config = TrainConfig {
+        epochs: 25,
+        ..TrainConfig::default()
+    };
+    let want = reference(&d, &config);
+    let p = plan(&d, 3, &config, 64 << 10);
+    let got = distributed_via(
+        &d,
+        &p,
+        ExchangeKind::Switchgnn,
+        &config,
+        0.0,
+        AllReduceVia::Tcp,
+    );
+    assert_follows(&want, &got, "synthetic gcn, all-reduce over tcp");
+    assert_eq!(
+        got.collective.rounds,
+        25 * (2 + 6),
+        "two reductions and six scales per epoch"
+    );
+    assert_eq!(got.switch.counters.reduce_slices, 0);
+}
+
+/// Loss, retransmissions and fetches change no bit of what the exchanges and the all-reduce
+/// deliver.
 #[test]
 fn two_percent_loss_changes_no_bit() {
     let d = synthetic();

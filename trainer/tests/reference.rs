@@ -199,6 +199,7 @@ fn logs_round_trip_and_the_plot_draws_every_series() {
         threads: 1,
         workers: 1,
         exchange: None,
+        allreduce: None,
         summary: Summary::of(&runs),
         runs,
     };

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::control::{
     Control, Hello, Secret, WorkerControl, WorkerFailure, WorkerState, CONTROL_VERSION,
 };
-use switchgnn_dataplane::engine::Exchange;
+use switchgnn_dataplane::node::Operation;
 use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
@@ -99,14 +99,15 @@ pub enum WorkerError {
     #[error("the switch aborted the job: {0}")]
     Aborted(String),
     #[error(
-        "the switch at {switch} fell silent for {silent:.1?} during {during} (block {block}; \
-         {received} packets received in this exchange)"
+        "the switch at {switch} fell silent for {silent:.1?} during {during} (at {at}; \
+         {received} packets received in it)"
     )]
     SwitchSilent {
         switch: SocketAddr,
         silent: Duration,
         during: String,
-        block: String,
+        /// Where the operation stood: its block, its slices.
+        at: String,
         received: u64,
     },
     #[error("cancelled")]
@@ -285,6 +286,11 @@ impl WorkerClient {
         }
     }
 
+    /// The all-reduce slots the switch gives the job (its welcome says; 0: none).
+    pub fn allreduce_slots(&self) -> u16 {
+        lock(&self.control).allreduce_slots()
+    }
+
     /// Whether engines keep a congestion window (the job's link setting).
     pub fn congestion_window(&self) -> bool {
         self.cfg.link.congestion_window
@@ -329,7 +335,7 @@ impl WorkerClient {
 
     /// Read what has arrived: control messages to the control machine, dataplane packets to
     /// `engine` (dropped when there is none).
-    fn receive(&mut self, mut engine: Option<&mut dyn Exchange>) -> std::io::Result<()> {
+    fn receive(&mut self, mut engine: Option<&mut dyn Operation>) -> std::io::Result<()> {
         let switch = self.cfg.switch;
         let t = self.now();
         let (mut stray, mut malformed) = (0, 0);
@@ -360,7 +366,7 @@ impl WorkerClient {
         &self,
         failure: WorkerFailure,
         during: &str,
-        engine: Option<&dyn Exchange>,
+        engine: Option<&dyn Operation>,
         received: u64,
     ) -> WorkerError {
         let switch = self.cfg.switch;
@@ -380,16 +386,14 @@ impl WorkerClient {
                 switch,
                 silent: Duration::from_nanos(silent),
                 during: during.to_string(),
-                block: engine
-                    .and_then(|e| e.running_block())
-                    .map_or("none (joining)".into(), |b| b.to_string()),
+                at: engine.map_or("nothing running".into(), |e| e.progress()),
                 received,
             },
         }
     }
 
     /// Run `engine` until its exchange is complete. `during` names the exchange in errors.
-    pub fn run(&mut self, engine: &mut dyn Exchange, during: &str) -> Result<(), WorkerError> {
+    pub fn run(&mut self, engine: &mut dyn Operation, during: &str) -> Result<(), WorkerError> {
         // Between exchanges the caller computes (a training step) and reads nothing; what the
         // switch sent meanwhile waits in the socket. The switch's silence counts from here.
         lock(&self.control).listen(self.now(), true);
@@ -398,7 +402,7 @@ impl WorkerClient {
         outcome
     }
 
-    fn drive(&mut self, engine: &mut dyn Exchange, during: &str) -> Result<(), WorkerError> {
+    fn drive(&mut self, engine: &mut dyn Operation, during: &str) -> Result<(), WorkerError> {
         let switch = self.cfg.switch;
         let received_before = self.endpoint.peer(&switch).packets_received;
         let mut buf = [0u8; MAX_DATAGRAM_LEN];

@@ -76,29 +76,7 @@ pub enum CollectiveError {
     Stopped { connected: usize },
 }
 
-/// How the values of a round combine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ReduceOp {
-    Sum,
-    Max,
-}
-
-impl ReduceOp {
-    fn code(self) -> u8 {
-        match self {
-            ReduceOp::Sum => 0,
-            ReduceOp::Max => 1,
-        }
-    }
-
-    fn from_code(c: u8) -> Option<ReduceOp> {
-        match c {
-            0 => Some(ReduceOp::Sum),
-            1 => Some(ReduceOp::Max),
-            _ => None,
-        }
-    }
-}
+pub use switchgnn_dataplane::allreduce::ReduceOp;
 
 /// What the service did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -205,6 +205,60 @@ pub struct JobFile {
     /// hold the same secret. Keep it readable by the job's processes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// Where training's all-reduce runs.
+    #[serde(default)]
+    pub allreduce: AllReduce,
+}
+
+/// The `[allreduce]` section: where training's all-reduce (weight gradients, the exchanges'
+/// scale agreement) runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AllReduce {
+    /// `"switch"`: in the switch's own slots, SwitchML's protocol; `"tcp"`: through the
+    /// parameter-server service beside the switch (the fallback and the reference).
+    pub via: AllReduceVia,
+    /// Slots (of 64 values, two banks each) the switch gives the job: the window of slices
+    /// each worker keeps in flight. The switch's job file counts; workers learn it from the
+    /// switch's welcome.
+    pub slots: u16,
+}
+
+impl Default for AllReduce {
+    fn default() -> Self {
+        AllReduce {
+            via: AllReduceVia::Switch,
+            slots: 128,
+        }
+    }
+}
+
+/// Where an all-reduce runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllReduceVia {
+    /// In the switch.
+    #[default]
+    Switch,
+    /// Through the TCP service beside the switch.
+    Tcp,
+}
+
+impl AllReduceVia {
+    pub fn parse(name: &str) -> Option<AllReduceVia> {
+        match name {
+            "switch" => Some(AllReduceVia::Switch),
+            "tcp" => Some(AllReduceVia::Tcp),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AllReduceVia::Switch => "switch",
+            AllReduceVia::Tcp => "tcp",
+        }
+    }
 }
 
 fn default_job() -> u16 {
@@ -486,6 +540,7 @@ impl JobFile {
             link: Link::default(),
             faults: ShimConfig::default(),
             secret_file: None,
+            allreduce: AllReduce::default(),
         }
     }
 
@@ -577,6 +632,13 @@ impl JobFile {
         }
         if self.link.window == 0 {
             return invalid("link.window must be at least 1".into());
+        }
+        let slots = self.allreduce.slots;
+        if slots == 0 || slots > switchgnn_dataplane::switch::MAX_SLOTS {
+            return invalid(format!(
+                "allreduce.slots = {slots} must be between 1 and {}",
+                switchgnn_dataplane::switch::MAX_SLOTS
+            ));
         }
         let t = &self.timeouts;
         if [t.join_ms, t.peer_ms, t.rto_us, t.control_us, t.result_us].contains(&0) {

@@ -1,8 +1,9 @@
 //! A whole exchange job in one process: the switch and every worker as threads over UDP on
 //! loopback. [`run_exchange_job`] has each worker run the schedule and check its outputs
 //! ([`run_worker`]); [`run_single_exchange`] runs one exchange of a given plan, features and
-//! scale and returns the outputs (the UDP driver of the conformance suite). What tests and
-//! benchmarks of the real-time drivers start from.
+//! scale and returns the outputs (the UDP driver of the conformance suite);
+//! [`run_allreduce_job`] runs in-switch all-reduces. What tests and benchmarks of the
+//! real-time drivers start from.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -10,6 +11,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
+use switchgnn_dataplane::allreduce::{
+    AllReduceConfig, AllReduceEngine, AllReduceError, AllReduceStats, ReduceOp,
+};
 use switchgnn_dataplane::engine::{EngineConfig, ExchangeOutput, LocalFeatures};
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
@@ -137,6 +141,65 @@ pub enum LoopbackError {
         rank: u16,
         source: switchgnn_dataplane::engine::EngineError,
     },
+    #[error("worker {rank}: {source}")]
+    AllReduce { rank: u16, source: AllReduceError },
+}
+
+/// One worker's in-switch all-reduces: per operation, its result, wall time and counters.
+#[derive(Debug)]
+pub struct AllReduceRun {
+    pub outputs: Vec<Vec<i32>>,
+    pub seconds: Vec<f64>,
+    pub stats: Vec<AllReduceStats>,
+}
+
+/// Every worker of `server`'s job runs `ops` in-switch all-reduces one after another
+/// (in the slots the switch's welcome advertises; operation `i` of rank `r` combines `values(r, i)`), over
+/// UDP on loopback. The switch's report and each worker's run, in rank order.
+pub fn run_allreduce_job(
+    server: &ServerConfig,
+    session: &Arc<Session>,
+    ops: &[ReduceOp],
+    values: impl Fn(u16, usize) -> Vec<i32> + Sync,
+) -> Result<(ServerReport, Vec<AllReduceRun>), LoopbackError> {
+    let (switch, workers) = serve(server, session, |rank, addr| {
+        let worker = |source| LoopbackError::Worker { rank, source };
+        let mut client =
+            WorkerClient::connect(worker_config(server, session, rank, addr)).map_err(worker)?;
+        let mut run = AllReduceRun {
+            outputs: Vec::new(),
+            seconds: Vec::new(),
+            stats: Vec::new(),
+        };
+        let mut start = 0;
+        for (i, &op) in ops.iter().enumerate() {
+            let cfg = AllReduceConfig {
+                job: server.job,
+                rank,
+                slots: client.allreduce_slots(),
+                op,
+                operation: i as u32,
+                start,
+                rto: server.timeouts.protocol().rto,
+            };
+            let mut engine = AllReduceEngine::new(cfg, values(rank, i));
+            let began = Instant::now();
+            client
+                .run(&mut engine, &format!("all-reduce {i}"))
+                .map_err(worker)?;
+            run.seconds.push(began.elapsed().as_secs_f64());
+            if let Some(source) = engine.failure() {
+                return Err(LoopbackError::AllReduce { rank, source });
+            }
+            start = engine.end();
+            run.stats.push(*engine.stats());
+            run.outputs.push(engine.into_output());
+        }
+        client.finish().map_err(worker)?;
+        Ok(run)
+    })?;
+    let workers = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((switch, workers))
 }
 
 /// One exchange of `plan` with the engines of `kind`, over UDP on loopback: the switch of

@@ -14,15 +14,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::allreduce::{
+    from_order_key, order_key, AllReduceConfig, AllReduceEngine, AllReduceError,
+};
 use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::{EngineConfig, EngineError, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::{FixedError, Scale};
+use switchgnn_dataplane::wire::MAX_LANES;
 use switchgnn_dataplane::ExchangeId;
 use thiserror::Error;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
 use crate::collective::{CollectiveClient, CollectiveError, Member, ReduceOp};
-use crate::job::JobFile;
+use crate::job::{AllReduce, AllReduceVia, JobFile};
 use crate::runner::new_engine;
 use crate::session::Session;
 
@@ -37,6 +41,12 @@ pub enum ParticipantError {
     /// An exchange engine refused its inputs.
     #[error("{during}: {source}")]
     Engine { during: String, source: EngineError },
+    /// The all-reduce in the switch failed.
+    #[error("worker {rank}: {source}")]
+    AllReduce { rank: u16, source: AllReduceError },
+    /// No fixed-point scale fits the values of an all-reduce.
+    #[error("all-reduce: {0} (are the values finite?)")]
+    AllReduceScale(FixedError),
     /// No fixed-point scale fits the values of a layer.
     #[error("layer {layer}: {source}")]
     Scale { layer: usize, source: FixedError },
@@ -58,6 +68,8 @@ pub struct ParticipantOptions {
     /// Unacknowledged data chunks at most.
     pub window: usize,
     pub timers: Timers,
+    /// Where the all-reduce runs (the slots are the switch's, from its welcome).
+    pub allreduce: AllReduce,
 }
 
 /// Totals over a worker's exchanges and all-reduces, for its report.
@@ -99,6 +111,10 @@ pub struct Participant {
     /// graph, not the plan, so that every exchange kind encodes alike and delivers the same bits.
     contributions: u64,
     seq: u32,
+    /// The in-switch all-reduces so far, and the stream position the next one starts at
+    /// (every worker runs the same ones, so they agree without talking).
+    operations: u32,
+    stream: u32,
     pub totals: ExchangeTotals,
 }
 
@@ -151,6 +167,7 @@ impl Participant {
             line_rate: job.link.rate(),
             window: job.link.window,
             timers: job.timeouts.protocol(),
+            allreduce: job.allreduce,
         };
         let boundary = session
             .layers
@@ -187,12 +204,20 @@ impl Participant {
             boundary: boundary.to_vec(),
             contributions,
             seq: 0,
+            operations: 0,
+            stream: 0,
             totals: ExchangeTotals::default(),
         })
     }
 
     pub fn rank(&self) -> u16 {
         self.opts.rank
+    }
+
+    /// Run the following all-reduces (and scale agreements) in the switch or through the TCP
+    /// service. Every worker must switch at the same point of its sequence.
+    pub fn set_allreduce_via(&mut self, via: AllReduceVia) {
+        self.opts.allreduce.via = via;
     }
 
     pub fn session(&self) -> &Session {
@@ -240,8 +265,19 @@ impl Participant {
         Ok(())
     }
 
-    /// One round of the collective service; the bytes it sent and received.
+    /// One all-reduce round, where the job runs them; the bytes it sent and received.
     fn reduce(&mut self, op: ReduceOp, values: &mut [f32]) -> Result<(u64, u64), ParticipantError> {
+        match self.opts.allreduce.via {
+            AllReduceVia::Tcp => self.reduce_by_service(op, values),
+            AllReduceVia::Switch => self.reduce_in_switch(op, values),
+        }
+    }
+
+    fn reduce_by_service(
+        &mut self,
+        op: ReduceOp,
+        values: &mut [f32],
+    ) -> Result<(u64, u64), ParticipantError> {
         let (sent, received) = (self.collective.bytes_sent, self.collective.bytes_received);
         let rank = self.opts.rank;
         self.collective
@@ -251,6 +287,108 @@ impl Participant {
             self.collective.bytes_sent - sent,
             self.collective.bytes_received - received,
         ))
+    }
+
+    /// The switch adds int32 lanes and takes their maxima: a maximum goes through the floats'
+    /// order keys (exact), a sum through fixed point, each group of values at the scale that
+    /// its largest magnitude on any worker allows for `world` contributions (SwitchML's
+    /// per-block exponent; the groups' bounds are agreed first, by a maximum of one value per
+    /// group). Small entries then keep their precision next to large ones: a gradient's
+    /// tensors, an epoch's loss next to its vertex counts. Groups are as small as keeps the
+    /// bounds within one slice, and one slice (64 values) at most ([`scale_group`]).
+    fn reduce_in_switch(
+        &mut self,
+        op: ReduceOp,
+        values: &mut [f32],
+    ) -> Result<(u64, u64), ParticipantError> {
+        match op {
+            ReduceOp::Max => {
+                let keys = values.iter().map(|&x| order_key(x)).collect();
+                let (maxima, bytes) = self.switch_round(ReduceOp::Max, keys)?;
+                for (v, k) in values.iter_mut().zip(maxima) {
+                    *v = from_order_key(k);
+                }
+                Ok(bytes)
+            }
+            ReduceOp::Sum => {
+                let group = scale_group(values.len());
+                let bounds = values
+                    .chunks(group)
+                    .map(|s| order_key(s.iter().fold(0f32, |m, x| m.max(x.abs()))))
+                    .collect();
+                let (agreed, (s1, r1)) = self.switch_round(ReduceOp::Max, bounds)?;
+                let world = u64::from(self.session.layers.first().map_or(1, |p| p.workers));
+                let scales = agreed
+                    .iter()
+                    .map(|&k| Scale::for_bound(from_order_key(k), world))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(ParticipantError::AllReduceScale)?;
+                let mut lanes = vec![0i32; values.len()];
+                for ((v, q), scale) in values
+                    .chunks(group)
+                    .zip(lanes.chunks_mut(group))
+                    .zip(&scales)
+                {
+                    scale.encode_row(v, q);
+                }
+                let (sums, (s2, r2)) = self.switch_round(ReduceOp::Sum, lanes)?;
+                for ((v, q), scale) in values
+                    .chunks_mut(group)
+                    .zip(sums.chunks(group))
+                    .zip(&scales)
+                {
+                    for (v, &q) in v.iter_mut().zip(q) {
+                        *v = scale.decode(i64::from(q));
+                    }
+                }
+                Ok((s1 + s2, r1 + r2))
+            }
+        }
+    }
+
+    /// One operation of the in-switch all-reduce over int32 `values`: the combined values and
+    /// the bytes sent and received.
+    fn switch_round(
+        &mut self,
+        op: ReduceOp,
+        values: Vec<i32>,
+    ) -> Result<(Vec<i32>, (u64, u64)), ParticipantError> {
+        let rank = self.opts.rank;
+        // The switch's welcome says how many slots the job has: the switch's job file counts.
+        let slots = self.client.allreduce_slots();
+        if slots == 0 {
+            return Err(ParticipantError::Usage(
+                "the switch gives this job no all-reduce slots (an older switch?): run the \
+                 all-reduce over tcp"
+                    .into(),
+            ));
+        }
+        let cfg = AllReduceConfig {
+            job: self.opts.job,
+            rank,
+            slots,
+            op,
+            operation: self.operations,
+            start: self.stream,
+            rto: self.opts.timers.rto,
+        };
+        let during = format!(
+            "all-reduce {} ({op:?} of {} values)",
+            self.operations,
+            values.len()
+        );
+        let mut engine = AllReduceEngine::new(cfg, values);
+        self.operations += 1;
+        // Whatever happens, the next operation starts after this one's slices, as everyone's.
+        self.stream = engine.end();
+        self.client
+            .run(&mut engine, &during)
+            .map_err(|source| ParticipantError::Worker { rank, source })?;
+        if let Some(source) = engine.failure() {
+            return Err(ParticipantError::AllReduce { rank, source });
+        }
+        let s = *engine.stats();
+        Ok((engine.into_output(), (s.bytes_sent, s.bytes_received)))
     }
 
     /// Exchange layer `layer`'s boundary rows (`rows`: one row of the layer's width per
@@ -361,4 +499,10 @@ impl Participant {
         self.exchange_into(layer, backward, rows, &mut out)?;
         Ok(out)
     }
+}
+
+/// Values that share one fixed-point scale in an in-switch sum of `len` values: one each up to
+/// 64 values, growing so that the bounds fill one slice, 64 from 4096 values on.
+pub fn scale_group(len: usize) -> usize {
+    len.div_ceil(MAX_LANES).clamp(1, MAX_LANES)
 }

@@ -96,6 +96,9 @@ pub struct ServerConfig {
     pub transport: Transport,
     /// Admit only workers that prove they hold this secret (the job file's `secret_file`).
     pub secret: Option<Secret>,
+    /// All-reduce slots the job gets in the switch (the job file's `allreduce.slots`); 0 for
+    /// none.
+    pub allreduce_slots: u16,
 }
 
 impl ServerConfig {
@@ -115,6 +118,7 @@ impl ServerConfig {
             secret: None,
             overload: Overload::default(),
             transport: Transport::Udp,
+            allreduce_slots: crate::job::AllReduce::default().slots,
         }
     }
 }
@@ -298,6 +302,9 @@ impl SwitchServer {
             job: cfg.job,
             layers: session.layers.clone(),
         })?;
+        if cfg.allreduce_slots > 0 {
+            switch.add_allreduce(cfg.job, cfg.allreduce_slots)?;
+        }
         let now = Instant::now();
         let world = usize::from(cfg.world);
         let advertised = advertised_window(buffer_bytes, cfg.world);
@@ -313,6 +320,7 @@ impl SwitchServer {
                 } else {
                     0
                 },
+                allreduce_slots: cfg.allreduce_slots,
             },
             0,
         );
@@ -393,13 +401,15 @@ impl SwitchServer {
         let joined = c.control.joined();
         let k = c.switch.counters();
         format!(
-            "switch: {joined}/{} workers; {}; {} packets in, {} out, {} aggregations, {} raw, \
-             {} drops, {} ECN marks; socket backlog peak {} KiB of {} KiB, {} socket drops",
+            "switch: {joined}/{} workers; {}; {} packets in, {} out, {} aggregations, {} \
+             all-reduce slices, {} raw, {} drops, {} ECN marks; socket backlog peak {} KiB of {} \
+             KiB, {} socket drops",
             c.cfg.world,
             c.switch.describe_job(c.cfg.job),
             k.packets_in,
             k.packets_out,
             k.aggregations,
+            k.reduce_slices,
             k.raw_forwarded,
             k.total_drops(),
             k.ecn_marks,

@@ -128,6 +128,7 @@ pub fn run_loopback(
         timeouts: job.timeouts,
         link: job.link,
         faults: job.faults,
+        allreduce_slots: job.allreduce.slots,
         ..ServerConfig::loopback(job.job, job.world, aggregators)
     };
     let service =
