@@ -6,10 +6,12 @@
 //! - [`fabric`]: links, drop-tail egress queues, the topology, host NICs;
 //! - [`driver`]: the event loop, recirculation, ECN feedback, chunk bundling;
 //! - [`series`]: time series and delivered traffic;
+//! - [`allreduce`]: the in-switch all-reduce against SwitchML's link bound;
 //! - [`modes`]: the five exchanges compared (host, g3, strawman, switchgnn, switchgnn-nogamr);
 //! - [`sweep`]: a grid of runs over datasets, worker counts, memories and modes;
 //! - [`report`], [`plot`]: CSV / JSON tables and SVG / PNG figures.
 
+pub mod allreduce;
 pub mod driver;
 pub mod fabric;
 pub mod modes;
