@@ -2,11 +2,12 @@
 //! run on loopback: 4 workers (threads) sum the same float vectors both ways through
 //! `Participant::all_reduce`, each result checked — the TCP one against the float64 sum in
 //! rank order, the in-switch one identical on every worker and within the fixed-point bound
-//! of it. Prints the slowest worker's time per operation, the ratio, and what the payload
-//! needs at the emulated link rate (the switch's egress ports drain at it).
+//! of it. Prints the slowest worker's time per operation (the median of three, alternating
+//! the two ways), the ratio, and what the payload needs at the emulated link rate (the
+//! switch's egress ports drain at it).
 //!
-//! `cargo bench -p switchgnn-transport --bench allreduce [-- VALUES...]` (default: 1000000
-//! 25000000). The software switch is one thread reading a kernel UDP socket: the packet rate
+//! `cargo bench -p switchgnn-transport --bench allreduce [-- VALUES... [slots=N]]` (default:
+//! 1000000 25000000, the job file's default slots). The software switch is one thread reading a kernel UDP socket: the packet rate
 //! it sustains bounds the in-switch figure, not the protocol.
 
 use std::net::SocketAddr;
@@ -25,6 +26,11 @@ use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::{ExchangeKind, JobFile, Participant, Session, SwitchServer, Timeouts};
 
 const WORKERS: u16 = 4;
+/// Each size is summed this many times each way (alternating); the median is printed.
+const REPEATS: usize = 3;
+
+/// A worker's figures for one size: its times each way, and its last results.
+type Row = (usize, Vec<f64>, Vec<f64>, Vec<f32>, Vec<f32>);
 
 fn values(rank: u16, len: usize) -> Vec<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(u64::from(rank));
@@ -34,10 +40,11 @@ fn values(rank: u16, len: usize) -> Vec<f32> {
 }
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let slots: Option<u16> = args
+        .iter()
+        .find_map(|a| a.strip_prefix("slots=").map(|n| n.parse().expect("slots=N")));
     let sizes = if sizes.is_empty() {
         vec![1_000_000, 25_000_000]
     } else {
@@ -55,6 +62,9 @@ fn main() {
         WORKERS,
     );
     job.timeouts = Timeouts::loopback();
+    if let Some(n) = slots {
+        job.allreduce.slots = n;
+    }
     let server = ServerConfig {
         timeouts: job.timeouts,
         link: job.link,
@@ -95,8 +105,11 @@ fn main() {
                             began.elapsed().as_secs_f64()
                         };
                         let (mut tcp, mut switch) = (Vec::new(), Vec::new());
-                        let tcp_s = timed(AllReduceVia::Tcp, &mut tcp);
-                        let switch_s = timed(AllReduceVia::Switch, &mut switch);
+                        let (mut tcp_s, mut switch_s) = (Vec::new(), Vec::new());
+                        for _ in 0..REPEATS {
+                            tcp_s.push(timed(AllReduceVia::Tcp, &mut tcp));
+                            switch_s.push(timed(AllReduceVia::Switch, &mut switch));
+                        }
                         rows.push((len, tcp_s, switch_s, tcp, switch));
                     }
                     p.finish().expect("leave");
@@ -126,8 +139,16 @@ fn main() {
                     worst = worst.max((f64::from(*x) - s).abs());
                 }
             }
-            let tcp_s = runs.iter().map(|r| r[i].1).fold(0.0, f64::max);
-            let switch_s = runs.iter().map(|r| r[i].2).fold(0.0, f64::max);
+            // Per repeat the slowest worker's time; the median of the repeats.
+            let median = |of: &dyn Fn(&Row) -> &Vec<f64>| {
+                let mut t: Vec<f64> = (0..REPEATS)
+                    .map(|k| runs.iter().map(|r| of(&r[i])[k]).fold(0.0, f64::max))
+                    .collect();
+                t.sort_by(f64::total_cmp);
+                t[REPEATS / 2]
+            };
+            let tcp_s = median(&|r| &r.1);
+            let switch_s = median(&|r| &r.2);
             // Each worker's slices up and results down: 64 values in a 32-byte header per
             // packet, framing as on Ethernet, at the emulated link rate.
             let packets = len.div_ceil(64) as f64;
