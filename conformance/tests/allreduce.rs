@@ -242,11 +242,13 @@ fn what_is_not_a_slice_of_an_admitted_worker_changes_nothing_and_is_counted() {
     let mut upwards = slice(1, 1, 4, 8);
     upwards.packet_type = PacketType::Reduced;
     assert!(send(&mut s, 1, &upwards, &[100; 8]).is_empty());
-    // Worker 0 again before the slot is complete: a duplicate, not added.
+    // Worker 0 again before the slot is complete: a duplicate, not added. The bank's next use
+    // (position 9) before its sum is complete: refused, the sum in progress kept.
     assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &one).is_empty());
+    assert!(send(&mut s, 0, &slice(0, 9, 4, 8), &[100; 8]).is_empty());
     let c = s.counters();
     assert_eq!(c.dropped(DropReason::NotAdmitted), 2);
-    assert_eq!(c.dropped(DropReason::OutOfRange), 1);
+    assert_eq!(c.dropped(DropReason::OutOfRange), 2);
     assert_eq!(c.dropped(DropReason::BadLanes), 1);
     assert_eq!(c.dropped(DropReason::WrongDirection), 1);
     assert_eq!(c.dropped(DropReason::Duplicate), 1);
@@ -263,7 +265,12 @@ fn what_is_not_a_slice_of_an_admitted_worker_changes_nothing_and_is_counted() {
     assert_eq!(replay.len(), 1);
     assert_eq!(replay[0].2, vec![3; 8]);
     assert_eq!(s.counters().reduce_replays, 1);
-    // The bank moves on to position 9 (same slot and bank): a copy of position 1 is stale.
+    // Position 17 (same slot and bank, two uses ahead) is no slice a worker can send yet: it
+    // is dropped and wipes nothing.
+    assert!(send(&mut s, 0, &slice(0, 17, 4, 8), &one).is_empty());
+    assert_eq!(s.counters().dropped(DropReason::OutOfRange), 3);
+    // The bank moves on to position 9 (same slot and bank, its next use): a copy of position
+    // 1 is stale.
     assert!(send(&mut s, 0, &slice(0, 9, 4, 8), &one).is_empty());
     assert!(send(&mut s, 1, &slice(1, 1, 4, 8), &[2; 8]).is_empty());
     assert_eq!(s.counters().dropped(DropReason::Stale), 1);

@@ -17,7 +17,9 @@
 //! - **Exactly once**: each bank keeps the position it holds, a bitmap of the workers that
 //!   contributed and their count. A retransmission of a counted slice is not added again; once
 //!   the slice is complete, it gets the stored result back (unicast). A slice older than the
-//!   bank's is stale and dropped. The bank's position is what SwitchML's one-bit version says,
+//!   bank's is stale and dropped; a bank takes a new slice only at its next use (two passes
+//!   over the slots later) and once complete, so nothing further ahead can wipe a sum in
+//!   progress. The bank's position is what SwitchML's one-bit version says,
 //!   made explicit so that a copy delayed by more than a round trip cannot be mistaken.
 //! - **Timeouts**: a slice without a result after `rto` is sent again; nothing else recovers
 //!   loss (results are multicast; a worker that missed one asks again by retransmitting).

@@ -77,6 +77,17 @@ def test_shapes_and_types_are_checked(seeded_plan):
                 w.all_reduce(np.zeros(3))
             # The refusals sent nothing: a real exchange still works for everyone.
             w.exchange(0, np.zeros((b, 24), dtype=np.float32))
+            # A value that is not finite has no fixed-point scale: every worker is told (one
+            # worker's NaN makes the group's agreed bound infinite for all), and the next
+            # all-reduce works.
+            values = np.ones(100, dtype=np.float32)
+            if rank == 1:
+                values[70] = np.nan
+            with pytest.raises(switchgnn.SwitchgnnError, match="finite"):
+                w.all_reduce(values)
+            total = np.ones(100, dtype=np.float32)
+            w.all_reduce(total)
+            assert np.array_equal(total, np.full(100, WORKERS, dtype=np.float32))
 
     run_threads(WORKERS, worker)
     switch.wait(timeout=30)

@@ -42,9 +42,10 @@ fn values(rank: u16, len: usize) -> Vec<f32> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
-    let slots: Option<u16> = args
-        .iter()
-        .find_map(|a| a.strip_prefix("slots=").map(|n| n.parse().expect("slots=N")));
+    let slots: Option<u16> = args.iter().find_map(|a| {
+        a.strip_prefix("slots=")
+            .map(|n| n.parse().expect("slots=N"))
+    });
     let sizes = if sizes.is_empty() {
         vec![1_000_000, 25_000_000]
     } else {

@@ -312,9 +312,18 @@ impl Participant {
             }
             ReduceOp::Sum => {
                 let group = scale_group(values.len());
+                // A value that is not finite makes its group's bound infinite on every worker,
+                // and so the same error everywhere (no scale fits it).
+                let magnitude = |x: &f32| {
+                    if x.is_finite() {
+                        x.abs()
+                    } else {
+                        f32::INFINITY
+                    }
+                };
                 let bounds = values
                     .chunks(group)
-                    .map(|s| order_key(s.iter().fold(0f32, |m, x| m.max(x.abs()))))
+                    .map(|s| order_key(s.iter().map(magnitude).fold(0f32, f32::max)))
                     .collect();
                 let (agreed, (s1, r1)) = self.switch_round(ReduceOp::Max, bounds)?;
                 let world = u64::from(self.session.layers.first().map_or(1, |p| p.workers));

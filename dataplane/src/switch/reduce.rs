@@ -84,6 +84,15 @@ pub(super) fn reduce(
             }
         }
         Some(p) if !is_after(repr.sequence, p) => return Err(DropReason::Stale),
+        // The bank's next use is two passes over the slots later, and only once its sum is
+        // complete (a worker moves on only after every worker had the result). Anything
+        // further ahead is no slice a worker can send: it must not wipe a sum in progress.
+        Some(p)
+            if repr.sequence != p.wrapping_add(2 * u32::from(region.slots))
+                || b.count != workers =>
+        {
+            return Err(DropReason::OutOfRange)
+        }
         // A new use of the bank: every worker has the result it held (see the module notes).
         _ => {
             b.position = Some(repr.sequence);
