@@ -150,6 +150,8 @@ fn every_worker_gets_the_exact_sum_under_every_fault() {
                 start = engines[0].end();
                 retransmits += engines.iter().map(|e| e.stats().retransmits).sum::<u64>();
             }
+            // Loss, duplication and reordering never look like a sum that cannot complete.
+            assert_eq!(s.allreduce_lost(JOB), None, "{name}");
             let c = s.counters();
             if faults.loss > 0.0 {
                 // Losses at these rates and sizes: recovered by retransmission, and the switch
@@ -290,4 +292,30 @@ fn regions_are_sized_and_given_to_configured_jobs_only() {
         .is_err());
     s.add_allreduce(JOB, 16).unwrap();
     assert_eq!(s.allreduce_slots(JOB), Some(16));
+}
+
+/// A switch that lost its state (a restart) while workers were in an all-reduce: a worker that
+/// had a sum's result moved on, one that had not waits for it forever. The switch recognises
+/// the sum that can never complete — a worker missing from it is already past it — so the
+/// control plane can end the job instead.
+#[test]
+fn a_sum_that_can_never_complete_is_recognised() {
+    let mut s = switch(2, 4);
+    // The fresh switch hears worker 0 ask for position 1 and worker 1 send position 5 (slot 1's
+    // next slice, in its other bank), which it sends only after receiving position 1's result
+    // (from the switch before the restart).
+    assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &[1; 8]).is_empty());
+    assert!(send(&mut s, 1, &slice(1, 5, 4, 8), &[1; 8]).is_empty());
+    assert_eq!(s.allreduce_lost(JOB), None, "nobody has asked again yet");
+    // Worker 0 asks again: position 1 can never complete.
+    assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &[1; 8]).is_empty());
+    assert_eq!(s.allreduce_lost(JOB), Some((1, 1)));
+
+    // A worker merely ahead in another slot (its copy of position 1 lost, position 2 in) is not
+    // past position 1: slots advance independently, and nothing is lost.
+    let mut s = switch(2, 4);
+    assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &[1; 8]).is_empty());
+    assert!(send(&mut s, 1, &slice(1, 2, 4, 8), &[1; 8]).is_empty());
+    assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &[1; 8]).is_empty());
+    assert_eq!(s.allreduce_lost(JOB), None);
 }

@@ -77,6 +77,14 @@ pub enum SwitchFailure<A> {
         /// Where the job stood.
         during: String,
     },
+    /// An all-reduce sum can never complete: a worker is past it (it had the result from a
+    /// switch that has since lost its state, a restart).
+    AllReduceLost {
+        /// The sum's position in the job's all-reduce stream.
+        position: u32,
+        /// A worker already past it.
+        worker: u16,
+    },
     /// An exchange every worker joined made no progress.
     Stalled {
         /// For how long, nanoseconds.
@@ -121,6 +129,11 @@ impl<A: fmt::Display> fmt::Display for SwitchFailure<A> {
                 f,
                 "worker {rank} ({addr}) fell silent for {:.1?} during {during}",
                 duration(*silent)
+            ),
+            SwitchFailure::AllReduceLost { position, worker } => write!(
+                f,
+                "the all-reduce slice at stream position {position} can never complete: worker \
+                 {worker} is already past it (did the switch restart during an all-reduce?)"
             ),
             SwitchFailure::Stalled { stalled, during } => {
                 write!(f, "no progress for {:.1?}: {during}", duration(*stalled))
@@ -568,6 +581,9 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                     during: switch.describe_job(self.cfg.job),
                 });
             }
+        }
+        if let Some((position, worker)) = switch.allreduce_lost(self.cfg.job) {
+            return Err(SwitchFailure::AllReduceLost { position, worker });
         }
         let k = switch.counters();
         let mark = [

@@ -582,6 +582,13 @@ impl Switch {
         Ok(())
     }
 
+    /// A sum of job `job`'s all-reduce that can never complete: its stream position and a
+    /// worker already past it (which had its result from a switch that has since lost its
+    /// state). The control plane ends the job when it sees one.
+    pub fn allreduce_lost(&self, job: u16) -> Option<(u32, u16)> {
+        self.jobs.get(&job)?.reduce.as_ref()?.lost()
+    }
+
     /// Job `job`'s all-reduce slots (`None` without a region).
     pub fn allreduce_slots(&self, job: u16) -> Option<u16> {
         self.jobs.get(&job)?.reduce.as_ref().map(|r| r.slots())

@@ -33,6 +33,8 @@ pub(super) struct ReduceRegion {
     workers: u16,
     /// Bank `b` of slot `s` at `2·s + b`.
     banks: Vec<Bank>,
+    /// A sum that can never complete: (its position, a worker already past it).
+    lost: Option<(u32, u16)>,
 }
 
 impl ReduceRegion {
@@ -50,11 +52,18 @@ impl ReduceRegion {
             slots,
             workers,
             banks: vec![bank; 2 * usize::from(slots)],
+            lost: None,
         }
     }
 
     pub(super) fn slots(&self) -> u16 {
         self.slots
+    }
+
+    /// A sum that can never complete, if the region holds one: its position and a worker
+    /// already past it.
+    pub(super) fn lost(&self) -> Option<(u32, u16)> {
+        self.lost
     }
 }
 
@@ -76,7 +85,8 @@ pub(super) fn reduce(
         return Err(DropReason::BadLanes);
     }
     let workers = region.workers;
-    let b = &mut region.banks[2 * usize::from(slot) + usize::from(bank)];
+    let index = 2 * usize::from(slot) + usize::from(bank);
+    let b = &mut region.banks[index];
     match b.position {
         Some(p) if p == repr.sequence => {
             if b.op != repr.layer || b.lanes != repr.lanes {
@@ -110,6 +120,18 @@ pub(super) fn reduce(
             f.counters.reduce_replays += 1;
             send_result(f, b, repr, repr.worker);
             return Ok(());
+        }
+        // A worker waiting for this sum asks again. A worker missing from it that already
+        // sent the slot's next slice (in the other bank) had this one's result — from a switch
+        // that has since lost its state (a restart): the sum can never complete, and the job
+        // must be told rather than wait.
+        let p = repr.sequence;
+        let other = &region.banks[index ^ 1];
+        if other.position == Some(p.wrapping_add(u32::from(region.slots))) {
+            let b = &region.banks[index];
+            if let Some(m) = b.seen.iter_zeros().find(|&m| other.seen[m]) {
+                region.lost.get_or_insert((p, m as u16));
+            }
         }
         return Err(DropReason::Duplicate);
     }
