@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::send;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -15,12 +13,10 @@ use switchgnn_dataplane::allreduce::{
 };
 use switchgnn_dataplane::network::{Faults, Network, NetworkConfig};
 use switchgnn_dataplane::node::{Nanos, Operation};
-use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::switch::{DropReason, Switch};
 use switchgnn_dataplane::wire::{PacketType, Repr};
-use switchgnn_datasets::{BuildOptions, Graph};
-use switchgnn_partition::Assignment;
-use switchgnn_scheduler::exchange::reduce_plan;
 
+/// The job `allreduce_switch` installs.
 const JOB: u16 = 1;
 
 /// A switch with job `JOB` of `workers` workers and `slots` all-reduce slots.
@@ -32,24 +28,7 @@ fn switch(workers: u16, slots: u16) -> Switch {
 
 /// A switch with job `JOB` of `workers` workers, and no all-reduce region.
 fn switch_without_region(workers: u16) -> Switch {
-    // Any exchange plan installs the job; the all-reduce does not use it.
-    let n = usize::from(workers).max(2);
-    let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (0, v)).collect();
-    let g = Graph::from_edges(n, &edges, BuildOptions::default()).unwrap();
-    let owner = (0..n).map(|v| (v % usize::from(workers)) as u32).collect();
-    let a = Assignment::new(owner, u32::from(workers)).unwrap();
-    let plan = Arc::new(reduce_plan(&g, &a, 4, 1_000).unwrap());
-    let mut s = Switch::new(SwitchConfig {
-        aggregators: 64,
-        ecn_threshold: 100_000,
-        ports: workers,
-    });
-    s.add_job(JobConfig {
-        job: JOB,
-        layers: vec![plan],
-    })
-    .unwrap();
-    s
+    switchgnn_sim::allreduce::allreduce_switch(workers, 100_000).unwrap()
 }
 
 /// Values whose sum over `workers` workers stays inside int32, as an agreed scale makes them.

@@ -36,6 +36,7 @@ use bitvec::vec::BitVec;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::engine::RttEstimator;
 use crate::node::{Address, HostNode, Nanos, Node, Operation, Transmit};
 use crate::wire::{Flags, Packet, PacketType, Repr, MAX_LANES};
 
@@ -94,51 +95,6 @@ pub fn from_order_key(key: i32) -> f32 {
 /// Whether stream position `a` comes after `b` (serial-number order: the stream may wrap).
 pub fn is_after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
-}
-
-/// A retransmission timeout from measured round trips (RFC 6298's estimator, with the
-/// configured timeout as its floor), doubled after each timeout until a new measurement.
-#[derive(Debug, Clone, Copy)]
-struct RoundTrip {
-    floor: Nanos,
-    smoothed: Option<(f64, f64)>,
-    backoff: u32,
-}
-
-impl RoundTrip {
-    /// Timeouts double at most this many times.
-    const MAX_BACKOFF: u32 = 6;
-
-    fn new(floor: Nanos) -> RoundTrip {
-        RoundTrip {
-            floor: floor.max(1),
-            smoothed: None,
-            backoff: 0,
-        }
-    }
-
-    fn sample(&mut self, rtt: Nanos) {
-        let r = rtt as f64;
-        self.smoothed = Some(match self.smoothed {
-            None => (r, r / 2.0),
-            Some((srtt, var)) => (
-                0.875 * srtt + 0.125 * r,
-                0.75 * var + 0.25 * (srtt - r).abs(),
-            ),
-        });
-        self.backoff = 0;
-    }
-
-    fn back_off(&mut self) {
-        self.backoff = (self.backoff + 1).min(Self::MAX_BACKOFF);
-    }
-
-    fn timeout(&self) -> Nanos {
-        let measured = self
-            .smoothed
-            .map_or(0, |(srtt, var)| (srtt + 4.0 * var) as Nanos);
-        self.floor.max(measured) << self.backoff
-    }
 }
 
 /// One worker's all-reduce.
@@ -219,7 +175,9 @@ pub struct AllReduceEngine {
     first_sent: Vec<Nanos>,
     sent_slice: Vec<u32>,
     resent: BitVec,
-    rtt: RoundTrip,
+    rtt: RttEstimator,
+    /// Timeout multiplier (1, 2, … 64): doubled by every expiry, reset by every measurement.
+    backoff: u32,
     failure: Option<AllReduceError>,
     stats: AllReduceStats,
 }
@@ -240,7 +198,8 @@ impl AllReduceEngine {
             first_sent: vec![0; usize::from(cfg.slots.max(1))],
             sent_slice: vec![u32::MAX; usize::from(cfg.slots.max(1))],
             resent: BitVec::repeat(false, usize::from(cfg.slots.max(1))),
-            rtt: RoundTrip::new(cfg.rto),
+            rtt: RttEstimator::default(),
+            backoff: 1,
             failure: None,
             stats: AllReduceStats {
                 slices: u64::from(slices),
@@ -280,11 +239,12 @@ impl AllReduceEngine {
         from..(from + MAX_LANES).min(self.input.len())
     }
 
-    fn header(&self, packet_type: PacketType, slice: u32) -> Repr {
+    /// The header of slice `slice`'s packet.
+    fn header(&self, slice: u32) -> Repr {
         let position = self.cfg.start.wrapping_add(slice);
         let (slot, bank) = slot_of(position, self.cfg.slots);
         Repr {
-            packet_type,
+            packet_type: PacketType::Reduce,
             flags: Flags::default(),
             layer: self.cfg.op.code(),
             job: self.cfg.job,
@@ -333,6 +293,7 @@ impl AllReduceEngine {
         let slot = (slice % u32::from(self.cfg.slots.max(1))) as usize;
         if !self.resent[slot] {
             self.rtt.sample(now.saturating_sub(self.first_sent[slot]));
+            self.backoff = 1;
         }
         self.done.set(slice as usize, true);
         self.remaining -= 1;
@@ -367,7 +328,7 @@ impl Node for AllReduceEngine {
         }
         // Once per expiry, however many slices it sends again.
         if expired {
-            self.rtt.back_off();
+            self.backoff = (self.backoff * 2).min(64);
         }
     }
 
@@ -379,7 +340,7 @@ impl Node for AllReduceEngine {
             if self.done[slice as usize] {
                 continue;
             }
-            let r = self.header(PacketType::Reduce, slice);
+            let r = self.header(slice);
             let range = self.lanes_of(slice);
             let len = r.emit_with_lanes(&self.input[range], buf);
             let slot = (slice % u32::from(self.cfg.slots.max(1))) as usize;
@@ -390,7 +351,8 @@ impl Node for AllReduceEngine {
             } else {
                 self.resent.set(slot, true);
             }
-            self.deadlines.push_back((now + self.rtt.timeout(), slice));
+            let rto = self.rtt.rto(self.cfg.rto.max(1)) * Nanos::from(self.backoff);
+            self.deadlines.push_back((now + rto, slice));
             self.stats.sent += 1;
             self.stats.bytes_sent += len as u64;
             return Some(Transmit {

@@ -50,9 +50,9 @@ pub fn allreduce_values(rank: u16, workers: u16, len: usize, seed: u64) -> Vec<i
     (0..len).map(|_| rng.random_range(-bound..=bound)).collect()
 }
 
-/// A switch with job 1 of `workers` workers and `slots` all-reduce slots. The switch installs
+/// A switch with job 1 of `workers` workers and no all-reduce region yet. The switch installs
 /// a job with its exchange plans; a one-edge-per-worker star stands in for them.
-fn switch_for(workers: u16, slots: u16, cfg: &SimConfig) -> Result<Switch, ModeError> {
+pub fn allreduce_switch(workers: u16, ecn_threshold: u64) -> Result<Switch, ModeError> {
     let n = usize::from(workers).max(2);
     let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (0, v)).collect();
     let graph =
@@ -62,14 +62,13 @@ fn switch_for(workers: u16, slots: u16, cfg: &SimConfig) -> Result<Switch, ModeE
     let plan = reduce_plan(&graph, &assignment, 1, 1 << 20)?;
     let mut switch = Switch::new(SwitchConfig {
         aggregators: 16,
-        ecn_threshold: cfg.switch.ecn_threshold,
+        ecn_threshold,
         ports: workers,
     });
     switch.add_job(JobConfig {
         job: 1,
         layers: vec![Arc::new(plan)],
     })?;
-    switch.add_allreduce(1, slots)?;
     Ok(switch)
 }
 
@@ -82,7 +81,8 @@ pub fn simulate_allreduce(
     seed: u64,
 ) -> Result<(AllReduceSim, Vec<Vec<i32>>), ModeError> {
     let workers = cfg.topology.hosts();
-    let mut switch = switch_for(workers, slots, cfg)?;
+    let mut switch = allreduce_switch(workers, cfg.switch.ecn_threshold)?;
+    switch.add_allreduce(1, slots)?;
     let mut hosts: Vec<Box<AllReduceEngine>> = (0..workers)
         .map(|rank| {
             let cfg = AllReduceConfig {

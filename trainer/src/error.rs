@@ -59,7 +59,7 @@ pub enum CommError {
     /// An exchange returned something else than the plan says.
     #[error("{during}: {what}")]
     Mismatch { during: String, what: String },
-    /// The all-reduce in the switch failed, or no fixed-point scale fits its values.
+    /// No fixed-point scale fits the values of an in-switch all-reduce.
     #[error(transparent)]
     AllReduce(switchgnn_transport::ParticipantError),
     /// The switch process of a loopback run.

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::allreduce::{AllReduceConfig, AllReduceEngine, AllReduceError, ReduceOp};
 use switchgnn_dataplane::control::{
     Control, Hello, Secret, WorkerControl, WorkerFailure, WorkerState, CONTROL_VERSION,
 };
@@ -112,6 +113,13 @@ pub enum WorkerError {
     },
     #[error("cancelled")]
     Cancelled,
+    #[error(
+        "the switch gives this job no all-reduce slots (an older switch, or a P4 one): run the \
+         all-reduce over tcp"
+    )]
+    NoAllReduceSlots,
+    #[error("in-switch all-reduce: {0}")]
+    AllReduce(AllReduceError),
 }
 
 /// Traffic between this worker and the switch, as it crossed the socket.
@@ -138,6 +146,9 @@ pub struct WorkerClient {
     stray: u64,
     malformed_control: u64,
     heartbeat: Option<Heartbeat>,
+    /// In-switch all-reduces run so far, and the stream position the next one starts at.
+    allreduces: u32,
+    stream: u32,
 }
 
 /// The thread that runs the control machine's timers while the worker computes: its
@@ -255,6 +266,8 @@ impl WorkerClient {
             stray: 0,
             malformed_control: 0,
             heartbeat: None,
+            allreduces: 0,
+            stream: 0,
             cfg,
         };
         loop {
@@ -289,6 +302,44 @@ impl WorkerClient {
     /// The all-reduce slots the switch gives the job (its welcome says; 0: none).
     pub fn allreduce_slots(&self) -> u16 {
         lock(&self.control).allreduce_slots()
+    }
+
+    /// Combine int32 `values` with every other worker's (`op`) in the switch's all-reduce slots
+    /// (as many as its welcome advertised); the finished engine, for its output and counters.
+    /// The client keeps the job's stream position: every worker runs the same all-reduces in
+    /// the same order, so they agree on the positions without talking.
+    pub fn all_reduce(
+        &mut self,
+        op: ReduceOp,
+        values: Vec<i32>,
+    ) -> Result<AllReduceEngine, WorkerError> {
+        let slots = self.allreduce_slots();
+        if slots == 0 {
+            return Err(WorkerError::NoAllReduceSlots);
+        }
+        let cfg = AllReduceConfig {
+            job: self.cfg.job,
+            rank: self.cfg.rank,
+            slots,
+            op,
+            operation: self.allreduces,
+            start: self.stream,
+            rto: self.cfg.timeouts.protocol().rto,
+        };
+        let during = format!(
+            "all-reduce {} ({op:?} of {} values)",
+            self.allreduces,
+            values.len()
+        );
+        let mut engine = AllReduceEngine::new(cfg, values);
+        self.allreduces += 1;
+        // Whatever happens, the next operation starts after this one's slices, as everyone's.
+        self.stream = engine.end();
+        self.run(&mut engine, &during)?;
+        match engine.failure() {
+            Some(e) => Err(WorkerError::AllReduce(e)),
+            None => Ok(engine),
+        }
     }
 
     /// Whether engines keep a congestion window (the job's link setting).

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use switchgnn_dataplane::allreduce::{
-    AllReduceConfig, AllReduceEngine, AllReduceError, AllReduceStats, ReduceOp,
-};
+use switchgnn_dataplane::allreduce::{AllReduceStats, ReduceOp};
 use switchgnn_dataplane::engine::{EngineConfig, ExchangeOutput, LocalFeatures};
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
@@ -141,8 +139,6 @@ pub enum LoopbackError {
         rank: u16,
         source: switchgnn_dataplane::engine::EngineError,
     },
-    #[error("worker {rank}: {source}")]
-    AllReduce { rank: u16, source: AllReduceError },
 }
 
 /// One worker's in-switch all-reduces: per operation, its result, wall time and counters.
@@ -171,32 +167,15 @@ pub fn run_allreduce_job(
             seconds: Vec::new(),
             stats: Vec::new(),
         };
-        let mut start = 0;
         for (i, &op) in ops.iter().enumerate() {
-            let cfg = AllReduceConfig {
-                job: server.job,
-                rank,
-                slots: client.allreduce_slots(),
-                op,
-                operation: i as u32,
-                start,
-                rto: server.timeouts.protocol().rto,
-            };
-            let mut engine = AllReduceEngine::new(cfg, values(rank, i));
             let began = Instant::now();
-            client
-                .run(&mut engine, &format!("all-reduce {i}"))
-                .map_err(worker)?;
+            let engine = client.all_reduce(op, values(rank, i)).map_err(worker)?;
             run.seconds.push(began.elapsed().as_secs_f64());
-            if let Some(source) = engine.failure() {
-                return Err(LoopbackError::AllReduce { rank, source });
-            }
-            start = engine.end();
             run.stats.push(*engine.stats());
             run.outputs.push(engine.into_output());
         }
         client.finish().map_err(worker)?;
-        Ok(run)
+        Ok::<_, LoopbackError>(run)
     })?;
     let workers = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok((switch, workers))

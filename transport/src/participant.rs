@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::allreduce::{
-    from_order_key, order_key, AllReduceConfig, AllReduceEngine, AllReduceError,
-};
+use switchgnn_dataplane::allreduce::{from_order_key, order_key};
 use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::{EngineConfig, EngineError, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::{FixedError, Scale};
@@ -26,7 +24,7 @@ use thiserror::Error;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
 use crate::collective::{CollectiveClient, CollectiveError, Member, ReduceOp};
-use crate::job::{AllReduce, AllReduceVia, JobFile};
+use crate::job::{AllReduceVia, JobFile};
 use crate::runner::new_engine;
 use crate::session::Session;
 
@@ -41,9 +39,6 @@ pub enum ParticipantError {
     /// An exchange engine refused its inputs.
     #[error("{during}: {source}")]
     Engine { during: String, source: EngineError },
-    /// The all-reduce in the switch failed.
-    #[error("worker {rank}: {source}")]
-    AllReduce { rank: u16, source: AllReduceError },
     /// No fixed-point scale fits the values of an all-reduce.
     #[error("all-reduce: {0} (are the values finite?)")]
     AllReduceScale(FixedError),
@@ -68,8 +63,8 @@ pub struct ParticipantOptions {
     /// Unacknowledged data chunks at most.
     pub window: usize,
     pub timers: Timers,
-    /// Where the all-reduce runs (the slots are the switch's, from its welcome).
-    pub allreduce: AllReduce,
+    /// Where the all-reduce runs (its slots are the switch's, from its welcome).
+    pub allreduce: AllReduceVia,
 }
 
 /// Totals over a worker's exchanges and all-reduces, for its report.
@@ -111,10 +106,6 @@ pub struct Participant {
     /// graph, not the plan, so that every exchange kind encodes alike and delivers the same bits.
     contributions: u64,
     seq: u32,
-    /// The in-switch all-reduces so far, and the stream position the next one starts at
-    /// (every worker runs the same ones, so they agree without talking).
-    operations: u32,
-    stream: u32,
     pub totals: ExchangeTotals,
 }
 
@@ -167,7 +158,7 @@ impl Participant {
             line_rate: job.link.rate(),
             window: job.link.window,
             timers: job.timeouts.protocol(),
-            allreduce: job.allreduce,
+            allreduce: job.allreduce.via,
         };
         let boundary = session
             .layers
@@ -204,8 +195,6 @@ impl Participant {
             boundary: boundary.to_vec(),
             contributions,
             seq: 0,
-            operations: 0,
-            stream: 0,
             totals: ExchangeTotals::default(),
         })
     }
@@ -217,7 +206,7 @@ impl Participant {
     /// Run the following all-reduces (and scale agreements) in the switch or through the TCP
     /// service. Every worker must switch at the same point of its sequence.
     pub fn set_allreduce_via(&mut self, via: AllReduceVia) {
-        self.opts.allreduce.via = via;
+        self.opts.allreduce = via;
     }
 
     pub fn session(&self) -> &Session {
@@ -267,7 +256,7 @@ impl Participant {
 
     /// One all-reduce round, where the job runs them; the bytes it sent and received.
     fn reduce(&mut self, op: ReduceOp, values: &mut [f32]) -> Result<(u64, u64), ParticipantError> {
-        match self.opts.allreduce.via {
+        match self.opts.allreduce {
             AllReduceVia::Tcp => self.reduce_by_service(op, values),
             AllReduceVia::Switch => self.reduce_in_switch(op, values),
         }
@@ -326,7 +315,7 @@ impl Participant {
                     .map(|s| order_key(s.iter().map(magnitude).fold(0f32, f32::max)))
                     .collect();
                 let (agreed, (s1, r1)) = self.switch_round(ReduceOp::Max, bounds)?;
-                let world = u64::from(self.session.layers.first().map_or(1, |p| p.workers));
+                let world = u64::from(self.session.workers());
                 let scales = agreed
                     .iter()
                     .map(|&k| Scale::for_bound(from_order_key(k), world))
@@ -355,47 +344,18 @@ impl Participant {
         }
     }
 
-    /// One operation of the in-switch all-reduce over int32 `values`: the combined values and
-    /// the bytes sent and received.
+    /// One in-switch all-reduce over int32 `values`: the combined values and the bytes sent
+    /// and received.
     fn switch_round(
         &mut self,
         op: ReduceOp,
         values: Vec<i32>,
     ) -> Result<(Vec<i32>, (u64, u64)), ParticipantError> {
         let rank = self.opts.rank;
-        // The switch's welcome says how many slots the job has: the switch's job file counts.
-        let slots = self.client.allreduce_slots();
-        if slots == 0 {
-            return Err(ParticipantError::Usage(
-                "the switch gives this job no all-reduce slots (an older switch?): run the \
-                 all-reduce over tcp"
-                    .into(),
-            ));
-        }
-        let cfg = AllReduceConfig {
-            job: self.opts.job,
-            rank,
-            slots,
-            op,
-            operation: self.operations,
-            start: self.stream,
-            rto: self.opts.timers.rto,
-        };
-        let during = format!(
-            "all-reduce {} ({op:?} of {} values)",
-            self.operations,
-            values.len()
-        );
-        let mut engine = AllReduceEngine::new(cfg, values);
-        self.operations += 1;
-        // Whatever happens, the next operation starts after this one's slices, as everyone's.
-        self.stream = engine.end();
-        self.client
-            .run(&mut engine, &during)
+        let engine = self
+            .client
+            .all_reduce(op, values)
             .map_err(|source| ParticipantError::Worker { rank, source })?;
-        if let Some(source) = engine.failure() {
-            return Err(ParticipantError::AllReduce { rank, source });
-        }
         let s = *engine.stats();
         Ok((engine.into_output(), (s.bytes_sent, s.bytes_received)))
     }

@@ -51,9 +51,7 @@ pub(crate) fn comm(e: ParticipantError) -> TrainError {
         ParticipantError::Scale { layer, source } => CommError::Scale { layer, source }.into(),
         ParticipantError::Mismatch { during, what } => CommError::Mismatch { during, what }.into(),
         ParticipantError::Usage(why) => TrainError::Config(why),
-        e @ (ParticipantError::AllReduce { .. } | ParticipantError::AllReduceScale(_)) => {
-            CommError::AllReduce(e).into()
-        }
+        e @ ParticipantError::AllReduceScale(_) => CommError::AllReduce(e).into(),
     }
 }
 
