@@ -82,11 +82,7 @@ fn switch(plan: &Arc<ExchangePlan>, memory: u64) -> Switch {
         ports: plan.workers,
         ..SwitchConfig::with_memory(memory)
     });
-    s.add_job(JobConfig {
-        job: 1,
-        layers: vec![plan.clone()],
-    })
-    .unwrap();
+    s.add_job(JobConfig::new(1, vec![plan.clone()])).unwrap();
     s
 }
 

@@ -123,10 +123,7 @@ fn switch_and_engines_allocate_nothing_per_packet() {
             ..SwitchConfig::with_memory(memory)
         });
         switch
-            .add_job(JobConfig {
-                job: 1,
-                layers: vec![plan.clone()],
-            })
+            .add_job(JobConfig::new(1, vec![plan.clone()]))
             .unwrap();
         exchange(kind, &fixture, &mut switch, scale, 0);
         let t = exchange(kind, &fixture, &mut switch, scale, 1);

@@ -161,10 +161,7 @@ fn fresh_switch(plan: &Arc<ExchangePlan>, now: Nanos) -> ControlledSwitch {
         ..SwitchConfig::with_memory(16 << 10)
     });
     switch
-        .add_job(JobConfig {
-            job: 1,
-            layers: vec![plan.clone()],
-        })
+        .add_job(JobConfig::new(1, vec![plan.clone()]))
         .unwrap();
     let control = SwitchControlConfig {
         job: 1,

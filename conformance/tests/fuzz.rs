@@ -35,11 +35,8 @@ fn switch_for(plan: &Arc<ExchangePlan>) -> Switch {
         ecn_threshold: 0,
         ports: 4,
     });
-    s.add_job(JobConfig {
-        job: 7,
-        layers: vec![plan.clone(), plan.clone()],
-    })
-    .unwrap();
+    s.add_job(JobConfig::new(7, vec![plan.clone(), plan.clone()]))
+        .unwrap();
     s
 }
 

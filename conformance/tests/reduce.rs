@@ -56,11 +56,7 @@ fn the_switch_adds_one_partial_per_worker_in_one_pass() {
         ecn_threshold: 1_000,
         ports: 3,
     });
-    s.add_job(JobConfig {
-        job: 1,
-        layers: vec![plan],
-    })
-    .unwrap();
+    s.add_job(JobConfig::new(1, vec![plan])).unwrap();
     for w in 0..3 {
         send(&mut s, w, &header(PacketType::Join, w), &[]);
     }

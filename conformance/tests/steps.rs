@@ -85,10 +85,7 @@ impl Harness {
             ports: workers as u16,
         });
         switch
-            .add_job(JobConfig {
-                job: 1,
-                layers: vec![plan.clone()],
-            })
+            .add_job(JobConfig::new(1, vec![plan.clone()]))
             .unwrap();
         let engines = (0..workers as u16)
             .map(|rank| {

@@ -33,11 +33,7 @@ fn star_switch(mode: Mode, aggregators: usize) -> (Switch, Arc<ExchangePlan>) {
         ecn_threshold: 1_000,
         ports: 4,
     });
-    s.add_job(JobConfig {
-        job: 1,
-        layers: vec![plan.clone()],
-    })
-    .unwrap();
+    s.add_job(JobConfig::new(1, vec![plan.clone()])).unwrap();
     (s, plan)
 }
 

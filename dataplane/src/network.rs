@@ -566,12 +566,12 @@ fn build(
         });
     }
     let mut switch = Switch::new(setup.switch);
-    switch.add_job(crate::switch::JobConfig {
-        job: setup.exchange.job,
-        layers: (0..=setup.exchange.layer)
+    switch.add_job(crate::switch::JobConfig::new(
+        setup.exchange.job,
+        (0..=setup.exchange.layer)
             .map(|_| switch_plan.clone())
             .collect(),
-    })?;
+    ))?;
     let mut engines: Vec<Box<dyn Exchange>> = Vec::new();
     for w in 0..plan.workers {
         let (vertices, values) = plan.local_rows(w, features);

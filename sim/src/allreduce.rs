@@ -65,10 +65,7 @@ pub fn allreduce_switch(workers: u16, ecn_threshold: u64) -> Result<Switch, Mode
         ecn_threshold,
         ports: workers,
     });
-    switch.add_job(JobConfig {
-        job: 1,
-        layers: vec![Arc::new(plan)],
-    })?;
+    switch.add_job(JobConfig::new(1, vec![Arc::new(plan)]))?;
     Ok(switch)
 }
 

@@ -271,10 +271,10 @@ pub fn simulate_exchange_tapped(
         layer: setup.layer,
         backward: setup.backward,
     };
-    switch.add_job(JobConfig {
-        job: 1,
-        layers: (0..=setup.layer).map(|_| plan.clone()).collect(),
-    })?;
+    switch.add_job(JobConfig::new(
+        1,
+        (0..=setup.layer).map(|_| plan.clone()).collect(),
+    ))?;
     // The pacer counts the packets the engine builds; aim it at the line rate of the frames
     // they stand for.
     let link_gbps = cfg.host.uplink_gbps(&cfg.topology);

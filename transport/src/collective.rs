@@ -155,8 +155,16 @@ impl RunningService {
         cfg: ServiceConfig,
         liveness: Option<Arc<Liveness>>,
     ) -> io::Result<RunningService> {
-        let mut service = CollectiveService::bind(addr, cfg)?;
-        service.liveness = liveness;
+        RunningService::start_jobs(addr, vec![(cfg, liveness)])
+    }
+
+    /// [`RunningService::start`] for several jobs at one address: a worker's hello names its
+    /// job, and each job's rounds run apart from the others'.
+    pub fn start_jobs(
+        addr: SocketAddr,
+        jobs: Vec<(ServiceConfig, Option<Arc<Liveness>>)>,
+    ) -> io::Result<RunningService> {
+        let service = CollectiveService::bind_jobs(addr, jobs)?;
         let stop = Arc::new(AtomicBool::new(false));
         let handle = service.spawn(stop.clone());
         Ok(RunningService { stop, handle })
@@ -177,28 +185,67 @@ impl RunningService {
     }
 }
 
-/// The parameter server: accepts `world` workers, then reduces rounds until they all leave.
+/// The parameter server: accepts each job's `world` workers, then reduces that job's rounds
+/// (in a thread of its own) until they all leave.
 #[derive(Debug)]
 pub struct CollectiveService {
-    cfg: ServiceConfig,
+    jobs: Vec<ServiceJob>,
     listener: TcpListener,
+}
+
+/// One job the service serves.
+#[derive(Debug)]
+struct ServiceJob {
+    cfg: ServiceConfig,
     liveness: Option<Arc<Liveness>>,
+}
+
+/// A job's workers as they connect.
+#[derive(Debug)]
+struct Gathering {
+    peers: Vec<Option<TcpStream>>,
+    /// The first worker's agreement: everyone else's must equal it.
+    agreement: Option<u64>,
+    /// The join deadline, from the first worker's arrival: a switch serving a job that never
+    /// trains waits, harmlessly, until it is stopped.
+    deadline: Option<Instant>,
+    /// Every worker connected and the rounds were handed to a thread (or the job failed).
+    over: bool,
+}
+
+impl Gathering {
+    fn connected(&self) -> usize {
+        self.peers.iter().flatten().count()
+    }
 }
 
 impl CollectiveService {
     pub fn bind(addr: SocketAddr, cfg: ServiceConfig) -> io::Result<CollectiveService> {
+        CollectiveService::bind_jobs(addr, vec![(cfg, None)])
+    }
+
+    /// A service for several jobs at `addr` (distinct job ids), each judged by its own
+    /// liveness table if it has one.
+    pub fn bind_jobs(
+        addr: SocketAddr,
+        jobs: Vec<(ServiceConfig, Option<Arc<Liveness>>)>,
+    ) -> io::Result<CollectiveService> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         Ok(CollectiveService {
-            cfg,
+            jobs: jobs
+                .into_iter()
+                .map(|(cfg, liveness)| ServiceJob { cfg, liveness })
+                .collect(),
             listener,
-            liveness: None,
         })
     }
 
     /// Judge workers by the switch's liveness table instead of a deadline per round.
     pub fn with_liveness(mut self, liveness: Arc<Liveness>) -> CollectiveService {
-        self.liveness = Some(liveness);
+        for j in &mut self.jobs {
+            j.liveness = Some(liveness.clone());
+        }
         self
     }
 
@@ -217,53 +264,90 @@ impl CollectiveService {
             .expect("spawn the collective thread")
     }
 
-    /// Stopped before any worker connected, it returns an empty report.
+    /// Until every job's workers have left, or `stop`. The report sums the jobs'; the first
+    /// job to fail gives the error (the others run on to their end). Stopped before any worker
+    /// connected, it returns an empty report.
     pub fn run(self, stop: &AtomicBool) -> Result<CollectiveReport, CollectiveError> {
         let addr = self
             .listener
             .local_addr()
             .map_err(|source| io_err(addr0(), source))?;
-        let mut peers = match self.accept_all(stop, addr) {
-            Ok(p) => p,
-            Err(CollectiveError::Stopped { connected: 0 }) => {
-                return Ok(CollectiveReport::default())
+        let mut gathering: Vec<Gathering> = self
+            .jobs
+            .iter()
+            .map(|j| Gathering {
+                peers: (0..j.cfg.world).map(|_| None).collect(),
+                agreement: None,
+                deadline: None,
+                over: false,
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            let mut outcomes: Vec<Result<CollectiveReport, CollectiveError>> = Vec::new();
+            let mut serving = Vec::new();
+            let accepted = self.accept_all(&mut gathering, stop, addr, |job, mut peers| {
+                let job = &self.jobs[job];
+                serving.push(scope.spawn(move || job.run(&mut peers, stop)));
+            });
+            if let Err(e) = accepted {
+                outcomes.push(Err(e));
             }
-            Err(e) => return Err(e),
-        };
-        let outcome = self.serve(&mut peers, stop);
-        if let Err(e) = &outcome {
-            // Tell everyone still connected why the job ends.
-            for p in peers.iter_mut().flatten() {
-                let _ = send_error(p, &e.to_string());
-                let _ = p.shutdown(Shutdown::Both);
+            for h in serving {
+                outcomes.push(h.join().unwrap_or_else(|_| {
+                    Err(CollectiveError::Failed(
+                        "a job's service thread panicked".into(),
+                    ))
+                }));
             }
-        }
-        outcome
+            let mut report = CollectiveReport::default();
+            for outcome in outcomes {
+                let r = outcome?;
+                report.rounds += r.rounds;
+                report.values_in += r.values_in;
+            }
+            Ok(report)
+        })
     }
 
+    /// Accept workers until every job has all of its own, handing each complete job's
+    /// connections to `serve`. A job whose workers miss the join deadline fails alone.
     fn accept_all(
         &self,
+        gathering: &mut [Gathering],
         stop: &AtomicBool,
         addr: SocketAddr,
-    ) -> Result<Vec<Option<TcpStream>>, CollectiveError> {
-        let world = usize::from(self.cfg.world);
-        let mut peers: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
-        let mut agreement: Option<u64> = None;
-        // The join timeout runs from the first worker's arrival: a switch serving a job that
-        // never trains waits, harmlessly, until it is stopped.
-        let mut deadline: Option<Instant> = None;
-        while peers.iter().any(Option::is_none) {
+        mut serve: impl FnMut(usize, Vec<Option<TcpStream>>),
+    ) -> Result<(), CollectiveError> {
+        let mut failure = None;
+        while gathering.iter().any(|g| !g.over) {
             if stop.load(Ordering::Relaxed) {
-                return Err(CollectiveError::Stopped {
-                    connected: peers.iter().flatten().count(),
-                });
+                let connected: usize = gathering
+                    .iter()
+                    .filter(|g| !g.over)
+                    .map(Gathering::connected)
+                    .sum();
+                return match (failure, connected) {
+                    (Some(e), _) => Err(e),
+                    (None, 0) => Ok(()),
+                    (None, connected) => Err(CollectiveError::Stopped { connected }),
+                };
             }
-            if deadline.is_some_and(|d| Instant::now() > d) {
-                let missing: Vec<usize> = (0..world).filter(|&r| peers[r].is_none()).collect();
-                return Err(CollectiveError::Failed(format!(
-                    "workers {missing:?} did not connect within {:?}",
-                    self.cfg.join
-                )));
+            for (job, g) in self.jobs.iter().zip(gathering.iter_mut()) {
+                if !g.over && g.deadline.is_some_and(|d| Instant::now() > d) {
+                    let missing: Vec<usize> = (0..g.peers.len())
+                        .filter(|&r| g.peers[r].is_none())
+                        .collect();
+                    let e = CollectiveError::Failed(format!(
+                        "workers {missing:?} of job {} did not connect within {:?}",
+                        job.cfg.job, job.cfg.join
+                    ));
+                    for p in g.peers.iter_mut().flatten() {
+                        let _ = send_error(p, &e.to_string());
+                    }
+                    g.peers.clear();
+                    g.over = true;
+                    failure.get_or_insert(e);
+                }
             }
             let mut stream = match self.listener.accept() {
                 Ok((s, _)) => s,
@@ -277,7 +361,6 @@ impl CollectiveService {
                 .set_nonblocking(false)
                 .and_then(|()| stream.set_nodelay(true))
                 .map_err(|e| io_err(addr, e))?;
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.cfg.join);
             let nonce: [u8; 16] = rand::random();
             let mut greeting = MAGIC.to_vec();
             greeting.extend_from_slice(&VERSION.to_le_bytes());
@@ -286,7 +369,10 @@ impl CollectiveService {
                 tracing::warn!("collective: a worker left before its greeting: {e}");
                 continue;
             }
-            let hello_by = deadline.min(Instant::now() + HELLO_WAIT);
+            let hello_by = gathering
+                .iter()
+                .filter_map(|g| g.deadline)
+                .fold(Instant::now() + HELLO_WAIT, Instant::min);
             let hello = match read_hello(&mut stream, &mut until(hello_by), stop) {
                 Ok(h) => h,
                 Err(e) => {
@@ -294,49 +380,94 @@ impl CollectiveService {
                     continue;
                 }
             };
-            let refusal = if hello.job != self.cfg.job || hello.world != self.cfg.world {
-                Some(format!(
-                    "job {} of {} workers, but this service runs job {} of {}",
-                    hello.job, hello.world, self.cfg.job, self.cfg.world
-                ))
-            } else if self.cfg.secret.as_ref().is_some_and(|s| {
-                let parts =
-                    proof_parts(&nonce, hello.job, hello.rank, hello.world, hello.agreement);
-                !s.check(PROOF_CONTEXT, &[&parts], &hello.proof)
-            }) {
-                Some(format!(
-                    "worker {}'s admission proof does not verify (the worker's secret is not the \
-                     switch's: give both the job's `secret_file`)",
-                    hello.rank
-                ))
-            } else if hello.rank >= self.cfg.world {
-                Some(format!("rank {} out of range", hello.rank))
-            } else if peers[usize::from(hello.rank)].is_some() {
-                Some(format!("rank {} is already connected", hello.rank))
-            } else if agreement.is_some_and(|a| a != hello.agreement) {
-                Some(format!(
-                    "worker {} runs other settings than the workers before it (agreement \
-                     {:#018x}, expected {:#018x}); start every worker with the same options",
-                    hello.rank,
-                    hello.agreement,
-                    agreement.unwrap_or_default()
-                ))
-            } else {
-                None
+            let Some(index) = self.jobs.iter().position(|j| j.cfg.job == hello.job) else {
+                let jobs: Vec<u16> = self.jobs.iter().map(|j| j.cfg.job).collect();
+                let reason = format!(
+                    "job {} of {} workers, but this service runs job{} {}",
+                    hello.job,
+                    hello.world,
+                    if jobs.len() == 1 { "" } else { "s" },
+                    jobs.iter()
+                        .map(|j| j.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let _ = send_error(&mut stream, &reason);
+                tracing::warn!("collective: refused a worker: {reason}");
+                continue;
             };
-            match refusal {
+            let (job, g) = (&self.jobs[index], &mut gathering[index]);
+            match job.admit(g, &nonce, &hello) {
                 Some(reason) => {
                     let _ = send_error(&mut stream, &reason);
                     tracing::warn!("collective: refused a worker: {reason}");
                 }
                 None => {
                     stream.write_all(&[0]).map_err(|e| io_err(addr, e))?;
-                    agreement = Some(hello.agreement);
-                    peers[usize::from(hello.rank)] = Some(stream);
+                    g.deadline
+                        .get_or_insert_with(|| Instant::now() + job.cfg.join);
+                    g.agreement = Some(hello.agreement);
+                    g.peers[usize::from(hello.rank)] = Some(stream);
+                    if g.peers.iter().all(Option::is_some) {
+                        g.over = true;
+                        serve(index, std::mem::take(&mut g.peers));
+                    }
                 }
             }
         }
-        Ok(peers)
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+impl ServiceJob {
+    /// Why `hello` (for this job) is refused, if it is.
+    fn admit(&self, g: &Gathering, nonce: &[u8], hello: &Hello) -> Option<String> {
+        if hello.world != self.cfg.world {
+            Some(format!(
+                "job {} of {} workers, but this service runs job {} of {}",
+                hello.job, hello.world, self.cfg.job, self.cfg.world
+            ))
+        } else if self.cfg.secret.as_ref().is_some_and(|s| {
+            let parts = proof_parts(nonce, hello.job, hello.rank, hello.world, hello.agreement);
+            !s.check(PROOF_CONTEXT, &[&parts], &hello.proof)
+        }) {
+            Some(format!(
+                "worker {}'s admission proof does not verify (the worker's secret is not the \
+                 switch's: give both the job's `secret_file`)",
+                hello.rank
+            ))
+        } else if hello.rank >= self.cfg.world {
+            Some(format!("rank {} out of range", hello.rank))
+        } else if g.peers[usize::from(hello.rank)].is_some() {
+            Some(format!("rank {} is already connected", hello.rank))
+        } else if g.agreement.is_some_and(|a| a != hello.agreement) {
+            Some(format!(
+                "worker {} runs other settings than the workers before it (agreement \
+                 {:#018x}, expected {:#018x}); start every worker with the same options",
+                hello.rank,
+                hello.agreement,
+                g.agreement.unwrap_or_default()
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Serve the rounds of this job's connected workers; on an error, tell everyone still
+    /// connected why the job ends.
+    fn run(
+        &self,
+        peers: &mut [Option<TcpStream>],
+        stop: &AtomicBool,
+    ) -> Result<CollectiveReport, CollectiveError> {
+        let outcome = self.serve(peers, stop);
+        if let Err(e) = &outcome {
+            for p in peers.iter_mut().flatten() {
+                let _ = send_error(p, &e.to_string());
+                let _ = p.shutdown(Shutdown::Both);
+            }
+        }
+        outcome
     }
 
     fn serve(
@@ -439,7 +570,7 @@ impl CollectiveService {
     }
 }
 
-impl CollectiveService {
+impl ServiceJob {
     /// How long to wait for `rank`'s next bytes: while the switch hears from it (or, without
     /// a liveness table, until `idle` has passed); `waiting` hear a keepalive every second
     /// meanwhile.
@@ -955,6 +1086,74 @@ mod tests {
         let report = server.join().unwrap().unwrap();
         assert_eq!(report.rounds, 2);
         assert_eq!(report.values_in, 3 * 5);
+    }
+
+    /// Two jobs at one address: each job's rounds sum its own workers only, one job's round
+    /// never waits for the other's workers, and a hello for a job the service does not run is
+    /// refused by name.
+    #[test]
+    fn jobs_sharing_the_service_sum_apart() {
+        let cfg = |job, world| ServiceConfig {
+            job,
+            world,
+            join: Duration::from_secs(10),
+            idle: Duration::from_secs(10),
+            secret: None,
+        };
+        let s = CollectiveService::bind_jobs(
+            "127.0.0.1:0".parse().unwrap(),
+            vec![(cfg(3, 2), None), (cfg(4, 3), None)],
+        )
+        .unwrap();
+        let addr = s.local_addr().unwrap();
+        let server = s.spawn(Arc::new(AtomicBool::new(false)));
+        let member = |job, rank, world| Member {
+            job,
+            rank,
+            world,
+            agreement: 0,
+            secret: None,
+        };
+        let wait = Duration::from_secs(10);
+        let err = CollectiveClient::connect(addr, &member(9, 0, 2), wait, wait).unwrap_err();
+        assert!(
+            matches!(&err, CollectiveError::Refused { reason, .. } if reason.contains("runs jobs 3, 4")),
+            "{err}"
+        );
+        // Job 4 finishes three rounds while job 3's worker 1 has not even connected.
+        let job4: Vec<_> = (0..3u16)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let mut c = CollectiveClient::connect(addr, &member(4, rank, 3), wait, wait)
+                        .unwrap();
+                    (0..3)
+                        .map(|round| {
+                            let mut v = vec![f32::from(rank) + round as f32];
+                            c.all_reduce(ReduceOp::Sum, &mut v).unwrap();
+                            v[0]
+                        })
+                        .collect::<Vec<f32>>()
+                })
+            })
+            .collect();
+        let early = std::thread::spawn(move || {
+            let mut c = CollectiveClient::connect(addr, &member(3, 0, 2), wait, wait).unwrap();
+            let mut v = vec![100.0];
+            c.all_reduce(ReduceOp::Sum, &mut v).unwrap();
+            v[0]
+        });
+        for w in job4 {
+            assert_eq!(w.join().unwrap(), vec![3.0, 6.0, 9.0]);
+        }
+        let mut late = CollectiveClient::connect(addr, &member(3, 1, 2), wait, wait).unwrap();
+        let mut v = vec![1.0];
+        late.all_reduce(ReduceOp::Sum, &mut v).unwrap();
+        assert_eq!(v[0], 101.0);
+        assert_eq!(early.join().unwrap(), 101.0);
+        drop(late);
+        let report = server.join().unwrap().unwrap();
+        assert_eq!(report.rounds, 3 + 1);
+        assert_eq!(report.values_in, 3 * 3 + 2);
     }
 
     #[test]

@@ -298,10 +298,7 @@ impl SwitchServer {
             ecn_threshold: cfg.link.ecn_threshold_bytes,
             ports: cfg.world,
         });
-        switch.add_job(JobConfig {
-            job: cfg.job,
-            layers: session.layers.clone(),
-        })?;
+        switch.add_job(JobConfig::new(cfg.job, session.layers.clone()))?;
         if cfg.allreduce_slots > 0 {
             switch.add_allreduce(cfg.job, cfg.allreduce_slots)?;
         }

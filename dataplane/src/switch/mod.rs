@@ -1,8 +1,9 @@
 //! The switch model: exactly what the P4 program does, as a sans-IO state machine.
 //!
 //! Per packet, in order:
-//! 1. parse (malformed → dropped and counted by reason), admission (job, worker and ingress
-//!    port must agree with a configured job), ids in range for the exchange's plan;
+//! 1. parse (malformed → dropped and counted by reason), admission (a configured job whose
+//!    worker `r` is on the ingress port: each job has its own range of ports), ids in range for
+//!    the exchange's plan;
 //! 2. **Data**: look the source vertex up in the current block's vertex → aggregators table;
 //!    drop a duplicate (a per-source, per-chunk seen bit) but acknowledge it again; otherwise
 //!    make one pass per destination aggregator (each a recirculation on Tofino): allocate on
@@ -114,15 +115,31 @@ pub enum SwitchError {
         /// Slots asked for.
         slots: u16,
     },
-    /// The job has more workers than the switch has ports.
-    #[error("job {job} has {workers} workers but the switch has {ports} ports")]
+    /// The job's workers do not fit on the switch's ports from its first port on.
+    #[error(
+        "job {job} has {workers} workers from port {first_port} on, but the switch has {ports} ports"
+    )]
     TooManyWorkers {
         /// The job id.
         job: u16,
         /// Workers in the job.
         workers: u16,
+        /// The port of its worker 0.
+        first_port: u16,
         /// Ports the switch has.
         ports: u16,
+    },
+    /// The job's ports overlap another job's.
+    #[error("job {job}'s ports {first}..{end} overlap job {other}'s")]
+    PortsTaken {
+        /// The job id.
+        job: u16,
+        /// Its first port.
+        first: u16,
+        /// One past its last port.
+        end: u32,
+        /// The job already on some of them.
+        other: u16,
     },
 }
 
@@ -332,13 +349,34 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
-/// One job: its workers and one exchange plan per layer.
+/// One job: its workers, the ports they are on and one exchange plan per layer.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
     /// The job id.
     pub job: u16,
     /// The exchange plan of each layer, indexed by layer.
     pub layers: Vec<Arc<ExchangePlan>>,
+    /// The port of the job's worker 0; worker `r` is on port `first_port + r`. Jobs sharing a
+    /// switch get ranges of ports that do not overlap, so a packet's ingress port says whose
+    /// it is whatever its header claims.
+    pub first_port: u16,
+}
+
+impl JobConfig {
+    /// Job `job` with `layers`, its workers on ports 0, 1, … (a switch of its own).
+    pub fn new(job: u16, layers: Vec<Arc<ExchangePlan>>) -> JobConfig {
+        JobConfig {
+            job,
+            layers,
+            first_port: 0,
+        }
+    }
+
+    /// The same job with its worker 0 on port `first_port`.
+    pub fn at_port(mut self, first_port: u16) -> JobConfig {
+        self.first_port = first_port;
+        self
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,6 +443,8 @@ impl Run {
 #[derive(Debug)]
 struct Job {
     workers: u16,
+    /// The port of worker 0 (see [`JobConfig::first_port`]).
+    first_port: u16,
     layers: Vec<Arc<ExchangePlan>>,
     current: Option<Run>,
     /// The exchange before `current`, its sequence number and block count, to repeat its
@@ -449,6 +489,9 @@ struct Fabric {
     ingress_congested: bool,
     out: Outbox,
     counters: SwitchCounters,
+    /// The port of the worker 0 of the job whose packet is being handled: handlers speak of
+    /// workers by rank, and this turns a rank into the port it is on.
+    first_port: u16,
 }
 
 /// Count a packet leaving the switch, marking ECN on it when its port (or the ingress) is
@@ -474,25 +517,33 @@ impl Fabric {
         self.counters.drops[reason as usize] += 1;
     }
 
-    fn congested(&self, port: u16) -> bool {
+    /// The port worker `rank` of the current job is on.
+    fn port_of(&self, rank: u16) -> u16 {
+        self.first_port + rank
+    }
+
+    /// Whether the egress queue towards worker `rank` (or the ingress) is congested.
+    fn congested(&self, rank: u16) -> bool {
         self.ingress_congested
             || self
                 .egress
-                .get(usize::from(port))
+                .get(usize::from(self.port_of(rank)))
                 .is_some_and(|&q| q > self.config.ecn_threshold)
     }
 
-    /// Queue header `r` and its `lanes` for `port`.
-    fn send(&mut self, port: u16, r: &Repr, lanes: &[i32]) {
-        let congested = self.congested(port);
+    /// Queue header `r` and its `lanes` for worker `rank`.
+    fn send(&mut self, rank: u16, r: &Repr, lanes: &[i32]) {
+        let congested = self.congested(rank);
+        let port = self.port_of(rank);
         let bytes = self.out.push_repr(Address::Worker(port), r, lanes);
         account(&mut self.counters, congested, bytes);
     }
 
     /// Queue a copy of a packet passing through (`bytes`, trimmed to its header's length) for
-    /// `port`.
-    fn forward(&mut self, port: u16, bytes: &[u8]) {
-        let congested = self.congested(port);
+    /// worker `rank`.
+    fn forward(&mut self, rank: u16, bytes: &[u8]) {
+        let congested = self.congested(rank);
+        let port = self.port_of(rank);
         let bytes = self.out.push_copy(Address::Worker(port), bytes);
         account(&mut self.counters, congested, bytes);
     }
@@ -502,12 +553,12 @@ impl Fabric {
         self.counters.peak_aggregators = self.counters.peak_aggregators.max(used);
     }
 
-    fn go(&mut self, id: &ExchangeId, seq: u32, block: u16, port: u16) {
+    fn go(&mut self, id: &ExchangeId, seq: u32, block: u16, rank: u16) {
         let mut r = id.header(PacketType::BlockGo);
         r.block = block;
-        r.worker = port;
+        r.worker = rank;
         r.sequence = seq;
-        self.send(port, &r, &[]);
+        self.send(rank, &r, &[]);
     }
 }
 
@@ -533,6 +584,7 @@ impl Switch {
                 ingress_congested: false,
                 out: Outbox::default(),
                 counters: SwitchCounters::default(),
+                first_port: 0,
                 config,
             },
         }
@@ -551,17 +603,32 @@ impl Switch {
         {
             return Err(SwitchError::InconsistentLayers(job.job));
         }
-        if first.workers > self.fabric.config.ports {
+        let end = u32::from(job.first_port) + u32::from(first.workers);
+        if end > u32::from(self.fabric.config.ports) {
             return Err(SwitchError::TooManyWorkers {
                 job: job.job,
                 workers: first.workers,
+                first_port: job.first_port,
                 ports: self.fabric.config.ports,
+            });
+        }
+        let overlapping = self.jobs.iter().find(|(_, j)| {
+            u32::from(j.first_port) < end
+                && u32::from(job.first_port) < u32::from(j.first_port) + u32::from(j.workers)
+        });
+        if let Some((&other, _)) = overlapping {
+            return Err(SwitchError::PortsTaken {
+                job: job.job,
+                first: job.first_port,
+                end,
+                other,
             });
         }
         self.jobs.insert(
             job.job,
             Job {
                 workers: first.workers,
+                first_port: job.first_port,
                 layers: job.layers,
                 current: None,
                 previous: None,
@@ -681,9 +748,14 @@ impl Switch {
             .jobs
             .get_mut(&repr.job)
             .ok_or(DropReason::NotAdmitted)?;
-        if repr.worker >= job.workers || repr.worker != port {
+        // The ingress port decides whose packet it is: a job's packets cannot reach another
+        // job's state, whatever job id or rank their header carries.
+        if repr.worker >= job.workers
+            || u32::from(port) != u32::from(job.first_port) + u32::from(repr.worker)
+        {
             return Err(DropReason::NotAdmitted);
         }
+        f.first_port = job.first_port;
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {
             PacketType::Reduce => {
@@ -902,9 +974,9 @@ fn data(
     for &slot in targets {
         f.counters.passes += 1;
         let k = slot as usize * chunks + c;
-        let dst_port = table.workers[slot as usize] as u16;
+        let dst_rank = table.workers[slot as usize] as u16;
         let dst = table.vertices[slot as usize];
-        congested |= f.congested(dst_port);
+        congested |= f.congested(dst_rank);
         if state.remaining[k] == 0 {
             // Cannot happen with a consistent table: every contribution is counted once.
             continue;
@@ -920,12 +992,12 @@ fn data(
             if unfit {
                 if state.agg[k] != Agg::Released {
                     state.agg[k] = Agg::Released;
-                    notify_fetch(f, repr, dst, dst_port);
+                    notify_fetch(f, repr, dst, dst_rank);
                 }
                 continue;
             }
             // No aggregator (pool exhausted, or released): the host aggregates this one.
-            forward_raw(f, repr, dst, dst_port, &values[..lanes]);
+            forward_raw(f, repr, dst, dst_rank, &values[..lanes]);
             if state.remaining[k] == 0 {
                 state.agg[k] = Agg::Done;
             }
@@ -938,9 +1010,9 @@ fn data(
             f.counters.overflows += 1;
             f.pool.release(a);
             state.agg[k] = Agg::Released;
-            notify_fetch(f, repr, dst, dst_port);
+            notify_fetch(f, repr, dst, dst_rank);
             if !unfit {
-                forward_raw(f, repr, dst, dst_port, &values[..lanes]);
+                forward_raw(f, repr, dst, dst_rank, &values[..lanes]);
             }
             continue;
         }
@@ -955,8 +1027,8 @@ fn data(
             result.src = dst;
             result.dst = dst;
             result.count = state.counted[k];
-            result.worker = dst_port;
-            f.send(dst_port, &result, sums);
+            result.worker = dst_rank;
+            f.send(dst_rank, &result, sums);
             // A partial sum's pass ends its packet; a multicast contribution may go on (the P4
             // program reads in place when the completing pass ends its pipe's chain: fewer).
             let partial = plan.mode == Mode::Reduce && repr.src != repr.dst;
@@ -993,7 +1065,7 @@ fn prefetch(lanes: &[i32]) {
 
 /// Tell `dst`'s owner that its aggregator was released unfinished: fetch the raw
 /// contributions.
-fn notify_fetch(f: &mut Fabric, repr: &Repr, dst: u32, port: u16) {
+fn notify_fetch(f: &mut Fabric, repr: &Repr, dst: u32, rank: u16) {
     let mut notice = *repr;
     notice.packet_type = PacketType::Result;
     notice.flags.fetch = true;
@@ -1001,18 +1073,18 @@ fn notify_fetch(f: &mut Fabric, repr: &Repr, dst: u32, port: u16) {
     notice.dst = dst;
     notice.count = 0;
     notice.lanes = 0;
-    notice.worker = port;
-    f.send(port, &notice, &[]);
+    notice.worker = rank;
+    f.send(rank, &notice, &[]);
 }
 
 /// Send one contribution of `repr.src` to `dst`'s host unaggregated (count 1, no resend flag).
-fn forward_raw(f: &mut Fabric, repr: &Repr, dst: u32, port: u16, lanes: &[i32]) {
+fn forward_raw(f: &mut Fabric, repr: &Repr, dst: u32, rank: u16, lanes: &[i32]) {
     let mut r = *repr;
     r.packet_type = PacketType::Raw;
     r.dst = dst;
     r.count = 1;
     f.counters.raw_forwarded += 1;
-    f.send(port, &r, lanes);
+    f.send(rank, &r, lanes);
 }
 
 fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), DropReason> {
@@ -1030,7 +1102,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
     if usize::from(repr.lanes) != lanes {
         return Err(DropReason::BadLanes);
     }
-    let dst_port = plan.owner[repr.dst as usize];
+    let dst_rank = plan.owner[repr.dst as usize];
     if repr.flags.resend && plan.mode != Mode::Host && repr.block == run.block {
         let block = &plan.blocks[usize::from(run.block)];
         if let (Some(slot), Some(state)) = (block.row_of(repr.dst), run.state.as_mut()) {
@@ -1049,7 +1121,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
             }
         }
     }
-    f.forward(dst_port, &bytes[..repr.buffer_len()]);
+    f.forward(dst_rank, &bytes[..repr.buffer_len()]);
     Ok(())
 }
 
