@@ -444,7 +444,7 @@ fn a_job_with_a_secret_admits_only_workers_that_hold_it() {
     two_workers_and_the_switch(job, &addr, switch);
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("switch.json")).unwrap()).unwrap();
-    let control = &report["control"];
+    let control = &report["jobs"][0]["control"];
     assert_eq!(report["counters"]["exchanges_completed"], 2, "{report}");
     assert_eq!(control["bad_proofs"], 1, "{control}");
     assert_eq!(control["admitted"], 2, "{control}");

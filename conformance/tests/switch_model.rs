@@ -8,7 +8,7 @@ use common::send;
 
 use switchgnn_dataplane::node::{Address, ExchangeId, Node};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
-use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::switch::{DropReason, JobConfig, Switch, SwitchConfig, SwitchError};
 use switchgnn_dataplane::wire::{PacketType, Repr};
 use switchgnn_datasets::{BuildOptions, Graph};
 use switchgnn_partition::Assignment;
@@ -221,4 +221,62 @@ fn resend_releases_the_aggregator_and_ecn_marks_congested_ports() {
     let ack = out.iter().find(|(_, r, _)| r.flags.ack).unwrap();
     assert!(ack.1.flags.ecn);
     assert!(s.counters().ecn_marks > 0);
+}
+
+/// Two jobs on one switch, each on its own ports: a job's barrier and results reach its own
+/// ports, and a packet is judged by its ingress port, whatever job or rank its header names.
+#[test]
+fn jobs_on_their_own_ports_cannot_reach_each_other() {
+    let (mut s, plan) = star_switch(Mode::Blocks, 16);
+    let job2 = |r: Repr| Repr { job: 2, ..r };
+    assert_eq!(
+        s.add_job(JobConfig::new(2, vec![plan.clone()]).at_port(1)),
+        Err(SwitchError::PortsTaken {
+            job: 2,
+            first: 1,
+            end: 3,
+            other: 1
+        })
+    );
+    assert!(matches!(
+        s.add_job(JobConfig::new(2, vec![plan.clone()]).at_port(3)),
+        Err(SwitchError::TooManyWorkers { .. })
+    ));
+    s.add_job(JobConfig::new(2, vec![plan.clone()]).at_port(2))
+        .unwrap();
+
+    // Job 2's worker 0 (port 2) joins; a join for job 1's worker 0 from port 2, and one for
+    // job 2's worker 1 from job 1's port 1, are refused and change no barrier.
+    assert!(send(&mut s, 2, &job2(packet(PacketType::Join, 0, |_| {})), &[]).is_empty());
+    assert!(send(&mut s, 2, &packet(PacketType::Join, 0, |_| {}), &[]).is_empty());
+    assert!(send(&mut s, 1, &job2(packet(PacketType::Join, 1, |_| {})), &[]).is_empty());
+    assert_eq!(s.counters().dropped(DropReason::NotAdmitted), 2);
+    assert!(!s.exchange_running(1) && !s.exchange_running(2));
+    let go = send(&mut s, 3, &job2(packet(PacketType::Join, 1, |_| {})), &[]);
+    let mut to: Vec<Address> = go.iter().map(|(a, _, _)| *a).collect();
+    to.sort();
+    assert_eq!(to, [Address::Worker(2), Address::Worker(3)], "job 2's go");
+    assert!(s.exchange_running(2) && !s.exchange_running(1));
+
+    // Job 1's worker 1 (port 1) cannot feed job 2's aggregators; job 2's own worker 1 can.
+    let leaf = |src| job2(data(1, src, &[1, 2, 3, 4]));
+    assert!(send(&mut s, 1, &leaf(1), &[1, 2, 3, 4]).is_empty());
+    assert_eq!(s.counters().dropped(DropReason::NotAdmitted), 3);
+    for src in 1..=3 {
+        let out = send(&mut s, 3, &leaf(src), &[1, 2, 3, 4]);
+        let result = out
+            .iter()
+            .find(|(_, r, _)| r.packet_type == PacketType::Result);
+        if src == 3 {
+            let (at, r, lanes) = result.expect("the sum completes with the third leaf");
+            assert_eq!(*at, Address::Worker(2), "to job 2's worker 0, on port 2");
+            assert_eq!((r.job, r.worker, r.dst), (2, 0, 0));
+            assert_eq!(lanes, &[3, 6, 9, 12]);
+        } else {
+            assert!(result.is_none());
+        }
+        assert!(out
+            .iter()
+            .any(|(a, r, _)| *a == Address::Worker(3) && r.flags.ack));
+    }
 }

@@ -178,8 +178,8 @@ def test_a_secret_admits_only_workers_that_hold_it(seeded_plan):
 
     run_threads(WORKERS, worker)
     report = switch.wait(timeout=30)
-    assert report["control"]["bad_proofs"] == 1
-    assert report["control"]["admitted"] == WORKERS
+    assert report["jobs"][0]["control"]["bad_proofs"] == 1
+    assert report["jobs"][0]["control"]["admitted"] == WORKERS
 
 
 def test_job_files_configure_both_sides(seeded_plan, tmp_path):
@@ -199,7 +199,7 @@ def test_job_files_configure_both_sides(seeded_plan, tmp_path):
 
     results = run_threads(WORKERS, worker)
     report = switch.wait(timeout=30)
-    assert report["control"]["challenges"] >= WORKERS
+    assert report["jobs"][0]["control"]["challenges"] >= WORKERS
     n, src, dst, owner = (seeded_plan[k] for k in ("n", "src", "dst", "owner"))
     for boundary, got in results:
         assert np.allclose(got, remote_sums(n, src, dst, owner, rows, boundary), atol=1e-4)

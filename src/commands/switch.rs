@@ -1,5 +1,7 @@
-//! `switchgnn switch`: the software switch as a process, serving one job over UDP or DPDK.
+//! `switchgnn switch`: the software switch as a process, serving one job over UDP or DPDK, or
+//! several jobs at once over UDP (`--also-job`).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use switchgnn_transport::collective::{RunningService, ServiceConfig};
 use switchgnn_transport::job::TransportKind;
-use switchgnn_transport::server::{ServerConfig, SwitchServer};
+use switchgnn_transport::server::{ServedJob, ServerConfig, SwitchServer};
 use switchgnn_transport::{JobFile, Session};
 
 use crate::job_args::{load_session, parse_mode, write_json, JobArgs};
@@ -39,8 +41,50 @@ pub struct Args {
     /// checksum come from the file; the job file (if any) gives addresses and timeouts.
     #[arg(long, value_name = "FILE")]
     pub entries: Option<PathBuf>,
+    /// Serve this job file's job too, at the same time and address (repeat for more): each
+    /// job gets its own switch ports, admission, secret and all-reduce region, and shares the
+    /// aggregator pool (the sum of the jobs' plan memories unless --switch-memory says).
+    /// Over UDP only; the first job's file gives the address, link and faults.
+    #[arg(long, value_name = "FILE")]
+    pub also_job: Vec<PathBuf>,
     #[command(flatten)]
     pub capture: crate::capture_args::CaptureArgs,
+}
+
+/// A job file served besides the first: the job, its plans and the memory they were cut for.
+fn also_job(path: &std::path::Path, listen: SocketAddr) -> Result<(JobFile, Arc<Session>, u64)> {
+    let job = JobFile::read(path)?;
+    if job.switch != listen {
+        bail!(
+            "{} names the switch {}, but this switch listens on {listen}: jobs served together \
+             name the same switch address",
+            path.display(),
+            job.switch
+        );
+    }
+    let (plan, session) = load_session(&job)?;
+    Ok((job, session, plan.manifest.spec.switch_memory))
+}
+
+/// The all-reduce services the jobs need: at the switch's own address (`None`: every job
+/// without a `collective` address, over UDP), or at each `collective` address named.
+fn services(jobs: &[JobFile]) -> Result<BTreeMap<Option<SocketAddr>, Vec<ServiceConfig>>> {
+    let mut at: BTreeMap<Option<SocketAddr>, Vec<ServiceConfig>> = BTreeMap::new();
+    for job in jobs {
+        let service =
+            ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(job.secret()?);
+        match (job.collective, job.transport) {
+            (None, TransportKind::Udp) => at.entry(None).or_default().push(service),
+            (Some(addr), _) => at.entry(Some(addr)).or_default().push(service),
+            // A DPDK switch address is not the kernel's: no service without an address.
+            (None, TransportKind::Dpdk) => eprintln!(
+                "switch: no all-reduce service for job {} (DPDK without a `collective` address \
+                 in the job file): exchanges only",
+                job.job
+            ),
+        }
+    }
+    Ok(at)
 }
 
 /// The job and its exchange plans: from the plan and dataset, or from an entries file.
@@ -94,9 +138,15 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
 
 pub fn run(args: Args) -> Result<()> {
     let (job, session, plan_memory) = job_and_session(&args)?;
+    let also = args
+        .also_job
+        .iter()
+        .map(|path| also_job(path, job.switch))
+        .collect::<Result<Vec<_>>>()?;
     let memory = match &args.switch_memory {
         Some(text) => switchgnn_partition::size::parse_bytes(text)?,
-        None => plan_memory,
+        // Each plan's blocks were cut to fit its memory: together they get the sum.
+        None => plan_memory + also.iter().map(|(_, _, m)| m).sum::<u64>(),
     };
     let cfg = ServerConfig {
         job: job.job,
@@ -112,33 +162,51 @@ pub fn run(args: Args) -> Result<()> {
         secret: job.secret()?,
         allreduce_slots: job.allreduce.slots,
     };
+    let more = also
+        .iter()
+        .map(|(j, session, _)| {
+            Ok(ServedJob {
+                job: j.job,
+                world: j.world,
+                session: session.clone(),
+                timeouts: j.timeouts,
+                secret: j.secret()?,
+                allreduce_slots: j.allreduce.slots,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let files: Vec<JobFile> = std::iter::once(job.clone())
+        .chain(also.iter().map(|(j, _, _)| j.clone()))
+        .collect();
     // Training jobs all-reduce through a service beside the switch: TCP on the switch's
-    // address, or the job's `collective` address. A DPDK switch address is not the kernel's:
-    // without a `collective` address there is no service (exchange-only jobs need none).
-    let service = ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(job.secret()?);
-    let (mut server, collective) = match (job.collective, job.transport) {
-        (None, TransportKind::Udp) => {
-            let (server, running) = SwitchServer::bind_with_service(cfg, session.clone(), service)
-                .with_context(|| format!("cannot listen on {}", job.switch))?;
-            (server, Some(running))
+    // address, or the job's `collective` address.
+    let mut services = services(&files)?;
+    let listening = || format!("cannot listen on {}", job.switch);
+    let (mut server, mut collective) = match services.remove(&None) {
+        Some(beside) => {
+            let (server, running) =
+                SwitchServer::bind_jobs_with_service(cfg, session.clone(), more, beside)
+                    .with_context(listening)?;
+            (server, vec![running])
         }
-        (Some(at), _) => {
-            let server = SwitchServer::bind(cfg, session.clone())
-                .with_context(|| format!("cannot listen on {}", job.switch))?;
-            let running = RunningService::start(at, service, Some(server.liveness()))
-                .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?;
-            (server, Some(running))
-        }
-        (None, TransportKind::Dpdk) => {
-            let server = SwitchServer::bind(cfg, session.clone())
-                .with_context(|| format!("cannot listen on {}", job.switch))?;
-            eprintln!(
-                "switch: no all-reduce service (DPDK without a `collective` address in the job \
-                 file): exchanges only"
-            );
-            (server, None)
-        }
+        None => (
+            SwitchServer::bind_jobs(cfg, session.clone(), more).with_context(listening)?,
+            Vec::new(),
+        ),
     };
+    for (at, jobs) in services {
+        let at = at.expect("the switch's own address was taken out");
+        let jobs = jobs
+            .into_iter()
+            .map(|s| {
+                let liveness = server.liveness_of(s.job);
+                (s, liveness)
+            })
+            .collect();
+        let running = RunningService::start_jobs(at, jobs)
+            .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?;
+        collective.push(running);
+    }
     if let Some(capture) = args.capture.start()? {
         server.capture_to(capture);
     }
@@ -153,6 +221,15 @@ pub fn run(args: Args) -> Result<()> {
         job.world,
         session.layers.len()
     );
+    for (j, session, _) in &also {
+        eprintln!(
+            "switch: also job {} ({} exchange, {} workers, {} layers)",
+            j.job,
+            j.mode.name(),
+            j.world,
+            session.layers.len()
+        );
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let status = Arc::new(AtomicBool::new(false));
@@ -181,13 +258,16 @@ pub fn run(args: Args) -> Result<()> {
             c.packets, c.skipped
         );
     }
-    let collective = collective.map(|c| c.finish(std::time::Duration::from_secs(2)));
+    let collective: Vec<_> = collective
+        .into_iter()
+        .map(|c| c.finish(std::time::Duration::from_secs(2)))
+        .collect();
     let report = server.report();
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
     let outcome = result?;
-    if let Some(collective) = collective {
+    for collective in collective {
         let collective = collective.context("the collective service failed")?;
         if collective.rounds > 0 {
             eprintln!(
@@ -201,7 +281,14 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!(
             "switch: in-switch all-reduce: {} slices of {} slots combined, {} lanes, {} results \
              sent again",
-            k.reduce_slices, job.allreduce.slots, k.reduce_lane_updates, k.reduce_replays
+            k.reduce_slices,
+            files
+                .iter()
+                .map(|j| j.allreduce.slots.to_string())
+                .collect::<Vec<_>>()
+                .join("+"),
+            k.reduce_lane_updates,
+            k.reduce_replays
         );
     }
     eprintln!(

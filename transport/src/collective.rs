@@ -1124,8 +1124,8 @@ mod tests {
         let job4: Vec<_> = (0..3u16)
             .map(|rank| {
                 std::thread::spawn(move || {
-                    let mut c = CollectiveClient::connect(addr, &member(4, rank, 3), wait, wait)
-                        .unwrap();
+                    let mut c =
+                        CollectiveClient::connect(addr, &member(4, rank, 3), wait, wait).unwrap();
                     (0..3)
                         .map(|round| {
                             let mut v = vec![f32::from(rank) + round as f32];

@@ -2,7 +2,8 @@
 //! loopback. [`run_exchange_job`] has each worker run the schedule and check its outputs
 //! ([`run_worker`]); [`run_single_exchange`] runs one exchange of a given plan, features and
 //! scale and returns the outputs (the UDP driver of the conformance suite);
-//! [`run_allreduce_job`] runs in-switch all-reduces. What tests and benchmarks of the
+//! [`run_allreduce_job`] runs in-switch all-reduces; [`run_exchanges_together`] runs several
+//! jobs' exchanges through one switch process at once. What tests and benchmarks of the
 //! real-time drivers start from.
 
 use std::net::SocketAddr;
@@ -20,7 +21,7 @@ use switchgnn_datasets::Dataset;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError};
 use crate::runner::{new_engine, run_worker, RunError, RunOptions, WorkerReport};
-use crate::server::{ServerConfig, ServerError, ServerReport, SwitchServer};
+use crate::server::{ServedJob, ServerConfig, ServerError, ServerReport, SwitchServer};
 use crate::session::Session;
 
 /// How worker `rank` of the job `server` runs joins it at `addr` (its own fault seed).
@@ -194,50 +195,175 @@ pub fn run_single_exchange(
     backward: bool,
 ) -> Result<(ServerReport, Vec<ExchangeOutput>), LoopbackError> {
     let session = Arc::new(Session::from_layers(kind, vec![plan.clone()]));
-    let (link, timeouts) = (server.link, server.timeouts);
-    let (switch, workers) = serve(
-        &server,
-        &session,
-        |rank, addr| -> Result<_, LoopbackError> {
-            let (vertices, values) = plan.local_rows(rank, features);
-            let worker = |source| LoopbackError::Worker { rank, source };
-            let mut client = WorkerClient::connect(worker_config(&server, &session, rank, addr))
-                .map_err(worker)?;
-            let cfg = EngineConfig {
-                exchange: ExchangeId {
-                    job: server.job,
-                    epoch: 0,
-                    layer: 0,
-                    backward,
-                },
-                seq: 1,
-                rank,
-                scale,
-                timers: timeouts.protocol(),
-                window: client.window(link.window),
-            };
-            let local = LocalFeatures {
-                vertices: &vertices,
-                width: plan.width,
-                values: &values,
-            };
-            let mut engine = new_engine(
-                kind,
-                cfg,
-                &plan,
-                local,
-                link.rate(),
-                client.congestion_window(),
-                client.now(),
-            )
-            .map_err(|source| LoopbackError::Engine { rank, source })?;
-            client
-                .run(engine.as_mut(), "the exchange")
-                .map_err(worker)?;
-            client.finish().map_err(worker)?;
-            Ok(engine.output().clone())
-        },
-    )?;
+    let (switch, workers) = serve(&server, &session, |rank, addr| {
+        let exchange = Exchange {
+            kind,
+            plan: &plan,
+            features,
+            scale,
+            backward,
+        };
+        exchange.run(&server, &session, rank, addr)
+    })?;
     let outputs = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((switch, outputs))
+}
+
+/// One exchange a worker runs: what [`Exchange::run`] needs besides the job.
+struct Exchange<'a> {
+    kind: ExchangeKind,
+    plan: &'a Arc<ExchangePlan>,
+    features: &'a [f32],
+    scale: Scale,
+    backward: bool,
+}
+
+impl Exchange<'_> {
+    /// Worker `rank` of `server`'s job joins the switch at `addr`, runs the exchange with its
+    /// own vertices' rows, and leaves: its output.
+    fn run(
+        &self,
+        server: &ServerConfig,
+        session: &Session,
+        rank: u16,
+        addr: SocketAddr,
+    ) -> Result<ExchangeOutput, LoopbackError> {
+        let plan = self.plan;
+        let (link, timeouts) = (server.link, server.timeouts);
+        let (vertices, values) = plan.local_rows(rank, self.features);
+        let worker = |source| LoopbackError::Worker { rank, source };
+        let mut client =
+            WorkerClient::connect(worker_config(server, session, rank, addr)).map_err(worker)?;
+        let cfg = EngineConfig {
+            exchange: ExchangeId {
+                job: server.job,
+                epoch: 0,
+                layer: 0,
+                backward: self.backward,
+            },
+            seq: 1,
+            rank,
+            scale: self.scale,
+            timers: timeouts.protocol(),
+            window: client.window(link.window),
+        };
+        let local = LocalFeatures {
+            vertices: &vertices,
+            width: plan.width,
+            values: &values,
+        };
+        let mut engine = new_engine(
+            self.kind,
+            cfg,
+            plan,
+            local,
+            link.rate(),
+            client.congestion_window(),
+            client.now(),
+        )
+        .map_err(|source| LoopbackError::Engine { rank, source })?;
+        client
+            .run(engine.as_mut(), "the exchange")
+            .map_err(worker)?;
+        client.finish().map_err(worker)?;
+        Ok(engine.output().clone())
+    }
+}
+
+/// One job of [`run_exchanges_together`]: one forward exchange of `plan` with `kind`'s
+/// engines, every worker holding its own vertices' rows of `features`.
+#[derive(Debug, Clone)]
+pub struct ExchangeJob {
+    pub job: u16,
+    pub kind: ExchangeKind,
+    pub plan: Arc<ExchangePlan>,
+    pub features: Arc<Vec<f32>>,
+    pub scale: Scale,
+    /// The job's admission secret, if it has one.
+    pub secret: Option<switchgnn_dataplane::control::Secret>,
+}
+
+/// Several jobs' exchanges at the same time through one switch process (`server` gives its
+/// address, link, faults and resources; each job its own id, plan and secret), over UDP on
+/// loopback; `idle` are served too but run no workers here. `during` runs beside them, with
+/// the switch's address and a flag set once every worker is done (a third party sending
+/// what it likes). Returns the switch's report and each job's outputs in rank order.
+pub fn run_exchanges_together(
+    server: &ServerConfig,
+    jobs: &[ExchangeJob],
+    idle: Vec<ServedJob>,
+    during: impl FnOnce(SocketAddr, &AtomicBool) + Send,
+) -> Result<(ServerReport, Vec<Vec<ExchangeOutput>>), LoopbackError> {
+    let configs: Vec<(ServerConfig, Arc<Session>)> = jobs
+        .iter()
+        .map(|j| {
+            let cfg = ServerConfig {
+                job: j.job,
+                world: j.plan.workers,
+                secret: j.secret.clone(),
+                ..server.clone()
+            };
+            let session = Arc::new(Session::from_layers(j.kind, vec![j.plan.clone()]));
+            (cfg, session)
+        })
+        .collect();
+    let (first, rest) = configs.split_first().expect("at least one job");
+    let more = rest
+        .iter()
+        .map(|(cfg, session)| ServedJob::first(cfg, session.clone()))
+        .chain(idle)
+        .collect();
+    let mut switch = SwitchServer::bind_jobs(first.0.clone(), first.1.clone(), more)?;
+    let addr = switch.local_addr().map_err(ServerError::from)?;
+    let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (switch, outputs) = thread::scope(|s| {
+        let switch = thread::Builder::new()
+            .name("switch".into())
+            .spawn_scoped(s, || switch.run(&stop, None))
+            .expect("spawn the switch thread");
+        let beside = thread::Builder::new()
+            .name("beside".into())
+            .spawn_scoped(s, || during(addr, &done))
+            .expect("spawn the thread beside");
+        let workers: Vec<Vec<_>> = jobs
+            .iter()
+            .zip(&configs)
+            .map(|(job, (cfg, session))| {
+                (0..cfg.world)
+                    .map(|rank| {
+                        let exchange = Exchange {
+                            kind: job.kind,
+                            plan: &job.plan,
+                            features: &job.features,
+                            scale: job.scale,
+                            backward: false,
+                        };
+                        thread::Builder::new()
+                            .name(format!("job-{}-worker-{rank}", job.job))
+                            .spawn_scoped(s, move || exchange.run(cfg, session, rank, addr))
+                            .expect("spawn a worker thread")
+                    })
+                    .collect()
+            })
+            .collect();
+        let outputs: Vec<Vec<_>> = workers
+            .into_iter()
+            .map(|job| {
+                job.into_iter()
+                    .map(|w| w.join().expect("a worker thread panicked"))
+                    .collect()
+            })
+            .collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        beside.join().expect("the thread beside panicked");
+        // The idle jobs' workers never leave: the switch is stopped once the others are done.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (switch.join().expect("the switch thread panicked"), outputs)
+    });
+    let switch = switch?;
+    let outputs = outputs
+        .into_iter()
+        .map(|job| job.into_iter().collect::<Result<Vec<_>, _>>())
+        .collect::<Result<Vec<_>, _>>()?;
     Ok((switch, outputs))
 }

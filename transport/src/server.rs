@@ -21,6 +21,10 @@
 //!   that every worker has joined and that stops making progress end the run with an error
 //!   naming the workers and what the job was waiting for, and the other workers are told
 //!   (`Abort`) so that nobody hangs.
+//! - **Several jobs**: one process can serve several jobs at once ([`SwitchServer::bind_jobs`]).
+//!   Each job gets its own range of switch ports, its own control plane (admission, secret,
+//!   timeouts, liveness) and its own all-reduce region; they share the aggregator pool and the
+//!   receive buffer. A job that fails is aborted alone; the others run on.
 
 use std::collections::VecDeque;
 use std::io;
@@ -123,8 +127,41 @@ impl ServerConfig {
     }
 }
 
+/// One job a switch process serves. The process's first job comes from its
+/// [`ServerConfig`] ([`ServedJob::first`]); [`SwitchServer::bind_jobs`] takes more.
+#[derive(Debug, Clone)]
+pub struct ServedJob {
+    pub job: u16,
+    pub world: u16,
+    /// The job's exchange plans and the fingerprint its workers must present.
+    pub session: Arc<Session>,
+    /// Join, heartbeat and peer timeouts of the job's workers.
+    pub timeouts: Timeouts,
+    /// Admit only workers that prove they hold this secret.
+    pub secret: Option<Secret>,
+    /// All-reduce slots the job gets in the switch; 0 for none.
+    pub allreduce_slots: u16,
+}
+
+impl ServedJob {
+    /// The job `cfg` describes, with its plans in `session`.
+    pub fn first(cfg: &ServerConfig, session: Arc<Session>) -> ServedJob {
+        ServedJob {
+            job: cfg.job,
+            world: cfg.world,
+            session,
+            timeouts: cfg.timeouts,
+            secret: cfg.secret.clone(),
+            allreduce_slots: cfg.allreduce_slots,
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum ServerError {
+    /// The jobs cannot be served together as configured.
+    #[error("{0}")]
+    Config(String),
     #[error("switch socket: {0}")]
     Io(#[from] io::Error),
     #[error("cannot install the job: {0}")]
@@ -140,23 +177,44 @@ pub enum ServerError {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerReport {
     pub elapsed_s: f64,
+    /// The switch model's counters, all jobs together (drops by reason included).
     pub counters: SwitchCounters,
-    /// Per rank: its address and the traffic exchanged with it.
-    pub peers: Vec<PeerReport>,
     pub endpoint: EndpointStats,
-    /// Dataplane packets from addresses that had not said hello.
-    pub unknown_packets: u64,
+    /// Control messages that did not parse, or that no job expected.
     pub malformed_control: u64,
-    pub refused: u64,
     /// Packets dropped at a full egress queue.
     pub egress_drops: u64,
     pub peak_egress_bytes: u64,
     pub ingress: IngressReport,
+    /// Each job served, in the order they were configured.
+    pub jobs: Vec<JobReport>,
+}
+
+impl ServerReport {
+    /// The report of job `job`, if the switch served it.
+    pub fn job(&self, job: u16) -> Option<&JobReport> {
+        self.jobs.iter().find(|j| j.job == job)
+    }
+}
+
+/// One job's part of a [`ServerReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobReport {
+    pub job: u16,
+    /// The switch port of its worker 0 (worker `r` is on `first_port + r`).
+    pub first_port: u16,
+    /// Per rank: its address and the traffic exchanged with it.
+    pub peers: Vec<PeerReport>,
+    /// Dataplane packets from addresses that had not said hello (the job's id in their
+    /// header, or the first job's when it names none served here).
+    pub unknown_packets: u64,
+    pub refused: u64,
     pub status: Option<JobStatus>,
     /// The control plane's counters (admissions, challenges, replies to strangers left
     /// unsent, ...).
-    #[serde(default)]
     pub control: ControlCounters,
+    /// Why the job ended badly, if it did.
+    pub failure: Option<String>,
 }
 
 /// The switch process's own input queue: how deep it got, how often it marked congestion,
@@ -216,21 +274,43 @@ impl Egress {
     }
 }
 
+/// A job being served: its ports and its control plane.
+#[derive(Debug)]
+struct Served {
+    job: u16,
+    world: u16,
+    /// The switch port of its worker 0.
+    first_port: u16,
+    timeouts: Timeouts,
+    /// Admission, heartbeats, liveness, abort and drain: the dataplane's control machine.
+    control: SwitchControl<SocketAddr>,
+    /// When the switch last heard each worker: for the collective service beside it.
+    liveness: Arc<Liveness>,
+}
+
+impl Served {
+    /// Whether the job is over: every worker left, its drain ended, or it failed.
+    fn is_over(&self, now: Nanos) -> bool {
+        self.control.is_finished(now) || self.control.failure().is_some()
+    }
+}
+
 /// Everything but the socket, so that received datagrams can be handled while the endpoint
 /// lends its buffers.
 #[derive(Debug)]
 struct Core {
     cfg: ServerConfig,
     switch: Switch,
-    /// Admission, heartbeats, liveness, abort and drain: the dataplane's control machine.
-    control: SwitchControl<SocketAddr>,
+    /// The jobs, in the order their ports were given out.
+    jobs: Vec<Served>,
+    /// Per switch port: the job (an index into `jobs`) and the rank of the worker on it.
+    ports: Vec<(usize, u16)>,
     epoch: Instant,
     egress: Vec<Egress>,
     malformed_control: u64,
     egress_drops: u64,
     peak_egress_bytes: u64,
     ingress: IngressReport,
-    liveness: Arc<Liveness>,
 }
 
 /// The switch process's driver.
@@ -253,17 +333,28 @@ impl SwitchServer {
         session: Arc<Session>,
         service: crate::collective::ServiceConfig,
     ) -> Result<(SwitchServer, crate::collective::RunningService), ServerError> {
+        SwitchServer::bind_jobs_with_service(cfg, session, Vec::new(), vec![service])
+    }
+
+    /// [`SwitchServer::bind_jobs`], with one all-reduce service beside the switch for the
+    /// jobs of `services` (each judged by the switch's liveness table of its job).
+    pub fn bind_jobs_with_service(
+        cfg: ServerConfig,
+        session: Arc<Session>,
+        more: Vec<ServedJob>,
+        services: Vec<crate::collective::ServiceConfig>,
+    ) -> Result<(SwitchServer, crate::collective::RunningService), ServerError> {
         let ephemeral = cfg.listen.port() == 0;
         let mut tries = 0;
         loop {
             tries += 1;
-            let server = SwitchServer::bind(cfg.clone(), session.clone())?;
+            let server = SwitchServer::bind_jobs(cfg.clone(), session.clone(), more.clone())?;
             let addr = server.local_addr()?;
-            match crate::collective::RunningService::start(
-                addr,
-                service.clone(),
-                Some(server.liveness()),
-            ) {
+            let jobs = services
+                .iter()
+                .map(|s| (s.clone(), server.liveness_of(s.job)))
+                .collect();
+            match crate::collective::RunningService::start_jobs(addr, jobs) {
                 Ok(running) => return Ok((server, running)),
                 Err(e)
                     if ephemeral
@@ -278,6 +369,51 @@ impl SwitchServer {
     }
 
     pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
+        SwitchServer::bind_jobs(cfg, session, Vec::new())
+    }
+
+    /// A switch serving `cfg`'s job and `more` at once, on one address. Each job gets its own
+    /// ports (worker `r` of a job on its first port + `r`), its own control plane (admission,
+    /// secret, timeouts) and its own all-reduce region; the aggregator pool is shared. A
+    /// job's packets cannot reach another job's state: the switch model judges a packet by
+    /// the port its sender was admitted on, not by the job id in its header.
+    pub fn bind_jobs(
+        cfg: ServerConfig,
+        session: Arc<Session>,
+        more: Vec<ServedJob>,
+    ) -> Result<SwitchServer, ServerError> {
+        let mut specs = vec![ServedJob::first(&cfg, session)];
+        specs.extend(more);
+        for (i, a) in specs.iter().enumerate() {
+            if let Some(b) = specs[..i].iter().find(|b| b.job == a.job) {
+                return Err(ServerError::Config(format!(
+                    "job {} is given twice: every job a switch serves needs its own id",
+                    b.job
+                )));
+            }
+        }
+        if let Some(j) = specs.iter().find(|j| j.world != j.session.workers()) {
+            return Err(ServerError::Config(format!(
+                "job {} is said to have {} workers but its plan has {}",
+                j.job,
+                j.world,
+                j.session.workers()
+            )));
+        }
+        if specs.len() > 1 && !matches!(cfg.transport, Transport::Udp) {
+            return Err(ServerError::Config(
+                "a switch serves several jobs over UDP only: DPDK's ports and memif sockets are \
+                 set up per job"
+                    .into(),
+            ));
+        }
+        let total_ports: u32 = specs.iter().map(|j| u32::from(j.world)).sum();
+        let ports = u16::try_from(total_ports).map_err(|_| {
+            ServerError::Config(format!(
+                "the jobs have {total_ports} workers together; a switch has at most {} ports",
+                u16::MAX
+            ))
+        })?;
         let mut endpoint = match (&cfg.transport, cfg.overload.recv_buffer) {
             (Transport::Udp, Some(bytes)) => {
                 Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?
@@ -296,43 +432,60 @@ impl SwitchServer {
         let mut switch = Switch::new(SwitchConfig {
             aggregators: cfg.aggregators,
             ecn_threshold: cfg.link.ecn_threshold_bytes,
-            ports: cfg.world,
+            ports,
         });
-        switch.add_job(JobConfig::new(cfg.job, session.layers.clone()))?;
-        if cfg.allreduce_slots > 0 {
-            switch.add_allreduce(cfg.job, cfg.allreduce_slots)?;
-        }
-        let now = Instant::now();
-        let world = usize::from(cfg.world);
-        let advertised = advertised_window(buffer_bytes, cfg.world);
-        let control = SwitchControl::new(
-            SwitchControlConfig {
-                job: cfg.job,
-                world: cfg.world,
-                mode: session.mode.name().to_string(),
-                plan_checksum: session.checksum,
-                timers: cfg.timeouts.control(),
-                window: if cfg.overload.backlog_signal {
-                    advertised
-                } else {
-                    0
+        // Every worker of every job shares the receive buffer.
+        let advertised = advertised_window(buffer_bytes, ports);
+        let mut jobs = Vec::with_capacity(specs.len());
+        let mut port_owner = Vec::with_capacity(usize::from(ports));
+        let mut first_port = 0u16;
+        for spec in specs {
+            switch.add_job(
+                JobConfig::new(spec.job, spec.session.layers.clone()).at_port(first_port),
+            )?;
+            if spec.allreduce_slots > 0 {
+                switch.add_allreduce(spec.job, spec.allreduce_slots)?;
+            }
+            let control = SwitchControl::new(
+                SwitchControlConfig {
+                    job: spec.job,
+                    world: spec.world,
+                    mode: spec.session.mode.name().to_string(),
+                    plan_checksum: spec.session.checksum,
+                    timers: spec.timeouts.control(),
+                    window: if cfg.overload.backlog_signal {
+                        advertised
+                    } else {
+                        0
+                    },
+                    allreduce_slots: spec.allreduce_slots,
                 },
-                allreduce_slots: cfg.allreduce_slots,
-            },
-            0,
-        );
-        let control = match &cfg.secret {
-            // The nonces must be unpredictable: seeded from the operating system.
-            Some(secret) => control.with_secret(secret.clone(), rand::random()),
-            None => control,
-        };
+                0,
+            );
+            let control = match &spec.secret {
+                // The nonces must be unpredictable: seeded from the operating system.
+                Some(secret) => control.with_secret(secret.clone(), rand::random()),
+                None => control,
+            };
+            port_owner.extend((0..spec.world).map(|rank| (jobs.len(), rank)));
+            jobs.push(Served {
+                job: spec.job,
+                world: spec.world,
+                first_port,
+                timeouts: spec.timeouts,
+                control,
+                liveness: Arc::new(Liveness::new(spec.world, spec.timeouts.peer())),
+            });
+            first_port += spec.world;
+        }
         Ok(SwitchServer {
             endpoint,
             core: Core {
                 switch,
-                control,
-                epoch: now,
-                egress: (0..world).map(|_| Egress::new(&cfg.link)).collect(),
+                jobs,
+                ports: port_owner,
+                epoch: Instant::now(),
+                egress: (0..ports).map(|_| Egress::new(&cfg.link)).collect(),
                 malformed_control: 0,
                 egress_drops: 0,
                 peak_egress_bytes: 0,
@@ -341,7 +494,6 @@ impl SwitchServer {
                     advertised_window: advertised,
                     ..IngressReport::default()
                 },
-                liveness: Arc::new(Liveness::new(cfg.world, cfg.timeouts.peer())),
                 cfg,
             },
         })
@@ -361,9 +513,22 @@ impl SwitchServer {
         self.endpoint.local_addr()
     }
 
-    /// When the switch last heard each worker: for the collective service beside it.
+    /// When the switch last heard each worker of its first job: for the collective service
+    /// beside it.
     pub fn liveness(&self) -> Arc<Liveness> {
-        self.core.liveness.clone()
+        self.core.jobs[0].liveness.clone()
+    }
+
+    /// The same for job `job`, if the switch serves it.
+    pub fn liveness_of(&self, job: u16) -> Option<Arc<Liveness>> {
+        Some(
+            self.core
+                .jobs
+                .iter()
+                .find(|j| j.job == job)?
+                .liveness
+                .clone(),
+        )
     }
 
     pub fn report(&self) -> ServerReport {
@@ -371,38 +536,65 @@ impl SwitchServer {
         ServerReport {
             elapsed_s: c.epoch.elapsed().as_secs_f64(),
             counters: c.switch.counters().clone(),
-            peers: c
-                .control
-                .members()
-                .map(|(rank, addr)| PeerReport {
-                    rank,
-                    addr: *addr,
-                    traffic: self.endpoint.peer(addr),
-                })
-                .collect(),
             endpoint: self.endpoint.stats().clone(),
-            unknown_packets: c.control.counters().unknown_packets,
-            malformed_control: c.malformed_control + c.control.counters().unexpected,
-            refused: c.control.counters().refused,
+            malformed_control: c.malformed_control
+                + c.jobs
+                    .iter()
+                    .map(|j| j.control.counters().unexpected)
+                    .sum::<u64>(),
             egress_drops: c.egress_drops,
             peak_egress_bytes: c.peak_egress_bytes,
             ingress: c.ingress.clone(),
-            status: c.switch.job_status(c.cfg.job),
-            control: c.control.counters().clone(),
+            jobs: c
+                .jobs
+                .iter()
+                .map(|j| JobReport {
+                    job: j.job,
+                    first_port: j.first_port,
+                    peers: j
+                        .control
+                        .members()
+                        .map(|(rank, addr)| PeerReport {
+                            rank,
+                            addr: *addr,
+                            traffic: self.endpoint.peer(addr),
+                        })
+                        .collect(),
+                    unknown_packets: j.control.counters().unknown_packets,
+                    refused: j.control.counters().refused,
+                    status: c.switch.job_status(j.job),
+                    control: j.control.counters().clone(),
+                    failure: j.control.failure().map(|f| f.to_string()),
+                })
+                .collect(),
         }
     }
 
-    /// One line on where the job stands.
+    /// One line on where the jobs stand.
     pub fn status_line(&self) -> String {
         let c = &self.core;
-        let joined = c.control.joined();
+        let jobs: Vec<String> = c
+            .jobs
+            .iter()
+            .map(|j| {
+                let prefix = if c.jobs.len() > 1 {
+                    format!("job {}: ", j.job)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{prefix}{}/{} workers; {}",
+                    j.control.joined(),
+                    j.world,
+                    c.switch.describe_job(j.job)
+                )
+            })
+            .collect();
         let k = c.switch.counters();
         format!(
-            "switch: {joined}/{} workers; {}; {} packets in, {} out, {} aggregations, {} \
-             all-reduce slices, {} raw, {} drops, {} ECN marks; socket backlog peak {} KiB of {} \
-             KiB, {} socket drops",
-            c.cfg.world,
-            c.switch.describe_job(c.cfg.job),
+            "switch: {}; {} packets in, {} out, {} aggregations, {} all-reduce slices, {} raw, \
+             {} drops, {} ECN marks; socket backlog peak {} KiB of {} KiB, {} socket drops",
+            jobs.join("; "),
             k.packets_in,
             k.packets_out,
             k.aggregations,
@@ -444,21 +636,34 @@ impl SwitchServer {
                 if c.switch.counters().exchanges_completed >= n {
                     // Linger a little to repeat final gos to workers that lost theirs, but
                     // start nothing new.
-                    let linger = 4 * c.cfg.timeouts.control_us * 1_000;
-                    c.control.drain(t, linger);
+                    for j in &mut c.jobs {
+                        let linger = 4 * j.timeouts.control_us * 1_000;
+                        j.control.drain(t, linger);
+                    }
                 }
             }
-            c.control.handle_timeout(t, &c.switch);
+            for j in &mut c.jobs {
+                let failed = j.control.failure().is_some();
+                j.control.handle_timeout(t, &c.switch);
+                if !failed {
+                    if let Some(f) = j.control.failure() {
+                        tracing::error!(job = j.job, "the switch ends job {}: {f}", j.job);
+                    }
+                }
+            }
             self.core.release(now, &mut self.endpoint);
             self.endpoint.flush()?;
-            if let Some(failure) = self.core.control.failure() {
-                return Err(failure.clone().into());
-            }
             if status.is_some_and(|s| s.swap(false, Ordering::Relaxed)) {
                 eprintln!("{}", self.status_line());
             }
-            if self.core.control.is_finished(t) || stop.load(Ordering::Relaxed) {
+            // A failed job has told its workers (its aborts left with this round); the others
+            // run on to their own end.
+            let over = self.core.jobs.iter().all(|j| j.is_over(t));
+            if over || stop.load(Ordering::Relaxed) {
                 self.endpoint.flush()?;
+                if let Some(failure) = self.core.jobs.iter().find_map(|j| j.control.failure()) {
+                    return Err(failure.clone().into());
+                }
                 return Ok(self.report());
             }
         }
@@ -500,25 +705,25 @@ impl Core {
             .iter()
             .filter_map(|e| e.queue.front().map(|&(t, _)| t));
         let due = egress
-            .chain(self.control.poll_timeout())
+            .chain(self.jobs.iter().filter_map(|j| j.control.poll_timeout()))
             .min()
             .map(|t| self.epoch + Duration::from_nanos(t));
         due.map_or(now + TICK, |t| t.min(now + TICK))
+    }
+
+    /// The job (an index into `jobs`) whose worker is at `addr`, and its rank.
+    fn member(&self, addr: &SocketAddr) -> Option<(usize, u16)> {
+        self.jobs
+            .iter()
+            .enumerate()
+            .find_map(|(i, j)| Some((i, j.control.rank_of(addr)?)))
     }
 
     fn on_datagram(&mut self, now: Instant, d: crate::socket::Datagram<'_>) {
         let t = self.nanos(now);
         if let Some(message) = Control::decode(d.bytes) {
             match message {
-                Ok(m) => {
-                    if let Control::Hello(h) = &m {
-                        tracing::info!(rank = h.rank, addr = %d.from, "worker says hello");
-                    }
-                    self.control.handle_control(t, d.from, m);
-                    if let Some(rank) = self.control.rank_of(&d.from) {
-                        self.liveness.heard(rank, now);
-                    }
-                }
+                Ok(m) => self.on_control(now, d.from, m),
                 Err(e) => {
                     self.malformed_control += 1;
                     tracing::debug!(from = %d.from, error = %e, "malformed control message");
@@ -534,11 +739,70 @@ impl Core {
                 std::hint::spin_loop();
             }
         }
-        if let Some(rank) = self.control.rank_of(&d.from) {
-            self.liveness.heard(rank, now);
+        let index = match self.member(&d.from) {
+            Some((i, rank)) => {
+                self.jobs[i].liveness.heard(rank, now);
+                i
+            }
+            // A stranger: answered (within its budget) by the job its header names, if any.
+            None => self.job_named(wire::Packet::new_checked(d.bytes).ok().map(|p| p.job())),
+        };
+        let j = &mut self.jobs[index];
+        if let Admission::Worker(rank) = j.control.on_data(t, &d.from, d.bytes) {
+            let port = j.first_port + rank;
+            self.switch.handle_packet(t, Address::Worker(port), d.bytes);
         }
-        if let Admission::Worker(rank) = self.control.on_data(t, &d.from, d.bytes) {
-            self.switch.handle_packet(t, Address::Worker(rank), d.bytes);
+    }
+
+    /// The index of job `job` if it is served, else of the first job.
+    fn job_named(&self, job: Option<u16>) -> usize {
+        job.and_then(|id| self.jobs.iter().position(|j| j.job == id))
+            .unwrap_or(0)
+    }
+
+    /// A control message: a hello goes to the job it names, anything else to the job of its
+    /// sender.
+    fn on_control(&mut self, now: Instant, from: SocketAddr, m: Control) {
+        let t = self.nanos(now);
+        let index = match &m {
+            Control::Hello(h) => {
+                tracing::info!(job = h.job, rank = h.rank, addr = %from, "worker says hello");
+                let named = self.jobs.iter().position(|j| j.job == h.job);
+                let member = self.member(&from).map(|(i, _)| i);
+                match (named, member) {
+                    (Some(i), None) => i,
+                    (Some(i), Some(m)) if i == m => i,
+                    (_, Some(m)) => {
+                        let reason = format!(
+                            "{from} is already worker {} of job {}: one address, one job",
+                            self.jobs[m].control.rank_of(&from).unwrap_or_default(),
+                            self.jobs[m].job
+                        );
+                        self.jobs[m].control.refuse(t, from, reason);
+                        return;
+                    }
+                    (None, None) if self.jobs.len() > 1 => {
+                        let served: Vec<String> =
+                            self.jobs.iter().map(|j| j.job.to_string()).collect();
+                        let reason = format!(
+                            "worker {} at {from}: job id is {}, the switch serves jobs {}",
+                            h.rank,
+                            h.job,
+                            served.join(", ")
+                        );
+                        self.jobs[0].control.refuse(t, from, reason);
+                        return;
+                    }
+                    // One job: its own admission names both job ids.
+                    (None, None) => 0,
+                }
+            }
+            _ => self.member(&from).map_or(0, |(i, _)| i),
+        };
+        let j = &mut self.jobs[index];
+        j.control.handle_control(t, from, m);
+        if let Some(rank) = j.control.rank_of(&from) {
+            j.liveness.heard(rank, now);
         }
     }
 
@@ -562,7 +826,9 @@ impl Core {
         }
         let threshold = self.cfg.link.ecn_threshold_bytes;
         for (port, q) in self.egress.iter_mut().enumerate() {
-            let Some(&addr) = self.control.addr_of(port as u16) else {
+            let (index, rank) = self.ports[port];
+            let job = &mut self.jobs[index];
+            let Some(&addr) = job.control.addr_of(rank) else {
                 // No address for this port (yet): what is queued cannot leave.
                 *q = Egress::new(&self.cfg.link);
                 continue;
@@ -579,33 +845,35 @@ impl Core {
                 sent = true;
             }
             if sent {
-                self.control.note_sent(t, port as u16);
+                job.control.note_sent(t, rank);
             }
             self.peak_egress_bytes = self.peak_egress_bytes.max(q.port.stats.peak_backlog);
             self.switch
                 .set_egress_queue(port as u16, q.port.backlog(now_ps));
         }
-        while let Some((to, m)) = self.control.poll_control() {
-            match &m {
-                Control::Welcome { rank, .. } => {
-                    tracing::info!(rank, addr = %to, "worker joined")
+        for j in &mut self.jobs {
+            while let Some((to, m)) = j.control.poll_control() {
+                match &m {
+                    Control::Welcome { rank, .. } => {
+                        tracing::info!(job = j.job, rank, addr = %to, "worker joined")
+                    }
+                    Control::Refuse { reason } => {
+                        tracing::warn!(job = j.job, addr = %to, %reason, "worker refused")
+                    }
+                    _ => {}
                 }
-                Control::Refuse { reason } => {
-                    tracing::warn!(addr = %to, %reason, "worker refused")
-                }
-                _ => {}
+                endpoint.send(to, None, m.encode());
             }
-            endpoint.send(to, None, m.encode());
         }
     }
 }
 
-/// The window each worker may keep outstanding so that all of them together fill at most half
-/// of a `buffer_bytes` receive buffer (at least 4 packets, at most 4096); 0 (no cap) when
-/// the buffer is unknown.
-fn advertised_window(buffer_bytes: u64, world: u16) -> u64 {
+/// The window each worker may keep outstanding so that all `workers` (of every job served)
+/// together fill at most half of a `buffer_bytes` receive buffer (at least 4 packets, at most
+/// 4096); 0 (no cap) when the buffer is unknown.
+fn advertised_window(buffer_bytes: u64, workers: u16) -> u64 {
     if buffer_bytes == 0 {
         return 0;
     }
-    (buffer_bytes / 2 / DATAGRAM_TRUESIZE / u64::from(world.max(1))).clamp(4, 4096)
+    (buffer_bytes / 2 / DATAGRAM_TRUESIZE / u64::from(workers.max(1))).clamp(4, 4096)
 }

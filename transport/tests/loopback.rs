@@ -157,7 +157,7 @@ fn every_mode_is_exact_over_udp_with_and_without_faults() {
             // stand-ins rather than the features.
             assert!(workers[0].exchanges.iter().all(|x| !x.dataset_values));
             assert_eq!(report.counters.exchanges_completed, 4, "{mode:?}");
-            assert_eq!(report.peers.len(), 4);
+            assert_eq!(report.jobs[0].peers.len(), 4);
             if faults.loss > 0.0 {
                 let lost: u64 = workers.iter().map(|w| w.wire.endpoint.shim.lost).sum();
                 let resent: u64 = workers
@@ -189,7 +189,7 @@ fn every_mode_is_exact_over_udp_with_and_without_faults() {
             }
             // What each worker counted towards the switch is what the switch counted from it.
             for w in &workers {
-                let seen = &report.peers[usize::from(w.rank)].traffic;
+                let seen = &report.jobs[0].peers[usize::from(w.rank)].traffic;
                 if faults.loss == 0.0 {
                     assert_eq!(seen.packets_received, w.wire.to_switch.packets_sent);
                 } else {

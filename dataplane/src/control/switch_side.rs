@@ -279,6 +279,13 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         }
     }
 
+    /// Refuse `to` for `reason` (a driver serving several jobs, for a hello none of them
+    /// takes), within the budget of replies to addresses that have not joined.
+    pub fn refuse(&mut self, now: Nanos, to: A, reason: String) {
+        self.counters.refused += 1;
+        self.reply(now, to, Control::Refuse { reason });
+    }
+
     /// A dataplane packet `bytes` from `from`: whose it is, if anyone's.
     pub fn on_data(&mut self, now: Nanos, from: &A, bytes: &[u8]) -> Admission {
         let Some(rank) = self.heard(now, from) else {
