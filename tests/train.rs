@@ -288,3 +288,124 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     assert!(!none.status.success(), "{err}");
     assert!(err.contains("--exchange host"), "{err}");
 }
+
+/// Two training jobs through one switch process at the same time (`switch --also-job`), one
+/// with an admission secret, each over its own ports and all-reduce region: each trains
+/// exactly as it does alone on the loopback launcher.
+#[test]
+fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // (job id, dataset, exchange, secret?)
+    let jobs = [
+        (11, "synthetic:small,scale=0.25", "switchgnn", false),
+        (12, "synthetic:small,scale=0.2,seed=5", "host", true),
+    ];
+    std::fs::write(d.join("secret"), "job twelve's secret, long enough\n").unwrap();
+    let mut files = Vec::new();
+    for (id, data, mode, secret) in jobs {
+        let plan = d.join(format!("plan-{id}"));
+        let prepare = switchgnn(&[
+            "prepare",
+            data,
+            "--workers",
+            "2",
+            "--feature-dims",
+            "16,8",
+            "--out",
+            plan.to_str().unwrap(),
+        ]);
+        assert!(
+            prepare.status.success(),
+            "{}",
+            String::from_utf8_lossy(&prepare.stderr)
+        );
+        let file = d.join(format!("job-{id}.toml"));
+        let secret = if secret {
+            "secret_file = \"secret\"\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &file,
+            format!(
+                "job = {id}\nplan = \"plan-{id}\"\nmode = \"{mode}\"\nswitch = \"127.0.0.1:0\"\n\
+                 world = 2\nbind = \"127.0.0.1:0\"\n{secret}"
+            ),
+        )
+        .unwrap();
+        files.push(file.to_str().unwrap().to_string());
+    }
+    let (switch, addr) =
+        support::start_switch(d, &files[0], &["--also-job", files[1].as_str()]);
+    let common = ["--epochs", "4", "--threads", "1", "--print-every", "4"];
+    let mut workers = Vec::new();
+    for ((id, data, _, _), file) in jobs.iter().zip(&files) {
+        for rank in 0..2 {
+            let out = d.join(format!("out-{id}-{rank}"));
+            let mut args = vec![
+                "train",
+                data,
+                "--job",
+                file,
+                "--switch",
+                &addr,
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            let rank = rank.to_string();
+            args.extend(["--rank", &rank]);
+            args.extend(common);
+            workers.push((format!("job {id} worker {rank}"), spawn(&args)));
+        }
+    }
+    for (name, child) in workers
+        .into_iter()
+        .chain([("switch".to_string(), switch)])
+    {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} failed: {err}");
+        if name == "switch" {
+            assert!(err.contains("also job 12"), "{err}");
+            assert!(err.contains("in-switch all-reduce"), "{err}");
+        }
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("switch.json")).unwrap()).unwrap();
+    let served: Vec<_> = report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["job"].as_u64().unwrap(), j["first_port"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(served, [(11, 0), (12, 2)], "{report}");
+    assert_eq!(report["jobs"][1]["control"]["challenges"], 2, "{report}");
+
+    for (id, data, mode, _) in jobs {
+        let alone = d.join(format!("alone-{id}"));
+        let plan = d.join(format!("plan-{id}"));
+        let mut args = vec![
+            "train",
+            data,
+            "--workers",
+            "2",
+            "--exchange",
+            mode,
+            "--plan",
+            plan.to_str().unwrap(),
+            "--out",
+            alone.to_str().unwrap(),
+        ];
+        args.extend(common);
+        let run = switchgnn(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let together = losses(&d.join(format!("out-{id}-0")).join("log.json"));
+        assert_eq!(together.len(), 4);
+        assert_eq!(together, losses(&alone.join("log.json")), "job {id}");
+    }
+}
