@@ -336,8 +336,7 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
         .unwrap();
         files.push(file.to_str().unwrap().to_string());
     }
-    let (switch, addr) =
-        support::start_switch(d, &files[0], &["--also-job", files[1].as_str()]);
+    let (switch, addr) = support::start_switch(d, &files[0], &["--also-job", files[1].as_str()]);
     let common = ["--epochs", "4", "--threads", "1", "--print-every", "4"];
     let mut workers = Vec::new();
     for ((id, data, _, _), file) in jobs.iter().zip(&files) {
@@ -359,10 +358,7 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
             workers.push((format!("job {id} worker {rank}"), spawn(&args)));
         }
     }
-    for (name, child) in workers
-        .into_iter()
-        .chain([("switch".to_string(), switch)])
-    {
+    for (name, child) in workers.into_iter().chain([("switch".to_string(), switch)]) {
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name} failed: {err}");
@@ -377,7 +373,12 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| (j["job"].as_u64().unwrap(), j["first_port"].as_u64().unwrap()))
+        .map(|j| {
+            (
+                j["job"].as_u64().unwrap(),
+                j["first_port"].as_u64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(served, [(11, 0), (12, 2)], "{report}");
     assert_eq!(report["jobs"][1]["control"]["challenges"], 2, "{report}");

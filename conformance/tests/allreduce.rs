@@ -298,3 +298,112 @@ fn a_sum_that_can_never_complete_is_recognised() {
     assert!(send(&mut s, 0, &slice(0, 1, 4, 8), &[1; 8]).is_empty());
     assert_eq!(s.allreduce_lost(JOB), None);
 }
+
+/// ATP's best-effort mode: two jobs share a pool too small for both, under every fault. Each
+/// worker still gets exactly its own job's combination (what the pool could not take, the
+/// host finished), and the fallbacks are counted.
+#[test]
+fn best_effort_jobs_sharing_a_small_pool_are_exact_and_fall_back_to_the_host() {
+    let settings = [
+        ("no faults", Faults::none()),
+        ("1% loss", Faults::lossy(0.01)),
+        ("5% loss", Faults::lossy(0.05)),
+        (
+            "duplication and reordering",
+            Faults {
+                duplicate: 0.05,
+                reorder: 0.1,
+                reorder_delay: 40_000,
+                ..Faults::none()
+            },
+        ),
+    ];
+    // (job id, workers, window)
+    let jobs = [(3u16, 4u16, 8u16), (4, 3, 5)];
+    for (name, faults) in settings {
+        // A leak timeout of 1 ns: every slot another slice holds is taken from it, its
+        // partial sum handed to the host (the hardest case for the host's bookkeeping).
+        for (pool, leak) in [(4u32, 1_000_000u64), (3, 1), (64, 1_000_000)] {
+            let mut s = switchgnn_sim::allreduce::allreduce_switch_for(
+                &[(jobs[0].0, jobs[0].1), (jobs[1].0, jobs[1].1)],
+                100_000,
+            )
+            .unwrap();
+            s.set_allreduce_pool(pool, leak).unwrap();
+            for &(job, _, window) in &jobs {
+                s.add_allreduce_best_effort(job, window).unwrap();
+                assert_eq!(s.allreduce_slots(job), Some(window));
+            }
+            let ports: u16 = jobs.iter().map(|j| j.1).sum();
+            let mut net = Network::new(NetworkConfig::new(faults, 11), ports);
+            let mut start = [0u32; 2];
+            for (operation, len) in [700usize, 1, 64, 2000].into_iter().enumerate() {
+                let op = if operation == 1 {
+                    ReduceOp::Max
+                } else {
+                    ReduceOp::Sum
+                };
+                // Both jobs' workers at once, on the ports of their job (job 3 first).
+                let inputs: Vec<Vec<Vec<i32>>> = jobs
+                    .iter()
+                    .map(|&(job, workers, _)| {
+                        inputs(workers, len, u64::from(job) << 8 | operation as u64)
+                    })
+                    .collect();
+                let mut engines: Vec<AllReduceEngine> = jobs
+                    .iter()
+                    .zip(&inputs)
+                    .enumerate()
+                    .flat_map(|(j, (&(job, _, window), inputs))| {
+                        let start = start[j];
+                        inputs.iter().enumerate().map(move |(rank, values)| {
+                            let cfg = AllReduceConfig {
+                                job,
+                                rank: rank as u16,
+                                slots: window,
+                                op,
+                                operation: operation as u32,
+                                start,
+                                rto: 30_000,
+                            };
+                            AllReduceEngine::new(cfg, values.clone())
+                        })
+                    })
+                    .collect();
+                net.run_while(&mut s, &mut engines, Nanos::MAX, |e| {
+                    e.iter().all(|e| e.is_finished())
+                })
+                .unwrap();
+                let (first, second) = engines.split_at(usize::from(jobs[0].1));
+                for (j, engines) in [first, second].into_iter().enumerate() {
+                    let want = combine(op, &inputs[j]);
+                    for e in engines {
+                        assert_eq!(e.failure(), None, "{name}");
+                        assert!(
+                            e.output() == want.as_slice(),
+                            "{name}, pool {pool}, job {}, operation {operation}",
+                            jobs[j].0
+                        );
+                    }
+                    start[j] = engines[0].end();
+                }
+            }
+            let c = s.counters();
+            assert_eq!(c.overflows, 0);
+            if pool < 8 && (faults.loss > 0.0 || faults.reorder > 0.0) {
+                // Windows of 8 and 5 slices cannot fit 4 slots once a lost or late copy keeps
+                // a slice incomplete: slices collided (or took a stalled slot, its partial
+                // sum to the host), and the host finished some. (Without
+                // faults every worker's slice arrives at the same instant here and completes
+                // before the other job's comes.)
+                assert!(
+                    c.reduce_collisions + c.reduce_leaks > 0 && c.reduce_host_slices > 0,
+                    "{name}, pool {pool}: {c:?}"
+                );
+            }
+            if leak == 1 && (faults.loss > 0.0 || faults.reorder > 0.0) {
+                assert!(c.reduce_leaks > 0, "{name}, pool {pool}: {c:?}");
+            }
+        }
+    }
+}

@@ -340,16 +340,17 @@ impl Node for AllReduceEngine {
             if self.done[slice as usize] {
                 continue;
             }
+            let slot = (slice % u32::from(self.cfg.slots.max(1))) as usize;
+            let again = self.sent_slice[slot] == slice;
             let r = self.header(slice);
             let range = self.lanes_of(slice);
             let len = r.emit_with_lanes(&self.input[range], buf);
-            let slot = (slice % u32::from(self.cfg.slots.max(1))) as usize;
-            if self.sent_slice[slot] != slice {
+            if again {
+                self.resent.set(slot, true);
+            } else {
                 self.first_sent[slot] = now;
                 self.resent.set(slot, false);
                 self.sent_slice[slot] = slice;
-            } else {
-                self.resent.set(slot, true);
             }
             let rto = self.rtt.rto(self.cfg.rto.max(1)) * Nanos::from(self.backoff);
             self.deadlines.push_back((now + rto, slice));

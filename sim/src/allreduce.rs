@@ -53,19 +53,30 @@ pub fn allreduce_values(rank: u16, workers: u16, len: usize, seed: u64) -> Vec<i
 /// A switch with job 1 of `workers` workers and no all-reduce region yet. The switch installs
 /// a job with its exchange plans; a one-edge-per-worker star stands in for them.
 pub fn allreduce_switch(workers: u16, ecn_threshold: u64) -> Result<Switch, ModeError> {
-    let n = usize::from(workers).max(2);
-    let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (0, v)).collect();
-    let graph =
-        Graph::from_edges(n, &edges, BuildOptions::default()).expect("a star is a valid graph");
-    let owner = (0..n).map(|v| (v % usize::from(workers)) as u32).collect();
-    let assignment = Assignment::new(owner, u32::from(workers)).expect("every vertex has an owner");
-    let plan = reduce_plan(&graph, &assignment, 1, 1 << 20)?;
+    allreduce_switch_for(&[(1, workers)], ecn_threshold)
+}
+
+/// A switch with each of `jobs` (id, workers), their ports one after the other in that
+/// order, and no all-reduce yet.
+pub fn allreduce_switch_for(jobs: &[(u16, u16)], ecn_threshold: u64) -> Result<Switch, ModeError> {
     let mut switch = Switch::new(SwitchConfig {
         aggregators: 16,
         ecn_threshold,
-        ports: workers,
+        ports: jobs.iter().map(|&(_, w)| w).sum(),
     });
-    switch.add_job(JobConfig::new(1, vec![Arc::new(plan)]))?;
+    let mut first_port = 0;
+    for &(job, workers) in jobs {
+        let n = usize::from(workers).max(2);
+        let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (0, v)).collect();
+        let graph =
+            Graph::from_edges(n, &edges, BuildOptions::default()).expect("a star is a valid graph");
+        let owner = (0..n).map(|v| (v % usize::from(workers)) as u32).collect();
+        let assignment =
+            Assignment::new(owner, u32::from(workers)).expect("every vertex has an owner");
+        let plan = reduce_plan(&graph, &assignment, 1, 1 << 20)?;
+        switch.add_job(JobConfig::new(job, vec![Arc::new(plan)]).at_port(first_port))?;
+        first_port += workers;
+    }
     Ok(switch)
 }
 

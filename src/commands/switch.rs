@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use switchgnn_transport::collective::{RunningService, ServiceConfig};
 use switchgnn_transport::job::TransportKind;
-use switchgnn_transport::server::{ServedJob, ServerConfig, SwitchServer};
+use switchgnn_transport::server::{AllReducePool, ServedJob, ServerConfig, SwitchServer};
 use switchgnn_transport::{JobFile, Session};
 
 use crate::job_args::{load_session, parse_mode, write_json, JobArgs};
@@ -47,6 +47,15 @@ pub struct Args {
     /// Over UDP only; the first job's file gives the address, link and faults.
     #[arg(long, value_name = "FILE")]
     pub also_job: Vec<PathBuf>,
+    /// Slots of the all-reduce pool that best-effort jobs (`allreduce.best_effort = true`)
+    /// share (ATP); what it cannot take, the switch's host finishes. Default: 256 when a job
+    /// asks for best-effort, none otherwise.
+    #[arg(long, value_name = "SLOTS")]
+    pub allreduce_pool: Option<u32>,
+    /// A shared slot whose slice has not progressed for this long may be taken by another
+    /// (ATP's leak timeout).
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    pub allreduce_leak_ms: f64,
     #[command(flatten)]
     pub capture: crate::capture_args::CaptureArgs,
 }
@@ -161,6 +170,8 @@ pub fn run(args: Args) -> Result<()> {
         transport: job.transport(),
         secret: job.secret()?,
         allreduce_slots: job.allreduce.slots,
+        allreduce_best_effort: job.allreduce.best_effort,
+        allreduce_pool: None,
     };
     let more = also
         .iter()
@@ -172,12 +183,31 @@ pub fn run(args: Args) -> Result<()> {
                 timeouts: j.timeouts,
                 secret: j.secret()?,
                 allreduce_slots: j.allreduce.slots,
+                allreduce_best_effort: j.allreduce.best_effort,
             })
         })
         .collect::<Result<Vec<_>>>()?;
     let files: Vec<JobFile> = std::iter::once(job.clone())
         .chain(also.iter().map(|(j, _, _)| j.clone()))
         .collect();
+    let best_effort = files.iter().any(|j| j.allreduce.best_effort);
+    if !(args.allreduce_leak_ms.is_finite() && args.allreduce_leak_ms > 0.0) {
+        bail!("--allreduce-leak-ms must be positive");
+    }
+    let cfg = ServerConfig {
+        allreduce_pool: match (args.allreduce_pool, best_effort) {
+            (Some(slots), _) => Some(AllReducePool {
+                slots,
+                leak: Duration::from_secs_f64(args.allreduce_leak_ms / 1e3),
+            }),
+            (None, true) => Some(AllReducePool {
+                leak: Duration::from_secs_f64(args.allreduce_leak_ms / 1e3),
+                ..AllReducePool::default()
+            }),
+            (None, false) => None,
+        },
+        ..cfg
+    };
     // Training jobs all-reduce through a service beside the switch: TCP on the switch's
     // address, or the job's `collective` address.
     let mut services = services(&files)?;
@@ -277,6 +307,13 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let k = &outcome.counters;
+    if best_effort {
+        eprintln!(
+            "switch: best-effort all-reduce: {} collisions and {} leaks sent to the host, which \
+             finished {} slices",
+            k.reduce_collisions, k.reduce_leaks, k.reduce_host_slices
+        );
+    }
     if k.reduce_slices > 0 {
         eprintln!(
             "switch: in-switch all-reduce: {} slices of {} slots combined, {} lanes, {} results \

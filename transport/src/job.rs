@@ -29,6 +29,11 @@
 //! [faults]                       # seeded fault shim on every sender (tests)
 //! loss = 0.0
 //!
+//! [allreduce]                    # training's gradient all-reduce
+//! via = "switch"                 # or "tcp" (the parameter server beside the switch)
+//! slots = 128                    # slices each worker keeps in flight
+//! best_effort = false            # true: in the switch's shared pool (ATP), not own slots
+//!
 //! [dpdk]                         # only with transport = "dpdk"; see `DpdkSettings`
 //! eal = ["--no-huge", "--no-pci", "-m", "512"]
 //! memif = "/run/switchgnn-1.sock"
@@ -222,6 +227,10 @@ pub struct AllReduce {
     /// each worker keeps in flight. The switch's job file counts; workers learn it from the
     /// switch's welcome.
     pub slots: u16,
+    /// ATP's best-effort mode: no slots of its own, but the switch's pool shared by every
+    /// best-effort job; what the pool cannot take (a slot another slice holds, a
+    /// retransmission) the switch's host finishes. `slots` is then only the window.
+    pub best_effort: bool,
 }
 
 impl Default for AllReduce {
@@ -229,6 +238,7 @@ impl Default for AllReduce {
         AllReduce {
             via: AllReduceVia::Switch,
             slots: 128,
+            best_effort: false,
         }
     }
 }

@@ -159,27 +159,99 @@ pub fn run_allreduce_job(
     ops: &[ReduceOp],
     values: impl Fn(u16, usize) -> Vec<i32> + Sync,
 ) -> Result<(ServerReport, Vec<AllReduceRun>), LoopbackError> {
-    let (switch, workers) = serve(server, session, |rank, addr| {
-        let worker = |source| LoopbackError::Worker { rank, source };
-        let mut client =
-            WorkerClient::connect(worker_config(server, session, rank, addr)).map_err(worker)?;
-        let mut run = AllReduceRun {
-            outputs: Vec::new(),
-            seconds: Vec::new(),
-            stats: Vec::new(),
-        };
-        for (i, &op) in ops.iter().enumerate() {
-            let began = Instant::now();
-            let engine = client.all_reduce(op, values(rank, i)).map_err(worker)?;
-            run.seconds.push(began.elapsed().as_secs_f64());
-            run.stats.push(*engine.stats());
-            run.outputs.push(engine.into_output());
+    let first = ServedJob::first(server, session.clone());
+    let (report, mut runs) =
+        run_allreduce_jobs(server, vec![first], ops, |_, rank, i| values(rank, i))?;
+    Ok((report, runs.remove(0)))
+}
+
+/// [`run_allreduce_job`] for several jobs at once through one switch process (`server` gives
+/// its address, link, faults and pool; `jobs` each job, the first included): operation `i` of
+/// rank `r` of job `j` combines `values(j, r, i)`. Each job's runs, in the order of `jobs`.
+pub fn run_allreduce_jobs(
+    server: &ServerConfig,
+    jobs: Vec<ServedJob>,
+    ops: &[ReduceOp],
+    values: impl Fn(u16, u16, usize) -> Vec<i32> + Sync,
+) -> Result<(ServerReport, Vec<Vec<AllReduceRun>>), LoopbackError> {
+    let (first, more) = jobs.split_first().expect("at least one job");
+    let configs: Vec<ServerConfig> = jobs
+        .iter()
+        .map(|j| ServerConfig {
+            job: j.job,
+            world: j.world,
+            secret: j.secret.clone(),
+            timeouts: j.timeouts,
+            allreduce_slots: j.allreduce_slots,
+            allreduce_best_effort: j.allreduce_best_effort,
+            ..server.clone()
+        })
+        .collect();
+    let mut switch =
+        SwitchServer::bind_jobs(configs[0].clone(), first.session.clone(), more.to_vec())?;
+    let addr = switch.local_addr().map_err(ServerError::from)?;
+    let stop = AtomicBool::new(false);
+    let values = &values;
+    let (switch, runs) = thread::scope(|s| {
+        let switch = thread::Builder::new()
+            .name("switch".into())
+            .spawn_scoped(s, || switch.run(&stop, None))
+            .expect("spawn the switch thread");
+        let workers: Vec<Vec<_>> = jobs
+            .iter()
+            .zip(&configs)
+            .map(|(job, cfg)| {
+                (0..job.world)
+                    .map(|rank| {
+                        let session = &job.session;
+                        thread::Builder::new()
+                            .name(format!("job-{}-worker-{rank}", job.job))
+                            .spawn_scoped(s, move || {
+                                let worker = |source| LoopbackError::Worker { rank, source };
+                                let mut client =
+                                    WorkerClient::connect(worker_config(cfg, session, rank, addr))
+                                        .map_err(worker)?;
+                                let mut run = AllReduceRun {
+                                    outputs: Vec::new(),
+                                    seconds: Vec::new(),
+                                    stats: Vec::new(),
+                                };
+                                for (i, &op) in ops.iter().enumerate() {
+                                    let began = Instant::now();
+                                    let engine = client
+                                        .all_reduce(op, values(cfg.job, rank, i))
+                                        .map_err(worker)?;
+                                    run.seconds.push(began.elapsed().as_secs_f64());
+                                    run.stats.push(*engine.stats());
+                                    run.outputs.push(engine.into_output());
+                                }
+                                client.finish().map_err(worker)?;
+                                Ok::<_, LoopbackError>(run)
+                            })
+                            .expect("spawn a worker thread")
+                    })
+                    .collect()
+            })
+            .collect();
+        let runs: Vec<Vec<_>> = workers
+            .into_iter()
+            .map(|job| {
+                job.into_iter()
+                    .map(|w| w.join().expect("a worker thread panicked"))
+                    .collect()
+            })
+            .collect();
+        if runs.iter().flatten().any(Result::is_err) {
+            // The switch would otherwise wait for goodbyes that will not come.
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        client.finish().map_err(worker)?;
-        Ok::<_, LoopbackError>(run)
-    })?;
-    let workers = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok((switch, workers))
+        (switch.join().expect("the switch thread panicked"), runs)
+    });
+    let runs = runs
+        .into_iter()
+        .map(|job| job.into_iter().collect::<Result<Vec<_>, _>>())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((switch?, runs))
 }
 
 /// One exchange of `plan` with the engines of `kind`, over UDP on loopback: the switch of

@@ -103,6 +103,28 @@ pub struct ServerConfig {
     /// All-reduce slots the job gets in the switch (the job file's `allreduce.slots`); 0 for
     /// none.
     pub allreduce_slots: u16,
+    /// The job all-reduces best-effort in the shared pool (`allreduce.best_effort`):
+    /// `allreduce_slots` is then its window.
+    pub allreduce_best_effort: bool,
+    /// The pool best-effort jobs share, if the switch has one.
+    pub allreduce_pool: Option<AllReducePool>,
+}
+
+/// The switch's pool of all-reduce slots shared by best-effort jobs (ATP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllReducePool {
+    pub slots: u32,
+    /// A slot whose slice has not progressed for this long may be taken by another.
+    pub leak: Duration,
+}
+
+impl Default for AllReducePool {
+    fn default() -> Self {
+        AllReducePool {
+            slots: 256,
+            leak: Duration::from_millis(10),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -123,6 +145,8 @@ impl ServerConfig {
             overload: Overload::default(),
             transport: Transport::Udp,
             allreduce_slots: crate::job::AllReduce::default().slots,
+            allreduce_best_effort: false,
+            allreduce_pool: None,
         }
     }
 }
@@ -141,6 +165,8 @@ pub struct ServedJob {
     pub secret: Option<Secret>,
     /// All-reduce slots the job gets in the switch; 0 for none.
     pub allreduce_slots: u16,
+    /// Best-effort in the shared pool, `allreduce_slots` its window.
+    pub allreduce_best_effort: bool,
 }
 
 impl ServedJob {
@@ -153,6 +179,7 @@ impl ServedJob {
             timeouts: cfg.timeouts,
             secret: cfg.secret.clone(),
             allreduce_slots: cfg.allreduce_slots,
+            allreduce_best_effort: cfg.allreduce_best_effort,
         }
     }
 }
@@ -436,6 +463,9 @@ impl SwitchServer {
         });
         // Every worker of every job shares the receive buffer.
         let advertised = advertised_window(buffer_bytes, ports);
+        if let Some(pool) = cfg.allreduce_pool {
+            switch.set_allreduce_pool(pool.slots, pool.leak.as_nanos() as u64)?;
+        }
         let mut jobs = Vec::with_capacity(specs.len());
         let mut port_owner = Vec::with_capacity(usize::from(ports));
         let mut first_port = 0u16;
@@ -443,8 +473,10 @@ impl SwitchServer {
             switch.add_job(
                 JobConfig::new(spec.job, spec.session.layers.clone()).at_port(first_port),
             )?;
-            if spec.allreduce_slots > 0 {
-                switch.add_allreduce(spec.job, spec.allreduce_slots)?;
+            match (spec.allreduce_slots, spec.allreduce_best_effort) {
+                (0, _) => {}
+                (slots, false) => switch.add_allreduce(spec.job, slots)?,
+                (window, true) => switch.add_allreduce_best_effort(spec.job, window)?,
             }
             let control = SwitchControl::new(
                 SwitchControlConfig {

@@ -156,6 +156,7 @@ fn jobs_sharing_a_switch_get_their_own_results_and_nobody_else_can_touch_them() 
             timeouts: server(faults).timeouts,
             secret: None,
             allreduce_slots: 8,
+            allreduce_best_effort: false,
         };
         let from_member = AtomicU64::new(0);
         let from_stranger = AtomicU64::new(0);

@@ -40,8 +40,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 mod reduce;
+mod shared;
 
 pub use reduce::MAX_SLOTS;
+pub use shared::MAX_POOL_SLOTS;
 
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};
@@ -107,6 +109,12 @@ pub enum SwitchError {
     /// No job with this id is configured.
     #[error("job {0} is not configured")]
     NoSuchJob(u16),
+    /// A best-effort all-reduce on a switch without a shared pool.
+    #[error("job {0} asks for a best-effort all-reduce but the switch has no shared pool")]
+    NoPool(u16),
+    /// A shared pool of no slots, or of more than [`MAX_POOL_SLOTS`].
+    #[error("a shared all-reduce pool of {0} slots; 1 to {MAX_POOL_SLOTS} are possible")]
+    BadPool(u32),
     /// An all-reduce region of no slots, or of more than [`MAX_SLOTS`].
     #[error("job {job} asks for {slots} all-reduce slots; 1 to {MAX_SLOTS} are possible")]
     BadSlots {
@@ -263,6 +271,20 @@ pub struct SwitchCounters {
     pub reduce_lane_updates: u64,
     /// All-reduce results sent again to a worker that repeated its slice.
     pub reduce_replays: u64,
+    /// Best-effort all-reduce: first copies whose shared slot held another slice, sent to
+    /// the host instead (ATP's collisions).
+    #[serde(default)]
+    pub reduce_collisions: u64,
+    /// Best-effort all-reduce: contributions the host took (collisions and retransmissions).
+    #[serde(default)]
+    pub reduce_host_packets: u64,
+    /// Best-effort all-reduce: slices the host completed (the fallbacks that mattered).
+    #[serde(default)]
+    pub reduce_host_slices: u64,
+    /// Best-effort all-reduce: shared slots taken from a stalled holder after the leak
+    /// timeout, its partial sum handed to the host.
+    #[serde(default)]
+    pub reduce_leaks: u64,
     /// Drops by [`DropReason`] (index = position in the reason list).
     drops: [u64; 16],
 }
@@ -450,8 +472,17 @@ struct Job {
     /// The exchange before `current`, its sequence number and block count, to repeat its
     /// final go to a worker that missed it.
     previous: Option<(ExchangeId, u32, u16)>,
-    /// The job's all-reduce slots, if it has any.
-    reduce: Option<reduce::ReduceRegion>,
+    /// Where the job's all-reduce runs, if it has one.
+    reduce: Option<AllReduce>,
+}
+
+/// Where a job's all-reduce runs.
+#[derive(Debug)]
+enum AllReduce {
+    /// A region of slots of its own (SwitchML).
+    Region(reduce::ReduceRegion),
+    /// The pool shared by best-effort jobs, with the host behind it (ATP).
+    BestEffort,
 }
 
 /// The aggregator pool, shared by all jobs.
@@ -567,6 +598,10 @@ impl Fabric {
 pub struct Switch {
     jobs: BTreeMap<u16, Job>,
     fabric: Fabric,
+    /// The slots best-effort jobs share, if the switch has them.
+    pool: Option<shared::SharedPool>,
+    /// The parameter server behind the pool.
+    host: shared::HostReducer,
 }
 
 impl Switch {
@@ -574,6 +609,8 @@ impl Switch {
     pub fn new(config: SwitchConfig) -> Switch {
         Switch {
             jobs: BTreeMap::new(),
+            pool: None,
+            host: shared::HostReducer::default(),
             fabric: Fabric {
                 pool: Pool {
                     lanes: vec![0; config.aggregators * MAX_LANES],
@@ -645,7 +682,39 @@ impl Switch {
         if slots == 0 || slots > MAX_SLOTS {
             return Err(SwitchError::BadSlots { job, slots });
         }
-        j.reduce = Some(reduce::ReduceRegion::new(slots, j.workers));
+        j.reduce = Some(AllReduce::Region(reduce::ReduceRegion::new(
+            slots, j.workers,
+        )));
+        Ok(())
+    }
+
+    /// Give the switch a pool of `slots` all-reduce slots that best-effort jobs share, taken
+    /// from a holder that has not progressed for `leak` (nanoseconds).
+    pub fn set_allreduce_pool(&mut self, slots: u32, leak: Nanos) -> Result<(), SwitchError> {
+        if slots == 0 || slots > MAX_POOL_SLOTS {
+            return Err(SwitchError::BadPool(slots));
+        }
+        self.pool = Some(shared::SharedPool::new(slots, leak));
+        Ok(())
+    }
+
+    /// Slots of the shared pool (0 without one).
+    pub fn allreduce_pool(&self) -> u32 {
+        self.pool.as_ref().map_or(0, |p| p.slots())
+    }
+
+    /// Let job `job` all-reduce best-effort in the shared pool, its workers keeping `window`
+    /// slices in flight each; what the pool cannot take, the host finishes.
+    pub fn add_allreduce_best_effort(&mut self, job: u16, window: u16) -> Result<(), SwitchError> {
+        let j = self.jobs.get_mut(&job).ok_or(SwitchError::NoSuchJob(job))?;
+        if self.pool.is_none() {
+            return Err(SwitchError::NoPool(job));
+        }
+        if window == 0 || window > MAX_SLOTS {
+            return Err(SwitchError::BadSlots { job, slots: window });
+        }
+        j.reduce = Some(AllReduce::BestEffort);
+        self.host.add_job(job, j.workers, j.first_port, window);
         Ok(())
     }
 
@@ -653,12 +722,20 @@ impl Switch {
     /// worker already past it (which had its result from a switch that has since lost its
     /// state). The control plane ends the job when it sees one.
     pub fn allreduce_lost(&self, job: u16) -> Option<(u32, u16)> {
-        self.jobs.get(&job)?.reduce.as_ref()?.lost()
+        match self.jobs.get(&job)?.reduce.as_ref()? {
+            AllReduce::Region(r) => r.lost(),
+            // The host finishes whatever the pool loses.
+            AllReduce::BestEffort => None,
+        }
     }
 
-    /// Job `job`'s all-reduce slots (`None` without a region).
+    /// Job `job`'s all-reduce slots: its region's, or its window in the shared pool (`None`
+    /// without an all-reduce).
     pub fn allreduce_slots(&self, job: u16) -> Option<u16> {
-        self.jobs.get(&job)?.reduce.as_ref().map(|r| r.slots())
+        match self.jobs.get(&job)?.reduce.as_ref()? {
+            AllReduce::Region(r) => Some(r.slots()),
+            AllReduce::BestEffort => self.host.window(job),
+        }
     }
 
     /// The driver reports the depth (bytes) of the egress queue towards `port`.
@@ -739,7 +816,7 @@ impl Switch {
         self.fabric.pool.in_use()
     }
 
-    fn process(&mut self, port: u16, bytes: &[u8]) -> Result<(), DropReason> {
+    fn process(&mut self, now: Nanos, port: u16, bytes: &[u8]) -> Result<(), DropReason> {
         let packet = Packet::new_checked(bytes).map_err(DropReason::of)?;
         let repr = Repr::parse(&packet).map_err(DropReason::of)?;
         let f = &mut self.fabric;
@@ -759,8 +836,14 @@ impl Switch {
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {
             PacketType::Reduce => {
-                let region = job.reduce.as_mut().ok_or(DropReason::NoAllReduce)?;
-                return reduce::reduce(region, f, &repr, &packet);
+                return match job.reduce.as_mut().ok_or(DropReason::NoAllReduce)? {
+                    AllReduce::Region(region) => reduce::reduce(region, f, &repr, &packet),
+                    AllReduce::BestEffort => {
+                        let pool = self.pool.as_mut().ok_or(DropReason::NoAllReduce)?;
+                        let workers = job.workers;
+                        shared::reduce(pool, &mut self.host, f, workers, now, &repr, &packet)
+                    }
+                };
             }
             PacketType::Reduced => return Err(DropReason::WrongDirection),
             _ => {}
@@ -1138,14 +1221,14 @@ fn fetch(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(),
 }
 
 impl Node for Switch {
-    fn handle_packet(&mut self, _now: Nanos, from: Address, bytes: &[u8]) {
+    fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
         self.fabric.counters.packets_in += 1;
         self.fabric.counters.bytes_in += bytes.len() as u64;
         let Address::Worker(port) = from else {
             self.fabric.drop(DropReason::NotAdmitted);
             return;
         };
-        match self.process(port, bytes) {
+        match self.process(now, port, bytes) {
             Ok(()) => self.fabric.counters.accepted += 1,
             Err(reason) => self.fabric.drop(reason),
         }
