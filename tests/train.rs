@@ -290,8 +290,9 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
 }
 
 /// Two training jobs through one switch process at the same time (`switch --also-job`), one
-/// with an admission secret, each over its own ports and all-reduce region: each trains
-/// exactly as it does alone on the loopback launcher.
+/// with its own all-reduce region, the other with an admission secret and its all-reduce
+/// best-effort in the switch's shared pool: each trains exactly as it does alone on the
+/// loopback launcher (with a region of its own).
 #[test]
 fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -322,7 +323,7 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
         );
         let file = d.join(format!("job-{id}.toml"));
         let secret = if secret {
-            "secret_file = \"secret\"\n"
+            "secret_file = \"secret\"\n[allreduce]\nbest_effort = true\nslots = 16\n"
         } else {
             ""
         };
@@ -336,7 +337,12 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
         .unwrap();
         files.push(file.to_str().unwrap().to_string());
     }
-    let (switch, addr) = support::start_switch(d, &files[0], &["--also-job", files[1].as_str()]);
+    // A pool of 8 slots for a window of 16: some slices fall back to the switch's host.
+    let (switch, addr) = support::start_switch(
+        d,
+        &files[0],
+        &["--also-job", files[1].as_str(), "--allreduce-pool", "8"],
+    );
     let common = ["--epochs", "4", "--threads", "1", "--print-every", "4"];
     let mut workers = Vec::new();
     for ((id, data, _, _), file) in jobs.iter().zip(&files) {
@@ -365,6 +371,7 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
         if name == "switch" {
             assert!(err.contains("also job 12"), "{err}");
             assert!(err.contains("in-switch all-reduce"), "{err}");
+            assert!(err.contains("best-effort all-reduce"), "{err}");
         }
     }
     let report: serde_json::Value =
@@ -382,6 +389,36 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
         .collect();
     assert_eq!(served, [(11, 0), (12, 2)], "{report}");
     assert_eq!(report["jobs"][1]["control"]["challenges"], 2, "{report}");
+    let host = report["counters"]["reduce_host_slices"].as_u64().unwrap();
+    assert!(host > 0, "the host finished no slice: {report}");
+
+    // Jobs served together must have their own ids and name the same switch.
+    let twice = switchgnn(&["switch", "--job", &files[0], "--also-job", &files[0]]);
+    let err = String::from_utf8_lossy(&twice.stderr);
+    assert!(
+        !twice.status.success() && err.contains("job 11 is given twice"),
+        "{err}"
+    );
+    let elsewhere = d.join("elsewhere.toml");
+    std::fs::write(
+        &elsewhere,
+        std::fs::read_to_string(&files[1])
+            .unwrap()
+            .replace("127.0.0.1:0\"\nworld", "127.0.0.1:9\"\nworld"),
+    )
+    .unwrap();
+    let other = switchgnn(&[
+        "switch",
+        "--job",
+        &files[0],
+        "--also-job",
+        elsewhere.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        !other.status.success() && err.contains("name the same switch address"),
+        "{err}"
+    );
 
     for (id, data, mode, _) in jobs {
         let alone = d.join(format!("alone-{id}"));
