@@ -36,6 +36,29 @@ impl Controller for Unpaced {
     fn on_timeout(&mut self, _: Nanos) {}
 }
 
+/// A controller that never hears of ECN marks (each acknowledgement is passed on unmarked):
+/// what a sender without ECN-based congestion control does, for comparison.
+#[derive(Debug, Clone)]
+pub struct IgnoreEcn<C>(pub C);
+
+impl<C: Controller> Controller for IgnoreEcn<C> {
+    fn rate(&self) -> f64 {
+        self.0.rate()
+    }
+    fn window(&self) -> usize {
+        self.0.window()
+    }
+    fn on_ack(&mut self, now: Nanos, bytes: usize, _ecn: bool) {
+        self.0.on_ack(now, bytes, false);
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.0.on_timeout(now);
+    }
+    fn on_sent(&mut self, now: Nanos) {
+        self.0.on_sent(now);
+    }
+}
+
 /// DCQCN-like AIMD: halve the rate on an ECN echo (at most once per `cut_interval`, so one
 /// burst of marks is one cut), and grow it by `increase` bytes/s for every `increase_interval`
 /// without a mark, up to the line rate. A loss (a retransmission timeout, a packet overtaken,

@@ -123,6 +123,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         layer: 0,
         backward: false,
         control: None,
+        ecn_response: true,
     };
     let (sim, _) = simulate_exchange(
         xplan,

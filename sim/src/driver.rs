@@ -12,6 +12,7 @@ use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{Address, Nanos, Transmit};
 use thiserror::Error;
 
+use crate::background::{Background, Segment};
 use crate::fabric::{
     ceil_nanos, to_picos, Fabric, HostSpec, Picos, PortStats, SwitchSpec, Topology,
 };
@@ -179,6 +180,10 @@ enum Event {
     Release {
         batch: u32,
     },
+    /// The background traffic's deadline (a flow's start or a retransmission timer).
+    BackgroundTimer {
+        generation: u32,
+    },
 }
 
 /// A packet in flight and its cost on the wire.
@@ -189,6 +194,9 @@ struct Flight {
     wire: u64,
     /// Real packets it stands for.
     count: u32,
+    /// A background flow's segment (then `bytes` is empty): the switch forwards it to its
+    /// destination's port without a pass through the exchange's pipeline logic.
+    segment: Option<(u16, Segment)>,
 }
 
 /// Sees every packet at the switch's ports, as a port mirror would: each one that arrives
@@ -226,6 +234,10 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     done: Vec<bool>,
     /// Where nodes write the packets they send.
     buf: Box<[u8]>,
+    background: Option<&'a mut Background>,
+    background_timer: (Option<Nanos>, u32),
+    /// When the last host finished (the run may go on for the background flows).
+    hosts_finished: Option<Nanos>,
 }
 
 /// Bytes of the buffer nodes write their packets into: a jumbo frame, so that the test nodes
@@ -250,6 +262,21 @@ pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
     switch: &mut S,
     hosts: &mut [Box<H>],
     tap: Option<&mut dyn Tap>,
+) -> Result<RunResult, SimError> {
+    run_with_background(cfg, bundle, switch, hosts, tap, None)
+}
+
+/// [`run_tapped`] with `background` flows between the hosts beside them: they share the
+/// hosts' uplinks and the switch's egress queues (marked with ECN above the threshold, as
+/// the exchange's packets are), and the run goes on until they have all completed too. The
+/// result's `finish_ns` is still when the last host finished.
+pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
+    cfg: &SimConfig,
+    bundle: Option<Bundle>,
+    switch: &mut S,
+    hosts: &mut [Box<H>],
+    tap: Option<&mut dyn Tap>,
+    background: Option<&mut Background>,
 ) -> Result<RunResult, SimError> {
     let n = usize::from(cfg.topology.hosts());
     if hosts.len() != n {
@@ -286,17 +313,21 @@ pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
         unfinished: done.iter().filter(|d| !**d).count(),
         done,
         buf: vec![0; SEND_BUFFER].into_boxed_slice(),
+        background,
+        background_timer: (None, 0),
+        hosts_finished: None,
     };
     for h in 0..n {
         l.after_host_event(h);
     }
     l.arm_switch_timer();
+    l.after_background_event();
     let mut events = 0u64;
-    while l.unfinished > 0 {
+    while l.unfinished > 0 || l.background.as_ref().is_some_and(|b| !b.is_done()) {
         let Some((at, event)) = l.events.pop() else {
             return Err(SimError::Stalled {
                 now: l.now,
-                unfinished: l.unfinished,
+                unfinished: l.unfinished.max(1),
             });
         };
         events += 1;
@@ -308,6 +339,16 @@ pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
             Event::AtSwitch { from, packet } => {
                 l.at_switch(from, packet);
                 l.arm_switch_timer();
+            }
+            Event::BackgroundTimer { generation } => {
+                if l.background_timer.1 == generation {
+                    l.background_timer.0 = None;
+                    let now = l.now;
+                    if let Some(b) = l.background.as_mut() {
+                        b.handle_timeout(now);
+                    }
+                    l.after_background_event();
+                }
             }
             Event::SwitchTimer { generation } => {
                 if l.switch_timer.1 == generation {
@@ -326,6 +367,14 @@ pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
             }
             Event::AtHost { host, packet } => {
                 let f = l.packets.remove(packet).expect("a packet in flight");
+                if let Some((_, segment)) = f.segment {
+                    let now = l.now;
+                    if let Some(b) = l.background.as_mut() {
+                        b.on_segment(now, host, segment);
+                    }
+                    l.after_background_event();
+                    continue;
+                }
                 let class =
                     Packet::new_checked(&f.bytes[..]).map_or(Class::Other, |p| Class::of(&p));
                 l.delivered.add(class, f.wire);
@@ -351,7 +400,7 @@ pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
         }
     }
     Ok(RunResult {
-        finish_ns: l.now,
+        finish_ns: l.hosts_finished.unwrap_or(l.now),
         events,
         wall_seconds: started.elapsed().as_secs_f64(),
         uplinks: l.fabric.uplinks.iter().map(|p| p.stats).collect(),
@@ -397,7 +446,52 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 
     fn flight(&self, bytes: Vec<u8>) -> Flight {
         let (wire, count) = self.weigh(&bytes);
-        Flight { bytes, wire, count }
+        Flight {
+            bytes,
+            wire,
+            count,
+            segment: None,
+        }
+    }
+
+    /// Put what the background flows have to send on their hosts' uplinks, and re-arm their
+    /// timer.
+    fn after_background_event(&mut self) {
+        let now = self.now;
+        let Some(b) = self.background.as_mut() else {
+            return;
+        };
+        let mut out = Vec::new();
+        while let Some((host, segment)) = b.poll_transmit() {
+            out.push((host, segment));
+        }
+        let due = b.poll_timeout();
+        for (host, segment) in out {
+            let h = usize::from(host);
+            // The flows share the host's link with the exchange, not its packet cores.
+            let at = self.fabric.uplinks[h]
+                .send(to_picos(now), segment.wire)
+                .expect("host queues are unbounded");
+            let f = Flight {
+                bytes: Vec::new(),
+                wire: segment.wire,
+                count: 1,
+                segment: Some((host, segment)),
+            };
+            self.arrive(f, ceil_nanos(at), |packet| Event::AtSwitch {
+                from: host,
+                packet,
+            });
+        }
+        if due != self.background_timer.0 {
+            self.background_timer.0 = due;
+            self.background_timer.1 += 1;
+            if let Some(t) = due {
+                let generation = self.background_timer.1;
+                self.events
+                    .push(t.max(now), Event::BackgroundTimer { generation });
+            }
+        }
     }
 
     /// Send what host `h` has, and re-arm its timer.
@@ -418,6 +512,9 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         if !self.done[h] && self.hosts[h].is_done() {
             self.done[h] = true;
             self.unfinished -= 1;
+            if self.unfinished == 0 {
+                self.hosts_finished = Some(now);
+            }
         }
         let due = self.hosts[h].poll_timeout();
         if due != self.timers[h].0 {
@@ -436,7 +533,22 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
     }
 
     fn at_switch(&mut self, from: u16, packet: u32) {
-        let f = self.packets.remove(packet).expect("a packet in flight");
+        let mut f = self.packets.remove(packet).expect("a packet in flight");
+        if let Some((_, segment)) = f.segment.as_mut() {
+            // Background: plain forwarding towards the other end of its flow, marked when that
+            // egress queue is above the threshold.
+            let b = self
+                .background
+                .as_ref()
+                .expect("background segments have flows");
+            let to = b.destination(from, segment);
+            let backlog = self.fabric.downlinks[usize::from(to)].backlog(to_picos(self.now));
+            if !segment.ack && backlog > self.cfg.switch.ecn_threshold {
+                segment.ce = true;
+            }
+            self.egress(to, f);
+            return;
+        }
         let now_ps = to_picos(self.now);
         // Tell the switch the egress backlogs it marks by (only those that changed).
         for (port, link) in self.fabric.downlinks.iter().enumerate() {
@@ -539,7 +651,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         if h >= self.fabric.downlinks.len() {
             return;
         }
-        if let Some(tap) = self.tap.as_mut() {
+        if let Some(tap) = self.tap.as_mut().filter(|_| f.segment.is_none()) {
             tap.packet(self.now, Address::Switch, Address::Worker(to), &f.bytes);
         }
         let now_ps = to_picos(self.now);
@@ -550,6 +662,14 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         };
         let backlog = port.backlog(now_ps);
         self.series.queue(self.now, backlog);
+        if f.segment.is_some() {
+            let host = h as u16;
+            self.arrive(f, ceil_nanos(arrival), |packet| Event::AtHost {
+                host,
+                packet,
+            });
+            return;
+        }
         // The host's receive core takes packets in arrival order (one link feeds it).
         let cost = to_picos(self.cfg.host.per_packet_ns) * u64::from(f.count);
         let ready = self.receive_free[h].max(arrival) + cost;
@@ -576,10 +696,27 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         if !self.cfg.faults.is_active() {
             return vec![(f, 0)];
         }
-        let Flight { bytes, wire, count } = f;
+        if f.segment.is_some() {
+            // The injector works on the protocol's packets; background flows see real drops only.
+            return vec![(f, 0)];
+        }
+        let Flight {
+            bytes,
+            wire,
+            count,
+            segment,
+        } = f;
         let mut out = Vec::with_capacity(2);
         self.faults.apply(bytes, |bytes, extra| {
-            out.push((Flight { bytes, wire, count }, extra))
+            out.push((
+                Flight {
+                    bytes,
+                    wire,
+                    count,
+                    segment,
+                },
+                extra,
+            ))
         });
         out
     }

@@ -12,6 +12,8 @@
 //! - [`report`], [`plot`]: CSV / JSON tables and SVG / PNG figures.
 
 pub mod allreduce;
+pub mod background;
+pub mod contention;
 pub mod driver;
 pub mod fabric;
 pub mod modes;

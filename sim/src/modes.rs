@@ -34,7 +34,7 @@ use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::PlanOptions;
 use thiserror::Error;
 
-use crate::driver::{run_tapped, Bundle, RunResult, SimConfig, SimError, Tap};
+use crate::driver::{run_with_background, Bundle, RunResult, SimConfig, SimError, Tap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -166,6 +166,14 @@ pub struct ExchangeSetup {
     /// includes the join. `None`: the hosts start already admitted (timings of the exchange
     /// alone).
     pub control: Option<ControlTimers>,
+    /// The workers' rate control cuts on ECN echoes (the switch's marks); off, it reacts to
+    /// losses only — what the exchange does to other traffic without its congestion control.
+    #[serde(default = "yes")]
+    pub ecn_response: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One simulated exchange.
@@ -185,6 +193,7 @@ type Ran = (Switch, Vec<Box<dyn Exchange>>, RunResult);
 
 /// [`run`] through the control plane: the switch model behind its control machine, each
 /// engine in a worker that joins first.
+#[allow(clippy::too_many_arguments)]
 fn run_controlled(
     cfg: &SimConfig,
     bundle: Option<Bundle>,
@@ -193,11 +202,12 @@ fn run_controlled(
     switch: Switch,
     engines: Vec<Box<dyn Exchange>>,
     tap: Option<&mut dyn Tap>,
+    background: Option<&mut crate::background::Background>,
 ) -> Result<Ran, ModeError> {
     let (mut switch, workers) =
         controlled_star(switch, engines, 1, setup.mode.kind().name(), timers);
     let mut hosts: Vec<Box<ControlledWorker>> = workers.into_iter().map(Box::new).collect();
-    let result = run_tapped(cfg, bundle, &mut switch, &mut hosts, tap)?;
+    let result = run_with_background(cfg, bundle, &mut switch, &mut hosts, tap, background)?;
     let engines = hosts
         .iter_mut()
         .map(|h| {
@@ -239,11 +249,24 @@ pub fn simulate_exchange(
 /// [`simulate_exchange`], showing every packet at the switch's ports to `tap` (a packet
 /// capture).
 pub fn simulate_exchange_tapped(
+    plan: ExchangePlan,
+    cfg: &SimConfig,
+    setup: &ExchangeSetup,
+    scale: Scale,
+    tap: Option<&mut dyn Tap>,
+) -> Result<(ExchangeSim, Vec<ExchangeOutput>), ModeError> {
+    simulate_exchange_beside(plan, cfg, setup, scale, tap, None)
+}
+
+/// [`simulate_exchange_tapped`] with `background` flows sharing the fabric (see
+/// [`crate::driver::run_with_background`]).
+pub fn simulate_exchange_beside(
     mut plan: ExchangePlan,
     cfg: &SimConfig,
     setup: &ExchangeSetup,
     scale: Scale,
     tap: Option<&mut dyn Tap>,
+    background: Option<&mut crate::background::Background>,
 ) -> Result<(ExchangeSim, Vec<ExchangeOutput>), ModeError> {
     let hosts = cfg.topology.hosts();
     if hosts != plan.workers {
@@ -312,16 +335,23 @@ pub fn simulate_exchange_tapped(
             timers: setup.timers,
             window,
         };
-        let cc = Box::new(Aimd::new(pace));
+        let cc: Box<dyn switchgnn_dataplane::cc::Controller> = if setup.ecn_response {
+            Box::new(Aimd::new(pace))
+        } else {
+            Box::new(switchgnn_dataplane::cc::IgnoreEcn(Aimd::new(pace)))
+        };
         let p = plan.clone();
         engines.push(setup.mode.kind().engine(ecfg, p, local, cc, 0)?);
     }
     let (switch, engines, result) = match setup.control {
         None => {
-            let result = run_tapped(cfg, bundle, &mut switch, &mut engines, tap)?;
+            let result =
+                run_with_background(cfg, bundle, &mut switch, &mut engines, tap, background)?;
             (switch, engines, result)
         }
-        Some(timers) => run_controlled(cfg, bundle, setup, timers, switch, engines, tap)?,
+        Some(timers) => {
+            run_controlled(cfg, bundle, setup, timers, switch, engines, tap, background)?
+        }
     };
     let sum = |f: fn(&switchgnn_dataplane::engine::EngineStats) -> u64| -> u64 {
         engines.iter().map(|e| f(e.stats())).sum()

@@ -436,6 +436,7 @@ pub fn sweep(
                         layer: layer as u8,
                         backward: false,
                         control: None,
+                        ecn_response: true,
                     };
                     let load = Load::of(&xplan, cfg.frame_overhead);
                     let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
@@ -564,4 +565,122 @@ fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
         });
     }
     (layers, epochs)
+}
+
+/// The background traffic a contention sweep runs beside each exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentionSpec {
+    pub sizes: Vec<crate::background::FlowSizes>,
+    /// Offered load, a fraction of each host's link.
+    pub load: f64,
+    /// Flows arrive over this span; `None`: over each exchange's time alone.
+    pub duration_ns: Option<Nanos>,
+}
+
+/// [`crate::contention::contention`] for every worker count, memory, mode and flow-size
+/// distribution of `spec` (the first layer's width; `auto` is refused: the study compares one
+/// kind at a time). The studies run `spec.jobs` at a time.
+pub fn contention_sweep(
+    dataset: &Dataset,
+    spec: &SweepSpec,
+    background: &ContentionSpec,
+    plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
+    progress: &dyn Progress,
+) -> Result<Vec<crate::contention::Contention>, SweepError> {
+    if spec.modes.contains(&SimMode::Auto) {
+        return Err(SweepError::Usage(
+            "the background study compares one kind at a time: leave `auto` out of --modes".into(),
+        ));
+    }
+    if !(background.load > 0.0 && background.load < 1.0) {
+        return Err(SweepError::Usage(format!(
+            "--load {} must be between 0 and 1 (a fraction of each host's link)",
+            background.load
+        )));
+    }
+    let (Some(&width), false) = (spec.feature_dims.first(), spec.workers.is_empty()) else {
+        return Err(SweepError::Usage(
+            "a study needs worker counts and a feature width".into(),
+        ));
+    };
+    let scale = scale_for(&dataset.graph);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(spec.jobs.max(1))
+        .build()
+        .map_err(|e| SweepError::Usage(format!("thread pool: {e}")))?;
+    let mut studies = Vec::new();
+    for &workers in &spec.workers {
+        let cfg = spec.config(workers)?;
+        let memories: Vec<u64> = if spec.memories.is_empty() {
+            vec![0]
+        } else {
+            spec.memories.clone()
+        };
+        for (mi, &memory) in memories.iter().enumerate() {
+            progress.stage(
+                &format!(
+                    "{workers} workers, {}: plan",
+                    switchgnn_partition::size::format_bytes(memory)
+                ),
+                None,
+            );
+            let plan = Plan::prepare(dataset, &plan_spec(workers, memory), &|_| {})?;
+            let jobs: Vec<(SimMode, crate::background::FlowSizes)> = spec
+                .modes
+                .iter()
+                .filter(|m| m.uses_memory() || mi == 0)
+                .flat_map(|&m| background.sizes.iter().map(move |&s| (m, s)))
+                .collect();
+            progress.stage(
+                &format!("{workers} workers: {} studies of 5 runs", jobs.len()),
+                Some(jobs.len() as u64),
+            );
+            let found = pool.install(|| {
+                jobs.par_iter()
+                    .map(|&(mode, sizes)| {
+                        let what = format!(
+                            "{workers} workers, {}, {}, {} background",
+                            mode.name(),
+                            switchgnn_partition::size::format_bytes(memory),
+                            sizes.name()
+                        );
+                        let wrap = |source: ModeError| SweepError::Run {
+                            what: what.clone(),
+                            source,
+                        };
+                        let on = Some((cfg.switch.chip, host_cost(&cfg)));
+                        let xplan = exchange_plan(mode, &dataset.graph, &plan, 0, spec.seed, on)
+                            .map_err(wrap)?;
+                        let setup = ExchangeSetup {
+                            mode,
+                            switch_memory: memory,
+                            bundle: spec.bundle,
+                            window: spec.window,
+                            timers: spec.timers,
+                            layer: 0,
+                            backward: false,
+                            control: None,
+                            ecn_response: true,
+                        };
+                        let study = crate::contention::contention(
+                            &xplan,
+                            mode,
+                            &cfg,
+                            &setup,
+                            scale,
+                            sizes,
+                            background.load,
+                            background.duration_ns,
+                            spec.seed,
+                        )
+                        .map_err(wrap)?;
+                        progress.advance(1);
+                        Ok::<_, SweepError>((workers, memory, width, study))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })?;
+            studies.extend(found.into_iter().map(|(_, _, _, s)| s));
+        }
+    }
+    Ok(studies)
 }

@@ -71,6 +71,7 @@ fn run(
         layer: 0,
         backward: false,
         control: None,
+        ecn_response: true,
     };
     let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale_for(&d.graph)).unwrap();
     (sim.run.finish_ns as f64, bound)

@@ -1,15 +1,18 @@
 //! `switchgnn simulate`: the paper-scale question — epoch time, traffic, queues and aggregator
 //! use of every exchange mode on a 100 Gbps star of up to 128 workers — answered by the
 //! discrete-event simulator running the project's own switch model and engines. Writes a report
-//! folder with tables, series and plots.
+//! folder with tables, series and plots. With `--background`, instead: each exchange beside
+//! other jobs' TCP flows, with the workers' rate control on and off.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_partition::size::parse_bytes;
+use switchgnn_sim::background::FlowSizes;
+use switchgnn_sim::contention::contention_table;
 use switchgnn_sim::report::{epoch_table, write_report};
-use switchgnn_sim::sweep::{sweep, PcapSpec, SweepSpec};
+use switchgnn_sim::sweep::{contention_sweep, sweep, ContentionSpec, PcapSpec, SweepSpec};
 use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
 
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
@@ -88,6 +91,18 @@ pub struct Args {
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub pcap_packets: u64,
     /// Report folder.
+    /// Instead of the sweep: run each exchange (first layer) beside background TCP flows of
+    /// these flow-size distributions (websearch, hadoop), with the workers' ECN rate control
+    /// on and off, against the exchange alone and the flows alone; writes contention.json and
+    /// contention.md.
+    #[arg(long, value_name = "SIZES")]
+    pub background: Option<String>,
+    /// Background load: the fraction of each host's link the flows offer.
+    #[arg(long, default_value_t = 0.5)]
+    pub load: f64,
+    /// Background flows arrive over this span (default: each exchange's time alone).
+    #[arg(long, value_name = "MS")]
+    pub background_ms: Option<f64>,
     #[arg(short, long)]
     pub out: PathBuf,
 }
@@ -194,6 +209,50 @@ pub fn run(args: Args) -> Result<()> {
         )
     };
     let started = std::time::Instant::now();
+    if let Some(text) = &args.background {
+        let sizes = text
+            .split(',')
+            .map(|s| {
+                FlowSizes::from_name(s.trim())
+                    .with_context(|| format!("unknown flow sizes `{s}` (websearch or hadoop)"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let duration_ns = match args.background_ms {
+            Some(ms) if ms > 0.0 && ms.is_finite() => Some((ms * 1e6).round() as u64),
+            Some(ms) => bail!("--background-ms {ms} must be positive"),
+            None => None,
+        };
+        let background = ContentionSpec {
+            sizes,
+            load: args.load,
+            duration_ns,
+        };
+        let studies = contention_sweep(&dataset, &spec, &background, &plan_spec, &bars)?;
+        bars.finish();
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+        let table = contention_table(&studies);
+        crate::job_args::write_json(&args.out.join("contention.json"), &studies)?;
+        let command: Vec<String> = std::env::args().collect();
+        let md = format!(
+            "# The exchange beside background traffic\n\n`{}`\n\nTimes on the chip each row \
+             names; slowdowns are completion times over each flow's time on an empty fabric; \
+             `p99 ×` is the flows' p99 slowdown over theirs with no exchange running.\n\n{table}",
+            command.join(" ")
+        );
+        switchgnn_datasets::atomic::write_atomically(&args.out.join("contention.md"), |w| {
+            std::io::Write::write_all(w, md.as_bytes())
+        })
+        .with_context(|| format!("cannot write {}", args.out.join("contention.md").display()))?;
+        println!("{table}");
+        println!(
+            "{} studies in {:.0} s. Report: {}",
+            studies.len(),
+            started.elapsed().as_secs_f64(),
+            args.out.display()
+        );
+        return Ok(());
+    }
     let result = sweep(&dataset, &spec, &plan_spec, &bars)?;
     bars.finish();
     let command: Vec<String> = std::env::args().collect();

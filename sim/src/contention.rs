@@ -1,0 +1,204 @@
+//! The exchange beside other traffic: background TCP flows ([`crate::background`]) at a set
+//! load share the fabric with one exchange, with the workers' ECN rate control on and off.
+//! What each costs the other is measured against runs alone in the same study: the exchange's
+//! time against its time on an empty fabric, and the flows' completion-time slowdowns against
+//! those of the same flows with no exchange running.
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::node::{HostNode, Node};
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::switch::{Switch, SwitchConfig};
+use switchgnn_dataplane::{Address, Nanos, Transmit};
+
+use crate::background::{Background, BackgroundSpec, FctSummary, FlowSizes};
+use crate::driver::{run_with_background, SimConfig};
+use crate::modes::{simulate_exchange_beside, ExchangeSetup, ModeError, SimMode};
+
+/// One setting of the workers' rate control.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WithTraffic {
+    /// The workers cut their rate on ECN echoes.
+    pub ecn_response: bool,
+    /// The exchange on an empty fabric.
+    pub exchange_alone_ns: Nanos,
+    /// The exchange beside the flows.
+    pub exchange_ns: Nanos,
+    /// The flows beside the exchange.
+    pub flows: FctSummary,
+    /// Their 99th-percentile slowdown over that of the same flows with no exchange running.
+    pub p99_ratio: f64,
+    pub median_ratio: f64,
+    /// Retransmissions of the exchange's workers.
+    pub exchange_retransmits: u64,
+}
+
+impl WithTraffic {
+    /// The exchange's time beside the flows over its time alone.
+    pub fn exchange_ratio(&self) -> f64 {
+        self.exchange_ns as f64 / self.exchange_alone_ns.max(1) as f64
+    }
+}
+
+/// What a study found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contention {
+    pub workers: u16,
+    /// The switch's aggregator memory (bytes).
+    pub memory: u64,
+    /// The chip preset the switch ran on.
+    pub chip: String,
+    pub mode: SimMode,
+    pub sizes: FlowSizes,
+    pub load: f64,
+    /// Flows arrive during the exchange's time alone (rate control on), or the span asked for.
+    pub duration_ns: Nanos,
+    pub flows: usize,
+    /// The flows with no exchange running.
+    pub alone: FctSummary,
+    pub with_rate_control: WithTraffic,
+    pub without_rate_control: WithTraffic,
+}
+
+/// A host with nothing to do: the background's runs without an exchange.
+#[derive(Debug, Default)]
+struct Idle;
+
+impl Node for Idle {
+    fn handle_packet(&mut self, _: Nanos, _: Address, _: &[u8]) {}
+    fn handle_timeout(&mut self, _: Nanos) {}
+    fn poll_transmit(&mut self, _: Nanos, _: &mut [u8]) -> Option<Transmit> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+}
+
+impl HostNode for Idle {
+    fn is_done(&self) -> bool {
+        true
+    }
+}
+
+/// Run `background`'s flows on `cfg`'s star with nothing else on it.
+pub fn background_alone(
+    cfg: &SimConfig,
+    background: &mut Background,
+) -> Result<crate::driver::RunResult, ModeError> {
+    let hosts = cfg.topology.hosts();
+    let mut idle: Vec<Box<Idle>> = (0..hosts).map(|_| Box::default()).collect();
+    let mut switch = Switch::new(SwitchConfig {
+        aggregators: 1,
+        ecn_threshold: cfg.switch.ecn_threshold,
+        ports: hosts,
+    });
+    Ok(run_with_background(
+        cfg,
+        None,
+        &mut switch,
+        &mut idle,
+        None,
+        Some(background),
+    )?)
+}
+
+/// Run the study for `plan`'s exchange of `mode` on `cfg`'s star: flows of `sizes` at `load`
+/// (a fraction of each host's link), arriving over the exchange's time alone or over
+/// `duration_ns` if given; `seed` draws them.
+#[allow(clippy::too_many_arguments)]
+pub fn contention(
+    plan: &ExchangePlan,
+    mode: SimMode,
+    cfg: &SimConfig,
+    setup: &ExchangeSetup,
+    scale: Scale,
+    sizes: FlowSizes,
+    load: f64,
+    duration_ns: Option<Nanos>,
+    seed: u64,
+) -> Result<Contention, ModeError> {
+    let hosts = cfg.topology.hosts();
+    let link = cfg.topology.host_link();
+    let gbps = cfg.host.uplink_gbps(&cfg.topology);
+    let exchange = |ecn_response: bool, background: Option<&mut Background>| {
+        let setup = ExchangeSetup {
+            ecn_response,
+            ..*setup
+        };
+        simulate_exchange_beside(plan.clone(), cfg, &setup, scale, None, background)
+            .map(|(sim, _)| sim)
+    };
+    let alone_on = exchange(true, None)?.run.finish_ns;
+    let alone_off = exchange(false, None)?.run.finish_ns;
+    let duration = duration_ns.unwrap_or(alone_on).max(1);
+    let spec = BackgroundSpec::new(sizes, load, duration, seed);
+    let flows = || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead);
+
+    let mut quiet = flows();
+    background_alone(cfg, &mut quiet)?;
+    let alone = FctSummary::of(&quiet.records());
+
+    let with = |ecn_response: bool, exchange_alone_ns: Nanos| {
+        let mut b = flows();
+        let sim = exchange(ecn_response, Some(&mut b))?;
+        let summary = FctSummary::of(&b.records());
+        Ok::<_, ModeError>(WithTraffic {
+            ecn_response,
+            exchange_alone_ns,
+            exchange_ns: sim.run.finish_ns,
+            p99_ratio: summary.p99_slowdown / alone.p99_slowdown.max(1e-9),
+            median_ratio: summary.median_slowdown / alone.median_slowdown.max(1e-9),
+            flows: summary,
+            exchange_retransmits: sim.retransmits,
+        })
+    };
+    let with_rate_control = with(true, alone_on)?;
+    let without_rate_control = with(false, alone_off)?;
+    Ok(Contention {
+        workers: hosts,
+        memory: setup.switch_memory,
+        chip: cfg.switch.chip.preset.name().to_string(),
+        mode,
+        sizes,
+        load,
+        duration_ns: duration,
+        flows: quiet.flows(),
+        alone,
+        with_rate_control,
+        without_rate_control,
+    })
+}
+
+/// The study as a Markdown table: one row per rate-control setting.
+pub fn contention_table(studies: &[Contention]) -> String {
+    let mut out = String::from(
+        "| workers | chip | memory | mode | flows | load | rate control | exchange alone (µs) | \
+         beside flows (µs) | × | flows' p50 / p99 slowdown | alone p50 / p99 | p99 × |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for c in studies {
+        for w in [&c.with_rate_control, &c.without_rate_control] {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {:.1} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
+                c.workers,
+                c.chip,
+                switchgnn_partition::size::format_bytes(c.memory),
+                c.mode.name(),
+                c.flows,
+                c.sizes.name(),
+                c.load,
+                if w.ecn_response { "on" } else { "off" },
+                w.exchange_alone_ns as f64 / 1e3,
+                w.exchange_ns as f64 / 1e3,
+                w.exchange_ratio(),
+                w.flows.median_slowdown,
+                w.flows.p99_slowdown,
+                c.alone.median_slowdown,
+                c.alone.p99_slowdown,
+                w.p99_ratio,
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,154 @@
+//! Background traffic in the simulator: the TCP-like flows on an empty star never beat their
+//! ideal completion time and come close to it at low load, their ECN response keeps the
+//! queues short, the exchange stays exact beside them, and the contention study measures
+//! both sides with the workers' rate control on and off.
+
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::reference::encode_matrix;
+use switchgnn_datasets::synthetic::{generate, Preset};
+use switchgnn_datasets::{Dataset, NoProgress};
+use switchgnn_partition::{Plan, PlanSpec};
+use switchgnn_scheduler::exchange::remote_sums;
+use switchgnn_sim::background::{Background, BackgroundSpec, FctSummary, FlowSizes};
+use switchgnn_sim::contention::{background_alone, contention, contention_table};
+use switchgnn_sim::modes::{
+    exchange_plan, feature, scale_for, simulate_exchange_beside, ExchangeSetup,
+};
+use switchgnn_sim::{SimConfig, SimMode};
+
+const WORKERS: u16 = 16;
+
+fn setup(mode: SimMode) -> ExchangeSetup {
+    ExchangeSetup {
+        mode,
+        switch_memory: 1 << 20,
+        bundle: true,
+        window: 256,
+        timers: Timers::default(),
+        layer: 0,
+        backward: false,
+        control: None,
+        ecn_response: true,
+    }
+}
+
+fn flows(cfg: &SimConfig, sizes: FlowSizes, load: f64, ecn: bool) -> Background {
+    let spec = BackgroundSpec {
+        ecn,
+        ..BackgroundSpec::new(sizes, load, 3_000_000, 1)
+    };
+    Background::new(spec, WORKERS, 100.0, 2_000, cfg.frame_overhead)
+}
+
+#[test]
+fn flows_alone_take_their_ideal_time_at_low_load_and_ecn_keeps_queues_short() {
+    let cfg = SimConfig::paper(WORKERS);
+    for sizes in [FlowSizes::WebSearch, FlowSizes::Hadoop] {
+        let mut quiet = flows(&cfg, sizes, 0.05, true);
+        background_alone(&cfg, &mut quiet).unwrap();
+        let records = quiet.records();
+        assert_eq!(records.len(), quiet.flows(), "every flow completes");
+        assert!(records.len() > 10, "{sizes:?}: {} flows", records.len());
+        // Nothing beats serialising its frames over the links.
+        let fastest = records
+            .iter()
+            .map(|r| r.slowdown())
+            .fold(f64::MAX, f64::min);
+        assert!(fastest >= 0.999, "{sizes:?}: a slowdown of {fastest}");
+        let f = FctSummary::of(&records);
+        assert!(f.median_slowdown < 1.5, "{sizes:?}: {f:?}");
+
+        // At half load, RFC 3168's halving keeps the switch's queues near the marking
+        // threshold; without it they fill the buffer.
+        let mut marked = flows(&cfg, sizes, 0.5, true);
+        let with = background_alone(&cfg, &mut marked).unwrap();
+        let mut unmarked = flows(&cfg, sizes, 0.5, false);
+        let without = background_alone(&cfg, &mut unmarked).unwrap();
+        assert!(
+            with.peak_queue() * 3 < without.peak_queue(),
+            "{sizes:?}: peak queues {} with ECN, {} without",
+            with.peak_queue(),
+            without.peak_queue()
+        );
+        let (a, b) = (
+            FctSummary::of(&marked.records()),
+            FctSummary::of(&unmarked.records()),
+        );
+        assert!(a.p99_slowdown < b.p99_slowdown, "{sizes:?}: {a:?} vs {b:?}");
+    }
+}
+
+fn graph() -> (Dataset, Plan) {
+    let d = generate(&Preset::Small.spec(0.5, 3).unwrap(), &NoProgress).unwrap();
+    let spec =
+        PlanSpec::new("synthetic:small", u32::from(WORKERS), vec![128]).switch_memory(1 << 20);
+    let p = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    (d, p)
+}
+
+#[test]
+fn the_exchange_stays_exact_beside_background_flows() {
+    let (d, p) = graph();
+    let cfg = SimConfig::paper(WORKERS);
+    for mode in [SimMode::Host, SimMode::SwitchGnn] {
+        for ecn_response in [true, false] {
+            let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
+            let mut b = flows(&cfg, FlowSizes::WebSearch, 0.5, true);
+            let setup = ExchangeSetup {
+                ecn_response,
+                ..setup(mode)
+            };
+            let scale = scale_for(&d.graph);
+            let (sim, outputs) =
+                simulate_exchange_beside(xplan, &cfg, &setup, scale, None, Some(&mut b)).unwrap();
+            assert!(b.is_done(), "the run waits for the flows");
+            assert!(sim.run.finish_ns > 0);
+            let w = switchgnn_dataplane::wire::MAX_LANES;
+            let n = d.graph.num_vertices();
+            let values: Vec<f32> = (0..n as u32)
+                .flat_map(|v| (0..w).map(move |j| feature(v, j)))
+                .collect();
+            let (encoded, _) = encode_matrix(&scale, &values, w);
+            let want = remote_sums(&d.graph, &p.assignment, w, &encoded);
+            for (worker, (got, want)) in outputs.iter().zip(&want).enumerate() {
+                assert_eq!(got, want, "{}: worker {worker}", mode.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn the_contention_study_measures_both_sides() {
+    let (d, p) = graph();
+    let cfg = SimConfig::paper(WORKERS);
+    let mut studies = Vec::new();
+    for mode in [SimMode::Host, SimMode::SwitchGnn] {
+        let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
+        let scale = scale_for(&d.graph);
+        let c = contention(
+            &xplan,
+            mode,
+            &cfg,
+            &setup(mode),
+            scale,
+            FlowSizes::Hadoop,
+            0.5,
+            None,
+            2,
+        )
+        .unwrap();
+        // The flows arrive over the exchange's time alone.
+        assert_eq!(c.duration_ns, c.with_rate_control.exchange_alone_ns);
+        assert!(c.flows > 20, "{} flows", c.flows);
+        for w in [&c.with_rate_control, &c.without_rate_control] {
+            assert_eq!(w.flows.flows, c.flows, "every flow completes");
+            // Other traffic only ever delays the exchange's packets.
+            assert!(w.exchange_ratio() >= 0.99, "{}: {w:?}", mode.name());
+            assert!(w.p99_ratio.is_finite() && w.p99_ratio > 0.0);
+        }
+        studies.push(c);
+    }
+    let table = contention_table(&studies);
+    println!("{table}");
+    assert_eq!(table.lines().count(), 2 + 2 * studies.len());
+}
