@@ -365,3 +365,32 @@ pub fn to_png(svg: &str) -> Result<Vec<u8>, String> {
     );
     pixmap.encode_png().map_err(|e| e.to_string())
 }
+
+/// The background study as one figure: per exchange and flow-size distribution, the exchange's
+/// time beside the flows over its time alone (x) against the flows' p99 slowdown over theirs
+/// alone (y), a line from the rate control off to on.
+pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<String, ReportError> {
+    let lines: Vec<Line> = studies
+        .iter()
+        .map(|c| {
+            let point = |w: &crate::contention::WithTraffic| (w.exchange_ratio(), w.p99_ratio);
+            (
+                format!(
+                    "{} workers, {} {}, {} flows: rate control off → on",
+                    c.workers,
+                    c.mode.name(),
+                    format_bytes(c.memory),
+                    c.sizes.name()
+                ),
+                vec![point(&c.without_rate_control), point(&c.with_rate_control)],
+            )
+        })
+        .collect();
+    single(
+        "contention",
+        "The exchange beside background TCP flows",
+        "exchange time ÷ alone",
+        "flows' p99 slowdown ÷ with no exchange",
+        &lines,
+    )
+}

@@ -93,8 +93,8 @@ pub struct Args {
     /// Report folder.
     /// Instead of the sweep: run each exchange (first layer) beside background TCP flows of
     /// these flow-size distributions (websearch, hadoop), with the workers' ECN rate control
-    /// on and off, against the exchange alone and the flows alone; writes contention.json and
-    /// contention.md.
+    /// on and off, against the exchange alone and the flows alone; writes contention.json,
+    /// contention.md and contention.svg.
     #[arg(long, value_name = "SIZES")]
     pub background: Option<String>,
     /// Background load: the fraction of each host's link the flows offer.
@@ -244,6 +244,17 @@ pub fn run(args: Args) -> Result<()> {
             std::io::Write::write_all(w, md.as_bytes())
         })
         .with_context(|| format!("cannot write {}", args.out.join("contention.md").display()))?;
+        let svg = switchgnn_sim::plot::contention_figure(&studies)?;
+        switchgnn_datasets::atomic::write_atomically(&args.out.join("contention.svg"), |w| {
+            std::io::Write::write_all(w, svg.as_bytes())
+        })
+        .with_context(|| format!("cannot write {}", args.out.join("contention.svg").display()))?;
+        let png = switchgnn_sim::plot::to_png(&svg)
+            .map_err(|e| anyhow::anyhow!("cannot draw contention.png: {e}"))?;
+        switchgnn_datasets::atomic::write_atomically(&args.out.join("contention.png"), |w| {
+            std::io::Write::write_all(w, &png)
+        })
+        .with_context(|| format!("cannot write {}", args.out.join("contention.png").display()))?;
         println!("{table}");
         println!(
             "{} studies in {:.0} s. Report: {}",
