@@ -769,3 +769,57 @@ fn simulate_writes_a_capture_of_each_run() {
     );
     assert_eq!(read("run-w4-1MB-reduce-d32.pcap").len(), 10);
 }
+
+/// `simulate --background`: the exchange beside TCP flows, rate control on and off, as a
+/// table, JSON and a figure; a bad distribution or `auto` is refused by name.
+#[test]
+fn simulate_background_studies_the_exchange_beside_tcp_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("contention");
+    let text = simulate_small(
+        "host,switchgnn",
+        &["--background", "hadoop", "--load", "0.4"],
+        &out,
+    );
+    assert!(
+        text.contains("| rate control |") && text.contains("2 studies"),
+        "{text}"
+    );
+    let studies: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("contention.json")).unwrap()).unwrap();
+    let studies = studies.as_array().unwrap();
+    assert_eq!(studies.len(), 2);
+    for s in studies {
+        assert_eq!(s["sizes"], "hadoop");
+        assert_eq!(s["load"], 0.4);
+        for side in ["with_rate_control", "without_rate_control"] {
+            assert!(s[side]["exchange_ns"].as_u64().unwrap() > 0, "{s}");
+            assert_eq!(s[side]["flows"]["flows"], s["flows"], "{s}");
+        }
+    }
+    assert!(std::fs::read_to_string(out.join("contention.md"))
+        .unwrap()
+        .contains("simulate"));
+    assert!(std::fs::read_to_string(out.join("contention.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+    for (modes, sizes, says) in [
+        ("host", "tiny", "unknown flow sizes `tiny`"),
+        ("auto", "hadoop", "leave `auto` out"),
+    ] {
+        let bad = switchgnn(&[
+            "simulate",
+            "synthetic:small,scale=0.25",
+            "--workers",
+            "4",
+            "--modes",
+            modes,
+            "--background",
+            sizes,
+            "--out",
+            dir.path().join("bad").to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(!bad.status.success() && err.contains(says), "{err}");
+    }
+}
