@@ -280,3 +280,49 @@ fn jobs_on_their_own_ports_cannot_reach_each_other() {
             .any(|(a, r, _)| *a == Address::Worker(3) && r.flags.ack));
     }
 }
+
+/// A job's quota is its region of the aggregator pool: past it, its contributions go raw to
+/// their hosts (still exact), while another job's allocations are untouched.
+#[test]
+fn a_quota_keeps_a_job_inside_its_region_of_the_pool() {
+    let (mut s, plan) = star_switch(Mode::Blocks, 16);
+    s.add_job(
+        JobConfig::new(2, vec![plan.clone()])
+            .at_port(2)
+            .with_aggregators(1),
+    )
+    .unwrap();
+    let job2 = |r: Repr| Repr { job: 2, ..r };
+    // Both jobs join, then each sends the same contributions: a leaf's (vertex 0's
+    // aggregator stays held, expecting two more) and vertex 0's to every leaf.
+    for (port0, j) in [(0u16, 1u16), (2, 2)] {
+        let at = |r: Repr| if j == 2 { job2(r) } else { r };
+        send(&mut s, port0, &at(packet(PacketType::Join, 0, |_| {})), &[]);
+        send(
+            &mut s,
+            port0 + 1,
+            &at(packet(PacketType::Join, 1, |_| {})),
+            &[],
+        );
+        send(
+            &mut s,
+            port0 + 1,
+            &at(data(1, 1, &[1, 2, 3, 4])),
+            &[1, 2, 3, 4],
+        );
+        let raw_before = s.counters().raw_forwarded;
+        let out = send(&mut s, port0, &at(data(0, 0, &[5, 6, 7, 8])), &[5, 6, 7, 8]);
+        let raw = s.counters().raw_forwarded - raw_before;
+        let results = out
+            .iter()
+            .filter(|(_, r, _)| r.packet_type == PacketType::Result)
+            .count();
+        if j == 1 {
+            // No quota: every leaf's sum completes in the switch.
+            assert_eq!((raw, results), (0, 3), "job 1: {out:?}");
+        } else {
+            // One aggregator, held by vertex 0's sum: the leaves' contributions go raw.
+            assert_eq!((raw, results), (3, 0), "job 2: {out:?}");
+        }
+    }
+}

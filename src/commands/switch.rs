@@ -172,6 +172,18 @@ pub fn run(args: Args) -> Result<()> {
         allreduce_slots: job.allreduce.slots,
         allreduce_best_effort: job.allreduce.best_effort,
         allreduce_pool: None,
+        // Several jobs: each holds at most the aggregators its plan was cut for.
+        aggregator_quotas: if also.is_empty() {
+            Default::default()
+        } else {
+            std::iter::once((job.job, plan_memory))
+                .chain(also.iter().map(|(j, _, m)| (j.job, *m)))
+                .map(|(id, m)| {
+                    let quota = m / switchgnn_dataplane::switch::AGGREGATOR_BYTES;
+                    (id, quota as usize)
+                })
+                .collect()
+        },
     };
     let more = also
         .iter()

@@ -108,6 +108,10 @@ pub struct ServerConfig {
     pub allreduce_best_effort: bool,
     /// The pool best-effort jobs share, if the switch has one.
     pub allreduce_pool: Option<AllReducePool>,
+    /// Exchange aggregators each job named here may hold at once: its region of the pool,
+    /// so that no job's exchanges take what another's blocks were cut for. Jobs not named
+    /// take what is free.
+    pub aggregator_quotas: std::collections::BTreeMap<u16, usize>,
 }
 
 /// The switch's pool of all-reduce slots shared by best-effort jobs (ATP).
@@ -147,6 +151,7 @@ impl ServerConfig {
             allreduce_slots: crate::job::AllReduce::default().slots,
             allreduce_best_effort: false,
             allreduce_pool: None,
+            aggregator_quotas: Default::default(),
         }
     }
 }
@@ -470,9 +475,11 @@ impl SwitchServer {
         let mut port_owner = Vec::with_capacity(usize::from(ports));
         let mut first_port = 0u16;
         for spec in specs {
-            switch.add_job(
-                JobConfig::new(spec.job, spec.session.layers.clone()).at_port(first_port),
-            )?;
+            let mut job = JobConfig::new(spec.job, spec.session.layers.clone()).at_port(first_port);
+            if let Some(&quota) = cfg.aggregator_quotas.get(&spec.job) {
+                job = job.with_aggregators(quota);
+            }
+            switch.add_job(job)?;
             match (spec.allreduce_slots, spec.allreduce_best_effort) {
                 (0, _) => {}
                 (slots, false) => switch.add_allreduce(spec.job, slots)?,

@@ -382,6 +382,9 @@ pub struct JobConfig {
     /// switch get ranges of ports that do not overlap, so a packet's ingress port says whose
     /// it is whatever its header claims.
     pub first_port: u16,
+    /// Aggregators the job may hold at once (its region of the pool); `None`: as many as
+    /// are free.
+    pub aggregators: Option<usize>,
 }
 
 impl JobConfig {
@@ -391,7 +394,14 @@ impl JobConfig {
             job,
             layers,
             first_port: 0,
+            aggregators: None,
         }
+    }
+
+    /// The same job holding at most `aggregators` of the pool at once.
+    pub fn with_aggregators(mut self, aggregators: usize) -> JobConfig {
+        self.aggregators = Some(aggregators);
+        self
     }
 
     /// The same job with its worker 0 on port `first_port`.
@@ -467,6 +477,7 @@ struct Job {
     workers: u16,
     /// The port of worker 0 (see [`JobConfig::first_port`]).
     first_port: u16,
+    id: u16,
     layers: Vec<Arc<ExchangePlan>>,
     current: Option<Run>,
     /// The exchange before `current`, its sequence number and block count, to repeat its
@@ -485,22 +496,37 @@ enum AllReduce {
     BestEffort,
 }
 
-/// The aggregator pool, shared by all jobs.
+/// The aggregator pool, shared by all jobs; a job with a quota holds at most that many at
+/// once (its region of the memory), whatever the others do.
 #[derive(Debug)]
 struct Pool {
     lanes: Vec<i32>,
     free: Vec<u32>,
     capacity: usize,
+    /// The job holding each aggregator.
+    owner: Vec<u16>,
+    /// Per job with a quota: (aggregators held, quota).
+    quotas: BTreeMap<u16, (usize, usize)>,
 }
 
 impl Pool {
-    fn alloc(&mut self) -> Option<u32> {
+    fn alloc(&mut self, job: u16) -> Option<u32> {
+        if let Some((held, quota)) = self.quotas.get_mut(&job) {
+            if *held >= *quota || self.free.is_empty() {
+                return None;
+            }
+            *held += 1;
+        }
         let a = self.free.pop()?;
+        self.owner[a as usize] = job;
         self.lanes[a as usize * MAX_LANES..][..MAX_LANES].fill(0);
         Some(a)
     }
 
     fn release(&mut self, a: u32) {
+        if let Some((held, _)) = self.quotas.get_mut(&self.owner[a as usize]) {
+            *held -= 1;
+        }
         self.free.push(a);
     }
 
@@ -523,6 +549,8 @@ struct Fabric {
     /// The port of the worker 0 of the job whose packet is being handled: handlers speak of
     /// workers by rank, and this turns a rank into the port it is on.
     first_port: u16,
+    /// The job whose packet is being handled (whose quota an allocation counts against).
+    job: u16,
 }
 
 /// Count a packet leaving the switch, marking ECN on it when its port (or the ingress) is
@@ -616,12 +644,15 @@ impl Switch {
                     lanes: vec![0; config.aggregators * MAX_LANES],
                     free: (0..config.aggregators as u32).rev().collect(),
                     capacity: config.aggregators,
+                    owner: vec![0; config.aggregators],
+                    quotas: BTreeMap::new(),
                 },
                 egress: vec![0; usize::from(config.ports)],
                 ingress_congested: false,
                 out: Outbox::default(),
                 counters: SwitchCounters::default(),
                 first_port: 0,
+                job: 0,
                 config,
             },
         }
@@ -661,11 +692,15 @@ impl Switch {
                 other,
             });
         }
+        if let Some(quota) = job.aggregators {
+            self.fabric.pool.quotas.insert(job.job, (0, quota));
+        }
         self.jobs.insert(
             job.job,
             Job {
                 workers: first.workers,
                 first_port: job.first_port,
+                id: job.job,
                 layers: job.layers,
                 current: None,
                 previous: None,
@@ -833,6 +868,7 @@ impl Switch {
             return Err(DropReason::NotAdmitted);
         }
         f.first_port = job.first_port;
+        f.job = job.id;
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {
             PacketType::Reduce => {
@@ -1066,7 +1102,7 @@ fn data(
         }
         state.remaining[k] -= 1;
         if state.agg[k] == Agg::Idle {
-            if let Some(a) = f.pool.alloc() {
+            if let Some(a) = f.pool.alloc(f.job) {
                 state.agg[k] = Agg::Active(a);
                 f.note_occupancy();
             }
