@@ -7,7 +7,7 @@
 //! real-time drivers start from.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
@@ -61,41 +61,107 @@ pub struct LoopbackOutcome {
 }
 
 /// Serve the job of `server` with the switch in one thread and `worker(rank, switch address)`
-/// for every rank in a thread of its own. Threads are named (`switch`, `worker-N`) so that a
-/// profile reads per role (`perf report --comm switch`). A failed worker stops the switch,
-/// which would otherwise wait for goodbyes that will not come.
+/// for every rank in a thread of its own (see [`serve_jobs`]).
 fn serve<T: Send, E: Send>(
     server: &ServerConfig,
     session: &Arc<Session>,
     worker: impl Fn(u16, SocketAddr) -> Result<T, E> + Sync,
 ) -> Result<(ServerReport, Vec<Result<T, E>>), ServerError> {
-    let mut switch = SwitchServer::bind(server.clone(), session.clone())?;
+    let job = ServedJob::first(server, session.clone());
+    let (report, mut workers) = serve_jobs(
+        server,
+        &[job],
+        1,
+        |_, _| {},
+        |_, _, _, rank, addr| worker(rank, addr),
+    )?;
+    Ok((report, workers.remove(0)))
+}
+
+/// The configuration of `job` on the switch of `server` (its address, link, faults and
+/// resources): what its workers join with.
+fn job_config(server: &ServerConfig, job: &ServedJob) -> ServerConfig {
+    ServerConfig {
+        job: job.job,
+        world: job.world,
+        secret: job.secret.clone(),
+        timeouts: job.timeouts,
+        allreduce_slots: job.allreduce_slots,
+        allreduce_best_effort: job.allreduce_best_effort,
+        ..server.clone()
+    }
+}
+
+/// Serve `jobs` with one switch process (`server` gives its address, link, faults and
+/// resources) in one thread; for each rank of the first `active` jobs,
+/// `worker(job index, job config, session, rank, switch address)` in a thread of its own, and
+/// `beside(switch address, done)` in one more, `done` set once every worker has returned.
+/// Threads are named (`switch`, `worker-N` or `job-J-worker-N`) so that a profile reads per
+/// role (`perf report --comm switch`). The switch is stopped when a worker failed (it would
+/// otherwise wait for goodbyes that will not come) or when some jobs run no workers here.
+/// Each active job's results, in rank order.
+fn serve_jobs<T: Send, E: Send>(
+    server: &ServerConfig,
+    jobs: &[ServedJob],
+    active: usize,
+    beside: impl FnOnce(SocketAddr, &AtomicBool) + Send,
+    worker: impl Fn(usize, &ServerConfig, &Arc<Session>, u16, SocketAddr) -> Result<T, E> + Sync,
+) -> Result<(ServerReport, Vec<Vec<Result<T, E>>>), ServerError> {
+    let configs: Vec<ServerConfig> = jobs.iter().map(|j| job_config(server, j)).collect();
+    let mut switch = SwitchServer::bind_jobs(
+        configs[0].clone(),
+        jobs[0].session.clone(),
+        jobs[1..].to_vec(),
+    )?;
     let addr = switch.local_addr()?;
-    let stop = AtomicBool::new(false);
+    let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let worker = &worker;
-    let (switch, workers) = thread::scope(|s| {
+    let (switch, results) = thread::scope(|s| {
         let switch = thread::Builder::new()
             .name("switch".into())
             .spawn_scoped(s, || switch.run(&stop, None))
             .expect("spawn the switch thread");
-        let workers: Vec<_> = (0..server.world)
-            .map(|rank| {
-                thread::Builder::new()
-                    .name(format!("worker-{rank}"))
-                    .spawn_scoped(s, move || worker(rank, addr))
-                    .expect("spawn a worker thread")
+        let beside = thread::Builder::new()
+            .name("beside".into())
+            .spawn_scoped(s, || beside(addr, &done))
+            .expect("spawn the thread beside");
+        let threads: Vec<Vec<_>> = jobs[..active]
+            .iter()
+            .zip(&configs)
+            .enumerate()
+            .map(|(j, (job, cfg))| {
+                (0..job.world)
+                    .map(|rank| {
+                        let name = if jobs.len() == 1 {
+                            format!("worker-{rank}")
+                        } else {
+                            format!("job-{}-worker-{rank}", job.job)
+                        };
+                        let session = &job.session;
+                        thread::Builder::new()
+                            .name(name)
+                            .spawn_scoped(s, move || worker(j, cfg, session, rank, addr))
+                            .expect("spawn a worker thread")
+                    })
+                    .collect()
             })
             .collect();
-        let workers: Vec<_> = workers
+        let results: Vec<Vec<_>> = threads
             .into_iter()
-            .map(|w| w.join().expect("a worker thread panicked"))
+            .map(|job| {
+                job.into_iter()
+                    .map(|w| w.join().expect("a worker thread panicked"))
+                    .collect()
+            })
             .collect();
-        if workers.iter().any(Result::is_err) {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        done.store(true, Ordering::Relaxed);
+        beside.join().expect("the thread beside panicked");
+        if active < jobs.len() || results.iter().flatten().any(Result::is_err) {
+            stop.store(true, Ordering::Relaxed);
         }
-        (switch.join().expect("the switch thread panicked"), workers)
+        (switch.join().expect("the switch thread panicked"), results)
     });
-    Ok((switch?, workers))
+    Ok((switch?, results))
 }
 
 /// Run `epochs` rounds of `session`'s schedule with every worker of `server`'s job. The
@@ -174,84 +240,38 @@ pub fn run_allreduce_jobs(
     ops: &[ReduceOp],
     values: impl Fn(u16, u16, usize) -> Vec<i32> + Sync,
 ) -> Result<(ServerReport, Vec<Vec<AllReduceRun>>), LoopbackError> {
-    let (first, more) = jobs.split_first().expect("at least one job");
-    let configs: Vec<ServerConfig> = jobs
-        .iter()
-        .map(|j| ServerConfig {
-            job: j.job,
-            world: j.world,
-            secret: j.secret.clone(),
-            timeouts: j.timeouts,
-            allreduce_slots: j.allreduce_slots,
-            allreduce_best_effort: j.allreduce_best_effort,
-            ..server.clone()
-        })
-        .collect();
-    let mut switch =
-        SwitchServer::bind_jobs(configs[0].clone(), first.session.clone(), more.to_vec())?;
-    let addr = switch.local_addr().map_err(ServerError::from)?;
-    let stop = AtomicBool::new(false);
-    let values = &values;
-    let (switch, runs) = thread::scope(|s| {
-        let switch = thread::Builder::new()
-            .name("switch".into())
-            .spawn_scoped(s, || switch.run(&stop, None))
-            .expect("spawn the switch thread");
-        let workers: Vec<Vec<_>> = jobs
-            .iter()
-            .zip(&configs)
-            .map(|(job, cfg)| {
-                (0..job.world)
-                    .map(|rank| {
-                        let session = &job.session;
-                        thread::Builder::new()
-                            .name(format!("job-{}-worker-{rank}", job.job))
-                            .spawn_scoped(s, move || {
-                                let worker = |source| LoopbackError::Worker { rank, source };
-                                let mut client =
-                                    WorkerClient::connect(worker_config(cfg, session, rank, addr))
-                                        .map_err(worker)?;
-                                let mut run = AllReduceRun {
-                                    outputs: Vec::new(),
-                                    seconds: Vec::new(),
-                                    stats: Vec::new(),
-                                };
-                                for (i, &op) in ops.iter().enumerate() {
-                                    let began = Instant::now();
-                                    let engine = client
-                                        .all_reduce(op, values(cfg.job, rank, i))
-                                        .map_err(worker)?;
-                                    run.seconds.push(began.elapsed().as_secs_f64());
-                                    run.stats.push(*engine.stats());
-                                    run.outputs.push(engine.into_output());
-                                }
-                                client.finish().map_err(worker)?;
-                                Ok::<_, LoopbackError>(run)
-                            })
-                            .expect("spawn a worker thread")
-                    })
-                    .collect()
-            })
-            .collect();
-        let runs: Vec<Vec<_>> = workers
-            .into_iter()
-            .map(|job| {
-                job.into_iter()
-                    .map(|w| w.join().expect("a worker thread panicked"))
-                    .collect()
-            })
-            .collect();
-        if runs.iter().flatten().any(Result::is_err) {
-            // The switch would otherwise wait for goodbyes that will not come.
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        (switch.join().expect("the switch thread panicked"), runs)
-    });
+    let (switch, runs) = serve_jobs(
+        server,
+        &jobs,
+        jobs.len(),
+        |_, _| {},
+        |_, cfg, session, rank, addr| {
+            let worker = |source| LoopbackError::Worker { rank, source };
+            let mut client =
+                WorkerClient::connect(worker_config(cfg, session, rank, addr)).map_err(worker)?;
+            let mut run = AllReduceRun {
+                outputs: Vec::new(),
+                seconds: Vec::new(),
+                stats: Vec::new(),
+            };
+            for (i, &op) in ops.iter().enumerate() {
+                let began = Instant::now();
+                let engine = client
+                    .all_reduce(op, values(cfg.job, rank, i))
+                    .map_err(worker)?;
+                run.seconds.push(began.elapsed().as_secs_f64());
+                run.stats.push(*engine.stats());
+                run.outputs.push(engine.into_output());
+            }
+            client.finish().map_err(worker)?;
+            Ok::<_, LoopbackError>(run)
+        },
+    )?;
     let runs = runs
         .into_iter()
         .map(|job| job.into_iter().collect::<Result<Vec<_>, _>>())
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((switch?, runs))
+    Ok((switch, runs))
 }
 
 /// One exchange of `plan` with the engines of `kind`, over UDP on loopback: the switch of
@@ -366,73 +386,36 @@ pub fn run_exchanges_together(
     idle: Vec<ServedJob>,
     during: impl FnOnce(SocketAddr, &AtomicBool) + Send,
 ) -> Result<(ServerReport, Vec<Vec<ExchangeOutput>>), LoopbackError> {
-    let configs: Vec<(ServerConfig, Arc<Session>)> = jobs
+    let served: Vec<ServedJob> = jobs
         .iter()
-        .map(|j| {
-            let cfg = ServerConfig {
-                job: j.job,
-                world: j.plan.workers,
-                secret: j.secret.clone(),
-                ..server.clone()
-            };
-            let session = Arc::new(Session::from_layers(j.kind, vec![j.plan.clone()]));
-            (cfg, session)
+        .map(|j| ServedJob {
+            job: j.job,
+            world: j.plan.workers,
+            session: Arc::new(Session::from_layers(j.kind, vec![j.plan.clone()])),
+            timeouts: server.timeouts,
+            secret: j.secret.clone(),
+            allreduce_slots: server.allreduce_slots,
+            allreduce_best_effort: server.allreduce_best_effort,
         })
-        .collect();
-    let (first, rest) = configs.split_first().expect("at least one job");
-    let more = rest
-        .iter()
-        .map(|(cfg, session)| ServedJob::first(cfg, session.clone()))
         .chain(idle)
         .collect();
-    let mut switch = SwitchServer::bind_jobs(first.0.clone(), first.1.clone(), more)?;
-    let addr = switch.local_addr().map_err(ServerError::from)?;
-    let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
-    let (switch, outputs) = thread::scope(|s| {
-        let switch = thread::Builder::new()
-            .name("switch".into())
-            .spawn_scoped(s, || switch.run(&stop, None))
-            .expect("spawn the switch thread");
-        let beside = thread::Builder::new()
-            .name("beside".into())
-            .spawn_scoped(s, || during(addr, &done))
-            .expect("spawn the thread beside");
-        let workers: Vec<Vec<_>> = jobs
-            .iter()
-            .zip(&configs)
-            .map(|(job, (cfg, session))| {
-                (0..cfg.world)
-                    .map(|rank| {
-                        let exchange = Exchange {
-                            kind: job.kind,
-                            plan: &job.plan,
-                            features: &job.features,
-                            scale: job.scale,
-                            backward: false,
-                        };
-                        thread::Builder::new()
-                            .name(format!("job-{}-worker-{rank}", job.job))
-                            .spawn_scoped(s, move || exchange.run(cfg, session, rank, addr))
-                            .expect("spawn a worker thread")
-                    })
-                    .collect()
-            })
-            .collect();
-        let outputs: Vec<Vec<_>> = workers
-            .into_iter()
-            .map(|job| {
-                job.into_iter()
-                    .map(|w| w.join().expect("a worker thread panicked"))
-                    .collect()
-            })
-            .collect();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        beside.join().expect("the thread beside panicked");
-        // The idle jobs' workers never leave: the switch is stopped once the others are done.
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        (switch.join().expect("the switch thread panicked"), outputs)
-    });
-    let switch = switch?;
+    let (switch, outputs) = serve_jobs(
+        server,
+        &served,
+        jobs.len(),
+        during,
+        |j, cfg, session, rank, addr| {
+            let job = &jobs[j];
+            let exchange = Exchange {
+                kind: job.kind,
+                plan: &job.plan,
+                features: &job.features,
+                scale: job.scale,
+                backward: false,
+            };
+            exchange.run(cfg, session, rank, addr)
+        },
+    )?;
     let outputs = outputs
         .into_iter()
         .map(|job| job.into_iter().collect::<Result<Vec<_>, _>>())
