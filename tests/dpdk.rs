@@ -222,25 +222,17 @@ mod with_dpdk {
         // The gradients crossed memif into the switch's slots, not the tcp service.
         assert!(err.contains("in-switch all-reduce"), "{err}");
 
-        let loopback = d.join("loopback");
-        let plan = d.join("plan");
-        let mut args = vec![
-            "train",
+        let loopback = super::support::loopback_losses(
             data,
-            "--workers",
             "2",
-            "--exchange",
             "switch",
-            "--plan",
-            plan.to_str().unwrap(),
-            "--out",
-            loopback.to_str().unwrap(),
-        ];
-        args.extend(common);
-        ok(&switchgnn(&args), "loopback training");
+            &d.join("plan"),
+            &d.join("loopback"),
+            &common,
+        );
         let over_dpdk = losses(&d.join("out-0").join("log.json"));
         assert_eq!(over_dpdk.len(), 6);
-        assert_eq!(over_dpdk, losses(&loopback.join("log.json")));
+        assert_eq!(over_dpdk, loopback);
     }
 
     /// Network namespaces and veth pairs for one switch and `world` workers, removed on drop.

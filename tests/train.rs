@@ -234,29 +234,10 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     assert!(d.join("out-0").join("log.json").exists());
     assert!(!d.join("out-1").join("log.json").exists());
 
-    let loopback = d.join("loopback");
-    let mut args = vec![
-        "train",
-        data,
-        "--workers",
-        "4",
-        "--exchange",
-        "host",
-        "--plan",
-        plan.to_str().unwrap(),
-        "--out",
-        loopback.to_str().unwrap(),
-    ];
-    args.extend(common);
-    let run = switchgnn(&args);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let loopback = support::loopback_losses(data, "4", "host", &plan, &d.join("loopback"), &common);
     let by_hand = losses(&d.join("out-0").join("log.json"));
     assert_eq!(by_hand.len(), 8);
-    assert_eq!(by_hand, losses(&loopback.join("log.json")));
+    assert_eq!(by_hand, loopback);
 
     // A plan prepared for other widths is refused with the widths to use.
     let other = switchgnn(&[
@@ -421,29 +402,17 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
     );
 
     for (id, data, mode, _) in jobs {
-        let alone = d.join(format!("alone-{id}"));
         let plan = d.join(format!("plan-{id}"));
-        let mut args = vec![
-            "train",
+        let alone = support::loopback_losses(
             data,
-            "--workers",
             "2",
-            "--exchange",
             mode,
-            "--plan",
-            plan.to_str().unwrap(),
-            "--out",
-            alone.to_str().unwrap(),
-        ];
-        args.extend(common);
-        let run = switchgnn(&args);
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
+            &plan,
+            &d.join(format!("alone-{id}")),
+            &common,
         );
         let together = losses(&d.join(format!("out-{id}-0")).join("log.json"));
         assert_eq!(together.len(), 4);
-        assert_eq!(together, losses(&alone.join("log.json")), "job {id}");
+        assert_eq!(together, alone, "job {id}");
     }
 }

@@ -82,3 +82,36 @@ pub fn losses(log: &Path) -> Vec<f64> {
         .map(|e| e["train_loss"].as_f64().unwrap())
         .collect()
 }
+
+/// Train `data` on the loopback launcher with `workers` workers, `exchange` and the saved
+/// `plan`, the log in `out`, with `extra` options: the losses of its first run (what a job
+/// started by hand must equal).
+pub fn loopback_losses(
+    data: &str,
+    workers: &str,
+    exchange: &str,
+    plan: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> Vec<f64> {
+    let mut args = vec![
+        "train",
+        data,
+        "--workers",
+        workers,
+        "--exchange",
+        exchange,
+        "--plan",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let run = switchgnn(&args);
+    assert!(
+        run.status.success(),
+        "loopback training failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    losses(&out.join("log.json"))
+}
