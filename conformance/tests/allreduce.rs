@@ -85,9 +85,9 @@ fn run(
     engines
 }
 
-#[test]
-fn every_worker_gets_the_exact_sum_under_every_fault() {
-    let settings = [
+/// The network conditions every all-reduce test runs under.
+fn every_fault() -> [(&'static str, Faults); 4] {
+    [
         ("no faults", Faults::none()),
         ("1% loss", Faults::lossy(0.01)),
         ("5% loss", Faults::lossy(0.05)),
@@ -100,7 +100,12 @@ fn every_worker_gets_the_exact_sum_under_every_fault() {
                 ..Faults::none()
             },
         ),
-    ];
+    ]
+}
+
+#[test]
+fn every_worker_gets_the_exact_sum_under_every_fault() {
+    let settings = every_fault();
     for (name, faults) in settings {
         for (workers, slots) in [(4u16, 8u16), (5, 64), (8, 3)] {
             let mut net = Network::new(NetworkConfig::new(faults, 7), workers);
@@ -304,20 +309,7 @@ fn a_sum_that_can_never_complete_is_recognised() {
 /// host finished), and the fallbacks are counted.
 #[test]
 fn best_effort_jobs_sharing_a_small_pool_are_exact_and_fall_back_to_the_host() {
-    let settings = [
-        ("no faults", Faults::none()),
-        ("1% loss", Faults::lossy(0.01)),
-        ("5% loss", Faults::lossy(0.05)),
-        (
-            "duplication and reordering",
-            Faults {
-                duplicate: 0.05,
-                reorder: 0.1,
-                reorder_delay: 40_000,
-                ..Faults::none()
-            },
-        ),
-    ];
+    let settings = every_fault();
     // (job id, workers, window)
     let jobs = [(3u16, 4u16, 8u16), (4, 3, 5)];
     for (name, faults) in settings {

@@ -25,12 +25,9 @@ fn values(rank: u16, op: usize, len: usize) -> Vec<i32> {
     (0..len).map(|_| rng.random_range(-bound..=bound)).collect()
 }
 
-#[test]
-fn every_worker_gets_the_exact_sums_over_udp_under_faults() {
-    let (_, session) = support::overload::session(ExchangeKind::Host, 0.05);
-    let ops = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum, ReduceOp::Sum];
-    let lens = [20_000, 3, 64 * 40 + 1, 0];
-    for (name, faults) in [
+/// No faults, and loss with duplication and reordering (the shim seeded with `seed`).
+fn conditions(seed: u64) -> [(&'static str, ShimConfig); 2] {
+    [
         ("no faults", ShimConfig::default()),
         (
             "2% loss, duplication, reordering",
@@ -39,10 +36,31 @@ fn every_worker_gets_the_exact_sums_over_udp_under_faults() {
                 duplicate: 0.01,
                 reorder: 0.02,
                 reorder_delay_us: 300,
-                seed: 5,
+                seed,
             },
         ),
-    ] {
+    ]
+}
+
+/// The rank-ordered combination of every worker's `inputs`, lane by lane.
+fn combine(op: ReduceOp, inputs: &[Vec<i32>]) -> Vec<i32> {
+    (0..inputs[0].len())
+        .map(|k| {
+            let column = inputs.iter().map(|v| v[k]);
+            match op {
+                ReduceOp::Sum => column.map(i64::from).sum::<i64>() as i32,
+                ReduceOp::Max => column.max().unwrap(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_worker_gets_the_exact_sums_over_udp_under_faults() {
+    let (_, session) = support::overload::session(ExchangeKind::Host, 0.05);
+    let ops = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum, ReduceOp::Sum];
+    let lens = [20_000, 3, 64 * 40 + 1, 0];
+    for (name, faults) in conditions(5) {
         let server = ServerConfig {
             timeouts: Timeouts::loopback(),
             faults,
@@ -53,15 +71,7 @@ fn every_worker_gets_the_exact_sums_over_udp_under_faults() {
             run_allreduce_job(&server, &session, &ops, |r, i| values(r, i, lens[i])).unwrap();
         for (i, op) in ops.iter().enumerate() {
             let inputs: Vec<Vec<i32>> = (0..WORKERS).map(|r| values(r, i, lens[i])).collect();
-            let want: Vec<i32> = (0..lens[i])
-                .map(|k| {
-                    let column = inputs.iter().map(|v| v[k]);
-                    match op {
-                        ReduceOp::Sum => column.map(i64::from).sum::<i64>() as i32,
-                        ReduceOp::Max => column.max().unwrap(),
-                    }
-                })
-                .collect();
+            let want = combine(*op, &inputs);
             for (rank, run) in runs.iter().enumerate() {
                 assert!(
                     run.outputs[i] == want,
@@ -101,19 +111,7 @@ fn best_effort_jobs_share_a_small_pool_exactly_over_udp() {
     let ops = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Sum];
     let lens = [20_000, 5, 64 * 20 + 7];
     let seed = |job: u16, rank: u16| rank + 100 * job;
-    for (name, faults) in [
-        ("no faults", ShimConfig::default()),
-        (
-            "2% loss, duplication, reordering",
-            ShimConfig {
-                loss: 0.02,
-                duplicate: 0.01,
-                reorder: 0.02,
-                reorder_delay_us: 300,
-                seed: 8,
-            },
-        ),
-    ] {
+    for (name, faults) in conditions(8) {
         let server = ServerConfig {
             timeouts: Timeouts::loopback(),
             faults,
@@ -141,15 +139,7 @@ fn best_effort_jobs_share_a_small_pool_exactly_over_udp() {
                 let inputs: Vec<Vec<i32>> = (0..PER_JOB)
                     .map(|r| values(seed(job, r), i, lens[i]))
                     .collect();
-                let want: Vec<i32> = (0..lens[i])
-                    .map(|k| {
-                        let column = inputs.iter().map(|v| v[k]);
-                        match op {
-                            ReduceOp::Sum => column.map(i64::from).sum::<i64>() as i32,
-                            ReduceOp::Max => column.max().unwrap(),
-                        }
-                    })
-                    .collect();
+                let want = combine(*op, &inputs);
                 for (rank, run) in runs[j].iter().enumerate() {
                     assert!(
                         run.outputs[i] == want,
