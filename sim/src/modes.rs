@@ -225,6 +225,22 @@ pub fn feature(v: u32, j: usize) -> f32 {
     (x % 2_000) as f32 / 1_000.0 - 1.0
 }
 
+/// What every worker must hold after an exchange of [`feature`] values at `width` under
+/// `assignment` and `scale`: the direct computation the simulated sums are checked against.
+pub fn direct_sums(
+    graph: &Graph,
+    assignment: &switchgnn_partition::Assignment,
+    width: usize,
+    scale: &Scale,
+) -> Vec<ExchangeOutput> {
+    let n = graph.num_vertices();
+    let values: Vec<f32> = (0..n as u32)
+        .flat_map(|v| (0..width).map(move |j| feature(v, j)))
+        .collect();
+    let (encoded, _) = switchgnn_dataplane::reference::encode_matrix(scale, &values, width);
+    switchgnn_scheduler::exchange::remote_sums(graph, assignment, width, &encoded)
+}
+
 /// The fixed-point scale every worker agrees on: values within 1, at most `contributions`
 /// of them per sum.
 pub fn scale_for(graph: &Graph) -> Scale {

@@ -4,15 +4,13 @@
 //! both sides with the workers' rate control on and off.
 
 use switchgnn_dataplane::engine::Timers;
-use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::{Plan, PlanSpec};
-use switchgnn_scheduler::exchange::remote_sums;
 use switchgnn_sim::background::{Background, BackgroundSpec, FctSummary, FlowSizes};
 use switchgnn_sim::contention::{background_alone, contention, contention_table};
 use switchgnn_sim::modes::{
-    exchange_plan, feature, scale_for, simulate_exchange_beside, ExchangeSetup,
+    direct_sums, exchange_plan, scale_for, simulate_exchange_beside, ExchangeSetup,
 };
 use switchgnn_sim::{SimConfig, SimMode};
 
@@ -104,12 +102,7 @@ fn the_exchange_stays_exact_beside_background_flows() {
             assert!(b.is_done(), "the run waits for the flows");
             assert!(sim.run.finish_ns > 0);
             let w = switchgnn_dataplane::wire::MAX_LANES;
-            let n = d.graph.num_vertices();
-            let values: Vec<f32> = (0..n as u32)
-                .flat_map(|v| (0..w).map(move |j| feature(v, j)))
-                .collect();
-            let (encoded, _) = encode_matrix(&scale, &values, w);
-            let want = remote_sums(&d.graph, &p.assignment, w, &encoded);
+            let want = direct_sums(&d.graph, &p.assignment, w, &scale);
             for (worker, (got, want)) in outputs.iter().zip(&want).enumerate() {
                 assert_eq!(got, want, "{}: worker {worker}", mode.name());
             }

@@ -3,14 +3,12 @@
 //! the modes differ the way the design says they must.
 
 use switchgnn_dataplane::engine::Timers;
-use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
 use switchgnn_partition::{Plan, PlanSpec};
-use switchgnn_scheduler::exchange::remote_sums;
 use switchgnn_sim::modes::{
-    exchange_plan, feature, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim,
+    direct_sums, exchange_plan, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim,
 };
 use switchgnn_sim::{SimConfig, SimMode};
 
@@ -51,12 +49,7 @@ fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> 
     } else {
         width
     };
-    let n = d.graph.num_vertices();
-    let values: Vec<f32> = (0..n as u32)
-        .flat_map(|v| (0..w).map(move |j| feature(v, j)))
-        .collect();
-    let (encoded, _) = encode_matrix(&scale, &values, w);
-    let want = remote_sums(&d.graph, &p.assignment, w, &encoded);
+    let want = direct_sums(&d.graph, &p.assignment, w, &scale);
     for (worker, (got, want)) in outputs.iter().zip(&want).enumerate() {
         assert_eq!(
             got.vertices,
