@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::engine::RttEstimator;
 use switchgnn_dataplane::Nanos;
 
 /// A published flow-size distribution, as cumulative percentages at flow sizes (bytes),
@@ -195,8 +196,7 @@ struct Flow {
     cut_until: u32,
     sent_at: Vec<Nanos>,
     retransmitted: Vec<bool>,
-    srtt: Option<f64>,
-    rttvar: f64,
+    rtt: RttEstimator,
     backoff: u32,
     rto_at: Option<Nanos>,
     timer_generation: u32,
@@ -290,8 +290,7 @@ impl Background {
                     cut_until: 0,
                     sent_at: vec![0; segments as usize],
                     retransmitted: vec![false; segments as usize],
-                    srtt: None,
-                    rttvar: 0.0,
+                    rtt: RttEstimator::default(),
                     backoff: 1,
                     rto_at: None,
                     timer_generation: 0,
@@ -477,17 +476,7 @@ impl Background {
             // An RTT sample from a segment sent once (Karn).
             let last = (s.seq - 1) as usize;
             if !f.retransmitted[last] {
-                let sample = now.saturating_sub(f.sent_at[last]) as f64;
-                match f.srtt {
-                    None => {
-                        f.srtt = Some(sample);
-                        f.rttvar = sample / 2.0;
-                    }
-                    Some(srtt) => {
-                        f.rttvar = 0.75 * f.rttvar + 0.25 * (srtt - sample).abs();
-                        f.srtt = Some(0.875 * srtt + 0.125 * sample);
-                    }
-                }
+                f.rtt.sample(now.saturating_sub(f.sent_at[last]));
                 f.backoff = 1;
             }
             f.acked = s.seq;
@@ -550,11 +539,7 @@ impl Background {
             return;
         }
         if f.acked < f.next {
-            let rto = f
-                .srtt
-                .map_or(min_rto as f64, |s| s + 4.0 * f.rttvar)
-                .max(min_rto as f64) as Nanos
-                * Nanos::from(f.backoff);
+            let rto = f.rtt.rto(min_rto) * Nanos::from(f.backoff);
             let at = now + rto;
             f.rto_at = Some(at);
             f.timer_generation += 1;
