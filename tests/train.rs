@@ -125,7 +125,25 @@ fn bad_train_options_fail_with_a_message() {
     }
 }
 
-/// Start `switchgnn` with `args` in the background, output captured.
+/// `switchgnn prepare` of `data` for `workers` at widths 16 and 8 into `plan`.
+fn prepare(data: &str, workers: &str, plan: &std::path::Path) {
+    let run = switchgnn(&[
+        "prepare",
+        data,
+        "--workers",
+        workers,
+        "--feature-dims",
+        "16,8",
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
 /// A multi-host job started by hand (switch process, one `train --job` process per worker),
 /// each worker reading only its shard and the switch only the saved exchange plans, trains
 /// exactly as the loopback launcher does with the whole dataset and the same plan.
@@ -135,21 +153,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     let d = dir.path();
     let data = "synthetic:small,scale=0.25";
     let plan = d.join("plan");
-    let prepare = switchgnn(&[
-        "prepare",
-        data,
-        "--workers",
-        "4",
-        "--feature-dims",
-        "16,8",
-        "--out",
-        plan.to_str().unwrap(),
-    ]);
-    assert!(
-        prepare.status.success(),
-        "{}",
-        String::from_utf8_lossy(&prepare.stderr)
-    );
+    prepare(data, "4", &plan);
     let shard = switchgnn(&[
         "shard",
         "--plan",
@@ -287,21 +291,7 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
     let mut files = Vec::new();
     for (id, data, mode, secret) in jobs {
         let plan = d.join(format!("plan-{id}"));
-        let prepare = switchgnn(&[
-            "prepare",
-            data,
-            "--workers",
-            "2",
-            "--feature-dims",
-            "16,8",
-            "--out",
-            plan.to_str().unwrap(),
-        ]);
-        assert!(
-            prepare.status.success(),
-            "{}",
-            String::from_utf8_lossy(&prepare.stderr)
-        );
+        prepare(data, "2", &plan);
         let file = d.join(format!("job-{id}.toml"));
         let secret = if secret {
             "secret_file = \"secret\"\n[allreduce]\nbest_effort = true\nslots = 16\n"
