@@ -306,11 +306,9 @@ impl Egress {
     }
 }
 
-/// A job being served: its ports and its control plane.
+/// A job being served: its ports and its control plane (which knows its id and world).
 #[derive(Debug)]
 struct Served {
-    job: u16,
-    world: u16,
     /// The switch port of its worker 0.
     first_port: u16,
     timeouts: Timeouts,
@@ -321,6 +319,10 @@ struct Served {
 }
 
 impl Served {
+    fn job(&self) -> u16 {
+        self.control.config().job
+    }
+
     /// Whether the job is over: every worker left, its drain ended, or it failed.
     fn is_over(&self, now: Nanos) -> bool {
         self.control.is_finished(now) || self.control.failure().is_some()
@@ -508,8 +510,6 @@ impl SwitchServer {
             };
             port_owner.extend((0..spec.world).map(|rank| (jobs.len(), rank)));
             jobs.push(Served {
-                job: spec.job,
-                world: spec.world,
                 first_port,
                 timeouts: spec.timeouts,
                 control,
@@ -564,7 +564,7 @@ impl SwitchServer {
             self.core
                 .jobs
                 .iter()
-                .find(|j| j.job == job)?
+                .find(|j| j.job() == job)?
                 .liveness
                 .clone(),
         )
@@ -588,7 +588,7 @@ impl SwitchServer {
                 .jobs
                 .iter()
                 .map(|j| JobReport {
-                    job: j.job,
+                    job: j.job(),
                     first_port: j.first_port,
                     peers: j
                         .control
@@ -601,7 +601,7 @@ impl SwitchServer {
                         .collect(),
                     unknown_packets: j.control.counters().unknown_packets,
                     refused: j.control.counters().refused,
-                    status: c.switch.job_status(j.job),
+                    status: c.switch.job_status(j.job()),
                     control: j.control.counters().clone(),
                     failure: j.control.failure().map(|f| f.to_string()),
                 })
@@ -617,15 +617,15 @@ impl SwitchServer {
             .iter()
             .map(|j| {
                 let prefix = if c.jobs.len() > 1 {
-                    format!("job {}: ", j.job)
+                    format!("job {}: ", j.job())
                 } else {
                     String::new()
                 };
                 format!(
                     "{prefix}{}/{} workers; {}",
                     j.control.joined(),
-                    j.world,
-                    c.switch.describe_job(j.job)
+                    j.control.config().world,
+                    c.switch.describe_job(j.job())
                 )
             })
             .collect();
@@ -686,7 +686,7 @@ impl SwitchServer {
                 j.control.handle_timeout(t, &c.switch);
                 if !failed {
                     if let Some(f) = j.control.failure() {
-                        tracing::error!(job = j.job, "the switch ends job {}: {f}", j.job);
+                        tracing::error!(job = j.job(), "the switch ends job {}: {f}", j.job());
                     }
                 }
             }
@@ -795,7 +795,7 @@ impl Core {
 
     /// The index of job `job` if it is served, else of the first job.
     fn job_named(&self, job: Option<u16>) -> usize {
-        job.and_then(|id| self.jobs.iter().position(|j| j.job == id))
+        job.and_then(|id| self.jobs.iter().position(|j| j.job() == id))
             .unwrap_or(0)
     }
 
@@ -806,7 +806,7 @@ impl Core {
         let index = match &m {
             Control::Hello(h) => {
                 tracing::info!(job = h.job, rank = h.rank, addr = %from, "worker says hello");
-                let named = self.jobs.iter().position(|j| j.job == h.job);
+                let named = self.jobs.iter().position(|j| j.job() == h.job);
                 let member = self.member(&from).map(|(i, _)| i);
                 match (named, member) {
                     (Some(i), None) => i,
@@ -815,14 +815,14 @@ impl Core {
                         let reason = format!(
                             "{from} is already worker {} of job {}: one address, one job",
                             self.jobs[m].control.rank_of(&from).unwrap_or_default(),
-                            self.jobs[m].job
+                            self.jobs[m].job()
                         );
                         self.jobs[m].control.refuse(t, from, reason);
                         return;
                     }
                     (None, None) if self.jobs.len() > 1 => {
                         let served: Vec<String> =
-                            self.jobs.iter().map(|j| j.job.to_string()).collect();
+                            self.jobs.iter().map(|j| j.job().to_string()).collect();
                         let reason = format!(
                             "worker {} at {from}: job id is {}, the switch serves jobs {}",
                             h.rank,
@@ -894,10 +894,10 @@ impl Core {
             while let Some((to, m)) = j.control.poll_control() {
                 match &m {
                     Control::Welcome { rank, .. } => {
-                        tracing::info!(job = j.job, rank, addr = %to, "worker joined")
+                        tracing::info!(job = j.job(), rank, addr = %to, "worker joined")
                     }
                     Control::Refuse { reason } => {
-                        tracing::warn!(job = j.job, addr = %to, %reason, "worker refused")
+                        tracing::warn!(job = j.job(), addr = %to, %reason, "worker refused")
                     }
                     _ => {}
                 }

@@ -271,11 +271,12 @@ pub struct SwitchCounters {
     pub reduce_lane_updates: u64,
     /// All-reduce results sent again to a worker that repeated its slice.
     pub reduce_replays: u64,
-    /// Best-effort all-reduce: first copies whose shared slot held another slice, sent to
+    /// Best-effort all-reduce: contributions whose shared slot held another slice, sent to
     /// the host instead (ATP's collisions).
     #[serde(default)]
     pub reduce_collisions: u64,
-    /// Best-effort all-reduce: contributions the host took (collisions and retransmissions).
+    /// Best-effort all-reduce: contributions the host took (collisions, and every later
+    /// contribution to a slice the host holds part of).
     #[serde(default)]
     pub reduce_host_packets: u64,
     /// Best-effort all-reduce: slices the host completed (the fallbacks that mattered).
@@ -477,7 +478,6 @@ struct Job {
     workers: u16,
     /// The port of worker 0 (see [`JobConfig::first_port`]).
     first_port: u16,
-    id: u16,
     layers: Vec<Arc<ExchangePlan>>,
     current: Option<Run>,
     /// The exchange before `current`, its sequence number and block count, to repeat its
@@ -700,7 +700,6 @@ impl Switch {
             Job {
                 workers: first.workers,
                 first_port: job.first_port,
-                id: job.job,
                 layers: job.layers,
                 current: None,
                 previous: None,
@@ -868,7 +867,7 @@ impl Switch {
             return Err(DropReason::NotAdmitted);
         }
         f.first_port = job.first_port;
-        f.job = job.id;
+        f.job = repr.job;
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {
             PacketType::Reduce => {
