@@ -328,6 +328,11 @@ impl Background {
         self.unfinished == 0
     }
 
+    /// Flows not completed yet.
+    pub fn unfinished(&self) -> usize {
+        self.unfinished
+    }
+
     /// The completed flows' records, in start order.
     pub fn records(&self) -> Vec<FlowRecord> {
         self.flows

@@ -79,8 +79,12 @@ impl SimConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SimError {
-    #[error("no event left at {now} ns but {unfinished} hosts are unfinished")]
-    Stalled { now: Nanos, unfinished: usize },
+    #[error("no event left at {now} ns but {unfinished} hosts and {flows} background flows are unfinished")]
+    Stalled {
+        now: Nanos,
+        unfinished: usize,
+        flows: usize,
+    },
     #[error("more than {0} events: the run does not terminate")]
     EventLimit(u64),
     #[error("the topology has {topology} hosts but {given} were given")]
@@ -196,7 +200,7 @@ struct Flight {
     count: u32,
     /// A background flow's segment (then `bytes` is empty): the switch forwards it to its
     /// destination's port without a pass through the exchange's pipeline logic.
-    segment: Option<(u16, Segment)>,
+    segment: Option<Segment>,
 }
 
 /// Sees every packet at the switch's ports, as a port mirror would: each one that arrives
@@ -327,7 +331,8 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
         let Some((at, event)) = l.events.pop() else {
             return Err(SimError::Stalled {
                 now: l.now,
-                unfinished: l.unfinished.max(1),
+                unfinished: l.unfinished,
+                flows: l.background.as_ref().map_or(0, |b| b.unfinished()),
             });
         };
         events += 1;
@@ -367,7 +372,7 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
             }
             Event::AtHost { host, packet } => {
                 let f = l.packets.remove(packet).expect("a packet in flight");
-                if let Some((_, segment)) = f.segment {
+                if let Some(segment) = f.segment {
                     let now = l.now;
                     if let Some(b) = l.background.as_mut() {
                         b.on_segment(now, host, segment);
@@ -476,7 +481,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 bytes: Vec::new(),
                 wire: segment.wire,
                 count: 1,
-                segment: Some((host, segment)),
+                segment: Some(segment),
             };
             self.arrive(f, ceil_nanos(at), |packet| Event::AtSwitch {
                 from: host,
@@ -534,7 +539,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 
     fn at_switch(&mut self, from: u16, packet: u32) {
         let mut f = self.packets.remove(packet).expect("a packet in flight");
-        if let Some((_, segment)) = f.segment.as_mut() {
+        if let Some(segment) = f.segment.as_mut() {
             // Background: plain forwarding towards the other end of its flow, marked when that
             // egress queue is above the threshold.
             let b = self
