@@ -17,12 +17,11 @@
 //!   never split between a slot and the host for long — the rest of its contributions follow
 //!   its first fallback, no retransmission needed — and a slice has at most one slot's worth
 //!   of partial sum, so the host's parts never double-count.
-//! - **The host** keeps per slice disjoint parts, each a sum with the bitmap of its workers:
-//!   a part whose workers are all covered already is a duplicate; a part that covers workers
-//!   the host holds in other parts replaces those parts (the workers they held and this part
-//!   does not are asked for again by their own retransmissions, which the host takes). Sums
-//!   are integers, so however the parts come in, the result is the same bits as the dedicated
-//!   region's. When every worker is covered the host multicasts the result.
+//! - **The host** keeps per slice disjoint parts, each a sum with the bitmap of its workers,
+//!   and takes only a part none of whose workers it holds yet (anything else repeats a
+//!   contribution). Sums are integers, so however the parts come in, the result is the same
+//!   bits as the dedicated region's. When every worker is covered the host multicasts the
+//!   result.
 //! - **Forgetting**: a worker sends position `q` only once it has the result of `q − window`
 //!   (the same slot's previous slice), which every worker contributed to after having the
 //!   result of `q − 2·window`; so seeing `q` forgets slice `q − 2·window`, and a slice two
@@ -201,7 +200,11 @@ impl HostReducer {
     }
 
     /// Add a part (workers `seen`, their `sum`) of `job`'s slice at `position`; the whole sum
-    /// if this completes it. A part whose workers are all in already changes nothing.
+    /// if this completes it. Only a part none of whose workers is in yet is taken: anything
+    /// else repeats a contribution the host holds. (A slice's one pool partial reaches the
+    /// host before any other part of it — later contributions follow it there — so parts
+    /// never overlap in part; were one to, the workers it alone holds would be asked again by
+    /// their own retransmissions, which come one worker at a time.)
     fn add_part(&mut self, job: u16, position: u32, seen: &BitVec, sum: &Sum) -> Option<Sum> {
         let j = self.jobs.get_mut(&job)?;
         if j.is_stale(position) {
@@ -213,19 +216,8 @@ impl HostReducer {
             parts: Vec::new(),
             result: None,
         });
-        if slice.result.is_some() || seen.iter_ones().all(|w| slice.covered[w]) {
+        if slice.result.is_some() || seen.iter_ones().any(|w| slice.covered[w]) {
             return None;
-        }
-        // A pool partial may cover workers held one by one: it already holds them.
-        let fresh = seen.iter_ones().all(|w| !slice.covered[w]);
-        if !fresh {
-            slice.parts.retain(|(s, _)| !s.iter_ones().any(|w| seen[w]));
-            slice.covered.fill(false);
-            for (s, _) in &slice.parts {
-                for w in s.iter_ones() {
-                    slice.covered.set(w, true);
-                }
-            }
         }
         slice.parts.push((seen.clone(), *sum));
         for w in seen.iter_ones() {
