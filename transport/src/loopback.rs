@@ -92,6 +92,9 @@ fn job_config(server: &ServerConfig, job: &ServedJob) -> ServerConfig {
     }
 }
 
+/// Per job, per rank: what each worker returned.
+type PerJob<T> = Vec<Vec<T>>;
+
 /// Serve `jobs` with one switch process (`server` gives its address, link, faults and
 /// resources) in one thread; for each rank of the first `active` jobs,
 /// `worker(job index, job config, session, rank, switch address)` in a thread of its own, and
@@ -106,7 +109,7 @@ fn serve_jobs<T: Send, E: Send>(
     active: usize,
     beside: impl FnOnce(SocketAddr, &AtomicBool) + Send,
     worker: impl Fn(usize, &ServerConfig, &Arc<Session>, u16, SocketAddr) -> Result<T, E> + Sync,
-) -> Result<(ServerReport, Vec<Vec<Result<T, E>>>), ServerError> {
+) -> Result<(ServerReport, PerJob<Result<T, E>>), ServerError> {
     let configs: Vec<ServerConfig> = jobs.iter().map(|j| job_config(server, j)).collect();
     let mut switch = SwitchServer::bind_jobs(
         configs[0].clone(),
