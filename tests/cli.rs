@@ -792,9 +792,16 @@ fn simulate_background_studies_the_exchange_beside_tcp_flows() {
     for s in studies {
         assert_eq!(s["sizes"], "hadoop");
         assert_eq!(s["load"], 0.4);
-        for side in ["with_rate_control", "without_rate_control"] {
-            assert!(s[side]["exchange_ns"].as_u64().unwrap() > 0, "{s}");
-            assert_eq!(s[side]["flows"]["flows"], s["flows"], "{s}");
+        let settings = s["settings"].as_array().unwrap();
+        let names: Vec<&str> = settings
+            .iter()
+            .map(|w| w["rate_control"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["halve", "proportional", "off"], "{s}");
+        for w in settings {
+            assert!(w["exchange_ns"].as_u64().unwrap() > 0, "{s}");
+            assert!(w["share_bound_ns"].as_u64().unwrap() > 0, "{s}");
+            assert_eq!(w["flows"]["flows"], s["flows"], "{s}");
         }
     }
     assert!(std::fs::read_to_string(out.join("contention.md"))

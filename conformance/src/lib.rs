@@ -255,7 +255,7 @@ impl Driver for Simulator {
             backward: r.case.backward,
             // The hosts join through the control plane first.
             control: Some(ControlTimers::default()),
-            ecn_response: true,
+            rate_control: Default::default(),
         };
         // The simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
         let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)

@@ -68,6 +68,10 @@ impl<C: Controller> Controller for IgnoreEcn<C> {
 /// same events halve it (never below one packet), and every window's worth of unmarked
 /// acknowledgements grows it by one packet, up to the given maximum. The rate alone cannot
 /// stop a sender whose packets wait in a slow switch's queue; the window can.
+///
+/// With [`Aimd::proportional`] an ECN cut takes off half the fraction of acknowledgements that
+/// came back marked (DCTCP's α, also DCQCN's) instead of half the rate: a queue that is just
+/// above the marking threshold costs a few percent, a full one still halves. Losses halve.
 #[derive(Debug, Clone)]
 pub struct Aimd {
     /// Highest rate, bytes per second.
@@ -85,6 +89,35 @@ pub struct Aimd {
     last_growth: Nanos,
     /// The congestion window in packets and its ceiling; `None`: no window.
     cwnd: Option<(f64, usize)>,
+    /// The marked fraction an ECN cut scales by; `None`: ECN cuts halve.
+    marked: Option<MarkedFraction>,
+}
+
+/// DCTCP's running estimate of the fraction of acknowledgements that echo a mark: once per
+/// period (a cut interval, about a round trip), `alpha ← (1 − gain)·alpha + gain·F`, with `F`
+/// the period's marked fraction.
+#[derive(Debug, Clone, Copy)]
+struct MarkedFraction {
+    alpha: f64,
+    gain: f64,
+    acked: u32,
+    echoed: u32,
+    period_start: Nanos,
+}
+
+impl MarkedFraction {
+    /// Count one acknowledgement; close the period when `period` has passed.
+    fn count(&mut self, now: Nanos, ecn: bool, period: Nanos) {
+        self.acked += 1;
+        self.echoed += u32::from(ecn);
+        if now.saturating_sub(self.period_start) >= period {
+            let f = f64::from(self.echoed) / f64::from(self.acked);
+            self.alpha = (1.0 - self.gain) * self.alpha + self.gain * f;
+            self.acked = 0;
+            self.echoed = 0;
+            self.period_start = now;
+        }
+    }
 }
 
 impl Aimd {
@@ -101,7 +134,26 @@ impl Aimd {
             last_cut: None,
             last_growth: 0,
             cwnd: None,
+            marked: None,
         }
+    }
+
+    /// Cut on ECN by half the marked fraction (see the type's comment), DCTCP's gain of 1/16,
+    /// starting from a fraction of 1 (the first cuts halve, as DCTCP's do).
+    pub fn proportional(mut self) -> Aimd {
+        self.marked = Some(MarkedFraction {
+            alpha: 1.0,
+            gain: 1.0 / 16.0,
+            acked: 0,
+            echoed: 0,
+            period_start: 0,
+        });
+        self
+    }
+
+    /// The marked-fraction estimate, when ECN cuts are proportional.
+    pub fn marked_fraction(&self) -> Option<f64> {
+        self.marked.map(|m| m.alpha)
     }
 
     /// Also keep a congestion window of at most `max` packets, starting full.
@@ -125,16 +177,17 @@ impl Aimd {
         }
     }
 
-    fn cut(&mut self, now: Nanos) {
+    /// Multiply rate and window by `keep`, at most once per cut interval.
+    fn cut(&mut self, now: Nanos, keep: f64) {
         if self
             .last_cut
             .is_some_and(|t| now.saturating_sub(t) < self.cut_interval)
         {
             return;
         }
-        self.rate = (self.rate / 2.0).max(self.min_rate);
+        self.rate = (self.rate * keep).max(self.min_rate);
         if let Some((w, _)) = &mut self.cwnd {
-            *w = (*w / 2.0).max(1.0);
+            *w = (*w * keep).max(1.0);
         }
         self.last_cut = Some(now);
         self.last_growth = now;
@@ -151,8 +204,12 @@ impl Controller for Aimd {
     }
 
     fn on_ack(&mut self, now: Nanos, _bytes: usize, ecn: bool) {
+        if let Some(m) = &mut self.marked {
+            m.count(now, ecn, self.cut_interval);
+        }
         if ecn {
-            self.cut(now);
+            let keep = self.marked.map_or(0.5, |m| 1.0 - m.alpha / 2.0);
+            self.cut(now, keep);
             return;
         }
         self.grow(now);
@@ -162,7 +219,7 @@ impl Controller for Aimd {
     }
 
     fn on_timeout(&mut self, now: Nanos) {
-        self.cut(now);
+        self.cut(now, 0.5);
     }
 
     fn on_sent(&mut self, now: Nanos) {
@@ -222,5 +279,41 @@ mod tests {
             cc.on_ack(10_000_000, 100, false);
         }
         assert_eq!(cc.window(), 64);
+    }
+
+    #[test]
+    fn a_proportional_cut_follows_the_marked_fraction() {
+        let mut cc = Aimd::new(1000.0).proportional().with_window(64);
+        // The estimate starts at 1: the first cut halves, as DCTCP's first does.
+        cc.on_ack(1_000, 100, true);
+        assert_eq!(cc.rate(), 500.0);
+        assert_eq!(cc.window(), 32);
+        // Each period moves the estimate 1/16 of the way to its marked fraction.
+        let mut now = 1_000;
+        for _ in 0..2_000 {
+            now += 1_000;
+            cc.on_ack(now, 100, false);
+        }
+        let settled = cc.marked_fraction().unwrap();
+        assert!(settled < 0.01, "no marks for 200 periods: {settled}");
+        for _ in 0..100 {
+            for i in 0..10 {
+                now += 1_100;
+                cc.on_ack(now, 100, i == 9);
+            }
+        }
+        let alpha = cc.marked_fraction().unwrap();
+        assert!((alpha - 0.1).abs() < 0.02, "one in ten marked: {alpha}");
+        // A cut now takes off alpha/2, not half.
+        let before = cc.rate();
+        now += 20_000;
+        cc.on_ack(now, 100, true);
+        let kept = cc.rate() / before;
+        assert!(kept > 0.9 && kept < 0.97, "kept {kept} of the rate");
+        // A loss still halves.
+        let before = cc.rate();
+        cc.on_timeout(now + 20_000);
+        assert_eq!(cc.rate(), before / 2.0);
+        assert_eq!(Aimd::new(1000.0).marked_fraction(), None);
     }
 }

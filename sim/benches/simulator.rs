@@ -123,7 +123,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         layer: 0,
         backward: false,
         control: None,
-        ecn_response: true,
+        rate_control: Default::default(),
     };
     let (sim, _) = simulate_exchange(
         xplan,

@@ -1,8 +1,9 @@
 //! The exchange beside other traffic: background TCP flows ([`crate::background`]) at a set
-//! load share the fabric with one exchange, with the workers' ECN rate control on and off.
-//! What each costs the other is measured against runs alone in the same study: the exchange's
-//! time against its time on an empty fabric, and the flows' completion-time slowdowns against
-//! those of the same flows with no exchange running.
+//! load share the fabric with one exchange, in each setting of the workers' ECN rate control
+//! (halve, proportional, off). What each costs the other is measured against runs alone in the
+//! same study: the exchange's time against its time on an empty fabric and against its share
+//! bound (the flows' average load taken off its busiest link), and the flows' completion-time
+//! slowdowns against those of the same flows with no exchange running.
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::fixed::Scale;
@@ -13,15 +14,19 @@ use switchgnn_dataplane::{Address, Nanos, Transmit};
 
 use crate::background::{Background, BackgroundSpec, FctSummary, FlowSizes};
 use crate::driver::{run_with_background, SimConfig};
-use crate::modes::{simulate_exchange_beside, ExchangeSetup, ModeError, SimMode};
+use crate::modes::{simulate_exchange_beside, ExchangeSetup, ModeError, RateControl, SimMode};
 
 /// One setting of the workers' rate control.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WithTraffic {
-    /// The workers cut their rate on ECN echoes.
-    pub ecn_response: bool,
+    pub rate_control: RateControl,
     /// The exchange on an empty fabric.
     pub exchange_alone_ns: Nanos,
+    /// The time the exchange needs beside flows that take exactly their average load off
+    /// every link: its busiest link's bytes (alone) at the share the flows leave, `1 − load`
+    /// of the link's rate, and never less than its time alone. Beyond it, the exchange lost
+    /// more than the flows' share; below it, the flows waited for the exchange.
+    pub share_bound_ns: Nanos,
     /// The exchange beside the flows.
     pub exchange_ns: Nanos,
     /// The flows beside the exchange.
@@ -38,6 +43,11 @@ impl WithTraffic {
     pub fn exchange_ratio(&self) -> f64 {
         self.exchange_ns as f64 / self.exchange_alone_ns.max(1) as f64
     }
+
+    /// The exchange's time beside the flows over its share bound.
+    pub fn bound_ratio(&self) -> f64 {
+        self.exchange_ns as f64 / self.share_bound_ns.max(1) as f64
+    }
 }
 
 /// What a study found.
@@ -51,13 +61,23 @@ pub struct Contention {
     pub mode: SimMode,
     pub sizes: FlowSizes,
     pub load: f64,
-    /// Flows arrive during the exchange's time alone (rate control on), or the span asked for.
+    /// Flows arrive during the exchange's time alone (with the default rate control), or the
+    /// span asked for.
     pub duration_ns: Nanos,
     pub flows: usize,
     /// The flows with no exchange running.
     pub alone: FctSummary,
-    pub with_rate_control: WithTraffic,
-    pub without_rate_control: WithTraffic,
+    /// One entry per rate-control setting, in [`RateControl::ALL`]'s order.
+    pub settings: Vec<WithTraffic>,
+}
+
+impl Contention {
+    /// The entry of `rate_control`.
+    pub fn setting(&self, rate_control: RateControl) -> Option<&WithTraffic> {
+        self.settings
+            .iter()
+            .find(|w| w.rate_control == rate_control)
+    }
 }
 
 /// A host with nothing to do: the background's runs without an exchange.
@@ -121,40 +141,53 @@ pub fn contention(
     let hosts = cfg.topology.hosts();
     let link = cfg.topology.host_link();
     let gbps = cfg.host.uplink_gbps(&cfg.topology);
-    let exchange = |ecn_response: bool, background: Option<&mut Background>| {
+    let exchange = |rate_control: RateControl, background: Option<&mut Background>| {
         let setup = ExchangeSetup {
-            ecn_response,
+            rate_control,
             ..*setup
         };
         simulate_exchange_beside(plan.clone(), cfg, &setup, scale, None, background)
             .map(|(sim, _)| sim)
     };
-    let alone_on = exchange(true, None)?.run.finish_ns;
-    let alone_off = exchange(false, None)?.run.finish_ns;
-    let duration = duration_ns.unwrap_or(alone_on).max(1);
+    let alone: Vec<(RateControl, Nanos, Nanos)> = RateControl::ALL
+        .iter()
+        .map(|&rc| {
+            let run = exchange(rc, None)?.run;
+            // Bytes over bytes per nanosecond on the busiest link, up and down.
+            let at_share = |bytes: u64, gbps: f64| bytes as f64 / (gbps / 8.0 * (1.0 - load));
+            let up = run.uplinks.iter().map(|p| at_share(p.bytes, gbps));
+            let down = run.downlinks.iter().map(|p| at_share(p.bytes, link.gbps));
+            let busiest = up.chain(down).fold(0.0, f64::max);
+            let bound = (busiest.ceil() as Nanos).max(run.finish_ns);
+            Ok::<_, ModeError>((rc, run.finish_ns, bound))
+        })
+        .collect::<Result<_, _>>()?;
+    let duration = duration_ns.unwrap_or(alone[0].1).max(1);
     let spec = BackgroundSpec::new(sizes, load, duration, seed);
     let flows = || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead);
 
     let mut quiet = flows();
     background_alone(cfg, &mut quiet)?;
-    let alone = FctSummary::of(&quiet.records());
+    let flows_alone = FctSummary::of(&quiet.records());
 
-    let with = |ecn_response: bool, exchange_alone_ns: Nanos| {
-        let mut b = flows();
-        let sim = exchange(ecn_response, Some(&mut b))?;
-        let summary = FctSummary::of(&b.records());
-        Ok::<_, ModeError>(WithTraffic {
-            ecn_response,
-            exchange_alone_ns,
-            exchange_ns: sim.run.finish_ns,
-            p99_ratio: summary.p99_slowdown / alone.p99_slowdown.max(1e-9),
-            median_ratio: summary.median_slowdown / alone.median_slowdown.max(1e-9),
-            flows: summary,
-            exchange_retransmits: sim.retransmits,
+    let settings = alone
+        .into_iter()
+        .map(|(rate_control, exchange_alone_ns, share_bound_ns)| {
+            let mut b = flows();
+            let sim = exchange(rate_control, Some(&mut b))?;
+            let summary = FctSummary::of(&b.records());
+            Ok::<_, ModeError>(WithTraffic {
+                rate_control,
+                exchange_alone_ns,
+                share_bound_ns,
+                exchange_ns: sim.run.finish_ns,
+                p99_ratio: summary.p99_slowdown / flows_alone.p99_slowdown.max(1e-9),
+                median_ratio: summary.median_slowdown / flows_alone.median_slowdown.max(1e-9),
+                flows: summary,
+                exchange_retransmits: sim.retransmits,
+            })
         })
-    };
-    let with_rate_control = with(true, alone_on)?;
-    let without_rate_control = with(false, alone_off)?;
+        .collect::<Result<_, _>>()?;
     Ok(Contention {
         workers: hosts,
         memory: setup.switch_memory,
@@ -164,9 +197,8 @@ pub fn contention(
         load,
         duration_ns: duration,
         flows: quiet.flows(),
-        alone,
-        with_rate_control,
-        without_rate_control,
+        alone: flows_alone,
+        settings,
     })
 }
 
@@ -174,13 +206,14 @@ pub fn contention(
 pub fn contention_table(studies: &[Contention]) -> String {
     let mut out = String::from(
         "| workers | chip | memory | mode | flows | load | rate control | exchange alone (µs) | \
-         beside flows (µs) | × | flows' p50 / p99 slowdown | alone p50 / p99 | p99 × |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         share bound (µs) | beside flows (µs) | × alone | × bound | flows' p50 / p99 slowdown | \
+         alone p50 / p99 | p99 × |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in studies {
-        for w in [&c.with_rate_control, &c.without_rate_control] {
+        for w in &c.settings {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {:.1} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
+                "| {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
                 c.workers,
                 c.chip,
                 switchgnn_partition::size::format_bytes(c.memory),
@@ -188,10 +221,12 @@ pub fn contention_table(studies: &[Contention]) -> String {
                 c.flows,
                 c.sizes.name(),
                 c.load,
-                if w.ecn_response { "on" } else { "off" },
+                w.rate_control.name(),
                 w.exchange_alone_ns as f64 / 1e3,
+                w.share_bound_ns as f64 / 1e3,
                 w.exchange_ns as f64 / 1e3,
                 w.exchange_ratio(),
+                w.bound_ratio(),
                 w.flows.median_slowdown,
                 w.flows.p99_slowdown,
                 c.alone.median_slowdown,

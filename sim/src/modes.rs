@@ -166,14 +166,49 @@ pub struct ExchangeSetup {
     /// includes the join. `None`: the hosts start already admitted (timings of the exchange
     /// alone).
     pub control: Option<ControlTimers>,
-    /// The workers' rate control cuts on ECN echoes (the switch's marks); off, it reacts to
-    /// losses only — what the exchange does to other traffic without its congestion control.
-    #[serde(default = "yes")]
-    pub ecn_response: bool,
+    /// How the workers' rate control answers the switch's ECN marks.
+    #[serde(default)]
+    pub rate_control: RateControl,
 }
 
-fn yes() -> bool {
-    true
+/// How a worker's rate controller ([`Aimd`]) answers ECN echoes. Losses halve its rate in
+/// every setting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RateControl {
+    /// Every echo (once per cut interval) halves the rate: the engines' default.
+    #[default]
+    Halve,
+    /// An echo takes off half the marked fraction (DCTCP's α, [`Aimd::proportional`]).
+    Proportional,
+    /// Echoes are ignored: what the exchange does to other traffic without its congestion
+    /// control.
+    Off,
+}
+
+impl RateControl {
+    pub const ALL: [RateControl; 3] = [
+        RateControl::Halve,
+        RateControl::Proportional,
+        RateControl::Off,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RateControl::Halve => "halve",
+            RateControl::Proportional => "proportional",
+            RateControl::Off => "off",
+        }
+    }
+
+    /// A controller for a worker whose uplink runs at `line_rate` bytes per second.
+    pub fn controller(self, line_rate: f64) -> Box<dyn switchgnn_dataplane::cc::Controller> {
+        match self {
+            RateControl::Halve => Box::new(Aimd::new(line_rate)),
+            RateControl::Proportional => Box::new(Aimd::new(line_rate).proportional()),
+            RateControl::Off => Box::new(switchgnn_dataplane::cc::IgnoreEcn(Aimd::new(line_rate))),
+        }
+    }
 }
 
 /// One simulated exchange.
@@ -351,11 +386,7 @@ pub fn simulate_exchange_beside(
             timers: setup.timers,
             window,
         };
-        let cc: Box<dyn switchgnn_dataplane::cc::Controller> = if setup.ecn_response {
-            Box::new(Aimd::new(pace))
-        } else {
-            Box::new(switchgnn_dataplane::cc::IgnoreEcn(Aimd::new(pace)))
-        };
+        let cc = setup.rate_control.controller(pace);
         let p = plan.clone();
         engines.push(setup.mode.kind().engine(ecfg, p, local, cc, 0)?);
     }

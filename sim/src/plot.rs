@@ -368,7 +368,8 @@ pub fn to_png(svg: &str) -> Result<Vec<u8>, String> {
 
 /// The background study as one figure: per exchange and flow-size distribution, the exchange's
 /// time beside the flows over its time alone (x) against the flows' p99 slowdown over theirs
-/// alone (y), a line from the rate control off to on.
+/// alone (y), a line through the rate-control settings in the study's order (halve,
+/// proportional, off).
 pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<String, ReportError> {
     let lines: Vec<Line> = studies
         .iter()
@@ -376,13 +377,18 @@ pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<St
             let point = |w: &crate::contention::WithTraffic| (w.exchange_ratio(), w.p99_ratio);
             (
                 format!(
-                    "{} workers, {} {}, {} flows: rate control off → on",
+                    "{} workers, {} {}, {} flows: rate control {}",
                     c.workers,
                     c.mode.name(),
                     format_bytes(c.memory),
-                    c.sizes.name()
+                    c.sizes.name(),
+                    c.settings
+                        .iter()
+                        .map(|w| w.rate_control.name())
+                        .collect::<Vec<_>>()
+                        .join(" → ")
                 ),
-                vec![point(&c.without_rate_control), point(&c.with_rate_control)],
+                c.settings.iter().map(point).collect(),
             )
         })
         .collect();

@@ -436,7 +436,7 @@ pub fn sweep(
                         layer: layer as u8,
                         backward: false,
                         control: None,
-                        ecn_response: true,
+                        rate_control: Default::default(),
                     };
                     let load = Load::of(&xplan, cfg.frame_overhead);
                     let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
@@ -660,7 +660,7 @@ pub fn contention_sweep(
                             layer: 0,
                             backward: false,
                             control: None,
-                            ecn_response: true,
+                            rate_control: Default::default(),
                         };
                         let study = crate::contention::contention(
                             &xplan,

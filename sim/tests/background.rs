@@ -10,7 +10,7 @@ use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::background::{Background, BackgroundSpec, FctSummary, FlowSizes};
 use switchgnn_sim::contention::{background_alone, contention, contention_table};
 use switchgnn_sim::modes::{
-    direct_sums, exchange_plan, scale_for, simulate_exchange_beside, ExchangeSetup,
+    direct_sums, exchange_plan, scale_for, simulate_exchange_beside, ExchangeSetup, RateControl,
 };
 use switchgnn_sim::{SimConfig, SimMode};
 
@@ -26,7 +26,7 @@ fn setup(mode: SimMode) -> ExchangeSetup {
         layer: 0,
         backward: false,
         control: None,
-        ecn_response: true,
+        rate_control: RateControl::Halve,
     }
 }
 
@@ -89,11 +89,11 @@ fn the_exchange_stays_exact_beside_background_flows() {
     let (d, p) = graph();
     let cfg = SimConfig::paper(WORKERS);
     for mode in [SimMode::Host, SimMode::SwitchGnn] {
-        for ecn_response in [true, false] {
+        for rate_control in RateControl::ALL {
             let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
             let mut b = flows(&cfg, FlowSizes::WebSearch, 0.5, true);
             let setup = ExchangeSetup {
-                ecn_response,
+                rate_control,
                 ..setup(mode)
             };
             let scale = scale_for(&d.graph);
@@ -131,17 +131,26 @@ fn the_contention_study_measures_both_sides() {
         )
         .unwrap();
         // The flows arrive over the exchange's time alone.
-        assert_eq!(c.duration_ns, c.with_rate_control.exchange_alone_ns);
+        let default = c.setting(RateControl::Halve).unwrap();
+        assert_eq!(c.duration_ns, default.exchange_alone_ns);
         assert!(c.flows > 20, "{} flows", c.flows);
-        for w in [&c.with_rate_control, &c.without_rate_control] {
+        let settings: Vec<RateControl> = c.settings.iter().map(|w| w.rate_control).collect();
+        assert_eq!(settings, RateControl::ALL);
+        for w in &c.settings {
             assert_eq!(w.flows.flows, c.flows, "every flow completes");
             // Other traffic only ever delays the exchange's packets.
             assert!(w.exchange_ratio() >= 0.99, "{}: {w:?}", mode.name());
             assert!(w.p99_ratio.is_finite() && w.p99_ratio > 0.0);
+            // The bound takes the flows' share off the exchange's busiest link: above its
+            // time alone for the host exchange, whose links are its bottleneck.
+            assert!(w.share_bound_ns >= w.exchange_alone_ns);
+            if mode == SimMode::Host {
+                assert!(w.share_bound_ns > w.exchange_alone_ns, "{w:?}");
+            }
         }
         studies.push(c);
     }
     let table = contention_table(&studies);
     println!("{table}");
-    assert_eq!(table.lines().count(), 2 + 2 * studies.len());
+    assert_eq!(table.lines().count(), 2 + 3 * studies.len());
 }

@@ -71,7 +71,7 @@ fn run(
         layer: 0,
         backward: false,
         control: None,
-        ecn_response: true,
+        rate_control: Default::default(),
     };
     let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale_for(&d.graph)).unwrap();
     (sim.run.finish_ns as f64, bound)

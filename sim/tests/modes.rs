@@ -38,7 +38,7 @@ fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> 
         layer: 0,
         backward: false,
         control: None,
-        ecn_response: true,
+        rate_control: Default::default(),
     };
     let scale = scale_for(&d.graph);
     let (sim, outputs) = simulate_exchange(xplan, &SimConfig::paper(WORKERS), &setup, scale)

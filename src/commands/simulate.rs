@@ -90,11 +90,10 @@ pub struct Args {
     /// Stop each run's capture after this many packets.
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub pcap_packets: u64,
-    /// Report folder.
     /// Instead of the sweep: run each exchange (first layer) beside background TCP flows of
-    /// these flow-size distributions (websearch, hadoop), with the workers' ECN rate control
-    /// on and off, against the exchange alone and the flows alone; writes contention.json,
-    /// contention.md and contention.svg.
+    /// these flow-size distributions (websearch, hadoop), in each setting of the workers' ECN
+    /// rate control (halve, proportional, off), against the exchange alone, its share bound
+    /// and the flows alone; writes contention.json, contention.md and contention.svg.
     #[arg(long, value_name = "SIZES")]
     pub background: Option<String>,
     /// Background load: the fraction of each host's link the flows offer.
@@ -103,6 +102,7 @@ pub struct Args {
     /// Background flows arrive over this span (default: each exchange's time alone).
     #[arg(long, value_name = "MS")]
     pub background_ms: Option<f64>,
+    /// Report folder.
     #[arg(short, long)]
     pub out: PathBuf,
 }
