@@ -71,6 +71,9 @@ pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
 /// Consecutive rejected moves on the busiest host after which the search stops.
 const PATIENCE: usize = 64;
 
+/// A host's candidate moves by score (partial sums removed per pass), then lowest index.
+type MoveHeap = BinaryHeap<(u64, Reverse<u32>)>;
+
 /// One (source, destination worker) pair: the source's neighbours on that worker are
 /// `neighbours[start..end]`.
 #[derive(Debug, Clone, Copy)]
@@ -164,31 +167,32 @@ pub fn hybrid_plan(
 ) -> Result<ExchangePlan, PlanError> {
     let n = graph.num_vertices();
     let part = |v: u32| assignment.part(v) as u16;
+    let workers =
+        usize::from(
+            u16::try_from(assignment.num_parts()).map_err(|_| PlanError::TooLarge {
+                what: "workers",
+                value: u64::from(assignment.num_parts()),
+                limit: u64::from(u16::MAX),
+            })?,
+        );
+    // Grouping a vertex's remote neighbours by worker is a counting sort over the workers it
+    // touches (a stamp per worker says whether the current vertex has seen it), not a sort of
+    // its neighbours: both passes below are the hybrid's largest cost after the plans.
+    let mut groups = WorkerGroups::new(workers);
+
     // Partial sums: per destination, its contributing workers and how many of their sources
     // are still pre-aggregated.
     let mut first_pair = vec![u64::MAX; n + 1];
     let mut pair_workers: Vec<u16> = Vec::new();
     let mut pair_count: Vec<u32> = Vec::new();
     let mut pair_destination: Vec<u32> = Vec::new();
-    let mut remote: Vec<u16> = Vec::new();
     for v in 0..n as u32 {
         first_pair[v as usize] = pair_workers.len() as u64;
-        remote.clear();
-        remote.extend(
-            graph
-                .neighbors(v)
-                .iter()
-                .map(|&u| part(u))
-                .filter(|&w| w != part(v)),
-        );
-        remote.sort_unstable();
-        for (i, &w) in remote.iter().enumerate() {
-            if i == 0 || remote[i - 1] != w {
-                pair_workers.push(w);
-                pair_count.push(0);
-                pair_destination.push(v);
-            }
-            *pair_count.last_mut().expect("just pushed") += 1;
+        groups.count(graph.neighbors(v), part(v), &part, &|_| true);
+        for &w in &groups.touched {
+            pair_workers.push(w);
+            pair_count.push(groups.count[usize::from(w)]);
+            pair_destination.push(v);
         }
     }
     first_pair[n] = pair_workers.len() as u64;
@@ -202,32 +206,22 @@ pub fn hybrid_plan(
             .expect("a remote neighbour's worker contributes")
     };
 
-    // Candidates: each source with its neighbours on each remote worker.
+    // Candidates: each source with its neighbours on each remote worker, workers ascending.
     let mut neighbours: Vec<u32> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut by_worker: Vec<(u16, u32)> = Vec::new();
     for u in 0..n as u32 {
-        by_worker.clear();
-        by_worker.extend(
-            graph
-                .neighbors(u)
-                .iter()
-                .map(|&v| (part(v), v))
-                .filter(|&(w, _)| w != part(u)),
+        groups.group(
+            graph.neighbors(u),
+            part(u),
+            &part,
+            &|_| true,
+            &mut neighbours,
         );
-        by_worker.sort_unstable();
-        let mut i = 0;
-        while i < by_worker.len() {
-            let w = by_worker[i].0;
-            let start = neighbours.len() as u32;
-            while i < by_worker.len() && by_worker[i].0 == w {
-                neighbours.push(by_worker[i].1);
-                i += 1;
-            }
+        for &(_, start, end) in &groups.ranges {
             candidates.push(Candidate {
                 u,
-                start,
-                end: neighbours.len() as u32,
+                start: start as u32,
+                end: end as u32,
             });
         }
     }
@@ -276,30 +270,32 @@ pub fn hybrid_plan(
             lanes: width as f64 * (d - r),
         }
     };
-    // Per host, its candidates that remove a partial sum, most removed per pass first.
-    let workers =
-        usize::from(
-            u16::try_from(assignment.num_parts()).map_err(|_| PlanError::TooLarge {
-                what: "workers",
-                value: u64::from(assignment.num_parts()),
-                limit: u64::from(u16::MAX),
-            })?,
-        );
-    let mut heaps: Vec<BinaryHeap<(u64, Reverse<u32>)>> = vec![BinaryHeap::new(); workers];
+    // Per host, its candidates that remove a partial sum, most removed per pass first. The
+    // search only ever takes from the busiest host's heap, so a host's heap is built when it
+    // is first the busiest (from the counts then): most hosts never are.
     let score = |removed: u32, d: u32| u64::from(removed) * 1_000_000 / u64::from(d.max(1));
+    let mut by_host: Vec<Vec<u32>> = vec![Vec::new(); workers];
     for (i, c) in candidates.iter().enumerate() {
-        let r = removed(c, &pair_count);
-        if r > 0 {
-            heaps[usize::from(part(c.u))].push((score(r, c.end - c.start), Reverse(i as u32)));
-        }
+        by_host[usize::from(part(c.u))].push(i as u32);
     }
+    let mut heaps: Vec<Option<MoveHeap>> = vec![None; workers];
     let (_, mut best) = model.estimate();
     let mut rejected = 0;
     let (mut pops, mut stale, mut work) = (0u64, 0u64, 0u64);
     let phase = std::time::Instant::now();
     while rejected < PATIENCE {
         let (h, _) = model.estimate();
-        let Some((s, Reverse(i))) = heaps[h].pop() else {
+        let heap = heaps[h].get_or_insert_with(|| {
+            by_host[h]
+                .iter()
+                .filter_map(|&i| {
+                    let c = &candidates[i as usize];
+                    let r = removed(c, &pair_count);
+                    (r > 0).then(|| (score(r, c.end - c.start), Reverse(i)))
+                })
+                .collect()
+        });
+        let Some((s, Reverse(i))) = heap.pop() else {
             break;
         };
         pops += 1;
@@ -316,7 +312,7 @@ pub fn hybrid_plan(
         if now < s {
             stale += 1;
             // Stale: earlier moves took some of its partial sums; weigh it again.
-            heaps[h].push((now, Reverse(i)));
+            heap.push((now, Reverse(i)));
             continue;
         }
         let m = move_of(&c, r, multicast_to[c.u as usize]);
@@ -431,6 +427,91 @@ pub fn hybrid_plan(
     mixed_plan(graph, assignment, width, aggregators, &multicast)
 }
 
+/// One vertex's remote neighbours counted, or grouped, per worker: a counting sort over the
+/// workers it touches (a stamp per worker says whether the current call has seen it).
+/// `touched` lists the workers in ascending order and `count[w]` how many neighbours each
+/// has, valid for touched workers only; after [`WorkerGroups::group`], `ranges` says where
+/// each worker's neighbours went.
+struct WorkerGroups {
+    /// The call that last touched each worker; calls are numbered from 1.
+    stamp: Vec<u64>,
+    call: u64,
+    count: Vec<u32>,
+    touched: Vec<u16>,
+    ranges: Vec<(u16, usize, usize)>,
+}
+
+impl WorkerGroups {
+    fn new(workers: usize) -> WorkerGroups {
+        WorkerGroups {
+            stamp: vec![0; workers],
+            call: 0,
+            count: vec![0; workers],
+            touched: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Count the `neighbours` that `keep` keeps on workers other than their vertex's, `home`.
+    fn count(
+        &mut self,
+        neighbours: &[u32],
+        home: u16,
+        part: &impl Fn(u32) -> u16,
+        keep: &impl Fn(u32) -> bool,
+    ) {
+        self.touched.clear();
+        self.call += 1;
+        for &y in neighbours {
+            let w = part(y);
+            if w == home || !keep(y) {
+                continue;
+            }
+            let i = usize::from(w);
+            if self.stamp[i] != self.call {
+                self.stamp[i] = self.call;
+                self.count[i] = 0;
+                self.touched.push(w);
+            }
+            self.count[i] += 1;
+        }
+        self.touched.sort_unstable();
+    }
+
+    /// Append the neighbours [`WorkerGroups::count`] counts to `out`, grouped by worker in
+    /// ascending order, each group in neighbour order.
+    fn group(
+        &mut self,
+        neighbours: &[u32],
+        home: u16,
+        part: &impl Fn(u32) -> u16,
+        keep: &impl Fn(u32) -> bool,
+        out: &mut Vec<u32>,
+    ) {
+        self.count(neighbours, home, part, keep);
+        let base = out.len();
+        self.ranges.clear();
+        let mut end = 0u32;
+        for &w in &self.touched {
+            let n = self.count[usize::from(w)];
+            self.ranges
+                .push((w, base + end as usize, base + (end + n) as usize));
+            // From here on, the next free place of the worker's group.
+            self.count[usize::from(w)] = end;
+            end += n;
+        }
+        out.resize(base + end as usize, 0);
+        for &y in neighbours {
+            let w = part(y);
+            if w != home && keep(y) {
+                let next = &mut self.count[usize::from(w)];
+                out[base + *next as usize] = y;
+                *next += 1;
+            }
+        }
+    }
+}
+
 /// The reduce plan whose (source, destination worker) pairs `multicast(u, w)` says are
 /// multicast, the others folded into partial sums: every vertex with remote neighbours is a
 /// destination, and destinations are cut, in id order, into blocks that fit `aggregators`.
@@ -447,7 +528,8 @@ pub(crate) fn mixed_plan(
         .filter(|&v| graph.neighbors(v).iter().any(|&u| part(u) != part(v)))
         .collect();
     let mut blocks = Vec::new();
-    let mut remote: Vec<(u16, u32)> = Vec::new();
+    let mut groups = WorkerGroups::new(assignment.num_parts() as usize);
+    let mut remote: Vec<u32> = Vec::new();
     for chunk in destinations.chunks(per_block) {
         let mut table = BlockTable {
             offsets: vec![0],
@@ -460,33 +542,23 @@ pub(crate) fn mixed_plan(
         // (sender, destination row) of every multicast edge into this block.
         let mut edges: Vec<(u32, u32)> = Vec::new();
         for (row, &v) in chunk.iter().enumerate() {
-            remote.clear();
-            for &u in graph.neighbors(v) {
-                let w = part(u);
-                if w == part(v) {
-                    continue;
-                }
-                if multicast(u, part(v)) {
+            let home = part(v);
+            let adjacent = graph.neighbors(v);
+            for &u in adjacent {
+                if part(u) != home && multicast(u, home) {
                     edges.push((u, row as u32));
-                } else {
-                    remote.push((w, u));
                 }
             }
-            remote.sort_unstable();
-            let mut contributors = 0;
-            for (i, &(w, u)) in remote.iter().enumerate() {
-                if i == 0 || remote[i - 1].0 != w {
-                    if i > 0 {
-                        partials.starts.push(partials.sources.len() as u64);
-                    }
-                    table.slots.push(u32::from(w));
-                    contributors += 1;
-                }
-                partials.sources.push(u);
-            }
-            if !remote.is_empty() {
+            // The partial sums: the other remote neighbours, grouped by their worker.
+            remote.clear();
+            let folded = |u: u32| !multicast(u, home);
+            groups.group(adjacent, home, &part, &folded, &mut remote);
+            for &(w, start, end) in &groups.ranges {
+                table.slots.push(u32::from(w));
+                partials.sources.extend_from_slice(&remote[start..end]);
                 partials.starts.push(partials.sources.len() as u64);
             }
+            let contributors = groups.ranges.len() as u32;
             table.vertices.push(v);
             table.workers.push(u32::from(part(v)));
             table.expected.push(contributors);
@@ -517,4 +589,54 @@ pub(crate) fn mixed_plan(
     }
     let owner = assignment.parts().iter().map(|&p| p as u16).collect();
     ExchangePlan::new(Mode::Reduce, width, assignment.num_parts(), owner, blocks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counting sort groups exactly what sorting (worker, neighbour) pairs would, in the
+    /// same order, whatever order the neighbours come in; one call's stamps never leak into
+    /// the next one's counts, also for the same vertex.
+    #[test]
+    fn worker_groups_match_a_sort() {
+        let part = |v: u32| (v * 7 % 5) as u16;
+        let keep = |v: u32| v % 11 != 3;
+        let mut groups = WorkerGroups::new(5);
+        let mut x = 0u32;
+        for len in [0usize, 1, 2, 9, 40, 3, 40] {
+            let neighbours: Vec<u32> = (0..len as u32).map(|i| (i * 37 + x * 13) % 97).collect();
+            let home = part(x);
+            let mut want: Vec<(u16, u32)> = neighbours
+                .iter()
+                .map(|&v| (part(v), v))
+                .filter(|&(w, v)| w != home && keep(v))
+                .collect();
+            want.sort_by_key(|&(w, _)| w);
+            let mut out = vec![u32::MAX];
+            groups.group(&neighbours, home, &part, &keep, &mut out);
+            let got: Vec<(u16, u32)> = groups
+                .ranges
+                .iter()
+                .flat_map(|&(w, a, z)| out[a..z].iter().map(move |&v| (w, v)))
+                .collect();
+            assert_eq!(got, want, "vertex {x}");
+            assert_eq!(out[0], u32::MAX, "what was in `out` stays");
+            assert_eq!(out.len(), 1 + want.len());
+            // Counting the same neighbours again (a new call) gives the same sizes.
+            groups.count(&neighbours, home, &part, &keep);
+            let counts: Vec<u32> = groups
+                .touched
+                .iter()
+                .map(|&w| groups.count[usize::from(w)])
+                .collect();
+            let sizes: Vec<u32> = groups
+                .ranges
+                .iter()
+                .map(|&(_, a, z)| (z - a) as u32)
+                .collect();
+            assert_eq!(counts, sizes);
+            x += 1;
+        }
+    }
 }
