@@ -603,9 +603,9 @@ mod tests {
         let part = |v: u32| (v * 7 % 5) as u16;
         let keep = |v: u32| v % 11 != 3;
         let mut groups = WorkerGroups::new(5);
-        let mut x = 0u32;
-        for len in [0usize, 1, 2, 9, 40, 3, 40] {
-            let neighbours: Vec<u32> = (0..len as u32).map(|i| (i * 37 + x * 13) % 97).collect();
+        for (x, len) in [0u32, 1, 2, 9, 40, 3, 40].into_iter().enumerate() {
+            let x = x as u32;
+            let neighbours: Vec<u32> = (0..len).map(|i| (i * 37 + x * 13) % 97).collect();
             let home = part(x);
             let mut want: Vec<(u16, u32)> = neighbours
                 .iter()
@@ -636,7 +636,6 @@ mod tests {
                 .map(|&(_, a, z)| (z - a) as u32)
                 .collect();
             assert_eq!(counts, sizes);
-            x += 1;
         }
     }
 }
