@@ -830,3 +830,70 @@ fn simulate_background_studies_the_exchange_beside_tcp_flows() {
         assert!(!bad.status.success() && err.contains(says), "{err}");
     }
 }
+
+/// `simulate --racks`: each exchange on the star and on leaf-spine fabrics, as a table, JSON
+/// and a figure; racks that do not divide the workers, a bad ratio, and `--background` beside
+/// it are refused by name.
+#[test]
+fn simulate_racks_studies_the_exchange_on_leaf_spine_fabrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fabric");
+    let text = simulate_small(
+        "host,reduce",
+        &["--racks", "2", "--oversubscription", "1,4"],
+        &out,
+    );
+    assert!(
+        text.contains("2 racks × 2, 2 spines, 4:1") && text.contains("2 studies"),
+        "{text}"
+    );
+    let studies: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("fabric.json")).unwrap()).unwrap();
+    let studies = studies.as_array().unwrap();
+    assert_eq!(studies.len(), 2);
+    for s in studies {
+        let fabrics = s["fabrics"].as_array().unwrap();
+        assert_eq!(fabrics.len(), 2, "{s}");
+        for f in fabrics {
+            assert_eq!(f["racks"], 2);
+            assert!(f["spine_bytes"].as_u64().unwrap() > 0, "{s}");
+        }
+    }
+    for ext in ["md", "svg", "png"] {
+        assert!(out.join(format!("fabric.{ext}")).is_file(), "fabric.{ext}");
+    }
+    for (extra, says) in [
+        (&["--racks", "3"][..], "do not fill 3 racks"),
+        (
+            &["--racks", "2", "--oversubscription", "0"][..],
+            "positive ratio",
+        ),
+        (
+            &["--racks", "2", "--oversubscription", "x"][..],
+            "`x` is not a ratio",
+        ),
+        (
+            &["--racks", "2", "--background", "hadoop"][..],
+            "cannot be used with",
+        ),
+    ] {
+        let bad_out = dir.path().join("bad");
+        let mut args = vec![
+            "simulate",
+            "synthetic:small,scale=0.25",
+            "--workers",
+            "4",
+            "--modes",
+            "host",
+            "--out",
+            bad_out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let bad = switchgnn(&args);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(
+            !bad.status.success() && err.contains(says),
+            "{extra:?}: {err}"
+        );
+    }
+}

@@ -123,6 +123,13 @@ pub struct RunResult {
     pub uplinks: Vec<PortStats>,
     /// Per host: the switch's egress towards it.
     pub downlinks: Vec<PortStats>,
+    /// A leaf-spine's leaf egresses towards the spines, rack-major (`r · spines + s`); empty
+    /// for a star.
+    #[serde(default)]
+    pub leaf_uplinks: Vec<PortStats>,
+    /// A leaf-spine's spine egresses towards the leaves, spine-major (`s · racks + r`).
+    #[serde(default)]
+    pub spine_downlinks: Vec<PortStats>,
     pub recirculation: Recirculation,
     pub peak_aggregators: usize,
     /// Bytes delivered to hosts, by what they carried.
@@ -143,8 +150,23 @@ impl RunResult {
             .sum()
     }
 
+    /// Frame bytes on the links between leaves and spines, both directions: what crossed the
+    /// spine layer (0 on a star).
+    pub fn spine_bytes(&self) -> u64 {
+        self.leaf_uplinks
+            .iter()
+            .chain(&self.spine_downlinks)
+            .map(|p| p.bytes)
+            .sum()
+    }
+
     pub fn drops(&self) -> u64 {
-        self.downlinks.iter().map(|p| p.drops).sum()
+        self.downlinks
+            .iter()
+            .chain(&self.leaf_uplinks)
+            .chain(&self.spine_downlinks)
+            .map(|p| p.drops)
+            .sum()
     }
 
     pub fn peak_queue(&self) -> u64 {
@@ -188,6 +210,10 @@ enum Event {
     BackgroundTimer {
         generation: u32,
     },
+    /// A packet reaches a leaf or a spine that forwards it (a leaf-spine's).
+    Transit {
+        packet: u32,
+    },
 }
 
 /// A packet in flight and its cost on the wire.
@@ -201,6 +227,60 @@ struct Flight {
     /// A background flow's segment (then `bytes` is empty): the switch forwards it to its
     /// destination's port without a pass through the exchange's pipeline logic.
     segment: Option<Segment>,
+    /// Where it goes from the leaf or spine it is at (a leaf-spine's packets only).
+    route: Route,
+}
+
+/// A packet's way through a leaf-spine from the switch it is at: the inter-switch ports still
+/// ahead of it, then where it ends.
+#[derive(Debug, Clone, Copy)]
+struct Route {
+    hops: [Hop; 2],
+    len: u8,
+    next: u8,
+    end: End,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Hop {
+    LeafUp { rack: u16, spine: u16 },
+    SpineDown { spine: u16, rack: u16 },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// The exchange's switch (spine 0), from host `from`.
+    Switch { from: u16 },
+    /// Host `h`, through its leaf's downlink.
+    Host(u16),
+}
+
+impl Route {
+    /// No hop ahead: the switch of a star, where nothing routes.
+    const NONE: Route = Route::to(End::Host(0), &[]);
+
+    const fn to(end: End, hops: &[Hop]) -> Route {
+        let mut r = Route {
+            hops: [Hop::LeafUp { rack: 0, spine: 0 }; 2],
+            len: 0,
+            next: 0,
+            end,
+        };
+        let mut i = 0;
+        while i < hops.len() {
+            r.hops[i] = hops[i];
+            i += 1;
+        }
+        r.len = hops.len() as u8;
+        r
+    }
+
+    fn pop(&mut self) -> Option<Hop> {
+        (self.next < self.len).then(|| {
+            self.next += 1;
+            self.hops[usize::from(self.next - 1)]
+        })
+    }
 }
 
 /// Sees every packet at the switch's ports, as a port mirror would: each one that arrives
@@ -342,7 +422,13 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
         l.now = l.now.max(at);
         match event {
             Event::AtSwitch { from, packet } => {
-                l.at_switch(from, packet);
+                let f = l.packets.remove(packet).expect("a packet in flight");
+                l.at_switch(from, f);
+                l.arm_switch_timer();
+            }
+            Event::Transit { packet } => {
+                let f = l.packets.remove(packet).expect("a packet in flight");
+                l.transit(f);
                 l.arm_switch_timer();
             }
             Event::BackgroundTimer { generation } => {
@@ -364,7 +450,7 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
                     while let Some(t) = l.switch.poll_transmit(l.now, &mut l.buf) {
                         if let Address::Worker(w) = t.to {
                             let f = l.flight(l.buf[..t.len].to_vec());
-                            l.egress(w, f);
+                            l.switch_sends(w, f);
                         }
                     }
                     l.arm_switch_timer();
@@ -399,7 +485,7 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
             Event::Release { batch } => {
                 let out = l.batches.remove(batch).expect("a batch");
                 for (w, f) in out {
-                    l.egress(w, f);
+                    l.switch_sends(w, f);
                 }
             }
         }
@@ -410,6 +496,8 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
         wall_seconds: started.elapsed().as_secs_f64(),
         uplinks: l.fabric.uplinks.iter().map(|p| p.stats).collect(),
         downlinks: l.fabric.downlinks.iter().map(|p| p.stats).collect(),
+        leaf_uplinks: l.fabric.leaf_up.iter().map(|p| p.stats).collect(),
+        spine_downlinks: l.fabric.spine_down.iter().map(|p| p.stats).collect(),
         recirculation: l.recirculation,
         peak_aggregators: l.peak_aggregators,
         delivered: l.delivered,
@@ -456,6 +544,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             wire,
             count,
             segment: None,
+            route: Route::NONE,
         }
     }
 
@@ -468,21 +557,27 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         };
         let mut out = Vec::new();
         while let Some((host, segment)) = b.poll_transmit() {
-            out.push((host, segment));
+            out.push((host, segment, b.destination(host, &segment)));
         }
         let due = b.poll_timeout();
-        for (host, segment) in out {
+        for (host, segment, to) in out {
             let h = usize::from(host);
             // The flows share the host's link with the exchange, not its packet cores.
             let at = self.fabric.uplinks[h]
                 .send(to_picos(now), segment.wire)
                 .expect("host queues are unbounded");
-            let f = Flight {
+            let mut f = Flight {
                 bytes: Vec::new(),
                 wire: segment.wire,
                 count: 1,
                 segment: Some(segment),
+                route: Route::NONE,
             };
+            if self.leaf_spine() {
+                f.route = self.segment_route(host, to, segment.flow);
+                self.arrive(f, ceil_nanos(at), |packet| Event::Transit { packet });
+                continue;
+            }
             self.arrive(f, ceil_nanos(at), |packet| Event::AtSwitch {
                 from: host,
                 packet,
@@ -512,6 +607,14 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 .send(ready, f.wire)
                 .expect("host queues are unbounded");
             let from = h as u16;
+            if self.leaf_spine() {
+                // Up through the host's leaf to the exchange's switch, spine 0.
+                let rack = self.cfg.topology.rack_of(from);
+                let mut f = f;
+                f.route = Route::to(End::Switch { from }, &[Hop::LeafUp { rack, spine: 0 }]);
+                self.arrive(f, ceil_nanos(at), |packet| Event::Transit { packet });
+                continue;
+            }
             self.arrive(f, ceil_nanos(at), |packet| Event::AtSwitch { from, packet });
         }
         if !self.done[h] && self.hosts[h].is_done() {
@@ -537,31 +640,36 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         }
     }
 
-    fn at_switch(&mut self, from: u16, packet: u32) {
-        let mut f = self.packets.remove(packet).expect("a packet in flight");
-        if let Some(segment) = f.segment.as_mut() {
-            // Background: plain forwarding towards the other end of its flow, marked when that
-            // egress queue is above the threshold.
+    fn at_switch(&mut self, from: u16, f: Flight) {
+        if let Some(segment) = f.segment.as_ref() {
+            // Background: plain forwarding towards the other end of its flow.
             let b = self
                 .background
                 .as_ref()
                 .expect("background segments have flows");
             let to = b.destination(from, segment);
-            let backlog = self.fabric.downlinks[usize::from(to)].backlog(to_picos(self.now));
-            if !segment.ack && backlog > self.cfg.switch.ecn_threshold {
-                segment.ce = true;
-            }
             self.egress(to, f);
             return;
         }
         let now_ps = to_picos(self.now);
-        // Tell the switch the egress backlogs it marks by (only those that changed).
-        for (port, link) in self.fabric.downlinks.iter().enumerate() {
+        // Tell the switch the egress backlogs it marks by (only those that changed): on a
+        // leaf-spine, the deeper of the two queues on the way down to each worker.
+        for port in 0..self.fabric.downlinks.len() {
+            let link = &self.fabric.downlinks[port];
+            let spine = self.leaf_spine().then(|| {
+                let rack = self.cfg.topology.rack_of(port as u16);
+                self.fabric.spine_down(0, rack)
+            });
             // An idle port that was reported empty stays empty: skip the arithmetic.
-            if self.reported[port] == 0 && link.idle_at(now_ps) {
+            if self.reported[port] == 0
+                && link.idle_at(now_ps)
+                && spine.is_none_or(|s| s.idle_at(now_ps))
+            {
                 continue;
             }
-            let q = link.backlog(now_ps);
+            let q = link
+                .backlog(now_ps)
+                .max(spine.map_or(0, |s| s.backlog(now_ps)));
             if q != self.reported[port] {
                 self.reported[port] = q;
                 self.switch.set_egress_queue(port as u16, q);
@@ -588,7 +696,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         // Less than a nanosecond of pipeline time is not worth an event.
         if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
             for (w, o) in out {
-                self.egress(w, o);
+                self.switch_sends(w, o);
             }
             return;
         }
@@ -650,14 +758,94 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         }
     }
 
-    /// Queue a packet the switch emitted on the egress port of its destination host.
-    fn egress(&mut self, to: u16, f: Flight) {
+    fn leaf_spine(&self) -> bool {
+        matches!(self.cfg.topology, Topology::LeafSpine { .. })
+    }
+
+    /// The way of a background segment from host `from` to host `to` once it is at `from`'s
+    /// leaf: down to `to` if it is in the same rack, else up to the spine its flow hashes to
+    /// and down through `to`'s leaf.
+    fn segment_route(&self, from: u16, to: u16, flow: u32) -> Route {
+        let Topology::LeafSpine { spines, .. } = self.cfg.topology else {
+            return Route::to(End::Host(to), &[]);
+        };
+        let (a, b) = (
+            self.cfg.topology.rack_of(from),
+            self.cfg.topology.rack_of(to),
+        );
+        if a == b {
+            return Route::to(End::Host(to), &[]);
+        }
+        // Fibonacci hashing of the flow id: every segment of a flow takes the same spine.
+        let spine = ((u64::from(flow).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32)
+            % u64::from(spines.max(1))) as u16;
+        Route::to(
+            End::Host(to),
+            &[
+                Hop::LeafUp { rack: a, spine },
+                Hop::SpineDown { spine, rack: b },
+            ],
+        )
+    }
+
+    /// A packet the exchange's switch emitted for worker `w`: on a star straight onto `w`'s
+    /// egress, on a leaf-spine down from spine 0 through `w`'s leaf.
+    fn switch_sends(&mut self, w: u16, mut f: Flight) {
+        if let Some(tap) = self.tap.as_mut() {
+            tap.packet(self.now, Address::Switch, Address::Worker(w), &f.bytes);
+        }
+        if !self.leaf_spine() || usize::from(w) >= self.fabric.downlinks.len() {
+            self.egress(w, f);
+            return;
+        }
+        let rack = self.cfg.topology.rack_of(w);
+        f.route = Route::to(End::Host(w), &[Hop::SpineDown { spine: 0, rack }]);
+        self.transit(f);
+    }
+
+    /// `f` is at a leaf or a spine: on to its next port, or to where it ends. Segments are
+    /// marked at every port above the marking threshold; the exchange's packets on their way
+    /// up (where the switch model cannot see the queue) carry the mark in their header, and
+    /// the switch echoes it.
+    fn transit(&mut self, mut f: Flight) {
+        let Some(hop) = f.route.pop() else {
+            match f.route.end {
+                End::Host(h) => self.egress(h, f),
+                End::Switch { from } => self.at_switch(from, f),
+            }
+            return;
+        };
+        let now_ps = to_picos(self.now);
+        let threshold = self.cfg.switch.ecn_threshold;
+        let port = match hop {
+            Hop::LeafUp { rack, spine } => self.fabric.leaf_up_mut(rack, spine),
+            Hop::SpineDown { spine, rack } => self.fabric.spine_down_mut(spine, rack),
+        };
+        let congested = port.backlog(now_ps) > threshold;
+        let Some(arrival) = port.send(now_ps, f.wire) else {
+            self.series.dropped(self.now, f.wire);
+            return;
+        };
+        match f.segment.as_mut() {
+            Some(segment) => segment.ce |= congested && !segment.ack,
+            None if congested && matches!(hop, Hop::LeafUp { .. }) => mark(&mut f.bytes),
+            None => {}
+        }
+        self.arrive(f, ceil_nanos(arrival), |packet| Event::Transit { packet });
+    }
+
+    /// Queue a packet on the egress port of its destination host (the star's switch's, or its
+    /// leaf's); a segment is marked when that queue is above the threshold.
+    fn egress(&mut self, to: u16, mut f: Flight) {
         let h = usize::from(to);
         if h >= self.fabric.downlinks.len() {
             return;
         }
-        if let Some(tap) = self.tap.as_mut().filter(|_| f.segment.is_none()) {
-            tap.packet(self.now, Address::Switch, Address::Worker(to), &f.bytes);
+        if let Some(segment) = f.segment.as_mut() {
+            let backlog = self.fabric.downlinks[h].backlog(to_picos(self.now));
+            if !segment.ack && backlog > self.cfg.switch.ecn_threshold {
+                segment.ce = true;
+            }
         }
         let now_ps = to_picos(self.now);
         let port = &mut self.fabric.downlinks[h];
@@ -710,6 +898,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             wire,
             count,
             segment,
+            route,
         } = f;
         let mut out = Vec::with_capacity(2);
         self.faults.apply(bytes, |bytes, extra| {
@@ -719,10 +908,22 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                     wire,
                     count,
                     segment,
+                    route,
                 },
                 extra,
             ))
         });
         out
+    }
+}
+
+/// Set the ECN flag of a dataplane packet's header (what a queue above its threshold does to
+/// the IP header's codepoint); anything that does not parse is left alone.
+fn mark(bytes: &mut [u8]) {
+    if let Ok(mut p) = Packet::new_checked(&mut bytes[..]) {
+        if let Ok(mut flags) = switchgnn_dataplane::wire::Flags::from_u8(p.flags()) {
+            flags.ecn = true;
+            p.set_flags(flags);
+        }
     }
 }

@@ -25,13 +25,27 @@ impl LinkSpec {
     }
 }
 
-/// The network's shape. A parameter of the core, so that other fabrics (the leaf-spine) can be
-/// added beside the star without touching the event loop.
+/// The network's shape. A parameter of the core: the event loop routes every packet over the
+/// ports its topology gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Topology {
     /// `hosts` hosts, each on its own link to one switch.
     Star { hosts: u16, link: LinkSpec },
+    /// `racks` leaf switches with `hosts_per_rack` hosts each (host `h` in rack
+    /// `h / hosts_per_rack`), every leaf linked to each of `spines` spine switches by an
+    /// `uplink`. The exchange's switch — the switch model, its aggregators and its chip — is
+    /// spine 0, so every packet of the exchange goes up to it and down from it (one level of
+    /// aggregation); the leaves and the other spines forward. Other traffic takes the
+    /// shortest path: within a rack through its leaf, across racks through a spine its flow
+    /// hashes to (ECMP).
+    LeafSpine {
+        racks: u16,
+        hosts_per_rack: u16,
+        spines: u16,
+        link: LinkSpec,
+        uplink: LinkSpec,
+    },
 }
 
 impl Topology {
@@ -47,18 +61,102 @@ impl Topology {
         Topology::Star { hosts, link }
     }
 
+    /// A leaf-spine fabric whose racks are `oversubscription` times oversubscribed: a leaf's
+    /// uplinks together carry `1 / oversubscription` of what its hosts' links do. Uplinks have
+    /// the host links' delay.
+    pub fn leaf_spine(
+        racks: u16,
+        hosts_per_rack: u16,
+        spines: u16,
+        link: LinkSpec,
+        oversubscription: f64,
+    ) -> Topology {
+        let down = f64::from(hosts_per_rack) * link.gbps;
+        Topology::LeafSpine {
+            racks,
+            hosts_per_rack,
+            spines,
+            link,
+            uplink: LinkSpec {
+                gbps: down / (f64::from(spines.max(1)) * oversubscription),
+                delay_ns: link.delay_ns,
+            },
+        }
+    }
+
     pub fn hosts(&self) -> u16 {
         match *self {
             Topology::Star { hosts, .. } => hosts,
+            Topology::LeafSpine {
+                racks,
+                hosts_per_rack,
+                ..
+            } => racks * hosts_per_rack,
         }
     }
 
     /// The link a host attaches with.
     pub fn host_link(&self) -> LinkSpec {
         match *self {
-            Topology::Star { link, .. } => link,
+            Topology::Star { link, .. } | Topology::LeafSpine { link, .. } => link,
         }
     }
+
+    /// Racks: 1 for a star.
+    pub fn racks(&self) -> u16 {
+        match *self {
+            Topology::Star { .. } => 1,
+            Topology::LeafSpine { racks, .. } => racks,
+        }
+    }
+
+    /// The rack host `h` is in.
+    pub fn rack_of(&self, h: u16) -> u16 {
+        match *self {
+            Topology::Star { .. } => 0,
+            Topology::LeafSpine { hosts_per_rack, .. } => h / hosts_per_rack.max(1),
+        }
+    }
+
+    /// What a rack's hosts can send over what its uplinks carry (1 for a star).
+    pub fn oversubscription(&self) -> f64 {
+        match *self {
+            Topology::Star { .. } => 1.0,
+            Topology::LeafSpine {
+                hosts_per_rack,
+                spines,
+                link,
+                uplink,
+                ..
+            } => f64::from(hosts_per_rack) * link.gbps / (f64::from(spines) * uplink.gbps),
+        }
+    }
+
+    /// A short description for reports: "star" or "4 racks × 8, 2 spines, 2:1".
+    pub fn describe(&self) -> String {
+        match *self {
+            Topology::Star { .. } => "star".to_string(),
+            Topology::LeafSpine {
+                racks,
+                hosts_per_rack,
+                spines,
+                ..
+            } => leaf_spine_name(racks, hosts_per_rack, spines, self.oversubscription()),
+        }
+    }
+}
+
+/// "4 racks × 8, 2 spines, 2:1".
+pub fn leaf_spine_name(
+    racks: u16,
+    hosts_per_rack: u16,
+    spines: u16,
+    oversubscription: f64,
+) -> String {
+    // The ratio without trailing zeros: 2, 1.5.
+    let ratio = format!("{oversubscription:.2}");
+    let ratio = ratio.trim_end_matches('0').trim_end_matches('.');
+    format!("{racks} racks × {hosts_per_rack}, {spines} spines, {ratio}:1")
 }
 
 impl HostSpec {
@@ -121,28 +219,65 @@ impl HostSpec {
     }
 }
 
-/// The ports of a star: uplink `h` carries host `h`'s packets to the switch, downlink `h` the
-/// switch's egress queue towards host `h`.
+/// The fabric's ports. Uplink `h` carries host `h`'s packets to its first switch (the star's
+/// switch, or its leaf) and downlink `h` is the last switch's egress queue towards host `h`.
+/// A leaf-spine also has, per (rack `r`, spine `s`), the leaf's egress towards the spine
+/// (`leaf_up[r · spines + s]`) and the spine's towards the leaf (`spine_down[s · racks + r]`).
 #[derive(Debug, Clone)]
 pub struct Fabric {
     pub uplinks: Vec<Port>,
     pub downlinks: Vec<Port>,
+    pub leaf_up: Vec<Port>,
+    pub spine_down: Vec<Port>,
+    racks: usize,
+    spines: usize,
 }
 
 impl Fabric {
     pub fn new(topology: &Topology, switch: &SwitchSpec, host: &HostSpec) -> Fabric {
-        match *topology {
-            Topology::Star { hosts, link } => {
-                let up = host.uplink_gbps(topology);
-                Fabric {
-                    uplinks: (0..hosts)
-                        .map(|_| Port::new(up, link.delay_ns, u64::MAX))
-                        .collect(),
-                    downlinks: (0..hosts)
-                        .map(|_| Port::new(link.gbps, link.delay_ns, switch.buffer_bytes))
-                        .collect(),
-                }
-            }
+        let link = topology.host_link();
+        let up = host.uplink_gbps(topology);
+        let hosts = topology.hosts();
+        let mut fabric = Fabric {
+            uplinks: (0..hosts)
+                .map(|_| Port::new(up, link.delay_ns, u64::MAX))
+                .collect(),
+            downlinks: (0..hosts)
+                .map(|_| Port::new(link.gbps, link.delay_ns, switch.buffer_bytes))
+                .collect(),
+            leaf_up: Vec::new(),
+            spine_down: Vec::new(),
+            racks: 1,
+            spines: 0,
+        };
+        if let Topology::LeafSpine {
+            racks,
+            spines,
+            uplink,
+            ..
+        } = *topology
+        {
+            let (racks, spines) = (usize::from(racks), usize::from(spines));
+            let port = || Port::new(uplink.gbps, uplink.delay_ns, switch.buffer_bytes);
+            fabric.leaf_up = (0..racks * spines).map(|_| port()).collect();
+            fabric.spine_down = (0..racks * spines).map(|_| port()).collect();
+            fabric.racks = racks;
+            fabric.spines = spines;
         }
+        fabric
+    }
+
+    /// Leaf `rack`'s port towards spine `spine`.
+    pub fn leaf_up_mut(&mut self, rack: u16, spine: u16) -> &mut Port {
+        &mut self.leaf_up[usize::from(rack) * self.spines + usize::from(spine)]
+    }
+
+    /// Spine `spine`'s port towards leaf `rack`.
+    pub fn spine_down_mut(&mut self, spine: u16, rack: u16) -> &mut Port {
+        &mut self.spine_down[usize::from(spine) * self.racks + usize::from(rack)]
+    }
+
+    pub fn spine_down(&self, spine: u16, rack: u16) -> &Port {
+        &self.spine_down[usize::from(spine) * self.racks + usize::from(rack)]
     }
 }

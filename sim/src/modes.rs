@@ -171,6 +171,24 @@ pub struct ExchangeSetup {
     pub rate_control: RateControl,
 }
 
+impl ExchangeSetup {
+    /// `mode`'s first layer forward with `switch_memory` of aggregators, bundled, a window of
+    /// 256 chunks, default timers and rate control, no control plane: the tests' setup.
+    pub fn new(mode: SimMode, switch_memory: u64) -> ExchangeSetup {
+        ExchangeSetup {
+            mode,
+            switch_memory,
+            bundle: true,
+            window: 256,
+            timers: Timers::default(),
+            layer: 0,
+            backward: false,
+            control: None,
+            rate_control: RateControl::Halve,
+        }
+    }
+}
+
 /// How a worker's rate controller ([`Aimd`]) answers ECN echoes. Losses halve its rate in
 /// every setting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

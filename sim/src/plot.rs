@@ -67,6 +67,9 @@ fn chart<DB: DrawingBackend>(
     if x1 - x0 < 1e-12 {
         x1 = x0 + 1.0;
     }
+    // A margin on both sides, so that no point sits on the frame.
+    let pad = (x1 - x0) * 0.04;
+    let (x0, x1) = (x0 - pad, x1 + pad);
     let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
     let mut builder = ChartBuilder::on(area);
     builder
@@ -397,6 +400,40 @@ pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<St
         "The exchange beside background TCP flows",
         "exchange time ÷ alone",
         "flows' p99 slowdown ÷ with no exchange",
+        &lines,
+    )
+}
+
+/// The fabric study as one figure: per exchange and rack count, its time on the leaf-spine
+/// over its time on the star (y) against the racks' oversubscription (x).
+pub fn rack_figure(studies: &[crate::racks::RackStudy]) -> Result<String, ReportError> {
+    let mut lines: Vec<Line> = Vec::new();
+    for s in studies {
+        let mut racks: Vec<u16> = s.fabrics.iter().map(|f| f.racks).collect();
+        racks.dedup();
+        for r in racks {
+            let points = s
+                .fabrics
+                .iter()
+                .filter(|f| f.racks == r)
+                .map(|f| (f.oversubscription, f.over_star(s)))
+                .collect();
+            lines.push((
+                format!(
+                    "{} workers, {} {}, {r} racks",
+                    s.workers,
+                    s.mode.name(),
+                    format_bytes(s.memory)
+                ),
+                points,
+            ));
+        }
+    }
+    single(
+        "fabric",
+        "The exchange on a leaf-spine (one level of aggregation, on spine 0)",
+        "oversubscription (hosts' bandwidth ÷ uplinks')",
+        "exchange time ÷ on the star",
         &lines,
     )
 }

@@ -587,28 +587,110 @@ pub fn contention_sweep(
     plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
     progress: &dyn Progress,
 ) -> Result<Vec<crate::contention::Contention>, SweepError> {
-    if spec.modes.contains(&SimMode::Auto) {
-        return Err(SweepError::Usage(
-            "the background study compares one kind at a time: leave `auto` out of --modes".into(),
-        ));
-    }
     if !(background.load > 0.0 && background.load < 1.0) {
         return Err(SweepError::Usage(format!(
             "--load {} must be between 0 and 1 (a fraction of each host's link)",
             background.load
         )));
     }
-    let (Some(&width), false) = (spec.feature_dims.first(), spec.workers.is_empty()) else {
+    studies(
+        dataset,
+        spec,
+        plan_spec,
+        progress,
+        "background",
+        &background.sizes,
+        &|sizes| format!("{} background", sizes.name()),
+        &|xplan, mode, cfg, setup, scale, sizes| {
+            crate::contention::contention(
+                xplan,
+                mode,
+                cfg,
+                setup,
+                scale,
+                sizes,
+                background.load,
+                background.duration_ns,
+                spec.seed,
+            )
+        },
+    )
+}
+
+/// [`crate::racks::rack_study`] for every worker count, memory and mode of `spec` (the first
+/// layer's width; `auto` is refused), on every fabric of `fabrics`. The studies run
+/// `spec.jobs` at a time.
+pub fn rack_sweep(
+    dataset: &Dataset,
+    spec: &SweepSpec,
+    fabrics: &crate::racks::FabricSpec,
+    plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
+    progress: &dyn Progress,
+) -> Result<Vec<crate::racks::RackStudy>, SweepError> {
+    for &w in &spec.workers {
+        fabrics.check(w).map_err(SweepError::Usage)?;
+    }
+    studies(
+        dataset,
+        spec,
+        plan_spec,
+        progress,
+        "fabric",
+        &[()],
+        &|()| {
+            format!(
+                "{} fabrics",
+                fabrics.racks.len() * fabrics.oversubscription.len()
+            )
+        },
+        &|xplan, mode, cfg, setup, scale, ()| {
+            crate::racks::rack_study(xplan, mode, cfg, setup, scale, fabrics)
+        },
+    )
+}
+
+/// The study behind one exchange and one variant.
+type Study<'a, V, S> = dyn Fn(
+        &switchgnn_dataplane::plan::ExchangePlan,
+        SimMode,
+        &SimConfig,
+        &ExchangeSetup,
+        switchgnn_dataplane::fixed::Scale,
+        V,
+    ) -> Result<S, ModeError>
+    + Sync
+    + 'a;
+
+/// Run `study` for every worker count, memory and mode of `spec` (the first layer's width) and
+/// every variant, `spec.jobs` at a time; `what` names the study in errors (`auto` is refused:
+/// a study compares one kind at a time), `describe` a variant in progress and errors.
+#[allow(clippy::too_many_arguments)]
+fn studies<V: Copy + Send + Sync, S: Send>(
+    dataset: &Dataset,
+    spec: &SweepSpec,
+    plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
+    progress: &dyn Progress,
+    what: &str,
+    variants: &[V],
+    describe: &(dyn Fn(V) -> String + Sync),
+    study: &Study<'_, V, S>,
+) -> Result<Vec<S>, SweepError> {
+    if spec.modes.contains(&SimMode::Auto) {
+        return Err(SweepError::Usage(format!(
+            "the {what} study compares one kind at a time: leave `auto` out of --modes"
+        )));
+    }
+    if spec.feature_dims.is_empty() || spec.workers.is_empty() {
         return Err(SweepError::Usage(
             "a study needs worker counts and a feature width".into(),
         ));
-    };
+    }
     let scale = scale_for(&dataset.graph);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(spec.jobs.max(1))
         .build()
         .map_err(|e| SweepError::Usage(format!("thread pool: {e}")))?;
-    let mut studies = Vec::new();
+    let mut found = Vec::new();
     for &workers in &spec.workers {
         let cfg = spec.config(workers)?;
         let memories: Vec<u64> = if spec.memories.is_empty() {
@@ -617,35 +699,28 @@ pub fn contention_sweep(
             spec.memories.clone()
         };
         for (mi, &memory) in memories.iter().enumerate() {
-            progress.stage(
-                &format!(
-                    "{workers} workers, {}: plan",
-                    switchgnn_partition::size::format_bytes(memory)
-                ),
-                None,
-            );
+            let memory_name = switchgnn_partition::size::format_bytes(memory);
+            progress.stage(&format!("{workers} workers, {memory_name}: plan"), None);
             let plan = Plan::prepare(dataset, &plan_spec(workers, memory), &|_| {})?;
-            let jobs: Vec<(SimMode, crate::background::FlowSizes)> = spec
+            let jobs: Vec<(SimMode, V)> = spec
                 .modes
                 .iter()
                 .filter(|m| m.uses_memory() || mi == 0)
-                .flat_map(|&m| background.sizes.iter().map(move |&s| (m, s)))
+                .flat_map(|&m| variants.iter().map(move |&v| (m, v)))
                 .collect();
             progress.stage(
-                &format!("{workers} workers: {} studies of 5 runs", jobs.len()),
+                &format!("{workers} workers: {} {what} studies", jobs.len()),
                 Some(jobs.len() as u64),
             );
-            let found = pool.install(|| {
+            let done = pool.install(|| {
                 jobs.par_iter()
-                    .map(|&(mode, sizes)| {
-                        let what = format!(
-                            "{workers} workers, {}, {}, {} background",
-                            mode.name(),
-                            switchgnn_partition::size::format_bytes(memory),
-                            sizes.name()
-                        );
+                    .map(|&(mode, variant)| {
                         let wrap = |source: ModeError| SweepError::Run {
-                            what: what.clone(),
+                            what: format!(
+                                "{workers} workers, {}, {memory_name}, {}",
+                                mode.name(),
+                                describe(variant)
+                            ),
                             source,
                         };
                         let on = Some((cfg.switch.chip, host_cost(&cfg)));
@@ -662,25 +737,14 @@ pub fn contention_sweep(
                             control: None,
                             rate_control: Default::default(),
                         };
-                        let study = crate::contention::contention(
-                            &xplan,
-                            mode,
-                            &cfg,
-                            &setup,
-                            scale,
-                            sizes,
-                            background.load,
-                            background.duration_ns,
-                            spec.seed,
-                        )
-                        .map_err(wrap)?;
+                        let s = study(&xplan, mode, &cfg, &setup, scale, variant).map_err(wrap)?;
                         progress.advance(1);
-                        Ok::<_, SweepError>((workers, memory, width, study))
+                        Ok::<_, SweepError>(s)
                     })
                     .collect::<Result<Vec<_>, _>>()
             })?;
-            studies.extend(found.into_iter().map(|(_, _, _, s)| s));
+            found.extend(done);
         }
     }
-    Ok(studies)
+    Ok(found)
 }

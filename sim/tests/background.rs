@@ -3,7 +3,6 @@
 //! queues short, the exchange stays exact beside them, and the contention study measures
 //! both sides with the workers' rate control on and off.
 
-use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::{Plan, PlanSpec};
@@ -17,17 +16,7 @@ use switchgnn_sim::{SimConfig, SimMode};
 const WORKERS: u16 = 16;
 
 fn setup(mode: SimMode) -> ExchangeSetup {
-    ExchangeSetup {
-        mode,
-        switch_memory: 1 << 20,
-        bundle: true,
-        window: 256,
-        timers: Timers::default(),
-        layer: 0,
-        backward: false,
-        control: None,
-        rate_control: RateControl::Halve,
-    }
+    ExchangeSetup::new(mode, 1 << 20)
 }
 
 fn flows(cfg: &SimConfig, sizes: FlowSizes, load: f64, ecn: bool) -> Background {
@@ -153,4 +142,54 @@ fn the_contention_study_measures_both_sides() {
     let table = contention_table(&studies);
     println!("{table}");
     assert_eq!(table.lines().count(), 2 + 3 * studies.len());
+}
+
+/// On a leaf-spine the flows take the shortest path: a flow within a rack never crosses the
+/// spine layer, one across racks crosses it once each way, and ECMP spreads flows over both
+/// spines.
+#[test]
+fn flows_on_a_leaf_spine_stay_in_their_rack_or_spread_over_the_spines() {
+    let link = switchgnn_sim::fabric::LinkSpec::hundred_gbps();
+    let topology = switchgnn_sim::fabric::Topology::leaf_spine(4, WORKERS / 4, 2, link, 1.0);
+    let cfg = SimConfig {
+        topology,
+        ..SimConfig::paper(WORKERS)
+    };
+    let mut b = flows(&cfg, FlowSizes::Hadoop, 0.3, true);
+    let r = background_alone(&cfg, &mut b).unwrap();
+    let records = b.records();
+    assert_eq!(records.len(), b.flows(), "every flow completes");
+    let rack = |h: u16| topology.rack_of(h);
+    let payload = |cross: bool| -> u64 {
+        records
+            .iter()
+            .filter(|f| (rack(f.src) != rack(f.dst)) == cross)
+            .map(|f| f.size)
+            .sum()
+    };
+    let (cross, within) = (payload(true), payload(false));
+    assert!(cross > 0 && within > 0, "{cross} / {within}");
+    let sum =
+        |ports: &[switchgnn_sim::fabric::PortStats]| -> u64 { ports.iter().map(|p| p.bytes).sum() };
+    let (hosts_up, leaves_up) = (sum(&r.uplinks), sum(&r.leaf_uplinks));
+    assert!(leaves_up >= cross, "{leaves_up} < {cross}");
+    assert!(
+        hosts_up - leaves_up >= within,
+        "{hosts_up} - {leaves_up} < {within}"
+    );
+    // What goes up comes down, but for the last acknowledgements, still in flight when the
+    // last flow completes.
+    let spines_down = sum(&r.spine_downlinks);
+    assert!(
+        spines_down <= leaves_up && leaves_up - spines_down < leaves_up / 1000,
+        "{leaves_up} up, {spines_down} down"
+    );
+    let racks = 4;
+    for spine in 0..2 {
+        let down = sum(&r.spine_downlinks[spine * racks..(spine + 1) * racks]);
+        assert!(
+            down > leaves_up / 4,
+            "spine {spine} carries {down} of {leaves_up}"
+        );
+    }
 }

@@ -276,3 +276,37 @@ fn per_packet_cost_and_recirculation_bound_the_rate_when_slower_than_the_link() 
     assert_close(r.finish_ns, bound, "recirculation");
     assert_eq!(r.recirculation.recirculations, 3 * k as u64);
 }
+
+#[test]
+fn a_leaf_spine_adds_its_hops_and_its_uplinks_bound_the_rate() {
+    // 2 racks of 2 hosts under one spine, 4:1 oversubscribed: 50 Gb/s uplinks.
+    let link = LinkSpec {
+        gbps: 100.0,
+        delay_ns: DELAY,
+    };
+    let topology = Topology::leaf_spine(2, 2, 1, link, 4.0);
+    let cfg = SimConfig {
+        topology,
+        ..config(4, u64::MAX, 0)
+    };
+    let k = 2_000;
+    let mut hosts = vec![
+        Host::new(2, SIZE, k, 0),
+        Host::new(0, SIZE, 0, 0),
+        Host::new(0, SIZE, 0, k),
+        Host::new(0, SIZE, 0, 0),
+    ];
+    let mut sw = Forwarder::new(4, 1);
+    let r = run(&cfg, None, &mut sw, &mut hosts).unwrap();
+    // Host 0 → its leaf → the switch on the spine → rack 1's leaf → host 2: four delays;
+    // the first packet's 100 Gb/s hop, then k packets at the uplinks' 50 Gb/s, and the last
+    // one's trailing hops (the spine's 50 Gb/s port and the leaf's 100 Gb/s one).
+    let pt = packet_time();
+    let bound = pt + k as f64 * 2.0 * pt + 2.0 * pt + pt + 4.0 * DELAY as f64;
+    assert_close(r.finish_ns, bound, "across a leaf-spine");
+    let bytes = (k * SIZE) as u64;
+    assert_eq!(r.leaf_uplinks[0].bytes, bytes, "rack 0 up to spine 0");
+    assert_eq!(r.spine_downlinks[1].bytes, bytes, "spine 0 down to rack 1");
+    assert_eq!(r.spine_bytes(), 2 * bytes);
+    assert_eq!(r.downlinks[2].bytes, bytes);
+}

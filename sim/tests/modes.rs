@@ -2,7 +2,6 @@
 //! are the real ones), bundled or not; bundling keeps times close to the chunk-exact run; and
 //! the modes differ the way the design says they must.
 
-use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
@@ -27,21 +26,25 @@ fn plan(d: &Dataset, memory: u64, width: usize) -> Plan {
 }
 
 fn simulate(d: &Dataset, p: &Plan, mode: SimMode, memory: u64, bundle: bool) -> ExchangeSim {
+    simulate_on(d, p, mode, memory, bundle, &SimConfig::paper(WORKERS))
+}
+
+fn simulate_on(
+    d: &Dataset,
+    p: &Plan,
+    mode: SimMode,
+    memory: u64,
+    bundle: bool,
+    cfg: &SimConfig,
+) -> ExchangeSim {
     let width = p.manifest.spec.feature_dims[0];
     let xplan = exchange_plan(mode, &d.graph, p, 0, 7, None).unwrap();
     let setup = ExchangeSetup {
-        mode,
-        switch_memory: memory,
         bundle,
-        window: 256,
-        timers: Timers::default(),
-        layer: 0,
-        backward: false,
-        control: None,
-        rate_control: Default::default(),
+        ..ExchangeSetup::new(mode, memory)
     };
     let scale = scale_for(&d.graph);
-    let (sim, outputs) = simulate_exchange(xplan, &SimConfig::paper(WORKERS), &setup, scale)
+    let (sim, outputs) = simulate_exchange(xplan, cfg, &setup, scale)
         .unwrap_or_else(|e| panic!("{}: {e}", mode.name()));
     // The sums the workers hold equal the direct computation over the simulated width.
     let w = if bundle {
@@ -80,6 +83,57 @@ fn every_mode_is_exact_bundled_or_not() {
                 "{}: 10 MB buffers hold this",
                 mode.name()
             );
+        }
+    }
+}
+
+/// On a leaf-spine (4 racks of 2, 2 spines, 2:1), every mode's packets go up to the exchange's
+/// switch on spine 0 and down through the leaves: still exact, also with loss, duplicates and
+/// reordering on every hop; and every exchange byte crosses the spine layer twice (up and down).
+#[test]
+fn every_mode_is_exact_on_a_leaf_spine_whatever_the_faults() {
+    let d = dataset();
+    let memory = 64 * 1024;
+    let p = plan(&d, memory, 100);
+    let link = switchgnn_sim::fabric::LinkSpec::hundred_gbps();
+    let fabric = switchgnn_sim::fabric::Topology::leaf_spine(4, 2, 2, link, 2.0);
+    assert_eq!(fabric.hosts(), WORKERS);
+    assert_eq!(fabric.oversubscription(), 2.0);
+    for faults in [
+        switchgnn_dataplane::fault::Faults::none(),
+        switchgnn_dataplane::fault::Faults {
+            loss: 0.01,
+            duplicate: 0.01,
+            reorder: 0.01,
+            reorder_delay: 20_000,
+            ..switchgnn_dataplane::fault::Faults::none()
+        },
+    ] {
+        let cfg = SimConfig {
+            topology: fabric,
+            faults,
+            fault_seed: 5,
+            ..SimConfig::paper(WORKERS)
+        };
+        for mode in SimMode::ALL {
+            let sim = simulate_on(&d, &p, mode, memory, true, &cfg);
+            let r = &sim.run;
+            assert_eq!(r.leaf_uplinks.len(), 8, "4 leaves × 2 spines");
+            // Only spine 0 carries the exchange.
+            let spine1: u64 = r.spine_downlinks[4..].iter().map(|p| p.bytes).sum();
+            let leaf_to_1: u64 = r
+                .leaf_uplinks
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .map(|p| p.bytes)
+                .sum();
+            assert_eq!((spine1, leaf_to_1), (0, 0), "{}", mode.name());
+            if faults.loss == 0.0 {
+                let up: u64 = r.uplinks.iter().map(|p| p.bytes).sum();
+                let down: u64 = r.downlinks.iter().map(|p| p.bytes).sum();
+                assert_eq!(r.spine_bytes(), up + down, "{}", mode.name());
+            }
         }
     }
 }

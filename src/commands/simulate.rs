@@ -2,7 +2,8 @@
 //! use of every exchange mode on a 100 Gbps star of up to 128 workers — answered by the
 //! discrete-event simulator running the project's own switch model and engines. Writes a report
 //! folder with tables, series and plots. With `--background`, instead: each exchange beside
-//! other jobs' TCP flows, with the workers' rate control on and off.
+//! other jobs' TCP flows, in each setting of the workers' rate control. With `--racks`,
+//! instead: each exchange on leaf-spine fabrics against the star.
 
 use std::path::PathBuf;
 
@@ -11,8 +12,11 @@ use switchgnn_dataplane::engine::Timers;
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_sim::background::FlowSizes;
 use switchgnn_sim::contention::contention_table;
+use switchgnn_sim::racks::{rack_table, FabricSpec};
 use switchgnn_sim::report::{epoch_table, write_report};
-use switchgnn_sim::sweep::{contention_sweep, sweep, ContentionSpec, PcapSpec, SweepSpec};
+use switchgnn_sim::sweep::{
+    contention_sweep, rack_sweep, sweep, ContentionSpec, PcapSpec, SweepSpec,
+};
 use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
 
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
@@ -102,6 +106,18 @@ pub struct Args {
     /// Background flows arrive over this span (default: each exchange's time alone).
     #[arg(long, value_name = "MS")]
     pub background_ms: Option<f64>,
+    /// Instead of the sweep: run each exchange (first layer) on the star and on leaf-spine
+    /// fabrics of these rack counts (comma-separated; each must divide the worker counts),
+    /// with the exchange's switch on spine 0; writes fabric.json, fabric.md and fabric.svg.
+    #[arg(long, value_name = "RACKS", conflicts_with = "background")]
+    pub racks: Option<String>,
+    /// Spine switches of the leaf-spine fabrics.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub spines: u16,
+    /// Oversubscriptions of the leaf-spine fabrics, comma-separated: a rack's hosts' bandwidth
+    /// over its uplinks' (2 = 2:1).
+    #[arg(long, default_value = "1,2", value_name = "RATIOS")]
+    pub oversubscription: String,
     /// Report folder.
     #[arg(short, long)]
     pub out: PathBuf,
@@ -229,39 +245,52 @@ pub fn run(args: Args) -> Result<()> {
         };
         let studies = contention_sweep(&dataset, &spec, &background, &plan_spec, &bars)?;
         bars.finish();
-        std::fs::create_dir_all(&args.out)
-            .with_context(|| format!("creating {}", args.out.display()))?;
         let table = contention_table(&studies);
-        crate::job_args::write_json(&args.out.join("contention.json"), &studies)?;
-        let command: Vec<String> = std::env::args().collect();
-        let md = format!(
-            "# The exchange beside background traffic\n\n`{}`\n\nTimes on the chip each row \
-             names; slowdowns are completion times over each flow's time on an empty fabric; \
-             `p99 ×` is the flows' p99 slowdown over theirs with no exchange running.\n\n{table}",
-            command.join(" ")
-        );
-        switchgnn_datasets::atomic::write_atomically(&args.out.join("contention.md"), |w| {
-            std::io::Write::write_all(w, md.as_bytes())
-        })
-        .with_context(|| format!("cannot write {}", args.out.join("contention.md").display()))?;
-        let svg = switchgnn_sim::plot::contention_figure(&studies)?;
-        switchgnn_datasets::atomic::write_atomically(&args.out.join("contention.svg"), |w| {
-            std::io::Write::write_all(w, svg.as_bytes())
-        })
-        .with_context(|| format!("cannot write {}", args.out.join("contention.svg").display()))?;
-        let png = switchgnn_sim::plot::to_png(&svg)
-            .map_err(|e| anyhow::anyhow!("cannot draw contention.png: {e}"))?;
-        switchgnn_datasets::atomic::write_atomically(&args.out.join("contention.png"), |w| {
-            std::io::Write::write_all(w, &png)
-        })
-        .with_context(|| format!("cannot write {}", args.out.join("contention.png").display()))?;
-        println!("{table}");
-        println!(
-            "{} studies in {:.0} s. Report: {}",
-            studies.len(),
-            started.elapsed().as_secs_f64(),
-            args.out.display()
-        );
+        write_study(
+            &args.out,
+            "contention",
+            "The exchange beside background traffic",
+            "Times on the chip each row names; slowdowns are completion times over each flow's \
+             time on an empty fabric; `p99 ×` is the flows' p99 slowdown over theirs with no \
+             exchange running.",
+            &table,
+            &studies,
+            &switchgnn_sim::plot::contention_figure(&studies)?,
+            started,
+        )?;
+        return Ok(());
+    }
+    if let Some(text) = &args.racks {
+        let fabrics = FabricSpec {
+            racks: parse_list(text, "--racks")?,
+            spines: args.spines,
+            oversubscription: args
+                .oversubscription
+                .split(',')
+                .map(|x| {
+                    x.trim().parse::<f64>().with_context(|| {
+                        format!("--oversubscription: `{x}` is not a ratio like 2 or 1.5")
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        let studies = rack_sweep(&dataset, &spec, &fabrics, &plan_spec, &bars)?;
+        bars.finish();
+        let table = rack_table(&studies);
+        write_study(
+            &args.out,
+            "fabric",
+            "The exchange on leaf-spine fabrics",
+            "Times on the chip each row names, which is the exchange's switch on spine 0 (one \
+             level of aggregation: every packet goes up to it and down again); leaves and the \
+             other spines forward. `× star`: over the same exchange on the star. `spine \
+             layer`: frame bytes on the links between leaves and spines, both directions; \
+             `spine × host`: over the host exchange's on the same fabric.",
+            &table,
+            &studies,
+            &switchgnn_sim::plot::rack_figure(&studies)?,
+            started,
+        )?;
         return Ok(());
     }
     let result = sweep(&dataset, &spec, &plan_spec, &bars)?;
@@ -280,6 +309,48 @@ pub fn run(args: Args) -> Result<()> {
         events as f64 / sim_seconds.max(1e-9) / 1e6,
         started.elapsed().as_secs_f64(),
         args.out.display()
+    );
+    Ok(())
+}
+
+/// Write a study's report into `out`: `NAME.json` (the studies), `NAME.md` (title, the command,
+/// `about`, the table) and the figure as `NAME.svg` and `NAME.png`, each atomically; then print
+/// the table and how long the studies took since `started`.
+#[allow(clippy::too_many_arguments)]
+fn write_study<T: serde::Serialize>(
+    out: &std::path::Path,
+    name: &str,
+    title: &str,
+    about: &str,
+    table: &str,
+    studies: &[T],
+    svg: &str,
+    started: std::time::Instant,
+) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    crate::job_args::write_json(&out.join(format!("{name}.json")), &studies)?;
+    let command: Vec<String> = std::env::args().collect();
+    let md = format!("# {title}\n\n`{}`\n\n{about}\n\n{table}", command.join(" "));
+    let png = switchgnn_sim::plot::to_png(svg)
+        .map_err(|e| anyhow::anyhow!("cannot draw {name}.png: {e}"))?;
+    let files: [(&str, &[u8]); 3] = [
+        ("md", md.as_bytes()),
+        ("svg", svg.as_bytes()),
+        ("png", &png),
+    ];
+    for (ext, bytes) in files {
+        let path = out.join(format!("{name}.{ext}"));
+        switchgnn_datasets::atomic::write_atomically(&path, |w| {
+            std::io::Write::write_all(w, bytes)
+        })
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    println!("{table}");
+    println!(
+        "{} studies in {:.0} s. Report: {}",
+        studies.len(),
+        started.elapsed().as_secs_f64(),
+        out.display()
     );
     Ok(())
 }

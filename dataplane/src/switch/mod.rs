@@ -1081,7 +1081,9 @@ fn data(
     }
     // A partial sum its worker could not fit into 32-bit lanes carries nothing to add.
     let unfit = plan.mode == Mode::Reduce && repr.flags.fetch && repr.src != repr.dst;
-    let mut congested = false;
+    // A packet marked on its way in (a queue before this switch, as a leaf's uplink) has its
+    // acknowledgement marked too: the P4 program's acknowledgement keeps the packet's flags.
+    let mut congested = repr.flags.ecn;
     // The passes touch aggregators scattered over the pool: ask for them all before adding
     // into the first, so that their cache misses overlap instead of following each other.
     for &slot in targets {

@@ -1,0 +1,209 @@
+//! The exchange on leaf-spine fabrics ([`Topology::LeafSpine`]): the same exchange plan on
+//! the star and on every fabric of a grid of rack counts and oversubscriptions, measured
+//! against its time on the star in the same study, with the bytes that crossed the spine layer.
+//!
+//! The fabric has one level of aggregation: the exchange's switch is spine 0, so every packet
+//! of every kind — the host exchange's copies too, which the switch relays — goes up to it and
+//! down again, and its spine-layer bytes are twice its host-link bytes. What an
+//! oversubscribed rack costs each kind is what this study shows; two-level aggregation, where
+//! each leaf sums its own workers' contributions first, is the step it prepares.
+
+use serde::{Deserialize, Serialize};
+use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::Nanos;
+
+use crate::driver::SimConfig;
+use crate::fabric::Topology;
+use crate::modes::{simulate_exchange, ExchangeSetup, ModeError, SimMode};
+
+/// The fabrics a study runs: every rack count with every oversubscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FabricSpec {
+    pub racks: Vec<u16>,
+    pub spines: u16,
+    pub oversubscription: Vec<f64>,
+}
+
+impl FabricSpec {
+    /// Why `workers` hosts cannot fill these fabrics, if they cannot.
+    pub fn check(&self, workers: u16) -> Result<(), String> {
+        if self.racks.is_empty() || self.oversubscription.is_empty() {
+            return Err("a fabric study needs rack counts and oversubscriptions".into());
+        }
+        if self.spines == 0 {
+            return Err("--spines must be at least 1".into());
+        }
+        if let Some(&o) = self
+            .oversubscription
+            .iter()
+            .find(|&&o| !(o.is_finite() && o > 0.0))
+        {
+            return Err(format!("oversubscription {o} must be a positive ratio"));
+        }
+        match self.racks.iter().find(|&&r| r == 0 || workers % r != 0) {
+            Some(r) => Err(format!(
+                "{workers} workers do not fill {r} racks evenly (each rack holds the same number \
+                 of hosts)"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One fabric's run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OnFabric {
+    pub racks: u16,
+    pub hosts_per_rack: u16,
+    pub spines: u16,
+    pub oversubscription: f64,
+    pub exchange_ns: Nanos,
+    /// Frame bytes on the links between leaves and spines, both directions.
+    pub spine_bytes: u64,
+    /// Frame bytes on the hosts' links, both directions.
+    pub host_link_bytes: u64,
+    /// Packets dropped at full queues (hosts' egresses and the spine layer's).
+    pub drops: u64,
+    pub retransmits: u64,
+    pub ecn_echoes: u64,
+}
+
+/// What a study found for one exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackStudy {
+    pub workers: u16,
+    /// The switch's aggregator memory (bytes).
+    pub memory: u64,
+    /// The chip preset the exchange's switch ran on.
+    pub chip: String,
+    pub mode: SimMode,
+    /// The exchange on the star (every host one hop from the switch).
+    pub star_ns: Nanos,
+    pub star_link_bytes: u64,
+    pub star_drops: u64,
+    pub star_retransmits: u64,
+    pub fabrics: Vec<OnFabric>,
+}
+
+impl OnFabric {
+    /// "4 racks × 8, 2 spines, 2:1".
+    pub fn describe(&self) -> String {
+        crate::fabric::leaf_spine_name(
+            self.racks,
+            self.hosts_per_rack,
+            self.spines,
+            self.oversubscription,
+        )
+    }
+
+    /// The exchange's time here over its time on the star.
+    pub fn over_star(&self, study: &RackStudy) -> f64 {
+        self.exchange_ns as f64 / study.star_ns.max(1) as f64
+    }
+}
+
+/// Run `plan`'s exchange of `mode` on `cfg`'s star and on every fabric of `spec` (its hosts
+/// split evenly over the racks, links as the star's).
+pub fn rack_study(
+    plan: &ExchangePlan,
+    mode: SimMode,
+    cfg: &SimConfig,
+    setup: &ExchangeSetup,
+    scale: Scale,
+    spec: &FabricSpec,
+) -> Result<RackStudy, ModeError> {
+    let hosts = cfg.topology.hosts();
+    let star = simulate_exchange(plan.clone(), cfg, setup, scale)?.0;
+    let mut fabrics = Vec::new();
+    for &racks in &spec.racks {
+        for &oversubscription in &spec.oversubscription {
+            let per_rack = hosts / racks.max(1);
+            let topology = Topology::leaf_spine(
+                racks,
+                per_rack,
+                spec.spines,
+                cfg.topology.host_link(),
+                oversubscription,
+            );
+            let on = SimConfig { topology, ..*cfg };
+            let sim = simulate_exchange(plan.clone(), &on, setup, scale)?.0;
+            fabrics.push(OnFabric {
+                racks,
+                hosts_per_rack: per_rack,
+                spines: spec.spines,
+                oversubscription,
+                exchange_ns: sim.run.finish_ns,
+                spine_bytes: sim.run.spine_bytes(),
+                host_link_bytes: sim.run.link_bytes(),
+                drops: sim.run.drops(),
+                retransmits: sim.retransmits,
+                ecn_echoes: sim.ecn_echoes,
+            });
+        }
+    }
+    Ok(RackStudy {
+        workers: hosts,
+        memory: setup.switch_memory,
+        chip: cfg.switch.chip.preset.name().to_string(),
+        mode,
+        star_ns: star.run.finish_ns,
+        star_link_bytes: star.run.link_bytes(),
+        star_drops: star.run.drops(),
+        star_retransmits: star.retransmits,
+        fabrics,
+    })
+}
+
+/// The studies as a Markdown table: one row per exchange and fabric. `spine × host` is the
+/// row's spine-layer bytes over the host exchange's on the same fabric, when the host
+/// exchange is among the studies.
+pub fn rack_table(studies: &[RackStudy]) -> String {
+    let mut out = String::from(
+        "| workers | chip | memory | mode | fabric | exchange (µs) | × star | spine layer (MB) | \
+         spine × host | drops | retransmits |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let host_bytes = |workers: u16, f: &OnFabric| {
+        studies
+            .iter()
+            .filter(|s| s.mode == SimMode::Host && s.workers == workers)
+            .flat_map(|s| &s.fabrics)
+            .find(|h| {
+                h.racks == f.racks
+                    && h.spines == f.spines
+                    && h.oversubscription == f.oversubscription
+            })
+            .map(|h| h.spine_bytes)
+    };
+    for s in studies {
+        let memory = switchgnn_partition::size::format_bytes(s.memory);
+        let lead = format!(
+            "| {} | {} | {memory} | {} |",
+            s.workers,
+            s.chip,
+            s.mode.name()
+        );
+        out.push_str(&format!(
+            "{lead} star | {:.1} | 1.00 | – | – | {} | {} |\n",
+            s.star_ns as f64 / 1e3,
+            s.star_drops,
+            s.star_retransmits,
+        ));
+        for f in &s.fabrics {
+            let versus = host_bytes(s.workers, f).map_or("–".to_string(), |h| {
+                format!("{:.2}", f.spine_bytes as f64 / h.max(1) as f64)
+            });
+            out.push_str(&format!(
+                "{lead} {} | {:.1} | {:.2} | {:.1} | {versus} | {} | {} |\n",
+                f.describe(),
+                f.exchange_ns as f64 / 1e3,
+                f.over_star(s),
+                f.spine_bytes as f64 / 1e6,
+                f.drops,
+                f.retransmits,
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,72 @@
+//! The fabric study: an exchange on leaf-spine fabrics against the star.
+
+use switchgnn_datasets::synthetic::{generate, Preset};
+use switchgnn_datasets::NoProgress;
+use switchgnn_partition::{Plan, PlanSpec};
+use switchgnn_sim::modes::{exchange_plan, scale_for, ExchangeSetup};
+use switchgnn_sim::racks::{rack_study, rack_table, FabricSpec};
+use switchgnn_sim::{SimConfig, SimMode};
+
+const WORKERS: u16 = 8;
+
+#[test]
+fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines_less() {
+    let d = generate(&Preset::Small.spec(0.5, 3).unwrap(), &NoProgress).unwrap();
+    let spec =
+        PlanSpec::new("synthetic:small", u32::from(WORKERS), vec![128]).switch_memory(1 << 20);
+    let p = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    let cfg = SimConfig::paper(WORKERS);
+    let fabrics = FabricSpec {
+        racks: vec![2, 4],
+        spines: 2,
+        oversubscription: vec![1.0, 4.0],
+    };
+    let mut studies = Vec::new();
+    for mode in [SimMode::Host, SimMode::Reduce] {
+        let setup = ExchangeSetup::new(mode, 1 << 20);
+        let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
+        let s = rack_study(&xplan, mode, &cfg, &setup, scale_for(&d.graph), &fabrics).unwrap();
+        assert_eq!(s.fabrics.len(), 4);
+        for f in &s.fabrics {
+            // One level of aggregation: every byte of the hosts' links crosses the spine layer
+            // (but for packets between the two when the last host finishes).
+            let gap = f.spine_bytes.abs_diff(f.host_link_bytes);
+            assert!(gap < f.host_link_bytes / 1000, "{}: {f:?}", mode.name());
+        }
+        // A quarter of the uplink bandwidth costs the exchange time.
+        for racks in [2, 4] {
+            let at = |o: f64| {
+                let f = s
+                    .fabrics
+                    .iter()
+                    .find(|f| f.racks == racks && f.oversubscription == o);
+                f.unwrap().exchange_ns
+            };
+            assert!(at(4.0) > at(1.0), "{} on {racks} racks", mode.name());
+        }
+        studies.push(s);
+    }
+    let (host, reduce) = (&studies[0], &studies[1]);
+    for (h, r) in host.fabrics.iter().zip(&reduce.fabrics) {
+        assert!(r.spine_bytes < h.spine_bytes, "{r:?} against {h:?}");
+    }
+    let table = rack_table(&studies);
+    println!("{table}");
+    assert_eq!(table.lines().count(), 2 + 2 * 5);
+    assert!(table.contains("4 racks × 2, 2 spines, 4:1"), "{table}");
+
+    // Racks must hold the same number of hosts.
+    let bad = FabricSpec {
+        racks: vec![3],
+        ..fabrics.clone()
+    };
+    assert!(bad
+        .check(WORKERS)
+        .unwrap_err()
+        .contains("do not fill 3 racks"));
+    let none = FabricSpec {
+        spines: 0,
+        ..fabrics
+    };
+    assert!(none.check(WORKERS).is_err());
+}
