@@ -918,12 +918,16 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 }
 
 /// Set the ECN flag of a dataplane packet's header (what a queue above its threshold does to
-/// the IP header's codepoint); anything that does not parse is left alone.
+/// the IP header's codepoint). Acknowledgements are left alone: their flag is an echo of the
+/// data path's congestion (TCP's ECE), which a queue on their own way must not fake; so is
+/// anything that does not parse.
 fn mark(bytes: &mut [u8]) {
     if let Ok(mut p) = Packet::new_checked(&mut bytes[..]) {
         if let Ok(mut flags) = switchgnn_dataplane::wire::Flags::from_u8(p.flags()) {
-            flags.ecn = true;
-            p.set_flags(flags);
+            if !flags.ack {
+                flags.ecn = true;
+                p.set_flags(flags);
+            }
         }
     }
 }
