@@ -175,27 +175,26 @@ pub fn hybrid_plan(
                 limit: u64::from(u16::MAX),
             })?,
         );
-    // Grouping a vertex's remote neighbours by worker is a counting sort over the workers it
-    // touches (a stamp per worker says whether the current vertex has seen it), not a sort of
-    // its neighbours: both passes below are the hybrid's largest cost after the plans.
-    let mut groups = WorkerGroups::new(workers);
-
-    // Partial sums: per destination, its contributing workers and how many of their sources
-    // are still pre-aggregated.
-    let mut first_pair = vec![u64::MAX; n + 1];
-    let mut pair_workers: Vec<u16> = Vec::new();
-    let mut pair_count: Vec<u32> = Vec::new();
-    let mut pair_destination: Vec<u32> = Vec::new();
-    for v in 0..n as u32 {
-        first_pair[v as usize] = pair_workers.len() as u64;
-        groups.count(graph.neighbors(v), part(v), &part, &|_| true);
-        for &w in &groups.touched {
-            pair_workers.push(w);
-            pair_count.push(groups.count[usize::from(w)]);
-            pair_destination.push(v);
-        }
-    }
-    first_pair[n] = pair_workers.len() as u64;
+    // The loads of the pure pre-aggregated exchange (every destination in one block) and the
+    // search's partial sums and candidates need nothing of each other: built side by side.
+    let (start, (pairs, (neighbours, candidates))) = rayon::join(
+        || {
+            reduce_plan(graph, assignment, width, usize::MAX)
+                .map(|plan| Load::of(&plan, cost.frame_overhead))
+        },
+        || {
+            let mut groups = WorkerGroups::new(workers);
+            let pairs = Pairs::of(graph, &part, &mut groups);
+            (pairs, candidates_of(graph, &part, &mut groups))
+        },
+    );
+    let start = start?;
+    let Pairs {
+        first: first_pair,
+        workers: pair_workers,
+        count: mut pair_count,
+        destination: pair_destination,
+    } = pairs;
     let pair = |v: u32, w: u16| -> usize {
         let (a, z) = (
             first_pair[v as usize] as usize,
@@ -206,31 +205,6 @@ pub fn hybrid_plan(
             .expect("a remote neighbour's worker contributes")
     };
 
-    // Candidates: each source with its neighbours on each remote worker, workers ascending.
-    let mut neighbours: Vec<u32> = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
-    for u in 0..n as u32 {
-        groups.group(
-            graph.neighbors(u),
-            part(u),
-            &part,
-            &|_| true,
-            &mut neighbours,
-        );
-        for &(_, start, end) in &groups.ranges {
-            candidates.push(Candidate {
-                u,
-                start: start as u32,
-                end: end as u32,
-            });
-        }
-    }
-
-    // The loads of the pure pre-aggregated exchange, every destination in one block.
-    let start = Load::of(
-        &reduce_plan(graph, assignment, width, usize::MAX)?,
-        cost.frame_overhead,
-    );
     let f64s = |x: &[u64]| x.iter().map(|&b| b as f64).collect::<Vec<_>>();
     let mut model = Model {
         chip,
@@ -425,6 +399,67 @@ pub fn hybrid_plan(
         multicast_to[u as usize] > 0 && candidate_of(u, w).is_some_and(|i| chosen[i])
     };
     mixed_plan(graph, assignment, width, aggregators, &multicast)
+}
+
+/// The partial sums: per destination `v`, its contributing workers
+/// (`workers[first[v]..first[v + 1]]`, ascending) and how many of their sources are still
+/// pre-aggregated (`count`, at first all of them).
+struct Pairs {
+    first: Vec<u64>,
+    workers: Vec<u16>,
+    count: Vec<u32>,
+    destination: Vec<u32>,
+}
+
+impl Pairs {
+    fn of(graph: &Graph, part: &impl Fn(u32) -> u16, groups: &mut WorkerGroups) -> Pairs {
+        let n = graph.num_vertices();
+        let mut p = Pairs {
+            first: vec![u64::MAX; n + 1],
+            workers: Vec::new(),
+            count: Vec::new(),
+            destination: Vec::new(),
+        };
+        for v in 0..n as u32 {
+            p.first[v as usize] = p.workers.len() as u64;
+            groups.count(graph.neighbors(v), part(v), part, &|_| true);
+            for &w in &groups.touched {
+                p.workers.push(w);
+                p.count.push(groups.count[usize::from(w)]);
+                p.destination.push(v);
+            }
+        }
+        p.first[n] = p.workers.len() as u64;
+        p
+    }
+}
+
+/// The candidates: each source with its neighbours on each remote worker (workers ascending),
+/// and the neighbour lists they index.
+fn candidates_of(
+    graph: &Graph,
+    part: &impl Fn(u32) -> u16,
+    groups: &mut WorkerGroups,
+) -> (Vec<u32>, Vec<Candidate>) {
+    let mut neighbours: Vec<u32> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for u in 0..graph.num_vertices() as u32 {
+        groups.group(
+            graph.neighbors(u),
+            part(u),
+            part,
+            &|_| true,
+            &mut neighbours,
+        );
+        for &(_, start, end) in &groups.ranges {
+            candidates.push(Candidate {
+                u,
+                start: start as u32,
+                end: end as u32,
+            });
+        }
+    }
+    (neighbours, candidates)
 }
 
 /// One vertex's remote neighbours counted, or grouped, per worker: a counting sort over the
