@@ -16,6 +16,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use rayon::prelude::*;
+
 use switchgnn_chip::{Chip, ChipChoice, HostCost, Load, PASS_HEADER};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock, PlanError};
 use switchgnn_dataplane::table::BlockTable;
@@ -555,75 +557,89 @@ pub(crate) fn mixed_plan(
     assignment: &Assignment,
     width: usize,
     aggregators: usize,
-    multicast: &dyn Fn(u32, u16) -> bool,
+    multicast: &(dyn Fn(u32, u16) -> bool + Sync),
 ) -> Result<ExchangePlan, PlanError> {
     let part = |v: u32| assignment.part(v) as u16;
     let per_block = (aggregators / width.div_ceil(MAX_LANES).max(1)).max(1);
     let destinations: Vec<u32> = (0..graph.num_vertices() as u32)
         .filter(|&v| graph.neighbors(v).iter().any(|&u| part(u) != part(v)))
         .collect();
-    let mut blocks = Vec::new();
-    let mut groups = WorkerGroups::new(assignment.num_parts() as usize);
-    let mut remote: Vec<u32> = Vec::new();
-    for chunk in destinations.chunks(per_block) {
-        let mut table = BlockTable {
-            offsets: vec![0],
-            ..BlockTable::default()
-        };
-        let mut partials = Partials {
-            starts: vec![0],
-            sources: Vec::new(),
-        };
-        // (sender, destination row) of every multicast edge into this block.
-        let mut edges: Vec<(u32, u32)> = Vec::new();
-        for (row, &v) in chunk.iter().enumerate() {
-            let home = part(v);
-            let adjacent = graph.neighbors(v);
-            for &u in adjacent {
-                if part(u) != home && multicast(u, home) {
-                    edges.push((u, row as u32));
-                }
-            }
-            // The partial sums: the other remote neighbours, grouped by their worker.
-            remote.clear();
-            let folded = |u: u32| !multicast(u, home);
-            groups.group(adjacent, home, &part, &folded, &mut remote);
-            for &(w, start, end) in &groups.ranges {
-                table.slots.push(u32::from(w));
-                partials.sources.extend_from_slice(&remote[start..end]);
-                partials.starts.push(partials.sources.len() as u64);
-            }
-            let contributors = groups.ranges.len() as u32;
-            table.vertices.push(v);
-            table.workers.push(u32::from(part(v)));
-            table.expected.push(contributors);
-            table.offsets.push(table.slots.len() as u64);
-        }
-        edges.sort_unstable();
-        let mut m = Multicast {
-            offsets: vec![0],
-            ..Multicast::default()
-        };
-        for (i, &(u, row)) in edges.iter().enumerate() {
-            if i > 0 && edges[i - 1].0 != u {
-                m.offsets.push(m.rows.len() as u64);
-            }
-            if i == 0 || edges[i - 1].0 != u {
-                m.vertices.push(u);
-            }
-            m.rows.push(row);
-            table.expected[row as usize] += 1;
-        }
-        if edges.is_empty() {
-            m = Multicast::default();
-        } else {
-            m.offsets.push(m.rows.len() as u64);
-        }
-        let order = table.vertices.clone();
-        blocks.push(PlanBlock::hybrid(table, &order, partials, m)?);
-    }
+    // Blocks need nothing of each other: built in parallel, each thread with its own scratch.
+    let workers = assignment.num_parts() as usize;
+    let blocks = destinations
+        .par_chunks(per_block)
+        .map_init(
+            || (WorkerGroups::new(workers), Vec::new()),
+            |(groups, remote), chunk| mixed_block(graph, &part, multicast, chunk, groups, remote),
+        )
+        .collect::<Result<Vec<_>, _>>()?;
     let owner = assignment.parts().iter().map(|&p| p as u16).collect();
     ExchangePlan::new(Mode::Reduce, width, assignment.num_parts(), owner, blocks)
+}
+
+/// One block of [`mixed_plan`]: the destinations of `chunk`, in order.
+fn mixed_block(
+    graph: &Graph,
+    part: &impl Fn(u32) -> u16,
+    multicast: &(dyn Fn(u32, u16) -> bool + Sync),
+    chunk: &[u32],
+    groups: &mut WorkerGroups,
+    remote: &mut Vec<u32>,
+) -> Result<PlanBlock, PlanError> {
+    let mut table = BlockTable {
+        offsets: vec![0],
+        ..BlockTable::default()
+    };
+    let mut partials = Partials {
+        starts: vec![0],
+        sources: Vec::new(),
+    };
+    // (sender, destination row) of every multicast edge into this block.
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    for (row, &v) in chunk.iter().enumerate() {
+        let home = part(v);
+        let adjacent = graph.neighbors(v);
+        for &u in adjacent {
+            if part(u) != home && multicast(u, home) {
+                edges.push((u, row as u32));
+            }
+        }
+        // The partial sums: the other remote neighbours, grouped by their worker.
+        remote.clear();
+        let folded = |u: u32| !multicast(u, home);
+        groups.group(adjacent, home, part, &folded, remote);
+        for &(w, start, end) in &groups.ranges {
+            table.slots.push(u32::from(w));
+            partials.sources.extend_from_slice(&remote[start..end]);
+            partials.starts.push(partials.sources.len() as u64);
+        }
+        table.vertices.push(v);
+        table.workers.push(u32::from(home));
+        table.expected.push(groups.ranges.len() as u32);
+        table.offsets.push(table.slots.len() as u64);
+    }
+    edges.sort_unstable();
+    let mut m = Multicast {
+        offsets: vec![0],
+        ..Multicast::default()
+    };
+    for (i, &(u, row)) in edges.iter().enumerate() {
+        if i > 0 && edges[i - 1].0 != u {
+            m.offsets.push(m.rows.len() as u64);
+        }
+        if i == 0 || edges[i - 1].0 != u {
+            m.vertices.push(u);
+        }
+        m.rows.push(row);
+        table.expected[row as usize] += 1;
+    }
+    if edges.is_empty() {
+        m = Multicast::default();
+    } else {
+        m.offsets.push(m.rows.len() as u64);
+    }
+    let order = table.vertices.clone();
+    PlanBlock::hybrid(table, &order, partials, m)
 }
 
 #[cfg(test)]
