@@ -4,7 +4,7 @@
 //!
 //! The fabric has one level of aggregation: the exchange's switch is spine 0, so every packet
 //! of every kind — the host exchange's copies too, which the switch relays — goes up to it and
-//! down again, and its spine-layer bytes are twice its host-link bytes. What an
+//! down again, and its spine-layer bytes equal its host-link bytes. What an
 //! oversubscribed rack costs each kind is what this study shows; two-level aggregation, where
 //! each leaf sums its own workers' contributions first, is the step it prepares.
 

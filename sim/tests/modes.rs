@@ -89,7 +89,7 @@ fn every_mode_is_exact_bundled_or_not() {
 
 /// On a leaf-spine (4 racks of 2, 2 spines, 2:1), every mode's packets go up to the exchange's
 /// switch on spine 0 and down through the leaves: still exact, also with loss, duplicates and
-/// reordering on every hop; and every exchange byte crosses the spine layer twice (up and down).
+/// reordering on every hop; and every byte on the hosts' links crosses the spine layer too.
 #[test]
 fn every_mode_is_exact_on_a_leaf_spine_whatever_the_faults() {
     let d = dataset();
