@@ -228,7 +228,7 @@ struct Flight {
     /// destination's port without a pass through the exchange's pipeline logic.
     segment: Option<Segment>,
     /// Where it goes from the leaf or spine it is at (a leaf-spine's packets only).
-    route: Route,
+    route: Option<Route>,
 }
 
 /// A packet's way through a leaf-spine from the switch it is at: the inter-switch ports still
@@ -256,23 +256,16 @@ enum End {
 }
 
 impl Route {
-    /// No hop ahead: the switch of a star, where nothing routes.
-    const NONE: Route = Route::to(End::Host(0), &[]);
-
-    const fn to(end: End, hops: &[Hop]) -> Route {
+    /// Through `hops` (at most two) to `end`.
+    fn to(end: End, hops: &[Hop]) -> Option<Route> {
         let mut r = Route {
             hops: [Hop::LeafUp { rack: 0, spine: 0 }; 2],
-            len: 0,
+            len: hops.len() as u8,
             next: 0,
             end,
         };
-        let mut i = 0;
-        while i < hops.len() {
-            r.hops[i] = hops[i];
-            i += 1;
-        }
-        r.len = hops.len() as u8;
-        r
+        r.hops[..hops.len()].copy_from_slice(hops);
+        Some(r)
     }
 
     fn pop(&mut self) -> Option<Hop> {
@@ -544,7 +537,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             wire,
             count,
             segment: None,
-            route: Route::NONE,
+            route: None,
         }
     }
 
@@ -571,7 +564,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 wire: segment.wire,
                 count: 1,
                 segment: Some(segment),
-                route: Route::NONE,
+                route: None,
             };
             if self.leaf_spine() {
                 f.route = self.segment_route(host, to, segment.flow);
@@ -765,7 +758,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
     /// The way of a background segment from host `from` to host `to` once it is at `from`'s
     /// leaf: down to `to` if it is in the same rack, else up to the spine its flow hashes to
     /// and down through `to`'s leaf.
-    fn segment_route(&self, from: u16, to: u16, flow: u32) -> Route {
+    fn segment_route(&self, from: u16, to: u16, flow: u32) -> Option<Route> {
         let Topology::LeafSpine { spines, .. } = self.cfg.topology else {
             return Route::to(End::Host(to), &[]);
         };
@@ -808,8 +801,9 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
     /// up (where the switch model cannot see the queue) carry the mark in their header, and
     /// the switch echoes it.
     fn transit(&mut self, mut f: Flight) {
-        let Some(hop) = f.route.pop() else {
-            match f.route.end {
+        let route = f.route.as_mut().expect("a packet in transit has a route");
+        let Some(hop) = route.pop() else {
+            match route.end {
                 End::Host(h) => self.egress(h, f),
                 End::Switch { from } => self.at_switch(from, f),
             }

@@ -102,14 +102,6 @@ impl Topology {
         }
     }
 
-    /// Racks: 1 for a star.
-    pub fn racks(&self) -> u16 {
-        match *self {
-            Topology::Star { .. } => 1,
-            Topology::LeafSpine { racks, .. } => racks,
-        }
-    }
-
     /// The rack host `h` is in.
     pub fn rack_of(&self, h: u16) -> u16 {
         match *self {
@@ -131,32 +123,6 @@ impl Topology {
             } => f64::from(hosts_per_rack) * link.gbps / (f64::from(spines) * uplink.gbps),
         }
     }
-
-    /// A short description for reports: "star" or "4 racks × 8, 2 spines, 2:1".
-    pub fn describe(&self) -> String {
-        match *self {
-            Topology::Star { .. } => "star".to_string(),
-            Topology::LeafSpine {
-                racks,
-                hosts_per_rack,
-                spines,
-                ..
-            } => leaf_spine_name(racks, hosts_per_rack, spines, self.oversubscription()),
-        }
-    }
-}
-
-/// "4 racks × 8, 2 spines, 2:1".
-pub fn leaf_spine_name(
-    racks: u16,
-    hosts_per_rack: u16,
-    spines: u16,
-    oversubscription: f64,
-) -> String {
-    // The ratio without trailing zeros: 2, 1.5.
-    let ratio = format!("{oversubscription:.2}");
-    let ratio = ratio.trim_end_matches('0').trim_end_matches('.');
-    format!("{racks} racks × {hosts_per_rack}, {spines} spines, {ratio}:1")
 }
 
 impl HostSpec {
@@ -273,11 +239,16 @@ impl Fabric {
     }
 
     /// Spine `spine`'s port towards leaf `rack`.
-    pub fn spine_down_mut(&mut self, spine: u16, rack: u16) -> &mut Port {
-        &mut self.spine_down[usize::from(spine) * self.racks + usize::from(rack)]
+    pub fn spine_down(&self, spine: u16, rack: u16) -> &Port {
+        &self.spine_down[self.spine_index(spine, rack)]
     }
 
-    pub fn spine_down(&self, spine: u16, rack: u16) -> &Port {
-        &self.spine_down[usize::from(spine) * self.racks + usize::from(rack)]
+    pub fn spine_down_mut(&mut self, spine: u16, rack: u16) -> &mut Port {
+        let i = self.spine_index(spine, rack);
+        &mut self.spine_down[i]
+    }
+
+    fn spine_index(&self, spine: u16, rack: u16) -> usize {
+        usize::from(spine) * self.racks + usize::from(rack)
     }
 }

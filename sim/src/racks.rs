@@ -89,11 +89,12 @@ pub struct RackStudy {
 impl OnFabric {
     /// "4 racks × 8, 2 spines, 2:1".
     pub fn describe(&self) -> String {
-        crate::fabric::leaf_spine_name(
-            self.racks,
-            self.hosts_per_rack,
-            self.spines,
-            self.oversubscription,
+        // The ratio without trailing zeros: 2, 1.5.
+        let ratio = format!("{:.2}", self.oversubscription);
+        let ratio = ratio.trim_end_matches('0').trim_end_matches('.');
+        format!(
+            "{} racks × {}, {} spines, {ratio}:1",
+            self.racks, self.hosts_per_rack, self.spines
         )
     }
 
