@@ -16,7 +16,9 @@ use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalFeatures, Timers};
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::fixed::Scale;
-use switchgnn_dataplane::network::{run_exchange_controlled, NetworkConfig, RunSetup};
+use switchgnn_dataplane::network::{
+    run_exchange_controlled, run_exchange_two_level, NetworkConfig, RunSetup,
+};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{SwitchConfig, SwitchCounters};
@@ -212,6 +214,46 @@ impl Driver for InMemory {
             ControlTimers::default(),
         )
         .map_err(|e| e.to_string())?;
+        Ok(Outcome {
+            felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
+            outputs: run.outputs,
+        })
+    }
+}
+
+/// The in-memory network with a two-level fabric in the switch's place
+/// (`dataplane::leafspine`): `racks` leaf switches, each aggregating its own workers'
+/// contributions, under one spine that finishes the sums; every switch with the run's
+/// aggregators, every link (the leaf-spine ones too) 100 Gb/s with the case's faults.
+#[derive(Debug, Clone, Copy)]
+pub struct InMemoryTwoLevel {
+    pub racks: u16,
+}
+
+impl Driver for InMemoryTwoLevel {
+    fn name(&self) -> &'static str {
+        "in-memory two-level"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let mut network = NetworkConfig::new(faults(&r.case.condition, 20_000), r.seed);
+        network.max_events = 20_000_000;
+        let setup = RunSetup {
+            exchange: exchange_id(r.case.backward),
+            scale: r.scale,
+            switch: SwitchConfig {
+                aggregators: r.aggregators,
+                ecn_threshold: 100_000,
+                ports: r.plan.workers,
+            },
+            network,
+            timers: Timers::default(),
+            paced: true,
+            window: 64,
+        };
+        let (run, _) =
+            run_exchange_two_level(r.case.kind, r.plan.clone(), r.features, &setup, self.racks)
+                .map_err(|e| e.to_string())?;
         Ok(Outcome {
             felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,

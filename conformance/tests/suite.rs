@@ -6,7 +6,9 @@ mod common;
 use common::{dataset_of, random_graph};
 use std::collections::BTreeMap;
 
-use switchgnn_conformance::{cases, Driver, Felt, Fixture, InMemory, Simulator, Udp};
+use switchgnn_conformance::{
+    cases, Driver, Felt, Fixture, InMemory, InMemoryTwoLevel, Simulator, Udp,
+};
 
 /// 240 vertices on 4 workers, width 40 (two chunks, the second short), 16 KiB of aggregators
 /// so that the SwitchGNN plan takes several blocks.
@@ -53,6 +55,13 @@ fn run_all(driver: &dyn Driver) {
 #[test]
 fn every_case_is_exact_in_memory() {
     run_all(&InMemory);
+}
+
+#[test]
+fn every_case_is_exact_in_memory_on_two_levels() {
+    // Two racks of two workers, and three racks of two, one and one workers.
+    run_all(&InMemoryTwoLevel { racks: 2 });
+    run_all(&InMemoryTwoLevel { racks: 3 });
 }
 
 #[test]

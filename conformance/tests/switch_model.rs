@@ -326,3 +326,170 @@ fn a_quota_keeps_a_job_inside_its_region_of_the_pool() {
         }
     }
 }
+
+/// Packets into `s` from `from` (a port, or a leaf's uplink), and what comes out.
+fn send_from(
+    s: &mut Switch,
+    from: Address,
+    r: &Repr,
+    lanes: &[i32],
+) -> Vec<(Address, Repr, Vec<i32>)> {
+    use switchgnn_dataplane::node::Transmit;
+    use switchgnn_dataplane::wire::{Packet, MAX_PACKET_LEN};
+    s.handle_packet(0, from, &r.to_bytes(lanes));
+    let mut out = Vec::new();
+    let mut buf = [0u8; MAX_PACKET_LEN];
+    while let Some(Transmit { to, len }) = s.poll_transmit(0, &mut buf) {
+        let p = Packet::new_checked(&buf[..len]).unwrap();
+        out.push((to, Repr::parse(&p).unwrap(), p.payload().collect()));
+    }
+    out
+}
+
+/// The star graph on a fabric of two racks, worker 0 in rack 0 and worker 1 in rack 1: leaf
+/// `rack`'s switch (or the spine's, `None`).
+fn tier_switch(rack: Option<u16>) -> Switch {
+    use switchgnn_dataplane::switch::{Racks, Tier};
+    let (_, plan) = star_switch(Mode::Blocks, 16);
+    let racks = Arc::new(Racks::new(vec![0, 1]).unwrap());
+    let tier = match rack {
+        Some(rack) => Tier::Leaf { rack, racks },
+        None => Tier::Spine(racks),
+    };
+    let mut s = Switch::new(SwitchConfig {
+        aggregators: 16,
+        ecn_threshold: 1_000,
+        ports: 4,
+    });
+    s.add_job(JobConfig::new(1, vec![plan]).in_tier(tier))
+        .unwrap();
+    s
+}
+
+#[test]
+fn a_leaf_sums_its_rack_and_the_spine_finishes() {
+    let mut leaf = tier_switch(Some(1));
+    let mut spine = tier_switch(None);
+    // Barriers go up untouched; the spine runs them, its go comes down through the leaf.
+    let join = packet(PacketType::Join, 1, |_| {});
+    let up = send_from(&mut leaf, Address::Worker(1), &join, &[]);
+    assert_eq!(up.len(), 1);
+    assert_eq!((up[0].0, up[0].1), (Address::Switch, join));
+    assert!(send_from(
+        &mut spine,
+        Address::Worker(0),
+        &packet(PacketType::Join, 0, |_| {}),
+        &[]
+    )
+    .is_empty());
+    let go = send_from(&mut spine, Address::Worker(1), &join, &[]);
+    assert_eq!(go.len(), 2, "a go to each worker, on its rack's port");
+    let (to, go1, _) = go.into_iter().find(|(_, r, _)| r.worker == 1).unwrap();
+    assert_eq!(to, Address::Worker(1));
+    let down = send_from(&mut leaf, Address::Switch, &go1, &[]);
+    assert_eq!(
+        (down[0].0, down[0].1.packet_type),
+        (Address::Worker(1), PacketType::BlockGo)
+    );
+
+    // Worker 1's three vertices feed vertex 0 (worker 0, the other rack): the leaf acks each
+    // and sends one partial of three contributions up once the third is in.
+    let mut partial = None;
+    for (v, x) in [(1u32, 1i32), (2, 10), (3, 100)] {
+        let out = send_from(
+            &mut leaf,
+            Address::Worker(1),
+            &data(1, v, &[x, x, x, x]),
+            &[x, x, x, x],
+        );
+        for (to, r, lanes) in out {
+            if r.flags.ack {
+                assert_eq!(to, Address::Worker(1));
+            } else {
+                assert_eq!(to, Address::Switch);
+                partial = Some((r, lanes));
+            }
+        }
+    }
+    let (p, lanes) = partial.expect("a partial sum up");
+    assert!(p.flags.partial && p.packet_type == PacketType::Data);
+    assert_eq!((p.worker, p.dst, p.count), (1, 0, 3));
+    assert_eq!(lanes, vec![111; 4]);
+
+    // The spine finishes vertex 0's sum (rack 1 is its only contributor) and sends it down
+    // towards rack 0's leaf, counting the partial's contributions.
+    let out = send_from(&mut spine, Address::Worker(1), &p, &lanes);
+    assert_eq!(out.len(), 1, "no ack for a partial");
+    let (to, r, sums) = &out[0];
+    assert_eq!(*to, Address::Worker(0));
+    assert_eq!(
+        (r.packet_type, r.worker, r.count),
+        (PacketType::Result, 0, 3)
+    );
+    assert_eq!(*sums, vec![111; 4]);
+    // A repeat is dropped; a partial claiming another rack's port, a worker's own data at the
+    // spine, and a partial from a worker at a leaf are not admitted.
+    assert!(send_from(&mut spine, Address::Worker(1), &p, &lanes).is_empty());
+    assert_eq!(spine.counters().dropped(DropReason::Duplicate), 1);
+    assert!(send_from(&mut spine, Address::Worker(0), &p, &lanes).is_empty());
+    assert!(send_from(
+        &mut spine,
+        Address::Worker(1),
+        &data(1, 1, &[1; 4]),
+        &[1; 4]
+    )
+    .is_empty());
+    assert_eq!(spine.counters().dropped(DropReason::NotAdmitted), 2);
+    assert!(send_from(&mut leaf, Address::Worker(1), &p, &lanes).is_empty());
+    // Nor does a leaf take another rack's worker on its ports, or a star any partial.
+    assert!(send_from(&mut leaf, Address::Worker(0), &data(0, 0, &[1; 4]), &[1; 4]).is_empty());
+    assert_eq!(leaf.counters().dropped(DropReason::NotAdmitted), 2);
+    let (mut star, _) = star_switch(Mode::Blocks, 16);
+    join_all(&mut star);
+    assert!(send(&mut star, 1, &p, &lanes).is_empty());
+    assert_eq!(star.counters().dropped(DropReason::NotAdmitted), 1);
+}
+
+#[test]
+fn a_leaf_passes_on_what_another_rack_needs() {
+    let mut leaf = tier_switch(Some(1));
+    let mut spine = tier_switch(None);
+    send_from(
+        &mut spine,
+        Address::Worker(0),
+        &packet(PacketType::Join, 0, |_| {}),
+        &[],
+    );
+    let go = send_from(
+        &mut spine,
+        Address::Worker(1),
+        &packet(PacketType::Join, 1, |_| {}),
+        &[],
+    );
+    let go1 = go.iter().find(|(_, r, _)| r.worker == 1).unwrap().1;
+    send_from(&mut leaf, Address::Switch, &go1, &[]);
+    // Worker 0 (rack 0) fetches vertex 1's feature from worker 1: up through the spine, down
+    // to worker 1; the reply (a resend) goes back up, and releases what the leaf held for
+    // vertex 0.
+    let fetch = packet(PacketType::Fetch, 0, |r| {
+        r.src = 1;
+        r.dst = 0;
+    });
+    let out = send_from(&mut spine, Address::Worker(0), &fetch, &[]);
+    assert_eq!(out[0].0, Address::Worker(1));
+    let out = send_from(&mut leaf, Address::Switch, &fetch, &[]);
+    assert_eq!(out[0].0, Address::Worker(1));
+    send_from(&mut leaf, Address::Worker(1), &data(1, 1, &[5; 4]), &[5; 4]);
+    let reply = packet(PacketType::Raw, 1, |r| {
+        r.src = 1;
+        r.dst = 0;
+        r.flags.resend = true;
+        r.lanes = 4;
+    });
+    let out = send_from(&mut leaf, Address::Worker(1), &reply, &[5; 4]);
+    assert_eq!((out.len(), out[0].0), (1, Address::Switch));
+    assert_eq!(leaf.counters().releases, 1);
+    assert_eq!(leaf.aggregators_in_use(), 0);
+    let out = send_from(&mut spine, Address::Worker(1), &reply, &[5; 4]);
+    assert_eq!((out.len(), out[0].0), (1, Address::Worker(0)));
+}

@@ -28,6 +28,7 @@ pub mod engine;
 pub mod fault;
 pub mod fixed;
 pub mod kind;
+pub mod leafspine;
 pub mod link;
 pub mod network;
 pub mod node;

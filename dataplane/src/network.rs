@@ -546,6 +546,59 @@ fn run_kind(
     })
 }
 
+/// One exchange of `plan` as [`run_exchange_kind`] runs it, on a two-level fabric instead of
+/// one switch: `racks` leaves (workers in racks of consecutive ranks) under one spine, every
+/// switch with the setup's resources, the links between them like the workers' with the
+/// setup's faults. The counters are every switch's added up; the network's cover the fabric's
+/// inner links too.
+pub fn run_exchange_two_level(
+    kind: crate::kind::ExchangeKind,
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+    racks: u16,
+) -> Result<(ExchangeRun, crate::leafspine::LeafSpine), RunError> {
+    let mut engines = engines(kind, &plan, features, setup)?;
+    let mut fabric = crate::leafspine::LeafSpine::new(
+        job_of(&plan, setup),
+        crate::switch::Racks::even(plan.workers, racks)?,
+        setup.switch,
+        setup.network.link,
+        setup.network.faults,
+        // Other draws than the workers' links.
+        setup.network.seed ^ 0x5eed_1eaf,
+    )?;
+    let mut net = Network::new(setup.network, plan.workers);
+    let mut network = net.run_while(&mut fabric, &mut engines, Nanos::MAX, |w| {
+        w.iter().all(|e| e.is_finished())
+    })?;
+    let inner = fabric.faults();
+    network.transmitted += inner.packets;
+    network.lost += inner.lost;
+    network.duplicated += inner.duplicated;
+    network.reordered += inner.reordered;
+    network.corrupted += inner.corrupted;
+    network.frame_errors += inner.frame_errors;
+    let run = ExchangeRun {
+        outputs: engines.iter().map(|e| e.output().clone()).collect(),
+        engines: engines.iter().map(|e| e.stats().clone()).collect(),
+        switch: fabric.counters(),
+        network,
+    };
+    Ok((run, fabric))
+}
+
+/// The job of one exchange: `plan` for every layer up to the setup's.
+fn job_of(
+    plan: &std::sync::Arc<crate::plan::ExchangePlan>,
+    setup: &RunSetup,
+) -> crate::switch::JobConfig {
+    crate::switch::JobConfig::new(
+        setup.exchange.job,
+        (0..=setup.exchange.layer).map(|_| plan.clone()).collect(),
+    )
+}
+
 /// A switch running `switch_plan` and one engine of `kind` per worker of `plan`.
 fn build(
     kind: crate::kind::ExchangeKind,
@@ -554,6 +607,19 @@ fn build(
     features: &[f32],
     setup: &RunSetup,
 ) -> Result<(Switch, Vec<Box<dyn Exchange>>), RunError> {
+    let engines = engines(kind, plan, features, setup)?;
+    let mut switch = Switch::new(setup.switch);
+    switch.add_job(job_of(&switch_plan, setup))?;
+    Ok((switch, engines))
+}
+
+/// One engine of `kind` per worker of `plan`, each holding its rows of `features`.
+fn engines(
+    kind: crate::kind::ExchangeKind,
+    plan: &std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+) -> Result<Vec<Box<dyn Exchange>>, RunError> {
     use crate::cc::{Aimd, Controller, Unpaced};
     use crate::engine::{EngineConfig, LocalFeatures};
 
@@ -565,13 +631,6 @@ fn build(
             want: n * width,
         });
     }
-    let mut switch = Switch::new(setup.switch);
-    switch.add_job(crate::switch::JobConfig::new(
-        setup.exchange.job,
-        (0..=setup.exchange.layer)
-            .map(|_| switch_plan.clone())
-            .collect(),
-    ))?;
     let mut engines: Vec<Box<dyn Exchange>> = Vec::new();
     for w in 0..plan.workers {
         let (vertices, values) = plan.local_rows(w, features);
@@ -597,5 +656,5 @@ fn build(
         let view = std::sync::Arc::new(plan.for_worker(w));
         engines.push(kind.engine(cfg, view, local, cc, 0)?);
     }
-    Ok((switch, engines))
+    Ok(engines)
 }

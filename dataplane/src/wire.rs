@@ -13,7 +13,7 @@
 //! | 0 | 2 | magic | `0x5347` (“SG”) |
 //! | 2 | 1 | version | [`VERSION`] |
 //! | 3 | 1 | type | [`PacketType`] |
-//! | 4 | 1 | flags | bit 0 ack, bit 1 fetch, bit 2 ECN, bit 3 resend/bypass, bit 4 backward direction; other bits must be 0 |
+//! | 4 | 1 | flags | bit 0 ack, bit 1 fetch, bit 2 ECN, bit 3 resend/bypass, bit 4 backward direction, bit 5 a leaf's partial sum (the level); other bits must be 0 |
 //! | 5 | 1 | layer | GCN layer of the exchange |
 //! | 6 | 2 | job | job id (several jobs share a switch) |
 //! | 8 | 4 | src vertex | sending vertex (global id) |
@@ -183,10 +183,14 @@ pub struct Flags {
     pub resend: bool,
     /// Gradients flowing dst → src (the transposed exchange) rather than features.
     pub backward: bool,
+    /// Bit 5, the level: a leaf switch's partial sum on its way up to the spine of a
+    /// two-level fabric (`count` contributions of the leaf's rack, `worker` the rack), not a
+    /// worker's packet. Only a spine admits it.
+    pub partial: bool,
 }
 
 impl Flags {
-    const KNOWN: u8 = 0b1_1111;
+    const KNOWN: u8 = 0b11_1111;
 
     /// The flags byte as it goes on the wire.
     pub fn to_u8(self) -> u8 {
@@ -195,6 +199,7 @@ impl Flags {
             | u8::from(self.ecn) << 2
             | u8::from(self.resend) << 3
             | u8::from(self.backward) << 4
+            | u8::from(self.partial) << 5
     }
 
     /// Parse a flags byte; reserved bits set are an error.
@@ -208,6 +213,7 @@ impl Flags {
             ecn: x & 4 != 0,
             resend: x & 8 != 0,
             backward: x & 16 != 0,
+            partial: x & 32 != 0,
         })
     }
 }

@@ -113,6 +113,11 @@ control Admission(inout headers_t hdr,
             drop_with(DROP_UNKNOWN_TYPE);
             return;
         }
+        if ((hdr.sg.flags & SG_FLAG_PARTIAL) != 0) {
+            /* a leaf's partial sum: this program is a star's switch, never a spine */
+            drop_with(DROP_NOT_ADMITTED);
+            return;
+        }
         admission.apply();
         job_config.apply();
         if (!meta.admitted) {

@@ -31,7 +31,8 @@ const bit<8> SG_FLAG_FETCH    = 0x02;
 const bit<8> SG_FLAG_ECN      = 0x04;
 const bit<8> SG_FLAG_RESEND   = 0x08;
 const bit<8> SG_FLAG_BACKWARD = 0x10;
-const bit<8> SG_FLAG_RESERVED = 0xe0;
+const bit<8> SG_FLAG_PARTIAL  = 0x20;   /* a leaf's partial sum: spines only, none in this program */
+const bit<8> SG_FLAG_RESERVED = 0xc0;
 
 /* exchange modes (dataplane::plan::Mode as the control plane encodes it) */
 const bit<8> SG_MODE_BLOCKS = 0;

@@ -189,6 +189,7 @@ fn protocol_constants_match_the_rust_definitions() {
     assert_eq!(get("SG_FLAG_ECN"), one(|f| f.ecn = true));
     assert_eq!(get("SG_FLAG_RESEND"), one(|f| f.resend = true));
     assert_eq!(get("SG_FLAG_BACKWARD"), one(|f| f.backward = true));
+    assert_eq!(get("SG_FLAG_PARTIAL"), one(|f| f.partial = true));
     let reserved = get("SG_FLAG_RESERVED") as u8;
     assert!(Flags::from_u8(reserved).is_err());
     assert!(

@@ -48,6 +48,7 @@ local f = {
     ecn = ProtoField.bool("switchgnn.flags.ecn", "Congestion experienced", 8, nil, 0x04),
     resend = ProtoField.bool("switchgnn.flags.resend", "Resent raw feature", 8, nil, 0x08),
     backward = ProtoField.bool("switchgnn.flags.backward", "Backward (gradients)", 8, nil, 0x10),
+    partial = ProtoField.bool("switchgnn.flags.partial", "Leaf's partial sum (level 1)", 8, nil, 0x20),
     layer = ProtoField.uint8("switchgnn.layer", "Layer"),
     job = ProtoField.uint16("switchgnn.job", "Job"),
     src = ProtoField.uint32("switchgnn.src", "Source vertex"),
@@ -87,7 +88,7 @@ local function dissect(buf, pinfo, tree)
         if size > 0 then
             local item = t:add(f[name], buf(at, size))
             if name == "flags" then
-                for _, bit in ipairs({ "ack", "fetch", "ecn", "resend", "backward" }) do
+                for _, bit in ipairs({ "ack", "fetch", "ecn", "resend", "backward", "partial" }) do
                     item:add(f[bit], buf(at, size))
                 end
             end

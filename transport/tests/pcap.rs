@@ -67,6 +67,7 @@ fn packet(i: u32) -> (Repr, Vec<i32>) {
             ack: i % 2 == 1,
             ecn: i % 3 == 0,
             backward: i % 5 == 0,
+            partial: i % 7 == 0,
             ..Flags::default()
         },
         layer: (i % 3) as u8,

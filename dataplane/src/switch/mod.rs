@@ -41,9 +41,11 @@ use thiserror::Error;
 
 mod reduce;
 mod shared;
+mod tier;
 
 pub use reduce::MAX_SLOTS;
 pub use shared::MAX_POOL_SLOTS;
+pub use tier::{Racks, Tier, MAX_RACKS};
 
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};
@@ -137,6 +139,9 @@ pub enum SwitchError {
         /// Ports the switch has.
         ports: u16,
     },
+    /// A worker-to-rack map a fabric cannot use, or one that does not fit the job.
+    #[error("racks: {0}")]
+    BadRacks(String),
     /// The job's ports overlap another job's.
     #[error("job {job}'s ports {first}..{end} overlap job {other}'s")]
     PortsTaken {
@@ -321,6 +326,45 @@ impl SwitchCounters {
     }
 }
 
+/// Two switches' counters added up, field by field (the peak too: an upper bound of the
+/// fabric's).
+impl std::ops::AddAssign<&SwitchCounters> for SwitchCounters {
+    fn add_assign(&mut self, o: &SwitchCounters) {
+        let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+        add(&mut self.in_by_type, &o.in_by_type);
+        add(&mut self.out_by_type, &o.out_by_type);
+        add(&mut self.drops, &o.drops);
+        for (a, b) in [
+            (&mut self.packets_in, o.packets_in),
+            (&mut self.bytes_in, o.bytes_in),
+            (&mut self.accepted, o.accepted),
+            (&mut self.packets_out, o.packets_out),
+            (&mut self.bytes_out, o.bytes_out),
+            (&mut self.passes, o.passes),
+            (&mut self.readout_passes, o.readout_passes),
+            (&mut self.lane_updates, o.lane_updates),
+            (&mut self.aggregations, o.aggregations),
+            (&mut self.raw_forwarded, o.raw_forwarded),
+            (&mut self.overflows, o.overflows),
+            (&mut self.releases, o.releases),
+            (&mut self.acks, o.acks),
+            (&mut self.ecn_marks, o.ecn_marks),
+            (&mut self.blocks_completed, o.blocks_completed),
+            (&mut self.exchanges_completed, o.exchanges_completed),
+            (&mut self.peak_aggregators, o.peak_aggregators),
+            (&mut self.reduce_slices, o.reduce_slices),
+            (&mut self.reduce_lane_updates, o.reduce_lane_updates),
+            (&mut self.reduce_replays, o.reduce_replays),
+            (&mut self.reduce_collisions, o.reduce_collisions),
+            (&mut self.reduce_host_packets, o.reduce_host_packets),
+            (&mut self.reduce_host_slices, o.reduce_host_slices),
+            (&mut self.reduce_leaks, o.reduce_leaks),
+        ] {
+            *a += b;
+        }
+    }
+}
+
 /// A job's progress, for diagnostics.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStatus {
@@ -386,6 +430,8 @@ pub struct JobConfig {
     /// Aggregators the job may hold at once (its region of the pool); `None`: as many as
     /// are free.
     pub aggregators: Option<usize>,
+    /// Where this switch sits in the job's fabric (the star's switch by default).
+    pub tier: Tier,
 }
 
 impl JobConfig {
@@ -396,7 +442,14 @@ impl JobConfig {
             layers,
             first_port: 0,
             aggregators: None,
+            tier: Tier::Star,
         }
+    }
+
+    /// The same job on a switch of a two-level fabric: a leaf or the spine.
+    pub fn in_tier(mut self, tier: Tier) -> JobConfig {
+        self.tier = tier;
+        self
     }
 
     /// The same job holding at most `aggregators` of the pool at once.
@@ -427,6 +480,12 @@ struct BlockState {
     agg: Vec<Agg>,
     counted: Vec<u16>,
     remaining: Vec<u16>,
+    /// A leaf's: per table row, whether the spine finishes its sum (the leaf sends its share
+    /// up instead of a result down). Empty elsewhere.
+    up: BitVec,
+    /// The spine's: per table row, the racks whose partials it waits for (a bit each). Empty
+    /// elsewhere.
+    racks_in: Vec<u64>,
 }
 
 impl BlockState {
@@ -450,6 +509,18 @@ impl BlockState {
                 .iter()
                 .flat_map(|&e| std::iter::repeat_n(e as u16, c))
                 .collect(),
+            up: BitVec::new(),
+            racks_in: Vec::new(),
+        }
+    }
+
+    /// Give back every aggregator the block still holds (those of destinations that finished
+    /// by fetching raw features never saw a resend).
+    fn release(self, f: &mut Fabric) {
+        for a in self.agg {
+            if let Agg::Active(i) = a {
+                f.pool.release(i);
+            }
         }
     }
 }
@@ -485,6 +556,8 @@ struct Job {
     previous: Option<(ExchangeId, u32, u16)>,
     /// Where the job's all-reduce runs, if it has one.
     reduce: Option<AllReduce>,
+    /// Where this switch sits in the job's fabric.
+    tier: Tier,
 }
 
 /// Where a job's all-reduce runs.
@@ -551,6 +624,10 @@ struct Fabric {
     first_port: u16,
     /// The job whose packet is being handled (whose quota an allocation counts against).
     job: u16,
+    /// That job's tier: how a rank turns into a port (or the uplink).
+    tier: Tier,
+    /// A leaf's: depth (bytes) of the queue up to the spine.
+    uplink: u64,
 }
 
 /// Count a packet leaving the switch, marking ECN on it when its port (or the ingress) is
@@ -576,34 +653,61 @@ impl Fabric {
         self.counters.drops[reason as usize] += 1;
     }
 
-    /// The port worker `rank` of the current job is on.
-    fn port_of(&self, rank: u16) -> u16 {
-        self.first_port + rank
+    /// Where a packet for worker `rank` of the current job leaves: the port it is on, the port
+    /// of its rack's leaf (at a spine) or the uplink (at a leaf, for another rack's worker).
+    fn address_of(&self, rank: u16) -> Address {
+        match &self.tier {
+            Tier::Star => Address::Worker(self.first_port + rank),
+            Tier::Leaf { rack, racks } if racks.rack_of(rank) != *rack => Address::Switch,
+            Tier::Leaf { .. } => Address::Worker(self.first_port + rank),
+            Tier::Spine(racks) => Address::Worker(self.first_port + racks.rack_of(rank)),
+        }
+    }
+
+    /// Whether the queue out towards `to` (or the ingress) is congested.
+    fn congested_towards(&self, to: Address) -> bool {
+        let depth = match to {
+            Address::Worker(port) => self.egress.get(usize::from(port)).copied(),
+            Address::Switch => Some(self.uplink),
+        };
+        self.ingress_congested || depth.is_some_and(|q| q > self.config.ecn_threshold)
     }
 
     /// Whether the egress queue towards worker `rank` (or the ingress) is congested.
     fn congested(&self, rank: u16) -> bool {
-        self.ingress_congested
-            || self
-                .egress
-                .get(usize::from(self.port_of(rank)))
-                .is_some_and(|&q| q > self.config.ecn_threshold)
+        self.congested_towards(self.address_of(rank))
     }
 
     /// Queue header `r` and its `lanes` for worker `rank`.
     fn send(&mut self, rank: u16, r: &Repr, lanes: &[i32]) {
-        let congested = self.congested(rank);
-        let port = self.port_of(rank);
-        let bytes = self.out.push_repr(Address::Worker(port), r, lanes);
+        self.send_to(self.address_of(rank), r, lanes);
+    }
+
+    /// Queue header `r` and its `lanes` up to the spine (a leaf's partial sum).
+    fn send_up(&mut self, r: &Repr, lanes: &[i32]) {
+        self.send_to(Address::Switch, r, lanes);
+    }
+
+    fn send_to(&mut self, to: Address, r: &Repr, lanes: &[i32]) {
+        let congested = self.congested_towards(to);
+        let bytes = self.out.push_repr(to, r, lanes);
         account(&mut self.counters, congested, bytes);
     }
 
     /// Queue a copy of a packet passing through (`bytes`, trimmed to its header's length) for
     /// worker `rank`.
     fn forward(&mut self, rank: u16, bytes: &[u8]) {
-        let congested = self.congested(rank);
-        let port = self.port_of(rank);
-        let bytes = self.out.push_copy(Address::Worker(port), bytes);
+        self.forward_to(self.address_of(rank), bytes);
+    }
+
+    /// Queue a copy of a worker's packet up to the spine (a leaf passing on barriers).
+    fn forward_up(&mut self, bytes: &[u8]) {
+        self.forward_to(Address::Switch, bytes);
+    }
+
+    fn forward_to(&mut self, to: Address, bytes: &[u8]) {
+        let congested = self.congested_towards(to);
+        let bytes = self.out.push_copy(to, bytes);
         account(&mut self.counters, congested, bytes);
     }
 
@@ -653,6 +757,8 @@ impl Switch {
                 counters: SwitchCounters::default(),
                 first_port: 0,
                 job: 0,
+                tier: Tier::Star,
+                uplink: 0,
                 config,
             },
         }
@@ -671,18 +777,38 @@ impl Switch {
         {
             return Err(SwitchError::InconsistentLayers(job.job));
         }
-        let end = u32::from(job.first_port) + u32::from(first.workers);
+        if let Some(racks) = job.tier.racks() {
+            if racks.workers() != first.workers {
+                return Err(SwitchError::BadRacks(format!(
+                    "job {} has {} workers, its rack map {}",
+                    job.job,
+                    first.workers,
+                    racks.workers()
+                )));
+            }
+        }
+        if let Tier::Leaf { rack, racks } = &job.tier {
+            if *rack >= racks.racks() {
+                return Err(SwitchError::BadRacks(format!(
+                    "a leaf of rack {rack} in a fabric of {} racks",
+                    racks.racks()
+                )));
+            }
+        }
+        let ports = job.tier.ports(first.workers);
+        let end = u32::from(job.first_port) + u32::from(ports);
         if end > u32::from(self.fabric.config.ports) {
             return Err(SwitchError::TooManyWorkers {
                 job: job.job,
-                workers: first.workers,
+                workers: ports,
                 first_port: job.first_port,
                 ports: self.fabric.config.ports,
             });
         }
         let overlapping = self.jobs.iter().find(|(_, j)| {
             u32::from(j.first_port) < end
-                && u32::from(job.first_port) < u32::from(j.first_port) + u32::from(j.workers)
+                && u32::from(job.first_port)
+                    < u32::from(j.first_port) + u32::from(j.tier.ports(j.workers))
         });
         if let Some((&other, _)) = overlapping {
             return Err(SwitchError::PortsTaken {
@@ -704,6 +830,7 @@ impl Switch {
                 current: None,
                 previous: None,
                 reduce: None,
+                tier: job.tier,
             },
         );
         Ok(())
@@ -779,6 +906,11 @@ impl Switch {
         }
     }
 
+    /// A leaf's driver reports the depth (bytes) of the queue up to the spine.
+    pub fn set_uplink_queue(&mut self, bytes: u64) {
+        self.fabric.uplink = bytes;
+    }
+
     /// The driver reports whether its input queue (a software switch's socket backlog) is
     /// above its marking threshold. While it is, every packet the switch sends carries ECN, so
     /// the senders slow down before that queue overflows. A hardware pipeline runs at line
@@ -850,7 +982,7 @@ impl Switch {
         self.fabric.pool.in_use()
     }
 
-    fn process(&mut self, now: Nanos, port: u16, bytes: &[u8]) -> Result<(), DropReason> {
+    fn process(&mut self, now: Nanos, from: Address, bytes: &[u8]) -> Result<(), DropReason> {
         let packet = Packet::new_checked(bytes).map_err(DropReason::of)?;
         let repr = Repr::parse(&packet).map_err(DropReason::of)?;
         let f = &mut self.fabric;
@@ -859,15 +991,35 @@ impl Switch {
             .jobs
             .get_mut(&repr.job)
             .ok_or(DropReason::NotAdmitted)?;
-        // The ingress port decides whose packet it is: a job's packets cannot reach another
-        // job's state, whatever job id or rank their header carries.
-        if repr.worker >= job.workers
-            || u32::from(port) != u32::from(job.first_port) + u32::from(repr.worker)
-        {
-            return Err(DropReason::NotAdmitted);
-        }
         f.first_port = job.first_port;
         f.job = repr.job;
+        f.tier = job.tier.clone();
+        if let Tier::Leaf { .. } = job.tier {
+            return tier::leaf(job, f, from, &repr, &packet, bytes);
+        }
+        // The ingress port decides whose packet it is: a job's packets cannot reach another
+        // job's state, whatever job id or rank their header carries. A spine has a leaf on
+        // each port: a worker's packet comes in on its rack's, a partial sum on the rack it
+        // names.
+        let Address::Worker(port) = from else {
+            return Err(DropReason::NotAdmitted);
+        };
+        let expected_port = match &job.tier {
+            Tier::Spine(racks) if repr.flags.partial => {
+                (repr.worker < racks.racks()).then_some(repr.worker)
+            }
+            // A leaf's overflow notice on its way to another rack's worker.
+            Tier::Spine(racks) if repr.packet_type == PacketType::Result && repr.flags.fetch => {
+                let leaf = port.wrapping_sub(job.first_port);
+                (repr.worker < job.workers && leaf < racks.racks()).then_some(leaf)
+            }
+            Tier::Spine(racks) => (repr.worker < job.workers).then(|| racks.rack_of(repr.worker)),
+            _ if repr.flags.partial => None,
+            _ => (repr.worker < job.workers).then_some(repr.worker),
+        };
+        if expected_port.map(|p| u32::from(job.first_port) + u32::from(p)) != Some(port.into()) {
+            return Err(DropReason::NotAdmitted);
+        }
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {
             PacketType::Reduce => {
@@ -883,24 +1035,18 @@ impl Switch {
             PacketType::Reduced => return Err(DropReason::WrongDirection),
             _ => {}
         }
-        let limits = {
-            let plan = job
-                .layers
-                .get(usize::from(repr.layer))
-                .ok_or(DropReason::OutOfRange)?;
-            PlanLimits {
-                vertices: plan.owner.len() as u32,
-                blocks: plan.blocks.len() as u32 + 1,
-                workers: u32::from(job.workers),
-                layers: job.layers.len() as u32,
-                chunks: plan.chunks() as u32,
-            }
-        };
-        repr.check_plan(&limits).map_err(DropReason::of)?;
+        check_limits(job, &repr)?;
         match repr.packet_type {
             PacketType::Join => join(job, f, &repr),
             PacketType::BlockDone => block_done(job, f, &repr),
+            PacketType::Data if repr.flags.partial => tier::partial(job, f, &repr, &packet),
+            // Workers' features reach a spine only as their leaves' partial sums.
+            PacketType::Data if matches!(job.tier, Tier::Spine(_)) => Err(DropReason::NotAdmitted),
             PacketType::Data => data(job, f, &repr, &packet),
+            PacketType::Result if repr.flags.fetch && matches!(job.tier, Tier::Spine(_)) => {
+                f.forward(repr.worker, &bytes[..repr.buffer_len()]);
+                Ok(())
+            }
             PacketType::Raw => raw(job, f, &repr, bytes),
             PacketType::Fetch => fetch(job, f, &repr, bytes),
             // (The all-reduce types were taken care of above.)
@@ -909,6 +1055,22 @@ impl Switch {
             }
         }
     }
+}
+
+/// Ids in range for the layer's plan.
+fn check_limits(job: &Job, repr: &Repr) -> Result<(), DropReason> {
+    let plan = job
+        .layers
+        .get(usize::from(repr.layer))
+        .ok_or(DropReason::OutOfRange)?;
+    let limits = PlanLimits {
+        vertices: plan.owner.len() as u32,
+        blocks: plan.blocks.len() as u32 + 1,
+        workers: u32::from(job.workers),
+        layers: job.layers.len() as u32,
+        chunks: plan.chunks() as u32,
+    };
+    repr.check_plan(&limits).map_err(DropReason::of)
 }
 
 /// The running exchange and block a packet must belong to.
@@ -971,8 +1133,12 @@ fn start_if_all_joined(job: &mut Job, f: &mut Fabric) {
 
 /// Load block `run.block` (or finish) and multicast its go.
 fn begin_block(run: &mut Run, f: &mut Fabric, workers: u16) {
-    if usize::from(run.block) < run.plan.blocks.len() {
-        run.state = Some(BlockState::new(&run.plan, usize::from(run.block)));
+    let block = usize::from(run.block);
+    if block < run.plan.blocks.len() {
+        run.state = Some(match &f.tier {
+            Tier::Spine(racks) => BlockState::for_spine(&run.plan, block, racks),
+            _ => BlockState::new(&run.plan, block),
+        });
     } else {
         run.state = None;
         f.counters.exchanges_completed += 1;
@@ -1009,11 +1175,7 @@ fn block_done(job: &mut Job, f: &mut Fabric, repr: &Repr) -> Result<(), DropReas
         // Free what the block still holds (aggregators whose destination finished by fetching
         // raw features from its cache never saw a resend).
         if let Some(state) = run.state.take() {
-            for a in state.agg {
-                if let Agg::Active(i) = a {
-                    f.pool.release(i);
-                }
-            }
+            state.release(f);
         }
         f.counters.blocks_completed += 1;
         run.block += 1;
@@ -1118,8 +1280,13 @@ fn data(
             }
             // No aggregator (pool exhausted, or released): the host aggregates this one.
             forward_raw(f, repr, dst, dst_rank, &values[..lanes]);
-            if state.remaining[k] == 0 {
+            if state.remaining[k] == 0 && state.agg[k] == Agg::Idle {
                 state.agg[k] = Agg::Done;
+                if state.up.get(slot as usize).is_some_and(|up| *up) {
+                    // A leaf whose every contribution went raw still tells the spine its
+                    // share is in: none of it.
+                    tier::send_partial(f, repr, dst, 0, &[0; MAX_LANES][..lanes]);
+                }
             }
             continue;
         };
@@ -1142,13 +1309,18 @@ fn data(
             let mut sums = [0i32; MAX_LANES];
             sums[..lanes].copy_from_slice(&f.pool.lanes[a as usize * MAX_LANES..][..lanes]);
             let sums = &sums[..lanes];
-            let mut result = *repr;
-            result.packet_type = PacketType::Result;
-            result.src = dst;
-            result.dst = dst;
-            result.count = state.counted[k];
-            result.worker = dst_rank;
-            f.send(dst_rank, &result, sums);
+            if state.up.get(slot as usize).is_some_and(|up| *up) {
+                // A leaf's share of a sum the spine finishes.
+                tier::send_partial(f, repr, dst, state.counted[k], sums);
+            } else {
+                let mut result = *repr;
+                result.packet_type = PacketType::Result;
+                result.src = dst;
+                result.dst = dst;
+                result.count = state.counted[k];
+                result.worker = dst_rank;
+                f.send(dst_rank, &result, sums);
+            }
             // A partial sum's pass ends its packet; a multicast contribution may go on (the P4
             // program reads in place when the completing pass ends its pipe's chain: fewer).
             let partial = plan.mode == Mode::Reduce && repr.src != repr.dst;
@@ -1261,11 +1433,7 @@ impl Node for Switch {
     fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
         self.fabric.counters.packets_in += 1;
         self.fabric.counters.bytes_in += bytes.len() as u64;
-        let Address::Worker(port) = from else {
-            self.fabric.drop(DropReason::NotAdmitted);
-            return;
-        };
-        match self.process(now, port, bytes) {
+        match self.process(now, from, bytes) {
             Ok(()) => self.fabric.counters.accepted += 1,
             Err(reason) => self.fabric.drop(reason),
         }

@@ -1,0 +1,124 @@
+//! Two-level aggregation on a leaf-spine fabric in memory: beyond exactness (the suite), the
+//! leaves really aggregate — the spine takes one partial per rack and destination, and the
+//! in-network kinds move fewer bytes between racks than the host exchange.
+
+mod common;
+
+use common::{dataset_of, random_graph};
+use switchgnn_conformance::Fixture;
+use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::fault::Faults;
+use switchgnn_dataplane::network::{run_exchange_two_level, NetworkConfig, RunSetup};
+use switchgnn_dataplane::reference::encode_matrix;
+use switchgnn_dataplane::switch::SwitchConfig;
+use switchgnn_dataplane::wire::PacketType;
+use switchgnn_dataplane::{ExchangeId, ExchangeKind};
+use switchgnn_scheduler::exchange::remote_sums;
+
+/// 400 vertices on 8 workers (four racks of two), width 24, 32 KiB of aggregators.
+fn fixture() -> Fixture {
+    Fixture::new(&dataset_of(random_graph(400, 2400, 5)), 8, 24, 32 << 10)
+}
+
+fn setup(f: &Fixture, faults: Faults, seed: u64) -> RunSetup {
+    let most = (0..f.graph.num_vertices() as u32)
+        .map(|v| f.graph.degree(v))
+        .max()
+        .unwrap();
+    RunSetup {
+        exchange: ExchangeId {
+            job: 1,
+            epoch: 0,
+            layer: 0,
+            backward: false,
+        },
+        scale: switchgnn_dataplane::fixed::Scale::for_bound(1.0, most).unwrap(),
+        switch: SwitchConfig {
+            aggregators: f.aggregators,
+            ecn_threshold: 100_000,
+            ports: 8,
+        },
+        network: NetworkConfig::new(faults, seed),
+        timers: Timers::default(),
+        paced: true,
+        window: 64,
+    }
+}
+
+#[test]
+fn leaves_aggregate_and_the_spine_finishes() {
+    let f = fixture();
+    let s = setup(&f, Faults::none(), 1);
+    let mut cross = Vec::new();
+    for kind in [
+        ExchangeKind::Host,
+        ExchangeKind::Switchgnn,
+        ExchangeKind::Reduce,
+        ExchangeKind::Hybrid,
+    ] {
+        let plan = f.plan(kind);
+        let (run, fabric) =
+            run_exchange_two_level(kind, plan.clone(), &f.features, &s, 4).expect("a run");
+        let (encoded, _) = encode_matrix(&s.scale, &f.features, plan.width);
+        let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
+        for (got, want) in run.outputs.iter().zip(&want) {
+            assert_eq!(got.sums, want.sums, "{kind}: sums differ");
+        }
+        let spine = fabric.spine().counters();
+        if kind.in_network() {
+            // Every data packet the spine sees is a leaf's partial sum, and it finishes sums.
+            assert!(spine.received(PacketType::Data) > 0, "{kind}: no partial");
+            assert!(spine.aggregations > 0, "{kind}: the spine finished nothing");
+            assert_eq!(spine.total_drops(), 0, "{kind}: {:?}", spine.drops());
+            // Each (destination, chunk) the spine finished got at most one partial per rack.
+            assert!(spine.received(PacketType::Data) <= 4 * spine.aggregations);
+            for r in 0..4 {
+                let leaf = fabric.leaf(r).counters();
+                assert!(leaf.aggregations > 0, "{kind}: leaf {r} aggregated nothing");
+                assert_eq!(
+                    leaf.total_drops(),
+                    0,
+                    "{kind}: leaf {r}: {:?}",
+                    leaf.drops()
+                );
+            }
+        } else {
+            assert_eq!(spine.received(PacketType::Data), 0);
+        }
+        eprintln!(
+            "{kind}: {} bytes between racks, spine {} partials in, {} sums out",
+            fabric.cross_rack_bytes(),
+            spine.received(PacketType::Data),
+            spine.sent(PacketType::Result),
+        );
+        cross.push((kind, fabric.cross_rack_bytes()));
+    }
+    let host = cross[0].1;
+    for &(kind, bytes) in &cross[1..] {
+        assert!(
+            bytes < host,
+            "{kind} moves {bytes} bytes between racks, the host exchange {host}"
+        );
+    }
+}
+
+#[test]
+fn a_lost_partial_is_recovered_by_the_destination() {
+    // Loss on every link, the leaf-spine ones included: partials and results are lost, and
+    // the destinations fetch what they miss.
+    let f = fixture();
+    for kind in [ExchangeKind::Switchgnn, ExchangeKind::Reduce] {
+        let plan = f.plan(kind);
+        let s = setup(&f, Faults::lossy(0.05), 7);
+        let (run, fabric) =
+            run_exchange_two_level(kind, plan.clone(), &f.features, &s, 4).expect("a run");
+        let (encoded, _) = encode_matrix(&s.scale, &f.features, plan.width);
+        let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
+        for (got, want) in run.outputs.iter().zip(&want) {
+            assert_eq!(got.sums, want.sums, "{kind}: sums differ");
+        }
+        assert!(fabric.faults().lost > 0, "no packet lost between racks");
+        let fetched: u64 = run.engines.iter().map(|e| e.fetches_sent).sum();
+        assert!(fetched > 0, "{kind}: nothing was fetched");
+    }
+}

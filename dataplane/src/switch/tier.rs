@@ -1,0 +1,457 @@
+//! Two-level aggregation on a leaf-spine fabric: what a leaf and a spine do beyond a star's
+//! switch.
+//!
+//! Every worker hangs off the leaf of its rack ([`Racks`]); every leaf has one link up to the
+//! spine. A job's switches all run the same plan, each in its [`Tier`]:
+//! - a **leaf** aggregates what its own workers send (the star's data path, with each
+//!   aggregator expecting only its rack's contributions). A destination whose contributions
+//!   all come from its own rack is finished there: the leaf sends the result down. Every other
+//!   completed sum goes up as a **partial** — a data packet with the level flag
+//!   ([`crate::wire::Flags::partial`]), the rack as `worker` and the contributions it holds as
+//!   `count`. Barriers, fetches and raw features are forwarded, up or down by the rank they
+//!   name; a block's go on its way down tells the leaf which block's tables to load;
+//! - the **spine** runs the job's barriers (every worker joins and reports through its leaf) and
+//!   finishes every other sum: it adds one partial per contributing rack, counts the
+//!   contributions they carry, and sends the sum down through the destination's leaf.
+//!
+//! Loss recovery stays end to end, as on the star: a partial lost on an uplink leaves the
+//! spine's sum unfinished, and the destination's timeout fetches raw features from their
+//! owners; a resent raw feature releases the destination's aggregator at every switch it
+//! passes. A leaf or spine that cannot hold a sum (a lane overflow, no free aggregator at the
+//! spine) tells the destination to fetch at once. The result a destination gets counts
+//! contributions in the plan's own units (vertices, or workers' partial sums in reduce mode),
+//! so its receive side is the star's, unchanged.
+
+use std::sync::Arc;
+
+use bitvec::vec::BitVec;
+
+use super::{notify_fetch, readout_passes, running, Agg, BlockState, DropReason, Fabric, Job};
+use super::{Run, SwitchError};
+use crate::fixed::checked_add_lanes;
+use crate::node::{Address, ExchangeId};
+use crate::plan::{ExchangePlan, Mode};
+use crate::wire::{Packet, PacketType, Repr, MAX_LANES};
+
+/// The most racks a two-level fabric has: a spine keeps one bit per rack and destination.
+pub const MAX_RACKS: u16 = 64;
+
+/// Which rack each worker of a job is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Racks {
+    rack_of: Vec<u16>,
+    racks: u16,
+}
+
+impl Racks {
+    /// Worker `w` in rack `rack_of[w]`; racks are numbered from 0 and none may be empty.
+    pub fn new(rack_of: Vec<u16>) -> Result<Racks, SwitchError> {
+        let racks = rack_of.iter().max().map_or(0, |&r| r + 1);
+        if racks == 0 || racks > MAX_RACKS {
+            return Err(SwitchError::BadRacks(format!(
+                "{racks} racks; 1 to {MAX_RACKS} are possible"
+            )));
+        }
+        let mut used = vec![false; usize::from(racks)];
+        for &r in &rack_of {
+            used[usize::from(r)] = true;
+        }
+        if let Some(empty) = used.iter().position(|u| !u) {
+            return Err(SwitchError::BadRacks(format!("rack {empty} has no worker")));
+        }
+        Ok(Racks { rack_of, racks })
+    }
+
+    /// `workers` workers in `racks` racks of consecutive ranks, as even as can be (rack
+    /// `⌊w · racks / workers⌋` for worker `w`): `workers / racks` to a rack when it divides.
+    pub fn even(workers: u16, racks: u16) -> Result<Racks, SwitchError> {
+        if racks == 0 || racks > workers {
+            return Err(SwitchError::BadRacks(format!(
+                "{workers} workers cannot fill {racks} racks"
+            )));
+        }
+        let rack = |w: u16| (u32::from(w) * u32::from(racks) / u32::from(workers)) as u16;
+        Racks::new((0..workers).map(rack).collect())
+    }
+
+    /// The rack of worker `w`.
+    pub fn rack_of(&self, w: u16) -> u16 {
+        self.rack_of[usize::from(w)]
+    }
+
+    /// Racks.
+    pub fn racks(&self) -> u16 {
+        self.racks
+    }
+
+    /// Workers.
+    pub fn workers(&self) -> u16 {
+        self.rack_of.len() as u16
+    }
+
+    /// The rack of every worker, by rank.
+    pub fn ranks(&self) -> &[u16] {
+        &self.rack_of
+    }
+}
+
+/// Where a switch sits: the star's only switch, or one level of a two-level fabric.
+#[derive(Debug, Clone, Default)]
+pub enum Tier {
+    /// One switch with every worker on a port of its own.
+    #[default]
+    Star,
+    /// The leaf of rack `rack`: its workers on their ranks' ports, the spine up its uplink
+    /// ([`Address::Switch`]).
+    Leaf {
+        /// The leaf's rack.
+        rack: u16,
+        /// Every worker's rack.
+        racks: Arc<Racks>,
+    },
+    /// The spine: the leaf of rack `r` on port `first_port + r`.
+    Spine(Arc<Racks>),
+}
+
+impl Tier {
+    /// Ports the job takes from its first port on: one per worker, or per rack at a spine.
+    pub(super) fn ports(&self, workers: u16) -> u16 {
+        match self {
+            Tier::Spine(racks) => racks.racks(),
+            _ => workers,
+        }
+    }
+
+    /// The racks of a tier of a fabric.
+    pub(super) fn racks(&self) -> Option<&Racks> {
+        match self {
+            Tier::Star => None,
+            Tier::Leaf { racks, .. } | Tier::Spine(racks) => Some(racks),
+        }
+    }
+}
+
+/// Who contributes to each destination of a block, rack by rack: per table row, the racks
+/// that contribute (a bit each) and how many contributions come from `rack`.
+struct Contributions {
+    racks_in: Vec<u64>,
+    local: Vec<u16>,
+}
+
+fn contributions(plan: &ExchangePlan, block: usize, racks: &Racks, rack: u16) -> Contributions {
+    let b = &plan.blocks[block];
+    let t = &b.table;
+    let mut out = Contributions {
+        racks_in: vec![0; t.len()],
+        local: vec![0; t.len()],
+    };
+    let mut add = |row: u32, worker: u16| {
+        let r = racks.rack_of(worker);
+        out.racks_in[row as usize] |= 1 << r;
+        if r == rack {
+            out.local[row as usize] += 1;
+        }
+    };
+    match plan.mode {
+        // Nothing is aggregated.
+        Mode::Host => {}
+        // Row `s` is a source vertex whose feature goes into every slot of its row.
+        Mode::Blocks | Mode::Strawman => {
+            for s in 0..t.len() {
+                let w = t.workers[s] as u16;
+                for &i in t.row(s) {
+                    add(i, w);
+                }
+            }
+        }
+        // Row `i` is a destination; its slots are the workers sending partials for it, and a
+        // hybrid block's multicast senders add one contribution to each of their rows.
+        Mode::Reduce => {
+            for i in 0..t.len() {
+                for &w in t.row(i) {
+                    add(i as u32, w as u16);
+                }
+            }
+            for j in 0..b.multicast.len() {
+                let w = plan.owner[b.multicast.vertices[j] as usize];
+                for &i in b.multicast.rows_of(j) {
+                    add(i, w);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether row `i`'s sum needs the spine: some contribution comes from another rack than the
+/// destination's.
+fn needs_spine(racks_in: u64, dst_rack: u16) -> bool {
+    racks_in & !(1 << dst_rack) != 0
+}
+
+impl BlockState {
+    /// A leaf's state of `block`: each aggregator expects its rack's contributions, and sums
+    /// that the spine finishes go up.
+    pub(super) fn for_leaf(plan: &ExchangePlan, block: usize, racks: &Racks, rack: u16) -> Self {
+        let mut state = BlockState::new(plan, block);
+        let t = &plan.blocks[block].table;
+        let c = contributions(plan, block, racks, rack);
+        let chunks = plan.chunks();
+        for (i, &n) in c.local.iter().enumerate() {
+            state.remaining[i * chunks..][..chunks].fill(n);
+        }
+        state.up = (0..t.len())
+            .map(|i| needs_spine(c.racks_in[i], racks.rack_of(t.workers[i] as u16)))
+            .collect();
+        state
+    }
+
+    /// The spine's state of `block`: each sum that needs it expects one partial per
+    /// contributing rack; a seen bit per (destination, rack, chunk).
+    pub(super) fn for_spine(plan: &ExchangePlan, block: usize, racks: &Racks) -> Self {
+        let t = &plan.blocks[block].table;
+        let c = contributions(plan, block, racks, u16::MAX);
+        let chunks = plan.chunks();
+        let n = t.len() * chunks;
+        let racks_in: Vec<u64> = (0..t.len())
+            .map(|i| {
+                let r = c.racks_in[i];
+                if needs_spine(r, racks.rack_of(t.workers[i] as u16)) {
+                    r
+                } else {
+                    0
+                }
+            })
+            .collect();
+        BlockState {
+            seen: BitVec::repeat(false, n * usize::from(racks.racks())),
+            agg: vec![Agg::Idle; n],
+            counted: vec![0; n],
+            remaining: racks_in
+                .iter()
+                .flat_map(|r| std::iter::repeat_n(r.count_ones() as u16, chunks))
+                .collect(),
+            up: BitVec::new(),
+            racks_in,
+        }
+    }
+}
+
+/// A leaf's handling of one packet from `from`: its own worker's, or the spine's.
+pub(super) fn leaf(
+    job: &mut Job,
+    f: &mut Fabric,
+    from: Address,
+    repr: &Repr,
+    packet: &Packet<&[u8]>,
+    bytes: &[u8],
+) -> Result<(), DropReason> {
+    let Tier::Leaf { rack, racks } = f.tier.clone() else {
+        unreachable!("a leaf's job")
+    };
+    if repr.worker >= job.workers || repr.flags.partial {
+        return Err(DropReason::NotAdmitted);
+    }
+    let own = racks.rack_of(repr.worker) == rack;
+    match from {
+        // From one of the rack's workers, on its own port.
+        Address::Worker(port) => {
+            if !own || u32::from(port) != u32::from(job.first_port) + u32::from(repr.worker) {
+                return Err(DropReason::NotAdmitted);
+            }
+            match repr.packet_type {
+                // The spine runs barriers and all-reduces.
+                PacketType::Join | PacketType::BlockDone | PacketType::Reduce => {
+                    f.forward_up(&bytes[..repr.buffer_len()]);
+                    Ok(())
+                }
+                PacketType::Data => {
+                    super::check_limits(job, repr)?;
+                    super::data(job, f, repr, packet)
+                }
+                PacketType::Raw => {
+                    super::check_limits(job, repr)?;
+                    super::raw(job, f, repr, bytes)
+                }
+                PacketType::Fetch => {
+                    super::check_limits(job, repr)?;
+                    super::fetch(job, f, repr, bytes)
+                }
+                PacketType::Result | PacketType::BlockGo | PacketType::Reduced => {
+                    Err(DropReason::WrongDirection)
+                }
+            }
+        }
+        // From the spine: on its way down to one of the rack's workers.
+        Address::Switch => match repr.packet_type {
+            PacketType::BlockGo => {
+                super::check_limits(job, repr)?;
+                if !own {
+                    return Err(DropReason::NotAdmitted);
+                }
+                follow_go(job, f, repr, &racks, rack);
+                f.forward(repr.worker, &bytes[..repr.buffer_len()]);
+                Ok(())
+            }
+            PacketType::Result | PacketType::Reduced => {
+                if !own {
+                    return Err(DropReason::NotAdmitted);
+                }
+                f.forward(repr.worker, &bytes[..repr.buffer_len()]);
+                Ok(())
+            }
+            // A remote worker's feature for one of ours (releasing our aggregator if it is a
+            // resend), or a remote destination's fetch from one of ours.
+            PacketType::Raw => {
+                super::check_limits(job, repr)?;
+                super::raw(job, f, repr, bytes)
+            }
+            PacketType::Fetch => {
+                super::check_limits(job, repr)?;
+                super::fetch(job, f, repr, bytes)
+            }
+            PacketType::Data | PacketType::Join | PacketType::BlockDone | PacketType::Reduce => {
+                Err(DropReason::WrongDirection)
+            }
+        },
+    }
+}
+
+/// A go on its way down: the leaf loads the block it names when that block is ahead of the
+/// one it holds (freeing what the old block still held), and ignores repeats of older ones.
+fn follow_go(job: &mut Job, f: &mut Fabric, repr: &Repr, racks: &Racks, rack: u16) {
+    let id = ExchangeId::of(repr);
+    let seq = repr.sequence;
+    if let Some(run) = &job.current {
+        let same = run.id == id && run.seq == seq;
+        if (same && repr.block <= run.block) || (!same && seq <= run.seq) {
+            return;
+        }
+    }
+    if let Some(state) = job.current.as_mut().and_then(|run| run.state.take()) {
+        state.release(f);
+    }
+    let plan = job.layers[usize::from(repr.layer)].clone();
+    let workers = usize::from(job.workers);
+    let block = usize::from(repr.block);
+    let state =
+        (block < plan.blocks.len()).then(|| BlockState::for_leaf(&plan, block, racks, rack));
+    job.current = Some(Run {
+        id,
+        seq,
+        plan,
+        started: true,
+        block: repr.block,
+        joined: BitVec::repeat(true, workers),
+        done: BitVec::repeat(false, workers),
+        state,
+    });
+}
+
+/// The spine adds a leaf's partial sum (`repr.worker` is its rack) into its destination's
+/// aggregator. Nothing is acknowledged: a leaf does not resend, the destination's timeout
+/// recovers a lost partial.
+pub(super) fn partial(
+    job: &mut Job,
+    f: &mut Fabric,
+    repr: &Repr,
+    packet: &Packet<&[u8]>,
+) -> Result<(), DropReason> {
+    let racks = match &f.tier {
+        Tier::Spine(racks) => racks.racks(),
+        _ => return Err(DropReason::NotAdmitted),
+    };
+    let run = running(job, repr)?;
+    if repr.block != run.block {
+        return Err(DropReason::Stale);
+    }
+    let plan = &run.plan;
+    if plan.mode == Mode::Host {
+        return Err(DropReason::WrongMode);
+    }
+    let c = usize::from(repr.chunk);
+    let lanes = plan.chunk_lanes(c);
+    if usize::from(repr.lanes) != lanes {
+        return Err(DropReason::BadLanes);
+    }
+    let block = &plan.blocks[usize::from(run.block)];
+    let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
+    let chunks = plan.chunks();
+    let state = run.state.as_mut().expect("a running block has state");
+    if state.racks_in[row] >> repr.worker & 1 == 0 {
+        return Err(DropReason::NotInPlan);
+    }
+    let seen = (row * usize::from(racks) + usize::from(repr.worker)) * chunks + c;
+    if state.seen.replace(seen, true) {
+        return Err(DropReason::Duplicate);
+    }
+    let k = row * chunks + c;
+    let dst = repr.dst;
+    let dst_rank = block.table.workers[row] as u16;
+    f.counters.passes += 1;
+    state.remaining[k] -= 1;
+    if state.agg[k] == Agg::Idle {
+        if let Some(a) = f.pool.alloc(f.job) {
+            state.agg[k] = Agg::Active(a);
+            f.note_occupancy();
+        }
+    }
+    let Agg::Active(a) = state.agg[k] else {
+        // No aggregator, or one already given up: a partial cannot go to the host on its own
+        // (its sources are not named), so the destination fetches every contribution raw.
+        if state.agg[k] == Agg::Idle {
+            state.agg[k] = Agg::Released;
+            notify_fetch(f, repr, dst, dst_rank);
+        }
+        return Ok(());
+    };
+    let mut values = [0i32; MAX_LANES];
+    packet.lanes_into(&mut values[..lanes]);
+    let acc = &mut f.pool.lanes[a as usize * MAX_LANES..][..lanes];
+    if !checked_add_lanes(acc, &values[..lanes]) {
+        f.counters.overflows += 1;
+        f.pool.release(a);
+        state.agg[k] = Agg::Released;
+        notify_fetch(f, repr, dst, dst_rank);
+        return Ok(());
+    }
+    f.counters.lane_updates += lanes as u64;
+    state.counted[k] += repr.count;
+    if state.remaining[k] == 0 {
+        let mut sums = [0i32; MAX_LANES];
+        sums[..lanes].copy_from_slice(&f.pool.lanes[a as usize * MAX_LANES..][..lanes]);
+        let mut result = *repr;
+        result.packet_type = PacketType::Result;
+        result.flags.partial = false;
+        result.src = dst;
+        result.count = state.counted[k];
+        result.worker = dst_rank;
+        f.send(dst_rank, &result, &sums[..lanes]);
+        f.counters.readout_passes += readout_passes(lanes, true);
+        f.pool.release(a);
+        state.agg[k] = Agg::Done;
+        f.counters.aggregations += 1;
+    }
+    Ok(())
+}
+
+/// A leaf's finished share of a sum, up to the spine: `count` contributions of its rack in
+/// `lanes` (all zero when every one of them went to the host raw).
+pub(super) fn send_partial(f: &mut Fabric, repr: &Repr, dst: u32, count: u16, lanes: &[i32]) {
+    let Tier::Leaf { rack, .. } = f.tier else {
+        unreachable!("only a leaf sends partial sums")
+    };
+    let mut up = *repr;
+    up.packet_type = PacketType::Data;
+    up.flags.ack = false;
+    up.flags.fetch = false;
+    up.flags.resend = false;
+    up.flags.ecn = false;
+    up.flags.partial = true;
+    up.src = dst;
+    up.dst = dst;
+    up.count = count;
+    up.worker = rack;
+    up.lanes = lanes.len() as u8;
+    f.send_up(&up, lanes);
+}
