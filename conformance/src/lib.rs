@@ -21,7 +21,7 @@ use switchgnn_dataplane::network::{
 };
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
-use switchgnn_dataplane::switch::{SwitchConfig, SwitchCounters};
+use switchgnn_dataplane::switch::{SwitchConfig, SwitchCounters, AGGREGATOR_BYTES};
 use switchgnn_dataplane::{ExchangeId, ExchangeKind, Nanos};
 use switchgnn_datasets::{Dataset, Graph};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
@@ -278,18 +278,9 @@ impl Driver for Simulator {
             max_events: 50_000_000,
             ..SimConfig::paper(r.plan.workers)
         };
-        let mode = match r.case.kind {
-            ExchangeKind::Switchgnn => SimMode::SwitchGnn,
-            ExchangeKind::Strawman => SimMode::Strawman,
-            ExchangeKind::Host => SimMode::Host,
-            ExchangeKind::BalancedHost => SimMode::G3,
-            ExchangeKind::Reduce => SimMode::Reduce,
-            ExchangeKind::Hybrid => SimMode::Hybrid,
-            ExchangeKind::Auto => SimMode::Auto,
-        };
         let setup = ExchangeSetup {
-            mode,
-            switch_memory: r.aggregators as u64 * switchgnn_dataplane::switch::AGGREGATOR_BYTES,
+            mode: sim_mode(r.case.kind),
+            switch_memory: r.aggregators as u64 * AGGREGATOR_BYTES,
             bundle: false,
             window: 64,
             timers: Timers::default(),
@@ -298,8 +289,57 @@ impl Driver for Simulator {
             // The hosts join through the control plane first.
             control: Some(ControlTimers::default()),
             rate_control: Default::default(),
+            two_level: false,
         };
         // The simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
+        let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
+            .map_err(|e| e.to_string())?;
+        let faults = sim.run.faults;
+        Ok(Outcome {
+            outputs,
+            felt: Felt::of(faults.lost, faults.duplicated, &sim.switch),
+        })
+    }
+}
+
+/// The simulator on a leaf-spine of `racks` racks (one spine, no oversubscription) with
+/// two-level aggregation: each leaf sums its rack's contributions, spine 0 finishes. The hosts
+/// start admitted (the control plane admits one worker per switch port, and a spine's port
+/// is a rack).
+#[derive(Debug, Clone, Copy)]
+pub struct SimulatorTwoLevel {
+    pub racks: u16,
+}
+
+impl Driver for SimulatorTwoLevel {
+    fn name(&self) -> &'static str {
+        "simulator two-level"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let workers = r.plan.workers;
+        let topology = switchgnn_sim::fabric::Topology::leaf_spine(
+            self.racks,
+            workers / self.racks,
+            1,
+            switchgnn_sim::fabric::LinkSpec::hundred_gbps(),
+            1.0,
+        );
+        let cfg = SimConfig {
+            topology,
+            faults: faults(&r.case.condition, 20_000),
+            fault_seed: r.seed,
+            max_events: 50_000_000,
+            ..SimConfig::paper(workers)
+        };
+        let setup = ExchangeSetup {
+            backward: r.case.backward,
+            two_level: true,
+            ..ExchangeSetup::new(
+                sim_mode(r.case.kind),
+                r.aggregators as u64 * AGGREGATOR_BYTES,
+            )
+        };
         let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
             .map_err(|e| e.to_string())?;
         let faults = sim.run.faults;
@@ -348,6 +388,19 @@ impl Driver for Udp {
             outputs,
             felt: Felt::of(shim.lost, shim.duplicated, &switch.counters),
         })
+    }
+}
+
+/// The simulator's name for an exchange kind.
+fn sim_mode(kind: ExchangeKind) -> SimMode {
+    match kind {
+        ExchangeKind::Switchgnn => SimMode::SwitchGnn,
+        ExchangeKind::Strawman => SimMode::Strawman,
+        ExchangeKind::Host => SimMode::Host,
+        ExchangeKind::BalancedHost => SimMode::G3,
+        ExchangeKind::Reduce => SimMode::Reduce,
+        ExchangeKind::Hybrid => SimMode::Hybrid,
+        ExchangeKind::Auto => SimMode::Auto,
     }
 }
 

@@ -7,7 +7,7 @@ use common::{dataset_of, random_graph};
 use std::collections::BTreeMap;
 
 use switchgnn_conformance::{
-    cases, Driver, Felt, Fixture, InMemory, InMemoryTwoLevel, Simulator, Udp,
+    cases, Driver, Felt, Fixture, InMemory, InMemoryTwoLevel, Simulator, SimulatorTwoLevel, Udp,
 };
 
 /// 240 vertices on 4 workers, width 40 (two chunks, the second short), 16 KiB of aggregators
@@ -67,6 +67,12 @@ fn every_case_is_exact_in_memory_on_two_levels() {
 #[test]
 fn every_case_is_exact_in_the_simulator() {
     run_all(&Simulator);
+}
+
+#[test]
+fn every_case_is_exact_in_the_simulator_on_two_levels() {
+    run_all(&SimulatorTwoLevel { racks: 2 });
+    run_all(&SimulatorTwoLevel { racks: 4 });
 }
 
 #[test]

@@ -124,6 +124,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         backward: false,
         control: None,
         rate_control: Default::default(),
+        two_level: false,
     };
     let (sim, _) = simulate_exchange(
         xplan,

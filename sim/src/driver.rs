@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use switchgnn_chip::PASS_HEADER;
 use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
 pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
+use switchgnn_dataplane::switch::Switch;
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
-use switchgnn_dataplane::{Address, Nanos, Transmit};
+use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 use thiserror::Error;
 
 use crate::background::{Background, Segment};
@@ -89,6 +90,8 @@ pub enum SimError {
     EventLimit(u64),
     #[error("the topology has {topology} hosts but {given} were given")]
     Hosts { topology: u16, given: usize },
+    #[error("two-level aggregation needs a leaf-spine and a leaf switch per rack ({racks} racks, {given} leaves given)")]
+    Leaves { racks: u16, given: usize },
 }
 
 /// The pipeline's and the recirculation paths' totals.
@@ -214,6 +217,20 @@ enum Event {
     Transit {
         packet: u32,
     },
+    /// A packet from host `from` reaches the leaf switch of its rack (two-level aggregation).
+    AtLeaf {
+        rack: u16,
+        from: u16,
+        packet: u32,
+    },
+}
+
+/// The switch a batch of packets leaves: the exchange's (the star's, or the spine), or the
+/// leaf of a rack.
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    Switch,
+    Leaf(u16),
 }
 
 /// A packet in flight and its cost on the wire.
@@ -249,10 +266,13 @@ enum Hop {
 
 #[derive(Debug, Clone, Copy)]
 enum End {
-    /// The exchange's switch (spine 0), from host `from`.
+    /// The exchange's switch (spine 0), from host `from` (or, with two levels, from the
+    /// leaf of rack `from`).
     Switch { from: u16 },
     /// Host `h`, through its leaf's downlink.
     Host(u16),
+    /// The leaf switch of a rack (two-level aggregation).
+    Leaf(u16),
 }
 
 impl Route {
@@ -289,20 +309,24 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     cfg: &'a SimConfig,
     bundle: Option<Bundle>,
     switch: &'a mut S,
+    /// With two-level aggregation, the leaf switch of each rack (else empty).
+    leaves: &'a mut [Switch],
     hosts: &'a mut [Box<H>],
     fabric: Fabric,
     faults: FaultInjector,
     events: EventQueue<Event>,
     packets: Slab<Flight>,
-    batches: Slab<Vec<(u16, Flight)>>,
+    batches: Slab<(Origin, Vec<(Address, Flight)>)>,
     now: Nanos,
     send_free: Vec<Picos>,
     receive_free: Vec<Picos>,
     timers: Vec<(Option<Nanos>, u32)>,
     switch_timer: (Option<Nanos>, u32),
     reported: Vec<u64>,
-    recirculation_free: Picos,
-    pipeline_free: Picos,
+    /// Per switch (the exchange's, then each leaf): when its recirculation paths and its
+    /// pipes are next free.
+    recirculation_free: Vec<Picos>,
+    pipeline_free: Vec<Picos>,
     recirculation: Recirculation,
     peak_aggregators: usize,
     delivered: Traffic,
@@ -355,6 +379,48 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
     tap: Option<&mut dyn Tap>,
     background: Option<&mut Background>,
 ) -> Result<RunResult, SimError> {
+    run_fabric(cfg, bundle, switch, &mut [], hosts, tap, background)
+}
+
+/// [`run_with_background`] with two-level aggregation on a leaf-spine: `spine` (spine 0) is
+/// the exchange's switch with a leaf on each port (rack `r` on port `r`), and every host's
+/// packets go to `leaves[rack]` first, the switch model in its leaf tier, which sums what its
+/// rack contributes, sends partial sums up and relays the rest. Each leaf is a chip of
+/// `cfg.switch`'s kind with pipes and recirculation paths of its own. `tap` sees the leaves'
+/// ports towards the hosts.
+pub fn run_two_level<S: SwitchNode, H: HostNode + ?Sized>(
+    cfg: &SimConfig,
+    bundle: Option<Bundle>,
+    spine: &mut S,
+    leaves: &mut [Switch],
+    hosts: &mut [Box<H>],
+    tap: Option<&mut dyn Tap>,
+    background: Option<&mut Background>,
+) -> Result<RunResult, SimError> {
+    match cfg.topology {
+        Topology::LeafSpine { racks, .. } if usize::from(racks) == leaves.len() => {
+            run_fabric(cfg, bundle, spine, leaves, hosts, tap, background)
+        }
+        Topology::LeafSpine { racks, .. } => Err(SimError::Leaves {
+            racks,
+            given: leaves.len(),
+        }),
+        Topology::Star { .. } => Err(SimError::Leaves {
+            racks: 0,
+            given: leaves.len(),
+        }),
+    }
+}
+
+fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
+    cfg: &SimConfig,
+    bundle: Option<Bundle>,
+    switch: &mut S,
+    leaves: &mut [Switch],
+    hosts: &mut [Box<H>],
+    tap: Option<&mut dyn Tap>,
+    background: Option<&mut Background>,
+) -> Result<RunResult, SimError> {
     let n = usize::from(cfg.topology.hosts());
     if hosts.len() != n {
         return Err(SimError::Hosts {
@@ -362,6 +428,7 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
             given: hosts.len(),
         });
     }
+    let switches = 1 + leaves.len();
     let started = Instant::now();
     let done: Vec<bool> = hosts.iter().map(|h| h.is_done()).collect();
     let mut l = Loop {
@@ -371,6 +438,7 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
         fabric: Fabric::new(&cfg.topology, &cfg.switch, &cfg.host),
         faults: FaultInjector::new(cfg.faults, cfg.fault_seed),
         switch,
+        leaves,
         hosts,
         events: EventQueue::default(),
         packets: Slab::default(),
@@ -381,8 +449,8 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
         timers: vec![(None, 0); n],
         switch_timer: (None, 0),
         reported: vec![0; n],
-        recirculation_free: 0,
-        pipeline_free: 0,
+        recirculation_free: vec![0; switches],
+        pipeline_free: vec![0; switches],
         recirculation: Recirculation::default(),
         peak_aggregators: 0,
         delivered: Traffic::default(),
@@ -422,6 +490,11 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
             Event::Transit { packet } => {
                 let f = l.packets.remove(packet).expect("a packet in flight");
                 l.transit(f);
+                l.arm_switch_timer();
+            }
+            Event::AtLeaf { rack, from, packet } => {
+                let f = l.packets.remove(packet).expect("a packet in flight");
+                l.at_leaf(rack, Address::Worker(from), f);
                 l.arm_switch_timer();
             }
             Event::BackgroundTimer { generation } => {
@@ -476,10 +549,8 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
                 }
             }
             Event::Release { batch } => {
-                let out = l.batches.remove(batch).expect("a batch");
-                for (w, f) in out {
-                    l.switch_sends(w, f);
-                }
+                let (origin, out) = l.batches.remove(batch).expect("a batch");
+                l.release(origin, out);
             }
         }
     }
@@ -600,6 +671,16 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 .send(ready, f.wire)
                 .expect("host queues are unbounded");
             let from = h as u16;
+            if self.two_level() {
+                // To the host's leaf switch.
+                let rack = self.cfg.topology.rack_of(from);
+                self.arrive(f, ceil_nanos(at), |packet| Event::AtLeaf {
+                    rack,
+                    from,
+                    packet,
+                });
+                continue;
+            }
             if self.leaf_spine() {
                 // Up through the host's leaf to the exchange's switch, spine 0.
                 let rack = self.cfg.topology.rack_of(from);
@@ -645,9 +726,28 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             return;
         }
         let now_ps = to_picos(self.now);
+        if self.two_level() {
+            // The spine's ports are its links down to the leaves.
+            for rack in 0..self.leaves.len() {
+                let link = self.fabric.spine_down(0, rack as u16);
+                if self.reported[rack] == 0 && link.idle_at(now_ps) {
+                    continue;
+                }
+                let q = link.backlog(now_ps);
+                if q != self.reported[rack] {
+                    self.reported[rack] = q;
+                    self.switch.set_egress_queue(rack as u16, q);
+                }
+            }
+        }
         // Tell the switch the egress backlogs it marks by (only those that changed): on a
         // leaf-spine, the deeper of the two queues on the way down to each worker.
-        for port in 0..self.fabric.downlinks.len() {
+        let ports = if self.two_level() {
+            0
+        } else {
+            self.fabric.downlinks.len()
+        };
+        for port in 0..ports {
             let link = &self.fabric.downlinks[port];
             let spine = self.leaf_spine().then(|| {
                 let rack = self.cfg.topology.rack_of(port as u16);
@@ -668,33 +768,111 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 self.switch.set_egress_queue(port as u16, q);
             }
         }
-        if let Some(tap) = self.tap.as_mut() {
+        // (With two levels, the leaves' ports towards the hosts are the ones tapped.)
+        if let (Some(tap), false) = (self.tap.as_mut(), !self.leaves.is_empty()) {
             tap.packet(self.now, Address::Worker(from), Address::Switch, &f.bytes);
         }
         let before = self.switch.passes();
         self.switch
             .handle_packet(self.now, Address::Worker(from), &f.bytes);
         let passes = self.switch.passes() - before;
-        let in_use = self.switch.aggregators_in_use();
-        self.peak_aggregators = self.peak_aggregators.max(in_use);
-        self.series.aggregators(self.now, in_use);
         let mut out = Vec::new();
         while let Some(t) = self.switch.poll_transmit(self.now, &mut self.buf) {
-            if let Address::Worker(w) = t.to {
-                out.push((w, self.flight(self.buf[..t.len].to_vec())));
+            if let Address::Worker(_) = t.to {
+                out.push((t.to, self.flight(self.buf[..t.len].to_vec())));
             }
         }
+        self.after_pass(Origin::Switch, now_ps, passes, &f, out);
+    }
+
+    /// `f` reaches the leaf of `rack` from `from` (one of its hosts, or the spine): the switch
+    /// model in its leaf tier handles it on that leaf's own chip.
+    fn at_leaf(&mut self, rack: u16, from: Address, f: Flight) {
+        let now_ps = to_picos(self.now);
+        let Topology::LeafSpine { hosts_per_rack, .. } = self.cfg.topology else {
+            unreachable!("leaves on a leaf-spine only")
+        };
+        let first = rack * hosts_per_rack;
+        let leaf = &mut self.leaves[usize::from(rack)];
+        for h in first..first + hosts_per_rack {
+            let q = self.fabric.downlinks[usize::from(h)].backlog(now_ps);
+            leaf.set_egress_queue(h, q);
+        }
+        leaf.set_uplink_queue(self.fabric.leaf_up_port(rack, 0).backlog(now_ps));
+        if let (Some(tap), Address::Worker(_)) = (self.tap.as_mut(), from) {
+            tap.packet(self.now, from, Address::Switch, &f.bytes);
+        }
+        let before = leaf.counters().passes + leaf.counters().readout_passes;
+        leaf.handle_packet(self.now, from, &f.bytes);
+        let passes = leaf.counters().passes + leaf.counters().readout_passes - before;
+        let mut out = Vec::new();
+        while let Some(t) = self.leaves[usize::from(rack)].poll_transmit(self.now, &mut self.buf) {
+            out.push((t.to, self.flight(self.buf[..t.len].to_vec())));
+        }
+        self.after_pass(Origin::Leaf(rack), now_ps, passes, &f, out);
+    }
+
+    /// A switch (`origin`) made `passes` aggregator passes for `f`, which arrived at `now_ps`:
+    /// note the aggregators in use, and send `out` once the chip is done.
+    fn after_pass(
+        &mut self,
+        origin: Origin,
+        now_ps: Picos,
+        passes: u64,
+        f: &Flight,
+        out: Vec<(Address, Flight)>,
+    ) {
+        let in_use = self.switch.aggregators_in_use()
+            + self
+                .leaves
+                .iter()
+                .map(|l| l.aggregators_in_use())
+                .sum::<usize>();
+        self.peak_aggregators = self.peak_aggregators.max(in_use);
+        self.series.aggregators(self.now, in_use);
         self.recirculation.passes += passes * u64::from(f.count);
-        let done = self.switch_time(now_ps, passes, &f);
+        let chip = match origin {
+            Origin::Switch => 0,
+            Origin::Leaf(r) => 1 + usize::from(r),
+        };
+        let done = self.switch_time(chip, now_ps, passes, f);
         // Less than a nanosecond of pipeline time is not worth an event.
         if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
-            for (w, o) in out {
-                self.switch_sends(w, o);
-            }
+            self.release(origin, out);
             return;
         }
-        let batch = self.batches.insert(out);
+        let batch = self.batches.insert((origin, out));
         self.events.push(ceil_nanos(done), Event::Release { batch });
+    }
+
+    /// Packets a switch is done with leave it.
+    fn release(&mut self, origin: Origin, out: Vec<(Address, Flight)>) {
+        for (to, f) in out {
+            match (origin, to) {
+                (Origin::Switch, Address::Worker(w)) => self.switch_sends(w, f),
+                (Origin::Leaf(rack), to) => self.leaf_sends(rack, to, f),
+                (Origin::Switch, Address::Switch) => {}
+            }
+        }
+    }
+
+    /// A packet the leaf of `rack` emitted: down to one of its hosts, or up to spine 0.
+    fn leaf_sends(&mut self, rack: u16, to: Address, mut f: Flight) {
+        match to {
+            Address::Worker(h) => {
+                if let Some(tap) = self.tap.as_mut() {
+                    tap.packet(self.now, Address::Switch, to, &f.bytes);
+                }
+                self.egress(h, f);
+            }
+            Address::Switch => {
+                f.route = Route::to(
+                    End::Switch { from: rack },
+                    &[Hop::LeafUp { rack, spine: 0 }],
+                );
+                self.transit(f);
+            }
+        }
     }
 
     /// When the switch is done with `f` after `passes` aggregator passes, arriving at `now_ps`:
@@ -703,7 +881,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
     /// of their summed rate and its looped ports as one of their summed bandwidth, which is
     /// what passes spread evenly over every pipe amount to (the chip model's bound assumes the
     /// same). The ideal chip takes no time.
-    fn switch_time(&mut self, now_ps: Picos, passes: u64, f: &Flight) -> Picos {
+    fn switch_time(&mut self, chip_index: usize, now_ps: Picos, passes: u64, f: &Flight) -> Picos {
         let chip = self.cfg.switch.chip;
         if chip.is_ideal() {
             let extra = passes.saturating_sub(1) * u64::from(f.count);
@@ -716,8 +894,9 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         if extra > 0 {
             let bytes = extra * (f.wire + count * PASS_HEADER);
             let ps = (bytes as f64 * 1e12 / chip.loopback_bytes_per_s()).round() as Picos;
-            let start = self.recirculation_free.max(now_ps);
-            self.recirculation_free = start + ps;
+            let free = &mut self.recirculation_free[chip_index];
+            let start = (*free).max(now_ps);
+            *free = start + ps;
             self.recirculation.recirculations += extra * count;
             self.recirculation.bytes += bytes;
             self.recirculation.busy_ns += ps as f64 / 1_000.0;
@@ -725,16 +904,17 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             self.recirculation.max_wait_ns = self.recirculation.max_wait_ns.max(wait);
             self.series
                 .recirculated(start as f64 / 1_000.0, (start + ps) as f64 / 1_000.0);
-            ready = self.recirculation_free;
+            ready = start + ps;
         }
         let slots = passes.max(1) * count;
         let ps = (slots as f64 * 1e12 / chip.pass_rate()).round() as Picos;
-        let start = self.pipeline_free.max(now_ps);
-        self.pipeline_free = start + ps;
+        let free = &mut self.pipeline_free[chip_index];
+        let start = (*free).max(now_ps);
+        *free = start + ps;
         self.recirculation.pipeline_busy_ns += ps as f64 / 1_000.0;
         let wait = (start - now_ps) as f64 / 1_000.0;
         self.recirculation.pipeline_max_wait_ns = self.recirculation.pipeline_max_wait_ns.max(wait);
-        ready.max(self.pipeline_free)
+        ready.max(start + ps)
     }
 
     /// Re-arm the switch's timer when its deadline moved.
@@ -753,6 +933,11 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 
     fn leaf_spine(&self) -> bool {
         matches!(self.cfg.topology, Topology::LeafSpine { .. })
+    }
+
+    /// Whether every rack's leaf is a switch of the exchange's (two-level aggregation).
+    fn two_level(&self) -> bool {
+        !self.leaves.is_empty()
     }
 
     /// The way of a background segment from host `from` to host `to` once it is at `from`'s
@@ -782,8 +967,17 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
     }
 
     /// A packet the exchange's switch emitted for worker `w`: on a star straight onto `w`'s
-    /// egress, on a leaf-spine down from spine 0 through `w`'s leaf.
+    /// egress, on a leaf-spine down from spine 0 through `w`'s leaf; with two levels, `w` is
+    /// the spine's port towards rack `w`'s leaf switch.
     fn switch_sends(&mut self, w: u16, mut f: Flight) {
+        if self.two_level() {
+            // The spine's port `w` is the link down to rack `w`'s leaf.
+            if usize::from(w) < self.leaves.len() {
+                f.route = Route::to(End::Leaf(w), &[Hop::SpineDown { spine: 0, rack: w }]);
+                self.transit(f);
+            }
+            return;
+        }
         if let Some(tap) = self.tap.as_mut() {
             tap.packet(self.now, Address::Switch, Address::Worker(w), &f.bytes);
         }
@@ -806,6 +1000,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             match route.end {
                 End::Host(h) => self.egress(h, f),
                 End::Switch { from } => self.at_switch(from, f),
+                End::Leaf(rack) => self.at_leaf(rack, Address::Switch, f),
             }
             return;
         };

@@ -234,6 +234,10 @@ impl Fabric {
     }
 
     /// Leaf `rack`'s port towards spine `spine`.
+    pub fn leaf_up_port(&self, rack: u16, spine: u16) -> &Port {
+        &self.leaf_up[usize::from(rack) * self.spines + usize::from(spine)]
+    }
+
     pub fn leaf_up_mut(&mut self, rack: u16, spine: u16) -> &mut Port {
         &mut self.leaf_up[usize::from(rack) * self.spines + usize::from(spine)]
     }

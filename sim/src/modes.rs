@@ -26,7 +26,9 @@ use switchgnn_dataplane::engine::{
 };
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
-use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig, SwitchCounters, SwitchError};
+use switchgnn_dataplane::switch::{
+    JobConfig, Racks, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier,
+};
 use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{ExchangeId, ExchangeKind};
 use switchgnn_datasets::Graph;
@@ -34,7 +36,10 @@ use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::PlanOptions;
 use thiserror::Error;
 
-use crate::driver::{run_with_background, Bundle, RunResult, SimConfig, SimError, Tap};
+use crate::driver::{
+    run_two_level, run_with_background, Bundle, RunResult, SimConfig, SimError, Tap,
+};
+use crate::fabric::Topology;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -120,6 +125,8 @@ pub enum ModeError {
     Sim(#[from] SimError),
     #[error("the topology has {hosts} hosts, the plan {workers} workers")]
     Workers { hosts: u16, workers: u16 },
+    #[error("two-level aggregation {0}")]
+    TwoLevel(&'static str),
 }
 
 /// The exchange plan of `mode` for `layer` of `plan` (whose assignment and, for the block
@@ -169,6 +176,13 @@ pub struct ExchangeSetup {
     /// How the workers' rate control answers the switch's ECN marks.
     #[serde(default)]
     pub rate_control: RateControl,
+    /// On a leaf-spine: two-level aggregation, every leaf a switch of the exchange's (the
+    /// switch model in its leaf tier, on a chip like spine 0's) that sums its rack's
+    /// contributions before spine 0 finishes them. Without it the leaves only forward and the
+    /// exchange's one switch is spine 0. Not with the control plane (a spine's port is a
+    /// whole rack, where the control plane admits a worker per port).
+    #[serde(default)]
+    pub two_level: bool,
 }
 
 impl ExchangeSetup {
@@ -185,6 +199,7 @@ impl ExchangeSetup {
             backward: false,
             control: None,
             rate_control: RateControl::Halve,
+            two_level: false,
         }
     }
 }
@@ -352,21 +367,41 @@ pub fn simulate_exchange_beside(
     }
     let plan = Arc::new(plan);
     let width = plan.width;
-    let mut switch = Switch::new(SwitchConfig {
+    let switch_config = SwitchConfig {
         aggregators: (setup.switch_memory / (MAX_LANES as u64 * 4) / chunks as u64) as usize,
         ecn_threshold: cfg.switch.ecn_threshold,
         ports: hosts,
-    });
+    };
+    let mut switch = Switch::new(switch_config);
     let exchange = ExchangeId {
         job: 1,
         epoch: 0,
         layer: setup.layer,
         backward: setup.backward,
     };
-    switch.add_job(JobConfig::new(
-        1,
-        (0..=setup.layer).map(|_| plan.clone()).collect(),
-    ))?;
+    let job = JobConfig::new(1, (0..=setup.layer).map(|_| plan.clone()).collect());
+    let mut leaves = Vec::new();
+    if setup.two_level {
+        let Topology::LeafSpine { racks, .. } = cfg.topology else {
+            return Err(ModeError::TwoLevel("needs a leaf-spine topology"));
+        };
+        if setup.control.is_some() {
+            return Err(ModeError::TwoLevel("runs without the control plane"));
+        }
+        let racks = Arc::new(Racks::even(hosts, racks)?);
+        for rack in 0..racks.racks() {
+            let mut leaf = Switch::new(switch_config);
+            let tier = Tier::Leaf {
+                rack,
+                racks: racks.clone(),
+            };
+            leaf.add_job(job.clone().in_tier(tier))?;
+            leaves.push(leaf);
+        }
+        switch.add_job(job.in_tier(Tier::Spine(racks)))?;
+    } else {
+        switch.add_job(job)?;
+    }
     // The pacer counts the packets the engine builds; aim it at the line rate of the frames
     // they stand for.
     let link_gbps = cfg.host.uplink_gbps(&cfg.topology);
@@ -409,6 +444,18 @@ pub fn simulate_exchange_beside(
         engines.push(setup.mode.kind().engine(ecfg, p, local, cc, 0)?);
     }
     let (switch, engines, result) = match setup.control {
+        None if setup.two_level => {
+            let result = run_two_level(
+                cfg,
+                bundle,
+                &mut switch,
+                &mut leaves,
+                &mut engines,
+                tap,
+                background,
+            )?;
+            (switch, engines, result)
+        }
         None => {
             let result =
                 run_with_background(cfg, bundle, &mut switch, &mut engines, tap, background)?;
@@ -426,7 +473,12 @@ pub fn simulate_exchange_beside(
         fetches: sum(|s| s.fetches_sent),
         overflow_notices: sum(|s| s.overflow_notices),
         ecn_echoes: sum(|s| s.ecn_echoes),
-        switch: switch.counters().clone(),
+        switch: leaves
+            .iter()
+            .fold(switch.counters().clone(), |mut all, leaf| {
+                all += leaf.counters();
+                all
+            }),
         run: result,
     };
     let outputs = engines.iter().map(|e| e.output().clone()).collect();

@@ -437,6 +437,7 @@ pub fn sweep(
                         backward: false,
                         control: None,
                         rate_control: Default::default(),
+                        two_level: false,
                     };
                     let load = Load::of(&xplan, cfg.frame_overhead);
                     let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
@@ -736,6 +737,7 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                             backward: false,
                             control: None,
                             rate_control: Default::default(),
+                            two_level: false,
                         };
                         let s = study(&xplan, mode, &cfg, &setup, scale, variant).map_err(wrap)?;
                         progress.advance(1);

@@ -72,6 +72,7 @@ fn run(
         backward: false,
         control: None,
         rate_control: Default::default(),
+        two_level: false,
     };
     let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale_for(&d.graph)).unwrap();
     (sim.run.finish_ns as f64, bound)

@@ -253,12 +253,18 @@ pub(super) fn leaf(
         return Err(DropReason::NotAdmitted);
     }
     let own = racks.rack_of(repr.worker) == rack;
+    // Only the rack's workers on their own ports, and the spine, are heard.
+    if let Address::Worker(port) = from {
+        if !own || u32::from(port) != u32::from(job.first_port) + u32::from(repr.worker) {
+            return Err(DropReason::NotAdmitted);
+        }
+    }
+    if super::check_limits(job, repr).is_ok() {
+        follow(job, f, from, repr, &racks, rack);
+    }
     match from {
         // From one of the rack's workers, on its own port.
-        Address::Worker(port) => {
-            if !own || u32::from(port) != u32::from(job.first_port) + u32::from(repr.worker) {
-                return Err(DropReason::NotAdmitted);
-            }
+        Address::Worker(_) => {
             match repr.packet_type {
                 // The spine runs barriers and all-reduces.
                 PacketType::Join | PacketType::BlockDone | PacketType::Reduce => {
@@ -289,7 +295,6 @@ pub(super) fn leaf(
                 if !own {
                     return Err(DropReason::NotAdmitted);
                 }
-                follow_go(job, f, repr, &racks, rack);
                 f.forward(repr.worker, &bytes[..repr.buffer_len()]);
                 Ok(())
             }
@@ -317,31 +322,62 @@ pub(super) fn leaf(
     }
 }
 
-/// A go on its way down: the leaf loads the block it names when that block is ahead of the
-/// one it holds (freeing what the old block still held), and ignores repeats of older ones.
-fn follow_go(job: &mut Job, f: &mut Fabric, repr: &Repr, racks: &Racks, rack: u16) {
-    let id = ExchangeId::of(repr);
-    let seq = repr.sequence;
+/// Where the job's exchanges stand, as far as a leaf can tell from what passes through it:
+/// a worker's join (carrying the exchange's sequence number) opens the exchange at block 0 —
+/// a worker joins only once every worker is through the previous one — and a go names its
+/// block. Any other packet of the running exchange from a later block moves the leaf there
+/// too: the spine sends nothing of block `b` before its go, and a worker starts `b` on the
+/// first packet of it, so a leaf whose copies of the go were all lost still follows.
+fn follow(job: &mut Job, f: &mut Fabric, from: Address, repr: &Repr, racks: &Racks, rack: u16) {
+    let (seq, block) = match (repr.packet_type, from) {
+        (PacketType::Join, Address::Worker(_)) => (repr.sequence, 0),
+        (PacketType::BlockGo, Address::Switch) => (repr.sequence, repr.block),
+        // A report is about a block the worker is done with, not one that began; the
+        // all-reduce names no exchange.
+        (PacketType::BlockDone | PacketType::Join, _) => return,
+        (PacketType::BlockGo | PacketType::Reduce | PacketType::Reduced, _) => return,
+        _ => match &job.current {
+            Some(run)
+                if run.id.matches(repr) && usize::from(repr.block) < run.plan.blocks.len() =>
+            {
+                (run.seq, repr.block)
+            }
+            _ => return,
+        },
+    };
+    advance(job, f, ExchangeId::of(repr), seq, block, racks, rack);
+}
+
+/// Load block `block` of exchange (`id`, `seq`) when it is ahead of what the leaf holds
+/// (freeing what the old block still held); older ones change nothing.
+fn advance(
+    job: &mut Job,
+    f: &mut Fabric,
+    id: ExchangeId,
+    seq: u32,
+    block: u16,
+    racks: &Racks,
+    rack: u16,
+) {
     if let Some(run) = &job.current {
         let same = run.id == id && run.seq == seq;
-        if (same && repr.block <= run.block) || (!same && seq <= run.seq) {
+        if (same && block <= run.block) || (!same && seq <= run.seq) {
             return;
         }
     }
     if let Some(state) = job.current.as_mut().and_then(|run| run.state.take()) {
         state.release(f);
     }
-    let plan = job.layers[usize::from(repr.layer)].clone();
+    let plan = job.layers[usize::from(id.layer)].clone();
     let workers = usize::from(job.workers);
-    let block = usize::from(repr.block);
-    let state =
-        (block < plan.blocks.len()).then(|| BlockState::for_leaf(&plan, block, racks, rack));
+    let b = usize::from(block);
+    let state = (b < plan.blocks.len()).then(|| BlockState::for_leaf(&plan, b, racks, rack));
     job.current = Some(Run {
         id,
         seq,
         plan,
         started: true,
-        block: repr.block,
+        block,
         joined: BitVec::repeat(true, workers),
         done: BitVec::repeat(false, workers),
         state,
