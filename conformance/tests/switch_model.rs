@@ -493,3 +493,28 @@ fn a_leaf_passes_on_what_another_rack_needs() {
     let out = send_from(&mut spine, Address::Worker(1), &reply, &[5; 4]);
     assert_eq!((out.len(), out[0].0), (1, Address::Worker(0)));
 }
+
+#[test]
+fn a_leaf_that_missed_every_go_follows_the_exchange() {
+    let mut leaf = tier_switch(Some(1));
+    let mut spine = tier_switch(None);
+    // Worker 1's join passes the leaf; the spine's go to it is lost; a result of block 0
+    // comes down instead (the worker starts on it): the leaf is in block 0 all the same and
+    // takes the worker's data.
+    let join = packet(PacketType::Join, 1, |_| {});
+    send_from(&mut leaf, Address::Worker(1), &join, &[]);
+    send_from(&mut spine, Address::Worker(0), &packet(PacketType::Join, 0, |_| {}), &[]);
+    send_from(&mut spine, Address::Worker(1), &join, &[]);
+    let result = packet(PacketType::Result, 1, |r| {
+        r.src = 1;
+        r.dst = 1;
+        r.count = 1;
+        r.lanes = 4;
+    });
+    let out = send_from(&mut leaf, Address::Switch, &result, &[7; 4]);
+    assert_eq!(out.len(), 1);
+    let out = send_from(&mut leaf, Address::Worker(1), &data(1, 2, &[1; 4]), &[1; 4]);
+    assert_eq!(out.len(), 1, "{:?}", leaf.counters().drops());
+    assert!(out[0].1.flags.ack);
+    assert_eq!(leaf.counters().total_drops(), 0);
+}
