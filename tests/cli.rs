@@ -852,6 +852,8 @@ fn simulate_racks_studies_the_exchange_on_leaf_spine_fabrics() {
     let studies = studies.as_array().unwrap();
     assert_eq!(studies.len(), 2);
     for s in studies {
+        // Two-level aggregation unless --one-level says otherwise.
+        assert_eq!(s["two_level"], true, "{s}");
         let fabrics = s["fabrics"].as_array().unwrap();
         assert_eq!(fabrics.len(), 2, "{s}");
         for f in fabrics {
@@ -876,6 +878,7 @@ fn simulate_racks_studies_the_exchange_on_leaf_spine_fabrics() {
             &["--racks", "2", "--background", "hadoop"][..],
             "cannot be used with",
         ),
+        (&["--one-level"][..], "--racks"),
     ] {
         let bad_out = dir.path().join("bad");
         let mut args = vec![

@@ -503,7 +503,12 @@ fn a_leaf_that_missed_every_go_follows_the_exchange() {
     // takes the worker's data.
     let join = packet(PacketType::Join, 1, |_| {});
     send_from(&mut leaf, Address::Worker(1), &join, &[]);
-    send_from(&mut spine, Address::Worker(0), &packet(PacketType::Join, 0, |_| {}), &[]);
+    send_from(
+        &mut spine,
+        Address::Worker(0),
+        &packet(PacketType::Join, 0, |_| {}),
+        &[],
+    );
     send_from(&mut spine, Address::Worker(1), &join, &[]);
     let result = packet(PacketType::Result, 1, |r| {
         r.src = 1;

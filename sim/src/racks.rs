@@ -2,11 +2,13 @@
 //! the star and on every fabric of a grid of rack counts and oversubscriptions, measured
 //! against its time on the star in the same study, with the bytes that crossed the spine layer.
 //!
-//! The fabric has one level of aggregation: the exchange's switch is spine 0, so every packet
-//! of every kind — the host exchange's copies too, which the switch relays — goes up to it and
-//! down again, and its spine-layer bytes equal its host-link bytes. What an
-//! oversubscribed rack costs each kind is what this study shows; two-level aggregation, where
-//! each leaf sums its own workers' contributions first, is the step it prepares.
+//! With two-level aggregation ([`FabricSpec::two_level`], the default of `simulate --racks`)
+//! every leaf is a switch of the exchange: it sums its rack's contributions, finishes the sums
+//! whose contributions are all its own, relays everything else (the host exchange's copies
+//! stay in the rack when they can), and spine 0 finishes the rest. With one level, the
+//! exchange's only switch is spine 0, so every packet of every kind — the host exchange's
+//! copies too, which the switch relays — goes up to it and down again, and its spine-layer
+//! bytes equal its host-link bytes.
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::fixed::Scale;
@@ -23,6 +25,9 @@ pub struct FabricSpec {
     pub racks: Vec<u16>,
     pub spines: u16,
     pub oversubscription: Vec<f64>,
+    /// Every leaf a switch of the exchange's (else the leaves only forward).
+    #[serde(default)]
+    pub two_level: bool,
 }
 
 impl FabricSpec {
@@ -78,6 +83,9 @@ pub struct RackStudy {
     /// The chip preset the exchange's switch ran on.
     pub chip: String,
     pub mode: SimMode,
+    /// Two-level aggregation on the fabrics.
+    #[serde(default)]
+    pub two_level: bool,
     /// The exchange on the star (every host one hop from the switch).
     pub star_ns: Nanos,
     pub star_link_bytes: u64,
@@ -87,13 +95,14 @@ pub struct RackStudy {
 }
 
 impl OnFabric {
-    /// "4 racks × 8, 2 spines, 2:1".
+    /// "4 racks × 8, 2 spines, 2:1" (or "1 spine").
     pub fn describe(&self) -> String {
         // The ratio without trailing zeros: 2, 1.5.
         let ratio = format!("{:.2}", self.oversubscription);
         let ratio = ratio.trim_end_matches('0').trim_end_matches('.');
+        let spines = if self.spines == 1 { "spine" } else { "spines" };
         format!(
-            "{} racks × {}, {} spines, {ratio}:1",
+            "{} racks × {}, {} {spines}, {ratio}:1",
             self.racks, self.hosts_per_rack, self.spines
         )
     }
@@ -128,7 +137,11 @@ pub fn rack_study(
                 oversubscription,
             );
             let on = SimConfig { topology, ..*cfg };
-            let sim = simulate_exchange(plan.clone(), &on, setup, scale)?.0;
+            let two_level = ExchangeSetup {
+                two_level: spec.two_level,
+                ..*setup
+            };
+            let sim = simulate_exchange(plan.clone(), &on, &two_level, scale)?.0;
             fabrics.push(OnFabric {
                 racks,
                 hosts_per_rack: per_rack,
@@ -148,6 +161,7 @@ pub fn rack_study(
         memory: setup.switch_memory,
         chip: cfg.switch.chip.preset.name().to_string(),
         mode,
+        two_level: spec.two_level,
         star_ns: star.run.finish_ns,
         star_link_bytes: star.run.link_bytes(),
         star_drops: star.run.drops(),
@@ -179,8 +193,9 @@ pub fn rack_table(studies: &[RackStudy]) -> String {
     };
     for s in studies {
         let memory = switchgnn_partition::size::format_bytes(s.memory);
+        let levels = if s.two_level { " (two-level)" } else { "" };
         let lead = format!(
-            "| {} | {} | {memory} | {} |",
+            "| {} | {} | {memory} | {}{levels} |",
             s.workers,
             s.chip,
             s.mode.name()

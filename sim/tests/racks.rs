@@ -20,6 +20,7 @@ fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines
         racks: vec![2, 4],
         spines: 2,
         oversubscription: vec![1.0, 4.0],
+        two_level: false,
     };
     let mut studies = Vec::new();
     for mode in [SimMode::Host, SimMode::Reduce] {
@@ -69,4 +70,48 @@ fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines
         ..fabrics
     };
     assert!(none.check(WORKERS).is_err());
+}
+
+#[test]
+fn with_two_levels_leaves_aggregate_and_keep_rack_traffic_in_the_rack() {
+    let d = generate(&Preset::Small.spec(0.5, 3).unwrap(), &NoProgress).unwrap();
+    let spec =
+        PlanSpec::new("synthetic:small", u32::from(WORKERS), vec![128]).switch_memory(1 << 20);
+    let p = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    let cfg = SimConfig::paper(WORKERS);
+    let fabrics = FabricSpec {
+        racks: vec![2, 4],
+        spines: 1,
+        oversubscription: vec![2.0],
+        two_level: true,
+    };
+    let mut studies = Vec::new();
+    for mode in [SimMode::Host, SimMode::SwitchGnn, SimMode::Reduce] {
+        let setup = ExchangeSetup::new(mode, 1 << 20);
+        let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
+        let s = rack_study(&xplan, mode, &cfg, &setup, scale_for(&d.graph), &fabrics).unwrap();
+        assert!(s.two_level);
+        if mode == SimMode::Host {
+            for f in &s.fabrics {
+                // Copies between the hosts of a rack never reach the spine layer (with one
+                // level, everything does: spine bytes = host-link bytes).
+                assert!(f.spine_bytes < f.host_link_bytes * 9 / 10, "{f:?}");
+            }
+        }
+        studies.push(s);
+    }
+    // The leaves' partial sums cross the spine layer in place of the features they sum.
+    let host = &studies[0];
+    for s in &studies[1..] {
+        for (h, f) in host.fabrics.iter().zip(&s.fabrics) {
+            assert!(
+                f.spine_bytes < h.spine_bytes,
+                "{}: {f:?} against {h:?}",
+                s.mode.name()
+            );
+        }
+    }
+    let table = rack_table(&studies);
+    println!("{table}");
+    assert!(table.contains("reduce (two-level)"), "{table}");
 }

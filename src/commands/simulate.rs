@@ -108,7 +108,8 @@ pub struct Args {
     pub background_ms: Option<f64>,
     /// Instead of the sweep: run each exchange (first layer) on the star and on leaf-spine
     /// fabrics of these rack counts (comma-separated; each must divide the worker counts),
-    /// with the exchange's switch on spine 0; writes fabric.json, fabric.md and fabric.svg.
+    /// with two-level aggregation: every leaf sums its rack's contributions, spine 0 finishes;
+    /// writes fabric.json, fabric.md and fabric.svg.
     #[arg(long, value_name = "RACKS", conflicts_with = "background")]
     pub racks: Option<String>,
     /// Spine switches of the leaf-spine fabrics.
@@ -118,6 +119,10 @@ pub struct Args {
     /// over its uplinks' (2 = 2:1).
     #[arg(long, default_value = "1,2", value_name = "RATIOS")]
     pub oversubscription: String,
+    /// With --racks: one level of aggregation instead of two (the leaves only forward, the
+    /// exchange's one switch is spine 0).
+    #[arg(long, requires = "racks")]
+    pub one_level: bool,
     /// Report folder.
     #[arg(short, long)]
     pub out: PathBuf,
@@ -273,6 +278,7 @@ pub fn run(args: Args) -> Result<()> {
                     })
                 })
                 .collect::<Result<_>>()?,
+            two_level: !args.one_level,
         };
         let studies = rack_sweep(&dataset, &spec, &fabrics, &plan_spec, &bars)?;
         bars.finish();
@@ -281,11 +287,21 @@ pub fn run(args: Args) -> Result<()> {
             &args.out,
             "fabric",
             "The exchange on leaf-spine fabrics",
-            "Times on the chip each row names, which is the exchange's switch on spine 0 (one \
-             level of aggregation: every packet goes up to it and down again); leaves and the \
-             other spines forward. `× star`: over the same exchange on the star. `spine \
-             layer`: frame bytes on the links between leaves and spines, both directions; \
-             `spine × host`: over the host exchange's on the same fabric.",
+            if fabrics.two_level {
+                "Times on the chip each row names. Two-level aggregation: every leaf is such a \
+                 chip running the switch model for its rack (it sums its workers' \
+                 contributions, finishes the sums they alone feed, relays the rest and sends \
+                 partial sums up) and spine 0 finishes the other sums; the other spines \
+                 forward. `× star`: over the same exchange on the star. `spine layer`: frame \
+                 bytes on the links between leaves and spines, both directions; `spine × \
+                 host`: over the host exchange's on the same fabric."
+            } else {
+                "Times on the chip each row names, which is the exchange's switch on spine 0 \
+                 (one level of aggregation: every packet goes up to it and down again); leaves \
+                 and the other spines forward. `× star`: over the same exchange on the star. \
+                 `spine layer`: frame bytes on the links between leaves and spines, both \
+                 directions; `spine × host`: over the host exchange's on the same fabric."
+            },
             &table,
             &studies,
             &switchgnn_sim::plot::rack_figure(&studies)?,
