@@ -258,6 +258,42 @@ fn analyze_reports_traffic_per_worker_count() {
     }
 }
 
+/// `analyze --racks`: what crosses the spine layer with two-level aggregation, per kind.
+#[test]
+fn analyze_counts_what_crosses_the_racks() {
+    let rows = json(&[
+        "analyze",
+        "synthetic:small",
+        "--workers",
+        "8",
+        "--racks",
+        "2,8",
+        "--json",
+    ]);
+    let fabrics = rows[0]["fabrics"].as_array().unwrap();
+    assert_eq!(fabrics.len(), 2);
+    let bytes = |f: &serde_json::Value, kind: &str| f[kind]["bytes"].as_u64().unwrap();
+    for f in fabrics {
+        // Partial sums, one per rack and destination, cross instead of every copy.
+        assert!(bytes(f, "reduce") < bytes(f, "host"), "{f}");
+        assert!(bytes(f, "reduce") <= bytes(f, "switchgnn"), "{f}");
+    }
+    // More racks, more of the exchange crosses; with a rack per worker the host exchange's
+    // copies all do (twice: up and down), and its payload is the host-link traffic.
+    assert!(bytes(&fabrics[0], "host") < bytes(&fabrics[1], "host"));
+    let out = switchgnn(&[
+        "analyze",
+        "synthetic:small",
+        "--workers",
+        "4",
+        "--racks",
+        "8",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("4 workers cannot fill 8 racks"), "{err}");
+}
+
 #[test]
 fn order_eval_scores_orders_side_by_side() {
     let scored = json(&[

@@ -85,6 +85,9 @@ fn leaves_aggregate_and_the_spine_finishes() {
         } else {
             assert_eq!(spine.received(PacketType::Data), 0);
         }
+        // What the planning side counts is what crossed.
+        let predicted = switchgnn_dataplane::switch::spine_traffic(plan, fabric.racks(), 0);
+        assert_eq!(fabric.carried(), predicted, "{kind}");
         eprintln!(
             "{kind}: {} bytes between racks, spine {} partials in, {} sums out",
             fabric.cross_rack_bytes(),

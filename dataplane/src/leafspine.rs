@@ -13,7 +13,9 @@ use crate::fault::{FaultInjector, FaultStats, Faults};
 use crate::link::{ceil_nanos, to_picos, Port};
 use crate::network::LinkConfig;
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit, MAX_DATAGRAM_LEN};
-use crate::switch::{JobConfig, Racks, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
+use crate::switch::{
+    JobConfig, Racks, SpineTraffic, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier,
+};
 
 /// A packet on a link between a leaf and the spine: when it arrives, in which direction, and
 /// the rack of the leaf at its end.
@@ -39,6 +41,8 @@ pub struct LeafSpine {
     seq: u64,
     inside: BinaryHeap<Reverse<Inside>>,
     out: VecDeque<(Address, Vec<u8>)>,
+    /// The packets with lanes put on those links, as [`crate::switch::spine_traffic`] counts.
+    carried: SpineTraffic,
 }
 
 impl LeafSpine {
@@ -77,12 +81,18 @@ impl LeafSpine {
             seq: 0,
             inside: BinaryHeap::new(),
             out: VecDeque::new(),
+            carried: SpineTraffic::default(),
         })
     }
 
     /// The leaf of rack `r`.
     pub fn leaf(&self, r: u16) -> &Switch {
         &self.leaves[usize::from(r)]
+    }
+
+    /// Every worker's rack.
+    pub fn racks(&self) -> &Racks {
+        &self.racks
     }
 
     /// The spine.
@@ -106,6 +116,12 @@ impl LeafSpine {
             .chain(&self.down)
             .map(|p| p.stats.bytes)
             .sum()
+    }
+
+    /// The packets carrying lanes that were put on those links (before any fault), and their
+    /// bytes: what [`crate::switch::spine_traffic`] predicts.
+    pub fn carried(&self) -> SpineTraffic {
+        self.carried
     }
 
     /// What the faults did on those links.
@@ -135,6 +151,10 @@ impl LeafSpine {
                 // Nowhere to go.
                 (None, _) => continue,
             };
+            if bytes.get(23).is_some_and(|&lanes| lanes > 0) {
+                self.carried.packets += 1;
+                self.carried.bytes += bytes.len() as u64;
+            }
             let Self {
                 up: ups,
                 down,

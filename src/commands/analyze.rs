@@ -8,6 +8,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
 use switchgnn_chip::{Choice, Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::switch::{spine_traffic, Racks, SpineTraffic};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::format_bytes;
@@ -36,6 +37,11 @@ pub struct Args {
     pub switch_memory: Option<String>,
     #[command(flatten)]
     pub verdict: VerdictArgs,
+    /// Also count what crosses the spine layer of leaf-spine fabrics of these rack counts
+    /// (comma-separated, workers in racks of consecutive ranks) with two-level aggregation,
+    /// for the host exchange, switchgnn and reduce (one block each).
+    #[arg(long, value_name = "RACKS")]
+    pub racks: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -58,6 +64,18 @@ struct Row {
     /// plan's blocks).
     pick: String,
     plans: Vec<PlanRow>,
+    /// Per rack count of `--racks`: frame bytes across the spine layer.
+    fabrics: Vec<FabricRow>,
+}
+
+/// What crosses the links between leaves and spine with two-level aggregation (no loss; data
+/// packets, each link crossed counted).
+#[derive(Debug, Serialize)]
+struct FabricRow {
+    racks: u16,
+    host: SpineTraffic,
+    switchgnn: SpineTraffic,
+    reduce: SpineTraffic,
 }
 
 #[derive(Debug, Serialize)]
@@ -79,6 +97,18 @@ pub fn run(args: Args) -> Result<()> {
         Some(s) => parse_sizes(s)?,
         None => Vec::new(),
     };
+    let rack_counts: Vec<u16> = match &args.racks {
+        Some(s) => parse_list(s, "--racks")?,
+        None => Vec::new(),
+    };
+    if let Some(&(r, m)) = rack_counts
+        .iter()
+        .flat_map(|&r| workers.iter().map(move |&m| (r, m)))
+        .find(|&(r, m)| r == 0 || u32::from(r) > m)
+        .as_ref()
+    {
+        anyhow::bail!("--racks {r}: {m} workers cannot fill {r} racks");
+    }
     let method = args.input.partition.method();
     let choice = args.verdict.chip.choice()?;
     let cost = args.verdict.cost()?;
@@ -106,15 +136,41 @@ pub fn run(args: Args) -> Result<()> {
                 0,
             )
         };
+        let fabrics_of = |plan: &ExchangePlan| -> Result<Vec<SpineTraffic>> {
+            rack_counts
+                .iter()
+                .map(|&r| {
+                    Ok(spine_traffic(
+                        plan,
+                        &Racks::even(m as u16, r)?,
+                        FRAME_OVERHEAD,
+                    ))
+                })
+                .collect()
+        };
         let host_plan = whole(Mode::Host)?;
         let host = Load::of(&host_plan, FRAME_OVERHEAD);
+        let host_fabrics = fabrics_of(&host_plan)?;
         drop(host_plan);
-        let reduce_load = Load::of(
-            &reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?,
-            FRAME_OVERHEAD,
-        );
+        let reduce_xplan = reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?;
+        let reduce_load = Load::of(&reduce_xplan, FRAME_OVERHEAD);
+        let reduce_fabrics = fabrics_of(&reduce_xplan)?;
+        drop(reduce_xplan);
         let reduce = Verdict::of(&chip, &reduce_load, &host, &cost);
-        let blocks_load = Load::of(&whole(Mode::Blocks)?, FRAME_OVERHEAD);
+        let blocks_xplan = whole(Mode::Blocks)?;
+        let blocks_load = Load::of(&blocks_xplan, FRAME_OVERHEAD);
+        let blocks_fabrics = fabrics_of(&blocks_xplan)?;
+        drop(blocks_xplan);
+        let fabrics = rack_counts
+            .iter()
+            .enumerate()
+            .map(|(i, &racks)| FabricRow {
+                racks,
+                host: host_fabrics[i],
+                switchgnn: blocks_fabrics[i],
+                reduce: reduce_fabrics[i],
+            })
+            .collect();
         let verdict = Verdict::of(&chip, &blocks_load, &host, &cost);
         // What `prepare --exchange auto` would pick (with every destination in one block).
         let pick = Choice::of(
@@ -160,6 +216,7 @@ pub fn run(args: Args) -> Result<()> {
             pick,
             traffic,
             plans,
+            fabrics,
         });
     }
     bars.finish();
@@ -200,6 +257,19 @@ pub fn run(args: Args) -> Result<()> {
              weighs the hybrid): {}",
             r.pick
         );
+        for f in &r.fabrics {
+            let versus = |t: &SpineTraffic| t.bytes as f64 / f.host.bytes.max(1) as f64;
+            println!(
+                "  across the spine layer of {} racks, two-level aggregation (frames, one \
+                 block): host exchange {}, switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
+                f.racks,
+                format_bytes(f.host.bytes),
+                format_bytes(f.switchgnn.bytes),
+                versus(&f.switchgnn),
+                format_bytes(f.reduce.bytes),
+                versus(&f.reduce)
+            );
+        }
     }
     Ok(())
 }

@@ -45,7 +45,7 @@ mod tier;
 
 pub use reduce::MAX_SLOTS;
 pub use shared::MAX_POOL_SLOTS;
-pub use tier::{Racks, Tier, MAX_RACKS};
+pub use tier::{spine_traffic, Racks, SpineTraffic, Tier, MAX_RACKS};
 
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};

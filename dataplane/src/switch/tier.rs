@@ -31,7 +31,7 @@ use super::{Run, SwitchError};
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId};
 use crate::plan::{ExchangePlan, Mode};
-use crate::wire::{Packet, PacketType, Repr, MAX_LANES};
+use crate::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_LANES};
 
 /// The most racks a two-level fabric has: a spine keeps one bit per rack and destination.
 pub const MAX_RACKS: u16 = 64;
@@ -177,6 +177,63 @@ fn contributions(plan: &ExchangePlan, block: usize, racks: &Racks, rack: u16) ->
                 for &i in b.multicast.rows_of(j) {
                     add(i, w);
                 }
+            }
+        }
+    }
+    out
+}
+
+/// What crosses the links between the leaves and the spine (each way counted) when an exchange
+/// runs with two-level aggregation and nothing is lost: the packets that carry lanes — the
+/// partial sums and the results of the in-network kinds, the copies of the host exchange —
+/// and their bytes with `frame_overhead` added to each. Barriers, acknowledgements and
+/// fetches are left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpineTraffic {
+    /// Packets, one per link crossed.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// [`SpineTraffic`] of `plan` on `racks`: what the planning side counts for a fabric.
+pub fn spine_traffic(plan: &ExchangePlan, racks: &Racks, frame_overhead: u64) -> SpineTraffic {
+    let chunk_bytes: Vec<u64> = (0..plan.chunks())
+        .map(|c| (HEADER_LEN + 4 * plan.chunk_lanes(c)) as u64 + frame_overhead)
+        .collect();
+    let row_bytes: u64 = chunk_bytes.iter().sum();
+    let chunks = plan.chunks() as u64;
+    let mut out = SpineTraffic::default();
+    let mut cross = |crossings: u64| {
+        out.packets += crossings * chunks;
+        out.bytes += crossings * row_bytes;
+    };
+    for (b, block) in plan.blocks.iter().enumerate() {
+        let t = &block.table;
+        if plan.mode == Mode::Host {
+            // A source's feature goes once to every other worker that needs it (BNS-GCN with
+            // p = 1): up and down when that worker is in another rack.
+            let mut to: Vec<u32> = Vec::new();
+            for s in 0..t.len() {
+                let from = t.workers[s];
+                to.clear();
+                to.extend(t.row(s).iter().map(|&i| t.workers[i as usize]));
+                to.sort_unstable();
+                to.dedup();
+                let rack = racks.rack_of(from as u16);
+                let away = to
+                    .iter()
+                    .filter(|&&w| w != from && racks.rack_of(w as u16) != rack)
+                    .count();
+                cross(2 * away as u64);
+            }
+            continue;
+        }
+        let c = contributions(plan, b, racks, u16::MAX);
+        for (i, &r) in c.racks_in.iter().enumerate() {
+            if needs_spine(r, racks.rack_of(t.workers[i] as u16)) {
+                // One partial up per contributing rack, the sum down.
+                cross(u64::from(r.count_ones()) + 1);
             }
         }
     }
