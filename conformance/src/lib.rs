@@ -190,21 +190,7 @@ impl Driver for InMemory {
     }
 
     fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
-        let mut network = NetworkConfig::new(faults(&r.case.condition, 20_000), r.seed);
-        network.max_events = 20_000_000;
-        let setup = RunSetup {
-            exchange: exchange_id(r.case.backward),
-            scale: r.scale,
-            switch: SwitchConfig {
-                aggregators: r.aggregators,
-                ecn_threshold: 100_000,
-                ports: r.plan.workers,
-            },
-            network,
-            timers: Timers::default(),
-            paced: true,
-            window: 64,
-        };
+        let setup = in_memory_setup(r);
         // The workers join through the control plane first, over the same faulty links.
         let run = run_exchange_controlled(
             r.case.kind,
@@ -236,21 +222,7 @@ impl Driver for InMemoryTwoLevel {
     }
 
     fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
-        let mut network = NetworkConfig::new(faults(&r.case.condition, 20_000), r.seed);
-        network.max_events = 20_000_000;
-        let setup = RunSetup {
-            exchange: exchange_id(r.case.backward),
-            scale: r.scale,
-            switch: SwitchConfig {
-                aggregators: r.aggregators,
-                ecn_threshold: 100_000,
-                ports: r.plan.workers,
-            },
-            network,
-            timers: Timers::default(),
-            paced: true,
-            window: 64,
-        };
+        let setup = in_memory_setup(r);
         let (run, _) =
             run_exchange_two_level(r.case.kind, r.plan.clone(), r.features, &setup, self.racks)
                 .map_err(|e| e.to_string())?;
@@ -401,6 +373,25 @@ fn sim_mode(kind: ExchangeKind) -> SimMode {
         ExchangeKind::Reduce => SimMode::Reduce,
         ExchangeKind::Hybrid => SimMode::Hybrid,
         ExchangeKind::Auto => SimMode::Auto,
+    }
+}
+
+/// The in-memory drivers' setup of run `r`: 100 Gb/s, 2 µs links with the case's faults.
+fn in_memory_setup(r: &Run<'_>) -> RunSetup {
+    let mut network = NetworkConfig::new(faults(&r.case.condition, 20_000), r.seed);
+    network.max_events = 20_000_000;
+    RunSetup {
+        exchange: exchange_id(r.case.backward),
+        scale: r.scale,
+        switch: SwitchConfig {
+            aggregators: r.aggregators,
+            ecn_threshold: 100_000,
+            ports: r.plan.workers,
+        },
+        network,
+        timers: Timers::default(),
+        paced: true,
+        window: 64,
     }
 }
 

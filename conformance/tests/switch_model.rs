@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::send;
+use common::{send, send_from};
 
 use switchgnn_dataplane::node::{Address, ExchangeId, Node};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
@@ -325,25 +325,6 @@ fn a_quota_keeps_a_job_inside_its_region_of_the_pool() {
             assert_eq!((raw, results), (3, 0), "job 2: {out:?}");
         }
     }
-}
-
-/// Packets into `s` from `from` (a port, or a leaf's uplink), and what comes out.
-fn send_from(
-    s: &mut Switch,
-    from: Address,
-    r: &Repr,
-    lanes: &[i32],
-) -> Vec<(Address, Repr, Vec<i32>)> {
-    use switchgnn_dataplane::node::Transmit;
-    use switchgnn_dataplane::wire::{Packet, MAX_PACKET_LEN};
-    s.handle_packet(0, from, &r.to_bytes(lanes));
-    let mut out = Vec::new();
-    let mut buf = [0u8; MAX_PACKET_LEN];
-    while let Some(Transmit { to, len }) = s.poll_transmit(0, &mut buf) {
-        let p = Packet::new_checked(&buf[..len]).unwrap();
-        out.push((to, Repr::parse(&p).unwrap(), p.payload().collect()));
-    }
-    out
 }
 
 /// The star graph on a fabric of two racks, worker 0 in rack 0 and worker 1 in rack 1: leaf

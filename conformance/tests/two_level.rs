@@ -8,7 +8,8 @@ use common::{dataset_of, random_graph};
 use switchgnn_conformance::Fixture;
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fault::Faults;
-use switchgnn_dataplane::network::{run_exchange_two_level, NetworkConfig, RunSetup};
+use switchgnn_dataplane::leafspine::LeafSpine;
+use switchgnn_dataplane::network::{run_exchange_two_level, ExchangeRun, NetworkConfig, RunSetup};
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::wire::PacketType;
@@ -45,6 +46,19 @@ fn setup(f: &Fixture, faults: Faults, seed: u64) -> RunSetup {
     }
 }
 
+/// One exchange of `kind` on four racks of two, its sums checked against the direct ones.
+fn run_exact(f: &Fixture, kind: ExchangeKind, s: &RunSetup) -> (ExchangeRun, LeafSpine) {
+    let plan = f.plan(kind);
+    let (run, fabric) =
+        run_exchange_two_level(kind, plan.clone(), &f.features, s, 4).expect("a run");
+    let (encoded, _) = encode_matrix(&s.scale, &f.features, plan.width);
+    let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
+    for (got, want) in run.outputs.iter().zip(&want) {
+        assert_eq!(got.sums, want.sums, "{kind}: sums differ");
+    }
+    (run, fabric)
+}
+
 #[test]
 fn leaves_aggregate_and_the_spine_finishes() {
     let f = fixture();
@@ -56,14 +70,7 @@ fn leaves_aggregate_and_the_spine_finishes() {
         ExchangeKind::Reduce,
         ExchangeKind::Hybrid,
     ] {
-        let plan = f.plan(kind);
-        let (run, fabric) =
-            run_exchange_two_level(kind, plan.clone(), &f.features, &s, 4).expect("a run");
-        let (encoded, _) = encode_matrix(&s.scale, &f.features, plan.width);
-        let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
-        for (got, want) in run.outputs.iter().zip(&want) {
-            assert_eq!(got.sums, want.sums, "{kind}: sums differ");
-        }
+        let (_, fabric) = run_exact(&f, kind, &s);
         let spine = fabric.spine().counters();
         if kind.in_network() {
             // Every data packet the spine sees is a leaf's partial sum, and it finishes sums.
@@ -86,7 +93,7 @@ fn leaves_aggregate_and_the_spine_finishes() {
             assert_eq!(spine.received(PacketType::Data), 0);
         }
         // What the planning side counts is what crossed.
-        let predicted = switchgnn_dataplane::switch::spine_traffic(plan, fabric.racks(), 0);
+        let predicted = switchgnn_dataplane::switch::spine_traffic(f.plan(kind), fabric.racks(), 0);
         assert_eq!(fabric.carried(), predicted, "{kind}");
         eprintln!(
             "{kind}: {} bytes between racks, spine {} partials in, {} sums out",
@@ -111,15 +118,7 @@ fn a_lost_partial_is_recovered_by_the_destination() {
     // the destinations fetch what they miss.
     let f = fixture();
     for kind in [ExchangeKind::Switchgnn, ExchangeKind::Reduce] {
-        let plan = f.plan(kind);
-        let s = setup(&f, Faults::lossy(0.05), 7);
-        let (run, fabric) =
-            run_exchange_two_level(kind, plan.clone(), &f.features, &s, 4).expect("a run");
-        let (encoded, _) = encode_matrix(&s.scale, &f.features, plan.width);
-        let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
-        for (got, want) in run.outputs.iter().zip(&want) {
-            assert_eq!(got.sums, want.sums, "{kind}: sums differ");
-        }
+        let (run, fabric) = run_exact(&f, kind, &setup(&f, Faults::lossy(0.05), 7));
         assert!(fabric.faults().lost > 0, "no packet lost between racks");
         let fetched: u64 = run.engines.iter().map(|e| e.fetches_sent).sum();
         assert!(fetched > 0, "{kind}: nothing was fetched");

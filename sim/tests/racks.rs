@@ -1,7 +1,7 @@
 //! The fabric study: an exchange on leaf-spine fabrics against the star.
 
 use switchgnn_datasets::synthetic::{generate, Preset};
-use switchgnn_datasets::NoProgress;
+use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{exchange_plan, scale_for, ExchangeSetup};
 use switchgnn_sim::racks::{rack_study, rack_table, FabricSpec};
@@ -9,12 +9,18 @@ use switchgnn_sim::{SimConfig, SimMode};
 
 const WORKERS: u16 = 8;
 
-#[test]
-fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines_less() {
+/// The small synthetic graph at half scale and its plan for 8 workers, width 128, 1 MB.
+fn small() -> (Dataset, Plan) {
     let d = generate(&Preset::Small.spec(0.5, 3).unwrap(), &NoProgress).unwrap();
     let spec =
         PlanSpec::new("synthetic:small", u32::from(WORKERS), vec![128]).switch_memory(1 << 20);
     let p = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    (d, p)
+}
+
+#[test]
+fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines_less() {
+    let (d, p) = small();
     let cfg = SimConfig::paper(WORKERS);
     let fabrics = FabricSpec {
         racks: vec![2, 4],
@@ -74,10 +80,7 @@ fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines
 
 #[test]
 fn with_two_levels_leaves_aggregate_and_keep_rack_traffic_in_the_rack() {
-    let d = generate(&Preset::Small.spec(0.5, 3).unwrap(), &NoProgress).unwrap();
-    let spec =
-        PlanSpec::new("synthetic:small", u32::from(WORKERS), vec![128]).switch_memory(1 << 20);
-    let p = Plan::prepare(&d, &spec, &|_| {}).unwrap();
+    let (d, p) = small();
     let cfg = SimConfig::paper(WORKERS);
     let fabrics = FabricSpec {
         racks: vec![2, 4],

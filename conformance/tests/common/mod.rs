@@ -144,7 +144,17 @@ pub fn run_exact(
 
 /// Hand `r` with `lanes` to switch `s` on `port` at time 0; everything it sends in return.
 pub fn send(s: &mut Switch, port: u16, r: &Repr, lanes: &[i32]) -> Vec<(Address, Repr, Vec<i32>)> {
-    s.handle_packet(0, Address::Worker(port), &r.to_bytes(lanes));
+    send_from(s, Address::Worker(port), r, lanes)
+}
+
+/// [`send`] from any address: a port, or (at a leaf) the uplink from the spine.
+pub fn send_from(
+    s: &mut Switch,
+    from: Address,
+    r: &Repr,
+    lanes: &[i32],
+) -> Vec<(Address, Repr, Vec<i32>)> {
+    s.handle_packet(0, from, &r.to_bytes(lanes));
     let mut out = Vec::new();
     let mut buf = [0u8; MAX_PACKET_LEN];
     while let Some(Transmit { to, len }) = s.poll_transmit(0, &mut buf) {

@@ -1190,22 +1190,12 @@ fn data(
     repr: &Repr,
     packet: &Packet<&[u8]>,
 ) -> Result<(), DropReason> {
-    let run = running(job, repr)?;
-    if repr.block != run.block {
-        return Err(DropReason::Stale);
-    }
+    let (run, lanes) = data_block(job, repr)?;
     let plan = &run.plan;
-    if plan.mode == Mode::Host {
-        return Err(DropReason::WrongMode);
-    }
     if plan.owner[repr.src as usize] != repr.worker {
         return Err(DropReason::NotInPlan);
     }
     let c = usize::from(repr.chunk);
-    let lanes = plan.chunk_lanes(c);
-    if usize::from(repr.lanes) != lanes {
-        return Err(DropReason::BadLanes);
-    }
     let block = &plan.blocks[usize::from(run.block)];
     let table = &block.table;
     // The sender's seen bit and the aggregators its packet is added into: a vertex's feature
@@ -1313,13 +1303,7 @@ fn data(
                 // A leaf's share of a sum the spine finishes.
                 tier::send_partial(f, repr, dst, state.counted[k], sums);
             } else {
-                let mut result = *repr;
-                result.packet_type = PacketType::Result;
-                result.src = dst;
-                result.dst = dst;
-                result.count = state.counted[k];
-                result.worker = dst_rank;
-                f.send(dst_rank, &result, sums);
+                send_result(f, repr, dst, dst_rank, state.counted[k], sums);
             }
             // A partial sum's pass ends its packet; a multicast contribution may go on (the P4
             // program reads in place when the completing pass ends its pipe's chain: fewer).
@@ -1337,6 +1321,35 @@ fn data(
     f.counters.acks += 1;
     f.send(repr.worker, &ack, &[]);
     Ok(())
+}
+
+/// The running block a data packet must belong to, and the lanes of its chunk (the packet's
+/// checked against them).
+fn data_block<'a>(job: &'a mut Job, repr: &Repr) -> Result<(&'a mut Run, usize), DropReason> {
+    let run = running(job, repr)?;
+    if repr.block != run.block {
+        return Err(DropReason::Stale);
+    }
+    if run.plan.mode == Mode::Host {
+        return Err(DropReason::WrongMode);
+    }
+    let lanes = run.plan.chunk_lanes(usize::from(repr.chunk));
+    if usize::from(repr.lanes) != lanes {
+        return Err(DropReason::BadLanes);
+    }
+    Ok((run, lanes))
+}
+
+/// Send `dst`'s finished sum of `count` contributions to its worker `rank`.
+fn send_result(f: &mut Fabric, repr: &Repr, dst: u32, rank: u16, count: u16, sums: &[i32]) {
+    let mut result = *repr;
+    result.packet_type = PacketType::Result;
+    result.flags.partial = false;
+    result.src = dst;
+    result.dst = dst;
+    result.count = count;
+    result.worker = rank;
+    f.send(rank, &result, sums);
 }
 
 /// Hint the CPU to bring `lanes` into its cache (a no-op where there is no such hint).

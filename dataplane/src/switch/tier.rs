@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use bitvec::vec::BitVec;
 
-use super::{notify_fetch, readout_passes, running, Agg, BlockState, DropReason, Fabric, Job};
+use super::{data_block, notify_fetch, readout_passes, send_result, Agg, BlockState, DropReason};
+use super::{Fabric, Job};
 use super::{Run, SwitchError};
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId};
@@ -316,66 +317,32 @@ pub(super) fn leaf(
             return Err(DropReason::NotAdmitted);
         }
     }
-    if super::check_limits(job, repr).is_ok() {
+    // All-reduce slices name no exchange plan: the spine checks them.
+    if !matches!(repr.packet_type, PacketType::Reduce | PacketType::Reduced) {
+        super::check_limits(job, repr)?;
         follow(job, f, from, repr, &racks, rack);
     }
-    match from {
-        // From one of the rack's workers, on its own port.
-        Address::Worker(_) => {
-            match repr.packet_type {
-                // The spine runs barriers and all-reduces.
-                PacketType::Join | PacketType::BlockDone | PacketType::Reduce => {
-                    f.forward_up(&bytes[..repr.buffer_len()]);
-                    Ok(())
-                }
-                PacketType::Data => {
-                    super::check_limits(job, repr)?;
-                    super::data(job, f, repr, packet)
-                }
-                PacketType::Raw => {
-                    super::check_limits(job, repr)?;
-                    super::raw(job, f, repr, bytes)
-                }
-                PacketType::Fetch => {
-                    super::check_limits(job, repr)?;
-                    super::fetch(job, f, repr, bytes)
-                }
-                PacketType::Result | PacketType::BlockGo | PacketType::Reduced => {
-                    Err(DropReason::WrongDirection)
-                }
-            }
+    let up = matches!(from, Address::Worker(_));
+    match repr.packet_type {
+        // The spine runs barriers and all-reduces.
+        PacketType::Join | PacketType::BlockDone | PacketType::Reduce if up => {
+            f.forward_up(&bytes[..repr.buffer_len()]);
+            Ok(())
         }
-        // From the spine: on its way down to one of the rack's workers.
-        Address::Switch => match repr.packet_type {
-            PacketType::BlockGo => {
-                super::check_limits(job, repr)?;
-                if !own {
-                    return Err(DropReason::NotAdmitted);
-                }
-                f.forward(repr.worker, &bytes[..repr.buffer_len()]);
-                Ok(())
+        PacketType::Data if up => super::data(job, f, repr, packet),
+        // Up or down by the rank they name: a feature (releasing our aggregator when it is a
+        // resend), a fetch.
+        PacketType::Raw => super::raw(job, f, repr, bytes),
+        PacketType::Fetch => super::fetch(job, f, repr, bytes),
+        // Down to one of the rack's workers.
+        PacketType::BlockGo | PacketType::Result | PacketType::Reduced if !up => {
+            if !own {
+                return Err(DropReason::NotAdmitted);
             }
-            PacketType::Result | PacketType::Reduced => {
-                if !own {
-                    return Err(DropReason::NotAdmitted);
-                }
-                f.forward(repr.worker, &bytes[..repr.buffer_len()]);
-                Ok(())
-            }
-            // A remote worker's feature for one of ours (releasing our aggregator if it is a
-            // resend), or a remote destination's fetch from one of ours.
-            PacketType::Raw => {
-                super::check_limits(job, repr)?;
-                super::raw(job, f, repr, bytes)
-            }
-            PacketType::Fetch => {
-                super::check_limits(job, repr)?;
-                super::fetch(job, f, repr, bytes)
-            }
-            PacketType::Data | PacketType::Join | PacketType::BlockDone | PacketType::Reduce => {
-                Err(DropReason::WrongDirection)
-            }
-        },
+            f.forward(repr.worker, &bytes[..repr.buffer_len()]);
+            Ok(())
+        }
+        _ => Err(DropReason::WrongDirection),
     }
 }
 
@@ -454,19 +421,9 @@ pub(super) fn partial(
         Tier::Spine(racks) => racks.racks(),
         _ => return Err(DropReason::NotAdmitted),
     };
-    let run = running(job, repr)?;
-    if repr.block != run.block {
-        return Err(DropReason::Stale);
-    }
-    let plan = &run.plan;
-    if plan.mode == Mode::Host {
-        return Err(DropReason::WrongMode);
-    }
+    let (run, lanes) = data_block(job, repr)?;
     let c = usize::from(repr.chunk);
-    let lanes = plan.chunk_lanes(c);
-    if usize::from(repr.lanes) != lanes {
-        return Err(DropReason::BadLanes);
-    }
+    let plan = &run.plan;
     let block = &plan.blocks[usize::from(run.block)];
     let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
     let chunks = plan.chunks();
@@ -513,13 +470,7 @@ pub(super) fn partial(
     if state.remaining[k] == 0 {
         let mut sums = [0i32; MAX_LANES];
         sums[..lanes].copy_from_slice(&f.pool.lanes[a as usize * MAX_LANES..][..lanes]);
-        let mut result = *repr;
-        result.packet_type = PacketType::Result;
-        result.flags.partial = false;
-        result.src = dst;
-        result.count = state.counted[k];
-        result.worker = dst_rank;
-        f.send(dst_rank, &result, &sums[..lanes]);
+        send_result(f, repr, dst, dst_rank, state.counted[k], &sums[..lanes]);
         f.counters.readout_passes += readout_passes(lanes, true);
         f.pool.release(a);
         state.agg[k] = Agg::Done;
