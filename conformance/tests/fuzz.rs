@@ -43,7 +43,7 @@ fn switch_for(plan: &Arc<ExchangePlan>) -> Switch {
 /// Headers that parse, with fields near the plan's limits so that many are accepted.
 fn header() -> impl Strategy<Value = (Repr, Vec<i32>, u16)> {
     (
-        (1u8..=7, 0u8..32, 0u8..3, 6u16..9, 0u32..44, 0u32..44),
+        (1u8..=9, 0u8..64, 0u8..3, 6u16..9, 0u32..44, 0u32..44),
         (
             0u16..20,
             0u16..5,
@@ -105,6 +105,47 @@ proptest! {
         prop_assert_eq!(c.packets_in, fed);
         prop_assert_eq!(c.packets_in, c.accepted + c.total_drops());
         prop_assert!(s.aggregators_in_use() <= 8);
+    }
+
+    #[test]
+    fn leaves_and_spines_count_every_rejection(
+        garbage in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..80), 0..40),
+        events in proptest::collection::vec(header(), 0..300),
+    ) {
+        use switchgnn_dataplane::switch::{Racks, Tier};
+        let plan = small_plan();
+        let racks = Arc::new(Racks::new(vec![0, 0, 1]).unwrap());
+        let tiers = [
+            Tier::Leaf { rack: 0, racks: racks.clone() },
+            Tier::Leaf { rack: 1, racks: racks.clone() },
+            Tier::Spine(racks),
+        ];
+        for tier in tiers {
+            let mut s = Switch::new(SwitchConfig {
+                aggregators: 8,
+                ecn_threshold: 0,
+                ports: 4,
+            });
+            s.add_job(JobConfig::new(7, vec![plan.clone(), plan.clone()]).in_tier(tier))
+                .unwrap();
+            let mut buf = [0u8; MAX_PACKET_LEN];
+            let mut fed = 0u64;
+            for bytes in &garbage {
+                s.handle_packet(0, Address::Switch, bytes);
+                fed += 1;
+            }
+            for (r, lanes, port) in &events {
+                // Port 3 stands for a leaf's uplink.
+                let from = if *port == 3 { Address::Switch } else { Address::Worker(*port) };
+                s.handle_packet(0, from, &r.to_bytes(lanes));
+                fed += 1;
+                while s.poll_transmit(0, &mut buf).is_some() {}
+            }
+            let c = s.counters();
+            prop_assert_eq!(c.packets_in, fed);
+            prop_assert_eq!(c.packets_in, c.accepted + c.total_drops());
+            prop_assert!(s.aggregators_in_use() <= 8);
+        }
     }
 
     #[test]
@@ -174,5 +215,8 @@ proptest! {
         let values = features(n, width, seed ^ 1);
         let s = setup(scale_for(&d.graph), memory, faults, seed, seed % 2 == 0);
         run_exact(&d.graph, &plan, &values, &s);
+        // The same on a two-level fabric of 2 to `workers` racks.
+        let racks = 2 + (seed % u64::from(workers - 1)) as u16;
+        run_exact_two_level(&d.graph, &plan, &values, &s, racks);
     }
 }

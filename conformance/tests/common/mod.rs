@@ -111,6 +111,39 @@ pub fn run_exact(
     setup: &RunSetup,
 ) -> ExchangeRun {
     let run = run_exchange(plan.clone(), values, setup).unwrap_or_else(|e| panic!("{e}"));
+    assert_exact(graph, plan, values, setup, &run);
+    run
+}
+
+/// [`run_exact`] on a two-level fabric of `racks` racks in the switch's place.
+pub fn run_exact_two_level(
+    graph: &Graph,
+    plan: &Arc<ExchangePlan>,
+    values: &[f32],
+    setup: &RunSetup,
+    racks: u16,
+) -> ExchangeRun {
+    let kind = switchgnn_dataplane::ExchangeKind::of_mode(plan.mode);
+    let (run, _) = switchgnn_dataplane::network::run_exchange_two_level(
+        kind,
+        plan.clone(),
+        values,
+        setup,
+        racks,
+    )
+    .unwrap_or_else(|e| panic!("{racks} racks: {e}"));
+    assert_exact(graph, plan, values, setup, &run);
+    run
+}
+
+/// Assert that `run`'s sums equal the direct computation exactly.
+pub fn assert_exact(
+    graph: &Graph,
+    plan: &Arc<ExchangePlan>,
+    values: &[f32],
+    setup: &RunSetup,
+    run: &ExchangeRun,
+) {
     let (encoded, _) = encode_matrix(&setup.scale, values, plan.width);
     let assignment = switchgnn_partition::Assignment::new(
         plan.owner.iter().map(|&w| u32::from(w)).collect(),
@@ -139,7 +172,6 @@ pub fn run_exact(
             );
         }
     }
-    run
 }
 
 /// Hand `r` with `lanes` to switch `s` on `port` at time 0; everything it sends in return.
