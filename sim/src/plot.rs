@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use switchgnn_partition::size::format_bytes;
 
@@ -108,10 +109,26 @@ where
         .map_err(|e| err(&e))?;
     for (i, (label, pts)) in lines.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        c.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+        let style = colour.stroke_width(2);
+        // Past the palette, the colours come back dashed, then dotted.
+        let (dash, gap) = match i / COLOURS.len() {
+            0 => (0, 0),
+            1 => (8, 5),
+            _ => (2, 4),
+        };
+        if dash == 0 {
+            c.draw_series(LineSeries::new(pts.iter().copied(), style))
+                .map_err(|e| err(&e))?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], style));
+        } else {
+            c.draw_series(DashedLineSeries::new(pts.iter().copied(), dash, gap, style))
+                .map_err(|e| err(&e))?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    DashedPathElement::new([(x, y), (x + 18, y)], dash, gap, style)
+                });
+        }
         if pts.len() < 40 {
             c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                 .map_err(|e| err(&e))?;
@@ -429,9 +446,14 @@ pub fn rack_figure(studies: &[crate::racks::RackStudy]) -> Result<String, Report
             ));
         }
     }
+    let title = if studies.iter().all(|s| s.two_level) {
+        "The exchange on a leaf-spine (two-level aggregation: leaves, then spine 0)"
+    } else {
+        "The exchange on a leaf-spine (one level of aggregation, on spine 0)"
+    };
     single(
         "fabric",
-        "The exchange on a leaf-spine (one level of aggregation, on spine 0)",
+        title,
         "oversubscription (hosts' bandwidth ÷ uplinks')",
         "exchange time ÷ on the star",
         &lines,
