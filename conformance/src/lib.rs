@@ -28,7 +28,7 @@ use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{exchange_plan, remote_sums, PlanOptions};
 use switchgnn_sim::driver::SimConfig;
 use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
-use switchgnn_transport::loopback::run_single_exchange;
+use switchgnn_transport::loopback::{run_single_exchange, run_single_exchange_two_level};
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::Timeouts;
@@ -333,18 +333,7 @@ impl Driver for Udp {
     }
 
     fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
-        let c = &r.case.condition;
-        let server = ServerConfig {
-            timeouts: Timeouts::loopback(),
-            faults: ShimConfig {
-                loss: c.loss,
-                duplicate: c.duplicate,
-                reorder: c.reorder,
-                reorder_delay_us: 500,
-                seed: r.seed,
-            },
-            ..ServerConfig::loopback(1, r.plan.workers, r.aggregators)
-        };
+        let server = udp_server(r);
         let (switch, outputs) = run_single_exchange(
             r.case.kind,
             r.plan.clone(),
@@ -392,6 +381,57 @@ fn in_memory_setup(r: &Run<'_>) -> RunSetup {
         timers: Timers::default(),
         paced: true,
         window: 64,
+    }
+}
+
+/// The UDP drivers' switch configuration of run `r`: loopback timeouts, the case's faults on
+/// every sender's shim.
+fn udp_server(r: &Run<'_>) -> ServerConfig {
+    let c = &r.case.condition;
+    ServerConfig {
+        timeouts: Timeouts::loopback(),
+        faults: ShimConfig {
+            loss: c.loss,
+            duplicate: c.duplicate,
+            reorder: c.reorder,
+            reorder_delay_us: 500,
+            seed: r.seed,
+        },
+        ..ServerConfig::loopback(1, r.plan.workers, r.aggregators)
+    }
+}
+
+/// A spine process and a leaf process per rack (`racks` racks, workers in racks of consecutive
+/// ranks) and one worker thread per rank over UDP on loopback
+/// (`transport::loopback::run_single_exchange_two_level`), the fault shim on every sender.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpTwoLevel {
+    pub racks: u16,
+}
+
+impl Driver for UdpTwoLevel {
+    fn name(&self) -> &'static str {
+        "udp two-level"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let (spine, leaves, outputs) = run_single_exchange_two_level(
+            r.case.kind,
+            r.plan.clone(),
+            r.features,
+            r.scale,
+            udp_server(r),
+            r.case.backward,
+            self.racks,
+        )
+        .map_err(|e| e.to_string())?;
+        // Every switch's sends pass the shim: their figures show the faults were felt.
+        let mut felt = Felt::default();
+        for report in std::iter::once(&spine).chain(&leaves) {
+            let shim = &report.endpoint.shim;
+            felt += Felt::of(shim.lost, shim.duplicated, &report.counters);
+        }
+        Ok(Outcome { outputs, felt })
     }
 }
 

@@ -171,6 +171,7 @@ fn fresh_switch(plan: &Arc<ExchangePlan>, now: Nanos) -> ControlledSwitch {
         timers: timers(),
         window: 0,
         allreduce_slots: 0,
+        rack: None,
     };
     ControlledSwitch::new(switch, control, now)
 }

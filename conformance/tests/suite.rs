@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use switchgnn_conformance::{
     cases, Driver, Felt, Fixture, InMemory, InMemoryTwoLevel, Simulator, SimulatorTwoLevel, Udp,
+    UdpTwoLevel,
 };
 
 /// 240 vertices on 4 workers, width 40 (two chunks, the second short), 16 KiB of aggregators
@@ -78,4 +79,10 @@ fn every_case_is_exact_in_the_simulator_on_two_levels() {
 #[test]
 fn every_case_is_exact_over_udp() {
     run_all(&Udp);
+}
+
+#[test]
+fn every_case_is_exact_over_udp_on_two_levels() {
+    // A spine and two leaf processes, two workers under each.
+    run_all(&UdpTwoLevel { racks: 2 });
 }

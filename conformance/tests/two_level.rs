@@ -15,6 +15,8 @@ use switchgnn_dataplane::switch::SwitchConfig;
 use switchgnn_dataplane::wire::PacketType;
 use switchgnn_dataplane::{ExchangeId, ExchangeKind};
 use switchgnn_scheduler::exchange::remote_sums;
+use switchgnn_transport::loopback::run_single_exchange_two_level;
+use switchgnn_transport::{ServerConfig, Timeouts};
 
 /// 400 vertices on 8 workers (four racks of two), width 24, 32 KiB of aggregators.
 fn fixture() -> Fixture {
@@ -123,4 +125,100 @@ fn a_lost_partial_is_recovered_by_the_destination() {
         let fetched: u64 = run.engines.iter().map(|e| e.fetches_sent).sum();
         assert!(fetched > 0, "{kind}: nothing was fetched");
     }
+}
+
+/// A switch configuration on loopback for the fixture's 8 workers.
+fn udp_server(f: &Fixture) -> ServerConfig {
+    ServerConfig {
+        timeouts: Timeouts::loopback(),
+        ..ServerConfig::loopback(1, 8, f.aggregators)
+    }
+}
+
+#[test]
+fn over_udp_leaf_processes_aggregate_and_the_spine_finishes() {
+    let f = fixture();
+    for kind in [ExchangeKind::Switchgnn, ExchangeKind::Reduce] {
+        let plan = f.plan(kind);
+        let scale = setup(&f, Faults::none(), 1).scale;
+        let (spine, leaves, outputs) = run_single_exchange_two_level(
+            kind,
+            plan.clone(),
+            &f.features,
+            scale,
+            udp_server(&f),
+            false,
+            4,
+        )
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let (encoded, _) = encode_matrix(&scale, &f.features, plan.width);
+        let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
+        for (got, want) in outputs.iter().zip(&want) {
+            assert_eq!(got.sums, want.sums, "{kind}: sums differ");
+        }
+        // The spine's peers are the four leaves; it takes partial sums and finishes sums.
+        assert_eq!(spine.jobs[0].peers.len(), 4);
+        assert!(spine.counters.received(PacketType::Data) > 0, "{kind}");
+        assert!(spine.counters.aggregations > 0, "{kind}");
+        assert_eq!(spine.counters.exchanges_completed, 1);
+        for (r, leaf) in leaves.iter().enumerate() {
+            // Each leaf served its rack's two workers and aggregated for them.
+            let ranks: Vec<u16> = leaf.jobs[0].peers.iter().map(|p| p.rank).collect();
+            assert_eq!(ranks, vec![2 * r as u16, 2 * r as u16 + 1], "{kind}");
+            assert!(leaf.counters.aggregations > 0, "{kind}: leaf {r}");
+        }
+    }
+}
+
+#[test]
+fn a_worker_at_another_racks_leaf_is_refused_by_name() {
+    use std::sync::Arc;
+    use switchgnn_dataplane::switch::Racks;
+    use switchgnn_transport::server::ProcessTier;
+    use switchgnn_transport::{Link, Session, SwitchServer, WorkerClient, WorkerConfig};
+    let f = fixture();
+    let plan = f.plan(ExchangeKind::Reduce);
+    let session = Arc::new(Session::from_layers(
+        ExchangeKind::Reduce,
+        vec![plan.clone()],
+    ));
+    let racks = Arc::new(Racks::even(8, 4).unwrap());
+    // Leaf 0 of a spine that is not there: admission is the leaf's own.
+    let mut leaf = SwitchServer::bind_tier(
+        udp_server(&f),
+        session.clone(),
+        ProcessTier::Leaf {
+            rack: 0,
+            racks,
+            spine: "127.0.0.1:9".parse().unwrap(),
+        },
+    )
+    .unwrap();
+    let addr = leaf.local_addr().unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let running = s.spawn(move || leaf.run(stop, None));
+        let worker = WorkerConfig {
+            job: 1,
+            rank: 5,
+            world: 8,
+            mode: session.mode,
+            plan_checksum: session.checksum,
+            switch: addr,
+            bind: "127.0.0.1:0".parse().unwrap(),
+            timeouts: Timeouts::loopback(),
+            link: Link::default(),
+            faults: Default::default(),
+            transport: Default::default(),
+            secret: None,
+        };
+        let Err(err) = WorkerClient::connect(worker) else {
+            panic!("worker 5 admitted by rack 0's leaf")
+        };
+        let err = err.to_string();
+        assert!(err.contains("serves ranks [0, 1]"), "{err}");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        running.join().unwrap().ok();
+    });
 }

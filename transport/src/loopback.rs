@@ -21,8 +21,11 @@ use switchgnn_datasets::Dataset;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError};
 use crate::runner::{new_engine, run_worker, RunError, RunOptions, WorkerReport};
-use crate::server::{ServedJob, ServerConfig, ServerError, ServerReport, SwitchServer};
+use crate::server::{
+    ProcessTier, ServedJob, ServerConfig, ServerError, ServerReport, SwitchServer,
+};
 use crate::session::Session;
+use switchgnn_dataplane::switch::Racks;
 
 /// How worker `rank` of the job `server` runs joins it at `addr` (its own fault seed).
 fn worker_config(
@@ -302,6 +305,104 @@ pub fn run_single_exchange(
     })?;
     let outputs = workers.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok((switch, outputs))
+}
+
+/// What a two-level run on loopback reports: the spine's report, each leaf's (by rack), and
+/// each worker's output in rank order.
+pub type TwoLevelRun = (ServerReport, Vec<ServerReport>, Vec<ExchangeOutput>);
+
+/// [`run_single_exchange`] on a two-level fabric of `racks` racks: a spine process and a leaf
+/// process per rack (each a thread with its own UDP socket, `server`'s resources, link and
+/// faults), the workers in racks of consecutive ranks, each joining its rack's leaf.
+pub fn run_single_exchange_two_level(
+    kind: ExchangeKind,
+    plan: Arc<ExchangePlan>,
+    features: &[f32],
+    scale: Scale,
+    server: ServerConfig,
+    backward: bool,
+    racks: u16,
+) -> Result<TwoLevelRun, LoopbackError> {
+    let session = Arc::new(Session::from_layers(kind, vec![plan.clone()]));
+    let map = Arc::new(
+        Racks::even(server.world, racks)
+            .map_err(|e| LoopbackError::Switch(ServerError::Config(e.to_string())))?,
+    );
+    let tier = |t| SwitchServer::bind_tier(server.clone(), session.clone(), t);
+    let mut spine = tier(ProcessTier::Spine { racks: map.clone() })?;
+    let spine_addr = spine.local_addr().map_err(ServerError::from)?;
+    let mut leaves = (0..racks)
+        .map(|rack| {
+            tier(ProcessTier::Leaf {
+                rack,
+                racks: map.clone(),
+                spine: spine_addr,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let leaf_addrs = leaves
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ServerError::from)?;
+    let stop = AtomicBool::new(false);
+    let exchange = Exchange {
+        kind,
+        plan: &plan,
+        features,
+        scale,
+        backward,
+    };
+    let (spine, leaves, outputs) = thread::scope(|s| {
+        let stop = &stop;
+        let spine = thread::Builder::new()
+            .name("spine".into())
+            .spawn_scoped(s, move || spine.run(stop, None))
+            .expect("spawn the spine thread");
+        let leaves: Vec<_> = leaves
+            .iter_mut()
+            .enumerate()
+            .map(|(r, leaf)| {
+                thread::Builder::new()
+                    .name(format!("leaf-{r}"))
+                    .spawn_scoped(s, move || leaf.run(stop, None))
+                    .expect("spawn a leaf thread")
+            })
+            .collect();
+        let workers: Vec<_> = (0..server.world)
+            .map(|rank| {
+                let addr = leaf_addrs[usize::from(map.rack_of(rank))];
+                let (exchange, server, session) = (&exchange, &server, &session);
+                thread::Builder::new()
+                    .name(format!("worker-{rank}"))
+                    .spawn_scoped(s, move || exchange.run(server, session, rank, addr))
+                    .expect("spawn a worker thread")
+            })
+            .collect();
+        let outputs: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker thread panicked"))
+            .collect();
+        if outputs.iter().any(Result::is_err) {
+            // The switches would wait for goodbyes that will not come.
+            stop.store(true, Ordering::Relaxed);
+        }
+        let leaves: Vec<_> = leaves
+            .into_iter()
+            .map(|l| l.join().expect("a leaf thread panicked"))
+            .collect();
+        if leaves.iter().any(Result::is_err) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        (
+            spine.join().expect("the spine thread panicked"),
+            leaves,
+            outputs,
+        )
+    });
+    let outputs = outputs.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let leaves = leaves.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((spine?, leaves, outputs))
 }
 
 /// One exchange a worker runs: what [`Exchange::run`] needs besides the job.

@@ -25,6 +25,11 @@
 //!   Each job gets its own range of switch ports, its own control plane (admission, secret,
 //!   timeouts, liveness) and its own all-reduce region; they share the aggregator pool and the
 //!   receive buffer. A job that fails is aborted alone; the others run on.
+//! - **Two levels** ([`SwitchServer::bind_tier`]): a process can be a leaf switch of a rack or
+//!   the spine of a two-level fabric (see the switch model's `Tier`). A leaf admits its rack's
+//!   workers and is itself a worker of the spine's control plane: it says hello to the spine
+//!   as its rack, keeps it informed with heartbeats, and leaves once its workers have. The
+//!   spine's ports are the leaves.
 
 use std::collections::VecDeque;
 use std::io;
@@ -35,10 +40,13 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::control::{
-    Admission, Control, ControlCounters, Secret, SwitchControl, SwitchControlConfig, SwitchFailure,
+    Admission, Control, ControlCounters, Hello, Secret, SwitchControl, SwitchControlConfig,
+    SwitchFailure, WorkerControl, WorkerState, CONTROL_VERSION,
 };
 use switchgnn_dataplane::link::{ceil_nanos, to_picos, Port};
-use switchgnn_dataplane::switch::{JobConfig, JobStatus, Switch, SwitchConfig, SwitchCounters};
+use switchgnn_dataplane::switch::{
+    JobConfig, JobStatus, Racks, Switch, SwitchConfig, SwitchCounters, Tier,
+};
 use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
 
@@ -112,6 +120,19 @@ pub struct ServerConfig {
     /// so that no job's exchanges take what another's blocks were cut for. Jobs not named
     /// take what is free.
     pub aggregator_quotas: std::collections::BTreeMap<u16, usize>,
+}
+
+/// Where a switch process sits in a two-level fabric ([`SwitchServer::bind_tier`]).
+#[derive(Debug, Clone)]
+pub enum ProcessTier {
+    /// The leaf switch of rack `rack`, its uplink to the spine at `spine`.
+    Leaf {
+        rack: u16,
+        racks: Arc<Racks>,
+        spine: SocketAddr,
+    },
+    /// The spine, every rack's leaf on a port of its own.
+    Spine { racks: Arc<Racks> },
 }
 
 /// The switch's pool of all-reduce slots shared by best-effort jobs (ATP).
@@ -196,6 +217,9 @@ pub enum ServerError {
     Config(String),
     #[error("switch socket: {0}")]
     Io(#[from] io::Error),
+    /// A leaf's spine refused it, aborted the job, or fell silent.
+    #[error("the spine: {0}")]
+    Spine(switchgnn_dataplane::control::WorkerFailure),
     #[error("cannot install the job: {0}")]
     Job(#[from] switchgnn_dataplane::switch::SwitchError),
     /// The control plane ended the job: workers missing, a worker lost, or no progress.
@@ -345,6 +369,19 @@ struct Core {
     egress_drops: u64,
     peak_egress_bytes: u64,
     ingress: IngressReport,
+    /// A leaf's link to its spine.
+    uplink: Option<Uplink>,
+}
+
+/// A leaf switch's side of its link to the spine: the spine's address, the leaf's control
+/// plane towards it (the leaf is the spine's worker for its rack) and the egress queue up.
+#[derive(Debug)]
+struct Uplink {
+    spine: SocketAddr,
+    control: WorkerControl,
+    egress: Egress,
+    /// The leaf has said goodbye to the spine (its workers all left).
+    leaving: bool,
 }
 
 /// The switch process's driver.
@@ -404,6 +441,140 @@ impl SwitchServer {
 
     pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
         SwitchServer::bind_jobs(cfg, session, Vec::new())
+    }
+
+    /// A switch of a two-level fabric serving `cfg`'s job: a leaf (its rack's workers join it,
+    /// it joins the spine) or the spine (the leaves join it, one port each). One job, over
+    /// UDP.
+    pub fn bind_tier(
+        cfg: ServerConfig,
+        session: Arc<Session>,
+        tier: ProcessTier,
+    ) -> Result<SwitchServer, ServerError> {
+        if !matches!(cfg.transport, Transport::Udp) {
+            return Err(ServerError::Config(
+                "a leaf or spine switch runs over UDP only".into(),
+            ));
+        }
+        let racks = match &tier {
+            ProcessTier::Leaf { racks, .. } | ProcessTier::Spine { racks } => racks.clone(),
+        };
+        if cfg.world != session.workers() || racks.workers() != cfg.world {
+            return Err(ServerError::Config(format!(
+                "job {} is said to have {} workers, its plan {} and its rack map {}",
+                cfg.job,
+                cfg.world,
+                session.workers(),
+                racks.workers()
+            )));
+        }
+        let mut endpoint = match cfg.overload.recv_buffer {
+            Some(bytes) => Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?,
+            None => Endpoint::bind(cfg.listen, cfg.faults)?,
+        };
+        let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
+        let mode = session.mode.name().to_string();
+        // A leaf's ports are the job's ranks (its rack's in use); a spine's are the racks.
+        let (ports, world, rack, switch_tier, uplink) = match tier {
+            ProcessTier::Leaf { rack, racks, spine } => {
+                if rack >= racks.racks() {
+                    return Err(ServerError::Config(format!(
+                        "a leaf of rack {rack} in a fabric of {} racks",
+                        racks.racks()
+                    )));
+                }
+                let members: Vec<u16> = (0..cfg.world)
+                    .filter(|&w| racks.rack_of(w) == rack)
+                    .collect();
+                let hello = Hello {
+                    control_version: CONTROL_VERSION,
+                    wire_version: wire::VERSION,
+                    job: cfg.job,
+                    rank: rack,
+                    world: racks.racks(),
+                    mode: mode.clone(),
+                    plan_checksum: session.checksum,
+                    proof: None,
+                };
+                let mut control = WorkerControl::new(hello, cfg.timeouts.control(), 0);
+                // The spine's heartbeats keep a live one heard: judge its silence throughout.
+                control.listen(0, true);
+                let uplink = Uplink {
+                    spine,
+                    control,
+                    egress: Egress::new(&cfg.link),
+                    leaving: false,
+                };
+                let tier = Tier::Leaf {
+                    rack,
+                    racks: racks.clone(),
+                };
+                (cfg.world, cfg.world, Some(members), tier, Some(uplink))
+            }
+            ProcessTier::Spine { racks } => {
+                let n = racks.racks();
+                (n, n, None, Tier::Spine(racks), None)
+            }
+        };
+        let mut switch = Switch::new(SwitchConfig {
+            aggregators: cfg.aggregators,
+            ecn_threshold: cfg.link.ecn_threshold_bytes,
+            ports,
+        });
+        switch.add_job(JobConfig::new(cfg.job, session.layers.clone()).in_tier(switch_tier))?;
+        let is_spine = uplink.is_none();
+        if is_spine && cfg.allreduce_slots > 0 {
+            // The all-reduce runs at the spine; the leaves pass its slices on.
+            switch.add_allreduce(cfg.job, cfg.allreduce_slots)?;
+        }
+        let advertised = advertised_window(buffer_bytes, ports);
+        let control = SwitchControl::new(
+            SwitchControlConfig {
+                job: cfg.job,
+                world,
+                mode,
+                plan_checksum: session.checksum,
+                timers: cfg.timeouts.control(),
+                window: if cfg.overload.backlog_signal && !is_spine {
+                    advertised
+                } else {
+                    0
+                },
+                allreduce_slots: cfg.allreduce_slots,
+                rack,
+            },
+            0,
+        );
+        let control = match &cfg.secret {
+            Some(secret) if !is_spine => control.with_secret(secret.clone(), rand::random()),
+            _ => control,
+        };
+        let served = Served {
+            first_port: 0,
+            timeouts: cfg.timeouts,
+            control,
+            liveness: Arc::new(Liveness::new(world, cfg.timeouts.peer())),
+        };
+        Ok(SwitchServer {
+            endpoint,
+            core: Core {
+                switch,
+                jobs: vec![served],
+                ports: (0..ports).map(|rank| (0, rank)).collect(),
+                epoch: Instant::now(),
+                egress: (0..ports).map(|_| Egress::new(&cfg.link)).collect(),
+                malformed_control: 0,
+                egress_drops: 0,
+                peak_egress_bytes: 0,
+                ingress: IngressReport {
+                    buffer_bytes,
+                    advertised_window: advertised,
+                    ..IngressReport::default()
+                },
+                uplink,
+                cfg,
+            },
+        })
     }
 
     /// A switch serving `cfg`'s job and `more` at once, on one address. Each job gets its own
@@ -500,6 +671,7 @@ impl SwitchServer {
                         0
                     },
                     allreduce_slots: spec.allreduce_slots,
+                    rack: None,
                 },
                 0,
             );
@@ -533,6 +705,7 @@ impl SwitchServer {
                     advertised_window: advertised,
                     ..IngressReport::default()
                 },
+                uplink: None,
                 cfg,
             },
         })
@@ -690,14 +863,34 @@ impl SwitchServer {
                     }
                 }
             }
+            let workers_over = self.core.jobs.iter().all(|j| j.is_over(t));
+            if let Some(up) = &mut self.core.uplink {
+                // A leaf leaves the spine once its own workers have.
+                if workers_over && !up.leaving {
+                    up.leaving = true;
+                    up.control.leave(t);
+                }
+                up.control.handle_timeout(t);
+            }
             self.core.release(now, &mut self.endpoint);
             self.endpoint.flush()?;
             if status.is_some_and(|s| s.swap(false, Ordering::Relaxed)) {
                 eprintln!("{}", self.status_line());
             }
+            if let Some(up) = &self.core.uplink {
+                if let WorkerState::Failed(f) = up.control.state() {
+                    tracing::error!(spine = %up.spine, "the leaf loses its spine: {f}");
+                    return Err(ServerError::Spine(f.clone()));
+                }
+            }
             // A failed job has told its workers (its aborts left with this round); the others
-            // run on to their own end.
-            let over = self.core.jobs.iter().all(|j| j.is_over(t));
+            // run on to their own end. A leaf is over once the spine has its goodbye.
+            let over = workers_over
+                && self
+                    .core
+                    .uplink
+                    .as_ref()
+                    .is_none_or(|up| *up.control.state() == WorkerState::Left);
             if over || stop.load(Ordering::Relaxed) {
                 self.endpoint.flush()?;
                 if let Some(failure) = self.core.jobs.iter().find_map(|j| j.control.failure()) {
@@ -743,8 +936,13 @@ impl Core {
             .egress
             .iter()
             .filter_map(|e| e.queue.front().map(|&(t, _)| t));
+        let uplink = self.uplink.iter().flat_map(|up| {
+            let queued = up.egress.queue.front().map(|&(t, _)| t);
+            queued.into_iter().chain(up.control.poll_timeout())
+        });
         let due = egress
             .chain(self.jobs.iter().filter_map(|j| j.control.poll_timeout()))
+            .chain(uplink)
             .min()
             .map(|t| self.epoch + Duration::from_nanos(t));
         due.map_or(now + TICK, |t| t.min(now + TICK))
@@ -760,6 +958,17 @@ impl Core {
 
     fn on_datagram(&mut self, now: Instant, d: crate::socket::Datagram<'_>) {
         let t = self.nanos(now);
+        if let Some(up) = self.uplink.as_mut().filter(|up| up.spine == d.from) {
+            // The spine: its control messages for the leaf's own control plane, its dataplane
+            // packets down through the leaf.
+            up.control.heard(t);
+            match Control::decode(d.bytes) {
+                Some(Ok(m)) => up.control.handle_control(t, m),
+                Some(Err(_)) => self.malformed_control += 1,
+                None => self.switch.handle_packet(t, Address::Switch, d.bytes),
+            }
+            return;
+        }
         if let Some(message) = Control::decode(d.bytes) {
             match message {
                 Ok(m) => self.on_control(now, d.from, m),
@@ -852,10 +1061,11 @@ impl Core {
         let now_ps = to_picos(t);
         let mut buf = [0u8; wire::MAX_PACKET_LEN];
         while let Some(out) = self.switch.poll_transmit(t, &mut buf) {
-            let Address::Worker(port) = out.to else {
-                continue;
+            let q = match (out.to, self.uplink.as_mut()) {
+                (Address::Worker(port), _) => &mut self.egress[usize::from(port)],
+                (Address::Switch, Some(up)) => &mut up.egress,
+                (Address::Switch, None) => continue,
             };
-            let q = &mut self.egress[usize::from(port)];
             match q.port.send(now_ps, out.len as u64) {
                 Some(left) => q
                     .queue
@@ -889,6 +1099,26 @@ impl Core {
             self.peak_egress_bytes = self.peak_egress_bytes.max(q.port.stats.peak_backlog);
             self.switch
                 .set_egress_queue(port as u16, q.port.backlog(now_ps));
+        }
+        if let Some(up) = &mut self.uplink {
+            let mut sent = false;
+            while up.egress.queue.front().is_some_and(|&(left, _)| left <= t) {
+                let (_, bytes) = up.egress.queue.pop_front().expect("front");
+                let ecn = if up.egress.port.backlog(now_ps) > threshold {
+                    EcnCodepoint::Ce
+                } else {
+                    EcnCodepoint::Ect0
+                };
+                endpoint.send(up.spine, Some(ecn), bytes);
+                sent = true;
+            }
+            if sent {
+                up.control.note_sent(t);
+            }
+            self.switch.set_uplink_queue(up.egress.port.backlog(now_ps));
+            while let Some(m) = up.control.poll_control() {
+                endpoint.send(up.spine, None, m.encode());
+            }
         }
         for j in &mut self.jobs {
             while let Some((to, m)) = j.control.poll_control() {

@@ -32,6 +32,7 @@ pub fn controlled_star(
         timers,
         window: 0,
         allreduce_slots: 0,
+        rack: None,
     };
     let workers = engines
         .into_iter()

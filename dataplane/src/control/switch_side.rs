@@ -40,6 +40,10 @@ pub struct SwitchControlConfig {
     pub window: u64,
     /// The all-reduce slots welcomes advertise (0: the job has none).
     pub allreduce_slots: u16,
+    /// A leaf switch's control plane: the ranks of its rack, the only workers it admits and
+    /// waits for (`None`: every rank of the world). A leaf does not judge the job's progress:
+    /// the spine, which runs the barriers, does.
+    pub rack: Option<Vec<u16>>,
 }
 
 /// What to do with a dataplane packet.
@@ -359,8 +363,10 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             .flatten()
             .filter(|p| !p.bye)
             .flat_map(|p| [p.last_sent + t.quiet(), p.last_heard + t.peer + 1]);
-        let join =
-            (self.joined() < usize::from(self.cfg.world)).then_some(self.started + t.join + 1);
+        let serving = (0..usize::from(self.cfg.world))
+            .filter(|&r| self.serves(r))
+            .count();
+        let join = (self.joined() < serving).then_some(self.started + t.join + 1);
         let stall = Some(self.last_progress + 2 * t.peer + 1);
         let drain = self.drain_until.filter(|_| !self.drain_over);
         peers.chain(join).chain(stall).chain(drain).min()
@@ -393,7 +399,10 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
 
     /// Whether every worker of the job has said goodbye.
     pub fn all_left(&self) -> bool {
-        self.peers.iter().all(|p| p.as_ref().is_some_and(|p| p.bye))
+        self.peers
+            .iter()
+            .enumerate()
+            .all(|(r, p)| !self.serves(r) || p.as_ref().is_some_and(|p| p.bye))
     }
 
     /// The rank of the worker at `addr`.
@@ -526,6 +535,15 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                 h.rank, cfg.world
             ));
         }
+        if let Some(rack) = &cfg.rack {
+            if !rack.contains(&h.rank) {
+                return Err(format!(
+                    "worker {} at {from}: this leaf switch serves ranks {rack:?} (another \
+                     rack's leaf serves it)",
+                    h.rank
+                ));
+            }
+        }
         if h.mode != cfg.mode {
             return mismatch("exchange mode", h.mode.clone(), cfg.mode.clone());
         }
@@ -561,10 +579,18 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         Ok(())
     }
 
+    /// Whether rank `r` is one this control plane serves.
+    fn serves(&self, r: usize) -> bool {
+        self.cfg
+            .rack
+            .as_ref()
+            .is_none_or(|rack| rack.contains(&(r as u16)))
+    }
+
     fn check(&mut self, now: Nanos, switch: &Switch) -> Result<(), SwitchFailure<A>> {
         let t = self.cfg.timers;
         let missing: Vec<u16> = (0..self.cfg.world)
-            .filter(|&r| self.peers[usize::from(r)].is_none())
+            .filter(|&r| self.serves(usize::from(r)) && self.peers[usize::from(r)].is_none())
             .collect();
         if !missing.is_empty() {
             let waited = now.saturating_sub(self.started);
@@ -578,7 +604,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             return Ok(());
         }
         for (rank, p) in self.peers.iter().enumerate() {
-            let p = p.as_ref().expect("all joined");
+            let Some(p) = p.as_ref() else { continue };
             let silent = now.saturating_sub(p.last_heard);
             if !p.bye && silent > t.peer {
                 return Err(SwitchFailure::WorkerLost {
@@ -591,6 +617,9 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         }
         if let Some((position, worker)) = switch.allreduce_lost(self.cfg.job) {
             return Err(SwitchFailure::AllReduceLost { position, worker });
+        }
+        if self.cfg.rack.is_some() {
+            return Ok(());
         }
         let k = switch.counters();
         let mark = [

@@ -38,6 +38,7 @@ fn switch_control<A: Clone + Eq + std::hash::Hash + std::fmt::Display>(
             timers: timers(),
             window: 64,
             allreduce_slots: 16,
+            rack: None,
         },
         now,
     )
