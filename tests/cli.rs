@@ -6,7 +6,7 @@ use switchgnn_datasets::testdata::shared_dataset;
 
 mod support;
 
-use support::{assert_worker_1_named, spawn, start_switch, switchgnn};
+use support::{assert_worker_1_named, spawn, start_switch, switchgnn, wait_for_file};
 
 fn stdout_ok(args: &[&str]) -> String {
     let out = switchgnn(args);
@@ -449,6 +449,109 @@ fn switch_and_workers_started_by_hand_or_by_a_launcher() {
     let out = worker(job, &addr, &[], &slurm).wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("SLURM_NTASKS=4"));
+}
+
+/// A spine and two leaf switch processes (`switch --tier`) and four worker processes, each
+/// joining its rack's leaf: every exchange exact, the leaves aggregating, the spine finishing.
+#[test]
+fn leaf_and_spine_switch_processes_run_a_two_level_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plan = d.join("plan");
+    stdout_ok(&[
+        "prepare",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "4",
+        "--feature-dims",
+        "24",
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    let job = d.join("job.toml");
+    std::fs::write(
+        &job,
+        "job = 5\nplan = \"plan\"\nmode = \"reduce\"\nswitch = \"127.0.0.1:0\"\nworld = 4\n\
+         bind = \"127.0.0.1:0\"\n[fabric]\nleaves = [\"127.0.0.1:0\", \"127.0.0.1:0\"]\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    // Each switch writes its address and report to files of its own.
+    let start = |name: &str, extra: &[&str]| {
+        let ready = d.join(format!("{name}.addr"));
+        let report = d.join(format!("{name}.json"));
+        let mut args = vec![
+            "switch",
+            "--job",
+            job,
+            "--ready-file",
+            ready.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let child = spawn(&args, &[]);
+        (child, wait_for_file(&ready))
+    };
+    let (spine, spine_addr) = start("spine", &["--tier", "spine"]);
+    let leaves: Vec<_> = (0..2)
+        .map(|r| {
+            let rack = r.to_string();
+            start(
+                &format!("leaf{r}"),
+                &["--tier", "leaf", "--rack", &rack, "--spine", &spine_addr],
+            )
+        })
+        .collect();
+    let workers: Vec<_> = (0..4)
+        .map(|rank: usize| {
+            let rank_arg = rank.to_string();
+            worker(job, &leaves[rank / 2].1, &["--rank", &rank_arg], &[])
+        })
+        .collect();
+    for (rank, w) in workers.into_iter().enumerate() {
+        let out = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "worker {rank}: {err}");
+        assert!(err.contains("2 exchanges exact"), "worker {rank}: {err}");
+    }
+    for (name, child) in leaves
+        .into_iter()
+        .map(|(c, _)| c)
+        .chain(std::iter::once(spine))
+        .enumerate()
+    {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "switch {name}: {err}");
+    }
+    let report = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(d.join(format!("{name}.json"))).unwrap()).unwrap()
+    };
+    let spine = report("spine");
+    assert_eq!(spine["counters"]["exchanges_completed"], 2);
+    assert!(spine["counters"]["aggregations"].as_u64() > Some(0));
+    for r in 0..2 {
+        let leaf = report(&format!("leaf{r}"));
+        assert!(
+            leaf["counters"]["aggregations"].as_u64() > Some(0),
+            "{leaf}"
+        );
+        assert_eq!(leaf["jobs"][0]["peers"].as_array().unwrap().len(), 2);
+    }
+    // Without a [fabric], --tier is refused by name.
+    let plain = d.join("plain.toml");
+    let text = std::fs::read_to_string(job).unwrap();
+    std::fs::write(&plain, text.split("[fabric]").next().unwrap()).unwrap();
+    let out = switchgnn(&[
+        "switch",
+        "--job",
+        plain.to_str().unwrap(),
+        "--tier",
+        "spine",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[fabric]"));
 }
 
 #[test]

@@ -138,6 +138,13 @@ fn job_and_plan(path: &std::path::Path) -> Result<(JobFile, Prepared, Option<Sec
             path.display()
         )));
     }
+    if job.fabric.is_some() {
+        return Err(PyValueError::new_err(format!(
+            "{}: a job on a two-level fabric ([fabric]) runs through `switchgnn switch --tier` \
+             and `switchgnn worker`; the Python module serves a single switch",
+            path.display()
+        )));
+    }
     let prepared = Prepared::read(&job.plan)?;
     if u32::from(job.world) != prepared.plan.manifest.spec.workers {
         return Err(PyValueError::new_err(format!(

@@ -151,6 +151,7 @@ pub fn run(args: Args) -> Result<()> {
             faults: args.net.faults(),
             secret_file: None,
             allreduce: Default::default(),
+            fabric: None,
         };
         if transport == TransportKind::Dpdk {
             // memif between the processes; addresses only tell the workers apart.

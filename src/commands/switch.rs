@@ -1,5 +1,6 @@
 //! `switchgnn switch`: the software switch as a process, serving one job over UDP or DPDK, or
-//! several jobs at once over UDP (`--also-job`).
+//! several jobs at once over UDP (`--also-job`), or one switch of a two-level fabric
+//! (`--tier leaf|spine`, the job file's `[fabric]`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,7 +12,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use switchgnn_transport::collective::{RunningService, ServiceConfig};
 use switchgnn_transport::job::TransportKind;
-use switchgnn_transport::server::{AllReducePool, ServedJob, ServerConfig, SwitchServer};
+use switchgnn_transport::server::{
+    AllReducePool, ProcessTier, ServedJob, ServerConfig, SwitchServer,
+};
 use switchgnn_transport::{JobFile, Session};
 
 use crate::job_args::{load_session, parse_mode, write_json, JobArgs};
@@ -56,8 +59,26 @@ pub struct Args {
     /// (ATP's leak timeout).
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
     pub allreduce_leak_ms: f64,
+    /// Run as one switch of the job file's two-level fabric (its `[fabric]` section): the
+    /// `leaf` of --rack (listening on its `fabric.leaves` address, joining the spine) or the
+    /// `spine` (listening on the job's `switch`). Exchanges only: no all-reduce service.
+    #[arg(long, value_enum, conflicts_with_all = ["entries", "also_job"])]
+    pub tier: Option<TierArg>,
+    /// With --tier leaf: the leaf's rack.
+    #[arg(long, requires = "tier")]
+    pub rack: Option<u16>,
+    /// With --tier leaf: the spine's address (default: the job file's `switch`).
+    #[arg(long, requires = "tier")]
+    pub spine: Option<SocketAddr>,
     #[command(flatten)]
     pub capture: crate::capture_args::CaptureArgs,
+}
+
+/// Which switch of a two-level fabric `switch --tier` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TierArg {
+    Leaf,
+    Spine,
 }
 
 /// A job file served besides the first: the job, its plans and the memory they were cut for.
@@ -145,7 +166,130 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
     Ok((job, Arc::new(session), memory))
 }
 
+/// `switch --tier`: one switch of the job's two-level fabric.
+fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
+    if args.job.job.is_none() {
+        bail!("--tier needs a job file (--job) with a [fabric] section");
+    }
+    let job = args.job.job(None)?;
+    let (Some(racks), Some(fabric)) = (job.racks()?, job.fabric.as_ref()) else {
+        bail!("--tier: the job file has no [fabric] section naming the leaves");
+    };
+    let (plan, session) = load_session(&job)?;
+    let memory = match &args.switch_memory {
+        Some(text) => switchgnn_partition::size::parse_bytes(text)?,
+        None => plan.manifest.spec.switch_memory,
+    };
+    let racks = Arc::new(racks);
+    let (listen, process, what) = match tier {
+        TierArg::Spine => (
+            args.listen.unwrap_or(job.switch),
+            ProcessTier::Spine { racks },
+            "spine".to_string(),
+        ),
+        TierArg::Leaf => {
+            let rack = args.rack.context("--tier leaf needs --rack")?;
+            let Some(&addr) = fabric.leaves.get(usize::from(rack)) else {
+                bail!(
+                    "--rack {rack}: the fabric has {} racks",
+                    fabric.leaves.len()
+                );
+            };
+            let spine = args.spine.unwrap_or(job.switch);
+            (
+                args.listen.unwrap_or(addr),
+                ProcessTier::Leaf { rack, racks, spine },
+                format!("leaf of rack {rack} (spine {spine})"),
+            )
+        }
+    };
+    let cfg = ServerConfig {
+        job: job.job,
+        world: job.world,
+        listen,
+        timeouts: job.timeouts,
+        link: job.link,
+        faults: job.faults,
+        aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+        stop_after_exchanges: None,
+        overload: Default::default(),
+        transport: job.transport(),
+        secret: job.secret()?,
+        allreduce_slots: job.allreduce.slots,
+        allreduce_best_effort: false,
+        allreduce_pool: None,
+        aggregator_quotas: Default::default(),
+    };
+    let mut server = SwitchServer::bind_tier(cfg, session.clone(), process)
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    if let Some(capture) = args.capture.start()? {
+        server.capture_to(capture);
+    }
+    let addr = server.local_addr()?;
+    if let Some(path) = &args.ready_file {
+        write_json(path, &addr.to_string())?;
+    }
+    eprintln!(
+        "switch: {what} of job {} ({} exchange, {} workers, {} layers) listening on {addr}",
+        job.job,
+        job.mode.name(),
+        job.world,
+        session.layers.len()
+    );
+    let (stop, status) = signals(args)?;
+    let result = server.run(&stop, Some(&status));
+    finish(args, &mut server)?;
+    let outcome = result?;
+    eprintln!(
+        "switch: {what}: {} aggregations, {} exchanges completed",
+        outcome.counters.aggregations, outcome.counters.exchanges_completed
+    );
+    Ok(())
+}
+
+/// Stop on SIGINT and SIGTERM, print the status line on SIGUSR1 (and every --status-every).
+fn signals(args: &Args) -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let status = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, status.clone())?;
+    if let Some(secs) = args.status_every {
+        let every = Duration::from_secs_f64(secs.max(0.1));
+        let (status, stop) = (status.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(every);
+                status.store(true, Ordering::Relaxed);
+            }
+        });
+    }
+    Ok((stop, status))
+}
+
+/// After the run: the status line, the capture closed, the report written.
+fn finish(args: &Args, server: &mut SwitchServer) -> Result<()> {
+    eprintln!("{}", server.status_line());
+    if let Some(c) = server
+        .finish_capture()
+        .context("cannot finish the capture")?
+    {
+        eprintln!(
+            "switch: captured {} packets ({} more past the limit)",
+            c.packets, c.skipped
+        );
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &server.report())?;
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<()> {
+    if let Some(tier) = args.tier {
+        return run_tier(&args, tier);
+    }
     let (job, session, plan_memory) = job_and_session(&args)?;
     let also = args
         .also_job
@@ -273,41 +417,13 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let status = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone())?;
-    }
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, status.clone())?;
-    if let Some(secs) = args.status_every {
-        let every = Duration::from_secs_f64(secs.max(0.1));
-        let (status, stop) = (status.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(every);
-                status.store(true, Ordering::Relaxed);
-            }
-        });
-    }
+    let (stop, status) = signals(&args)?;
     let result = server.run(&stop, Some(&status));
-    eprintln!("{}", server.status_line());
-    if let Some(c) = server
-        .finish_capture()
-        .context("cannot finish the capture")?
-    {
-        eprintln!(
-            "switch: captured {} packets ({} more past the limit)",
-            c.packets, c.skipped
-        );
-    }
     let collective: Vec<_> = collective
         .into_iter()
         .map(|c| c.finish(std::time::Duration::from_secs(2)))
         .collect();
-    let report = server.report();
-    if let Some(path) = &args.report {
-        write_json(path, &report)?;
-    }
+    finish(&args, &mut server)?;
     let outcome = result?;
     for collective in collective {
         let collective = collective.context("the collective service failed")?;

@@ -426,6 +426,13 @@ fn allreduce_via(args: &Args) -> Result<Option<AllReduceVia>> {
 /// One worker of a multi-host job; rank 0 writes the log.
 fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> {
     let mut job = JobFile::read(path)?;
+    if job.fabric.is_some() {
+        bail!(
+            "{}: a job on a two-level fabric ([fabric]) runs exchanges through `switchgnn \
+             worker` only; training on leaf and spine switches is not supported yet",
+            path.display()
+        );
+    }
     if let Some(addr) = args.switch {
         job.switch = addr;
     }

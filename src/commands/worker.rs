@@ -21,7 +21,8 @@ pub struct Args {
     /// PMI_RANK).
     #[arg(long)]
     pub rank: Option<u16>,
-    /// The switch's address (default: the job file's).
+    /// The switch's address (default: the job file's; on a two-level fabric, the leaf of this
+    /// worker's rack).
     #[arg(long)]
     pub switch: Option<SocketAddr>,
     /// Address to bind (default: the job file's, else any address and a free port).
@@ -40,14 +41,10 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let job = args.job.job(args.switch)?;
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
+    // On a two-level fabric, the leaf switch of the worker's rack.
+    let switch = args.switch.unwrap_or_else(|| job.switch_of(rank));
     let loaded = load(&job)?;
-    let mut cfg = WorkerConfig::of_job(
-        &job,
-        rank,
-        loaded.session.checksum,
-        job.switch,
-        job.secret()?,
-    );
+    let mut cfg = WorkerConfig::of_job(&job, rank, loaded.session.checksum, switch, job.secret()?);
     if let Some(bind) = args.bind {
         cfg.bind = bind;
     }
@@ -57,7 +54,7 @@ pub fn run(args: Args) -> Result<()> {
         signal_hook::flag::register(signal, cancel.clone())?;
     }
     client.set_cancel(cancel);
-    tracing::info!(rank, switch = %job.switch, "joined");
+    tracing::info!(rank, %switch, "joined");
     let opts = RunOptions {
         job: job.job,
         rank,

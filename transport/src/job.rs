@@ -37,6 +37,10 @@
 //! [dpdk]                         # only with transport = "dpdk"; see `DpdkSettings`
 //! eal = ["--no-huge", "--no-pci", "-m", "512"]
 //! memif = "/run/switchgnn-1.sock"
+//!
+//! [fabric]                       # two-level aggregation: `switch` is then the spine
+//! leaves = ["10.0.0.2:47000", "10.0.1.2:47000"]   # rack r's leaf switch (its workers join it)
+//! racks = [0, 0, 1, 1]           # optional: each rank's rack (default: consecutive ranks)
 //! ```
 
 use std::collections::BTreeMap;
@@ -52,6 +56,7 @@ use switchgnn_dataplane::ExchangeKind;
 use thiserror::Error;
 
 use crate::socket::ShimConfig;
+use switchgnn_dataplane::switch::Racks;
 
 #[derive(Debug, Error)]
 pub enum JobError {
@@ -213,6 +218,21 @@ pub struct JobFile {
     /// Where training's all-reduce runs.
     #[serde(default)]
     pub allreduce: AllReduce,
+    /// Two-level aggregation: a leaf switch per rack under the spine at `switch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<Fabric>,
+}
+
+/// The `[fabric]` section: the job runs on a two-level fabric, a leaf switch per rack (each
+/// rack's workers join its leaf) under the spine, which the job's `switch` address names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// Rack `r`'s leaf switch.
+    pub leaves: Vec<SocketAddr>,
+    /// Each rank's rack; default: consecutive ranks, as even as can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub racks: Option<Vec<u16>>,
 }
 
 /// The `[allreduce]` section: where training's all-reduce (weight gradients, the exchanges'
@@ -551,6 +571,46 @@ impl JobFile {
             faults: ShimConfig::default(),
             secret_file: None,
             allreduce: AllReduce::default(),
+            fabric: None,
+        }
+    }
+
+    /// The worker-to-rack map of a two-level job (`None` without a `[fabric]` section).
+    pub fn racks(&self) -> Result<Option<Racks>, JobError> {
+        let Some(fabric) = &self.fabric else {
+            return Ok(None);
+        };
+        let leaves = u16::try_from(fabric.leaves.len()).unwrap_or(u16::MAX);
+        let racks = match &fabric.racks {
+            Some(map) if map.len() != usize::from(self.world) => {
+                return Err(JobError::Invalid(format!(
+                    "fabric.racks names {} ranks, the job has world = {}",
+                    map.len(),
+                    self.world
+                )))
+            }
+            Some(map) => Racks::new(map.clone()),
+            None => Racks::even(self.world, leaves),
+        }
+        .map_err(|e| JobError::Invalid(format!("fabric: {e}")))?;
+        if racks.racks() != leaves {
+            return Err(JobError::Invalid(format!(
+                "fabric: {} leaves for {} racks",
+                fabric.leaves.len(),
+                racks.racks()
+            )));
+        }
+        Ok(Some(racks))
+    }
+
+    /// Where worker `rank` joins: its rack's leaf switch on a two-level fabric, else the
+    /// switch.
+    pub fn switch_of(&self, rank: u16) -> SocketAddr {
+        match (self.racks(), &self.fabric) {
+            (Ok(Some(racks)), Some(fabric)) if rank < self.world => {
+                fabric.leaves[usize::from(racks.rack_of(rank))]
+            }
+            _ => self.switch,
         }
     }
 
@@ -654,6 +714,10 @@ impl JobFile {
         if [t.join_ms, t.peer_ms, t.rto_us, t.control_us, t.result_us].contains(&0) {
             return invalid("every timeout must be positive".into());
         }
+        if self.fabric.is_some() && self.transport != TransportKind::Udp {
+            return invalid("a [fabric] (leaf and spine switches) runs over UDP only".into());
+        }
+        self.racks()?;
         self.faults
             .validate()
             .map_err(|e| JobError::Invalid(e.to_string()))
