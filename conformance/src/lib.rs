@@ -276,8 +276,8 @@ impl Driver for Simulator {
 
 /// The simulator on a leaf-spine of `racks` racks (one spine, no oversubscription) with
 /// two-level aggregation: each leaf sums its rack's contributions, spine 0 finishes. The hosts
-/// start admitted (the control plane admits one worker per switch port, and a spine's port
-/// is a rack).
+/// start admitted (the simulator does not model the two-level control plane; the UDP driver
+/// runs it).
 #[derive(Debug, Clone, Copy)]
 pub struct SimulatorTwoLevel {
     pub racks: u16,

@@ -179,8 +179,8 @@ pub struct ExchangeSetup {
     /// On a leaf-spine: two-level aggregation, every leaf a switch of the exchange's (the
     /// switch model in its leaf tier, on a chip like spine 0's) that sums its rack's
     /// contributions before spine 0 finishes them. Without it the leaves only forward and the
-    /// exchange's one switch is spine 0. Not with the control plane (a spine's port is a
-    /// whole rack, where the control plane admits a worker per port).
+    /// exchange's one switch is spine 0. Not with the control plane: the hosts start
+    /// admitted (the switch processes' two-level control plane is not simulated).
     #[serde(default)]
     pub two_level: bool,
 }
