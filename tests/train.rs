@@ -274,6 +274,107 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     assert!(err.contains("--exchange host"), "{err}");
 }
 
+/// A training job on a two-level fabric (the job file's `[fabric]`): a spine and two leaf
+/// switch processes, four `train --job` processes each joining its rack's leaf, the gradients
+/// summed in the spine's slots through the leaves. It trains exactly as the loopback launcher
+/// does through one switch.
+#[test]
+fn a_training_job_on_leaf_and_spine_switches_trains_like_one_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = "synthetic:small,scale=0.25";
+    let plan = d.join("plan");
+    prepare(data, "4", &plan);
+    let job = d.join("job.toml");
+    std::fs::write(
+        &job,
+        "job = 6\nplan = \"plan\"\nmode = \"reduce\"\nswitch = \"127.0.0.1:0\"\nworld = 4\n\
+         bind = \"127.0.0.1:0\"\n[fabric]\nleaves = [\"127.0.0.1:0\", \"127.0.0.1:0\"]\n",
+    )
+    .unwrap();
+    let job = job.to_str().unwrap();
+    let start = |name: &str, extra: &[&str]| {
+        let ready = d.join(format!("{name}.addr"));
+        let mut args = vec![
+            "switch",
+            "--job",
+            job,
+            "--ready-file",
+            ready.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let child = spawn(&args);
+        (child, support::wait_for_file(&ready))
+    };
+    let (spine, spine_addr) = start("spine", &["--tier", "spine"]);
+    let leaves: Vec<_> = (0..2)
+        .map(|r: usize| {
+            let rack = r.to_string();
+            let extra = ["--tier", "leaf", "--rack", &rack, "--spine", &spine_addr];
+            start(&format!("leaf{r}"), &extra)
+        })
+        .collect();
+    // The workers' job file names the switches where they listen: each worker finds its leaf
+    // there, and the all-reduce service beside the spine.
+    let workers_job = d.join("workers.toml");
+    std::fs::write(
+        &workers_job,
+        format!(
+            "job = 6\nplan = \"plan\"\nmode = \"reduce\"\nswitch = \"{spine_addr}\"\n\
+             world = 4\nbind = \"127.0.0.1:0\"\n[fabric]\nleaves = [\"{}\", \"{}\"]\n",
+            leaves[0].1, leaves[1].1
+        ),
+    )
+    .unwrap();
+    let workers_job = workers_job.to_str().unwrap();
+    let common = ["--epochs", "6", "--threads", "1", "--print-every", "3"];
+    let workers: Vec<_> = (0..4)
+        .map(|rank: usize| {
+            let out = d.join(format!("out-{rank}"));
+            let mut args = vec![
+                "train".to_string(),
+                data.into(),
+                "--job".into(),
+                workers_job.into(),
+                "--rank".into(),
+                rank.to_string(),
+                "--out".into(),
+                out.to_str().unwrap().into(),
+            ];
+            args.extend(common.iter().map(|s| s.to_string()));
+            spawn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .collect();
+    let named = workers
+        .into_iter()
+        .enumerate()
+        .map(|(r, c)| (format!("worker {r}"), c))
+        .chain(
+            leaves
+                .into_iter()
+                .enumerate()
+                .map(|(r, (c, _))| (format!("leaf {r}"), c)),
+        )
+        .chain([("spine".to_string(), spine)]);
+    for (name, child) in named {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} failed: {err}");
+        if name == "spine" {
+            // The gradients were summed in the spine's slots.
+            assert!(
+                err.contains("all-reduce slices") && !err.contains(" 0 all-reduce slices"),
+                "{err}"
+            );
+        }
+    }
+    let loopback =
+        support::loopback_losses(data, "4", "reduce", &plan, &d.join("loopback"), &common);
+    let two_level = losses(&d.join("out-0").join("log.json"));
+    assert_eq!(two_level.len(), 6);
+    assert_eq!(two_level, loopback);
+}
+
 /// Two training jobs through one switch process at the same time (`switch --also-job`), one
 /// with its own all-reduce region, the other with an admission secret and its all-reduce
 /// best-effort in the switch's shared pool: each trains exactly as it does alone on the

@@ -61,7 +61,7 @@ pub struct Args {
     pub allreduce_leak_ms: f64,
     /// Run as one switch of the job file's two-level fabric (its `[fabric]` section): the
     /// `leaf` of --rack (listening on its `fabric.leaves` address, joining the spine) or the
-    /// `spine` (listening on the job's `switch`). Exchanges only: no all-reduce service.
+    /// `spine` (listening on the job's `switch`, the all-reduce service beside it).
     #[arg(long, value_enum, conflicts_with_all = ["entries", "also_job"])]
     pub tier: Option<TierArg>,
     /// With --tier leaf: the leaf's rack.
@@ -220,8 +220,37 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
         allreduce_pool: None,
         aggregator_quotas: Default::default(),
     };
-    let mut server = SwitchServer::bind_tier(cfg, session.clone(), process)
-        .with_context(|| format!("cannot listen on {listen}"))?;
+    let listening = || format!("cannot listen on {listen}");
+    // Training's all-reduce service runs beside the spine (or at the job's `collective`).
+    let (mut server, collective) = match &process {
+        ProcessTier::Spine { racks } => {
+            let service =
+                ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(job.secret()?);
+            match job.collective {
+                None => {
+                    let (server, running) = SwitchServer::bind_spine_with_service(
+                        cfg,
+                        session.clone(),
+                        racks.clone(),
+                        service,
+                    )
+                    .with_context(listening)?;
+                    (server, Some(running))
+                }
+                Some(at) => {
+                    let server = SwitchServer::bind_tier(cfg, session.clone(), process.clone())
+                        .with_context(listening)?;
+                    let running = RunningService::start_jobs(at, vec![(service, None)])
+                        .with_context(|| format!("cannot listen on TCP {at} for the service"))?;
+                    (server, Some(running))
+                }
+            }
+        }
+        ProcessTier::Leaf { .. } => (
+            SwitchServer::bind_tier(cfg, session.clone(), process).with_context(listening)?,
+            None,
+        ),
+    };
     if let Some(capture) = args.capture.start()? {
         server.capture_to(capture);
     }
@@ -238,12 +267,24 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
     );
     let (stop, status) = signals(args)?;
     let result = server.run(&stop, Some(&status));
+    let collective = collective.map(|c| c.finish(Duration::from_secs(2)));
     finish(args, &mut server)?;
     let outcome = result?;
     eprintln!(
-        "switch: {what}: {} aggregations, {} exchanges completed",
-        outcome.counters.aggregations, outcome.counters.exchanges_completed
+        "switch: {what}: {} aggregations, {} exchanges completed, {} all-reduce slices",
+        outcome.counters.aggregations,
+        outcome.counters.exchanges_completed,
+        outcome.counters.reduce_slices
     );
+    if let Some(collective) = collective {
+        let collective = collective.context("the collective service failed")?;
+        if collective.rounds > 0 {
+            eprintln!(
+                "switch: {} all-reduce rounds, {} values reduced",
+                collective.rounds, collective.values_in
+            );
+        }
+    }
     Ok(())
 }
 

@@ -426,14 +426,9 @@ fn allreduce_via(args: &Args) -> Result<Option<AllReduceVia>> {
 /// One worker of a multi-host job; rank 0 writes the log.
 fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> {
     let mut job = JobFile::read(path)?;
-    if job.fabric.is_some() {
-        bail!(
-            "{}: a job on a two-level fabric ([fabric]) runs exchanges through `switchgnn \
-             worker` only; training on leaf and spine switches is not supported yet",
-            path.display()
-        );
-    }
-    if let Some(addr) = args.switch {
+    // On a two-level fabric, --switch names the worker's leaf and `switch` stays the spine
+    // (where the all-reduce service is).
+    if let (Some(addr), None) = (args.switch, &job.fabric) {
         job.switch = addr;
     }
     if let Some(via) = allreduce_via(args)? {
@@ -447,6 +442,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         );
     }
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
+    let switch = args.switch.unwrap_or_else(|| job.switch_of(rank));
     let inputs = load_worker(&job, rank)?;
     eprintln!("worker {rank}: reading {}", inputs.source);
     let meta = &inputs.shard.meta;
@@ -483,7 +479,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         shard,
         inputs.session.clone(),
         &job,
-        job.switch,
+        switch,
         config,
         &mut observe,
     )?;

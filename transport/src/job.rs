@@ -603,6 +603,17 @@ impl JobFile {
         Ok(Some(racks))
     }
 
+    /// Where a worker that joined the switch at `switch` finds the all-reduce service: the
+    /// job's `collective` address, else beside the spine on a two-level fabric (`switch` is a
+    /// leaf there), else beside `switch`.
+    pub fn collective_at(&self, switch: SocketAddr) -> SocketAddr {
+        match (self.collective, &self.fabric) {
+            (Some(addr), _) => addr,
+            (None, Some(_)) => self.switch,
+            (None, None) => switch,
+        }
+    }
+
     /// Where worker `rank` joins: its rack's leaf switch on a two-level fabric, else the
     /// switch.
     pub fn switch_of(&self, rank: u16) -> SocketAddr {

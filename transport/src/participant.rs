@@ -146,7 +146,7 @@ impl Participant {
             secret,
         };
         let collective = CollectiveClient::connect(
-            job.collective.unwrap_or(switch),
+            job.collective_at(switch),
             &who,
             job.timeouts.join(),
             job.timeouts.collective_idle(),

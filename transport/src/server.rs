@@ -416,27 +416,32 @@ impl SwitchServer {
         services: Vec<crate::collective::ServiceConfig>,
     ) -> Result<(SwitchServer, crate::collective::RunningService), ServerError> {
         let ephemeral = cfg.listen.port() == 0;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let server = SwitchServer::bind_jobs(cfg.clone(), session.clone(), more.clone())?;
-            let addr = server.local_addr()?;
-            let jobs = services
+        let bind = || SwitchServer::bind_jobs(cfg.clone(), session.clone(), more.clone());
+        with_service(ephemeral, bind, |server| {
+            services
                 .iter()
                 .map(|s| (s.clone(), server.liveness_of(s.job)))
-                .collect();
-            match crate::collective::RunningService::start_jobs(addr, jobs) {
-                Ok(running) => return Ok((server, running)),
-                Err(e)
-                    if ephemeral
-                        && e.kind() == io::ErrorKind::AddrInUse
-                        && tries < SHARED_PORT_TRIES =>
-                {
-                    tracing::debug!(%addr, "TCP twin of the switch's port is taken; trying another");
-                }
-                Err(source) => return Err(ServerError::Service { addr, source }),
-            }
-        }
+                .collect()
+        })
+    }
+
+    /// [`SwitchServer::bind_tier`] for the spine, with the job's all-reduce service beside it
+    /// (the leaves do not have one). It judges workers by their rounds alone: the spine hears
+    /// leaves, not workers.
+    pub fn bind_spine_with_service(
+        cfg: ServerConfig,
+        session: Arc<Session>,
+        racks: Arc<Racks>,
+        service: crate::collective::ServiceConfig,
+    ) -> Result<(SwitchServer, crate::collective::RunningService), ServerError> {
+        let ephemeral = cfg.listen.port() == 0;
+        let bind = || {
+            let tier = ProcessTier::Spine {
+                racks: racks.clone(),
+            };
+            SwitchServer::bind_tier(cfg.clone(), session.clone(), tier)
+        };
+        with_service(ephemeral, bind, |_| vec![(service.clone(), None)])
     }
 
     pub fn bind(cfg: ServerConfig, session: Arc<Session>) -> Result<SwitchServer, ServerError> {
@@ -1133,6 +1138,34 @@ impl Core {
                 }
                 endpoint.send(to, None, m.encode());
             }
+        }
+    }
+}
+
+/// Bind a switch with `bind` and start the all-reduce services `jobs` says beside it (TCP on
+/// its address). When the switch asked for any free port (`ephemeral`), the TCP twin of the
+/// one it got may be taken (an outgoing connection's local end holds it): that port is given
+/// up and another tried.
+fn with_service(
+    ephemeral: bool,
+    mut bind: impl FnMut() -> Result<SwitchServer, ServerError>,
+    jobs: impl Fn(&SwitchServer) -> Vec<(crate::collective::ServiceConfig, Option<Arc<Liveness>>)>,
+) -> Result<(SwitchServer, crate::collective::RunningService), ServerError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let server = bind()?;
+        let addr = server.local_addr()?;
+        match crate::collective::RunningService::start_jobs(addr, jobs(&server)) {
+            Ok(running) => return Ok((server, running)),
+            Err(e)
+                if ephemeral
+                    && e.kind() == io::ErrorKind::AddrInUse
+                    && tries < SHARED_PORT_TRIES =>
+            {
+                tracing::debug!(%addr, "TCP twin of the switch's port is taken; trying another");
+            }
+            Err(source) => return Err(ServerError::Service { addr, source }),
         }
     }
 }
