@@ -854,6 +854,44 @@ mod tests {
     }
 
     #[test]
+    fn a_fabric_names_each_workers_leaf_or_is_refused_by_name() {
+        let text = "plan = \"p\"\nswitch = \"10.0.0.9:7000\"\nworld = 4\n[fabric]\n\
+                    leaves = [\"10.0.0.1:7000\", \"10.0.1.1:7000\"]\n";
+        let job: JobFile = toml::from_str(text).unwrap();
+        job.validate().unwrap();
+        // Consecutive ranks by default: 0 and 1 under the first leaf, 2 and 3 the second.
+        let leaf = |r| job.switch_of(r).to_string();
+        assert_eq!(
+            [leaf(0), leaf(1), leaf(2), leaf(3)],
+            [
+                "10.0.0.1:7000",
+                "10.0.0.1:7000",
+                "10.0.1.1:7000",
+                "10.0.1.1:7000"
+            ]
+        );
+        // The all-reduce service is beside the spine, whatever leaf a worker joined.
+        assert_eq!(job.collective_at(job.switch_of(3)), job.switch);
+        let mapped: JobFile = toml::from_str(&format!("{text}racks = [1, 0, 1, 0]\n")).unwrap();
+        assert_eq!(mapped.switch_of(0).to_string(), "10.0.1.1:7000");
+        for (extra, says) in [
+            ("racks = [0, 1]\n", "names 2 ranks"),
+            ("racks = [0, 0, 0, 0]\n", "2 leaves for 1 racks"),
+            ("racks = [0, 0, 2, 2]\n", "rack 1 has no worker"),
+        ] {
+            let bad: JobFile = toml::from_str(&format!("{text}{extra}")).unwrap();
+            let err = bad.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{extra}: {err}");
+        }
+        let one: JobFile = toml::from_str(&text.replace("world = 4", "world = 1")).unwrap();
+        assert!(one
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("cannot fill 2 racks"));
+    }
+
+    #[test]
     fn dpdk_settings_become_each_process_eal_arguments() {
         let settings = DpdkSettings {
             eal: vec!["--no-huge".into(), "--log-level={rank}:info".into()],

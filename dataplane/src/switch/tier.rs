@@ -9,7 +9,8 @@
 //!   completed sum goes up as a **partial** — a data packet with the level flag
 //!   ([`crate::wire::Flags::partial`]), the rack as `worker` and the contributions it holds as
 //!   `count`. Barriers, fetches and raw features are forwarded, up or down by the rank they
-//!   name; a block's go on its way down tells the leaf which block's tables to load;
+//!   name; what passes through (a worker's join, the spine's gos, any later packet of the
+//!   exchange) tells the leaf which block's tables to load;
 //! - the **spine** runs the job's barriers (every worker joins and reports through its leaf) and
 //!   finishes every other sum: it adds one partial per contributing rack, counts the
 //!   contributions they carry, and sends the sum down through the destination's leaf.
@@ -428,7 +429,8 @@ pub(super) fn partial(
     let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
     let chunks = plan.chunks();
     let state = run.state.as_mut().expect("a running block has state");
-    if state.racks_in[row] >> repr.worker & 1 == 0 {
+    // (Admission already holds the rack below the racks' count, so the shift is in range.)
+    if repr.worker >= racks || state.racks_in[row] >> repr.worker & 1 == 0 {
         return Err(DropReason::NotInPlan);
     }
     let seen = (row * usize::from(racks) + usize::from(repr.worker)) * chunks + c;
