@@ -71,6 +71,9 @@ pub struct OnFabric {
     /// Packets dropped at full queues (hosts' egresses and the spine layer's).
     pub drops: u64,
     pub retransmits: u64,
+    /// Fetches the destinations sent (their recovery: raw features from the sources' owners).
+    #[serde(default)]
+    pub fetches: u64,
     pub ecn_echoes: u64,
 }
 
@@ -91,6 +94,8 @@ pub struct RackStudy {
     pub star_link_bytes: u64,
     pub star_drops: u64,
     pub star_retransmits: u64,
+    #[serde(default)]
+    pub star_fetches: u64,
     pub fabrics: Vec<OnFabric>,
 }
 
@@ -152,6 +157,7 @@ pub fn rack_study(
                 host_link_bytes: sim.run.link_bytes(),
                 drops: sim.run.drops(),
                 retransmits: sim.retransmits,
+                fetches: sim.fetches,
                 ecn_echoes: sim.ecn_echoes,
             });
         }
@@ -166,6 +172,7 @@ pub fn rack_study(
         star_link_bytes: star.run.link_bytes(),
         star_drops: star.run.drops(),
         star_retransmits: star.retransmits,
+        star_fetches: star.fetches,
         fabrics,
     })
 }
@@ -176,8 +183,8 @@ pub fn rack_study(
 pub fn rack_table(studies: &[RackStudy]) -> String {
     let mut out = String::from(
         "| workers | chip | memory | mode | fabric | exchange (µs) | × star | spine layer (MB) | \
-         spine × host | drops | retransmits |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+         spine × host | drops | retransmits | fetches |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let host_bytes = |workers: u16, f: &OnFabric| {
         studies
@@ -201,23 +208,25 @@ pub fn rack_table(studies: &[RackStudy]) -> String {
             s.mode.name()
         );
         out.push_str(&format!(
-            "{lead} star | {:.1} | 1.00 | – | – | {} | {} |\n",
+            "{lead} star | {:.1} | 1.00 | – | – | {} | {} | {} |\n",
             s.star_ns as f64 / 1e3,
             s.star_drops,
             s.star_retransmits,
+            s.star_fetches,
         ));
         for f in &s.fabrics {
             let versus = host_bytes(s.workers, f).map_or("–".to_string(), |h| {
                 format!("{:.2}", f.spine_bytes as f64 / h.max(1) as f64)
             });
             out.push_str(&format!(
-                "{lead} {} | {:.1} | {:.2} | {:.1} | {versus} | {} | {} |\n",
+                "{lead} {} | {:.1} | {:.2} | {:.1} | {versus} | {} | {} | {} |\n",
                 f.describe(),
                 f.exchange_ns as f64 / 1e3,
                 f.over_star(s),
                 f.spine_bytes as f64 / 1e6,
                 f.drops,
                 f.retransmits,
+                f.fetches,
             ));
         }
     }
