@@ -6,7 +6,7 @@ use switchgnn_datasets::testdata::shared_dataset;
 
 mod support;
 
-use support::{assert_worker_1_named, spawn, start_switch, switchgnn, wait_for_file};
+use support::{assert_worker_1_named, spawn, start_switch, start_switch_as, switchgnn};
 
 fn stdout_ok(args: &[&str]) -> String {
     let out = switchgnn(args);
@@ -476,23 +476,7 @@ fn leaf_and_spine_switch_processes_run_a_two_level_job() {
     )
     .unwrap();
     let job = job.to_str().unwrap();
-    // Each switch writes its address and report to files of its own.
-    let start = |name: &str, extra: &[&str]| {
-        let ready = d.join(format!("{name}.addr"));
-        let report = d.join(format!("{name}.json"));
-        let mut args = vec![
-            "switch",
-            "--job",
-            job,
-            "--ready-file",
-            ready.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let child = spawn(&args, &[]);
-        (child, wait_for_file(&ready))
-    };
+    let start = |name: &str, extra: &[&str]| start_switch_as(d, name, job, extra);
     let (spine, spine_addr) = start("spine", &["--tier", "spine"]);
     let leaves: Vec<_> = (0..2)
         .map(|r| {

@@ -144,6 +144,29 @@ fn prepare(data: &str, workers: &str, plan: &std::path::Path) {
     );
 }
 
+/// Start `train data --job job --rank rank --out out` with `extra` options.
+fn train_job_worker(
+    data: &str,
+    job: &str,
+    rank: usize,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Child {
+    let rank = rank.to_string();
+    let mut args = vec![
+        "train",
+        data,
+        "--job",
+        job,
+        "--rank",
+        &rank,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    spawn(&args)
+}
+
 /// A multi-host job started by hand (switch process, one `train --job` process per worker),
 /// each worker reading only its shard and the switch only the saved exchange plans, trains
 /// exactly as the loopback launcher does with the whole dataset and the same plan.
@@ -197,20 +220,8 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
     let workers: Vec<_> = (0..4)
         .map(|rank| {
             let out = d.join(format!("out-{rank}"));
-            let mut args = vec![
-                "train".to_string(),
-                data.into(),
-                "--job".into(),
-                job.into(),
-                "--switch".into(),
-                addr.clone(),
-                "--rank".into(),
-                rank.to_string(),
-                "--out".into(),
-                out.to_str().unwrap().into(),
-            ];
-            args.extend(common.iter().map(|s| s.to_string()));
-            spawn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            let extra = [&["--switch", addr.as_str()][..], &common[..]].concat();
+            train_job_worker(data, job, rank, &out, &extra)
         })
         .collect();
     for (name, child) in workers
@@ -293,19 +304,7 @@ fn a_training_job_on_leaf_and_spine_switches_trains_like_one_switch() {
     )
     .unwrap();
     let job = job.to_str().unwrap();
-    let start = |name: &str, extra: &[&str]| {
-        let ready = d.join(format!("{name}.addr"));
-        let mut args = vec![
-            "switch",
-            "--job",
-            job,
-            "--ready-file",
-            ready.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let child = spawn(&args);
-        (child, support::wait_for_file(&ready))
-    };
+    let start = |name: &str, extra: &[&str]| support::start_switch_as(d, name, job, extra);
     let (spine, spine_addr) = start("spine", &["--tier", "spine"]);
     let leaves: Vec<_> = (0..2)
         .map(|r: usize| {
@@ -331,18 +330,7 @@ fn a_training_job_on_leaf_and_spine_switches_trains_like_one_switch() {
     let workers: Vec<_> = (0..4)
         .map(|rank: usize| {
             let out = d.join(format!("out-{rank}"));
-            let mut args = vec![
-                "train".to_string(),
-                data.into(),
-                "--job".into(),
-                workers_job.into(),
-                "--rank".into(),
-                rank.to_string(),
-                "--out".into(),
-                out.to_str().unwrap().into(),
-            ];
-            args.extend(common.iter().map(|s| s.to_string()));
-            spawn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            train_job_worker(data, workers_job, rank, &out, &common)
         })
         .collect();
     let named = workers

@@ -263,14 +263,7 @@ impl Driver for Simulator {
             rate_control: Default::default(),
             two_level: false,
         };
-        // The simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
-        let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
-            .map_err(|e| e.to_string())?;
-        let faults = sim.run.faults;
-        Ok(Outcome {
-            outputs,
-            felt: Felt::of(faults.lost, faults.duplicated, &sim.switch),
-        })
+        simulated(r, &cfg, &setup)
     }
 }
 
@@ -312,13 +305,7 @@ impl Driver for SimulatorTwoLevel {
                 r.aggregators as u64 * AGGREGATOR_BYTES,
             )
         };
-        let (sim, outputs) = simulate_exchange((**r.plan).clone(), &cfg, &setup, r.scale)
-            .map_err(|e| e.to_string())?;
-        let faults = sim.run.faults;
-        Ok(Outcome {
-            outputs,
-            felt: Felt::of(faults.lost, faults.duplicated, &sim.switch),
-        })
+        simulated(r, &cfg, &setup)
     }
 }
 
@@ -350,6 +337,18 @@ impl Driver for Udp {
             felt: Felt::of(shim.lost, shim.duplicated, &switch.counters),
         })
     }
+}
+
+/// Simulate run `r` on `cfg` with `setup`: each worker's output and what the faults did. The
+/// simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
+fn simulated(r: &Run<'_>, cfg: &SimConfig, setup: &ExchangeSetup) -> Result<Outcome, String> {
+    let (sim, outputs) =
+        simulate_exchange((**r.plan).clone(), cfg, setup, r.scale).map_err(|e| e.to_string())?;
+    let faults = sim.run.faults;
+    Ok(Outcome {
+        outputs,
+        felt: Felt::of(faults.lost, faults.duplicated, &sim.switch),
+    })
 }
 
 /// The simulator's name for an exchange kind.

@@ -80,6 +80,25 @@ fn header() -> impl Strategy<Value = (Repr, Vec<i32>, u16)> {
         )
 }
 
+/// Hand `s` the `garbage` (from where port 3 comes from) and the `events`, each from the
+/// address of its port, draining what it sends: the packets fed.
+fn feed(
+    s: &mut Switch,
+    garbage: &[Vec<u8>],
+    events: &[(Repr, Vec<i32>, u16)],
+    from: impl Fn(u16) -> Address,
+) -> u64 {
+    let mut buf = [0u8; MAX_PACKET_LEN];
+    for bytes in garbage {
+        s.handle_packet(0, from(3), bytes);
+    }
+    for (r, lanes, port) in events {
+        s.handle_packet(0, from(*port), &r.to_bytes(lanes));
+        while s.poll_transmit(0, &mut buf).is_some() {}
+    }
+    (garbage.len() + events.len()) as u64
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -90,17 +109,7 @@ proptest! {
     ) {
         let plan = small_plan();
         let mut s = switch_for(&plan);
-        let mut buf = [0u8; MAX_PACKET_LEN];
-        let mut fed = 0u64;
-        for bytes in &garbage {
-            s.handle_packet(0, Address::Worker(0), bytes);
-            fed += 1;
-        }
-        for (r, lanes, port) in &events {
-            s.handle_packet(0, Address::Worker(*port), &r.to_bytes(lanes));
-            fed += 1;
-            while s.poll_transmit(0, &mut buf).is_some() {}
-        }
+        let fed = feed(&mut s, &garbage, &events, Address::Worker);
         let c = s.counters();
         prop_assert_eq!(c.packets_in, fed);
         prop_assert_eq!(c.packets_in, c.accepted + c.total_drops());
@@ -128,19 +137,9 @@ proptest! {
             });
             s.add_job(JobConfig::new(7, vec![plan.clone(), plan.clone()]).in_tier(tier))
                 .unwrap();
-            let mut buf = [0u8; MAX_PACKET_LEN];
-            let mut fed = 0u64;
-            for bytes in &garbage {
-                s.handle_packet(0, Address::Switch, bytes);
-                fed += 1;
-            }
-            for (r, lanes, port) in &events {
-                // Port 3 stands for a leaf's uplink.
-                let from = if *port == 3 { Address::Switch } else { Address::Worker(*port) };
-                s.handle_packet(0, from, &r.to_bytes(lanes));
-                fed += 1;
-                while s.poll_transmit(0, &mut buf).is_some() {}
-            }
+            // Port 3 stands for a leaf's uplink.
+            let from = |port| if port == 3 { Address::Switch } else { Address::Worker(port) };
+            let fed = feed(&mut s, &garbage, &events, from);
             let c = s.counters();
             prop_assert_eq!(c.packets_in, fed);
             prop_assert_eq!(c.packets_in, c.accepted + c.total_drops());

@@ -204,21 +204,8 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
         }
     };
     let cfg = ServerConfig {
-        job: job.job,
-        world: job.world,
-        listen,
-        timeouts: job.timeouts,
-        link: job.link,
-        faults: job.faults,
-        aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
-        stop_after_exchanges: None,
-        overload: Default::default(),
-        transport: job.transport(),
-        secret: job.secret()?,
-        allreduce_slots: job.allreduce.slots,
         allreduce_best_effort: false,
-        allreduce_pool: None,
-        aggregator_quotas: Default::default(),
+        ..server_config(&job, listen, memory)?
     };
     let listening = || format!("cannot listen on {listen}");
     // Training's all-reduce service runs beside the spine (or at the job's `collective`).
@@ -251,20 +238,7 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
             None,
         ),
     };
-    if let Some(capture) = args.capture.start()? {
-        server.capture_to(capture);
-    }
-    let addr = server.local_addr()?;
-    if let Some(path) = &args.ready_file {
-        write_json(path, &addr.to_string())?;
-    }
-    eprintln!(
-        "switch: {what} of job {} ({} exchange, {} workers, {} layers) listening on {addr}",
-        job.job,
-        job.mode.name(),
-        job.world,
-        session.layers.len()
-    );
+    announce(args, &mut server, &format!("{what} of job"), &job, &session)?;
     let (stop, status) = signals(args)?;
     let result = server.run(&stop, Some(&status));
     let collective = collective.map(|c| c.finish(Duration::from_secs(2)));
@@ -285,6 +259,54 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// The switch of `job` listening on `listen` with `memory` of aggregators: no pool, no quotas,
+/// serving until every worker has left.
+fn server_config(job: &JobFile, listen: SocketAddr, memory: u64) -> Result<ServerConfig> {
+    Ok(ServerConfig {
+        job: job.job,
+        world: job.world,
+        listen,
+        timeouts: job.timeouts,
+        link: job.link,
+        faults: job.faults,
+        aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+        stop_after_exchanges: None,
+        overload: Default::default(),
+        transport: job.transport(),
+        secret: job.secret()?,
+        allreduce_slots: job.allreduce.slots,
+        allreduce_best_effort: job.allreduce.best_effort,
+        allreduce_pool: None,
+        aggregator_quotas: Default::default(),
+    })
+}
+
+/// Once bound: start the capture, write the ready file, say where `what` ("job", "spine of
+/// job") listens.
+fn announce(
+    args: &Args,
+    server: &mut SwitchServer,
+    what: &str,
+    job: &JobFile,
+    session: &Session,
+) -> Result<()> {
+    if let Some(capture) = args.capture.start()? {
+        server.capture_to(capture);
+    }
+    let addr = server.local_addr()?;
+    if let Some(path) = &args.ready_file {
+        write_json(path, &addr.to_string())?;
+    }
+    eprintln!(
+        "switch: {what} {} ({} exchange, {} workers, {} layers) listening on {addr}",
+        job.job,
+        job.mode.name(),
+        job.world,
+        session.layers.len()
+    );
     Ok(())
 }
 
@@ -343,20 +365,6 @@ pub fn run(args: Args) -> Result<()> {
         None => plan_memory + also.iter().map(|(_, _, m)| m).sum::<u64>(),
     };
     let cfg = ServerConfig {
-        job: job.job,
-        world: job.world,
-        listen: job.switch,
-        timeouts: job.timeouts,
-        link: job.link,
-        faults: job.faults,
-        aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
-        stop_after_exchanges: None,
-        overload: Default::default(),
-        transport: job.transport(),
-        secret: job.secret()?,
-        allreduce_slots: job.allreduce.slots,
-        allreduce_best_effort: job.allreduce.best_effort,
-        allreduce_pool: None,
         // Several jobs: each holds at most the aggregators its plan was cut for.
         aggregator_quotas: if also.is_empty() {
             Default::default()
@@ -369,6 +377,7 @@ pub fn run(args: Args) -> Result<()> {
                 })
                 .collect()
         },
+        ..server_config(&job, job.switch, memory)?
     };
     let more = also
         .iter()
@@ -434,20 +443,7 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?;
         collective.push(running);
     }
-    if let Some(capture) = args.capture.start()? {
-        server.capture_to(capture);
-    }
-    let addr = server.local_addr()?;
-    if let Some(path) = &args.ready_file {
-        write_json(path, &addr.to_string())?;
-    }
-    eprintln!(
-        "switch: job {} ({} exchange, {} workers, {} layers) listening on {addr}",
-        job.job,
-        job.mode.name(),
-        job.world,
-        session.layers.len()
-    );
+    announce(&args, &mut server, "job", &job, &session)?;
     for (j, session, _) in &also {
         eprintln!(
             "switch: also job {} ({} exchange, {} workers, {} layers)",

@@ -38,8 +38,14 @@ pub fn wait_for_file(path: &Path) -> String {
 /// Start `switchgnn switch` for `job` (its report in `dir/switch.json`) with `extra` options;
 /// returns the process and the address it listens on.
 pub fn start_switch(dir: &Path, job: &str, extra: &[&str]) -> (Child, String) {
-    let ready = dir.join("switch.addr");
-    let report = dir.join("switch.json");
+    start_switch_as(dir, "switch", job, extra)
+}
+
+/// [`start_switch`] with its files named after `name` (`dir/name.addr`, `dir/name.json`): one
+/// of several switch processes.
+pub fn start_switch_as(dir: &Path, name: &str, job: &str, extra: &[&str]) -> (Child, String) {
+    let ready = dir.join(format!("{name}.addr"));
+    let report = dir.join(format!("{name}.json"));
     let mut args = vec![
         "switch",
         "--job",

@@ -560,26 +560,10 @@ impl SwitchServer {
             control,
             liveness: Arc::new(Liveness::new(world, cfg.timeouts.peer())),
         };
-        Ok(SwitchServer {
-            endpoint,
-            core: Core {
-                switch,
-                jobs: vec![served],
-                ports: (0..ports).map(|rank| (0, rank)).collect(),
-                epoch: Instant::now(),
-                egress: (0..ports).map(|_| Egress::new(&cfg.link)).collect(),
-                malformed_control: 0,
-                egress_drops: 0,
-                peak_egress_bytes: 0,
-                ingress: IngressReport {
-                    buffer_bytes,
-                    advertised_window: advertised,
-                    ..IngressReport::default()
-                },
-                uplink,
-                cfg,
-            },
-        })
+        let owners = (0..ports).map(|rank| (0, rank)).collect();
+        let ingress = (buffer_bytes, advertised);
+        let core = Core::new(cfg, switch, vec![served], owners, ingress, uplink);
+        Ok(SwitchServer { endpoint, core })
     }
 
     /// A switch serving `cfg`'s job and `more` at once, on one address. Each job gets its own
@@ -694,26 +678,15 @@ impl SwitchServer {
             });
             first_port += spec.world;
         }
-        Ok(SwitchServer {
-            endpoint,
-            core: Core {
-                switch,
-                jobs,
-                ports: port_owner,
-                epoch: Instant::now(),
-                egress: (0..ports).map(|_| Egress::new(&cfg.link)).collect(),
-                malformed_control: 0,
-                egress_drops: 0,
-                peak_egress_bytes: 0,
-                ingress: IngressReport {
-                    buffer_bytes,
-                    advertised_window: advertised,
-                    ..IngressReport::default()
-                },
-                uplink: None,
-                cfg,
-            },
-        })
+        let core = Core::new(
+            cfg,
+            switch,
+            jobs,
+            port_owner,
+            (buffer_bytes, advertised),
+            None,
+        );
+        Ok(SwitchServer { endpoint, core })
     }
 
     /// Record every datagram the switch sends and receives from now on in `capture`.
@@ -908,6 +881,37 @@ impl SwitchServer {
 }
 
 impl Core {
+    /// A switch process's state at its start: `owners` gives each port's (job, rank), one
+    /// egress queue per port; `ingress` is the receive buffer's size and the window the
+    /// welcomes advertise.
+    fn new(
+        cfg: ServerConfig,
+        switch: Switch,
+        jobs: Vec<Served>,
+        owners: Vec<(usize, u16)>,
+        ingress: (u64, u64),
+        uplink: Option<Uplink>,
+    ) -> Core {
+        let (buffer_bytes, advertised_window) = ingress;
+        Core {
+            switch,
+            jobs,
+            egress: owners.iter().map(|_| Egress::new(&cfg.link)).collect(),
+            ports: owners,
+            epoch: Instant::now(),
+            malformed_control: 0,
+            egress_drops: 0,
+            peak_egress_bytes: 0,
+            ingress: IngressReport {
+                buffer_bytes,
+                advertised_window,
+                ..IngressReport::default()
+            },
+            uplink,
+            cfg,
+        }
+    }
+
     fn nanos(&self, now: Instant) -> u64 {
         now.duration_since(self.epoch).as_nanos() as u64
     }

@@ -514,6 +514,17 @@ impl BlockState {
         }
     }
 
+    /// Take an aggregator from the pool for `k` on its first contribution (none when the pool,
+    /// or the job's region of it, is exhausted).
+    fn claim(&mut self, k: usize, f: &mut Fabric) {
+        if self.agg[k] == Agg::Idle {
+            if let Some(a) = f.pool.alloc(f.job) {
+                self.agg[k] = Agg::Active(a);
+                f.note_occupancy();
+            }
+        }
+    }
+
     /// Give back every aggregator the block still holds (those of destinations that finished
     /// by fetching raw features never saw a resend).
     fn release(self, f: &mut Fabric) {
@@ -1254,12 +1265,7 @@ fn data(
             continue;
         }
         state.remaining[k] -= 1;
-        if state.agg[k] == Agg::Idle {
-            if let Some(a) = f.pool.alloc(f.job) {
-                state.agg[k] = Agg::Active(a);
-                f.note_occupancy();
-            }
-        }
+        state.claim(k, f);
         let Agg::Active(a) = state.agg[k] else {
             if unfit {
                 if state.agg[k] != Agg::Released {

@@ -442,12 +442,7 @@ pub(super) fn partial(
     let dst_rank = block.table.workers[row] as u16;
     f.counters.passes += 1;
     state.remaining[k] -= 1;
-    if state.agg[k] == Agg::Idle {
-        if let Some(a) = f.pool.alloc(f.job) {
-            state.agg[k] = Agg::Active(a);
-            f.note_occupancy();
-        }
-    }
+    state.claim(k, f);
     let Agg::Active(a) = state.agg[k] else {
         // No aggregator, or one already given up: a partial cannot go to the host on its own
         // (its sources are not named), so the destination fetches every contribution raw.
