@@ -14,7 +14,7 @@ use crate::link::{ceil_nanos, to_picos, Port};
 use crate::network::LinkConfig;
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit, MAX_DATAGRAM_LEN};
 use crate::switch::{
-    JobConfig, Racks, SpineTraffic, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier,
+    two_level, JobConfig, Racks, SpineTraffic, Switch, SwitchConfig, SwitchCounters, SwitchError,
 };
 
 /// A packet on a link between a leaf and the spine: when it arrives, in which direction, and
@@ -57,19 +57,7 @@ impl LeafSpine {
         seed: u64,
     ) -> Result<LeafSpine, SwitchError> {
         let racks = Arc::new(racks);
-        let mut spine = Switch::new(config);
-        spine.add_job(job.clone().in_tier(Tier::Spine(racks.clone())))?;
-        let leaves = (0..racks.racks())
-            .map(|rack| {
-                let mut leaf = Switch::new(config);
-                let tier = Tier::Leaf {
-                    rack,
-                    racks: racks.clone(),
-                };
-                leaf.add_job(job.clone().in_tier(tier))?;
-                Ok(leaf)
-            })
-            .collect::<Result<Vec<_>, SwitchError>>()?;
+        let (spine, leaves) = two_level(&job, &racks, config)?;
         let n = usize::from(racks.racks());
         Ok(LeafSpine {
             up: vec![link.port(); n],

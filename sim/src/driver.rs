@@ -726,33 +726,25 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             return;
         }
         let now_ps = to_picos(self.now);
-        if self.two_level() {
-            // The spine's ports are its links down to the leaves.
-            for rack in 0..self.leaves.len() {
-                let link = self.fabric.spine_down(0, rack as u16);
-                if self.reported[rack] == 0 && link.idle_at(now_ps) {
-                    continue;
-                }
-                let q = link.backlog(now_ps);
-                if q != self.reported[rack] {
-                    self.reported[rack] = q;
-                    self.switch.set_egress_queue(rack as u16, q);
-                }
-            }
-        }
-        // Tell the switch the egress backlogs it marks by (only those that changed): on a
-        // leaf-spine, the deeper of the two queues on the way down to each worker.
-        let ports = if self.two_level() {
-            0
+        // Tell the switch the egress backlogs it marks by (only those that changed). Its port
+        // leads to a worker on a star; on a leaf-spine to the deeper of the two queues on the
+        // way down to that worker; with two levels, to a leaf (spine 0's link down to it).
+        let two_level = self.two_level();
+        let ports = if two_level {
+            self.leaves.len()
         } else {
             self.fabric.downlinks.len()
         };
         for port in 0..ports {
-            let link = &self.fabric.downlinks[port];
-            let spine = self.leaf_spine().then(|| {
-                let rack = self.cfg.topology.rack_of(port as u16);
-                self.fabric.spine_down(0, rack)
-            });
+            let (link, spine) = if two_level {
+                (self.fabric.spine_down(0, port as u16), None)
+            } else {
+                let spine = self.leaf_spine().then(|| {
+                    let rack = self.cfg.topology.rack_of(port as u16);
+                    self.fabric.spine_down(0, rack)
+                });
+                (&self.fabric.downlinks[port], spine)
+            };
             // An idle port that was reported empty stays empty: skip the arithmetic.
             if self.reported[port] == 0
                 && link.idle_at(now_ps)
@@ -769,7 +761,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             }
         }
         // (With two levels, the leaves' ports towards the hosts are the ones tapped.)
-        if let (Some(tap), false) = (self.tap.as_mut(), !self.leaves.is_empty()) {
+        if let Some(tap) = self.tap.as_mut().filter(|_| !two_level) {
             tap.packet(self.now, Address::Worker(from), Address::Switch, &f.bytes);
         }
         let before = self.switch.passes();

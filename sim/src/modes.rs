@@ -27,7 +27,7 @@ use switchgnn_dataplane::engine::{
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
 use switchgnn_dataplane::switch::{
-    JobConfig, Racks, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier,
+    two_level, JobConfig, Racks, Switch, SwitchConfig, SwitchCounters, SwitchError,
 };
 use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{ExchangeId, ExchangeKind};
@@ -372,7 +372,6 @@ pub fn simulate_exchange_beside(
         ecn_threshold: cfg.switch.ecn_threshold,
         ports: hosts,
     };
-    let mut switch = Switch::new(switch_config);
     let exchange = ExchangeId {
         job: 1,
         epoch: 0,
@@ -380,28 +379,20 @@ pub fn simulate_exchange_beside(
         backward: setup.backward,
     };
     let job = JobConfig::new(1, (0..=setup.layer).map(|_| plan.clone()).collect());
-    let mut leaves = Vec::new();
-    if setup.two_level {
+    // With two levels the exchange's switch is the spine, and every rack has a leaf.
+    let (mut switch, mut leaves) = if setup.two_level {
         let Topology::LeafSpine { racks, .. } = cfg.topology else {
             return Err(ModeError::TwoLevel("needs a leaf-spine topology"));
         };
         if setup.control.is_some() {
             return Err(ModeError::TwoLevel("runs without the control plane"));
         }
-        let racks = Arc::new(Racks::even(hosts, racks)?);
-        for rack in 0..racks.racks() {
-            let mut leaf = Switch::new(switch_config);
-            let tier = Tier::Leaf {
-                rack,
-                racks: racks.clone(),
-            };
-            leaf.add_job(job.clone().in_tier(tier))?;
-            leaves.push(leaf);
-        }
-        switch.add_job(job.in_tier(Tier::Spine(racks)))?;
+        two_level(&job, &Arc::new(Racks::even(hosts, racks)?), switch_config)?
     } else {
+        let mut switch = Switch::new(switch_config);
         switch.add_job(job)?;
-    }
+        (switch, Vec::new())
+    };
     // The pacer counts the packets the engine builds; aim it at the line rate of the frames
     // they stand for.
     let link_gbps = cfg.host.uplink_gbps(&cfg.topology);

@@ -45,7 +45,7 @@ mod tier;
 
 pub use reduce::MAX_SLOTS;
 pub use shared::MAX_POOL_SLOTS;
-pub use tier::{spine_traffic, Racks, SpineTraffic, Tier, MAX_RACKS};
+pub use tier::{spine_traffic, two_level, Racks, SpineTraffic, Tier, MAX_RACKS};
 
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId, Nanos, Node, Outbox, SwitchNode, Transmit};
@@ -1004,7 +1004,9 @@ impl Switch {
             .ok_or(DropReason::NotAdmitted)?;
         f.first_port = job.first_port;
         f.job = repr.job;
-        f.tier = job.tier.clone();
+        if !f.tier.is(&job.tier) {
+            f.tier = job.tier.clone();
+        }
         if let Tier::Leaf { .. } = job.tier {
             return tier::leaf(job, f, from, &repr, &packet, bytes);
         }

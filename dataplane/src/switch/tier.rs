@@ -29,7 +29,7 @@ use bitvec::vec::BitVec;
 
 use super::{data_block, notify_fetch, readout_passes, send_result, Agg, BlockState, DropReason};
 use super::{Fabric, Job};
-use super::{Run, SwitchError};
+use super::{JobConfig, Run, Switch, SwitchConfig, SwitchError};
 use crate::fixed::checked_add_lanes;
 use crate::node::{Address, ExchangeId};
 use crate::plan::{ExchangePlan, Mode};
@@ -90,11 +90,6 @@ impl Racks {
     pub fn workers(&self) -> u16 {
         self.rack_of.len() as u16
     }
-
-    /// The rack of every worker, by rank.
-    pub fn ranks(&self) -> &[u16] {
-        &self.rack_of
-    }
 }
 
 /// Where a switch sits: the star's only switch, or one level of a two-level fabric.
@@ -129,6 +124,44 @@ impl Tier {
         match self {
             Tier::Star => None,
             Tier::Leaf { racks, .. } | Tier::Spine(racks) => Some(racks),
+        }
+    }
+}
+
+/// The switches of a two-level fabric for `job` on `racks`, each with `config`'s resources and
+/// the job in its tier: the spine, and the leaf of every rack in rack order.
+pub fn two_level(
+    job: &JobConfig,
+    racks: &Arc<Racks>,
+    config: SwitchConfig,
+) -> Result<(Switch, Vec<Switch>), SwitchError> {
+    let mut spine = Switch::new(config);
+    spine.add_job(job.clone().in_tier(Tier::Spine(racks.clone())))?;
+    let leaves = (0..racks.racks())
+        .map(|rack| {
+            let mut leaf = Switch::new(config);
+            let tier = Tier::Leaf {
+                rack,
+                racks: racks.clone(),
+            };
+            leaf.add_job(job.clone().in_tier(tier))?;
+            Ok(leaf)
+        })
+        .collect::<Result<Vec<_>, SwitchError>>()?;
+    Ok((spine, leaves))
+}
+
+impl Tier {
+    /// Whether `other` is this very tier (the same racks, not an equal copy): a cheap test
+    /// that spares a clone per packet.
+    pub(super) fn is(&self, other: &Tier) -> bool {
+        match (self, other) {
+            (Tier::Star, Tier::Star) => true,
+            (Tier::Leaf { rack: a, racks: x }, Tier::Leaf { rack: b, racks: y }) => {
+                a == b && Arc::ptr_eq(x, y)
+            }
+            (Tier::Spine(x), Tier::Spine(y)) => Arc::ptr_eq(x, y),
+            _ => false,
         }
     }
 }
