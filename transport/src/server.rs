@@ -328,6 +328,24 @@ impl Egress {
             queue: VecDeque::new(),
         }
     }
+
+    /// Send to `to` every packet that has left by `t` (nanoseconds), marked
+    /// congestion-experienced while the queue is above `threshold` bytes: whether any left.
+    fn drain(&mut self, t: Nanos, threshold: u64, to: SocketAddr, endpoint: &mut Endpoint) -> bool {
+        let now_ps = to_picos(t);
+        let mut sent = false;
+        while self.queue.front().is_some_and(|&(left, _)| left <= t) {
+            let (_, bytes) = self.queue.pop_front().expect("front");
+            let ecn = if self.port.backlog(now_ps) > threshold {
+                EcnCodepoint::Ce
+            } else {
+                EcnCodepoint::Ect0
+            };
+            endpoint.send(to, Some(ecn), bytes);
+            sent = true;
+        }
+        sent
+    }
 }
 
 /// A job being served: its ports and its control plane (which knows its id and world).
@@ -380,8 +398,6 @@ struct Uplink {
     spine: SocketAddr,
     control: WorkerControl,
     egress: Egress,
-    /// The leaf has said goodbye to the spine (its workers all left).
-    leaving: bool,
 }
 
 /// The switch process's driver.
@@ -508,7 +524,6 @@ impl SwitchServer {
                     spine,
                     control,
                     egress: Egress::new(&cfg.link),
-                    leaving: false,
                 };
                 let tier = Tier::Leaf {
                     rack,
@@ -843,9 +858,9 @@ impl SwitchServer {
             }
             let workers_over = self.core.jobs.iter().all(|j| j.is_over(t));
             if let Some(up) = &mut self.core.uplink {
-                // A leaf leaves the spine once its own workers have.
-                if workers_over && !up.leaving {
-                    up.leaving = true;
+                // A leaf leaves the spine once its own workers have (repeating `leave` does
+                // nothing more).
+                if workers_over {
                     up.control.leave(t);
                 }
                 up.control.handle_timeout(t);
@@ -1091,18 +1106,7 @@ impl Core {
                 *q = Egress::new(&self.cfg.link);
                 continue;
             };
-            let mut sent = false;
-            while q.queue.front().is_some_and(|&(left, _)| left <= t) {
-                let (_, bytes) = q.queue.pop_front().expect("front");
-                let ecn = if q.port.backlog(now_ps) > threshold {
-                    EcnCodepoint::Ce
-                } else {
-                    EcnCodepoint::Ect0
-                };
-                endpoint.send(addr, Some(ecn), bytes);
-                sent = true;
-            }
-            if sent {
+            if q.drain(t, threshold, addr, endpoint) {
                 job.control.note_sent(t, rank);
             }
             self.peak_egress_bytes = self.peak_egress_bytes.max(q.port.stats.peak_backlog);
@@ -1110,18 +1114,7 @@ impl Core {
                 .set_egress_queue(port as u16, q.port.backlog(now_ps));
         }
         if let Some(up) = &mut self.uplink {
-            let mut sent = false;
-            while up.egress.queue.front().is_some_and(|&(left, _)| left <= t) {
-                let (_, bytes) = up.egress.queue.pop_front().expect("front");
-                let ecn = if up.egress.port.backlog(now_ps) > threshold {
-                    EcnCodepoint::Ce
-                } else {
-                    EcnCodepoint::Ect0
-                };
-                endpoint.send(up.spine, Some(ecn), bytes);
-                sent = true;
-            }
-            if sent {
+            if up.egress.drain(t, threshold, up.spine, endpoint) {
                 up.control.note_sent(t);
             }
             self.switch.set_uplink_queue(up.egress.port.backlog(now_ps));
