@@ -379,21 +379,10 @@ pub fn run_single_exchange_two_level(
                     .expect("spawn a worker thread")
             })
             .collect();
-        let outputs: Vec<_> = workers
-            .into_iter()
-            .map(|w| w.join().expect("a worker thread panicked"))
-            .collect();
-        if outputs.iter().any(Result::is_err) {
-            // The switches would wait for goodbyes that will not come.
-            stop.store(true, Ordering::Relaxed);
-        }
-        let leaves: Vec<_> = leaves
-            .into_iter()
-            .map(|l| l.join().expect("a leaf thread panicked"))
-            .collect();
-        if leaves.iter().any(Result::is_err) {
-            stop.store(true, Ordering::Relaxed);
-        }
+        // A failed worker or leaf stops the switches above it, which would otherwise wait for
+        // goodbyes that will not come.
+        let outputs = join_stopping(workers, "a worker", stop);
+        let leaves = join_stopping(leaves, "a leaf", stop);
         (
             spine.join().expect("the spine thread panicked"),
             leaves,
@@ -403,6 +392,25 @@ pub fn run_single_exchange_two_level(
     let outputs = outputs.into_iter().collect::<Result<Vec<_>, _>>()?;
     let leaves = leaves.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok((spine?, leaves, outputs))
+}
+
+/// Join `threads` (`what` names one in a panic), setting `stop` when any of them failed.
+fn join_stopping<T, E>(
+    threads: Vec<thread::ScopedJoinHandle<'_, Result<T, E>>>,
+    what: &str,
+    stop: &AtomicBool,
+) -> Vec<Result<T, E>> {
+    let results: Vec<_> = threads
+        .into_iter()
+        .map(|t| {
+            t.join()
+                .unwrap_or_else(|_| panic!("{what} thread panicked"))
+        })
+        .collect();
+    if results.iter().any(Result::is_err) {
+        stop.store(true, Ordering::Relaxed);
+    }
+    results
 }
 
 /// One exchange a worker runs: what [`Exchange::run`] needs besides the job.
