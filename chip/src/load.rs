@@ -2,7 +2,7 @@
 //! packet, the way the engines and the switch model send them.
 
 use serde::Serialize;
-use switchgnn_dataplane::plan::{ExchangePlan, Mode};
+use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
 use switchgnn_dataplane::switch::readout_passes;
 use switchgnn_dataplane::wire::HEADER_LEN;
 
@@ -74,10 +74,14 @@ impl Load {
     /// every row goes up once and makes one pass per destination aggregator it feeds; the
     /// switch acknowledges it, and sends each destination's sum to its owner once complete.
     pub fn in_network(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        Load::in_network_of(plan, &plan.blocks, frame_overhead)
+    }
+
+    fn in_network_of(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
-        load.barriers(plan, header);
-        for block in &plan.blocks {
+        load.barriers(plan, blocks.len(), header);
+        for block in blocks {
             let t = &block.table;
             for row in 0..t.len() {
                 let owner = t.workers[row] as u16;
@@ -90,10 +94,10 @@ impl Load {
         load
     }
 
-    /// The joins and the final go of an exchange, and each block's go to every worker and
-    /// done from every worker (header-only packets).
-    fn barriers(&mut self, plan: &ExchangePlan, header: u64) {
-        let rounds = plan.blocks.len() + 1;
+    /// The joins and the final go of an exchange of `blocks` blocks, and each block's go to
+    /// every worker and done from every worker (header-only packets).
+    fn barriers(&mut self, plan: &ExchangePlan, blocks: usize, header: u64) {
+        let rounds = blocks + 1;
         for w in 0..plan.workers {
             for _ in 0..rounds {
                 self.packet(Some(w), None, header);
@@ -138,10 +142,14 @@ impl Load {
     /// once to every other worker that holds a neighbour of it, forwarded by the switch in one
     /// pass, and the receiver acknowledges each copy (header only).
     pub fn host(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        Load::host_of(plan, &plan.blocks, frame_overhead)
+    }
+
+    fn host_of(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
         let mut targets: Vec<u16> = Vec::new();
-        for block in &plan.blocks {
+        for block in blocks {
             let t = &block.table;
             for row in 0..t.len() {
                 let owner = t.workers[row] as u16;
@@ -170,10 +178,14 @@ impl Load {
     /// block's multicast senders go up once and make a pass per destination, as in
     /// [`Load::in_network`], and so do the barriers.
     pub fn reduce(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        Load::reduce_of(plan, &plan.blocks, frame_overhead)
+    }
+
+    fn reduce_of(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         let mut load = Load::new(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
-        load.barriers(plan, header);
-        for block in &plan.blocks {
+        load.barriers(plan, blocks.len(), header);
+        for block in blocks {
             let t = &block.table;
             for row in 0..t.len() {
                 for &w in t.row(row) {
@@ -194,10 +206,20 @@ impl Load {
 
     /// The load of `plan` as its mode sends it.
     pub fn of(plan: &ExchangePlan, frame_overhead: u64) -> Load {
+        Load::of_blocks(plan, &plan.blocks, frame_overhead)
+    }
+
+    /// The load of block `block` of `plan` alone (with its go and its dones, and a join): what
+    /// the switch must get through before that block's last sum can leave.
+    pub fn of_block(plan: &ExchangePlan, block: usize, frame_overhead: u64) -> Load {
+        Load::of_blocks(plan, &plan.blocks[block..=block], frame_overhead)
+    }
+
+    fn of_blocks(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         match plan.mode {
-            Mode::Host => Load::host(plan, frame_overhead),
-            Mode::Reduce => Load::reduce(plan, frame_overhead),
-            Mode::Blocks | Mode::Strawman => Load::in_network(plan, frame_overhead),
+            Mode::Host => Load::host_of(plan, blocks, frame_overhead),
+            Mode::Reduce => Load::reduce_of(plan, blocks, frame_overhead),
+            Mode::Blocks | Mode::Strawman => Load::in_network_of(plan, blocks, frame_overhead),
         }
     }
 
@@ -244,6 +266,36 @@ mod tests {
         assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
         assert_eq!(l.received_packets[0], 2 + 4 + 4);
         assert_eq!(l.received_bytes[1], 2 * 98 + 2 * 98 + c0 + c1);
+    }
+
+    #[test]
+    fn a_block_alone_carries_its_share_and_its_own_barrier() {
+        let one = plan(Mode::Blocks);
+        let block = one.blocks[0].clone();
+        let two = ExchangePlan::new(
+            Mode::Blocks,
+            72,
+            2,
+            vec![0, 1, 0],
+            vec![block.clone(), block],
+        )
+        .unwrap();
+        let whole = Load::of(&two, 66);
+        let (a, b) = (Load::of_block(&two, 0, 66), Load::of_block(&two, 1, 66));
+        assert_eq!(
+            a,
+            Load::of(&one, 66),
+            "a block alone is a one-block exchange"
+        );
+        assert_eq!(a, b);
+        // Alone, each block has a join and a done per worker; together the two share one join.
+        let workers = 2;
+        assert_eq!(a.passes + b.passes, whole.passes + workers);
+        assert_eq!(a.lane_updates + b.lane_updates, whole.lane_updates);
+        assert_eq!(
+            a.recirculated_bytes + b.recirculated_bytes,
+            whole.recirculated_bytes
+        );
     }
 
     #[test]

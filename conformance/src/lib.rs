@@ -262,6 +262,7 @@ impl Driver for Simulator {
             control: Some(ControlTimers::default()),
             rate_control: Default::default(),
             two_level: false,
+            chip_floor: true,
         };
         simulated(r, &cfg, &setup)
     }
@@ -300,6 +301,7 @@ impl Driver for SimulatorTwoLevel {
         let setup = ExchangeSetup {
             backward: r.case.backward,
             two_level: true,
+            chip_floor: true,
             ..ExchangeSetup::new(
                 sim_mode(r.case.kind),
                 r.aggregators as u64 * AGGREGATOR_BYTES,

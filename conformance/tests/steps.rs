@@ -25,6 +25,7 @@ const TIMERS: Timers = Timers {
     rto: 20_000,
     control: 20_000,
     result: 100_000,
+    block_floor: 0,
 };
 /// The same with a result timeout far beyond the retransmissions, so that no fetch round
 /// takes over from them.

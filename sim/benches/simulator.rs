@@ -125,6 +125,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         control: None,
         rate_control: Default::default(),
         two_level: false,
+        chip_floor: true,
     };
     let (sim, _) = simulate_exchange(
         xplan,

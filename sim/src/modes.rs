@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_chip::{Chip, HostCost};
+use switchgnn_chip::{Bound, Chip, HostCost, Load};
 use switchgnn_dataplane::cc::Aimd;
 use switchgnn_dataplane::control::nodes::{controlled_star, ControlledWorker};
 use switchgnn_dataplane::control::ControlTimers;
@@ -183,6 +183,15 @@ pub struct ExchangeSetup {
     /// admitted (the switch processes' two-level control plane is not simulated).
     #[serde(default)]
     pub two_level: bool,
+    /// The receivers fetch nothing before a block has run for the chip's least time for it
+    /// ([`block_floor`]). Off: the result timeout alone starts fetch rounds, also while a slow
+    /// chip is still working through the block (for comparison).
+    #[serde(default = "yes")]
+    pub chip_floor: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl ExchangeSetup {
@@ -200,6 +209,7 @@ impl ExchangeSetup {
             control: None,
             rate_control: RateControl::Halve,
             two_level: false,
+            chip_floor: true,
         }
     }
 }
@@ -319,6 +329,30 @@ pub fn scale_for(graph: &Graph) -> Scale {
     Scale::for_bound(1.0, most.max(1)).expect("a scale for any degree that fits a plan")
 }
 
+/// The least time the switch of `cfg` needs for the slowest of `plan`'s blocks alone, ns (the
+/// switch's terms of the chip model's bound: lane updates, passes, recirculation; 0 on the
+/// ideal chip): the engines fetch nothing before a block has run this long
+/// ([`Timers::block_floor`]). On a two-level fabric it is one switch's time, which the leaves
+/// share: there it errs on the patient side.
+pub fn block_floor(plan: &ExchangePlan, cfg: &SimConfig) -> u64 {
+    let chip = &cfg.switch.chip;
+    if chip.is_ideal() {
+        return 0;
+    }
+    let cost = crate::sweep::host_cost(cfg);
+    (0..plan.blocks.len())
+        .map(|b| {
+            let bound = Bound::of(chip, &Load::of_block(plan, b, cfg.frame_overhead), &cost);
+            let switch = bound
+                .lane_updates_s
+                .max(bound.passes_s)
+                .max(bound.recirculation_s);
+            (switch * 1e9) as u64
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums. Takes the
 /// plan by value: a bundled run narrows its width, and a large graph's plan is not copied.
 pub fn simulate_exchange(
@@ -358,6 +392,10 @@ pub fn simulate_exchange_beside(
             hosts,
             workers: plan.workers,
         });
+    }
+    let mut timers = setup.timers;
+    if setup.chip_floor {
+        timers.block_floor = timers.block_floor.max(block_floor(&plan, cfg));
     }
     let real_width = plan.width;
     let bundle = (setup.bundle && real_width > MAX_LANES).then(|| Bundle::of_width(real_width));
@@ -427,7 +465,7 @@ pub fn simulate_exchange_beside(
             seq: 1,
             rank: w as u16,
             scale,
-            timers: setup.timers,
+            timers,
             window,
         };
         let cc = setup.rate_control.controller(pace);

@@ -144,6 +144,7 @@ pub fn rack_study(
             let on = SimConfig { topology, ..*cfg };
             let two_level = ExchangeSetup {
                 two_level: spec.two_level,
+                chip_floor: true,
                 ..*setup
             };
             let sim = simulate_exchange(plan.clone(), &on, &two_level, scale)?.0;

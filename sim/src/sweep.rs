@@ -438,6 +438,7 @@ pub fn sweep(
                         control: None,
                         rate_control: Default::default(),
                         two_level: false,
+                        chip_floor: true,
                     };
                     let load = Load::of(&xplan, cfg.frame_overhead);
                     let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
@@ -738,6 +739,7 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                             control: None,
                             rate_control: Default::default(),
                             two_level: false,
+                            chip_floor: true,
                         };
                         let s = study(&xplan, mode, &cfg, &setup, scale, variant).map_err(wrap)?;
                         progress.advance(1);

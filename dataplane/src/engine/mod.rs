@@ -13,9 +13,11 @@
 //!   contribution raw (a per-source bitmap keeps each counted once); raw features that reach
 //!   the worker are cached and reused;
 //! - **recover**: when no contribution has arrived for the result timeout (at least four
-//!   round trips) after the worker's own rows are out, fetch the missing raw contributions from
-//!   their owners — a bounded number per round, each asked again only after twice that wait (the replies carry the resend flag, which releases the
-//!   switch's aggregator); a switch that reports an overflow triggers the same fetch at once;
+//!   round trips) after the worker's own rows are out, and the block has run for at least the
+//!   switch's known least time for it ([`Timers::block_floor`]), fetch the missing raw
+//!   contributions from their owners — a bounded number per round, each asked again only after
+//!   twice that wait (the replies carry the resend flag, which releases the switch's
+//!   aggregator); a switch that reports an overflow triggers the same fetch at once;
 //! - **barrier**: report the block done, and start the next block on the switch's go (or on
 //!   any packet of the next block, which proves the go was sent).
 //!
@@ -117,6 +119,13 @@ pub struct Timers {
     pub control: Nanos,
     /// No contribution for this long: fetch what is missing.
     pub result: Nanos,
+    /// The least time the switch needs for a block's sums (on a chip, the chip model's bound
+    /// for the block): no fetch round before the block has run this long. On a switch that is
+    /// slow rather than lossy (a recirculation-bound chip) sums arrive far apart, and a fetch
+    /// sent in a gap only doubles what crosses the network; after a loss the exchange cannot
+    /// end before this anyway. 0 where nothing is known (a software switch).
+    #[serde(default)]
+    pub block_floor: Nanos,
 }
 
 impl Default for Timers {
@@ -125,6 +134,7 @@ impl Default for Timers {
             rto: 50_000,
             control: 50_000,
             result: 200_000,
+            block_floor: 0,
         }
     }
 }
@@ -368,6 +378,8 @@ pub struct Engine<S: SendStrategy> {
     requested: HashMap<(u32, u32, u8), Nanos>,
     output: ExchangeOutput,
     last_progress: Nanos,
+    /// When the running block started here.
+    block_started: Nanos,
     now: Nanos,
     stats: EngineStats,
 }
@@ -461,6 +473,7 @@ impl<S: SendStrategy> Engine<S> {
             requested: HashMap::new(),
             output,
             last_progress: now,
+            block_started: now,
             now,
             stats: EngineStats {
                 saturated,
@@ -506,6 +519,7 @@ impl<S: SendStrategy> Engine<S> {
         }
         self.phase = Phase::Running(b);
         self.last_progress = self.now;
+        self.block_started = self.now;
         self.requested.clear();
         self.sender.start_block(&self.plan, self.cfg.rank, b);
         let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
@@ -618,7 +632,7 @@ impl<S: SendStrategy> Engine<S> {
                 if repr.flags.fetch {
                     self.stats.overflow_notices += 1;
                     let wants = receiver.overflowed(repr.dst, c).ok_or(Unexpected)?;
-                    self.fetch(wants);
+                    self.fetch(wants, usize::MAX);
                 } else {
                     let mut lanes = [0i32; crate::wire::MAX_LANES];
                     let values = copy_lanes(&packet, &mut lanes);
@@ -696,8 +710,9 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     /// Fetch the contributions listed (source, destination, chunk): from the cache when they
-    /// are there, else from their owners.
-    fn fetch(&mut self, wants: Vec<(u32, u32, u8)>) {
+    /// are there, else from their owners, at most `budget` of them (those asked for recently
+    /// are not asked again).
+    fn fetch(&mut self, wants: Vec<(u32, u32, u8)>, mut budget: usize) {
         let Some(b) = self.current_block() else {
             return;
         };
@@ -729,13 +744,15 @@ impl<S: SendStrategy> Engine<S> {
             } else {
                 (u, v, c)
             };
-            if self
-                .requested
-                .get(&key)
-                .is_some_and(|&t| self.now < t + retry)
+            if budget == 0
+                || self
+                    .requested
+                    .get(&key)
+                    .is_some_and(|&t| self.now < t + retry)
             {
                 continue;
             }
+            budget -= 1;
             self.requested.insert(key, self.now);
             let mut r = self.header(PacketType::Fetch);
             r.flags.fetch = true;
@@ -774,18 +791,21 @@ impl<S: SendStrategy> Engine<S> {
 
     /// How long to wait for results before fetching: the result timeout, and never shorter
     /// than a few measured round trips (on a slow path, late results must not set off fetch
-    /// rounds).
+    /// rounds) — unless the switch's least time for a block is known: the measured round trip
+    /// then holds the switch's queue, which the block floor has waited out already.
     fn patience(&self) -> Nanos {
-        self.cfg
-            .timers
-            .result
-            .max(4 * self.sender.srtt().unwrap_or(0))
+        let timers = &self.cfg.timers;
+        if timers.block_floor > 0 {
+            return timers.result;
+        }
+        timers.result.max(4 * self.sender.srtt().unwrap_or(0))
     }
 
     fn progress_deadline(&self) -> Option<Nanos> {
         match (self.phase, &self.receiver) {
             (Phase::Running(_), Some(r)) if !r.is_complete() => {
-                Some(self.last_progress + self.patience())
+                let floor = self.block_started + self.cfg.timers.block_floor;
+                Some((self.last_progress + self.patience()).max(floor))
             }
             _ => None,
         }
@@ -818,17 +838,17 @@ impl<S: SendStrategy> Node for Engine<S> {
         }
         if self.progress_deadline().is_some_and(|t| t <= now) {
             self.last_progress = now;
-            let mut wants = self
+            let wants = self
                 .receiver
                 .as_mut()
                 .map(|r| r.missing())
                 .unwrap_or_default();
-            // A round asks for at most one window of contributions (the congestion window
-            // when it is smaller): a stalled block must not turn into a storm of requests and
-            // replies at a switch that is merely slow (what is left is asked for in the next
-            // round).
-            wants.truncate(self.cfg.window.min(self.cc.window()));
-            self.fetch(wants);
+            // A round asks the network for at most one window of contributions (the congestion
+            // window when it is smaller): a stalled block must not turn into a storm of
+            // requests and replies at a switch that is merely slow (what is left is asked for
+            // in the next round). What the cache holds costs nothing and is taken at once.
+            let budget = self.cfg.window.min(self.cc.window());
+            self.fetch(wants, budget);
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
