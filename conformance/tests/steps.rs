@@ -281,6 +281,32 @@ fn fetch_rounds_ask_for_one_window_at_most() {
     assert!(rounds.len() > 1, "several rounds: {rounds:?}");
 }
 
+/// Every result to worker 0 is lost. With a block floor of ten result timeouts (a slow chip's
+/// least time for the block) it fetches nothing before the block has run that long, and then
+/// recovers as without it; without the floor its first fetch goes out well before.
+#[test]
+fn no_fetch_goes_out_before_the_block_floor() {
+    let floor = 10 * TIMERS.result;
+    let first_fetch = |timers: Timers| {
+        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, timers, false);
+        h.lose = Box::new(|p| is(p, PacketType::Result) && p.to == Address::Worker(0));
+        h.finish(2_000_000);
+        let fetches = h.sent_by(0, PacketType::Fetch);
+        assert!(!fetches.is_empty(), "worker 0 fetched what it lost");
+        fetches[0].at
+    };
+    let hasty = first_fetch(TIMERS);
+    let patient = first_fetch(Timers {
+        block_floor: floor,
+        ..TIMERS
+    });
+    assert!(
+        hasty < floor,
+        "without the floor: first fetch at {hasty} ns"
+    );
+    assert!(patient >= floor, "with it: first fetch at {patient} ns");
+}
+
 /// One data chunk is lost while the chunks sent after it are acknowledged: RACK resends it
 /// long before the retransmission timeout.
 #[test]

@@ -710,8 +710,8 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     /// Fetch the contributions listed (source, destination, chunk): from the cache when they
-    /// are there, else from their owners, at most `budget` of them (those asked for recently
-    /// are not asked again).
+    /// are there, else from their owners — among the first `budget` of them not in the cache,
+    /// those not asked for recently.
     fn fetch(&mut self, wants: Vec<(u32, u32, u8)>, mut budget: usize) {
         let Some(b) = self.current_block() else {
             return;
@@ -744,15 +744,19 @@ impl<S: SendStrategy> Engine<S> {
             } else {
                 (u, v, c)
             };
-            if budget == 0
-                || self
-                    .requested
-                    .get(&key)
-                    .is_some_and(|&t| self.now < t + retry)
-            {
+            // What is not in the cache spends the round's budget, asked again or not: a round
+            // looks at no more than its share of the network's backlog.
+            if budget == 0 {
                 continue;
             }
             budget -= 1;
+            if self
+                .requested
+                .get(&key)
+                .is_some_and(|&t| self.now < t + retry)
+            {
+                continue;
+            }
             self.requested.insert(key, self.now);
             let mut r = self.header(PacketType::Fetch);
             r.flags.fetch = true;
@@ -791,11 +795,13 @@ impl<S: SendStrategy> Engine<S> {
 
     /// How long to wait for results before fetching: the result timeout, and never shorter
     /// than a few measured round trips (on a slow path, late results must not set off fetch
-    /// rounds) — unless the switch's least time for a block is known: the measured round trip
-    /// then holds the switch's queue, which the block floor has waited out already.
+    /// rounds) — unless the switch's least time for a block is known and the switch
+    /// acknowledges what is sent: its acks leave after the packet's passes, so their round
+    /// trip holds the chip's queue, which the block floor has waited out already. (Host-exchange
+    /// copies are acknowledged by their receivers: that round trip is the network's.)
     fn patience(&self) -> Nanos {
         let timers = &self.cfg.timers;
-        if timers.block_floor > 0 {
+        if timers.block_floor > 0 && self.plan.mode != Mode::Host {
             return timers.result;
         }
         timers.result.max(4 * self.sender.srtt().unwrap_or(0))
