@@ -933,6 +933,31 @@ fn simulate_background_studies_the_exchange_beside_tcp_flows() {
     assert!(std::fs::read_to_string(out.join("contention.svg"))
         .unwrap()
         .starts_with("<svg"));
+    // With --racks, the same study on each leaf-spine fabric instead of the star.
+    let on_fabric = dir.path().join("contention-fabric");
+    let text = simulate_small(
+        "reduce",
+        &[
+            "--background",
+            "hadoop",
+            "--load",
+            "0.4",
+            "--racks",
+            "2",
+            "--oversubscription",
+            "2",
+        ],
+        &on_fabric,
+    );
+    assert!(
+        text.contains("| 2 racks × 2, 2 spines, 2:1 (two-level) |"),
+        "{text}"
+    );
+    let studies: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(on_fabric.join("contention.json")).unwrap()).unwrap();
+    let fabric = &studies.as_array().unwrap()[0]["fabric"];
+    assert_eq!(fabric["racks"], 2, "{studies}");
+    assert_eq!(fabric["two_level"], true, "{studies}");
     for (modes, sizes, says) in [
         ("host", "tiny", "unknown flow sizes `tiny`"),
         ("auto", "hadoop", "leave `auto` out"),
@@ -955,8 +980,8 @@ fn simulate_background_studies_the_exchange_beside_tcp_flows() {
 }
 
 /// `simulate --racks`: each exchange on the star and on leaf-spine fabrics, as a table, JSON
-/// and a figure; racks that do not divide the workers, a bad ratio, and `--background` beside
-/// it are refused by name.
+/// and a figure; racks that do not divide the workers (also for `--background` on fabrics) and
+/// a bad ratio are refused by name.
 #[test]
 fn simulate_racks_studies_the_exchange_on_leaf_spine_fabrics() {
     let dir = tempfile::tempdir().unwrap();
@@ -998,8 +1023,8 @@ fn simulate_racks_studies_the_exchange_on_leaf_spine_fabrics() {
             "`x` is not a ratio",
         ),
         (
-            &["--racks", "2", "--background", "hadoop"][..],
-            "cannot be used with",
+            &["--racks", "3", "--background", "hadoop"][..],
+            "do not fill 3 racks",
         ),
         (&["--one-level"][..], "--racks"),
     ] {

@@ -13,8 +13,10 @@ use switchgnn_dataplane::switch::{Switch, SwitchConfig};
 use switchgnn_dataplane::{Address, Nanos, Transmit};
 
 use crate::background::{Background, BackgroundSpec, FctSummary, FlowSizes};
-use crate::driver::{run_with_background, SimConfig};
+use crate::driver::{run_with_background, RunResult, SimConfig};
+use crate::fabric::{PortStats, Topology};
 use crate::modes::{simulate_exchange_beside, ExchangeSetup, ModeError, RateControl, SimMode};
+use crate::racks::FabricShape;
 
 /// One setting of the workers' rate control.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -59,6 +61,9 @@ pub struct Contention {
     /// The chip preset the switch ran on.
     pub chip: String,
     pub mode: SimMode,
+    /// The leaf-spine the study ran on (`None`: the star).
+    #[serde(default)]
+    pub fabric: Option<FabricShape>,
     pub sizes: FlowSizes,
     pub load: f64,
     /// Flows arrive during the exchange's time alone (with the default rate control), or the
@@ -72,6 +77,21 @@ pub struct Contention {
 }
 
 impl Contention {
+    /// "star", or the fabric and its levels of aggregation.
+    pub fn place(&self) -> String {
+        match self.fabric {
+            None => "star".into(),
+            Some(f) => {
+                let levels = if f.two_level {
+                    "two-level"
+                } else {
+                    "one level"
+                };
+                format!("{} ({levels})", f.describe(self.workers))
+            }
+        }
+    }
+
     /// The entry of `rate_control`.
     pub fn setting(&self, rate_control: RateControl) -> Option<&WithTraffic> {
         self.settings
@@ -101,11 +121,11 @@ impl HostNode for Idle {
     }
 }
 
-/// Run `background`'s flows on `cfg`'s star with nothing else on it.
+/// Run `background`'s flows on `cfg`'s fabric with nothing else on it.
 pub fn background_alone(
     cfg: &SimConfig,
     background: &mut Background,
-) -> Result<crate::driver::RunResult, ModeError> {
+) -> Result<RunResult, ModeError> {
     let hosts = cfg.topology.hosts();
     let mut idle: Vec<Box<Idle>> = (0..hosts).map(|_| Box::default()).collect();
     let mut switch = Switch::new(SwitchConfig {
@@ -123,9 +143,9 @@ pub fn background_alone(
     )?)
 }
 
-/// Run the study for `plan`'s exchange of `mode` on `cfg`'s star: flows of `sizes` at `load`
-/// (a fraction of each host's link), arriving over the exchange's time alone or over
-/// `duration_ns` if given; `seed` draws them.
+/// Run the study for `plan`'s exchange of `mode` on `cfg`'s star, or on `fabric` (with its
+/// hosts split over the racks): flows of `sizes` at `load` (a fraction of each host's link),
+/// arriving over the exchange's time alone or over `duration_ns` if given; `seed` draws them.
 #[allow(clippy::too_many_arguments)]
 pub fn contention(
     plan: &ExchangePlan,
@@ -133,11 +153,17 @@ pub fn contention(
     cfg: &SimConfig,
     setup: &ExchangeSetup,
     scale: Scale,
+    fabric: Option<FabricShape>,
     sizes: FlowSizes,
     load: f64,
     duration_ns: Option<Nanos>,
     seed: u64,
 ) -> Result<Contention, ModeError> {
+    let cfg = &fabric.map_or(*cfg, |f| f.config(cfg));
+    let setup = &ExchangeSetup {
+        two_level: fabric.is_some_and(|f| f.two_level),
+        ..*setup
+    };
     let hosts = cfg.topology.hosts();
     let link = cfg.topology.host_link();
     let gbps = cfg.host.uplink_gbps(&cfg.topology);
@@ -149,26 +175,24 @@ pub fn contention(
         simulate_exchange_beside(plan.clone(), cfg, &setup, scale, None, background)
             .map(|(sim, _)| sim)
     };
-    let alone: Vec<(RateControl, Nanos, Nanos)> = RateControl::ALL
+    let alone: Vec<(RateControl, RunResult)> = RateControl::ALL
         .iter()
-        .map(|&rc| {
-            let run = exchange(rc, None)?.run;
-            // Bytes over bytes per nanosecond on the busiest link, up and down.
-            let at_share = |bytes: u64, gbps: f64| bytes as f64 / (gbps / 8.0 * (1.0 - load));
-            let up = run.uplinks.iter().map(|p| at_share(p.bytes, gbps));
-            let down = run.downlinks.iter().map(|p| at_share(p.bytes, link.gbps));
-            let busiest = up.chain(down).fold(0.0, f64::max);
-            let bound = (busiest.ceil() as Nanos).max(run.finish_ns);
-            Ok::<_, ModeError>((rc, run.finish_ns, bound))
-        })
+        .map(|&rc| Ok::<_, ModeError>((rc, exchange(rc, None)?.run)))
         .collect::<Result<_, _>>()?;
-    let duration = duration_ns.unwrap_or(alone[0].1).max(1);
+    let duration = duration_ns.unwrap_or(alone[0].1.finish_ns).max(1);
     let spec = BackgroundSpec::new(sizes, load, duration, seed);
     let flows = || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead);
 
     let mut quiet = flows();
-    background_alone(cfg, &mut quiet)?;
+    let quiet_run = background_alone(cfg, &mut quiet)?;
     let flows_alone = FctSummary::of(&quiet.records());
+    let alone: Vec<(RateControl, Nanos, Nanos)> = alone
+        .into_iter()
+        .map(|(rc, run)| {
+            let bound = share_bound(cfg, &run, &quiet_run, load, duration);
+            (rc, run.finish_ns, bound)
+        })
+        .collect();
 
     let settings = alone
         .into_iter()
@@ -193,6 +217,7 @@ pub fn contention(
         memory: setup.switch_memory,
         chip: cfg.switch.chip.preset.name().to_string(),
         mode,
+        fabric,
         sizes,
         load,
         duration_ns: duration,
@@ -202,22 +227,63 @@ pub fn contention(
     })
 }
 
+/// The time `run`'s exchange needs on `cfg` beside flows that take exactly their average load
+/// off every link: its busiest link's bytes at the share of the link's rate the flows leave,
+/// never less than its time alone. On a host's link the flows offer `load` of its rate; on a
+/// leaf-spine's inner links, what the same flows alone (`quiet`) put there over the span they
+/// arrive in (`duration`).
+fn share_bound(
+    cfg: &SimConfig,
+    run: &RunResult,
+    quiet: &RunResult,
+    load: f64,
+    duration: Nanos,
+) -> Nanos {
+    // Bytes over the bytes per nanosecond the flows leave.
+    let at_share =
+        |bytes: u64, gbps: f64, taken: f64| bytes as f64 / (gbps / 8.0 * (1.0 - taken).max(1e-3));
+    let host = |ports: &[PortStats], gbps: f64| -> f64 {
+        ports
+            .iter()
+            .map(|p| at_share(p.bytes, gbps, load))
+            .fold(0.0, f64::max)
+    };
+    let mut busiest = host(&run.uplinks, cfg.host.uplink_gbps(&cfg.topology))
+        .max(host(&run.downlinks, cfg.topology.host_link().gbps));
+    if let Topology::LeafSpine { uplink, .. } = cfg.topology {
+        let inner = |ours: &[PortStats], theirs: &[PortStats]| -> f64 {
+            ours.iter()
+                .zip(theirs)
+                .map(|(o, t)| {
+                    let taken = t.bytes as f64 / (uplink.gbps / 8.0 * duration as f64);
+                    at_share(o.bytes, uplink.gbps, taken)
+                })
+                .fold(0.0, f64::max)
+        };
+        busiest = busiest
+            .max(inner(&run.leaf_uplinks, &quiet.leaf_uplinks))
+            .max(inner(&run.spine_downlinks, &quiet.spine_downlinks));
+    }
+    (busiest.ceil() as Nanos).max(run.finish_ns)
+}
+
 /// The study as a Markdown table: one row per rate-control setting.
 pub fn contention_table(studies: &[Contention]) -> String {
     let mut out = String::from(
-        "| workers | chip | memory | mode | flows | load | rate control | exchange alone (µs) | \
-         share bound (µs) | beside flows (µs) | × alone | × bound | flows' p50 / p99 slowdown | \
-         alone p50 / p99 | p99 × |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| workers | chip | memory | mode | fabric | flows | load | rate control | exchange alone \
+         (µs) | share bound (µs) | beside flows (µs) | × alone | × bound | flows' p50 / p99 \
+         slowdown | alone p50 / p99 | p99 × |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in studies {
         for w in &c.settings {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
+                "| {} | {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
                 c.workers,
                 c.chip,
                 switchgnn_partition::size::format_bytes(c.memory),
                 c.mode.name(),
+                c.place(),
                 c.flows,
                 c.sizes.name(),
                 c.load,

@@ -397,10 +397,11 @@ pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<St
             let point = |w: &crate::contention::WithTraffic| (w.exchange_ratio(), w.p99_ratio);
             (
                 format!(
-                    "{} workers, {} {}, {} flows: rate control {}",
+                    "{} workers, {} {}, {}, {} flows: rate control {}",
                     c.workers,
                     c.mode.name(),
                     format_bytes(c.memory),
+                    c.place(),
                     c.sizes.name(),
                     c.settings
                         .iter()

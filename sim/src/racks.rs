@@ -30,7 +30,74 @@ pub struct FabricSpec {
     pub two_level: bool,
 }
 
+/// One leaf-spine fabric: a study's hosts split evenly over `racks` racks, links as the star's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FabricShape {
+    pub racks: u16,
+    pub spines: u16,
+    pub oversubscription: f64,
+    /// Every leaf a switch of the exchange's (else the leaves only forward).
+    pub two_level: bool,
+}
+
+impl FabricShape {
+    /// The fabric for `cfg`'s hosts, with `cfg`'s host links.
+    pub fn topology(&self, cfg: &SimConfig) -> Topology {
+        let hosts = cfg.topology.hosts();
+        Topology::leaf_spine(
+            self.racks,
+            hosts / self.racks.max(1),
+            self.spines,
+            cfg.topology.host_link(),
+            self.oversubscription,
+        )
+    }
+
+    /// `cfg` with its star replaced by this fabric.
+    pub fn config(&self, cfg: &SimConfig) -> SimConfig {
+        SimConfig {
+            topology: self.topology(cfg),
+            ..*cfg
+        }
+    }
+
+    /// "4 racks × 8, 2 spines, 2:1" (or "1 spine") for `hosts` hosts.
+    pub fn describe(&self, hosts: u16) -> String {
+        describe(
+            self.racks,
+            hosts / self.racks.max(1),
+            self.spines,
+            self.oversubscription,
+        )
+    }
+}
+
+fn describe(racks: u16, hosts_per_rack: u16, spines: u16, oversubscription: f64) -> String {
+    // The ratio without trailing zeros: 2, 1.5.
+    let ratio = format!("{oversubscription:.2}");
+    let ratio = ratio.trim_end_matches('0').trim_end_matches('.');
+    let noun = if spines == 1 { "spine" } else { "spines" };
+    format!("{racks} racks × {hosts_per_rack}, {spines} {noun}, {ratio}:1")
+}
+
 impl FabricSpec {
+    /// Every fabric of the grid, rack count by rack count.
+    pub fn fabrics(&self) -> Vec<FabricShape> {
+        self.racks
+            .iter()
+            .flat_map(|&racks| {
+                self.oversubscription
+                    .iter()
+                    .map(move |&oversubscription| FabricShape {
+                        racks,
+                        spines: self.spines,
+                        oversubscription,
+                        two_level: self.two_level,
+                    })
+            })
+            .collect()
+    }
+
     /// Why `workers` hosts cannot fill these fabrics, if they cannot.
     pub fn check(&self, workers: u16) -> Result<(), String> {
         if self.racks.is_empty() || self.oversubscription.is_empty() {
@@ -102,13 +169,11 @@ pub struct RackStudy {
 impl OnFabric {
     /// "4 racks × 8, 2 spines, 2:1" (or "1 spine").
     pub fn describe(&self) -> String {
-        // The ratio without trailing zeros: 2, 1.5.
-        let ratio = format!("{:.2}", self.oversubscription);
-        let ratio = ratio.trim_end_matches('0').trim_end_matches('.');
-        let spines = if self.spines == 1 { "spine" } else { "spines" };
-        format!(
-            "{} racks × {}, {} {spines}, {ratio}:1",
-            self.racks, self.hosts_per_rack, self.spines
+        describe(
+            self.racks,
+            self.hosts_per_rack,
+            self.spines,
+            self.oversubscription,
         )
     }
 
@@ -131,37 +196,26 @@ pub fn rack_study(
     let hosts = cfg.topology.hosts();
     let star = simulate_exchange(plan.clone(), cfg, setup, scale)?.0;
     let mut fabrics = Vec::new();
-    for &racks in &spec.racks {
-        for &oversubscription in &spec.oversubscription {
-            let per_rack = hosts / racks.max(1);
-            let topology = Topology::leaf_spine(
-                racks,
-                per_rack,
-                spec.spines,
-                cfg.topology.host_link(),
-                oversubscription,
-            );
-            let on = SimConfig { topology, ..*cfg };
-            let two_level = ExchangeSetup {
-                two_level: spec.two_level,
-                chip_floor: true,
-                ..*setup
-            };
-            let sim = simulate_exchange(plan.clone(), &on, &two_level, scale)?.0;
-            fabrics.push(OnFabric {
-                racks,
-                hosts_per_rack: per_rack,
-                spines: spec.spines,
-                oversubscription,
-                exchange_ns: sim.run.finish_ns,
-                spine_bytes: sim.run.spine_bytes(),
-                host_link_bytes: sim.run.link_bytes(),
-                drops: sim.run.drops(),
-                retransmits: sim.retransmits,
-                fetches: sim.fetches,
-                ecn_echoes: sim.ecn_echoes,
-            });
-        }
+    for fabric in spec.fabrics() {
+        let on = fabric.config(cfg);
+        let two_level = ExchangeSetup {
+            two_level: fabric.two_level,
+            ..*setup
+        };
+        let sim = simulate_exchange(plan.clone(), &on, &two_level, scale)?.0;
+        fabrics.push(OnFabric {
+            racks: fabric.racks,
+            hosts_per_rack: hosts / fabric.racks.max(1),
+            spines: fabric.spines,
+            oversubscription: fabric.oversubscription,
+            exchange_ns: sim.run.finish_ns,
+            spine_bytes: sim.run.spine_bytes(),
+            host_link_bytes: sim.run.link_bytes(),
+            drops: sim.run.drops(),
+            retransmits: sim.retransmits,
+            fetches: sim.fetches,
+            ecn_echoes: sim.ecn_echoes,
+        });
     }
     Ok(RackStudy {
         workers: hosts,

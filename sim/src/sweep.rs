@@ -577,6 +577,8 @@ pub struct ContentionSpec {
     pub load: f64,
     /// Flows arrive over this span; `None`: over each exchange's time alone.
     pub duration_ns: Option<Nanos>,
+    /// Run every study on each of these leaf-spine fabrics instead of the star.
+    pub fabrics: Option<crate::racks::FabricSpec>,
 }
 
 /// [`crate::contention::contention`] for every worker count, memory, mode and flow-size
@@ -595,21 +597,39 @@ pub fn contention_sweep(
             background.load
         )));
     }
+    let fabrics: Vec<Option<crate::racks::FabricShape>> = match &background.fabrics {
+        Some(f) => {
+            for &w in &spec.workers {
+                f.check(w).map_err(SweepError::Usage)?;
+            }
+            f.fabrics().into_iter().map(Some).collect()
+        }
+        None => vec![None],
+    };
+    let variants: Vec<_> = background
+        .sizes
+        .iter()
+        .flat_map(|&sizes| fabrics.iter().map(move |&f| (sizes, f)))
+        .collect();
     studies(
         dataset,
         spec,
         plan_spec,
         progress,
         "background",
-        &background.sizes,
-        &|sizes| format!("{} background", sizes.name()),
-        &|xplan, mode, cfg, setup, scale, sizes| {
+        &variants,
+        &|(sizes, fabric)| match fabric {
+            Some(f) => format!("{} background, {} racks", sizes.name(), f.racks),
+            None => format!("{} background", sizes.name()),
+        },
+        &|xplan, mode, cfg, setup, scale, (sizes, fabric)| {
             crate::contention::contention(
                 xplan,
                 mode,
                 cfg,
                 setup,
                 scale,
+                fabric,
                 sizes,
                 background.load,
                 background.duration_ns,

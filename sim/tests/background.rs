@@ -11,6 +11,7 @@ use switchgnn_sim::contention::{background_alone, contention, contention_table};
 use switchgnn_sim::modes::{
     direct_sums, exchange_plan, scale_for, simulate_exchange_beside, ExchangeSetup, RateControl,
 };
+use switchgnn_sim::racks::FabricShape;
 use switchgnn_sim::{SimConfig, SimMode};
 
 const WORKERS: u16 = 16;
@@ -113,6 +114,7 @@ fn the_contention_study_measures_both_sides() {
             &cfg,
             &setup(mode),
             scale,
+            None,
             FlowSizes::Hadoop,
             0.5,
             None,
@@ -192,4 +194,79 @@ fn flows_on_a_leaf_spine_stay_in_their_rack_or_spread_over_the_spines() {
             "spine {spine} carries {down} of {leaves_up}"
         );
     }
+}
+
+/// On a leaf-spine (4 racks of 4, 2 spines, 2:1) with two-level aggregation the exchange stays
+/// exact beside flows that cross the racks, and the contention study runs there: every flow
+/// completes, and the share bound counts the spine layer, where the flows crossing racks take
+/// most of an oversubscribed uplink — the host exchange's bound there exceeds its bound on the
+/// star.
+#[test]
+fn the_contention_study_runs_on_a_leaf_spine() {
+    let (d, p) = graph();
+    let star = SimConfig::paper(WORKERS);
+    let fabric = FabricShape {
+        racks: 4,
+        spines: 2,
+        oversubscription: 2.0,
+        two_level: true,
+    };
+    let cfg = fabric.config(&star);
+    let scale = scale_for(&d.graph);
+    for mode in [SimMode::Host, SimMode::SwitchGnn, SimMode::Reduce] {
+        let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
+        let mut b = flows(&cfg, FlowSizes::Hadoop, 0.5, true);
+        let setup = ExchangeSetup {
+            two_level: true,
+            ..setup(mode)
+        };
+        let (sim, outputs) =
+            simulate_exchange_beside(xplan, &cfg, &setup, scale, None, Some(&mut b)).unwrap();
+        assert!(b.is_done(), "the run waits for the flows");
+        assert!(sim.run.spine_bytes() > 0);
+        // Bundled: one 64-lane chunk stands for the width.
+        let w = switchgnn_dataplane::wire::MAX_LANES;
+        let want = direct_sums(&d.graph, &p.assignment, w, &scale);
+        for (worker, (got, want)) in outputs.iter().zip(&want).enumerate() {
+            assert!(got == want, "{}: worker {worker}", mode.name());
+        }
+    }
+    let xplan = exchange_plan(SimMode::Host, &d.graph, &p, 0, 7, None).unwrap();
+    let study = |fabric: Option<FabricShape>| {
+        contention(
+            &xplan,
+            SimMode::Host,
+            &star,
+            &setup(SimMode::Host),
+            scale,
+            fabric,
+            FlowSizes::Hadoop,
+            0.5,
+            None,
+            2,
+        )
+        .unwrap()
+    };
+    let (on_star, on_fabric) = (study(None), study(Some(fabric)));
+    assert_eq!(on_fabric.fabric, Some(fabric));
+    assert_eq!(on_fabric.place(), "4 racks × 4, 2 spines, 2:1 (two-level)");
+    assert_eq!(on_star.place(), "star");
+    for w in &on_fabric.settings {
+        assert_eq!(w.flows.flows, on_fabric.flows, "every flow completes");
+        assert!(w.share_bound_ns >= w.exchange_alone_ns);
+    }
+    let bound = |c: &switchgnn_sim::contention::Contention| {
+        c.setting(RateControl::Halve).unwrap().share_bound_ns
+    };
+    assert!(
+        bound(&on_fabric) > bound(&on_star),
+        "{} ns on the fabric, {} on the star",
+        bound(&on_fabric),
+        bound(&on_star)
+    );
+    let table = contention_table(&[on_star, on_fabric]);
+    assert!(
+        table.contains("| star |") && table.contains("(two-level) |"),
+        "{table}"
+    );
 }

@@ -3,7 +3,8 @@
 //! discrete-event simulator running the project's own switch model and engines. Writes a report
 //! folder with tables, series and plots. With `--background`, instead: each exchange beside
 //! other jobs' TCP flows, in each setting of the workers' rate control. With `--racks`,
-//! instead: each exchange on leaf-spine fabrics against the star.
+//! instead: each exchange on leaf-spine fabrics against the star. With both, the first on each
+//! fabric of the second.
 
 use std::path::PathBuf;
 
@@ -97,7 +98,8 @@ pub struct Args {
     /// Instead of the sweep: run each exchange (first layer) beside background TCP flows of
     /// these flow-size distributions (websearch, hadoop), in each setting of the workers' ECN
     /// rate control (halve, proportional, off), against the exchange alone, its share bound
-    /// and the flows alone; writes contention.json, contention.md and contention.svg.
+    /// and the flows alone; writes contention.json, contention.md and contention.svg. With
+    /// --racks, on each of those leaf-spine fabrics instead of the star.
     #[arg(long, value_name = "SIZES")]
     pub background: Option<String>,
     /// Background load: the fraction of each host's link the flows offer.
@@ -110,7 +112,7 @@ pub struct Args {
     /// fabrics of these rack counts (comma-separated; each must divide the worker counts),
     /// with two-level aggregation: every leaf sums its rack's contributions, spine 0 finishes;
     /// writes fabric.json, fabric.md and fabric.svg.
-    #[arg(long, value_name = "RACKS", conflicts_with = "background")]
+    #[arg(long, value_name = "RACKS")]
     pub racks: Option<String>,
     /// Spine switches of the leaf-spine fabrics.
     #[arg(long, default_value_t = 2, value_name = "N")]
@@ -230,6 +232,23 @@ pub fn run(args: Args) -> Result<()> {
         )
     };
     let started = std::time::Instant::now();
+    let fabrics = match &args.racks {
+        Some(text) => Some(FabricSpec {
+            racks: parse_list(text, "--racks")?,
+            spines: args.spines,
+            oversubscription: args
+                .oversubscription
+                .split(',')
+                .map(|x| {
+                    x.trim().parse::<f64>().with_context(|| {
+                        format!("--oversubscription: `{x}` is not a ratio like 2 or 1.5")
+                    })
+                })
+                .collect::<Result<_>>()?,
+            two_level: !args.one_level,
+        }),
+        None => None,
+    };
     if let Some(text) = &args.background {
         let sizes = text
             .split(',')
@@ -247,6 +266,7 @@ pub fn run(args: Args) -> Result<()> {
             sizes,
             load: args.load,
             duration_ns,
+            fabrics,
         };
         let studies = contention_sweep(&dataset, &spec, &background, &plan_spec, &bars)?;
         bars.finish();
@@ -265,21 +285,7 @@ pub fn run(args: Args) -> Result<()> {
         )?;
         return Ok(());
     }
-    if let Some(text) = &args.racks {
-        let fabrics = FabricSpec {
-            racks: parse_list(text, "--racks")?,
-            spines: args.spines,
-            oversubscription: args
-                .oversubscription
-                .split(',')
-                .map(|x| {
-                    x.trim().parse::<f64>().with_context(|| {
-                        format!("--oversubscription: `{x}` is not a ratio like 2 or 1.5")
-                    })
-                })
-                .collect::<Result<_>>()?,
-            two_level: !args.one_level,
-        };
+    if let Some(fabrics) = fabrics {
         let studies = rack_sweep(&dataset, &spec, &fabrics, &plan_spec, &bars)?;
         bars.finish();
         let table = rack_table(&studies);
