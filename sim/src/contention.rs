@@ -184,14 +184,11 @@ pub fn contention(
     let flows = || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead);
 
     let mut quiet = flows();
-    let quiet_run = background_alone(cfg, &mut quiet)?;
+    background_alone(cfg, &mut quiet)?;
     let flows_alone = FctSummary::of(&quiet.records());
     let alone: Vec<(RateControl, Nanos, Nanos)> = alone
         .into_iter()
-        .map(|(rc, run)| {
-            let bound = share_bound(cfg, &run, &quiet_run, load, duration);
-            (rc, run.finish_ns, bound)
-        })
+        .map(|(rc, run)| (rc, run.finish_ns, share_bound(cfg, &run, load)))
         .collect();
 
     let settings = alone
@@ -230,41 +227,40 @@ pub fn contention(
 /// The time `run`'s exchange needs on `cfg` beside flows that take exactly their average load
 /// off every link: its busiest link's bytes at the share of the link's rate the flows leave,
 /// never less than its time alone. On a host's link the flows offer `load` of its rate; on a
-/// leaf-spine's inner links, what the same flows alone (`quiet`) put there over the span they
-/// arrive in (`duration`).
-fn share_bound(
-    cfg: &SimConfig,
-    run: &RunResult,
-    quiet: &RunResult,
-    load: f64,
-    duration: Nanos,
-) -> Nanos {
+/// leaf-spine's inner links, the share of that which crosses racks (every flow picks its
+/// destination among the other hosts alike) spread over the spines (ECMP).
+fn share_bound(cfg: &SimConfig, run: &RunResult, load: f64) -> Nanos {
     // Bytes over the bytes per nanosecond the flows leave.
     let at_share =
         |bytes: u64, gbps: f64, taken: f64| bytes as f64 / (gbps / 8.0 * (1.0 - taken).max(1e-3));
-    let host = |ports: &[PortStats], gbps: f64| -> f64 {
+    let busiest = |ports: &[PortStats], gbps: f64, taken: f64| -> f64 {
         ports
             .iter()
-            .map(|p| at_share(p.bytes, gbps, load))
+            .map(|p| at_share(p.bytes, gbps, taken))
             .fold(0.0, f64::max)
     };
-    let mut busiest = host(&run.uplinks, cfg.host.uplink_gbps(&cfg.topology))
-        .max(host(&run.downlinks, cfg.topology.host_link().gbps));
-    if let Topology::LeafSpine { uplink, .. } = cfg.topology {
-        let inner = |ours: &[PortStats], theirs: &[PortStats]| -> f64 {
-            ours.iter()
-                .zip(theirs)
-                .map(|(o, t)| {
-                    let taken = t.bytes as f64 / (uplink.gbps / 8.0 * duration as f64);
-                    at_share(o.bytes, uplink.gbps, taken)
-                })
-                .fold(0.0, f64::max)
-        };
-        busiest = busiest
-            .max(inner(&run.leaf_uplinks, &quiet.leaf_uplinks))
-            .max(inner(&run.spine_downlinks, &quiet.spine_downlinks));
+    let host_gbps = cfg.host.uplink_gbps(&cfg.topology);
+    let mut slowest = busiest(&run.uplinks, host_gbps, load).max(busiest(
+        &run.downlinks,
+        cfg.topology.host_link().gbps,
+        load,
+    ));
+    if let Topology::LeafSpine {
+        hosts_per_rack,
+        spines,
+        uplink,
+        ..
+    } = cfg.topology
+    {
+        let hosts = f64::from(cfg.topology.hosts());
+        let per_rack = f64::from(hosts_per_rack);
+        let crossing = (hosts - per_rack) / (hosts - 1.0).max(1.0);
+        let taken = load * per_rack * host_gbps * crossing / (f64::from(spines) * uplink.gbps);
+        slowest = slowest
+            .max(busiest(&run.leaf_uplinks, uplink.gbps, taken))
+            .max(busiest(&run.spine_downlinks, uplink.gbps, taken));
     }
-    (busiest.ceil() as Nanos).max(run.finish_ns)
+    (slowest.ceil() as Nanos).max(run.finish_ns)
 }
 
 /// The study as a Markdown table: one row per rate-control setting.
