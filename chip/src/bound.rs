@@ -194,6 +194,7 @@ mod tests {
             recirculations: passes - 1,
             recirculated_bytes: (passes - 1) * bytes,
             lane_updates: passes * 32,
+            ..Load::default()
         }
     }
 

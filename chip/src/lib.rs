@@ -23,5 +23,5 @@ mod preset;
 
 pub use bound::{Bound, Term, Verdict};
 pub use choice::{Candidate, Choice};
-pub use load::{HostCost, Load, PASS_HEADER};
+pub use load::{HostCost, Load, SwitchWork, PASS_HEADER};
 pub use preset::{Chip, ChipChoice, ChipError, Preset, Source, PRESETS, SOURCES};

@@ -42,6 +42,18 @@ pub struct Load {
     pub recirculated_bytes: u64,
     /// int32 additions into aggregators.
     pub lane_updates: u64,
+    /// The switch's work that each host's uploads cause (their passes and additions), by
+    /// sender: what the leaf switch of a rack takes on for its hosts.
+    pub uploads: Vec<SwitchWork>,
+}
+
+/// Switch work, of the kinds [`Load`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SwitchWork {
+    pub passes: u64,
+    pub recirculations: u64,
+    pub recirculated_bytes: u64,
+    pub lane_updates: u64,
 }
 
 impl Load {
@@ -52,8 +64,25 @@ impl Load {
             received_bytes: vec![0; n],
             sent_packets: vec![0; n],
             received_packets: vec![0; n],
+            uploads: vec![SwitchWork::default(); n],
             ..Load::default()
         }
+    }
+
+    /// The switch work of the uploads of the hosts `from` keeps, alone (no host side, no sums
+    /// read out): a lower bound on the work of a switch that sees only those hosts' packets, as
+    /// a leaf sees its rack's.
+    pub fn uploads_from(&self, from: impl Fn(u16) -> bool) -> Load {
+        let mut load = Load::default();
+        for (w, u) in self.uploads.iter().enumerate() {
+            if from(w as u16) {
+                load.passes += u.passes;
+                load.recirculations += u.recirculations;
+                load.recirculated_bytes += u.recirculated_bytes;
+                load.lane_updates += u.lane_updates;
+            }
+        }
+        load
     }
 
     /// One packet of `bytes` (frame included) from host `from` through the switch to host
@@ -63,6 +92,7 @@ impl Load {
             self.sent_bytes[usize::from(f)] += bytes;
             self.sent_packets[usize::from(f)] += 1;
             self.passes += 1;
+            self.uploads[usize::from(f)].passes += 1;
         }
         if let Some(t) = to {
             self.received_bytes[usize::from(t)] += bytes;
@@ -116,10 +146,21 @@ impl Load {
             self.packet(Some(owner), None, bytes);
             self.packet(None, Some(owner), header);
             let extra = aggregators.saturating_sub(1);
-            self.passes += extra;
-            self.recirculations += extra;
-            self.recirculated_bytes += extra * (bytes + PASS_HEADER);
-            self.lane_updates += aggregators * lanes;
+            let work = SwitchWork {
+                passes: extra,
+                recirculations: extra,
+                recirculated_bytes: extra * (bytes + PASS_HEADER),
+                lane_updates: aggregators * lanes,
+            };
+            self.passes += work.passes;
+            self.recirculations += work.recirculations;
+            self.recirculated_bytes += work.recirculated_bytes;
+            self.lane_updates += work.lane_updates;
+            let u = &mut self.uploads[usize::from(owner)];
+            u.passes += work.passes;
+            u.recirculations += work.recirculations;
+            u.recirculated_bytes += work.recirculated_bytes;
+            u.lane_updates += work.lane_updates;
         }
     }
 
@@ -266,6 +307,30 @@ mod tests {
         assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
         assert_eq!(l.received_packets[0], 2 + 4 + 4);
         assert_eq!(l.received_bytes[1], 2 * 98 + 2 * 98 + c0 + c1);
+    }
+
+    #[test]
+    fn the_uploads_of_every_host_are_the_switch_work_but_the_readouts() {
+        let l = Load::in_network(&plan(Mode::Blocks), 66);
+        let all = l.uploads_from(|_| true);
+        let (c0, c1) = (66 + 32 + 256, 66 + 32 + 32);
+        let readouts = 3 * (2 * (c0 + PASS_HEADER) + c1 + PASS_HEADER);
+        assert_eq!(
+            all.passes,
+            l.passes - 9,
+            "three sums, three readout passes each"
+        );
+        assert_eq!(all.recirculated_bytes, l.recirculated_bytes - readouts);
+        assert_eq!(all.lane_updates, l.lane_updates);
+        // Worker 1 sends vertex 1, which feeds two aggregators: one extra pass per chunk.
+        let one = l.uploads_from(|w| w == 1);
+        assert_eq!((one.passes, one.recirculations), (2 + 2 + 2, 2));
+        assert_eq!(one.lane_updates, 2 * 72);
+        assert_eq!(
+            one.passes + l.uploads_from(|w| w == 0).passes,
+            all.passes,
+            "every upload counted once"
+        );
     }
 
     #[test]

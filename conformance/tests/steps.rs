@@ -25,7 +25,6 @@ const TIMERS: Timers = Timers {
     rto: 20_000,
     control: 20_000,
     result: 100_000,
-    block_floor: 0,
 };
 /// The same with a result timeout far beyond the retransmissions, so that no fetch round
 /// takes over from them.
@@ -281,29 +280,32 @@ fn fetch_rounds_ask_for_one_window_at_most() {
     assert!(rounds.len() > 1, "several rounds: {rounds:?}");
 }
 
-/// Every result to worker 0 is lost. With a block floor of ten result timeouts (a slow chip's
-/// least time for the block) it fetches nothing before the block has run that long, and then
-/// recovers as without it; without the floor its first fetch goes out well before.
+/// Every result to worker 0 is lost. With a floor of ten result timeouts on its block (a slow
+/// chip's least time for it) it fetches nothing before the block has run that long, and then
+/// recovers as without it; without a floor — or with one for another block only — its first
+/// fetch goes out well before.
 #[test]
 fn no_fetch_goes_out_before_the_block_floor() {
     let floor = 10 * TIMERS.result;
-    let first_fetch = |timers: Timers| {
-        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, timers, false);
+    let first_fetch = |floors: Vec<Nanos>| {
+        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, false);
+        for w in &mut h.workers {
+            w.set_block_floors(floors.clone());
+        }
         h.lose = Box::new(|p| is(p, PacketType::Result) && p.to == Address::Worker(0));
         h.finish(2_000_000);
         let fetches = h.sent_by(0, PacketType::Fetch);
         assert!(!fetches.is_empty(), "worker 0 fetched what it lost");
         fetches[0].at
     };
-    let hasty = first_fetch(TIMERS);
-    let patient = first_fetch(Timers {
-        block_floor: floor,
-        ..TIMERS
-    });
+    let hasty = first_fetch(Vec::new());
+    let elsewhere = first_fetch(vec![0, floor]);
+    let patient = first_fetch(vec![floor]);
     assert!(
         hasty < floor,
         "without the floor: first fetch at {hasty} ns"
     );
+    assert_eq!(elsewhere, hasty, "block 1's floor is not block 0's");
     assert!(patient >= floor, "with it: first fetch at {patient} ns");
 }
 

@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::engine::RttEstimator;
 use switchgnn_dataplane::Nanos;
 
+use crate::fabric::{LinkSpec, Topology};
+
 /// A published flow-size distribution, as cumulative percentages at flow sizes (bytes),
 /// interpolated linearly in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,6 +244,9 @@ pub struct Background {
     delay_ns: Nanos,
     frame_overhead: u64,
     retransmits: Vec<u32>,
+    /// On a leaf-spine: hosts per rack, and the leaves' uplinks (a flow across racks crosses
+    /// two of them besides its hosts' links).
+    racks: Option<(u16, LinkSpec)>,
 }
 
 impl Background {
@@ -311,6 +316,7 @@ impl Background {
             delay_ns,
             frame_overhead,
             retransmits: vec![0; n],
+            racks: None,
         }
     }
 
@@ -362,11 +368,39 @@ impl Background {
         (payload + self.frame_overhead + TCP_EXTRA).max(MIN_FRAME)
     }
 
+    /// The flows run on `topology` (their ideal times follow its paths).
+    pub fn on(mut self, topology: &Topology) -> Background {
+        self.racks = match *topology {
+            Topology::Star { .. } => None,
+            Topology::LeafSpine {
+                hosts_per_rack,
+                uplink,
+                ..
+            } => Some((hosts_per_rack.max(1), uplink)),
+        };
+        self
+    }
+
+    /// A flow's time on an empty fabric: its frames at the slowest link's rate on its path,
+    /// its last frame stored and forwarded at every other link, and every link's delay.
     fn ideal(&self, f: &Flow) -> Nanos {
+        let host = LinkSpec {
+            gbps: self.link_gbps,
+            delay_ns: self.delay_ns,
+        };
+        let mut path = vec![host, host];
+        if let Some((per_rack, uplink)) = self.racks {
+            if f.src / per_rack != f.dst / per_rack {
+                path = vec![host, uplink, uplink, host];
+            }
+        }
         let bytes: u64 = (0..f.segments).map(|s| self.data_wire(f, s)).sum();
-        let ns_per_byte = 8.0 / self.link_gbps;
-        let last = self.data_wire(f, f.segments - 1) as f64 * ns_per_byte;
-        (bytes as f64 * ns_per_byte + last) as Nanos + 2 * self.delay_ns
+        let last = self.data_wire(f, f.segments - 1) as f64;
+        let ns_per_byte: Vec<f64> = path.iter().map(|l| 8.0 / l.gbps).collect();
+        let slowest = ns_per_byte.iter().copied().fold(0.0, f64::max);
+        let forwards: f64 = ns_per_byte.iter().sum::<f64>() - slowest;
+        let delays: Nanos = path.iter().map(|l| l.delay_ns).sum();
+        (bytes as f64 * slowest + last * forwards) as Nanos + delays
     }
 
     /// The next time something is due: a flow's start or a retransmission timer.

@@ -27,7 +27,9 @@ pub struct WithTraffic {
     /// The time the exchange needs beside flows that take exactly their average load off
     /// every link: its busiest link's bytes (alone) at the share the flows leave, `1 − load`
     /// of the link's rate, and never less than its time alone. Beyond it, the exchange lost
-    /// more than the flows' share; below it, the flows waited for the exchange.
+    /// more than the flows' share; below it, the flows waited for the exchange. `Nanos::MAX`
+    /// when the flows' average load alone fills a link the exchange uses (an oversubscribed
+    /// uplink): no share is left, and there is no bound.
     pub share_bound_ns: Nanos,
     /// The exchange beside the flows.
     pub exchange_ns: Nanos,
@@ -46,9 +48,10 @@ impl WithTraffic {
         self.exchange_ns as f64 / self.exchange_alone_ns.max(1) as f64
     }
 
-    /// The exchange's time beside the flows over its share bound.
-    pub fn bound_ratio(&self) -> f64 {
-        self.exchange_ns as f64 / self.share_bound_ns.max(1) as f64
+    /// The exchange's time beside the flows over its share bound (`None` without a bound).
+    pub fn bound_ratio(&self) -> Option<f64> {
+        (self.share_bound_ns != Nanos::MAX)
+            .then(|| self.exchange_ns as f64 / self.share_bound_ns.max(1) as f64)
     }
 }
 
@@ -181,7 +184,8 @@ pub fn contention(
         .collect::<Result<_, _>>()?;
     let duration = duration_ns.unwrap_or(alone[0].1.finish_ns).max(1);
     let spec = BackgroundSpec::new(sizes, load, duration, seed);
-    let flows = || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead);
+    let flows =
+        || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead).on(&cfg.topology);
 
     let mut quiet = flows();
     background_alone(cfg, &mut quiet)?;
@@ -226,13 +230,16 @@ pub fn contention(
 
 /// The time `run`'s exchange needs on `cfg` beside flows that take exactly their average load
 /// off every link: its busiest link's bytes at the share of the link's rate the flows leave,
-/// never less than its time alone. On a host's link the flows offer `load` of its rate; on a
+/// never less than its time alone; `Nanos::MAX` when the flows alone fill a link it uses. On a host's link the flows offer `load` of its rate; on a
 /// leaf-spine's inner links, the share of that which crosses racks (every flow picks its
 /// destination among the other hosts alike) spread over the spines (ECMP).
 fn share_bound(cfg: &SimConfig, run: &RunResult, load: f64) -> Nanos {
-    // Bytes over the bytes per nanosecond the flows leave.
-    let at_share =
-        |bytes: u64, gbps: f64, taken: f64| bytes as f64 / (gbps / 8.0 * (1.0 - taken).max(1e-3));
+    // Bytes over the bytes per nanosecond the flows leave (none when they take it all).
+    let at_share = |bytes: u64, gbps: f64, taken: f64| match bytes {
+        0 => 0.0,
+        _ if taken >= 1.0 => f64::INFINITY,
+        _ => bytes as f64 / (gbps / 8.0 * (1.0 - taken)),
+    };
     let busiest = |ports: &[PortStats], gbps: f64, taken: f64| -> f64 {
         ports
             .iter()
@@ -255,12 +262,17 @@ fn share_bound(cfg: &SimConfig, run: &RunResult, load: f64) -> Nanos {
         let hosts = f64::from(cfg.topology.hosts());
         let per_rack = f64::from(hosts_per_rack);
         let crossing = (hosts - per_rack) / (hosts - 1.0).max(1.0);
-        let taken = load * per_rack * host_gbps * crossing / (f64::from(spines) * uplink.gbps);
+        let taken =
+            load * per_rack * host_gbps * crossing / (f64::from(spines.max(1)) * uplink.gbps);
         slowest = slowest
             .max(busiest(&run.leaf_uplinks, uplink.gbps, taken))
             .max(busiest(&run.spine_downlinks, uplink.gbps, taken));
     }
-    (slowest.ceil() as Nanos).max(run.finish_ns)
+    if slowest.is_finite() {
+        (slowest.ceil() as Nanos).max(run.finish_ns)
+    } else {
+        Nanos::MAX
+    }
 }
 
 /// The study as a Markdown table: one row per rate-control setting.
@@ -274,7 +286,7 @@ pub fn contention_table(studies: &[Contention]) -> String {
     for c in studies {
         for w in &c.settings {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
+                "| {} | {} | {} | {} | {} | {} {} | {:.2} | {} | {:.1} | {} | {:.1} | {:.2} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} |\n",
                 c.workers,
                 c.chip,
                 switchgnn_partition::size::format_bytes(c.memory),
@@ -285,10 +297,11 @@ pub fn contention_table(studies: &[Contention]) -> String {
                 c.load,
                 w.rate_control.name(),
                 w.exchange_alone_ns as f64 / 1e3,
-                w.share_bound_ns as f64 / 1e3,
+                w.bound_ratio()
+                    .map_or("—".into(), |_| format!("{:.1}", w.share_bound_ns as f64 / 1e3)),
                 w.exchange_ns as f64 / 1e3,
                 w.exchange_ratio(),
-                w.bound_ratio(),
+                w.bound_ratio().map_or("—".into(), |r| format!("{r:.2}")),
                 w.flows.median_slowdown,
                 w.flows.p99_slowdown,
                 c.alone.median_slowdown,

@@ -184,7 +184,7 @@ pub struct ExchangeSetup {
     #[serde(default)]
     pub two_level: bool,
     /// The receivers fetch nothing before a block has run for the chip's least time for it
-    /// ([`block_floor`]). Off: the result timeout alone starts fetch rounds, also while a slow
+    /// ([`block_floors`]). Off: the result timeout alone starts fetch rounds, also while a slow
     /// chip is still working through the block (for comparison).
     #[serde(default = "yes")]
     pub chip_floor: bool,
@@ -329,28 +329,49 @@ pub fn scale_for(graph: &Graph) -> Scale {
     Scale::for_bound(1.0, most.max(1)).expect("a scale for any degree that fits a plan")
 }
 
-/// The least time the switch of `cfg` needs for the slowest of `plan`'s blocks alone, ns (the
-/// switch's terms of the chip model's bound: lane updates, passes, recirculation; 0 on the
-/// ideal chip): the engines fetch nothing before a block has run this long
-/// ([`Timers::block_floor`]). On a two-level fabric it is one switch's time, which the leaves
-/// share: there it errs on the patient side.
-pub fn block_floor(plan: &ExchangePlan, cfg: &SimConfig) -> u64 {
+/// The least time the switch of `cfg` needs for each of `plan`'s blocks alone, ns (the
+/// switch's terms of the chip model's bound: lane updates, passes, recirculation; none on the
+/// ideal chip, 0 for a block whose bound is not finite): the engines fetch nothing before a
+/// block has run this long ([`Exchange::set_block_floors`]). With `two_level` on a
+/// leaf-spine, the busiest leaf's: every leaf is such a chip and takes its rack's uploads with
+/// all their passes (a lower bound on its work: the sums it reads out and the spine's work are
+/// left out).
+pub fn block_floors(plan: &ExchangePlan, cfg: &SimConfig, two_level: bool) -> Vec<u64> {
     let chip = &cfg.switch.chip;
     if chip.is_ideal() {
-        return 0;
+        return Vec::new();
     }
     let cost = crate::sweep::host_cost(cfg);
+    let switch_ns = |load: &Load| {
+        let bound = Bound::of(chip, load, &cost);
+        let seconds = bound
+            .lane_updates_s
+            .max(bound.passes_s)
+            .max(bound.recirculation_s);
+        // A chip without recirculation ports never finishes a recirculating block: no floor
+        // rather than an endless one.
+        if seconds.is_finite() {
+            (seconds * 1e9) as u64
+        } else {
+            0
+        }
+    };
+    let racks = match cfg.topology {
+        Topology::LeafSpine { racks, .. } if two_level => Some(racks),
+        _ => None,
+    };
     (0..plan.blocks.len())
         .map(|b| {
-            let bound = Bound::of(chip, &Load::of_block(plan, b, cfg.frame_overhead), &cost);
-            let switch = bound
-                .lane_updates_s
-                .max(bound.passes_s)
-                .max(bound.recirculation_s);
-            (switch * 1e9) as u64
+            let load = Load::of_block(plan, b, cfg.frame_overhead);
+            match racks {
+                None => switch_ns(&load),
+                Some(racks) => (0..racks)
+                    .map(|r| switch_ns(&load.uploads_from(|w| cfg.topology.rack_of(w) == r)))
+                    .max()
+                    .unwrap_or(0),
+            }
         })
-        .max()
-        .unwrap_or(0)
+        .collect()
 }
 
 /// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums. Takes the
@@ -393,10 +414,11 @@ pub fn simulate_exchange_beside(
             workers: plan.workers,
         });
     }
-    let mut timers = setup.timers;
-    if setup.chip_floor {
-        timers.block_floor = timers.block_floor.max(block_floor(&plan, cfg));
-    }
+    let floors = if setup.chip_floor {
+        block_floors(&plan, cfg, setup.two_level)
+    } else {
+        Vec::new()
+    };
     let real_width = plan.width;
     let bundle = (setup.bundle && real_width > MAX_LANES).then(|| Bundle::of_width(real_width));
     let chunks = bundle.map_or(1, |b| b.chunks as usize);
@@ -465,12 +487,14 @@ pub fn simulate_exchange_beside(
             seq: 1,
             rank: w as u16,
             scale,
-            timers,
+            timers: setup.timers,
             window,
         };
         let cc = setup.rate_control.controller(pace);
         let p = plan.clone();
-        engines.push(setup.mode.kind().engine(ecfg, p, local, cc, 0)?);
+        let mut engine = setup.mode.kind().engine(ecfg, p, local, cc, 0)?;
+        engine.set_block_floors(floors.clone());
+        engines.push(engine);
     }
     let (switch, engines, result) = match setup.control {
         None if setup.two_level => {

@@ -619,7 +619,12 @@ pub fn contention_sweep(
         "background",
         &variants,
         &|(sizes, fabric)| match fabric {
-            Some(f) => format!("{} background, {} racks", sizes.name(), f.racks),
+            Some(f) => format!(
+                "{} background, {} racks at {}:1",
+                sizes.name(),
+                f.racks,
+                f.oversubscription
+            ),
             None => format!("{} background", sizes.name()),
         },
         &|xplan, mode, cfg, setup, scale, (sizes, fabric)| {

@@ -10,7 +10,7 @@ use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::blocks::BlockMethod;
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{
-    block_floor, direct_sums, exchange_plan, scale_for, simulate_exchange, ExchangeSetup,
+    block_floors, direct_sums, exchange_plan, scale_for, simulate_exchange, ExchangeSetup,
 };
 use switchgnn_sim::sweep::host_cost;
 use switchgnn_sim::{HostSpec, LinkSpec, SimConfig, SimMode, SwitchSpec, Topology};
@@ -165,7 +165,7 @@ fn receivers_wait_out_a_slow_chip_instead_of_fetching() {
             fault_seed: 3,
             ..SimConfig::paper(WORKERS)
         };
-        let floor = block_floor(&xplan, &cfg);
+        let floor = block_floors(&xplan, &cfg, false).into_iter().max().unwrap();
         let setup = ExchangeSetup {
             chip_floor,
             ..ExchangeSetup::new(SimMode::SwitchGnn, 100_000_000)

@@ -111,7 +111,8 @@ pub struct Args {
     /// Instead of the sweep: run each exchange (first layer) on the star and on leaf-spine
     /// fabrics of these rack counts (comma-separated; each must divide the worker counts),
     /// with two-level aggregation: every leaf sums its rack's contributions, spine 0 finishes;
-    /// writes fabric.json, fabric.md and fabric.svg.
+    /// writes fabric.json, fabric.md and fabric.svg. With --background: the background study
+    /// on each of these fabrics instead of the star.
     #[arg(long, value_name = "RACKS")]
     pub racks: Option<String>,
     /// Spine switches of the leaf-spine fabrics.

@@ -139,7 +139,6 @@ impl Timeouts {
             rto: self.rto_us * 1_000,
             control: self.control_us * 1_000,
             result: self.result_us * 1_000,
-            block_floor: 0,
         }
     }
 }

@@ -13,8 +13,9 @@
 //!   contribution raw (a per-source bitmap keeps each counted once); raw features that reach
 //!   the worker are cached and reused;
 //! - **recover**: when no contribution has arrived for the result timeout (at least four
-//!   round trips) after the worker's own rows are out, and the block has run for at least the
-//!   switch's known least time for it ([`Timers::block_floor`]), fetch the missing raw
+//!   round trips, see `Engine::patience`) after the worker's own rows are out, and the block
+//!   has run for at least the switch's known least time for it
+//!   ([`Exchange::set_block_floors`]), fetch the missing raw
 //!   contributions from their owners — a bounded number per round, each asked again only after
 //!   twice that wait (the replies carry the resend flag, which releases the switch's
 //!   aggregator); a switch that reports an overflow triggers the same fetch at once;
@@ -55,6 +56,13 @@ pub trait Exchange: Operation {
     fn stats(&self) -> &EngineStats;
     /// The block being exchanged (`None` while joining and once finished): for diagnostics.
     fn running_block(&self) -> Option<u16>;
+    /// The least time the switch needs for each block's sums, by block (on a chip, the chip
+    /// model's bound for the block alone): no fetch round goes out before the block has run
+    /// this long. On a switch that is slow rather than lossy (a recirculation-bound chip) sums
+    /// arrive far apart, and a fetch sent in a gap only doubles what crosses the network;
+    /// after a loss the block cannot end before this anyway. None by default (a software
+    /// switch: nothing is known).
+    fn set_block_floors(&mut self, floors: Vec<Nanos>);
 }
 
 impl HostNode for dyn Exchange {
@@ -119,13 +127,6 @@ pub struct Timers {
     pub control: Nanos,
     /// No contribution for this long: fetch what is missing.
     pub result: Nanos,
-    /// The least time the switch needs for a block's sums (on a chip, the chip model's bound
-    /// for the block): no fetch round before the block has run this long. On a switch that is
-    /// slow rather than lossy (a recirculation-bound chip) sums arrive far apart, and a fetch
-    /// sent in a gap only doubles what crosses the network; after a loss the exchange cannot
-    /// end before this anyway. 0 where nothing is known (a software switch).
-    #[serde(default)]
-    pub block_floor: Nanos,
 }
 
 impl Default for Timers {
@@ -134,7 +135,6 @@ impl Default for Timers {
             rto: 50_000,
             control: 50_000,
             result: 200_000,
-            block_floor: 0,
         }
     }
 }
@@ -380,6 +380,8 @@ pub struct Engine<S: SendStrategy> {
     last_progress: Nanos,
     /// When the running block started here.
     block_started: Nanos,
+    /// See [`Exchange::set_block_floors`].
+    block_floors: Vec<Nanos>,
     now: Nanos,
     stats: EngineStats,
 }
@@ -474,6 +476,7 @@ impl<S: SendStrategy> Engine<S> {
             output,
             last_progress: now,
             block_started: now,
+            block_floors: Vec::new(),
             now,
             stats: EngineStats {
                 saturated,
@@ -795,22 +798,32 @@ impl<S: SendStrategy> Engine<S> {
 
     /// How long to wait for results before fetching: the result timeout, and never shorter
     /// than a few measured round trips (on a slow path, late results must not set off fetch
-    /// rounds) — unless the switch's least time for a block is known and the switch
-    /// acknowledges what is sent: its acks leave after the packet's passes, so their round
-    /// trip holds the chip's queue, which the block floor has waited out already. (Host-exchange
-    /// copies are acknowledged by their receivers: that round trip is the network's.)
+    /// rounds) — unless the switch acknowledges what is sent and the round trip is no longer
+    /// than the block's floor: the switch's acks leave after the packet's passes, so such a
+    /// round trip may be all the chip's own queue, which the floor has waited out already. A
+    /// longer one holds the network's queues too, and counts. (Host-exchange copies are
+    /// acknowledged by their receivers: that round trip is the network's.)
     fn patience(&self) -> Nanos {
-        let timers = &self.cfg.timers;
-        if timers.block_floor > 0 && self.plan.mode != Mode::Host {
-            return timers.result;
+        let result = self.cfg.timers.result;
+        let srtt = self.sender.srtt().unwrap_or(0);
+        if self.plan.mode != Mode::Host && srtt <= self.block_floor() {
+            return result;
         }
-        timers.result.max(4 * self.sender.srtt().unwrap_or(0))
+        result.max(4 * srtt)
+    }
+
+    /// The running block's floor (0 when none is known).
+    fn block_floor(&self) -> Nanos {
+        self.current_block()
+            .and_then(|b| self.block_floors.get(usize::from(b)))
+            .copied()
+            .unwrap_or(0)
     }
 
     fn progress_deadline(&self) -> Option<Nanos> {
         match (self.phase, &self.receiver) {
             (Phase::Running(_), Some(r)) if !r.is_complete() => {
-                let floor = self.block_started + self.cfg.timers.block_floor;
+                let floor = self.block_started.saturating_add(self.block_floor());
                 Some((self.last_progress + self.patience()).max(floor))
             }
             _ => None,
@@ -932,6 +945,10 @@ impl<S: SendStrategy> Exchange for Engine<S> {
 
     fn running_block(&self) -> Option<u16> {
         self.current_block()
+    }
+
+    fn set_block_floors(&mut self, floors: Vec<Nanos>) {
+        self.block_floors = floors;
     }
 }
 
