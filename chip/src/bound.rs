@@ -73,6 +73,17 @@ fn time(x: f64, rate: f64) -> f64 {
 }
 
 impl Bound {
+    /// The switch's part of the bound of `load` on `chip`, seconds: the largest of its lane
+    /// updates', passes' and recirculation's times.
+    pub fn switch_seconds(chip: &Chip, load: &Load) -> f64 {
+        time(load.lane_updates as f64, chip.lane_rate())
+            .max(time(load.passes as f64, chip.pass_rate()))
+            .max(time(
+                load.recirculated_bytes as f64,
+                chip.loopback_bytes_per_s(),
+            ))
+    }
+
     /// The bound of `load` on `chip` with hosts costing `host`.
     pub fn of(chip: &Chip, load: &Load, host: &HostCost) -> Bound {
         let link = host.link_gbps * 1e9 / 8.0;

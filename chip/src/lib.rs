@@ -14,14 +14,18 @@
 //! - [`Bound`]: a lower bound on the exchange's time on a chip, and [`Verdict`]: whether
 //!   in-network aggregation can beat the host exchange there, and by how much at best;
 //! - [`Choice`]: the planner's pick among exchange kinds — the least bound, the host exchange
-//!   on a tie.
+//!   on a tie;
+//! - [`block_floors`]: the least time the chip needs for each block, under which a receiver
+//!   does not fetch.
 
 mod bound;
 mod choice;
+mod floor;
 mod load;
 mod preset;
 
 pub use bound::{Bound, Term, Verdict};
 pub use choice::{Candidate, Choice};
+pub use floor::block_floors;
 pub use load::{HostCost, Load, SwitchWork, PASS_HEADER};
 pub use preset::{Chip, ChipChoice, ChipError, Preset, Source, PRESETS, SOURCES};

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use switchgnn_chip::{Bound, Chip, HostCost, Load};
+use switchgnn_chip::{Chip, HostCost};
 use switchgnn_dataplane::cc::Aimd;
 use switchgnn_dataplane::control::nodes::{controlled_star, ControlledWorker};
 use switchgnn_dataplane::control::ControlTimers;
@@ -329,49 +329,17 @@ pub fn scale_for(graph: &Graph) -> Scale {
     Scale::for_bound(1.0, most.max(1)).expect("a scale for any degree that fits a plan")
 }
 
-/// The least time the switch of `cfg` needs for each of `plan`'s blocks alone, ns (the
-/// switch's terms of the chip model's bound: lane updates, passes, recirculation; none on the
-/// ideal chip, 0 for a block whose bound is not finite): the engines fetch nothing before a
-/// block has run this long ([`Exchange::set_block_floors`]). With `two_level` on a
-/// leaf-spine, the busiest leaf's: every leaf is such a chip and takes its rack's uploads with
-/// all their passes (a lower bound on its work: the sums it reads out and the spine's work are
-/// left out).
+/// The least time the switch of `cfg` needs for each of `plan`'s blocks alone, ns
+/// ([`switchgnn_chip::block_floors`]; on a two-level leaf-spine, the busiest leaf's): the
+/// engines fetch nothing before a block has run this long ([`Exchange::set_block_floors`]).
 pub fn block_floors(plan: &ExchangePlan, cfg: &SimConfig, two_level: bool) -> Vec<u64> {
-    let chip = &cfg.switch.chip;
-    if chip.is_ideal() {
-        return Vec::new();
-    }
-    let cost = crate::sweep::host_cost(cfg);
-    let switch_ns = |load: &Load| {
-        let bound = Bound::of(chip, load, &cost);
-        let seconds = bound
-            .lane_updates_s
-            .max(bound.passes_s)
-            .max(bound.recirculation_s);
-        // A chip without recirculation ports never finishes a recirculating block: no floor
-        // rather than an endless one.
-        if seconds.is_finite() {
-            (seconds * 1e9) as u64
-        } else {
-            0
-        }
-    };
     let racks = match cfg.topology {
-        Topology::LeafSpine { racks, .. } if two_level => Some(racks),
+        Topology::LeafSpine { racks, .. } if two_level => {
+            Racks::even(cfg.topology.hosts(), racks).ok()
+        }
         _ => None,
     };
-    (0..plan.blocks.len())
-        .map(|b| {
-            let load = Load::of_block(plan, b, cfg.frame_overhead);
-            match racks {
-                None => switch_ns(&load),
-                Some(racks) => (0..racks)
-                    .map(|r| switch_ns(&load.uploads_from(|w| cfg.topology.rack_of(w) == r)))
-                    .max()
-                    .unwrap_or(0),
-            }
-        })
-        .collect()
+    switchgnn_chip::block_floors(&cfg.switch.chip, plan, cfg.frame_overhead, racks.as_ref())
 }
 
 /// Simulate `plan`'s exchange on the star of `cfg`; also returns each worker's sums. Takes the

@@ -152,6 +152,7 @@ pub fn run(args: Args) -> Result<()> {
             secret_file: None,
             allreduce: Default::default(),
             fabric: None,
+            chip: None,
         };
         if transport == TransportKind::Dpdk {
             // memif between the processes; addresses only tell the workers apart.

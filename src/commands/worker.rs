@@ -63,6 +63,7 @@ pub fn run(args: Args) -> Result<()> {
         window: job.link.window,
         timers: job.timeouts.protocol(),
         compute: std::time::Duration::ZERO,
+        chip: job.chip(),
     };
     let report = run_worker(client, &loaded.session, &loaded.dataset, opts, &|what| {
         tracing::info!(rank, "{what}")

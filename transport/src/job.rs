@@ -12,6 +12,7 @@
 //! world = 4
 //! bind = "0.0.0.0:0"             # optional: where workers bind (default: any port)
 //! transport = "udp"              # or "dpdk" (a build with the `dpdk` feature; see [dpdk])
+//! chip = "tofino1-32"            # optional: the switch is this chip running the P4 program
 //!
 //! [timeouts]                     # optional, these are the defaults
 //! join_ms = 20000                # every worker must have joined by then
@@ -49,6 +50,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_chip::Chip;
 use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::Timers;
@@ -221,6 +223,12 @@ pub struct JobFile {
     /// Two-level aggregation: a leaf switch per rack under the spine at `switch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<Fabric>,
+    /// The switch is a chip of this preset (`tofino1-32`, `tofino1-64`, `tofino2`) running the
+    /// P4 program: the workers fetch nothing before a block has run for the chip's least time
+    /// for it (the chip model's floor), since a recirculation-bound chip's sums come late,
+    /// not lost. Default: none (a software switch, whose speed is not known ahead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chip: Option<String>,
 }
 
 /// The `[fabric]` section: the job runs on a two-level fabric, a leaf switch per rack (each
@@ -572,7 +580,15 @@ impl JobFile {
             secret_file: None,
             allreduce: AllReduce::default(),
             fabric: None,
+            chip: None,
         }
+    }
+
+    /// The switch's chip, when the job names one (checked by [`JobFile::validate`]).
+    pub fn chip(&self) -> Option<Chip> {
+        self.chip
+            .as_deref()
+            .and_then(|name| Chip::preset(name).ok())
     }
 
     /// The worker-to-rack map of a two-level job (`None` without a `[fabric]` section).
@@ -710,6 +726,17 @@ impl JobFile {
         }
         if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
             return invalid(format!("link.gbps = {} must be positive", self.link.gbps));
+        }
+        if let Some(name) = &self.chip {
+            if let Err(e) = Chip::preset(name) {
+                return invalid(format!("chip: {e}"));
+            }
+            if self.fabric.is_some() {
+                return invalid(
+                    "chip: not with [fabric] (the workers' floors for a two-level fabric are                      computed in the simulator only)"
+                        .into(),
+                );
+            }
         }
         if self.link.window == 0 {
             return invalid("link.window must be at least 1".into());
@@ -889,6 +916,23 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cannot fill 2 racks"));
+    }
+
+    #[test]
+    fn a_named_chip_is_a_preset_and_not_beside_a_fabric() {
+        let text = "plan = \"p\"\nswitch = \"10.0.0.9:7000\"\nworld = 4\nchip = \"tofino1-32\"\n";
+        let job: JobFile = toml::from_str(text).unwrap();
+        job.validate().unwrap();
+        assert_eq!(job.chip(), Some(Chip::preset("tofino1-32").unwrap()));
+        let plain: JobFile = toml::from_str(&text.replace("chip = \"tofino1-32\"\n", "")).unwrap();
+        assert_eq!(plain.chip(), None);
+        let bad: JobFile = toml::from_str(&text.replace("tofino1-32", "tofino9")).unwrap();
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("chip") && err.contains("tofino9"), "{err}");
+        let fabric = format!("{text}[fabric]\nleaves = [\"10.0.0.1:7000\", \"10.0.1.1:7000\"]\n");
+        let both: JobFile = toml::from_str(&fabric).unwrap();
+        let err = both.validate().unwrap_err().to_string();
+        assert!(err.contains("not with [fabric]"), "{err}");
     }
 
     #[test]

@@ -190,6 +190,7 @@ pub fn run_exchange_job(
             window: server.link.window,
             timers: server.timeouts.protocol(),
             compute: std::time::Duration::ZERO,
+            chip: None,
         };
         run_worker(client, session, dataset, opts, &|_| {})
     })?;

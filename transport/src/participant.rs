@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use switchgnn_chip::Chip;
 use switchgnn_dataplane::allreduce::{from_order_key, order_key};
 use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::{EngineConfig, EngineError, LocalFeatures, Timers};
@@ -25,7 +26,7 @@ use thiserror::Error;
 use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
 use crate::collective::{CollectiveClient, CollectiveError, Member, ReduceOp};
 use crate::job::{AllReduceVia, JobFile};
-use crate::runner::new_engine;
+use crate::runner::{new_engine, set_chip_floors};
 use crate::session::Session;
 
 #[derive(Debug, Error)]
@@ -65,6 +66,8 @@ pub struct ParticipantOptions {
     pub timers: Timers,
     /// Where the all-reduce runs (its slots are the switch's, from its welcome).
     pub allreduce: AllReduceVia,
+    /// The switch's chip, when known: each exchange's blocks get their floors from it.
+    pub chip: Option<Chip>,
 }
 
 /// Totals over a worker's exchanges and all-reduces, for its report.
@@ -159,6 +162,7 @@ impl Participant {
             window: job.link.window,
             timers: job.timeouts.protocol(),
             allreduce: job.allreduce.via,
+            chip: job.chip(),
         };
         let boundary = session
             .layers
@@ -424,6 +428,7 @@ impl Participant {
             during: during.clone(),
             source,
         })?;
+        set_chip_floors(engine.as_mut(), self.opts.chip.as_ref(), plan);
         let rank = self.opts.rank;
         self.client
             .run(engine.as_mut(), &during)

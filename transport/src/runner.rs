@@ -5,12 +5,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use switchgnn_chip::Chip;
 use switchgnn_dataplane::cc::Aimd;
 
 use switchgnn_dataplane::engine::{
     EngineConfig, EngineError, EngineStats, Exchange, ExchangeOutput, LocalFeatures,
 };
 use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::{ExchangeKind, Nanos};
 use switchgnn_datasets::Dataset;
 use thiserror::Error;
@@ -77,6 +79,8 @@ pub struct RunOptions {
     /// Time spent between two exchanges, as a training step computes (the worker reads no
     /// packet meanwhile; its heartbeats keep it alive at the switch).
     pub compute: std::time::Duration,
+    /// The switch's chip, when known: each exchange's blocks get their floors from it.
+    pub chip: Option<Chip>,
 }
 
 /// Run the session's schedule on a connected worker, check every output, say goodbye and
@@ -96,6 +100,7 @@ pub fn run_worker(
         window,
         timers,
         compute,
+        chip,
     } = opts;
     let mut done: Vec<(ExchangeReport, ExchangeOutput, Workload<'_>)> = Vec::new();
     for epoch in 0..epochs {
@@ -136,6 +141,7 @@ pub fn run_worker(
                 during: during.clone(),
                 source: e,
             })?;
+            set_chip_floors(engine.as_mut(), chip.as_ref(), plan);
             client.run(engine.as_mut(), &during)?;
             let report = ExchangeReport {
                 seq: s.seq,
@@ -185,6 +191,15 @@ pub fn new_engine(
         aimd = aimd.with_window(cfg.window);
     }
     kind.engine(cfg, plan.clone(), local, Box::new(aimd), now)
+}
+
+/// Give `engine` the least time `chip` (the switch, when the job names it) needs for each of
+/// `plan`'s blocks: it fetches nothing before a block has run that long.
+pub fn set_chip_floors(engine: &mut dyn Exchange, chip: Option<&Chip>, plan: &ExchangePlan) {
+    if let Some(chip) = chip {
+        let floors = switchgnn_chip::block_floors(chip, plan, FRAME_OVERHEAD, None);
+        engine.set_block_floors(floors);
+    }
 }
 
 /// AIMD at the link rate, its intervals scaled to a real network's round trips (the

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use switchgnn_chip::{block_floors, Chip};
 use switchgnn_dataplane::control::SwitchFailure;
+use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::runner::{run_worker, RunError, RunOptions, WorkerReport};
@@ -82,6 +84,7 @@ fn options(rank: u16) -> RunOptions {
         window: Link::default().window,
         timers: timeouts().protocol(),
         compute: std::time::Duration::ZERO,
+        chip: None,
     }
 }
 
@@ -91,6 +94,17 @@ fn run_job(
     session: &Arc<Session>,
     memory: u64,
     faults: ShimConfig,
+) -> (ServerReport, Vec<Result<WorkerReport, RunError>>) {
+    run_job_on(dataset, session, memory, faults, None)
+}
+
+/// [`run_job`] with workers that take their blocks' floors from `chip`.
+fn run_job_on(
+    dataset: &Arc<Dataset>,
+    session: &Arc<Session>,
+    memory: u64,
+    faults: ShimConfig,
+    chip: Option<Chip>,
 ) -> (ServerReport, Vec<Result<WorkerReport, RunError>>) {
     let world = session.workers();
     let mut server =
@@ -103,7 +117,11 @@ fn run_job(
             let (dataset, session) = (dataset.clone(), session.clone());
             thread::spawn(move || {
                 let client = WorkerClient::connect(worker_config(&session, rank, addr, faults))?;
-                run_worker(client, &session, &dataset, options(rank), &|_| {})
+                let opts = RunOptions {
+                    chip,
+                    ..options(rank)
+                };
+                run_worker(client, &session, &dataset, opts, &|_| {})
             })
         })
         .collect();
@@ -199,6 +217,31 @@ fn every_mode_is_exact_over_udp_with_and_without_faults() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// Workers told that the switch is a `tofino1-32` wait out its least time for each block before
+/// they fetch (a real floor for this plan), and every kind stays exact, also under loss.
+#[test]
+fn workers_on_a_named_chip_wait_out_its_floors_and_stay_exact() {
+    let dataset = Arc::new(dataset());
+    let memory = 64 * 1024;
+    let p = plan(&dataset, 4, vec![40, 16], memory);
+    let chip = Chip::preset("tofino1-32").unwrap();
+    let lossy = ShimConfig {
+        loss: 0.02,
+        seed: 11,
+        ..ShimConfig::default()
+    };
+    for mode in [ExchangeKind::Switchgnn, ExchangeKind::Reduce] {
+        let session = Arc::new(Session::new(&p, &dataset.graph, mode).unwrap());
+        let floors = block_floors(&chip, &session.layers[0], FRAME_OVERHEAD, None);
+        assert!(floors.iter().all(|&f| f > 0), "{mode:?}: {floors:?}");
+        for faults in [ShimConfig::default(), lossy] {
+            let (report, results) = run_job_on(&dataset, &session, memory, faults, Some(chip));
+            assert_exact(results, 4);
+            assert_eq!(report.counters.exchanges_completed, 4, "{mode:?}");
         }
     }
 }

@@ -1,0 +1,98 @@
+//! How long a chip needs at least for each block of an exchange: the floor under a receiver's
+//! patience. On a recirculation-bound chip a destination's sums leave tens of milliseconds
+//! apart; a receiver that fetched in such a gap would only double what crosses the network
+//! (see `Exchange::set_block_floors` in the dataplane).
+
+use switchgnn_dataplane::plan::ExchangePlan;
+use switchgnn_dataplane::switch::Racks;
+
+use crate::bound::Bound;
+use crate::load::Load;
+use crate::preset::Chip;
+
+/// The least time `chip` needs for each of `plan`'s blocks alone, ns: the switch's terms of
+/// the chip model's bound (lane updates, passes, recirculation), the hosts' left out. Frames
+/// carry `frame_overhead` bytes around each packet. With `racks` (two-level aggregation),
+/// the busiest leaf's: every leaf is such a chip and takes its rack's uploads with all their
+/// passes (a lower bound on its work: the sums it reads out and the spine's work are left
+/// out). Empty on the ideal chip; 0 for a block whose bound is not finite (a chip with no
+/// recirculation path never finishes it: no floor rather than an endless one).
+pub fn block_floors(
+    chip: &Chip,
+    plan: &ExchangePlan,
+    frame_overhead: u64,
+    racks: Option<&Racks>,
+) -> Vec<u64> {
+    if chip.is_ideal() {
+        return Vec::new();
+    }
+    let switch_ns = |load: &Load| {
+        let seconds = Bound::switch_seconds(chip, load);
+        if seconds.is_finite() {
+            (seconds * 1e9) as u64
+        } else {
+            0
+        }
+    };
+    (0..plan.blocks.len())
+        .map(|b| {
+            let load = Load::of_block(plan, b, frame_overhead);
+            match racks {
+                None => switch_ns(&load),
+                Some(racks) => (0..racks.racks())
+                    .map(|r| switch_ns(&load.uploads_from(|w| racks.rack_of(w) == r)))
+                    .max()
+                    .unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchgnn_dataplane::plan::{Mode, PlanBlock};
+    use switchgnn_dataplane::table::BlockTable;
+
+    /// Vertex 1 (worker 1) feeds the aggregators of vertices 0 and 2 (worker 0) and vertex 0
+    /// feeds vertex 1's; one block per copy.
+    fn plan(blocks: usize) -> ExchangePlan {
+        let table = BlockTable {
+            vertices: vec![0, 1, 2],
+            workers: vec![0, 1, 0],
+            expected: vec![1, 2, 1],
+            offsets: vec![0, 1, 3, 4],
+            slots: vec![1, 0, 2, 1],
+        };
+        let block = PlanBlock::new(table, &[0, 1, 2]).unwrap();
+        ExchangePlan::new(Mode::Blocks, 72, 2, vec![0, 1, 0], vec![block; blocks]).unwrap()
+    }
+
+    #[test]
+    fn every_block_gets_the_time_of_its_switch_work() {
+        let chip = Chip::preset("tofino1-32").unwrap();
+        let floors = block_floors(&chip, &plan(2), 66, None);
+        assert_eq!(floors.len(), 2);
+        let one = Bound::switch_seconds(&chip, &Load::of_block(&plan(2), 0, 66));
+        assert_eq!(floors[0], (one * 1e9) as u64);
+        assert!(floors[0] > 0 && floors[0] == floors[1]);
+        assert!(block_floors(&Chip::preset("ideal").unwrap(), &plan(2), 66, None).is_empty());
+    }
+
+    #[test]
+    fn on_two_levels_the_busiest_leaf_sets_the_floor() {
+        let chip = Chip::preset("tofino1-32").unwrap();
+        let star = block_floors(&chip, &plan(1), 66, None)[0];
+        let racks = Racks::even(2, 2).unwrap();
+        let leaves = block_floors(&chip, &plan(1), 66, Some(&racks))[0];
+        let busiest = (0..2)
+            .map(|r| {
+                let l = Load::of_block(&plan(1), 0, 66).uploads_from(|w| w == r);
+                (Bound::switch_seconds(&chip, &l) * 1e9) as u64
+            })
+            .max()
+            .unwrap();
+        assert_eq!(leaves, busiest);
+        assert!(0 < leaves && leaves < star, "{leaves} against {star}");
+    }
+}
