@@ -51,21 +51,15 @@ pub fn block_floors(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchgnn_dataplane::plan::{Mode, PlanBlock};
-    use switchgnn_dataplane::table::BlockTable;
+    use switchgnn_dataplane::plan::Mode;
 
-    /// Vertex 1 (worker 1) feeds the aggregators of vertices 0 and 2 (worker 0) and vertex 0
-    /// feeds vertex 1's; one block per copy.
+    /// The path 0 - 1 - 2 of `load`'s tests (the ends on worker 0, vertex 1 on worker 1), one
+    /// block per copy.
     fn plan(blocks: usize) -> ExchangePlan {
-        let table = BlockTable {
-            vertices: vec![0, 1, 2],
-            workers: vec![0, 1, 0],
-            expected: vec![1, 2, 1],
-            offsets: vec![0, 1, 3, 4],
-            slots: vec![1, 0, 2, 1],
-        };
-        let block = PlanBlock::new(table, &[0, 1, 2]).unwrap();
-        ExchangePlan::new(Mode::Blocks, 72, 2, vec![0, 1, 0], vec![block; blocks]).unwrap()
+        let one = crate::load::tests::plan(Mode::Blocks);
+        let blocks = vec![one.blocks[0].clone(); blocks];
+        let workers = u32::from(one.workers);
+        ExchangePlan::new(Mode::Blocks, one.width, workers, one.owner.clone(), blocks).unwrap()
     }
 
     #[test]

@@ -271,14 +271,14 @@ impl Load {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use switchgnn_dataplane::plan::{Partials, PlanBlock};
     use switchgnn_dataplane::table::BlockTable;
 
     /// The path 0 - 1 - 2 with vertex 1 on worker 1 and the ends on worker 0: every edge
     /// crosses. Width 72: chunks of 64 and 8 lanes.
-    fn plan(mode: Mode) -> ExchangePlan {
+    pub(crate) fn plan(mode: Mode) -> ExchangePlan {
         let table = BlockTable {
             vertices: vec![0, 1, 2],
             workers: vec![0, 1, 0],
