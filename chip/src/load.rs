@@ -56,6 +56,15 @@ pub struct SwitchWork {
     pub lane_updates: u64,
 }
 
+impl std::ops::AddAssign for SwitchWork {
+    fn add_assign(&mut self, w: SwitchWork) {
+        self.passes += w.passes;
+        self.recirculations += w.recirculations;
+        self.recirculated_bytes += w.recirculated_bytes;
+        self.lane_updates += w.lane_updates;
+    }
+}
+
 impl Load {
     fn new(workers: u16) -> Load {
         let n = usize::from(workers);
@@ -74,15 +83,19 @@ impl Load {
     /// a leaf sees its rack's.
     pub fn uploads_from(&self, from: impl Fn(u16) -> bool) -> Load {
         let mut load = Load::default();
-        for (w, u) in self.uploads.iter().enumerate() {
+        for (w, &u) in self.uploads.iter().enumerate() {
             if from(w as u16) {
-                load.passes += u.passes;
-                load.recirculations += u.recirculations;
-                load.recirculated_bytes += u.recirculated_bytes;
-                load.lane_updates += u.lane_updates;
+                load.add_switch_work(u);
             }
         }
         load
+    }
+
+    fn add_switch_work(&mut self, w: SwitchWork) {
+        self.passes += w.passes;
+        self.recirculations += w.recirculations;
+        self.recirculated_bytes += w.recirculated_bytes;
+        self.lane_updates += w.lane_updates;
     }
 
     /// One packet of `bytes` (frame included) from host `from` through the switch to host
@@ -152,15 +165,8 @@ impl Load {
                 recirculated_bytes: extra * (bytes + PASS_HEADER),
                 lane_updates: aggregators * lanes,
             };
-            self.passes += work.passes;
-            self.recirculations += work.recirculations;
-            self.recirculated_bytes += work.recirculated_bytes;
-            self.lane_updates += work.lane_updates;
-            let u = &mut self.uploads[usize::from(owner)];
-            u.passes += work.passes;
-            u.recirculations += work.recirculations;
-            u.recirculated_bytes += work.recirculated_bytes;
-            u.lane_updates += work.lane_updates;
+            self.add_switch_work(work);
+            self.uploads[usize::from(owner)] += work;
         }
     }
 

@@ -388,17 +388,16 @@ impl Background {
             gbps: self.link_gbps,
             delay_ns: self.delay_ns,
         };
-        let mut path = vec![host, host];
-        if let Some((per_rack, uplink)) = self.racks {
-            if f.src / per_rack != f.dst / per_rack {
-                path = vec![host, uplink, uplink, host];
-            }
-        }
+        let across = |(per_rack, _): &(u16, LinkSpec)| f.src / per_rack != f.dst / per_rack;
+        let path: &[LinkSpec] = match self.racks {
+            Some(r) if across(&r) => &[host, r.1, r.1, host],
+            _ => &[host, host],
+        };
         let bytes: u64 = (0..f.segments).map(|s| self.data_wire(f, s)).sum();
         let last = self.data_wire(f, f.segments - 1) as f64;
-        let ns_per_byte: Vec<f64> = path.iter().map(|l| 8.0 / l.gbps).collect();
-        let slowest = ns_per_byte.iter().copied().fold(0.0, f64::max);
-        let forwards: f64 = ns_per_byte.iter().sum::<f64>() - slowest;
+        let ns_per_byte = path.iter().map(|l| 8.0 / l.gbps);
+        let slowest = ns_per_byte.clone().fold(0.0, f64::max);
+        let forwards = ns_per_byte.sum::<f64>() - slowest;
         let delays: Nanos = path.iter().map(|l| l.delay_ns).sum();
         (bytes as f64 * slowest + last * forwards) as Nanos + delays
     }

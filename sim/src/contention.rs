@@ -178,11 +178,14 @@ pub fn contention(
         simulate_exchange_beside(plan.clone(), cfg, &setup, scale, None, background)
             .map(|(sim, _)| sim)
     };
-    let alone: Vec<(RateControl, RunResult)> = RateControl::ALL
+    let alone: Vec<(RateControl, Nanos, Nanos)> = RateControl::ALL
         .iter()
-        .map(|&rc| Ok::<_, ModeError>((rc, exchange(rc, None)?.run)))
+        .map(|&rc| {
+            let run = exchange(rc, None)?.run;
+            Ok::<_, ModeError>((rc, run.finish_ns, share_bound(cfg, &run, load)))
+        })
         .collect::<Result<_, _>>()?;
-    let duration = duration_ns.unwrap_or(alone[0].1.finish_ns).max(1);
+    let duration = duration_ns.unwrap_or(alone[0].1).max(1);
     let spec = BackgroundSpec::new(sizes, load, duration, seed);
     let flows =
         || Background::new(spec, hosts, gbps, link.delay_ns, cfg.frame_overhead).on(&cfg.topology);
@@ -190,10 +193,6 @@ pub fn contention(
     let mut quiet = flows();
     background_alone(cfg, &mut quiet)?;
     let flows_alone = FctSummary::of(&quiet.records());
-    let alone: Vec<(RateControl, Nanos, Nanos)> = alone
-        .into_iter()
-        .map(|(rc, run)| (rc, run.finish_ns, share_bound(cfg, &run, load)))
-        .collect();
 
     let settings = alone
         .into_iter()
@@ -230,9 +229,10 @@ pub fn contention(
 
 /// The time `run`'s exchange needs on `cfg` beside flows that take exactly their average load
 /// off every link: its busiest link's bytes at the share of the link's rate the flows leave,
-/// never less than its time alone; `Nanos::MAX` when the flows alone fill a link it uses. On a host's link the flows offer `load` of its rate; on a
-/// leaf-spine's inner links, the share of that which crosses racks (every flow picks its
-/// destination among the other hosts alike) spread over the spines (ECMP).
+/// never less than its time alone; `Nanos::MAX` when the flows alone fill a link it uses. On a
+/// host's link the flows offer `load` of its rate; on a leaf-spine's inner links, the share of
+/// that which crosses racks (every flow picks its destination among the other hosts alike)
+/// spread over the spines (ECMP).
 fn share_bound(cfg: &SimConfig, run: &RunResult, load: f64) -> Nanos {
     // Bytes over the bytes per nanosecond the flows leave (none when they take it all).
     let at_share = |bytes: u64, gbps: f64, taken: f64| match bytes {

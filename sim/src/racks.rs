@@ -98,8 +98,8 @@ impl FabricSpec {
             .collect()
     }
 
-    /// Why `workers` hosts cannot fill these fabrics, if they cannot.
-    pub fn check(&self, workers: u16) -> Result<(), String> {
+    /// Why hosts of one of the `workers` counts cannot fill these fabrics, if they cannot.
+    pub fn check(&self, workers: &[u16]) -> Result<(), String> {
         if self.racks.is_empty() || self.oversubscription.is_empty() {
             return Err("a fabric study needs rack counts and oversubscriptions".into());
         }
@@ -113,13 +113,15 @@ impl FabricSpec {
         {
             return Err(format!("oversubscription {o} must be a positive ratio"));
         }
-        match self.racks.iter().find(|&&r| r == 0 || workers % r != 0) {
-            Some(r) => Err(format!(
-                "{workers} workers do not fill {r} racks evenly (each rack holds the same number \
-                 of hosts)"
-            )),
-            None => Ok(()),
+        for &w in workers {
+            if let Some(r) = self.racks.iter().find(|&&r| r == 0 || w % r != 0) {
+                return Err(format!(
+                    "{w} workers do not fill {r} racks evenly (each rack holds the same number \
+                     of hosts)"
+                ));
+            }
         }
+        Ok(())
     }
 }
 

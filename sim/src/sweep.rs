@@ -599,9 +599,7 @@ pub fn contention_sweep(
     }
     let fabrics: Vec<Option<crate::racks::FabricShape>> = match &background.fabrics {
         Some(f) => {
-            for &w in &spec.workers {
-                f.check(w).map_err(SweepError::Usage)?;
-            }
+            f.check(&spec.workers).map_err(SweepError::Usage)?;
             f.fabrics().into_iter().map(Some).collect()
         }
         None => vec![None],
@@ -654,9 +652,7 @@ pub fn rack_sweep(
     plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
     progress: &dyn Progress,
 ) -> Result<Vec<crate::racks::RackStudy>, SweepError> {
-    for &w in &spec.workers {
-        fabrics.check(w).map_err(SweepError::Usage)?;
-    }
+    fabrics.check(&spec.workers).map_err(SweepError::Usage)?;
     studies(
         dataset,
         spec,

@@ -68,14 +68,14 @@ fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines
         ..fabrics.clone()
     };
     assert!(bad
-        .check(WORKERS)
+        .check(&[WORKERS])
         .unwrap_err()
         .contains("do not fill 3 racks"));
     let none = FabricSpec {
         spines: 0,
         ..fabrics
     };
-    assert!(none.check(WORKERS).is_err());
+    assert!(none.check(&[WORKERS]).is_err());
 }
 
 #[test]

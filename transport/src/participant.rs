@@ -21,12 +21,13 @@ use switchgnn_dataplane::engine::{EngineConfig, EngineError, LocalFeatures, Time
 use switchgnn_dataplane::fixed::{FixedError, Scale};
 use switchgnn_dataplane::wire::MAX_LANES;
 use switchgnn_dataplane::ExchangeId;
+use switchgnn_dataplane::Nanos;
 use thiserror::Error;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
 use crate::collective::{CollectiveClient, CollectiveError, Member, ReduceOp};
 use crate::job::{AllReduceVia, JobFile};
-use crate::runner::{new_engine, set_chip_floors};
+use crate::runner::{chip_floors, new_engine};
 use crate::session::Session;
 
 #[derive(Debug, Error)]
@@ -101,6 +102,8 @@ pub struct ExchangeTotals {
 pub struct Participant {
     client: WorkerClient,
     collective: CollectiveClient,
+    /// Each layer's block floors (see [`chip_floors`]).
+    floors: Vec<Vec<Nanos>>,
     session: Arc<Session>,
     opts: ParticipantOptions,
     /// The worker's boundary vertices: the rows every exchange sends and receives.
@@ -194,6 +197,7 @@ impl Participant {
         Ok(Participant {
             client,
             collective,
+            floors: chip_floors(opts.chip.as_ref(), &session),
             session,
             opts,
             boundary: boundary.to_vec(),
@@ -428,7 +432,7 @@ impl Participant {
             during: during.clone(),
             source,
         })?;
-        set_chip_floors(engine.as_mut(), self.opts.chip.as_ref(), plan);
+        engine.set_block_floors(self.floors[layer].clone());
         let rank = self.opts.rank;
         self.client
             .run(engine.as_mut(), &during)

@@ -102,6 +102,7 @@ pub fn run_worker(
         compute,
         chip,
     } = opts;
+    let floors = chip_floors(chip.as_ref(), session);
     let mut done: Vec<(ExchangeReport, ExchangeOutput, Workload<'_>)> = Vec::new();
     for epoch in 0..epochs {
         for s in session.schedule(job, epoch) {
@@ -141,7 +142,7 @@ pub fn run_worker(
                 during: during.clone(),
                 source: e,
             })?;
-            set_chip_floors(engine.as_mut(), chip.as_ref(), plan);
+            engine.set_block_floors(floors[usize::from(s.id.layer)].clone());
             client.run(engine.as_mut(), &during)?;
             let report = ExchangeReport {
                 seq: s.seq,
@@ -193,13 +194,18 @@ pub fn new_engine(
     kind.engine(cfg, plan.clone(), local, Box::new(aimd), now)
 }
 
-/// Give `engine` the least time `chip` (the switch, when the job names it) needs for each of
-/// `plan`'s blocks: it fetches nothing before a block has run that long.
-pub fn set_chip_floors(engine: &mut dyn Exchange, chip: Option<&Chip>, plan: &ExchangePlan) {
-    if let Some(chip) = chip {
-        let floors = switchgnn_chip::block_floors(chip, plan, FRAME_OVERHEAD, None);
-        engine.set_block_floors(floors);
-    }
+/// The least time `chip` (the switch, when the job names it) needs for each block of every
+/// layer of `session`, computed once: an engine given its layer's fetches nothing before a
+/// block has run that long (none without a chip).
+pub fn chip_floors(chip: Option<&Chip>, session: &Session) -> Vec<Vec<Nanos>> {
+    session
+        .layers
+        .iter()
+        .map(|plan| match chip {
+            Some(chip) => switchgnn_chip::block_floors(chip, plan, FRAME_OVERHEAD, None),
+            None => Vec::new(),
+        })
+        .collect()
 }
 
 /// AIMD at the link rate, its intervals scaled to a real network's round trips (the
