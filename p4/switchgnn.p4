@@ -10,7 +10,9 @@
  *   include/parser.p4       parsers and deparsers (wire.rs `Packet::new_checked`, `Repr::parse`)
  *   include/admission.p4    admission and the exchange's limits (`Switch::process`)
  *   include/barrier.p4      the running exchange, joins, block done, block go
- *   include/aggregation.p4  aggregators in every pipe, passes and readouts (`data`, `raw`)
+ *   include/allreduce.p4    the all-reduce's banks: claim, seen bits, count (`switch/reduce.rs`)
+ *   include/aggregation.p4  aggregators in every pipe, passes and readouts (`data`, `raw`), and
+ *                           the all-reduce's lanes
  *   include/egress.p4       copies, addresses, ECN (`Fabric::send`, `Fabric::go`)
  *
  * Control-plane entries for a plan: `switchgnn p4 entries --plan DIR`.
@@ -26,6 +28,7 @@
 #include "include/parser.p4"
 #include "include/admission.p4"
 #include "include/barrier.p4"
+#include "include/allreduce.p4"
 #include "include/aggregation.p4"
 #include "include/egress.p4"
 
@@ -38,6 +41,7 @@ control Ingress(inout headers_t hdr,
     Admission() check;
     RunningExchange() running;
     Barrier() barrier;
+    AllReduce() allreduce;
     Aggregation() aggregation;
 
     /* Drops by reason: the model's `SwitchCounters::drops`, same order. */
@@ -111,6 +115,12 @@ control Ingress(inout headers_t hdr,
         }
         if (meta.hop) {
             ig_tm_md.ucast_egress_port = meta.recirc_port;
+        } else if (!meta.drop && hdr.sg.packet_type == SG_REDUCE) {
+            /* All-reduce slices name no exchange: their job's region checks them. */
+            allreduce.apply(hdr, meta);
+            if (!meta.drop) {
+                aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+            }
         } else if (!meta.drop) {
             running.apply(hdr, meta);
             if (hdr.sg.packet_type == SG_JOIN || hdr.sg.packet_type == SG_BLOCK_DONE) {

@@ -782,6 +782,17 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
             > 10
     );
 
+    // The job file's 128 all-reduce slots, as a region whose words start from zero: banks,
+    // their seen words (8 per bank) and counts, each cleared with a MODIFY.
+    let modified = doc["write_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["updates"].as_array().unwrap())
+        .filter(|u| u["type"] == "MODIFY" && u["entity"].get("registerEntry").is_some())
+        .count();
+    assert_eq!(modified, 256 + 256 * 8 + 256);
+
     let (switch, addr) = start_switch(dir.path(), job, &["--entries", entries]);
     for (rank, err) in two_workers_and_the_switch(job, &addr, switch)
         .iter()
@@ -807,6 +818,51 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("job4.json installs job 4"), "{err}");
+    // Entries with another all-reduce region than the job file's are refused, naming both.
+    let small = dir.path().join("small-region.json");
+    let small = small.to_str().unwrap();
+    let out = switchgnn(&[
+        "p4",
+        "entries",
+        "--plan",
+        plan,
+        "--format",
+        "p4runtime",
+        "--job",
+        "3",
+        "--out",
+        small,
+        "--allreduce-slots",
+        "16",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("all-reduce: 16 slots, 32 banks"));
+    let out = switchgnn(&["switch", "--job", job, "--entries", small]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[allreduce] slots = 128") && err.contains("installs 16"),
+        "{err}"
+    );
+    // A count the program cannot mask is refused.
+    let out = switchgnn(&[
+        "p4",
+        "entries",
+        "--plan",
+        plan,
+        "--format",
+        "p4runtime",
+        "--out",
+        small,
+        "--allreduce-slots",
+        "100",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("power of two"));
     // A damaged file is refused too.
     std::fs::write(&other, "{\"switchgnn\": 1}").unwrap();
     let out = switchgnn(&["switch", "--job", job, "--entries", other.to_str().unwrap()]);

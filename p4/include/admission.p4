@@ -91,7 +91,9 @@ control Admission(inout headers_t hdr,
         if (hdr.pass.isValid()) {
             /* A recirculated pass: checked on its first pass; only the configuration. */
             job_config.apply();
-            exchange_config.apply();
+            if (hdr.sg.packet_type != SG_REDUCE) {
+                exchange_config.apply();   /* an all-reduce's layer field is its operation */
+            }
             if (hdr.pass.step == STEP_HOP) {
                 hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
             }
@@ -124,13 +126,6 @@ control Admission(inout headers_t hdr,
             drop_with(DROP_NOT_ADMITTED);
             return;
         }
-        /* The in-switch all-reduce (switch/reduce.rs) is not in this program yet: every job is
-         * one without an all-reduce region, as the model drops it, and its welcome advertises
-         * no slots (workers then run the all-reduce over tcp). */
-        if (hdr.sg.packet_type == SG_REDUCE) {
-            drop_with(DROP_NO_ALLREDUCE);
-            return;
-        }
         if (hdr.sg.packet_type == SG_REDUCED) {
             drop_with(DROP_WRONG_DIRECTION);
             return;
@@ -145,6 +140,16 @@ control Admission(inout headers_t hdr,
         hdr.pass.out_kind = OUT_FORWARD;
         hdr.pass.sender_port = (bit<16>) ig_intr_md.ingress_port;
         hdr.pass.ack_session = (bit<16>) meta.ack_session;
+        if (hdr.sg.packet_type == SG_REDUCE) {
+            /* An all-reduce slice names no exchange (its region, allreduce.p4, checks it); its
+             * banks live in the home pipe like the barrier. */
+            if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
+                meta.hop = true;
+                hdr.pass.step = STEP_HOP;
+                hdr.pass.out_kind = OUT_RECIRC;
+            }
+            return;
+        }
         exchange_config.apply();
         if (meta.drop) {
             return;

@@ -35,6 +35,13 @@
  *   of adding (the model also notifies the destination at once; here its result timeout does,
  *   and it fetches the plain features).
  *
+ * - An all-reduce slice (allreduce.p4) adds into its bank, an aggregator of the job's home
+ *   pipe: written by the first contribution, summed or compared (maximum) by the others. The
+ *   completing slice takes the low halves back as it adds and makes one more pass, which marks
+ *   the bank complete, reads the high halves and multicasts the result to every worker through
+ *   the job's go group. A retransmission from a worker that missed a complete sum is answered
+ *   with the bank read out again (two passes), to that worker only.
+ *
  * Per pass, the count register (the model's `remaining`/`counted`/`Agg` state) decides whether
  * to add, complete or send raw. Aggregators are placed by the control plane (in their pipe,
  * slot · chunks + chunk after the job's base): every block of a plan fits the aggregator
@@ -63,8 +70,10 @@ struct agg_state_t {
 }
 
 /* Lanes i and i + 32 of every aggregator: a fresh aggregator (count 1) takes the contribution,
- * an active one adds it, and the readout passes return one half each. Four actions, the most a
- * stateful ALU has, each with the two lanes as its only packet inputs (SwitchML's layout).
+ * an active one adds it (or, for an all-reduce maximum, keeps the larger signed value), and the
+ * readout passes return one half each. Four actions, the most a stateful ALU has, each with the
+ * two lanes as its only packet inputs (SwitchML's layout): so the low half is read out by the
+ * maximum with both lanes set to LANE_MIN, which leaves the pair as it was and returns it.
  * A chunk of fewer than i + 33 lanes writes whatever its absent lanes hold into the high half:
  * the same aggregator always serves the same chunk of a block, and the readout never reads a
  * lane its chunk does not have. Writing and adding return the new low half, which a pass keeps
@@ -87,8 +96,16 @@ struct agg_state_t {
             low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
-    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_low_##i = {             \
-        void apply(inout lane_pair_t value, out bit<32> word) { word = value.low; }      \
+    RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) max_pair_##i = {             \
+        void apply(inout lane_pair_t value, out bit<32> low) {                           \
+            if ((int<32>) hdr.lanes[i].value > (int<32>) value.low) {                    \
+                value.low = hdr.lanes[i].value;                                          \
+            }                                                                            \
+            if ((int<32>) hdr.lanes[j].value > (int<32>) value.high) {                   \
+                value.high = hdr.lanes[j].value;                                         \
+            }                                                                            \
+            low = value.low;                                                             \
+        }                                                                                \
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_high_##i = {            \
         void apply(inout lane_pair_t value, out bit<32> word) { word = value.high; }     \
@@ -99,15 +116,35 @@ struct agg_state_t {
 #define WRITE_PAIR_IN_PLACE(i) hdr.lanes[i].value = write_pair_##i.execute(meta.agg_index);
 #define ADD_PAIR_IN_PLACE(i) hdr.lanes[i].value = add_pair_##i.execute(meta.agg_index);
 
+#define MAX_PAIR(i) max_pair_##i.execute(meta.agg_index);
+#define MAX_PAIR_IN_PLACE(i) hdr.lanes[i].value = max_pair_##i.execute(meta.agg_index);
+
+/* After lanes_to_min(): the maximum with the identity returns the low half unchanged. */
 #define READ_LOW(i)                                                                      \
     if (hdr.lanes[i].isValid()) {                                                        \
-        hdr.lanes[i].value = read_low_##i.execute(hdr.pass.agg_index);                   \
+        hdr.lanes[i].value = max_pair_##i.execute(hdr.pass.agg_index);                   \
     }
 
 #define READ_HIGH(i, j)                                                                  \
     if (hdr.lanes[j].isValid()) {                                                        \
         hdr.lanes[j].value = read_high_##i.execute(hdr.pass.agg_index);                  \
     }
+
+/* One statement per lane pair. */
+#define EACH_PAIR(M)                                                                     \
+    M(0)  M(1)  M(2)  M(3)  M(4)  M(5)  M(6)  M(7)  M(8)  M(9)  M(10) M(11) M(12) M(13) \
+    M(14) M(15) M(16) M(17) M(18) M(19) M(20) M(21) M(22) M(23) M(24) M(25) M(26) M(27) \
+    M(28) M(29) M(30) M(31)
+
+#define READ_HIGH_HALVES                                                                 \
+    READ_HIGH(0, 32)  READ_HIGH(1, 33)  READ_HIGH(2, 34)  READ_HIGH(3, 35)               \
+    READ_HIGH(4, 36)  READ_HIGH(5, 37)  READ_HIGH(6, 38)  READ_HIGH(7, 39)               \
+    READ_HIGH(8, 40)  READ_HIGH(9, 41)  READ_HIGH(10, 42) READ_HIGH(11, 43)              \
+    READ_HIGH(12, 44) READ_HIGH(13, 45) READ_HIGH(14, 46) READ_HIGH(15, 47)              \
+    READ_HIGH(16, 48) READ_HIGH(17, 49) READ_HIGH(18, 50) READ_HIGH(19, 51)              \
+    READ_HIGH(20, 52) READ_HIGH(21, 53) READ_HIGH(22, 54) READ_HIGH(23, 55)              \
+    READ_HIGH(24, 56) READ_HIGH(25, 57) READ_HIGH(26, 58) READ_HIGH(27, 59)              \
+    READ_HIGH(28, 60) READ_HIGH(29, 61) READ_HIGH(30, 62) READ_HIGH(31, 63)
 
 struct lane_pair_t {
     bit<32> low;    /* lane i */
@@ -134,6 +171,12 @@ control Aggregation(inout headers_t hdr,
 
     action not_in_plan() {
         meta.has_pass = false;
+    }
+
+    /* Both lanes of every pair to the maximum's identity, for a low-half readout. */
+#define PAIR_TO_MIN(i) hdr.lanes[i].value = LANE_MIN; hdr.lanes[i + 32].value = LANE_MIN;
+    action lanes_to_min() {
+        EACH_PAIR(PAIR_TO_MIN)
     }
 
     /* Reduce mode: the one pass of worker `hdr.sg.worker`'s partial sum for `hdr.sg.dst`. */
@@ -234,6 +277,61 @@ control Aggregation(inout headers_t hdr,
         /* The recirculation port of the pipe this copy is in. */
         PortId_t loop = (PortId_t) (hdr.pass.pipe[1:0] ++ RECIRC_LOCAL);
 
+        if (hdr.sg.packet_type == SG_REDUCE) {
+            /* The all-reduce's lanes (allreduce.p4 counted the slice): the bank is aggregator
+             * agg_index of the home pipe. Op code 0 sums, 1 takes the maximum. */
+            hdr.pass.pass = hdr.pass.pass + 1;
+            hdr.pass.out_kind = OUT_RECIRC;
+            if (hdr.pass.step == STEP_CHAIN) {
+                hdr.pass.agg_index = meta.agg_index;
+                hdr.pass.count = meta.reduce_count[15:0];
+                if (meta.reduce_outcome == REDUCE_REPLAY) {
+                    hdr.pass.step = STEP_REPLAY_LOW;
+                    ig_tm_md.ucast_egress_port = loop;
+                    return;
+                }
+                /* The completing slice takes the low halves of the result back as it goes. */
+                bool last = meta.reduce_outcome == REDUCE_COMPLETE;
+                if (meta.reduce_count == 1) {
+                    if (last) { EACH_PAIR(WRITE_PAIR_IN_PLACE) } else { EACH_PAIR(WRITE_PAIR) }
+                } else if (hdr.sg.layer == 0) {
+                    if (last) { EACH_PAIR(ADD_PAIR_IN_PLACE) } else { EACH_PAIR(ADD_PAIR) }
+                } else {
+                    if (last) { EACH_PAIR(MAX_PAIR_IN_PLACE) } else { EACH_PAIR(MAX_PAIR) }
+                }
+                if (last) {
+                    hdr.pass.step = STEP_REDUCE_DONE;
+                    ig_tm_md.ucast_egress_port = loop;
+                } else {
+                    ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its acknowledgement */
+                }
+            } else if (hdr.pass.step == STEP_REDUCE_DONE) {
+                /* The bank is marked complete (allreduce.p4); the high halves, then one copy
+                 * per worker through the job's go group. */
+                if (hdr.sg.lanes > LANES_READ_PER_PASS) {
+                    READ_HIGH_HALVES
+                }
+                hdr.pass.out_kind = OUT_REDUCED;
+                ig_tm_md.mcast_grp_a = meta.go_group;
+            } else if (hdr.pass.step == STEP_REPLAY_LOW) {
+                lanes_to_min();
+                EACH_PAIR(READ_LOW)
+                if (hdr.sg.lanes > LANES_READ_PER_PASS) {
+                    hdr.pass.step = STEP_REPLAY_HIGH;
+                    ig_tm_md.ucast_egress_port = loop;
+                } else {
+                    hdr.pass.out_kind = OUT_REPLAY;
+                    ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.sender_port;
+                }
+            } else {
+                /* STEP_REPLAY_HIGH */
+                READ_HIGH_HALVES
+                hdr.pass.out_kind = OUT_REPLAY;
+                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.sender_port;
+            }
+            return;
+        }
+
         if (hdr.sg.packet_type == SG_RAW) {
             if (hdr.pass.step == STEP_RELEASE) {
                 /* The release a resend asked for, in the aggregator's pipe; then on to the
@@ -264,14 +362,8 @@ control Aggregation(inout headers_t hdr,
 
         /* The copies an aggregator pass made, on their way out. */
         if (hdr.pass.step == STEP_READ_LOW) {
-            READ_LOW(0)  READ_LOW(1)  READ_LOW(2)  READ_LOW(3)
-            READ_LOW(4)  READ_LOW(5)  READ_LOW(6)  READ_LOW(7)
-            READ_LOW(8)  READ_LOW(9)  READ_LOW(10) READ_LOW(11)
-            READ_LOW(12) READ_LOW(13) READ_LOW(14) READ_LOW(15)
-            READ_LOW(16) READ_LOW(17) READ_LOW(18) READ_LOW(19)
-            READ_LOW(20) READ_LOW(21) READ_LOW(22) READ_LOW(23)
-            READ_LOW(24) READ_LOW(25) READ_LOW(26) READ_LOW(27)
-            READ_LOW(28) READ_LOW(29) READ_LOW(30) READ_LOW(31)
+            lanes_to_min();
+            EACH_PAIR(READ_LOW)
             hdr.pass.pass = hdr.pass.pass + 1;
             if (hdr.sg.lanes > LANES_READ_PER_PASS) {
                 hdr.pass.step = STEP_READ_HIGH;
@@ -284,14 +376,7 @@ control Aggregation(inout headers_t hdr,
             return;
         }
         if (hdr.pass.step == STEP_READ_HIGH) {
-            READ_HIGH(0, 32)  READ_HIGH(1, 33)  READ_HIGH(2, 34)  READ_HIGH(3, 35)
-            READ_HIGH(4, 36)  READ_HIGH(5, 37)  READ_HIGH(6, 38)  READ_HIGH(7, 39)
-            READ_HIGH(8, 40)  READ_HIGH(9, 41)  READ_HIGH(10, 42) READ_HIGH(11, 43)
-            READ_HIGH(12, 44) READ_HIGH(13, 45) READ_HIGH(14, 46) READ_HIGH(15, 47)
-            READ_HIGH(16, 48) READ_HIGH(17, 49) READ_HIGH(18, 50) READ_HIGH(19, 51)
-            READ_HIGH(20, 52) READ_HIGH(21, 53) READ_HIGH(22, 54) READ_HIGH(23, 55)
-            READ_HIGH(24, 56) READ_HIGH(25, 57) READ_HIGH(26, 58) READ_HIGH(27, 59)
-            READ_HIGH(28, 60) READ_HIGH(29, 61) READ_HIGH(30, 62) READ_HIGH(31, 63)
+            READ_HIGH_HALVES
             hdr.pass.out_kind = OUT_RESULT;
             ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
             return;
@@ -363,43 +448,15 @@ control Aggregation(inout headers_t hdr,
         bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1 && fan == 0;
         if (adds && meta.counted == 1) {
             if (in_place) {
-                WRITE_PAIR_IN_PLACE(0)  WRITE_PAIR_IN_PLACE(1)  WRITE_PAIR_IN_PLACE(2)  WRITE_PAIR_IN_PLACE(3)
-                WRITE_PAIR_IN_PLACE(4)  WRITE_PAIR_IN_PLACE(5)  WRITE_PAIR_IN_PLACE(6)  WRITE_PAIR_IN_PLACE(7)
-                WRITE_PAIR_IN_PLACE(8)  WRITE_PAIR_IN_PLACE(9)  WRITE_PAIR_IN_PLACE(10)  WRITE_PAIR_IN_PLACE(11)
-                WRITE_PAIR_IN_PLACE(12)  WRITE_PAIR_IN_PLACE(13)  WRITE_PAIR_IN_PLACE(14)  WRITE_PAIR_IN_PLACE(15)
-                WRITE_PAIR_IN_PLACE(16)  WRITE_PAIR_IN_PLACE(17)  WRITE_PAIR_IN_PLACE(18)  WRITE_PAIR_IN_PLACE(19)
-                WRITE_PAIR_IN_PLACE(20)  WRITE_PAIR_IN_PLACE(21)  WRITE_PAIR_IN_PLACE(22)  WRITE_PAIR_IN_PLACE(23)
-                WRITE_PAIR_IN_PLACE(24)  WRITE_PAIR_IN_PLACE(25)  WRITE_PAIR_IN_PLACE(26)  WRITE_PAIR_IN_PLACE(27)
-                WRITE_PAIR_IN_PLACE(28)  WRITE_PAIR_IN_PLACE(29)  WRITE_PAIR_IN_PLACE(30)  WRITE_PAIR_IN_PLACE(31)
+                EACH_PAIR(WRITE_PAIR_IN_PLACE)
             } else {
-                WRITE_PAIR(0)  WRITE_PAIR(1)  WRITE_PAIR(2)  WRITE_PAIR(3)
-                WRITE_PAIR(4)  WRITE_PAIR(5)  WRITE_PAIR(6)  WRITE_PAIR(7)
-                WRITE_PAIR(8)  WRITE_PAIR(9)  WRITE_PAIR(10)  WRITE_PAIR(11)
-                WRITE_PAIR(12)  WRITE_PAIR(13)  WRITE_PAIR(14)  WRITE_PAIR(15)
-                WRITE_PAIR(16)  WRITE_PAIR(17)  WRITE_PAIR(18)  WRITE_PAIR(19)
-                WRITE_PAIR(20)  WRITE_PAIR(21)  WRITE_PAIR(22)  WRITE_PAIR(23)
-                WRITE_PAIR(24)  WRITE_PAIR(25)  WRITE_PAIR(26)  WRITE_PAIR(27)
-                WRITE_PAIR(28)  WRITE_PAIR(29)  WRITE_PAIR(30)  WRITE_PAIR(31)
+                EACH_PAIR(WRITE_PAIR)
             }
         } else if (adds) {
             if (in_place) {
-                ADD_PAIR_IN_PLACE(0)  ADD_PAIR_IN_PLACE(1)  ADD_PAIR_IN_PLACE(2)  ADD_PAIR_IN_PLACE(3)
-                ADD_PAIR_IN_PLACE(4)  ADD_PAIR_IN_PLACE(5)  ADD_PAIR_IN_PLACE(6)  ADD_PAIR_IN_PLACE(7)
-                ADD_PAIR_IN_PLACE(8)  ADD_PAIR_IN_PLACE(9)  ADD_PAIR_IN_PLACE(10)  ADD_PAIR_IN_PLACE(11)
-                ADD_PAIR_IN_PLACE(12)  ADD_PAIR_IN_PLACE(13)  ADD_PAIR_IN_PLACE(14)  ADD_PAIR_IN_PLACE(15)
-                ADD_PAIR_IN_PLACE(16)  ADD_PAIR_IN_PLACE(17)  ADD_PAIR_IN_PLACE(18)  ADD_PAIR_IN_PLACE(19)
-                ADD_PAIR_IN_PLACE(20)  ADD_PAIR_IN_PLACE(21)  ADD_PAIR_IN_PLACE(22)  ADD_PAIR_IN_PLACE(23)
-                ADD_PAIR_IN_PLACE(24)  ADD_PAIR_IN_PLACE(25)  ADD_PAIR_IN_PLACE(26)  ADD_PAIR_IN_PLACE(27)
-                ADD_PAIR_IN_PLACE(28)  ADD_PAIR_IN_PLACE(29)  ADD_PAIR_IN_PLACE(30)  ADD_PAIR_IN_PLACE(31)
+                EACH_PAIR(ADD_PAIR_IN_PLACE)
             } else {
-                ADD_PAIR(0)  ADD_PAIR(1)  ADD_PAIR(2)  ADD_PAIR(3)
-                ADD_PAIR(4)  ADD_PAIR(5)  ADD_PAIR(6)  ADD_PAIR(7)
-                ADD_PAIR(8)  ADD_PAIR(9)  ADD_PAIR(10)  ADD_PAIR(11)
-                ADD_PAIR(12)  ADD_PAIR(13)  ADD_PAIR(14)  ADD_PAIR(15)
-                ADD_PAIR(16)  ADD_PAIR(17)  ADD_PAIR(18)  ADD_PAIR(19)
-                ADD_PAIR(20)  ADD_PAIR(21)  ADD_PAIR(22)  ADD_PAIR(23)
-                ADD_PAIR(24)  ADD_PAIR(25)  ADD_PAIR(26)  ADD_PAIR(27)
-                ADD_PAIR(28)  ADD_PAIR(29)  ADD_PAIR(30)  ADD_PAIR(31)
+                EACH_PAIR(ADD_PAIR)
             }
         }
 

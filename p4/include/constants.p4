@@ -22,7 +22,7 @@ const bit<8> SG_FETCH      = 4;
 const bit<8> SG_BLOCK_DONE = 5;
 const bit<8> SG_BLOCK_GO   = 6;
 const bit<8> SG_JOIN       = 7;
-const bit<8> SG_REDUCE     = 8;   /* in-switch all-reduce: not in this program yet */
+const bit<8> SG_REDUCE     = 8;   /* in-switch all-reduce (allreduce.p4) */
 const bit<8> SG_REDUCED    = 9;
 
 /* flag bits (wire::Flags) */
@@ -81,6 +81,14 @@ const int PASS_SIZE          = 36864;   /* (vertex, aggregator) pairs of the loa
 const int ROW_SIZE           = 18432;   /* vertices of the loaded blocks (two tables) */
 const int PARTIAL_SIZE       = 16384;   /* (destination, worker) pairs of a loaded reduce block */
 const int WORKER_SIZE        = 4096;
+/* In-switch all-reduce (allreduce.p4): bank words over every job's region, 2 per slot (512
+ * slots in all: four jobs of the job file's default 128). The lanes of a bank are an
+ * aggregator of the lane-pair registers in the job's home pipe. Its three registers take one
+ * stateful ALU each in stages 1-3; the banks and their seen words take 1 + 4 SRAM blocks of
+ * stages 1-2, which is what those stages have left beside the per-block tables (README). */
+const bit<32> REDUCE_BANKS   = 1024;
+/* Seen words: one bit per worker, 32 to a word, MAX_WORKERS / 32 words per bank. */
+const bit<32> REDUCE_SEEN_WORDS = 8192;
 
 /* Where recirculated passes and bridged headers come back: the pipes' internal recirculation
  * ports of a 4-pipe Tofino 1, pipe p's being (p << 7) | RECIRC_LOCAL. A pass that must run in
@@ -102,6 +110,8 @@ const bit<8> OUT_RECIRC   = 2;   /* a copy that comes back for another pass (rid
 const bit<8> OUT_RESULT   = 3;   /* a finished sum, read out into the lanes */
 const bit<8> OUT_GO       = 4;   /* block go multicast: rid = worker rank */
 const bit<8> OUT_RAW      = 5;   /* a contribution its released aggregator did not take */
+const bit<8> OUT_REDUCED  = 6;   /* an all-reduce result, one copy per worker: rid = worker rank */
+const bit<8> OUT_REPLAY   = 7;   /* an all-reduce result again, to the worker that asked */
 
 /* What the next ingress pass of a recirculating copy does (bridged `step`). */
 const bit<8> STEP_CHAIN     = 0;  /* the aggregator pass (pipe, index) of vertex_aggregators */
@@ -111,6 +121,13 @@ const bit<8> STEP_RAW       = 2;  /* forward this contribution raw to the destin
 const bit<8> STEP_HOP       = 5;  /* admitted in another pipe: first pass in the home pipe */
 const bit<8> STEP_READ_HIGH = 6;  /* read lanes 32..63 of agg_index into the packet */
 const bit<8> STEP_RELEASE   = 7;  /* a resend: release agg_index in this pipe, then forward */
+const bit<8> STEP_REDUCE_DONE = 8;  /* all-reduce: mark the bank complete, read the high half, multicast */
+const bit<8> STEP_REPLAY_LOW  = 9;  /* all-reduce: read a complete bank's low half for one worker */
+const bit<8> STEP_REPLAY_HIGH = 10; /* all-reduce: then its high half, and back to that worker */
+
+/* The least int32: the identity of the lane maximum, so that a maximum with it reads a lane
+ * pair out unchanged (aggregation.p4, READ_LOW). */
+const bit<32> LANE_MIN = 0x80000000;
 
 /* Mirror type of the acknowledgement copy (ingress-to-egress mirror to the sender). */
 const bit<3> MIRROR_ACK = 1;

@@ -2,7 +2,8 @@
  *
  * Mirrors the packet construction of switch.rs: the acknowledgement (`ack` in `data`), the
  * result once read out and the raw forward of a released aggregator (`result`, `forward_raw`),
- * the block go to each worker (`Fabric::go`), and `Fabric::send`, which marks ECN on every
+ * the block go to each worker (`Fabric::go`), an all-reduce's result (`send_result` in
+ * switch/reduce.rs), and `Fabric::send`, which marks ECN on every
  * packet leaving through a queue deeper than the threshold. Recirculating copies of a pass
  * group learn here, from their replication id, which step or pipe they go on to.
  */
@@ -98,6 +99,12 @@ control Egress(inout headers_t hdr,
         hdr.sg.count = 1;
     }
 
+    /* A complete all-reduce bank, read out into the lanes, as its result. */
+    action emit_reduced() {
+        hdr.sg.packet_type = SG_REDUCED;
+        hdr.sg.count = hdr.pass.count;
+    }
+
     apply {
         if (meta.mirror_kind == 0x80) {
             /* The acknowledgement of a data packet, back to its sender. */
@@ -126,6 +133,14 @@ control Egress(inout headers_t hdr,
         } else if (hdr.pass.out_kind == OUT_RAW) {
             emit_raw();
             to_worker = hdr.pass.dst_worker;
+        } else if (hdr.pass.out_kind == OUT_REDUCED) {
+            /* An all-reduce result: this replica's worker (reduce.rs `send_result`). */
+            emit_reduced();
+            hdr.sg.worker = eg_intr_md.egress_rid;
+            to_worker = eg_intr_md.egress_rid;
+        } else if (hdr.pass.out_kind == OUT_REPLAY) {
+            emit_reduced();                         /* to the worker that asked again */
+            to_worker = hdr.sg.worker;
         } else {
             to_worker = hdr.pass.dst_worker;        /* OUT_FORWARD: raw, fetch, a repeated go */
         }

@@ -146,6 +146,18 @@ struct ingress_metadata_t {
     bool    finished;
     bool    may_open;
     bool    to_sender;
+    /* the all-reduce (allreduce.p4) */
+    bool    reduce_known;
+    bit<32> reduce_bank;       /* the slice's bank in the bank registers */
+    bit<32> reduce_use;        /* the slice's position, its slot and bank bits cleared */
+    bit<32> reduce_next_use;   /* reduce_use + 2 x slots: the bank's next use */
+    bit<32> reduce_slot_mask;  /* slots - 1 (slots is a power of two) */
+    bit<32> reduce_bank_bit;   /* slots: the position's bit that names the bank */
+    bit<32> reduce_bit;        /* this worker's bit in its seen word */
+    bit<32> reduce_seen;       /* the seen word's bits before this slice */
+    bit<32> reduce_count;      /* contributions in the bank after this slice */
+    bit<8>  reduce_relation;   /* BANK_* (allreduce.p4) */
+    bit<8>  reduce_outcome;    /* REDUCE_* (allreduce.p4) */
 }
 
 /* What the count register says about this pass's aggregator (switch.rs `Agg`). */

@@ -4,7 +4,8 @@ They drive one job installed from a plan's entries and check what the program se
 what the switch model (dataplane/src/switch.rs) does: malformed and unadmitted packets are
 dropped, joins start block 0 with a go to every worker, data is acknowledged and aggregated
 with one result per destination at its expected count, duplicates are acknowledged and not
-added, and block-done reports advance the block. Entries of a reduce plan
+added, block-done reports advance the block, and all-reduce slices are summed once per worker
+and the result multicast (replayed to a worker that asks again). Entries of a reduce plan
 (`p4 entries --exchange reduce`) run the partial-sum test instead of the pass test.
 
 Set up (see p4/README.md):
@@ -18,6 +19,8 @@ Set up (see p4/README.md):
 
 Each test that starts an exchange runs it to its end (the final go), and the next one opens
 with a higher sequence number, as workers do; so they run in any order on one installation.
+The all-reduce test uses its job's stream from position 0: it needs a fresh installation (the
+entries clear the region's words).
 The `--interface` list must map every worker's dev port.
 """
 import base64
@@ -32,6 +35,7 @@ from scapy.all import IP, UDP, Ether, Raw
 
 MAGIC, VERSION, UDP_PORT, MAX_LANES = 0x5347, 2, 47000, 64
 DATA, RESULT, RAW, FETCH, BLOCK_DONE, BLOCK_GO, JOIN = 1, 2, 3, 4, 5, 6, 7
+REDUCE, REDUCED = 8, 9
 ACK, ECN = 0x01, 0x04
 MODE_REDUCE = 3
 HEADER = struct.Struct("!HBBBBHIIHHHBBII")
@@ -40,7 +44,7 @@ TABLES = {  # table id -> name, as in p4/src/program.rs
     0x02000001: "admission", 0x02000002: "exchange_config", 0x02000003: "source_row",
     0x02000004: "destination_slot", 0x02000005: "vertex_aggregators",
     0x0200000a: "partial_aggregator", 0x02000007: "job_config",
-    0x02000008: "worker_address", 0x02000009: "ecn_marking",
+    0x02000008: "worker_address", 0x02000009: "ecn_marking", 0x0200000b: "allreduce_region",
 }
 
 
@@ -85,6 +89,9 @@ class Job:
                 self.passes.setdefault(k[3], []).append((k[4], k[5], p[1], p[2], p[5]))
         for v in self.passes.values():
             v.sort()
+        # The all-reduce region, if the job has one: slots = slot mask + 1.
+        region = [p for _, p in rows["allreduce_region"]]
+        self.allreduce_slots = region[0][2] + 1 if region else 0
 
     def lanes(self, chunk):
         return self.last_lanes if chunk == self.chunks - 1 else MAX_LANES
@@ -277,3 +284,41 @@ class BlockDoneAdvancesTheBlock(SwitchgnnTest):
         self.expect(0, self.packet(BLOCK_GO, 0, block=1, sequence=self.seq))
         testutils.verify_no_other_packets(self)
         self.finish(1)
+
+
+class AllReduceSumsOncePerWorkerAndReplays(SwitchgnnTest):
+    """The in-switch all-reduce (allreduce.p4, switch/reduce.rs): slot s's bank 0 takes stream
+    position s; each worker's slice is counted once; the last one multicasts the sum to every
+    worker; a retransmission before then adds nothing and sends nothing, after it gets the sum
+    back alone; a slice beyond its bank's next use is dropped."""
+
+    def slice(self, kind, w, position, lanes, count=0):
+        slots = self.job.allreduce_slots
+        bank = (position // slots) % 2
+        return self.packet(kind, w, lanes, block=position % slots, chunk=bank,
+                           sequence=position, count=count)
+
+    def runTest(self):
+        if self.job.allreduce_slots == 0:
+            return  # entries made with --allreduce-slots 0
+        workers = self.job.workers
+        for position in range(min(2, self.job.allreduce_slots)):
+            values = {w: [(w + 1) * (i - 20) + position for i in range(40)] for w in range(workers)}
+            total = [sum(v[i] for v in values.values()) for i in range(40)]
+            for w in range(workers):
+                self.send(w, self.slice(REDUCE, w, position, values[w]))
+                if w == 0 and workers > 1:
+                    # A retransmission while the sum is incomplete: nothing.
+                    self.send(0, self.slice(REDUCE, 0, position, values[0]))
+                    testutils.verify_no_other_packets(self)
+            for w in range(workers):
+                self.expect(w, self.slice(REDUCED, w, position, total, count=workers))
+            testutils.verify_no_other_packets(self)
+            # Worker 0 missed it: its retransmission gets the stored sum, to it alone.
+            self.send(0, self.slice(REDUCE, 0, position, values[0]))
+            self.expect(0, self.slice(REDUCED, 0, position, total, count=workers))
+            testutils.verify_no_other_packets(self)
+        # Slot 0's bank 0 completed position 0 and takes position 2·slots next: a slice two
+        # uses beyond that is dropped (the model: out of range; the program: stale).
+        self.send(0, self.slice(REDUCE, 0, 4 * self.job.allreduce_slots, [1] * 40))
+        testutils.verify_no_other_packets(self)

@@ -3,8 +3,9 @@
 
 Every element of its `write_requests` must parse as a `p4.v1.WriteRequest` (unknown fields,
 wrong types and bad enum values are errors), every update must be an INSERT of a table entry,
-a multicast group or a clone session, and every table entry's action must be listed by its
-table in the program (the table/action ids of p4/switchgnn.p4, given here by their @id).
+a multicast group or a clone session, or a MODIFY that sets a word of one of the all-reduce's
+registers to zero, and every table entry's action must be listed by its table in the program
+(the table/action/register ids of p4/switchgnn.p4, given here by their @id).
 
 Usage: PYTHONPATH=.p4py python3 p4/ptf/validate_p4runtime.py entries.json
 Needs the `p4runtime` and `protobuf` (3.20) packages: scripts/p4py.sh installs them.
@@ -27,6 +28,14 @@ ACTIONS = {
     0x02000007: 0x01000008,  # Ingress.check.job_config -> set_job
     0x02000008: 0x0100000B,  # Egress.worker_address -> set_worker_address
     0x02000009: 0x0100000D,  # Egress.ecn_marking -> set_ecn_threshold
+    0x0200000B: 0x01000011,  # Ingress.allreduce.allreduce_region -> set_region
+}
+
+# register id -> words, as p4/include/allreduce.p4 declares them (pairs of 32-bit fields).
+REGISTERS = {
+    0x16000001: 1024,  # Ingress.allreduce.bank_state
+    0x16000002: 8192,  # Ingress.allreduce.reduce_seen
+    0x16000003: 1024,  # Ingress.allreduce.reduce_count
 }
 
 
@@ -38,9 +47,20 @@ def validate(path):
         request = p4runtime_pb2.WriteRequest()
         json_format.ParseDict(raw, request)  # raises ParseError on any mismatch
         for update in request.updates:
+            kind = update.entity.WhichOneof("entity")
+            if kind == "register_entry":
+                entry = update.entity.register_entry
+                words = REGISTERS.get(entry.register_id)
+                members = entry.data.struct.members
+                if (update.type != p4runtime_pb2.Update.MODIFY or words is None
+                        or not 0 <= entry.index.index < words or len(members) != 2
+                        or any(int.from_bytes(m.bitstring, "big") != 0 for m in members)):
+                    raise ValueError(f"request {i}: register {entry.register_id:#x} word "
+                                     f"{entry.index.index} is not a clear")
+                counts[f"register {entry.register_id:#x}"] += 1
+                continue
             if update.type != p4runtime_pb2.Update.INSERT:
                 raise ValueError(f"request {i}: an update that is not an INSERT")
-            kind = update.entity.WhichOneof("entity")
             if kind == "table_entry":
                 entry = update.entity.table_entry
                 want = ACTIONS.get(entry.table_id)

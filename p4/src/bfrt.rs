@@ -16,8 +16,9 @@ pub fn to_script(entries: &Entries, remove: bool) -> String {
         s,
         "# switchgnn control-plane entries ({}): job {} ({} exchange, {} workers), plan checksum {}.\n\
          # Written by {}. Run in the SDE: bfshell -b <this file>\n\
-         # Registers need no initial values: the program's phase stamps make leftovers read as\n\
-         # empty (see p4/README.md).",
+         # The exchange's registers need no initial values: the program's phase stamps make\n\
+         # leftovers read as empty; the all-reduce region's words are cleared below (see\n\
+         # p4/README.md).",
         m.part, m.job, m.exchange, m.workers, m.plan_checksum, m.created_by
     );
     s.push_str("\np4 = bfrt.switchgnn.pipe\npre = bfrt.pre\n\n");
@@ -25,6 +26,9 @@ pub fn to_script(entries: &Entries, remove: bool) -> String {
         replication(&mut s, entries);
     }
     s.push_str("def table(name):\n    t = p4\n    for part in name.split(\".\"):\n        t = getattr(t, part)\n    return t\n\n");
+    if !remove && !entries.clears.is_empty() {
+        clears(&mut s, entries);
+    }
     for t in TABLES {
         let rows: Vec<String> = entries
             .tables
@@ -103,5 +107,31 @@ fn replication(s: &mut String, entries: &Entries) {
         "]\nfor sid, port, length in SESSIONS:\n    \
          bfrt.mirror.cfg.add_with_normal(sid=sid, direction=\"INGRESS\", session_enable=True,\n        \
          ucast_egress_port=port, ucast_egress_port_valid=True, max_pkt_len=length)\n\n",
+    );
+}
+
+/// The register words the job starts from zero, before any table entry admits its packets.
+fn clears(s: &mut String, entries: &Entries) {
+    s.push_str("# The all-reduce region starts from zero: (register, fields, first word, words).\nCLEARS = [\n");
+    for c in &entries.clears {
+        let fields: Vec<String> = c
+            .register
+            .fields
+            .iter()
+            .map(|f| format!("\"{}\"", f.name))
+            .collect();
+        let _ = writeln!(
+            s,
+            "    (\"{}\", [{}], {}, {}),",
+            c.register.name,
+            fields.join(", "),
+            c.first,
+            c.count
+        );
+    }
+    s.push_str(
+        "]\nfor name, fields, first, count in CLEARS:\n    reg = table(name)\n    \
+         zero = {name + \".\" + f: 0 for f in fields}\n    \
+         for i in range(first, first + count):\n        reg.mod(REGISTER_INDEX=i, **zero)\n\n",
     );
 }

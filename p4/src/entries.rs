@@ -14,9 +14,12 @@
 //! - every table that grows with the graph is per block (pass entries, source rows, destination
 //!   slots), so the control plane can reload it between blocks;
 //! - layers of one feature width share one *set* of block tables;
-//! - no register needs a value other than zero at install time: the program stamps aggregator,
+//! - no register of the exchange needs a value at install time: the program stamps aggregator,
 //!   seen and arrival words with the job's phase, so stale values from an earlier job or block
-//!   read as empty.
+//!   read as empty; the all-reduce's bank words are cleared ([`RegisterClear`]): zero says
+//!   "the stream's first pass comes next" (`include/allreduce.p4`);
+//! - a job's all-reduce region is `2·slots` banks: aggregators at the top of its home pipe
+//!   (above the exchange's) and words `bank_base ..` of the bank registers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -32,7 +35,10 @@ use crate::program::{self, Table};
 
 pub const FORMAT: &str = "switchgnn-p4-entries";
 /// Version 2: 64-lane aggregators spread over pipes (pass chains per pipe, pass groups).
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3: the in-switch all-reduce's region and the register words it starts from zero.
+pub const FORMAT_VERSION: u32 = 3;
+/// Versions this build reads: a version 2 file is a job without an all-reduce region.
+pub const READS_VERSIONS: [u32; 2] = [2, 3];
 
 /// Bytes an acknowledgement's mirror copy keeps: the mirror byte, the pass header, Ethernet,
 /// IPv4, UDP and the switchgnn header; the ack carries no lanes, and egress parses no further.
@@ -165,11 +171,14 @@ pub struct Placement {
 /// pipes' chains, which run at once, come out even.
 pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placement, EntriesError> {
     let pipes = usize::from(install.pipes);
-    let room = program::destinations_per_pipe(chunks, install.agg_base);
+    // The home pipe may hold the all-reduce's banks above the exchange's aggregators.
+    let room: Vec<u64> = (0..install.pipes)
+        .map(|p| install.aggregator_top(p).saturating_sub(install.agg_base) / chunks.max(1))
+        .collect();
     fits(
         "aggregators of a block",
         expected.len() as u64 * chunks,
-        room * chunks * pipes as u64,
+        room.iter().sum::<u64>() * chunks,
         &format!(
             " over {pipes} pipes (prepare the plan with {} or less)",
             program::switch_memory_option(install.pipes)
@@ -182,7 +191,7 @@ pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placeme
     let mut pipe = vec![0u8; expected.len()];
     for s in by_passes {
         let p = (0..pipes)
-            .filter(|&p| used[p] < room)
+            .filter(|&p| used[p] < room[p])
             .min_by_key(|&p| (load[p], p))
             .expect("the capacity check leaves room");
         pipe[s] = p as u8;
@@ -384,12 +393,23 @@ pub fn per_block(table: &Table) -> bool {
     table.keys.get(2).is_some_and(|k| k.name == "block")
 }
 
+/// Words `first .. first + count` of a register, set to zero when the job is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisterClear {
+    pub register: &'static program::Register,
+    pub first: u64,
+    pub count: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entries {
     pub meta: Metadata,
     pub tables: Vec<TableEntry>,
     pub groups: Vec<MulticastGroup>,
     pub sessions: Vec<MirrorSession>,
+    /// Register words the job starts from zero (its all-reduce region), written before any
+    /// table entry admits its packets.
+    pub clears: Vec<RegisterClear>,
 }
 
 /// Entries per table, for reports.
@@ -499,6 +519,40 @@ impl Entries {
                 u64::from(install.pass_groups()),
             ],
         );
+        let mut clears = Vec::new();
+        if let Some((agg, bank, banks)) = install.allreduce_region() {
+            let slots = u64::from(install.allreduce_slots);
+            put(
+                &program::ALLREDUCE_REGION,
+                vec![job64],
+                vec![
+                    agg,
+                    bank,
+                    slots - 1,
+                    // Clears the slot and bank bits of a 32-bit position.
+                    u64::from(!(2 * slots as u32 - 1)),
+                    2 * slots,
+                ],
+            );
+            let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
+            clears = vec![
+                RegisterClear {
+                    register: &program::BANK_STATE,
+                    first: bank,
+                    count: banks,
+                },
+                RegisterClear {
+                    register: &program::REDUCE_SEEN,
+                    first: bank * words,
+                    count: banks * words,
+                },
+                RegisterClear {
+                    register: &program::REDUCE_COUNT,
+                    first: bank,
+                    count: banks,
+                },
+            ];
+        }
         let (set_of_layer, sets) = sets_of(layers);
         for (layer, p) in layers.iter().enumerate() {
             let chunks = p.chunks();
@@ -646,6 +700,7 @@ impl Entries {
             tables,
             groups,
             sessions,
+            clears,
         })
     }
 
@@ -724,6 +779,12 @@ impl Entries {
             } else {
                 Vec::new()
             },
+            // The all-reduce region is cleared once, with the job's static entries.
+            clears: if replication {
+                self.clears.clone()
+            } else {
+                Vec::new()
+            },
         })
     }
 }
@@ -751,6 +812,8 @@ pub struct SwitchTables {
     pub ports: Vec<u16>,
     pub ecn_threshold_bytes: u64,
     pub plan_checksum: u64,
+    /// Slots of the job's all-reduce region (0: none).
+    pub allreduce_slots: u16,
 }
 
 /// A destination's `destination_slot` entry: its aggregator, their pipe, owner and port.
@@ -816,6 +879,8 @@ struct Reader {
     ports: BTreeMap<u16, u16>,
     ecn_cells: BTreeSet<u64>,
     addressed: BTreeSet<u16>,
+    /// The `allreduce_region` entry: (slots, first bank word).
+    allreduce: Option<(u16, u64)>,
 }
 
 /// Check that the destinations of each pipe (in vertex order) of block `b` of `set` hold
@@ -947,6 +1012,23 @@ impl Reader {
                 }
                 id if id == program::ECN_MARKING.id => {
                     self.ecn_cells.insert(p[0]);
+                }
+                id if id == program::ALLREDUCE_REGION.id => {
+                    let slots = p[2] + 1;
+                    let consistent = slots.is_power_of_two()
+                        && slots <= program::MAX_ALLREDUCE_SLOTS
+                        && p[3] == u64::from(!(2 * slots as u32 - 1))
+                        && p[4] == 2 * slots;
+                    if !consistent {
+                        return Err(bad(format!(
+                            "slot mask {}, use mask {:#x} and reuse {} do not describe a power \
+                             of two of slots",
+                            p[2], p[3], p[4]
+                        )));
+                    }
+                    if self.allreduce.replace((slots as u16, p[1])).is_some() {
+                        return Err(bad("a second all-reduce region".into()));
+                    }
                 }
                 id if id == program::WORKER_ADDRESS.id => {
                     self.addressed.insert(k[1] as u16);
@@ -1095,6 +1177,34 @@ impl Reader {
             return Err(layout("no layer configuration entries".into()));
         }
         self.check_groups(entries, job, &ports)?;
+        let allreduce_slots = match self.allreduce {
+            Some((slots, bank)) => {
+                // A Tofino would run the region from whatever an earlier job left there.
+                let banks = 2 * u64::from(slots);
+                let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
+                for (register, first, count) in [
+                    (&program::BANK_STATE, bank, banks),
+                    (&program::REDUCE_SEEN, bank * words, banks * words),
+                    (&program::REDUCE_COUNT, bank, banks),
+                ] {
+                    let cleared = entries.clears.iter().any(|c| {
+                        c.register.id == register.id
+                            && c.first <= first
+                            && c.first + c.count >= first + count
+                    });
+                    if !cleared {
+                        return Err(layout(format!(
+                            "the all-reduce region's {} words {first}..{} are not cleared at \
+                             install",
+                            register.name,
+                            first + count
+                        )));
+                    }
+                }
+                slots
+            }
+            None => 0,
+        };
         Ok(SwitchTables {
             job: entries.meta.job,
             workers,
@@ -1102,6 +1212,7 @@ impl Reader {
             ports,
             ecn_threshold_bytes: cells * program::CELL_BYTES,
             plan_checksum: entries.plan_checksum()?,
+            allreduce_slots,
         })
     }
 

@@ -1,5 +1,6 @@
 //! Entries as P4Runtime JSON: the protobuf JSON mapping of `p4.v1.WriteRequest` messages
-//! (INSERT updates of table entries, multicast groups and clone sessions), wrapped with
+//! (INSERT updates of table entries, multicast groups and clone sessions; MODIFY updates that
+//! clear a job's all-reduce registers), wrapped with
 //! switchgnn's metadata and a checksum:
 //!
 //! ```json
@@ -19,8 +20,8 @@ use serde_json::{json, Map, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::entries::{
-    Entries, EntriesError, Metadata, MirrorSession, MulticastGroup, Replica, TableEntry, FORMAT,
-    FORMAT_VERSION,
+    Entries, EntriesError, Metadata, MirrorSession, MulticastGroup, RegisterClear, Replica,
+    TableEntry, FORMAT, FORMAT_VERSION, READS_VERSIONS,
 };
 use crate::program::{self, Field};
 
@@ -97,16 +98,42 @@ fn session(s: &MirrorSession) -> Value {
     }}})
 }
 
+/// One word of a pair register set to zero (registers are modified, never inserted).
+fn zero_word(register: &program::Register, index: u64) -> Value {
+    let members: Vec<Value> = register
+        .fields
+        .iter()
+        .map(|_| json!({"bitstring": bytestring(0)}))
+        .collect();
+    json!({"registerEntry": {
+        "registerId": register.id,
+        "index": {"index": index.to_string()},
+        "data": {"struct": {"members": members}},
+    }})
+}
+
 /// The P4Runtime JSON document of `entries`.
 pub fn to_json(entries: &Entries) -> String {
-    // Replication state first: a table entry may name a group or session.
-    let updates: Vec<Value> = entries
+    // Replication state first: a table entry may name a group or session. Registers are
+    // cleared before any entry admits the job's packets.
+    let inserts = entries
         .groups
         .iter()
         .map(group)
-        .chain(entries.sessions.iter().map(session))
-        .chain(entries.tables.iter().map(table_entry))
+        .chain(entries.sessions.iter().map(session));
+    let clears = entries.clears.iter().flat_map(|c| {
+        (c.first..c.first + c.count)
+            .map(|i| json!({"type": "MODIFY", "entity": zero_word(c.register, i)}))
+    });
+    let updates: Vec<Value> = inserts
         .map(|entity| json!({"type": "INSERT", "entity": entity}))
+        .chain(clears)
+        .chain(
+            entries
+                .tables
+                .iter()
+                .map(|e| json!({"type": "INSERT", "entity": table_entry(e)})),
+        )
         .collect();
     let requests: Vec<Value> = updates
         .chunks(BATCH)
@@ -141,9 +168,10 @@ pub fn from_json(text: &str) -> Result<Entries, EntriesError> {
     let doc: Value = serde_json::from_str(text).map_err(|e| fmt(format!("not JSON: {e}")))?;
     let meta: Metadata = serde_json::from_value(doc.get("switchgnn").cloned().unwrap_or_default())
         .map_err(|e| fmt(format!("the `switchgnn` metadata: {e}")))?;
-    if meta.format != FORMAT || meta.format_version != FORMAT_VERSION {
+    if meta.format != FORMAT || !READS_VERSIONS.contains(&meta.format_version) {
         return Err(fmt(format!(
-            "format {} version {}; this build reads {FORMAT} version {FORMAT_VERSION}",
+            "format {} version {}; this build reads {FORMAT} versions {READS_VERSIONS:?} \
+             (it writes {FORMAT_VERSION})",
             meta.format, meta.format_version
         )));
     }
@@ -162,6 +190,7 @@ pub fn from_json(text: &str) -> Result<Entries, EntriesError> {
         tables: Vec::new(),
         groups: Vec::new(),
         sessions: Vec::new(),
+        clears: Vec::new(),
     };
     let updates = requests.as_array().into_iter().flatten().flat_map(|r| {
         r.get("updates")
@@ -187,10 +216,17 @@ fn number(object: &Value, key: &str) -> Result<u64, String> {
 }
 
 fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
-    if update.get("type").and_then(Value::as_str) != Some("INSERT") {
-        return Err("only INSERT updates are expected".into());
-    }
     let entity = update.get("entity").ok_or("no entity")?;
+    let kind = update.get("type").and_then(Value::as_str);
+    if let Some(r) = entity.get("registerEntry") {
+        if kind != Some("MODIFY") {
+            return Err("a register entry is written with MODIFY".into());
+        }
+        return read_clear(entries, r);
+    }
+    if kind != Some("INSERT") {
+        return Err("only INSERT updates are expected, and MODIFY of registers".into());
+    }
     if let Some(t) = entity.get("tableEntry") {
         let id = number(t, "tableId")? as u32;
         let table = program::table_by_id(id).ok_or(format!("unknown table id {id:#x}"))?;
@@ -234,6 +270,52 @@ fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
         });
     } else {
         return Err("an entity this reader does not know".into());
+    }
+    Ok(())
+}
+
+/// A register word set to zero, appended to the clear it continues (clears are written as
+/// runs of consecutive words).
+fn read_clear(entries: &mut Entries, r: &Value) -> Result<(), String> {
+    let id = number(r, "registerId")? as u32;
+    let register = program::register_by_id(id).ok_or(format!("unknown register id {id:#x}"))?;
+    let index = number(r.get("index").unwrap_or(&Value::Null), "index")?;
+    if index >= register.size {
+        return Err(format!(
+            "{} has {} words, not {index}",
+            register.name, register.size
+        ));
+    }
+    let members = r
+        .pointer("/data/struct/members")
+        .and_then(Value::as_array)
+        .ok_or("a register word needs its struct members")?;
+    if members.len() != register.fields.len() {
+        return Err(format!(
+            "{} words have {} fields",
+            register.name,
+            register.fields.len()
+        ));
+    }
+    for (m, field) in members.iter().zip(register.fields) {
+        let text = m
+            .get("bitstring")
+            .and_then(Value::as_str)
+            .ok_or(format!("`{}` has no bitstring", field.name))?;
+        if decode(text, field)? != 0 {
+            return Err(format!(
+                "{} word {index}: only clears (zeros) are written",
+                register.name
+            ));
+        }
+    }
+    match entries.clears.last_mut() {
+        Some(c) if c.register.id == id && c.first + c.count == index => c.count += 1,
+        _ => entries.clears.push(RegisterClear {
+            register,
+            first: index,
+            count: 1,
+        }),
     }
     Ok(())
 }

@@ -51,7 +51,16 @@ pub struct Install {
     pub pipes: u8,
     pub ecn_threshold_bytes: u64,
     /// The block go's multicast group; the job's pass groups follow it ([`Install::pass_group`]).
+    /// It also carries the all-reduce's results, one copy per worker.
     pub go_group: u16,
+    /// The in-switch all-reduce: slots of the job's region (a power of two; 0: none, and the
+    /// workers then run it over tcp).
+    pub allreduce_slots: u16,
+    /// First aggregator of the region's banks in the home pipe (`None`: the top of the pipe,
+    /// `AGGREGATORS − 2·slots`, clear of the exchange's aggregators that start at `agg_base`).
+    pub allreduce_agg_base: Option<u64>,
+    /// First word of the region in the bank registers (`< REDUCE_BANKS`).
+    pub allreduce_bank_base: u64,
 }
 
 /// The pipe of a dev port (Tofino numbers ports `pipe << 7 | local`).
@@ -121,6 +130,30 @@ impl Install {
             pipes: program::MAX_PIPES,
             ecn_threshold_bytes: 64 * 1024,
             go_group: 1,
+            allreduce_slots: 0,
+            allreduce_agg_base: None,
+            allreduce_bank_base: 0,
+        }
+    }
+
+    /// The all-reduce region's banks: their first aggregator in the home pipe and first bank
+    /// word, `2·slots` of each; `None` without an all-reduce.
+    pub fn allreduce_region(&self) -> Option<(u64, u64, u64)> {
+        let banks = 2 * u64::from(self.allreduce_slots);
+        (banks > 0).then(|| {
+            let agg = self
+                .allreduce_agg_base
+                .unwrap_or(program::AGGREGATORS.saturating_sub(banks));
+            (agg, self.allreduce_bank_base, banks)
+        })
+    }
+
+    /// Where the exchange's aggregators of `pipe` must end: the pipe's last aggregator, or in
+    /// the home pipe the all-reduce region when it lies above `agg_base`.
+    pub fn aggregator_top(&self, pipe: u8) -> u64 {
+        match self.allreduce_region() {
+            Some((agg, _, _)) if pipe == self.home_pipe() && agg >= self.agg_base => agg,
+            _ => program::AGGREGATORS,
         }
     }
 
@@ -206,6 +239,32 @@ impl Install {
                 self.go_group,
                 1 + (u32::from(program::MAX_PIPES) << 6)
             )));
+        }
+        let slots = u64::from(self.allreduce_slots);
+        if slots > 0 && (!slots.is_power_of_two() || slots > program::MAX_ALLREDUCE_SLOTS) {
+            return Err(EntriesError::Layout(format!(
+                "{slots} all-reduce slots: the program takes a power of two up to {} (it finds \
+                 a slice's slot and bank with bit masks)",
+                program::MAX_ALLREDUCE_SLOTS
+            )));
+        }
+        if let Some((agg, bank, banks)) = self.allreduce_region() {
+            if agg < self.agg_base && agg + banks > self.agg_base {
+                return Err(EntriesError::Layout(format!(
+                    "the all-reduce region (aggregators {agg}..{}) overlaps the exchange's, \
+                     which start at {}",
+                    agg + banks,
+                    self.agg_base
+                )));
+            }
+            if agg + banks > program::AGGREGATORS || bank + banks > program::REDUCE_BANKS {
+                return Err(EntriesError::Layout(format!(
+                    "the all-reduce region ({banks} banks at aggregator {agg}, bank word {bank}) \
+                     goes past the program's {} aggregators per pipe or {} bank words",
+                    program::AGGREGATORS,
+                    program::REDUCE_BANKS
+                )));
+            }
         }
         Ok(())
     }

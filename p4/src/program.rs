@@ -132,6 +132,20 @@ pub const SET_ECN_THRESHOLD: Action = Action {
     params: &[f("cells", 19)],
 };
 
+/// The job's all-reduce region: its banks' first aggregator (home pipe) and first bank word,
+/// `slots − 1`, the mask that clears a position's slot and bank bits, and `2·slots`.
+pub const SET_REGION: Action = Action {
+    name: "Ingress.allreduce.set_region",
+    id: 0x0100_0011,
+    params: &[
+        f("agg_base", 32),
+        f("bank_base", 16),
+        f("slot_mask", 16),
+        f("use_mask", 32),
+        f("reuse", 32),
+    ],
+};
+
 pub const ADMISSION: Table = Table {
     name: "Ingress.check.admission",
     id: 0x0200_0001,
@@ -202,6 +216,14 @@ pub const JOB_CONFIG: Table = Table {
     action: &SET_JOB,
     size: MAX_JOBS,
 };
+/// Per job with an in-switch all-reduce: its region (`include/allreduce.p4`).
+pub const ALLREDUCE_REGION: Table = Table {
+    name: "Ingress.allreduce.allreduce_region",
+    id: 0x0200_000b,
+    keys: &[f("job", 16)],
+    action: &SET_REGION,
+    size: MAX_JOBS,
+};
 pub const WORKER_ADDRESS: Table = Table {
     name: "Egress.worker_address",
     id: 0x0200_0008,
@@ -219,9 +241,10 @@ pub const ECN_MARKING: Table = Table {
 
 /// Every table the control plane fills, in installation order (configuration first, so that
 /// no packet meets a half-installed job: admission comes last).
-pub const TABLES: [&Table; 9] = [
+pub const TABLES: [&Table; 10] = [
     &JOB_CONFIG,
     &EXCHANGE_CONFIG,
+    &ALLREDUCE_REGION,
     &SOURCE_ROW,
     &DESTINATION_SLOT,
     &VERTEX_AGGREGATORS,
@@ -284,3 +307,49 @@ pub const MODE_REDUCE: u64 = 3;
 /// Bytes of one queue cell, the unit of `enq_qdepth` (an assumption: the figure commonly
 /// quoted for Tofino 1; Intel publishes none).
 pub const CELL_BYTES: u64 = 80;
+
+/// A register the control plane writes when it installs a job: its P4Runtime id (type prefix
+/// 0x16, `@id` in the program), its fields (each word of a pair) and its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Register {
+    pub name: &'static str,
+    pub id: u32,
+    pub fields: &'static [Field],
+    pub size: u64,
+}
+
+/// All-reduce banks over every job's region, two per slot (`include/constants.p4`).
+pub const REDUCE_BANKS: u64 = 1024;
+/// Seen words: one per bank and group of 32 workers (`MAX_WORKERS / 32` per bank).
+pub const REDUCE_SEEN_WORDS: u64 = REDUCE_BANKS * MAX_WORKERS / 32;
+/// The most slots one job's region may have on the program: one bank per slot and bank.
+pub const MAX_ALLREDUCE_SLOTS: u64 = REDUCE_BANKS / 2;
+
+/// Per bank: the use it holds and the use it takes next.
+pub const BANK_STATE: Register = Register {
+    name: "Ingress.allreduce.bank_state",
+    id: 0x1600_0001,
+    fields: &[f("held", 32), f("next", 32)],
+    size: REDUCE_BANKS,
+};
+/// Per bank and group of 32 workers: the use its bits belong to and who contributed.
+pub const REDUCE_SEEN: Register = Register {
+    name: "Ingress.allreduce.reduce_seen",
+    id: 0x1600_0002,
+    fields: &[f("use", 32), f("value", 32)],
+    size: REDUCE_SEEN_WORDS,
+};
+/// Per bank: the use its count belongs to and the contributions counted.
+pub const REDUCE_COUNT: Register = Register {
+    name: "Ingress.allreduce.reduce_count",
+    id: 0x1600_0003,
+    fields: &[f("use", 32), f("value", 32)],
+    size: REDUCE_BANKS,
+};
+
+/// The registers a job's installation clears (its all-reduce region starts at zero).
+pub const REGISTERS: [&Register; 3] = [&BANK_STATE, &REDUCE_SEEN, &REDUCE_COUNT];
+
+pub fn register_by_id(id: u32) -> Option<&'static Register> {
+    REGISTERS.iter().copied().find(|r| r.id == id)
+}

@@ -96,11 +96,14 @@ pub const SRAM_WORDS_PER_BLOCK: u64 = 1024;
 pub const SRAM_WORD_BITS: u64 = 128;
 pub const MULTICAST_GROUPS: u64 = 65536;
 pub const MIRROR_SESSIONS: u64 = 1024;
-/// Stateful ALUs the program uses: 32 lane pairs, state, seen, and seven barrier registers.
-pub const PROGRAM_SALUS: u64 = 32 + 2 + 7;
+/// Stateful ALUs the program uses: 32 lane pairs, state, seen, seven barrier registers and
+/// the all-reduce's three (banks, their seen words, their counts).
+pub const PROGRAM_SALUS: u64 = 32 + 2 + 7 + 3;
 /// SRAM blocks the registers of stages 1-2 take: five small per-job registers (one block each),
-/// the arrival words (64 jobs x 256 workers x 32 bit: 4 blocks) and the seen words (8 blocks).
-const REGISTER_BLOCKS_STAGES_1_2: u64 = 5 + 4 + 8;
+/// the arrival words (64 jobs x 256 workers x 32 bit: 4 blocks), the seen words (8 blocks), and
+/// the all-reduce's banks (1024 x 64 bit: 1 block) and their seen words (8192 x 64 bit: 4
+/// blocks); its counts go in stage 3, beside the aggregator state.
+const REGISTER_BLOCKS_STAGES_1_2: u64 = 5 + 4 + 8 + 1 + 4;
 
 /// Figures with no public source: the report names them as assumptions.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -332,7 +335,7 @@ impl Report {
                 "stateful ALUs",
                 PROGRAM_SALUS,
                 STAGES_PER_PIPE * SALUS_PER_STAGE,
-                "32 lane pairs, aggregator state, seen, barrier",
+                "32 lane pairs, aggregator state, seen, barrier, all-reduce banks",
             ),
             check(
                 "SRAM words of stages 1-2",

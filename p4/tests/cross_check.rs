@@ -423,3 +423,92 @@ fn every_table_matches_the_control_plane_schema() {
     ids.dedup();
     assert_eq!(ids.len(), 2 * program::TABLES.len());
 }
+
+/// The control type `Ingress` instantiates as `instance` (`AllReduce() allreduce;`).
+fn control_of_instance(text: &str, instance: &str) -> String {
+    let re = Regex::new(&format!(r"(\w+)\(\)\s+{instance}\s*;")).unwrap();
+    re.captures(text)
+        .unwrap_or_else(|| panic!("instance {instance}"))[1]
+        .to_string()
+}
+
+#[test]
+fn every_register_the_control_plane_clears_is_declared_so() {
+    let files = sources();
+    let text = all_text();
+    let c = constants(&text);
+    let control = Regex::new(r"control\s+(\w+)\s*\(").unwrap();
+    for r in program::REGISTERS {
+        let parts: Vec<&str> = r.name.split('.').collect();
+        assert_eq!(parts.len(), 3, "{}", r.name);
+        let decl = Regex::new(&format!(
+            r"@id\((0x[0-9a-fA-F]+)\)\s*Register<(\w+),\s*bit<32>>\((\w+)\)\s+{}\s*;",
+            parts[2]
+        ))
+        .unwrap();
+        let (file, found) = files
+            .iter()
+            .find_map(|(_, t)| decl.captures(t).map(|m| (t, m)))
+            .unwrap_or_else(|| panic!("register {} is not declared with an @id", r.name));
+        assert_eq!(number(&found[1]), u64::from(r.id), "{} id", r.name);
+        assert_eq!(r.id >> 24, 0x16, "{}: P4Runtime's register prefix", r.name);
+        let at = found.get(0).unwrap().start();
+        let enclosing = control.captures_iter(&file[..at]).last().unwrap()[1].to_string();
+        assert_eq!(
+            enclosing,
+            control_of_instance(&text, parts[1]),
+            "{}",
+            r.name
+        );
+        let size = c
+            .get(&found[3])
+            .copied()
+            .unwrap_or_else(|| number(&found[3]));
+        assert_eq!(size, r.size, "{} size", r.name);
+        // Its words: the struct's fields, in order, as the control plane writes them.
+        let ty = &found[2];
+        let at = text
+            .find(&format!("struct {ty} "))
+            .unwrap_or_else(|| panic!("struct {ty}"));
+        let field = Regex::new(r"bit<(\d+)>\s+(\w+)\s*;").unwrap();
+        let fields: Vec<(String, u32)> = field
+            .captures_iter(braced(&text, at))
+            .map(|m| (m[2].to_string(), m[1].parse().unwrap()))
+            .collect();
+        let want: Vec<(String, u32)> = r
+            .fields
+            .iter()
+            .map(|f| (f.name.to_string(), f.bits))
+            .collect();
+        assert_eq!(fields, want, "{} fields", r.name);
+    }
+    assert_eq!(c["REDUCE_BANKS"], program::REDUCE_BANKS);
+    assert_eq!(c["REDUCE_SEEN_WORDS"], program::REDUCE_SEEN_WORDS);
+    // Every worker of a job has a bit in its bank's seen words.
+    assert_eq!(
+        program::REDUCE_SEEN_WORDS,
+        program::REDUCE_BANKS * program::MAX_WORKERS / 32
+    );
+    assert!(program::MAX_ALLREDUCE_SLOTS <= u64::from(switchgnn_dataplane::switch::MAX_SLOTS));
+}
+
+#[test]
+fn pass_steps_and_output_kinds_are_each_distinct() {
+    let c = constants(&all_text());
+    for prefix in ["STEP_", "OUT_", "RUN_", "AGG_", "BANK_", "REDUCE_"] {
+        let family: Vec<(&String, &u64)> = c
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .filter(|(name, _)| !matches!(name.as_str(), "REDUCE_BANKS" | "REDUCE_SEEN_WORDS"))
+            .collect();
+        assert!(family.len() >= 2, "{prefix}: {family:?}");
+        let mut values: Vec<u64> = family.iter().map(|(_, v)| **v).collect();
+        values.sort_unstable();
+        values.dedup();
+        assert_eq!(
+            values.len(),
+            family.len(),
+            "{prefix} values repeat: {family:?}"
+        );
+    }
+}

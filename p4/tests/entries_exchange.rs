@@ -481,3 +481,143 @@ fn an_install_the_program_cannot_run_is_refused_by_name() {
         "home pipe 3",
     );
 }
+
+#[test]
+fn an_allreduce_region_is_installed_cleared_and_read_back() {
+    let d = synthetic(300, 1500, 9);
+    let plan = prepare(&d, 2, vec![64], 1 << 20, 1 << 40);
+    let layers = layers(&plan);
+    let install = Install {
+        allreduce_slots: 16,
+        ..Install::defaults(2)
+    };
+    let entries = Entries::build(JOB, &layers, CHECKSUM, &install).unwrap();
+    // Its region: 32 banks at the top of the home pipe, the masks of 16 slots.
+    let region: Vec<_> = entries
+        .tables
+        .iter()
+        .filter(|e| e.table.id == program::ALLREDUCE_REGION.id)
+        .collect();
+    let top = program::AGGREGATORS - 32;
+    assert_eq!(region.len(), 1);
+    assert_eq!(region[0].params, vec![top, 0, 15, u64::from(!31u32), 32]);
+    // No aggregator of the exchange in the home pipe reaches into it.
+    let home = u64::from(install.home_pipe());
+    let chunks = layers[0].chunks() as u64;
+    for e in &entries.tables {
+        if e.table.id == program::VERTEX_AGGREGATORS.id && e.keys[4] == home && e.params[5] > 0 {
+            assert!(e.params[0] + chunks <= top, "{e:?}");
+        }
+    }
+    // Its words start from zero: banks, seen words (8 per bank) and counts.
+    let cleared: Vec<(&str, u64, u64)> = entries
+        .clears
+        .iter()
+        .map(|c| (c.register.name, c.first, c.count))
+        .collect();
+    assert_eq!(
+        cleared,
+        vec![
+            (program::BANK_STATE.name, 0, 32),
+            (program::REDUCE_SEEN.name, 0, 256),
+            (program::REDUCE_COUNT.name, 0, 32),
+        ]
+    );
+    // Through P4Runtime JSON and back; the software switch learns the slots from it.
+    let json = p4runtime::to_json(&entries);
+    let back = p4runtime::from_json(&json).unwrap();
+    assert_eq!(back, entries);
+    assert_eq!(back.switch_tables().unwrap().allreduce_slots, 16);
+    // The bfrt script clears the same words before it adds any entry.
+    let script = bfrt::to_script(&entries, false);
+    let clears = script.find("CLEARS = [").expect("the clears");
+    assert!(clears < script.find("# Ingress.check.admission").unwrap());
+    assert!(script.contains("(\"Ingress.allreduce.bank_state\", [\"held\", \"next\"], 0, 32),"));
+    // Only the static part clears the region; a block's part leaves it alone.
+    assert_eq!(entries.part(Part::Static).unwrap().clears, entries.clears);
+    assert!(entries
+        .part(Part::Block { set: 0, block: 0 })
+        .unwrap()
+        .clears
+        .is_empty());
+
+    // A file of the previous version (no region) still reads.
+    let old =
+        p4runtime::to_json(&Entries::build(JOB, &layers, CHECKSUM, &Install::defaults(2)).unwrap())
+            .replace("\"format_version\": 3", "\"format_version\": 2");
+    assert_eq!(
+        p4runtime::from_json(&old)
+            .unwrap()
+            .switch_tables()
+            .unwrap()
+            .allreduce_slots,
+        0
+    );
+    // A region whose words are not cleared, or whose masks disagree, is refused.
+    let mut bad = entries.clone();
+    bad.clears
+        .retain(|c| c.register.id != program::REDUCE_SEEN.id);
+    let err = bad.switch_tables().unwrap_err().to_string();
+    assert!(err.contains("not cleared"), "{err}");
+    let mut bad = entries.clone();
+    let i = bad
+        .tables
+        .iter()
+        .position(|e| e.table.id == program::ALLREDUCE_REGION.id)
+        .unwrap();
+    bad.tables[i].params[4] = 48;
+    match bad.switch_tables().unwrap_err() {
+        EntriesError::Entry { index, table, .. } => {
+            assert_eq!((index, table), (i, program::ALLREDUCE_REGION.name))
+        }
+        other => panic!("{other}"),
+    }
+    // A register word written anything but zero is no clear (the checksum made anew, so that
+    // the reader gets to the word).
+    let mut doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let member = doc
+        .pointer_mut("/write_requests/0/updates")
+        .and_then(|u| u.as_array_mut())
+        .and_then(|u| u.iter_mut().find(|x| x["type"] == "MODIFY"))
+        .and_then(|x| x.pointer_mut("/entity/registerEntry/data/struct/members/1/bitstring"))
+        .unwrap();
+    *member = "AQ==".into();
+    let requests = doc["write_requests"].to_string();
+    doc["checksum"] = format!("{:#018x}", xxhash_rust::xxh3::xxh3_64(requests.as_bytes())).into();
+    let err = p4runtime::from_json(&doc.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("only clears"), "{err}");
+
+    // Regions the program cannot hold are refused by name.
+    let refused = |install: Install, says: &str| {
+        let err = Entries::build(JOB, &layers, CHECKSUM, &install)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{err}");
+    };
+    refused(
+        Install {
+            allreduce_slots: 24,
+            ..Install::defaults(2)
+        },
+        "power of two",
+    );
+    refused(
+        Install {
+            agg_base: 100,
+            allreduce_slots: 16,
+            allreduce_agg_base: Some(90),
+            ..Install::defaults(2)
+        },
+        "overlaps",
+    );
+    refused(
+        Install {
+            allreduce_slots: 16,
+            allreduce_bank_base: program::REDUCE_BANKS - 8,
+            ..Install::defaults(2)
+        },
+        "goes past",
+    );
+}

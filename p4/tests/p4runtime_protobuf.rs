@@ -72,11 +72,20 @@ fn p4runtime_json_parses_as_write_requests() {
     let mut files = Vec::new();
     let mut updates = Vec::new();
     for (name, layers) in [("blocks", blocks), ("host", host)] {
-        let entries = Entries::build(1, &layers, 42, &Install::defaults(3)).unwrap();
+        // With an all-reduce region: its table entry and its cleared register words.
+        let install = Install {
+            allreduce_slots: 8,
+            ..Install::defaults(3)
+        };
+        let entries = Entries::build(1, &layers, 42, &install).unwrap();
         let path = dir.path().join(format!("{name}.json"));
         std::fs::write(&path, p4runtime::to_json(&entries)).unwrap();
         files.push(path);
-        updates.push(entries.tables.len() + entries.groups.len() + entries.sessions.len());
+        let cleared: u64 = entries.clears.iter().map(|c| c.count).sum();
+        assert_eq!(cleared, 16 + 16 * 8 + 16);
+        updates.push(
+            entries.tables.len() + entries.groups.len() + entries.sessions.len() + cleared as usize,
+        );
     }
     let out = python
         .arg(repo().join("p4/ptf/validate_p4runtime.py"))

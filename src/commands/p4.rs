@@ -156,6 +156,18 @@ pub struct EntriesArgs {
     /// all). Jobs sharing a switch need disjoint ranges.
     #[arg(long, default_value_t = 1)]
     pub group_base: u16,
+    /// Slots of the job's in-switch all-reduce region (a power of two; the job file's
+    /// `[allreduce] slots` default): 0 installs none, and the workers sum over tcp.
+    #[arg(long, default_value_t = switchgnn_transport::job::AllReduce::default().slots)]
+    pub allreduce_slots: u16,
+    /// First aggregator of the all-reduce's banks in the home pipe (default: the top of the
+    /// pipe, above the exchange's aggregators).
+    #[arg(long)]
+    pub allreduce_base: Option<u64>,
+    /// First word of the job's region in the program's bank registers; jobs sharing a switch
+    /// need disjoint ranges of 2 x slots words.
+    #[arg(long, default_value_t = 0)]
+    pub allreduce_bank_base: u64,
     /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
     #[arg(long, default_value = "64KiB")]
     pub ecn_threshold: String,
@@ -356,6 +368,9 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     install.recirc_port = args.recirc_port;
     install.pipes = args.pipes;
     install.go_group = args.group_base;
+    install.allreduce_slots = args.allreduce_slots;
+    install.allreduce_agg_base = args.allreduce_base;
+    install.allreduce_bank_base = args.allreduce_bank_base;
     install.ecn_threshold_bytes = parse_bytes(&args.ecn_threshold)?;
     let part = Part::parse(&args.part)
         .with_context(|| format!("--part `{}`: give all, static or SET:BLOCK", args.part))?;
@@ -374,9 +389,19 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     })
     .with_context(|| format!("cannot write {}", args.out.display()))?;
     let counts = switchgnn_p4::entries::count_by_table(&entries.tables);
+    let region = match install.allreduce_region() {
+        Some((agg, bank, banks)) if !entries.clears.is_empty() => format!(
+            "; all-reduce: {} slots, {banks} banks at aggregator {agg} of pipe {} and bank word \
+             {bank}, {} register words cleared",
+            args.allreduce_slots,
+            install.home_pipe(),
+            entries.clears.iter().map(|c| c.count).sum::<u64>()
+        ),
+        _ => String::new(),
+    };
     eprintln!(
         "p4 entries ({}): job {} ({} workers): {} table entries ({}), {} multicast groups, {} \
-         mirror sessions -> {}",
+         mirror sessions{region} -> {}",
         entries.meta.part,
         args.job,
         workers,

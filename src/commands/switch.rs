@@ -147,6 +147,16 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
                 mode.name()
             );
         }
+        if job.allreduce.slots != tables.allreduce_slots {
+            bail!(
+                "the job file's [allreduce] slots = {} but {} installs {} all-reduce slots (`p4 \
+                 entries --allreduce-slots`): the switch serves what the entries install; make the two \
+                 agree",
+                job.allreduce.slots,
+                path.display(),
+                tables.allreduce_slots
+            );
+        }
         job
     } else {
         let listen = args
@@ -154,6 +164,7 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
             .context("with --entries and no job file, give the address with --listen")?;
         let mut job = JobFile::loopback(PathBuf::new(), mode, listen, tables.workers);
         job.job = tables.job;
+        job.allreduce.slots = tables.allreduce_slots;
         job
     };
     job.link.ecn_threshold_bytes = tables.ecn_threshold_bytes;
