@@ -848,6 +848,31 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
         err.contains("[allreduce] slots = 128") && err.contains("installs 16"),
         "{err}"
     );
+    // Entries without a region serve the job (its workers would be told to sum over tcp).
+    let none = dir.path().join("no-region.json");
+    let none = none.to_str().unwrap();
+    let out = switchgnn(&[
+        "p4",
+        "entries",
+        "--plan",
+        plan,
+        "--format",
+        "p4runtime",
+        "--job",
+        "3",
+        "--out",
+        none,
+        "--allreduce-slots",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut switch, _) = start_switch(dir.path(), job, &["--entries", none]);
+    switch.kill().unwrap();
+    switch.wait().unwrap();
     // A count the program cannot mask is refused.
     let out = switchgnn(&[
         "p4",

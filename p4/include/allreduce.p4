@@ -57,16 +57,22 @@ struct stamped_t {
 
 control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
 
-    action set_region(bit<32> agg_base, bit<16> bank_base, bit<16> slot_mask,
-                      bit<32> use_mask, bit<32> reuse) {
+    /* Every value the slice's checks and register indices need, each one operation on a
+     * header field and a parameter (the offsets' additions follow in the next stage). */
+    action set_region(bit<32> agg_base, bit<16> bank_base, bit<16> seen_base, bit<16> slots,
+                      bit<16> slot_mask, bit<32> use_mask, bit<32> reuse) {
         meta.reduce_known = true;
-        meta.agg_index = agg_base + (((bit<32>) hdr.sg.block) << 1) + (bit<32>) hdr.sg.chunk;
-        meta.reduce_bank = (bit<32>) bank_base + (((bit<32>) hdr.sg.block) << 1)
-                           + (bit<32>) hdr.sg.chunk;
-        meta.reduce_slot_mask = (bit<32>) slot_mask;
-        meta.reduce_bank_bit = (bit<32>) slot_mask + 1;
+        meta.agg_index = agg_base;
+        meta.reduce_bank = (bit<32>) bank_base;
+        meta.seen_index = (bit<32>) seen_base;
+        /* Slot s, bank b: offset 2·s + b among the region's banks (b is checked below). */
+        meta.reduce_offset = (bit<32>) (hdr.sg.block ++ hdr.sg.chunk[0:0]);
+        /* Its seen word: 8 per bank, the worker's group of 32 the last three bits. */
+        meta.reduce_seen_offset = (bit<32>) (hdr.sg.block ++ hdr.sg.chunk[0:0] ++ hdr.sg.worker[7:5]);
+        meta.reduce_slot = hdr.sg.sequence & (bit<32>) slot_mask;
+        meta.reduce_bank_set = hdr.sg.sequence & (bit<32>) slots;
         meta.reduce_use = hdr.sg.sequence & use_mask;
-        meta.reduce_next_use = reuse;   /* + the use, below */
+        meta.reduce_reuse = reuse;
     }
 
     action no_region() {
@@ -74,8 +80,8 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
     }
 
     /* Per job with an all-reduce: its region — the first aggregator of its banks' lanes in the
-     * home pipe, the first bank word, slots − 1, the mask that clears a position's slot and bank
-     * bits, and 2·slots. A job without one drops its slices (DROP_NO_ALLREDUCE), as the model
+     * home pipe, its first bank word and first seen word (8 per bank), slots, slots − 1, the
+     * mask that clears a position's slot and bank bits, and 2·slots. A job without one drops its slices (DROP_NO_ALLREDUCE), as the model
      * does, and its welcome tells its workers to run the all-reduce over tcp. */
     @id(0x0200000b)
     table allreduce_region {
@@ -125,11 +131,12 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             }
         }
     };
-    /* The completing slice's second pass: the bank's next use may come. */
+    /* The sum is complete (the completing slice's second pass, or a replay's first, which
+     * marks it again should the first copy have been lost): the bank's next use may come. */
     RegisterAction<bank_t, bit<32>, bit<8>>(bank_state) mark_complete = {
         void apply(inout bank_t value, out bit<8> relation) {
             if (value.held == meta.reduce_use) {
-                value.next = meta.reduce_next_use;
+                value.next = value.held + meta.reduce_reuse;
             }
             relation = BANK_SAME;
         }
@@ -137,14 +144,14 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     @id(0x16000002)
     Register<stamped_t, bit<32>>(REDUCE_SEEN_WORDS) reduce_seen;
-    /* Set the worker's bit and return the bits before it (none at a new use). */
+    /* Set the worker's bit; return it as it was (0: first sighting, as at a new use). */
     RegisterAction<stamped_t, bit<32>, bit<32>>(reduce_seen) mark_seen = {
-        void apply(inout stamped_t value, out bit<32> before) {
+        void apply(inout stamped_t value, out bit<32> seen) {
             if (value.use == meta.reduce_use) {
-                before = value.value;
+                seen = value.value & meta.reduce_bit;
                 value.value = value.value | meta.reduce_bit;
             } else {
-                before = 0;
+                seen = 0;
                 value.use = meta.reduce_use;
                 value.value = meta.reduce_bit;
             }
@@ -181,26 +188,29 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     apply {
         allreduce_region.apply();
+        worker_bit.apply();
         if (!meta.reduce_known) {
             drop_with(DROP_NO_ALLREDUCE);
             return;
         }
-        meta.reduce_next_use = meta.reduce_next_use + meta.reduce_use;
-        if (hdr.pass.step == STEP_REDUCE_DONE) {
+        meta.agg_index = meta.agg_index + meta.reduce_offset;
+        meta.reduce_bank = meta.reduce_bank + meta.reduce_offset;
+        meta.seen_index = meta.seen_index + meta.reduce_seen_offset;
+        if (hdr.pass.step == STEP_REDUCE_DONE || hdr.pass.step == STEP_REPLAY_LOW) {
             mark_complete.execute(meta.reduce_bank);
             return;
         }
         if (hdr.pass.step != STEP_CHAIN) {
-            return;   /* a replay's readout passes: aggregation.p4 */
+            return;   /* a replay's second readout pass: aggregation.p4 */
         }
         /* reduce(): the slot and bank fields are the ones the position says, the operation
          * is one the switch knows, and the slice has lanes. */
         bit<8> bank = 0;
-        if ((hdr.sg.sequence & meta.reduce_bank_bit) != 0) {
+        if (meta.reduce_bank_set != 0) {
             bank = 1;
         }
-        if ((bit<32>) hdr.sg.block != (hdr.sg.sequence & meta.reduce_slot_mask)
-                || hdr.sg.chunk != bank || hdr.sg.layer > 1) {
+        if ((bit<32>) hdr.sg.block != meta.reduce_slot || hdr.sg.chunk != bank
+                || hdr.sg.layer > 1) {
             drop_with(DROP_OUT_OF_RANGE);
             return;
         }
@@ -213,10 +223,8 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             drop_with(DROP_STALE);
             return;
         }
-        worker_bit.apply();
-        meta.seen_index = (meta.reduce_bank << 3) + (bit<32>) hdr.sg.worker[7:5];
         meta.reduce_seen = mark_seen.execute(meta.seen_index);
-        if ((meta.reduce_seen & meta.reduce_bit) != 0) {
+        if (meta.reduce_seen != 0) {
             meta.reduce_count = read_count.execute(meta.reduce_bank);
             if (meta.reduce_count == (bit<32>) meta.workers) {
                 meta.reduce_outcome = REDUCE_REPLAY;   /* the result was lost on its way */

@@ -150,11 +150,13 @@ struct ingress_metadata_t {
     bool    reduce_known;
     bit<32> reduce_bank;       /* the slice's bank in the bank registers */
     bit<32> reduce_use;        /* the slice's position, its slot and bank bits cleared */
-    bit<32> reduce_next_use;   /* reduce_use + 2 x slots: the bank's next use */
-    bit<32> reduce_slot_mask;  /* slots - 1 (slots is a power of two) */
-    bit<32> reduce_bank_bit;   /* slots: the position's bit that names the bank */
+    bit<32> reduce_reuse;      /* 2 x slots: a bank's uses are this far apart */
+    bit<32> reduce_offset;     /* 2 x slot + bank: the bank among the region's */
+    bit<32> reduce_seen_offset;/* its first seen word + the worker's group of 32 */
+    bit<32> reduce_slot;       /* the position's slot (position & (slots - 1)) */
+    bit<32> reduce_bank_set;   /* the position's bank bit (position & slots) */
     bit<32> reduce_bit;        /* this worker's bit in its seen word */
-    bit<32> reduce_seen;       /* the seen word's bits before this slice */
+    bit<32> reduce_seen;       /* that bit as it was before this slice */
     bit<32> reduce_count;      /* contributions in the bank after this slice */
     bit<8>  reduce_relation;   /* BANK_* (allreduce.p4) */
     bit<8>  reduce_outcome;    /* REDUCE_* (allreduce.p4) */

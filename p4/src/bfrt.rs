@@ -131,7 +131,7 @@ fn clears(s: &mut String, entries: &Entries) {
     }
     s.push_str(
         "]\nfor name, fields, first, count in CLEARS:\n    reg = table(name)\n    \
-         zero = {name + \".\" + f: 0 for f in fields}\n    \
+         zero = {f: 0 for f in fields}\n    \
          for i in range(first, first + count):\n        reg.mod(REGISTER_INDEX=i, **zero)\n\n",
     );
 }

@@ -522,19 +522,21 @@ impl Entries {
         let mut clears = Vec::new();
         if let Some((agg, bank, banks)) = install.allreduce_region() {
             let slots = u64::from(install.allreduce_slots);
+            let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
             put(
                 &program::ALLREDUCE_REGION,
                 vec![job64],
                 vec![
                     agg,
                     bank,
+                    bank * words,
+                    slots,
                     slots - 1,
                     // Clears the slot and bank bits of a 32-bit position.
                     u64::from(!(2 * slots as u32 - 1)),
                     2 * slots,
                 ],
             );
-            let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
             clears = vec![
                 RegisterClear {
                     register: &program::BANK_STATE,
@@ -1014,19 +1016,31 @@ impl Reader {
                     self.ecn_cells.insert(p[0]);
                 }
                 id if id == program::ALLREDUCE_REGION.id => {
-                    let slots = p[2] + 1;
+                    let (agg, bank, seen, slots) = (p[0], p[1], p[2], p[3]);
+                    let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
                     let consistent = slots.is_power_of_two()
                         && slots <= program::MAX_ALLREDUCE_SLOTS
-                        && p[3] == u64::from(!(2 * slots as u32 - 1))
-                        && p[4] == 2 * slots;
+                        && p[4] == slots - 1
+                        && p[5] == u64::from(!(2 * slots as u32 - 1))
+                        && p[6] == 2 * slots;
                     if !consistent {
                         return Err(bad(format!(
-                            "slot mask {}, use mask {:#x} and reuse {} do not describe a power \
-                             of two of slots",
-                            p[2], p[3], p[4]
+                            "slots {slots}, slot mask {}, use mask {:#x} and reuse {} do not \
+                             describe a power of two of slots",
+                            p[4], p[5], p[6]
                         )));
                     }
-                    if self.allreduce.replace((slots as u16, p[1])).is_some() {
+                    if agg + 2 * slots > program::AGGREGATORS
+                        || bank + 2 * slots > program::REDUCE_BANKS
+                        || seen != bank * words
+                    {
+                        return Err(bad(format!(
+                            "aggregators {agg}.. and bank words {bank}.. (seen words {seen}..) \
+                             of {} banks do not fit the program's registers",
+                            2 * slots
+                        )));
+                    }
+                    if self.allreduce.replace((slots as u16, bank)).is_some() {
                         return Err(bad("a second all-reduce region".into()));
                     }
                 }

@@ -114,29 +114,28 @@ fn zero_word(register: &program::Register, index: u64) -> Value {
 
 /// The P4Runtime JSON document of `entries`.
 pub fn to_json(entries: &Entries) -> String {
-    // Replication state first: a table entry may name a group or session. Registers are
-    // cleared before any entry admits the job's packets.
-    let inserts = entries
+    // Replication state and the cleared register words first, in requests of their own (a
+    // server may apply one request's updates in any order): a table entry may name a group
+    // or session, and admission must not let a packet meet an uncleared region.
+    let first: Vec<Value> = entries
         .groups
         .iter()
         .map(group)
-        .chain(entries.sessions.iter().map(session));
-    let clears = entries.clears.iter().flat_map(|c| {
-        (c.first..c.first + c.count)
-            .map(|i| json!({"type": "MODIFY", "entity": zero_word(c.register, i)}))
-    });
-    let updates: Vec<Value> = inserts
+        .chain(entries.sessions.iter().map(session))
         .map(|entity| json!({"type": "INSERT", "entity": entity}))
-        .chain(clears)
-        .chain(
-            entries
-                .tables
-                .iter()
-                .map(|e| json!({"type": "INSERT", "entity": table_entry(e)})),
-        )
+        .chain(entries.clears.iter().flat_map(|c| {
+            (c.first..c.first + c.count)
+                .map(|i| json!({"type": "MODIFY", "entity": zero_word(c.register, i)}))
+        }))
         .collect();
-    let requests: Vec<Value> = updates
+    let tables: Vec<Value> = entries
+        .tables
+        .iter()
+        .map(|e| json!({"type": "INSERT", "entity": table_entry(e)}))
+        .collect();
+    let requests: Vec<Value> = first
         .chunks(BATCH)
+        .chain(tables.chunks(BATCH))
         .map(|batch| {
             json!({
                 "deviceId": "0",

@@ -56,11 +56,13 @@ pub struct Install {
     /// The in-switch all-reduce: slots of the job's region (a power of two; 0: none, and the
     /// workers then run it over tcp).
     pub allreduce_slots: u16,
-    /// First aggregator of the region's banks in the home pipe (`None`: the top of the pipe,
-    /// `AGGREGATORS − 2·slots`, clear of the exchange's aggregators that start at `agg_base`).
+    /// First aggregator of the region's banks in the home pipe (`None`: counted down from the
+    /// top of the pipe as the bank words count up, `AGGREGATORS − bank_base − 2·slots`, so that
+    /// jobs with disjoint bank words get disjoint aggregators, above the exchange's).
     pub allreduce_agg_base: Option<u64>,
-    /// First word of the region in the bank registers (`< REDUCE_BANKS`).
-    pub allreduce_bank_base: u64,
+    /// First word of the region in the bank registers (`None`: `job_slot · 2·slots`, disjoint
+    /// for jobs of distinct slots and equal sizes).
+    pub allreduce_bank_base: Option<u64>,
 }
 
 /// The pipe of a dev port (Tofino numbers ports `pipe << 7 | local`).
@@ -132,7 +134,7 @@ impl Install {
             go_group: 1,
             allreduce_slots: 0,
             allreduce_agg_base: None,
-            allreduce_bank_base: 0,
+            allreduce_bank_base: None,
         }
     }
 
@@ -141,10 +143,13 @@ impl Install {
     pub fn allreduce_region(&self) -> Option<(u64, u64, u64)> {
         let banks = 2 * u64::from(self.allreduce_slots);
         (banks > 0).then(|| {
+            let bank = self
+                .allreduce_bank_base
+                .unwrap_or(u64::from(self.job_slot) * banks);
             let agg = self
                 .allreduce_agg_base
-                .unwrap_or(program::AGGREGATORS.saturating_sub(banks));
-            (agg, self.allreduce_bank_base, banks)
+                .unwrap_or(program::AGGREGATORS.saturating_sub(bank + banks));
+            (agg, bank, banks)
         })
     }
 
@@ -260,7 +265,8 @@ impl Install {
             if agg + banks > program::AGGREGATORS || bank + banks > program::REDUCE_BANKS {
                 return Err(EntriesError::Layout(format!(
                     "the all-reduce region ({banks} banks at aggregator {agg}, bank word {bank}) \
-                     goes past the program's {} aggregators per pipe or {} bank words",
+                     goes past the program's {} aggregators per pipe or {} bank words \
+                     (--allreduce-bank-base, --allreduce-base, fewer --allreduce-slots)",
                     program::AGGREGATORS,
                     program::REDUCE_BANKS
                 )));

@@ -132,14 +132,17 @@ pub const SET_ECN_THRESHOLD: Action = Action {
     params: &[f("cells", 19)],
 };
 
-/// The job's all-reduce region: its banks' first aggregator (home pipe) and first bank word,
-/// `slots − 1`, the mask that clears a position's slot and bank bits, and `2·slots`.
+/// The job's all-reduce region: its banks' first aggregator (home pipe), first bank word and
+/// first seen word, `slots`, `slots − 1`, the mask that clears a position's slot and bank bits,
+/// and `2·slots`.
 pub const SET_REGION: Action = Action {
     name: "Ingress.allreduce.set_region",
     id: 0x0100_0011,
     params: &[
         f("agg_base", 32),
         f("bank_base", 16),
+        f("seen_base", 16),
+        f("slots", 16),
         f("slot_mask", 16),
         f("use_mask", 32),
         f("reuse", 32),

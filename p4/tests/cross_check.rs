@@ -438,6 +438,7 @@ fn every_register_the_control_plane_clears_is_declared_so() {
     let text = all_text();
     let c = constants(&text);
     let control = Regex::new(r"control\s+(\w+)\s*\(").unwrap();
+    let field = Regex::new(r"bit<(\d+)>\s+(\w+)\s*;").unwrap();
     for r in program::REGISTERS {
         let parts: Vec<&str> = r.name.split('.').collect();
         assert_eq!(parts.len(), 3, "{}", r.name);
@@ -470,7 +471,6 @@ fn every_register_the_control_plane_clears_is_declared_so() {
         let at = text
             .find(&format!("struct {ty} "))
             .unwrap_or_else(|| panic!("struct {ty}"));
-        let field = Regex::new(r"bit<(\d+)>\s+(\w+)\s*;").unwrap();
         let fields: Vec<(String, u32)> = field
             .captures_iter(braced(&text, at))
             .map(|m| (m[2].to_string(), m[1].parse().unwrap()))

@@ -3,6 +3,7 @@
 //! plan's own, and every exchange over them must be exact under loss, duplication and
 //! reordering. Runs on Cora from `../shared/datasets` and on a synthetic graph.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 mod common;
@@ -500,15 +501,48 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
         .collect();
     let top = program::AGGREGATORS - 32;
     assert_eq!(region.len(), 1);
-    assert_eq!(region[0].params, vec![top, 0, 15, u64::from(!31u32), 32]);
-    // No aggregator of the exchange in the home pipe reaches into it.
+    assert_eq!(
+        region[0].params,
+        vec![top, 0, 0, 16, 15, u64::from(!31u32), 32]
+    );
+    // A job in another slot gets the next banks and, counted down, the aggregators below.
+    let other = Install {
+        job_slot: 1,
+        ..install.clone()
+    };
+    assert_eq!(other.allreduce_region(), Some((top - 32, 32, 32)));
+
+    // The exchange's aggregators in the home pipe stay below a region placed low in it: with
+    // room for an eighth of the block's destinations there, the placement (which evens the
+    // pipes' passes out) fills the home pipe up to the region and not beyond.
     let home = u64::from(install.home_pipe());
     let chunks = layers[0].chunks() as u64;
-    for e in &entries.tables {
-        if e.table.id == program::VERTEX_AGGREGATORS.id && e.keys[4] == home && e.params[5] > 0 {
-            assert!(e.params[0] + chunks <= top, "{e:?}");
-        }
-    }
+    let destinations = layers[0]
+        .blocks
+        .iter()
+        .map(|b| b.table.len())
+        .max()
+        .unwrap() as u64;
+    let room = destinations / 8;
+    assert!(room >= 2, "{destinations} destinations");
+    let low = Install {
+        allreduce_slots: 16,
+        allreduce_agg_base: Some(room * chunks),
+        ..Install::defaults(2)
+    };
+    let placed = Entries::build(JOB, &layers, CHECKSUM, &low).unwrap();
+    let in_home: BTreeSet<u64> = placed
+        .tables
+        .iter()
+        .filter(|e| e.table.id == program::DESTINATION_SLOT.id && e.params[1] == home)
+        .map(|e| e.params[0])
+        .collect();
+    assert_eq!(
+        in_home.len() as u64,
+        room,
+        "the home pipe is filled to the region"
+    );
+    assert!(in_home.iter().all(|&agg| agg + chunks <= room * chunks));
     // Its words start from zero: banks, seen words (8 per bank) and counts.
     let cleared: Vec<(&str, u64, u64)> = entries
         .clears
@@ -523,8 +557,24 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
             (program::REDUCE_COUNT.name, 0, 32),
         ]
     );
-    // Through P4Runtime JSON and back; the software switch learns the slots from it.
+    // Through P4Runtime JSON and back; the software switch learns the slots from it. The
+    // clears travel in requests of their own, before any table entry's.
     let json = p4runtime::to_json(&entries);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let requests = doc["write_requests"].as_array().unwrap();
+    let has = |r: &serde_json::Value, entity: &str| {
+        r["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["entity"].get(entity).is_some())
+    };
+    let last_clear = requests
+        .iter()
+        .rposition(|r| has(r, "registerEntry"))
+        .unwrap();
+    let first_table = requests.iter().position(|r| has(r, "tableEntry")).unwrap();
+    assert!(last_clear < first_table);
     let back = p4runtime::from_json(&json).unwrap();
     assert_eq!(back, entries);
     assert_eq!(back.switch_tables().unwrap().allreduce_slots, 16);
@@ -542,9 +592,10 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
         .is_empty());
 
     // A file of the previous version (no region) still reads.
-    let old =
-        p4runtime::to_json(&Entries::build(JOB, &layers, CHECKSUM, &Install::defaults(2)).unwrap())
-            .replace("\"format_version\": 3", "\"format_version\": 2");
+    let current =
+        p4runtime::to_json(&Entries::build(JOB, &layers, CHECKSUM, &Install::defaults(2)).unwrap());
+    assert!(current.contains("\"format_version\": 3"));
+    let old = current.replace("\"format_version\": 3", "\"format_version\": 2");
     assert_eq!(
         p4runtime::from_json(&old)
             .unwrap()
@@ -559,18 +610,21 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
         .retain(|c| c.register.id != program::REDUCE_SEEN.id);
     let err = bad.switch_tables().unwrap_err().to_string();
     assert!(err.contains("not cleared"), "{err}");
-    let mut bad = entries.clone();
+    let bad = entries.clone();
     let i = bad
         .tables
         .iter()
         .position(|e| e.table.id == program::ALLREDUCE_REGION.id)
         .unwrap();
-    bad.tables[i].params[4] = 48;
-    match bad.switch_tables().unwrap_err() {
-        EntriesError::Entry { index, table, .. } => {
-            assert_eq!((index, table), (i, program::ALLREDUCE_REGION.name))
+    for (param, value) in [(6, 48), (0, program::AGGREGATORS - 8), (2, 5)] {
+        let mut bad = bad.clone();
+        bad.tables[i].params[param] = value;
+        match bad.switch_tables().unwrap_err() {
+            EntriesError::Entry { index, table, .. } => {
+                assert_eq!((index, table), (i, program::ALLREDUCE_REGION.name))
+            }
+            other => panic!("parameter {param}: {other}"),
         }
-        other => panic!("{other}"),
     }
     // A register word written anything but zero is no clear (the checksum made anew, so that
     // the reader gets to the word).
@@ -615,7 +669,7 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
     refused(
         Install {
             allreduce_slots: 16,
-            allreduce_bank_base: program::REDUCE_BANKS - 8,
+            allreduce_bank_base: Some(program::REDUCE_BANKS - 8),
             ..Install::defaults(2)
         },
         "goes past",

@@ -160,14 +160,14 @@ pub struct EntriesArgs {
     /// `[allreduce] slots` default): 0 installs none, and the workers sum over tcp.
     #[arg(long, default_value_t = switchgnn_transport::job::AllReduce::default().slots)]
     pub allreduce_slots: u16,
-    /// First aggregator of the all-reduce's banks in the home pipe (default: the top of the
-    /// pipe, above the exchange's aggregators).
+    /// First aggregator of the all-reduce's banks in the home pipe (default: counted down from
+    /// the top of the pipe as the bank words count up, above the exchange's aggregators).
     #[arg(long)]
     pub allreduce_base: Option<u64>,
-    /// First word of the job's region in the program's bank registers; jobs sharing a switch
-    /// need disjoint ranges of 2 x slots words.
-    #[arg(long, default_value_t = 0)]
-    pub allreduce_bank_base: u64,
+    /// First word of the job's region in the program's bank registers (default: --job-slot
+    /// x 2 x slots); jobs sharing a switch need disjoint ranges of 2 x slots words.
+    #[arg(long)]
+    pub allreduce_bank_base: Option<u64>,
     /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
     #[arg(long, default_value = "64KiB")]
     pub ecn_threshold: String,

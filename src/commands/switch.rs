@@ -133,7 +133,7 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
     let (entries, tables) = tables?;
     let mode = parse_mode(&entries.meta.exchange)?;
     let mut job = if args.job.job.is_some() || args.job.plan.is_some() {
-        let job = args.job.job(args.listen)?;
+        let mut job = args.job.job(args.listen)?;
         if job.job != tables.job || job.world != tables.workers || job.mode != mode {
             bail!(
                 "the job file describes job {} ({} workers, {} exchange) but {} installs job {} \
@@ -147,7 +147,18 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
                 mode.name()
             );
         }
-        if job.allreduce.slots != tables.allreduce_slots {
+        if job.allreduce.best_effort {
+            bail!(
+                "the job file asks for a best-effort all-reduce (a pool shared by jobs), which \
+                 entries do not install: give the job its own region (best_effort = false, and \
+                 `p4 entries --allreduce-slots`)"
+            );
+        }
+        // A job that sums over tcp has no use for the region; one that sums in the switch
+        // must agree with the entries on its size (none at all: its workers are told so).
+        let in_switch = job.allreduce.via == switchgnn_transport::job::AllReduceVia::Switch;
+        if in_switch && tables.allreduce_slots != 0 && job.allreduce.slots != tables.allreduce_slots
+        {
             bail!(
                 "the job file's [allreduce] slots = {} but {} installs {} all-reduce slots (`p4 \
                  entries --allreduce-slots`): the switch serves what the entries install; make the two \
@@ -157,6 +168,7 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
                 tables.allreduce_slots
             );
         }
+        job.allreduce.slots = tables.allreduce_slots;
         job
     } else {
         let listen = args
