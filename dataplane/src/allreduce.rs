@@ -161,8 +161,9 @@ pub struct AllReduceStats {
 #[derive(Debug)]
 pub struct AllReduceEngine {
     cfg: AllReduceConfig,
-    input: Vec<i32>,
-    output: Vec<i32>,
+    /// The inputs, each slice overwritten by its result when that arrives: a slice with a
+    /// result is never sent again, so the values need no second buffer.
+    values: Vec<i32>,
     slices: u32,
     done: BitVec,
     remaining: u32,
@@ -183,13 +184,12 @@ pub struct AllReduceEngine {
 }
 
 impl AllReduceEngine {
-    /// Combine `values` (int32 lanes) with every other worker's.
+    /// Combine `values` (int32 lanes) with every other worker's, in place.
     pub fn new(cfg: AllReduceConfig, values: Vec<i32>) -> AllReduceEngine {
         let slices = AllReduceConfig::slices(values.len());
         let first = slices.min(u32::from(cfg.slots.max(1)));
         AllReduceEngine {
-            output: vec![0; values.len()],
-            input: values,
+            values,
             slices,
             done: BitVec::repeat(false, slices as usize),
             remaining: slices,
@@ -209,14 +209,16 @@ impl AllReduceEngine {
         }
     }
 
-    /// The combined values (complete once finished).
+    /// The combined values (complete once finished; before, or after a failure, the slices
+    /// still without a result hold their inputs).
     pub fn output(&self) -> &[i32] {
-        &self.output
+        &self.values
     }
 
-    /// The combined values, taken.
+    /// The combined values, taken: the vector the engine was given, so that a caller can
+    /// reuse it for its next operation.
     pub fn into_output(self) -> Vec<i32> {
-        self.output
+        self.values
     }
 
     /// The stream position after this operation: where the next one starts.
@@ -236,7 +238,7 @@ impl AllReduceEngine {
 
     fn lanes_of(&self, slice: u32) -> std::ops::Range<usize> {
         let from = slice as usize * MAX_LANES;
-        from..(from + MAX_LANES).min(self.input.len())
+        from..(from + MAX_LANES).min(self.values.len())
     }
 
     /// The header of slice `slice`'s packet.
@@ -289,7 +291,7 @@ impl AllReduceEngine {
             return None;
         }
         let range = self.lanes_of(slice);
-        packet.lanes_into(&mut self.output[range]);
+        packet.lanes_into(&mut self.values[range]);
         let slot = (slice % u32::from(self.cfg.slots.max(1))) as usize;
         if !self.resent[slot] {
             self.rtt.sample(now.saturating_sub(self.first_sent[slot]));
@@ -344,7 +346,7 @@ impl Node for AllReduceEngine {
             let again = self.sent_slice[slot] == slice;
             let r = self.header(slice);
             let range = self.lanes_of(slice);
-            let len = r.emit_with_lanes(&self.input[range], buf);
+            let len = r.emit_with_lanes(&self.values[range], buf);
             if again {
                 self.resent.set(slot, true);
             } else {

@@ -84,16 +84,28 @@ impl Scale {
     }
 
     /// Encode a row into `out`, saturating what does not fit; returns how many saturated.
+    /// [`Scale::quantise`] value by value, written so that the compiler vectorises it (the
+    /// in-switch all-reduce encodes every value of a gradient): the truncation is to i32, of
+    /// values known to fit one, where `quantise`'s saturating i64 cast stays scalar.
     pub fn encode_row(&self, row: &[f32], out: &mut [i32]) -> usize {
+        // The magnitudes that round (half away from zero) to at most LIMIT.
+        const FITS: f64 = LIMIT as f64 + 0.5;
         let mut saturated = 0;
         for (o, &x) in out.iter_mut().zip(row) {
-            let (q, fits) = self.quantise(x);
+            let v = f64::from(x) * self.factor;
+            let fits = v.abs() < FITS; // NaN does not
+            let inside = if fits { v } else { 0.0 };
+            // SAFETY: `inside` is finite and within ±(2³¹ − ½): its truncation is an i32.
+            let t: i32 = unsafe { inside.to_int_unchecked() };
+            let frac = inside - f64::from(t); // exact
+                                              // At most LIMIT in magnitude when it fits, so no overflow.
+            let q = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
             let limit = if x.is_sign_negative() {
                 -(LIMIT as i32)
             } else {
                 LIMIT as i32
             };
-            *o = if fits { q as i32 } else { limit };
+            *o = if fits { q } else { limit };
             saturated += usize::from(!fits);
         }
         saturated
@@ -102,6 +114,13 @@ impl Scale {
     /// A lane (or a sum of lanes) back to a float.
     pub fn decode(&self, q: i64) -> f32 {
         (q as f64 / self.factor) as f32
+    }
+
+    /// [`Scale::decode`] of each lane of `lanes` into `out`.
+    pub fn decode_row(&self, lanes: &[i32], out: &mut [f32]) {
+        for (o, &q) in out.iter_mut().zip(lanes) {
+            *o = self.decode(i64::from(q));
+        }
     }
 
     /// Worst-case absolute error of a decoded sum of `terms` encoded values (rounding only).
@@ -164,6 +183,70 @@ mod tests {
                 if let Some(w) = want {
                     prop_assert_eq!(out[0], w);
                 }
+            }
+        }
+    }
+
+    /// What [`Scale::encode_row`] must write for `x`: [`Scale::quantise`], saturating by sign.
+    fn encoded_one_by_one(s: &Scale, x: f32) -> (i32, bool) {
+        let (q, fits) = s.quantise(x);
+        let limit = if x.is_sign_negative() {
+            -(LIMIT as i32)
+        } else {
+            LIMIT as i32
+        };
+        (if fits { q as i32 } else { limit }, !fits)
+    }
+
+    proptest! {
+        /// The vectorised row encoder is the scalar `quantise`, bit for bit, over the whole
+        /// range of scales `for_bound` gives (2⁻⁹⁷ to 2¹⁸⁰), on random floats and the edges:
+        /// zeros, halves, the lane's limit, NaN, infinities, huge and subnormal values.
+        /// Rows of any length, so that both the vector loop and its remainder run.
+        #[test]
+        fn the_row_encoder_is_quantise_value_by_value(
+            exponent in -100i32..=182,
+            bits in proptest::collection::vec(any::<u32>(), 0..80),
+            small in proptest::collection::vec(-1e4f32..1e4, 0..40),
+            picks in proptest::collection::vec(any::<u16>(), 0..80),
+        ) {
+            let s = Scale { factor: 2f64.powi(exponent), bound: 1.0, contributions: 1 };
+            let f = s.factor;
+            let mut edges = vec![
+                0.0f32, -0.0, f32::NAN, -f32::NAN, f32::from_bits(0x7fc0_0001),
+                f32::from_bits(0xffa0_0000), f32::INFINITY, f32::NEG_INFINITY, f32::MAX,
+                f32::MIN, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, f32::from_bits(1),
+                f32::from_bits(0x8000_0001), f32::from_bits(0x007f_ffff), 1.0, -1.0,
+            ];
+            // The limit of a lane and its rounding boundary, where representable.
+            for m in [LIMIT as f64, LIMIT as f64 + 0.5, LIMIT as f64 + 1.0, 0.5, 1.5, 2.5] {
+                for x in [(m / f) as f32, (-m / f) as f32] {
+                    let (up, down) = (x.to_bits().wrapping_add(1), x.to_bits().wrapping_sub(1));
+                    edges.extend([x, f32::from_bits(up), f32::from_bits(down)]);
+                }
+            }
+            for &v in &small {
+                // Halves at this scale: a tie to round away from zero.
+                let half = ((v.trunc() + 0.5) as f64 / f) as f32;
+                edges.extend([v, half, -half]);
+            }
+            let mut row: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+            row.extend(picks.iter().map(|&p| edges[usize::from(p) % edges.len()]));
+            row.extend(&edges);
+            let mut out = vec![7i32; row.len()];
+            let saturated = s.encode_row(&row, &mut out);
+            let mut want_saturated = 0;
+            for (x, got) in row.iter().zip(&out) {
+                let (want, sat) = encoded_one_by_one(&s, *x);
+                prop_assert_eq!(*got, want, "{:e} ({:#x}) at factor 2^{}", x, x.to_bits(), exponent);
+                want_saturated += usize::from(sat);
+            }
+            prop_assert_eq!(saturated, want_saturated);
+            // And back: the row decoder is `decode`, lane by lane.
+            let mut back = vec![0f32; out.len()];
+            s.decode_row(&out, &mut back);
+            for (b, &q) in back.iter().zip(&out) {
+                prop_assert_eq!(b.to_bits(), s.decode(i64::from(q)).to_bits());
             }
         }
     }

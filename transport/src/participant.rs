@@ -113,6 +113,12 @@ pub struct Participant {
     contributions: u64,
     seq: u32,
     pub totals: ExchangeTotals,
+    /// The in-switch all-reduce's buffers, kept from one call to the next: a gradient's
+    /// all-reduce is megabytes, and fresh vectors cost a page fault per page every call.
+    /// `keys`: a maximum's order keys, or a sum's group bounds; `lanes`: a sum's fixed point.
+    keys: Vec<i32>,
+    lanes: Vec<i32>,
+    scales: Vec<Scale>,
 }
 
 impl Participant {
@@ -204,6 +210,9 @@ impl Participant {
             contributions,
             seq: 0,
             totals: ExchangeTotals::default(),
+            keys: Vec::new(),
+            lanes: Vec::new(),
+            scales: Vec::new(),
         })
     }
 
@@ -300,11 +309,14 @@ impl Participant {
     ) -> Result<(u64, u64), ParticipantError> {
         match op {
             ReduceOp::Max => {
-                let keys = values.iter().map(|&x| order_key(x)).collect();
+                let mut keys = std::mem::take(&mut self.keys);
+                keys.clear();
+                keys.extend(values.iter().map(|&x| order_key(x)));
                 let (maxima, bytes) = self.switch_round(ReduceOp::Max, keys)?;
-                for (v, k) in values.iter_mut().zip(maxima) {
+                for (v, &k) in values.iter_mut().zip(&maxima) {
                     *v = from_order_key(k);
                 }
+                self.keys = maxima;
                 Ok(bytes)
             }
             ReduceOp::Sum => {
@@ -318,22 +330,29 @@ impl Participant {
                         f32::INFINITY
                     }
                 };
-                let bounds = values
-                    .chunks(group)
-                    .map(|s| order_key(s.iter().map(magnitude).fold(0f32, f32::max)))
-                    .collect();
+                let mut bounds = std::mem::take(&mut self.keys);
+                bounds.clear();
+                bounds.extend(
+                    values
+                        .chunks(group)
+                        .map(|s| order_key(s.iter().map(magnitude).fold(0f32, f32::max))),
+                );
                 let (agreed, (s1, r1)) = self.switch_round(ReduceOp::Max, bounds)?;
                 let world = u64::from(self.session.workers());
-                let scales = agreed
-                    .iter()
-                    .map(|&k| Scale::for_bound(from_order_key(k), world))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(ParticipantError::AllReduceScale)?;
-                let mut lanes = vec![0i32; values.len()];
+                self.scales.clear();
+                for &k in &agreed {
+                    let scale = Scale::for_bound(from_order_key(k), world)
+                        .map_err(ParticipantError::AllReduceScale)?;
+                    self.scales.push(scale);
+                }
+                self.keys = agreed;
+                // Resized, not cleared: every lane is encoded over, so only new room is zeroed.
+                let mut lanes = std::mem::take(&mut self.lanes);
+                lanes.resize(values.len(), 0);
                 for ((v, q), scale) in values
                     .chunks(group)
                     .zip(lanes.chunks_mut(group))
-                    .zip(&scales)
+                    .zip(&self.scales)
                 {
                     scale.encode_row(v, q);
                 }
@@ -341,19 +360,18 @@ impl Participant {
                 for ((v, q), scale) in values
                     .chunks_mut(group)
                     .zip(sums.chunks(group))
-                    .zip(&scales)
+                    .zip(&self.scales)
                 {
-                    for (v, &q) in v.iter_mut().zip(q) {
-                        *v = scale.decode(i64::from(q));
-                    }
+                    scale.decode_row(q, v);
                 }
+                self.lanes = sums;
                 Ok((s1 + s2, r1 + r2))
             }
         }
     }
 
-    /// One in-switch all-reduce over int32 `values`: the combined values and the bytes sent
-    /// and received.
+    /// One in-switch all-reduce over int32 `values`: the combined values (in `values`' own
+    /// vector, for the caller to keep) and the bytes sent and received.
     fn switch_round(
         &mut self,
         op: ReduceOp,
