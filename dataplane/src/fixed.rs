@@ -97,8 +97,9 @@ impl Scale {
             let inside = if fits { v } else { 0.0 };
             // SAFETY: `inside` is finite and within ±(2³¹ − ½): its truncation is an i32.
             let t: i32 = unsafe { inside.to_int_unchecked() };
-            let frac = inside - f64::from(t); // exact
-                                              // At most LIMIT in magnitude when it fits, so no overflow.
+            // Exact; and the rounded value is at most LIMIT in magnitude when it fits, so the
+            // step below cannot overflow.
+            let frac = inside - f64::from(t);
             let q = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
             let limit = if x.is_sign_negative() {
                 -(LIMIT as i32)

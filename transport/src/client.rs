@@ -114,8 +114,8 @@ pub enum WorkerError {
     #[error("cancelled")]
     Cancelled,
     #[error(
-        "the switch gives this job no all-reduce slots (an older switch, or a P4 one): run the \
-         all-reduce over tcp"
+        "the switch gives this job no all-reduce slots (an older switch, or P4 entries made \
+         with --allreduce-slots 0): run the all-reduce over tcp"
     )]
     NoAllReduceSlots,
     #[error("in-switch all-reduce: {0}")]
