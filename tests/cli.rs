@@ -761,12 +761,14 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     let plan = plan.to_str().unwrap();
     let entries = dir.path().join("entries.json");
     let entries = entries.to_str().unwrap();
-    let p4_entries = |format: &str, out: &str, job_id: &str| {
-        switchgnn(&[
+    let p4_entries = |format: &str, out: &str, job_id: &str, extra: &[&str]| {
+        let mut args = vec![
             "p4", "entries", "--plan", plan, "--format", format, "--job", job_id, "--out", out,
-        ])
+        ];
+        args.extend_from_slice(extra);
+        switchgnn(&args)
     };
-    let out = p4_entries("p4runtime", entries, "3");
+    let out = p4_entries("p4runtime", entries, "3", &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -803,7 +805,7 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
 
     // The bfrt_python form of the same entries.
     let script = dir.path().join("entries.py");
-    let out = p4_entries("bfrt", script.to_str().unwrap(), "3");
+    let out = p4_entries("bfrt", script.to_str().unwrap(), "3", &[]);
     assert!(out.status.success());
     let text = std::fs::read_to_string(&script).unwrap();
     assert!(text.contains("p4 = bfrt.switchgnn.pipe"));
@@ -811,7 +813,7 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
 
     // Entries of another job than the job file's are refused, naming the file.
     let other = dir.path().join("job4.json");
-    assert!(p4_entries("p4runtime", other.to_str().unwrap(), "4")
+    assert!(p4_entries("p4runtime", other.to_str().unwrap(), "4", &[])
         .status
         .success());
     let out = switchgnn(&["switch", "--job", job, "--entries", other.to_str().unwrap()]);
@@ -821,26 +823,10 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     // Entries with another all-reduce region than the job file's are refused, naming both.
     let small = dir.path().join("small-region.json");
     let small = small.to_str().unwrap();
-    let out = switchgnn(&[
-        "p4",
-        "entries",
-        "--plan",
-        plan,
-        "--format",
-        "p4runtime",
-        "--job",
-        "3",
-        "--out",
-        small,
-        "--allreduce-slots",
-        "16",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("all-reduce: 16 slots, 32 banks"));
+    let out = p4_entries("p4runtime", small, "3", &["--allreduce-slots", "16"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("all-reduce: 16 slots, 32 banks"), "{err}");
     let out = switchgnn(&["switch", "--job", job, "--entries", small]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -851,41 +837,14 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     // Entries without a region serve the job (its workers would be told to sum over tcp).
     let none = dir.path().join("no-region.json");
     let none = none.to_str().unwrap();
-    let out = switchgnn(&[
-        "p4",
-        "entries",
-        "--plan",
-        plan,
-        "--format",
-        "p4runtime",
-        "--job",
-        "3",
-        "--out",
-        none,
-        "--allreduce-slots",
-        "0",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = p4_entries("p4runtime", none, "3", &["--allreduce-slots", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
     let (mut switch, _) = start_switch(dir.path(), job, &["--entries", none]);
     switch.kill().unwrap();
     switch.wait().unwrap();
     // A count the program cannot mask is refused.
-    let out = switchgnn(&[
-        "p4",
-        "entries",
-        "--plan",
-        plan,
-        "--format",
-        "p4runtime",
-        "--out",
-        small,
-        "--allreduce-slots",
-        "100",
-    ]);
+    let out = p4_entries("p4runtime", small, "3", &["--allreduce-slots", "100"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("power of two"));
     // A damaged file is refused too.

@@ -8,6 +8,7 @@
 //! The tests in `tests/` also exercise the protocol core on real plans beyond the suite.
 
 pub mod allocations;
+pub mod allreduce;
 
 use std::sync::Arc;
 

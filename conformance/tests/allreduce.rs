@@ -8,6 +8,7 @@ mod common;
 use common::send;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use switchgnn_conformance::allreduce::{combine, engines, every_fault, inputs};
 use switchgnn_dataplane::allreduce::{
     from_order_key, order_key, AllReduceConfig, AllReduceEngine, AllReduceError, ReduceOp,
 };
@@ -31,27 +32,6 @@ fn switch_without_region(workers: u16) -> Switch {
     switchgnn_sim::allreduce::allreduce_switch(workers, 100_000).unwrap()
 }
 
-/// Values whose sum over `workers` workers stays inside int32, as an agreed scale makes them.
-fn inputs(workers: u16, len: usize, seed: u64) -> Vec<Vec<i32>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let bound = i32::MAX / i32::from(workers);
-    (0..workers)
-        .map(|_| (0..len).map(|_| rng.random_range(-bound..=bound)).collect())
-        .collect()
-}
-
-fn combine(op: ReduceOp, inputs: &[Vec<i32>]) -> Vec<i32> {
-    (0..inputs[0].len())
-        .map(|i| {
-            let column = inputs.iter().map(|v| v[i]);
-            match op {
-                ReduceOp::Sum => i32::try_from(column.map(i64::from).sum::<i64>()).unwrap(),
-                ReduceOp::Max => column.max().unwrap(),
-            }
-        })
-        .collect()
-}
-
 /// Run one operation at stream position `start` on `net`; every worker's engine, finished.
 fn run(
     net: &mut Network,
@@ -62,45 +42,12 @@ fn run(
     start: u32,
     inputs: &[Vec<i32>],
 ) -> Vec<AllReduceEngine> {
-    let mut engines: Vec<AllReduceEngine> = inputs
-        .iter()
-        .enumerate()
-        .map(|(rank, values)| {
-            let cfg = AllReduceConfig {
-                job: JOB,
-                rank: rank as u16,
-                slots,
-                op,
-                operation,
-                start,
-                rto: 30_000,
-            };
-            AllReduceEngine::new(cfg, values.clone())
-        })
-        .collect();
+    let mut engines = engines(JOB, slots, op, operation, start, inputs);
     net.run_while(s, &mut engines, Nanos::MAX, |e| {
         e.iter().all(|e| e.is_finished())
     })
     .unwrap();
     engines
-}
-
-/// The network conditions every all-reduce test runs under.
-fn every_fault() -> [(&'static str, Faults); 4] {
-    [
-        ("no faults", Faults::none()),
-        ("1% loss", Faults::lossy(0.01)),
-        ("5% loss", Faults::lossy(0.05)),
-        (
-            "duplication and reordering",
-            Faults {
-                duplicate: 0.05,
-                reorder: 0.1,
-                reorder_delay: 40_000,
-                ..Faults::none()
-            },
-        ),
-    ]
 }
 
 #[test]

@@ -9,7 +9,8 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use switchgnn_dataplane::allreduce::{AllReduceConfig, AllReduceEngine, ReduceOp};
+use switchgnn_conformance::allreduce::{combine, engines, every_fault, inputs};
+use switchgnn_dataplane::allreduce::ReduceOp;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::network::{Network, NetworkConfig};
 use switchgnn_dataplane::node::{Address, Nanos, Node, Operation, Outbox, SwitchNode, Transmit};
@@ -306,26 +307,6 @@ impl SwitchNode for Tofino {
     }
 }
 
-fn inputs(workers: u16, len: usize, seed: u64) -> Vec<Vec<i32>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let bound = i32::MAX / i32::from(workers);
-    (0..workers)
-        .map(|_| (0..len).map(|_| rng.random_range(-bound..=bound)).collect())
-        .collect()
-}
-
-fn combine(op: ReduceOp, inputs: &[Vec<i32>]) -> Vec<i32> {
-    (0..inputs[0].len())
-        .map(|i| {
-            let column = inputs.iter().map(|v| v[i]);
-            match op {
-                ReduceOp::Sum => column.sum(),
-                ReduceOp::Max => column.max().unwrap(),
-            }
-        })
-        .collect()
-}
-
 /// Operations of several lengths and both kinds, one after another in the job's stream, on
 /// `tofino` within `until` of simulated time: whether every worker finished every one with
 /// the exact combination.
@@ -340,22 +321,7 @@ fn stream_is_exact(net: &mut Network, tofino: &mut Tofino, slots: u16, until: Na
             ReduceOp::Sum
         };
         let inputs = inputs(workers, len, operation as u64);
-        let mut engines: Vec<AllReduceEngine> = inputs
-            .iter()
-            .enumerate()
-            .map(|(rank, values)| {
-                let cfg = AllReduceConfig {
-                    job: JOB,
-                    rank: rank as u16,
-                    slots,
-                    op,
-                    operation: operation as u32,
-                    start,
-                    rto: 30_000,
-                };
-                AllReduceEngine::new(cfg, values.clone())
-            })
-            .collect();
+        let mut engines = engines(JOB, slots, op, operation as u32, start, &inputs);
         net.run_while(tofino, &mut engines, until, |e| {
             e.iter().all(|e| e.is_finished())
         })
@@ -375,22 +341,8 @@ fn stream_is_exact(net: &mut Network, tofino: &mut Tofino, slots: u16, until: Na
 
 #[test]
 fn the_program_combines_exactly_under_every_fault() {
-    let faults = [
-        ("no faults", Faults::none()),
-        ("1% loss", Faults::lossy(0.01)),
-        ("5% loss", Faults::lossy(0.05)),
-        (
-            "duplication and reordering",
-            Faults {
-                duplicate: 0.05,
-                reorder: 0.1,
-                reorder_delay: 40_000,
-                ..Faults::none()
-            },
-        ),
-    ];
     // Two words of seen bits (33 workers), one slot, many slots.
-    for (name, f) in faults {
+    for (name, f) in every_fault() {
         for (workers, slots, recirculation_loss) in
             [(4u16, 8u16, 0.0), (5, 64, 0.02), (3, 1, 0.05), (33, 4, 0.0)]
         {
