@@ -175,13 +175,21 @@ pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placeme
     let room: Vec<u64> = (0..install.pipes)
         .map(|p| install.aggregator_top(p).saturating_sub(install.agg_base) / chunks.max(1))
         .collect();
+    let have = room.iter().sum::<u64>() * chunks;
+    let region = match install.allreduce_region() {
+        Some((_, _, banks)) => format!(
+            ", or fewer --allreduce-slots: the job's all-reduce region takes {banks} aggregators \
+             of its home pipe"
+        ),
+        None => String::new(),
+    };
     fits(
         "aggregators of a block",
         expected.len() as u64 * chunks,
-        room.iter().sum::<u64>() * chunks,
+        have,
         &format!(
-            " over {pipes} pipes (prepare the plan with {} or less)",
-            program::switch_memory_option(install.pipes)
+            " over {pipes} pipes (prepare the plan with {} or less{region})",
+            program::switch_memory_for(have)
         ),
     )?;
     let mut by_passes: Vec<usize> = (0..expected.len()).collect();

@@ -288,7 +288,18 @@ pub fn aggregator_memory(pipes: u8) -> u64 {
 
 /// The `prepare --switch-memory` that matches the program's aggregators on `pipes` pipes.
 pub fn switch_memory_option(pipes: u8) -> String {
-    format!("--switch-memory {}MiB", aggregator_memory(pipes) >> 20)
+    switch_memory_for(aggregator_memory(pipes) / switchgnn_dataplane::switch::AGGREGATOR_BYTES)
+}
+
+/// The `prepare --switch-memory` whose blocks need at most `aggregators` aggregators (rounded
+/// down to whole KiB where it is not whole MiB).
+pub fn switch_memory_for(aggregators: u64) -> String {
+    let bytes = aggregators * switchgnn_dataplane::switch::AGGREGATOR_BYTES;
+    if bytes % (1 << 20) == 0 {
+        format!("--switch-memory {}MiB", bytes >> 20)
+    } else {
+        format!("--switch-memory {}KiB", bytes >> 10)
+    }
 }
 /// Seen words (one per source row and chunk of the running block).
 pub const SEEN_WORDS: u64 = 32768;

@@ -119,6 +119,9 @@ pub struct Assumptions {
     /// Pipes the program spreads aggregators and their passes over, each through its own
     /// recirculation port.
     pub pipes: u8,
+    /// Slots of the job's all-reduce region (`p4 entries --allreduce-slots`): its 2·slots
+    /// banks take aggregators of the home pipe and words of the bank registers.
+    pub allreduce_slots: u16,
 }
 
 impl Assumptions {
@@ -136,6 +139,7 @@ impl Default for Assumptions {
             link_gbps: 100.0,
             recirc_gbps: 100.0,
             pipes: program::MAX_PIPES,
+            allreduce_slots: 128,
         }
     }
 }
@@ -322,8 +326,12 @@ impl Report {
         let w = u64::from(workers);
         let pipes = u64::from(a.pipes);
         let chunks_peak = most(|s| s.chunks).max(1);
-        // Whole destinations per pipe, as the control plane places them.
-        let aggregator_room = program::destinations_per_pipe(chunks_peak, 0) * chunks_peak * pipes;
+        // Whole destinations per pipe, as the control plane places them; the home pipe's
+        // above the all-reduce's banks.
+        let banks = 2 * u64::from(a.allreduce_slots);
+        let aggregator_room = (program::destinations_per_pipe(chunks_peak, 0) * pipes)
+            .saturating_sub(banks.div_ceil(chunks_peak))
+            * chunks_peak;
         let checks = vec![
             check(
                 "ingress stages",
@@ -347,7 +355,13 @@ impl Report {
                 "aggregators (largest block)",
                 peak_aggs,
                 aggregator_room,
-                "4 MiB per pipe: 32 lane-pair registers of 16384 words",
+                "4 MiB per pipe: 32 lane-pair registers of 16384 words, less the all-reduce's banks",
+            ),
+            check(
+                "all-reduce bank words",
+                banks,
+                program::REDUCE_BANKS,
+                "2 per slot of the job's region, shared by the jobs of a switch",
             ),
             check(
                 "seen words (largest block)",
@@ -402,7 +416,7 @@ impl Report {
             && vertices_peak <= program::ROW_SIZE / 2;
         let mut advice = Vec::new();
         if peak_aggs > aggregator_room {
-            advice.push(program::switch_memory_option(a.pipes));
+            advice.push(program::switch_memory_for(aggregator_room));
         }
         if !fits_resident && !fits_with_reloads {
             advice.push(format!("--table-entries {}", double_buffered_limit()));

@@ -543,6 +543,20 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
         "the home pipe is filled to the region"
     );
     assert!(in_home.iter().all(|&agg| agg + chunks <= room * chunks));
+    // On one pipe that room is too small for the block: refused, naming the switch memory
+    // that would fit beside the region, and the region.
+    let one_pipe = Install {
+        pipes: 1,
+        ..low.clone()
+    };
+    let err = Entries::build(JOB, &layers, CHECKSUM, &one_pipe)
+        .unwrap_err()
+        .to_string();
+    let fitting = program::switch_memory_for(room * chunks);
+    assert!(
+        err.contains(&fitting) && err.contains("--allreduce-slots"),
+        "{err}"
+    );
     // Its words start from zero: banks, seen words (8 per bank) and counts.
     let cleared: Vec<(&str, u64, u64)> = entries
         .clears

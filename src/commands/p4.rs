@@ -62,6 +62,10 @@ pub struct ResourcesArgs {
     /// Host processing cost per packet sent and per packet received, ns (for the bound).
     #[arg(long, default_value_t = 20.0)]
     pub host_packet_ns: f64,
+    /// Slots of the job's all-reduce region, as `p4 entries --allreduce-slots` installs it
+    /// (its banks take aggregators of the home pipe).
+    #[arg(long, default_value_t = switchgnn_transport::job::AllReduce::default().slots)]
+    pub allreduce_slots: u16,
 }
 
 /// One plan's report with the chip model's bound on each layer's exchange.
@@ -196,6 +200,7 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         link_gbps: args.link_gbps,
         recirc_gbps: args.recirc_gbps,
         pipes: args.pipes,
+        allreduce_slots: args.allreduce_slots,
     };
     if !(assumptions.load_factor > 0.0 && assumptions.load_factor <= 1.0) {
         bail!("--load-factor must lie in (0, 1]");
