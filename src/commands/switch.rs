@@ -161,8 +161,8 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
         {
             bail!(
                 "the job file's [allreduce] slots = {} but {} installs {} all-reduce slots (`p4 \
-                 entries --allreduce-slots`): the switch serves what the entries install; make the two \
-                 agree",
+                 entries --allreduce-slots`): the switch serves what the entries install; make \
+                 the two agree",
                 job.allreduce.slots,
                 path.display(),
                 tables.allreduce_slots
