@@ -409,6 +409,39 @@ pub struct RegisterClear {
     pub count: u64,
 }
 
+impl RegisterClear {
+    /// The words an all-reduce region of `banks` banks from bank word `bank` starts from:
+    /// its banks, their seen words and their counts.
+    pub fn of_region(bank: u64, banks: u64) -> [RegisterClear; 3] {
+        let words = program::SEEN_WORDS_PER_BANK;
+        let clear = |register, first, count| RegisterClear {
+            register,
+            first,
+            count,
+        };
+        [
+            clear(&program::BANK_STATE, bank, banks),
+            clear(&program::REDUCE_SEEN, bank * words, banks * words),
+            clear(&program::REDUCE_COUNT, bank, banks),
+        ]
+    }
+}
+
+/// The `allreduce_region` parameters of a region of `slots` slots (a power of two) whose banks
+/// start at aggregator `agg` of the home pipe and bank word `bank`.
+fn region_params(agg: u64, bank: u64, slots: u64) -> Vec<u64> {
+    vec![
+        agg,
+        bank,
+        bank * program::SEEN_WORDS_PER_BANK,
+        slots,
+        slots - 1,
+        // Clears the slot and bank bits of a 32-bit position.
+        u64::from(!(2 * slots as u32 - 1)),
+        2 * slots,
+    ]
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entries {
     pub meta: Metadata,
@@ -530,38 +563,12 @@ impl Entries {
         let mut clears = Vec::new();
         if let Some((agg, bank, banks)) = install.allreduce_region() {
             let slots = u64::from(install.allreduce_slots);
-            let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
             put(
                 &program::ALLREDUCE_REGION,
                 vec![job64],
-                vec![
-                    agg,
-                    bank,
-                    bank * words,
-                    slots,
-                    slots - 1,
-                    // Clears the slot and bank bits of a 32-bit position.
-                    u64::from(!(2 * slots as u32 - 1)),
-                    2 * slots,
-                ],
+                region_params(agg, bank, slots),
             );
-            clears = vec![
-                RegisterClear {
-                    register: &program::BANK_STATE,
-                    first: bank,
-                    count: banks,
-                },
-                RegisterClear {
-                    register: &program::REDUCE_SEEN,
-                    first: bank * words,
-                    count: banks * words,
-                },
-                RegisterClear {
-                    register: &program::REDUCE_COUNT,
-                    first: bank,
-                    count: banks,
-                },
-            ];
+            clears = RegisterClear::of_region(bank, banks).to_vec();
         }
         let (set_of_layer, sets) = sets_of(layers);
         for (layer, p) in layers.iter().enumerate() {
@@ -1024,28 +1031,16 @@ impl Reader {
                     self.ecn_cells.insert(p[0]);
                 }
                 id if id == program::ALLREDUCE_REGION.id => {
-                    let (agg, bank, seen, slots) = (p[0], p[1], p[2], p[3]);
-                    let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
-                    let consistent = slots.is_power_of_two()
+                    let (agg, bank, slots) = (p[0], p[1], p[3]);
+                    let fits = slots.is_power_of_two()
                         && slots <= program::MAX_ALLREDUCE_SLOTS
-                        && p[4] == slots - 1
-                        && p[5] == u64::from(!(2 * slots as u32 - 1))
-                        && p[6] == 2 * slots;
-                    if !consistent {
+                        && agg + 2 * slots <= program::AGGREGATORS
+                        && bank + 2 * slots <= program::REDUCE_BANKS;
+                    if !fits || *p != region_params(agg, bank, slots) {
                         return Err(bad(format!(
-                            "slots {slots}, slot mask {}, use mask {:#x} and reuse {} do not \
-                             describe a power of two of slots",
-                            p[4], p[5], p[6]
-                        )));
-                    }
-                    if agg + 2 * slots > program::AGGREGATORS
-                        || bank + 2 * slots > program::REDUCE_BANKS
-                        || seen != bank * words
-                    {
-                        return Err(bad(format!(
-                            "aggregators {agg}.. and bank words {bank}.. (seen words {seen}..) \
-                             of {} banks do not fit the program's registers",
-                            2 * slots
+                            "{p:?} do not describe a power of two of slots whose banks fit the \
+                             program's registers (aggregator {agg}, bank word {bank}, {slots} \
+                             slots)"
                         )));
                     }
                     if self.allreduce.replace((slots as u16, bank)).is_some() {
@@ -1202,13 +1197,12 @@ impl Reader {
         let allreduce_slots = match self.allreduce {
             Some((slots, bank)) => {
                 // A Tofino would run the region from whatever an earlier job left there.
-                let banks = 2 * u64::from(slots);
-                let words = program::REDUCE_SEEN_WORDS / program::REDUCE_BANKS;
-                for (register, first, count) in [
-                    (&program::BANK_STATE, bank, banks),
-                    (&program::REDUCE_SEEN, bank * words, banks * words),
-                    (&program::REDUCE_COUNT, bank, banks),
-                ] {
+                for RegisterClear {
+                    register,
+                    first,
+                    count,
+                } in RegisterClear::of_region(bank, 2 * u64::from(slots))
+                {
                     let cleared = entries.clears.iter().any(|c| {
                         c.register.id == register.id
                             && c.first <= first

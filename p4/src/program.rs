@@ -334,8 +334,10 @@ pub struct Register {
 
 /// All-reduce banks over every job's region, two per slot (`include/constants.p4`).
 pub const REDUCE_BANKS: u64 = 1024;
-/// Seen words: one per bank and group of 32 workers (`MAX_WORKERS / 32` per bank).
-pub const REDUCE_SEEN_WORDS: u64 = REDUCE_BANKS * MAX_WORKERS / 32;
+/// Seen words of one bank: one per group of 32 workers.
+pub const SEEN_WORDS_PER_BANK: u64 = MAX_WORKERS / 32;
+/// Seen words over every bank.
+pub const REDUCE_SEEN_WORDS: u64 = REDUCE_BANKS * SEEN_WORDS_PER_BANK;
 /// The most slots one job's region may have on the program: one bank per slot and bank.
 pub const MAX_ALLREDUCE_SLOTS: u64 = REDUCE_BANKS / 2;
 
