@@ -18,7 +18,7 @@ use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalF
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{
-    run_exchange_controlled, run_exchange_two_level, NetworkConfig, RunSetup,
+    run_exchange_controlled, run_exchange_sharded, run_exchange_two_level, NetworkConfig, RunSetup,
 };
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
@@ -201,6 +201,30 @@ impl Driver for InMemory {
             ControlTimers::default(),
         )
         .map_err(|e| e.to_string())?;
+        Ok(Outcome {
+            felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
+            outputs: run.outputs,
+        })
+    }
+}
+
+/// The in-memory network with the switch model in `shards` shards (aggregators spread by
+/// destination, `switch::ShardedSwitch`), driven packet by packet; the workers start joined.
+#[derive(Debug, Clone, Copy)]
+pub struct InMemorySharded {
+    pub shards: u16,
+}
+
+impl Driver for InMemorySharded {
+    fn name(&self) -> &'static str {
+        "in-memory sharded"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let setup = in_memory_setup(r);
+        let run =
+            run_exchange_sharded(r.case.kind, r.plan.clone(), r.features, &setup, self.shards)
+                .map_err(|e| e.to_string())?;
         Ok(Outcome {
             felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,

@@ -7,8 +7,8 @@ use common::{dataset_of, random_graph};
 use std::collections::BTreeMap;
 
 use switchgnn_conformance::{
-    cases, Driver, Felt, Fixture, InMemory, InMemoryTwoLevel, Simulator, SimulatorTwoLevel, Udp,
-    UdpTwoLevel,
+    cases, Driver, Felt, Fixture, InMemory, InMemorySharded, InMemoryTwoLevel, Simulator,
+    SimulatorTwoLevel, Udp, UdpTwoLevel,
 };
 
 /// 240 vertices on 4 workers, width 40 (two chunks, the second short), 16 KiB of aggregators
@@ -56,6 +56,13 @@ fn run_all(driver: &dyn Driver) {
 #[test]
 fn every_case_is_exact_in_memory() {
     run_all(&InMemory);
+}
+
+#[test]
+fn every_case_is_exact_in_memory_sharded() {
+    // Aggregators spread over two and three cores by destination.
+    run_all(&InMemorySharded { shards: 2 });
+    run_all(&InMemorySharded { shards: 3 });
 }
 
 #[test]

@@ -233,9 +233,9 @@ impl Network {
     }
 
     /// Run until every worker has finished its exchange.
-    pub fn run<E: Exchange + ?Sized>(
+    pub fn run<S: SwitchNode, E: Exchange + ?Sized>(
         &mut self,
-        switch: &mut Switch,
+        switch: &mut S,
         workers: &mut [Box<E>],
     ) -> Result<NetworkStats, NetworkError> {
         self.drive(switch, workers, None, |w| w.iter().all(|e| e.is_finished()))
@@ -535,13 +535,39 @@ fn run_kind(
     features: &[f32],
     setup: &RunSetup,
 ) -> Result<ExchangeRun, RunError> {
-    let (mut switch, mut engines) = build(kind, switch_plan, &plan, features, setup)?;
-    let mut net = Network::new(setup.network, plan.workers);
-    let network = net.run(&mut switch, &mut engines)?;
+    let (mut switch, engines) = build(kind, switch_plan, &plan, features, setup)?;
+    run_on(&mut switch, engines, setup, |s| s.counters().clone())
+}
+
+/// [`run_exchange_kind`] on a switch model in `shards` shards
+/// ([`crate::switch::ShardedSwitch`]), driven packet by packet: the same exchange, its
+/// aggregators spread over shards by destination.
+pub fn run_exchange_sharded(
+    kind: crate::kind::ExchangeKind,
+    plan: std::sync::Arc<crate::plan::ExchangePlan>,
+    features: &[f32],
+    setup: &RunSetup,
+    shards: u16,
+) -> Result<ExchangeRun, RunError> {
+    let engines = engines(kind, &plan, features, setup)?;
+    let mut switch = crate::switch::ShardedSwitch::new(setup.switch, shards)?;
+    switch.add_job(job_of(&plan, setup))?;
+    run_on(&mut switch, engines, setup, |s| s.counters())
+}
+
+/// Run `engines` against `switch` until they are finished; `counters` reads the switch's.
+fn run_on<S: SwitchNode>(
+    switch: &mut S,
+    mut engines: Vec<Box<dyn Exchange>>,
+    setup: &RunSetup,
+    counters: impl Fn(&S) -> crate::switch::SwitchCounters,
+) -> Result<ExchangeRun, RunError> {
+    let mut net = Network::new(setup.network, engines.len() as u16);
+    let network = net.run(switch, &mut engines)?;
     Ok(ExchangeRun {
         outputs: engines.iter().map(|e| e.output().clone()).collect(),
         engines: engines.iter().map(|e| e.stats().clone()).collect(),
-        switch: switch.counters().clone(),
+        switch: counters(switch),
         network,
     })
 }

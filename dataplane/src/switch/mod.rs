@@ -40,10 +40,12 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 mod reduce;
+mod sharded;
 mod shared;
 mod tier;
 
 pub use reduce::MAX_SLOTS;
+pub use sharded::{Batch, ShardedSwitch, MAX_SHARDS};
 pub use shared::MAX_POOL_SLOTS;
 pub use tier::{spine_traffic, two_level, Racks, SpineTraffic, Tier, MAX_RACKS};
 
@@ -142,6 +144,15 @@ pub enum SwitchError {
     /// A worker-to-rack map a fabric cannot use, or one that does not fit the job.
     #[error("racks: {0}")]
     BadRacks(String),
+    /// A sharded switch of no shards, or of more than [`MAX_SHARDS`].
+    #[error("a switch in {0} shards; 1 to {MAX_SHARDS} are possible")]
+    BadShards(u16),
+    /// A leaf or spine on a sharded switch (only a star's switch can be sharded).
+    #[error("job {0} is a leaf's or a spine's: a two-level fabric's switches run on one core")]
+    ShardedTier(u16),
+    /// The shards' threads could not be started.
+    #[error("cannot start the switch's shard threads: {0}")]
+    Threads(String),
     /// The job's ports overlap another job's.
     #[error("job {job}'s ports {first}..{end} overlap job {other}'s")]
     PortsTaken {
@@ -639,6 +650,36 @@ struct Fabric {
     tier: Tier,
     /// A leaf's: depth (bytes) of the queue up to the spine.
     uplink: u64,
+    /// Which aggregators this model keeps, when it is one shard of a [`ShardedSwitch`].
+    shard: Shard,
+}
+
+/// One shard of a switch whose aggregators are spread over cores by destination
+/// ([`ShardedSwitch`]). Every shard sees every packet and keeps the same barriers and seen
+/// bits; a shard adds only into the (destination, chunk) aggregators it owns and sends only
+/// their results and raw copies. The lead (shard 0) is the rest of the switch: it
+/// acknowledges, multicasts the gos, forwards, runs the all-reduce and counts what comes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shard {
+    index: u16,
+    count: u16,
+}
+
+impl Shard {
+    /// The whole switch on one core.
+    const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Whether this shard keeps the aggregator of key `key` (a block's row × chunks + chunk).
+    #[inline]
+    fn owns(&self, key: usize) -> bool {
+        self.count == 1 || key % usize::from(self.count) == usize::from(self.index)
+    }
+
+    /// Whether this shard does the switch's work that is not an aggregator's.
+    #[inline]
+    fn leads(&self) -> bool {
+        self.index == 0
+    }
 }
 
 /// Count a packet leaving the switch, marking ECN on it when its port (or the ingress) is
@@ -728,6 +769,9 @@ impl Fabric {
     }
 
     fn go(&mut self, id: &ExchangeId, seq: u32, block: u16, rank: u16) {
+        if !self.shard.leads() {
+            return;
+        }
         let mut r = id.header(PacketType::BlockGo);
         r.block = block;
         r.worker = rank;
@@ -750,6 +794,11 @@ pub struct Switch {
 impl Switch {
     /// A switch with `config`'s resources and no jobs.
     pub fn new(config: SwitchConfig) -> Switch {
+        Switch::shard(config, Shard::WHOLE)
+    }
+
+    /// Shard `shard` of a sharded switch, `config`'s aggregators its own.
+    fn shard(config: SwitchConfig, shard: Shard) -> Switch {
         Switch {
             jobs: BTreeMap::new(),
             pool: None,
@@ -770,6 +819,7 @@ impl Switch {
                 job: 0,
                 tier: Tier::Star,
                 uplink: 0,
+                shard,
                 config,
             },
         }
@@ -997,7 +1047,9 @@ impl Switch {
         let packet = Packet::new_checked(bytes).map_err(DropReason::of)?;
         let repr = Repr::parse(&packet).map_err(DropReason::of)?;
         let f = &mut self.fabric;
-        f.counters.in_by_type[repr.packet_type as usize] += 1;
+        if f.shard.leads() {
+            f.counters.in_by_type[repr.packet_type as usize] += 1;
+        }
         let job = self
             .jobs
             .get_mut(&repr.job)
@@ -1032,6 +1084,14 @@ impl Switch {
         };
         if expected_port.map(|p| u32::from(job.first_port) + u32::from(p)) != Some(port.into()) {
             return Err(DropReason::NotAdmitted);
+        }
+        // Only the lead keeps the all-reduce and forwards what passes through.
+        let lead_only = matches!(
+            repr.packet_type,
+            PacketType::Reduce | PacketType::Reduced | PacketType::Fetch | PacketType::Result
+        );
+        if lead_only && !f.shard.leads() {
+            return Ok(());
         }
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {
@@ -1154,7 +1214,9 @@ fn begin_block(run: &mut Run, f: &mut Fabric, workers: u16) {
         });
     } else {
         run.state = None;
-        f.counters.exchanges_completed += 1;
+        if f.shard.leads() {
+            f.counters.exchanges_completed += 1;
+        }
     }
     run.done.fill(false);
     for w in 0..workers {
@@ -1190,7 +1252,9 @@ fn block_done(job: &mut Job, f: &mut Fabric, repr: &Repr) -> Result<(), DropReas
         if let Some(state) = run.state.take() {
             state.release(f);
         }
-        f.counters.blocks_completed += 1;
+        if f.shard.leads() {
+            f.counters.blocks_completed += 1;
+        }
         run.block += 1;
         begin_block(run, f, workers);
     }
@@ -1238,10 +1302,13 @@ fn data(
     let mut ack = *repr;
     ack.flags.ack = true;
     ack.lanes = 0;
+    let lead = f.shard.leads();
     if state.seen.replace(sender * chunks + c, true) {
         // Already counted: acknowledge again (the first ack may be lost), add nothing.
-        f.counters.acks += 1;
-        f.send(repr.worker, &ack, &[]);
+        if lead {
+            f.counters.acks += 1;
+            f.send(repr.worker, &ack, &[]);
+        }
         return Err(DropReason::Duplicate);
     }
     // A partial sum its worker could not fit into 32-bit lanes carries nothing to add.
@@ -1252,16 +1319,23 @@ fn data(
     // The passes touch aggregators scattered over the pool: ask for them all before adding
     // into the first, so that their cache misses overlap instead of following each other.
     for &slot in targets {
-        if let Agg::Active(a) = state.agg[slot as usize * chunks + c] {
+        let k = slot as usize * chunks + c;
+        if let (true, Agg::Active(a)) = (f.shard.owns(k), state.agg[k]) {
             prefetch(&f.pool.lanes[a as usize * MAX_LANES..][..MAX_LANES]);
         }
     }
     for &slot in targets {
-        f.counters.passes += 1;
         let k = slot as usize * chunks + c;
         let dst_rank = table.workers[slot as usize] as u16;
+        if lead {
+            // The acknowledgement echoes congestion towards every destination it feeds.
+            congested |= f.congested(dst_rank);
+        }
+        if !f.shard.owns(k) {
+            continue;
+        }
+        f.counters.passes += 1;
         let dst = table.vertices[slot as usize];
-        congested |= f.congested(dst_rank);
         if state.remaining[k] == 0 {
             // Cannot happen with a consistent table: every contribution is counted once.
             continue;
@@ -1321,6 +1395,9 @@ fn data(
             state.agg[k] = Agg::Done;
             f.counters.aggregations += 1;
         }
+    }
+    if !lead {
+        return Ok(());
     }
     ack.flags.ecn = congested;
     if congested {
@@ -1420,7 +1497,11 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
         let block = &plan.blocks[usize::from(run.block)];
         if let (Some(slot), Some(state)) = (block.row_of(repr.dst), run.state.as_mut()) {
             let k = slot * plan.chunks() + usize::from(repr.chunk);
-            match state.agg[k] {
+            match if f.shard.owns(k) {
+                state.agg[k]
+            } else {
+                Agg::Done
+            } {
                 Agg::Active(a) => {
                     f.pool.release(a);
                     state.agg[k] = Agg::Released;
@@ -1434,7 +1515,9 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
             }
         }
     }
-    f.forward(dst_rank, &bytes[..repr.buffer_len()]);
+    if f.shard.leads() {
+        f.forward(dst_rank, &bytes[..repr.buffer_len()]);
+    }
     Ok(())
 }
 
@@ -1452,11 +1535,15 @@ fn fetch(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(),
 
 impl Node for Switch {
     fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
-        self.fabric.counters.packets_in += 1;
-        self.fabric.counters.bytes_in += bytes.len() as u64;
-        match self.process(now, from, bytes) {
-            Ok(()) => self.fabric.counters.accepted += 1,
-            Err(reason) => self.fabric.drop(reason),
+        let result = self.process(now, from, bytes);
+        // A sharded switch counts what comes in once, at its lead.
+        if self.fabric.shard.leads() {
+            self.fabric.counters.packets_in += 1;
+            self.fabric.counters.bytes_in += bytes.len() as u64;
+            match result {
+                Ok(()) => self.fabric.counters.accepted += 1,
+                Err(reason) => self.fabric.drop(reason),
+            }
         }
     }
 
