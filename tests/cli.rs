@@ -334,7 +334,8 @@ fn order_eval_scores_orders_side_by_side() {
 fn exchange_runs_every_mode_exactly_over_real_processes() {
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
-    for loss in ["0", "0.02"] {
+    // With loss, the switch's model on two cores (aggregators spread by destination).
+    for (loss, cores) in [("0", "1"), ("0.02", "2")] {
         stdout_ok(&[
             "exchange",
             "synthetic:small,scale=0.25",
@@ -346,6 +347,8 @@ fn exchange_runs_every_mode_exactly_over_real_processes() {
             "64KB",
             "--exchange",
             "switch,host,strawman",
+            "--switch-cores",
+            cores,
             "--loss",
             loss,
             "--json",
@@ -366,6 +369,15 @@ fn exchange_runs_every_mode_exactly_over_real_processes() {
                 assert!(x["payload"].as_u64() >= x["model"].as_u64(), "{name}: {x}");
             }
             assert_eq!(m["switch"]["counters"]["exchanges_completed"], 4, "{name}");
+            let per_core = m["switch"]["passes_per_core"].as_array().unwrap();
+            assert_eq!(per_core.len().to_string(), cores, "{name}");
+            if name != "host" {
+                // Every core aggregated its share.
+                assert!(
+                    per_core.iter().all(|p| p.as_u64() > Some(0)),
+                    "{name}: {per_core:?}"
+                );
+            }
         }
     }
 }
@@ -536,6 +548,13 @@ fn leaf_and_spine_switch_processes_run_a_two_level_job() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("[fabric]"));
+    // A fabric's switches run on one core; no switch on none.
+    for (cores, why) in [("2", "runs on one core"), ("0", "--cores")] {
+        let out = switchgnn(&["switch", "--job", job, "--tier", "spine", "--cores", cores]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "--cores {cores}: {err}");
+    }
 }
 
 #[test]

@@ -68,7 +68,8 @@ mod with_dpdk {
         let dir = tempfile::tempdir().unwrap();
         let summary = dir.path().join("summary.json");
         let kinds = ["switch", "host", "g3", "strawman", "reduce", "auto"];
-        for loss in ["0", "0.02"] {
+        // With loss, the switch's model on two cores (aggregators spread by destination).
+        for (loss, cores) in [("0", "1"), ("0.02", "2")] {
             let out = switchgnn(&[
                 "exchange",
                 "synthetic:small,scale=0.25",
@@ -82,6 +83,8 @@ mod with_dpdk {
                 &kinds.join(","),
                 "--transport",
                 "dpdk",
+                "--switch-cores",
+                cores,
                 "--loss",
                 loss,
                 "--timeout",
@@ -103,6 +106,8 @@ mod with_dpdk {
                     assert!(x["packets"].as_u64().unwrap() > 0, "{name}: {x}");
                 }
                 assert_eq!(m["switch"]["counters"]["exchanges_completed"], 4, "{name}");
+                let per_core = m["switch"]["passes_per_core"].as_array().unwrap();
+                assert_eq!(per_core.len().to_string(), cores, "{name}");
                 // Nothing foreign or malformed crossed memif.
                 let endpoint = &m["switch"]["endpoint"];
                 assert_eq!(endpoint["malformed_frames"], 0, "{name}: {endpoint}");

@@ -347,23 +347,48 @@ impl Driver for Udp {
     }
 
     fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
-        let server = udp_server(r);
-        let (switch, outputs) = run_single_exchange(
-            r.case.kind,
-            r.plan.clone(),
-            r.features,
-            r.scale,
-            server,
-            r.case.backward,
-        )
-        .map_err(|e| e.to_string())?;
-        // The switch's own sends pass the same shim: its figures show the faults were felt.
-        let shim = &switch.endpoint.shim;
-        Ok(Outcome {
-            outputs,
-            felt: Felt::of(shim.lost, shim.duplicated, &switch.counters),
-        })
+        run_over_udp(r, udp_server(r))
     }
+}
+
+/// [`Udp`] with the switch process's model on `cores` cores (`switch --cores`): the
+/// aggregators spread over threads by destination.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpSharded {
+    pub cores: u16,
+}
+
+impl Driver for UdpSharded {
+    fn name(&self) -> &'static str {
+        "udp sharded"
+    }
+
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+        let server = ServerConfig {
+            cores: self.cores,
+            ..udp_server(r)
+        };
+        run_over_udp(r, server)
+    }
+}
+
+/// Run `r` with a switch process of `server` and a worker thread per rank over UDP.
+fn run_over_udp(r: &Run<'_>, server: ServerConfig) -> Result<Outcome, String> {
+    let (switch, outputs) = run_single_exchange(
+        r.case.kind,
+        r.plan.clone(),
+        r.features,
+        r.scale,
+        server,
+        r.case.backward,
+    )
+    .map_err(|e| e.to_string())?;
+    // The switch's own sends pass the same shim: its figures show the faults were felt.
+    let shim = &switch.endpoint.shim;
+    Ok(Outcome {
+        outputs,
+        felt: Felt::of(shim.lost, shim.duplicated, &switch.counters),
+    })
 }
 
 /// Simulate run `r` on `cfg` with `setup`: each worker's output and what the faults did. The

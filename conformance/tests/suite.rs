@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use switchgnn_conformance::{
     cases, Driver, Felt, Fixture, InMemory, InMemorySharded, InMemoryTwoLevel, Simulator,
-    SimulatorTwoLevel, Udp, UdpTwoLevel,
+    SimulatorTwoLevel, Udp, UdpSharded, UdpTwoLevel,
 };
 
 /// 240 vertices on 4 workers, width 40 (two chunks, the second short), 16 KiB of aggregators
@@ -86,6 +86,12 @@ fn every_case_is_exact_in_the_simulator_on_two_levels() {
 #[test]
 fn every_case_is_exact_over_udp() {
     run_all(&Udp);
+}
+
+#[test]
+fn every_case_is_exact_over_udp_sharded() {
+    // The switch process's model on three cores.
+    run_all(&UdpSharded { cores: 3 });
 }
 
 #[test]

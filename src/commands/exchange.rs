@@ -56,6 +56,10 @@ pub struct Args {
     /// Give up on a mode after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Cores of the switch process's model (`switch --cores`): its aggregators spread over
+    /// this many threads by destination.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub switch_cores: u16,
     /// The datapath: udp (the kernel's loopback), or dpdk (a build with the `dpdk` feature:
     /// DPDK's memif between the processes, without hugepages or PCI devices).
     #[arg(long, default_value = "udp")]
@@ -310,6 +314,8 @@ fn run_mode(args: &Args, job: &JobFile, plan: &Plan, dir: &Path) -> Result<ModeS
             s(&ready),
             "--report".into(),
             s(&switch_report),
+            "--cores".into(),
+            args.switch_cores.to_string(),
         ],
         mode_dir.join("switch.log"),
     )?];

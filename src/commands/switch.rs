@@ -39,6 +39,11 @@ pub struct Args {
     /// Tofino program's 16 MiB on 4 pipes with --entries).
     #[arg(long)]
     pub switch_memory: Option<String>,
+    /// Cores of the switch model: its aggregators spread over this many threads by
+    /// destination, beside the thread that moves packets (1 to 64; a leaf or spine of a
+    /// two-level fabric runs on one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub cores: u16,
     /// Take the switch's tables from a P4Runtime entries file (`switchgnn p4 entries --format
     /// p4runtime`) instead of the plan: the job id, workers, exchange, ECN threshold and plan
     /// checksum come from the file; the job file (if any) gives addresses and timeouts.
@@ -194,6 +199,13 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
     if args.job.job.is_none() {
         bail!("--tier needs a job file (--job) with a [fabric] section");
     }
+    if args.cores > 1 {
+        bail!(
+            "--cores {}: a leaf or spine of a two-level fabric runs on one core (its partial \
+             sums are not split by destination)",
+            args.cores
+        );
+    }
     let job = args.job.job(None)?;
     let (Some(racks), Some(fabric)) = (job.racks()?, job.fabric.as_ref()) else {
         bail!("--tier: the job file has no [fabric] section naming the leaves");
@@ -228,7 +240,7 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
     };
     let cfg = ServerConfig {
         allreduce_best_effort: false,
-        ..server_config(&job, listen, memory)?
+        ..server_config(args, &job, listen, memory)?
     };
     let listening = || format!("cannot listen on {listen}");
     // Training's all-reduce service runs beside the spine (or at the job's `collective`).
@@ -287,8 +299,14 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
 
 /// The switch of `job` listening on `listen` with `memory` of aggregators: no pool, no quotas,
 /// serving until every worker has left.
-fn server_config(job: &JobFile, listen: SocketAddr, memory: u64) -> Result<ServerConfig> {
+fn server_config(
+    args: &Args,
+    job: &JobFile,
+    listen: SocketAddr,
+    memory: u64,
+) -> Result<ServerConfig> {
     Ok(ServerConfig {
+        cores: args.cores,
         job: job.job,
         world: job.world,
         listen,
@@ -400,7 +418,7 @@ pub fn run(args: Args) -> Result<()> {
                 })
                 .collect()
         },
-        ..server_config(&job, job.switch, memory)?
+        ..server_config(&args, &job, job.switch, memory)?
     };
     let more = also
         .iter()

@@ -45,7 +45,7 @@ use switchgnn_dataplane::control::{
 };
 use switchgnn_dataplane::link::{ceil_nanos, to_picos, Port};
 use switchgnn_dataplane::switch::{
-    JobConfig, JobStatus, Racks, Switch, SwitchConfig, SwitchCounters, Tier,
+    Batch, JobConfig, JobStatus, Racks, ShardedSwitch, SwitchConfig, SwitchCounters, Tier,
 };
 use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
@@ -100,6 +100,10 @@ pub struct ServerConfig {
     pub faults: ShimConfig,
     /// Aggregators of the switch (256 bytes each).
     pub aggregators: usize,
+    /// Cores the switch model runs on: its aggregators spread over this many threads by
+    /// destination (the job file's `switch.cores`), beside the thread that moves packets.
+    /// A leaf or spine of a two-level fabric runs on one.
+    pub cores: u16,
     /// Stop (successfully) once this many exchanges have completed: a switch drained for
     /// maintenance. Workers rejoin the next switch started on the same address.
     pub stop_after_exchanges: Option<u64>,
@@ -165,6 +169,7 @@ impl ServerConfig {
             link: Link::default(),
             faults: ShimConfig::default(),
             aggregators,
+            cores: 1,
             stop_after_exchanges: None,
             secret: None,
             overload: Overload::default(),
@@ -244,6 +249,9 @@ pub struct ServerReport {
     pub ingress: IngressReport,
     /// Each job served, in the order they were configured.
     pub jobs: Vec<JobReport>,
+    /// Aggregator passes of each of the switch model's cores (one figure on one core).
+    #[serde(default)]
+    pub passes_per_core: Vec<u64>,
 }
 
 impl ServerReport {
@@ -376,7 +384,9 @@ impl Served {
 #[derive(Debug)]
 struct Core {
     cfg: ServerConfig,
-    switch: Switch,
+    switch: ShardedSwitch,
+    /// The dataplane packets of the current receive round, handed to the switch at its end.
+    batch: Batch,
     /// The jobs, in the order their ports were given out.
     jobs: Vec<Served>,
     /// Per switch port: the job (an index into `jobs`) and the rank of the worker on it.
@@ -536,11 +546,14 @@ impl SwitchServer {
                 (n, n, None, Tier::Spine(racks), None)
             }
         };
-        let mut switch = Switch::new(SwitchConfig {
-            aggregators: cfg.aggregators,
-            ecn_threshold: cfg.link.ecn_threshold_bytes,
-            ports,
-        });
+        let mut switch = ShardedSwitch::new(
+            SwitchConfig {
+                aggregators: cfg.aggregators,
+                ecn_threshold: cfg.link.ecn_threshold_bytes,
+                ports,
+            },
+            cfg.cores,
+        )?;
         switch.add_job(JobConfig::new(cfg.job, session.layers.clone()).in_tier(switch_tier))?;
         let is_spine = uplink.is_none();
         if is_spine && cfg.allreduce_slots > 0 {
@@ -638,11 +651,14 @@ impl SwitchServer {
             )?,
         };
         let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
-        let mut switch = Switch::new(SwitchConfig {
-            aggregators: cfg.aggregators,
-            ecn_threshold: cfg.link.ecn_threshold_bytes,
-            ports,
-        });
+        let mut switch = ShardedSwitch::new(
+            SwitchConfig {
+                aggregators: cfg.aggregators,
+                ecn_threshold: cfg.link.ecn_threshold_bytes,
+                ports,
+            },
+            cfg.cores,
+        )?;
         // Every worker of every job shares the receive buffer.
         let advertised = advertised_window(buffer_bytes, ports);
         if let Some(pool) = cfg.allreduce_pool {
@@ -740,7 +756,7 @@ impl SwitchServer {
         let c = &self.core;
         ServerReport {
             elapsed_s: c.epoch.elapsed().as_secs_f64(),
-            counters: c.switch.counters().clone(),
+            counters: c.switch.counters(),
             endpoint: self.endpoint.stats().clone(),
             malformed_control: c.malformed_control
                 + c.jobs
@@ -767,11 +783,12 @@ impl SwitchServer {
                         .collect(),
                     unknown_packets: j.control.counters().unknown_packets,
                     refused: j.control.counters().refused,
-                    status: c.switch.job_status(j.job()),
+                    status: c.switch.lead().job_status(j.job()),
                     control: j.control.counters().clone(),
                     failure: j.control.failure().map(|f| f.to_string()),
                 })
                 .collect(),
+            passes_per_core: c.switch.shard_counters().iter().map(|k| k.passes).collect(),
         }
     }
 
@@ -791,7 +808,7 @@ impl SwitchServer {
                     "{prefix}{}/{} workers; {}",
                     j.control.joined(),
                     j.control.config().world,
-                    c.switch.describe_job(j.job())
+                    c.switch.lead().describe_job(j.job())
                 )
             })
             .collect();
@@ -831,6 +848,11 @@ impl SwitchServer {
             let n = self
                 .endpoint
                 .recv_batches(1, |d| core.on_datagram(now, d))?;
+            // The round's dataplane packets, through the switch model's cores at once.
+            if !core.batch.is_empty() {
+                core.switch.handle_batch(core.nanos(now), &core.batch);
+                core.batch.clear();
+            }
             let busy = now.elapsed();
             let backlog = self.endpoint.backlog();
             self.core
@@ -849,7 +871,7 @@ impl SwitchServer {
             }
             for j in &mut c.jobs {
                 let failed = j.control.failure().is_some();
-                j.control.handle_timeout(t, &c.switch);
+                j.control.handle_timeout(t, c.switch.lead());
                 if !failed {
                     if let Some(f) = j.control.failure() {
                         tracing::error!(job = j.job(), "the switch ends job {}: {f}", j.job());
@@ -901,7 +923,7 @@ impl Core {
     /// welcomes advertise.
     fn new(
         cfg: ServerConfig,
-        switch: Switch,
+        switch: ShardedSwitch,
         jobs: Vec<Served>,
         owners: Vec<(usize, u16)>,
         ingress: (u64, u64),
@@ -910,6 +932,7 @@ impl Core {
         let (buffer_bytes, advertised_window) = ingress;
         Core {
             switch,
+            batch: Batch::default(),
             jobs,
             egress: owners.iter().map(|_| Egress::new(&cfg.link)).collect(),
             ports: owners,
@@ -989,7 +1012,7 @@ impl Core {
             match Control::decode(d.bytes) {
                 Some(Ok(m)) => up.control.handle_control(t, m),
                 Some(Err(_)) => self.malformed_control += 1,
-                None => self.switch.handle_packet(t, Address::Switch, d.bytes),
+                None => self.batch.push(Address::Switch, d.bytes),
             }
             return;
         }
@@ -1022,7 +1045,7 @@ impl Core {
         let j = &mut self.jobs[index];
         if let Admission::Worker(rank) = j.control.on_data(t, &d.from, d.bytes) {
             let port = j.first_port + rank;
-            self.switch.handle_packet(t, Address::Worker(port), d.bytes);
+            self.batch.push(Address::Worker(port), d.bytes);
         }
     }
 
