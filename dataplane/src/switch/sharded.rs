@@ -160,6 +160,13 @@ impl ShardedSwitch {
         }
     }
 
+    /// A leaf's driver reports the depth of the queue up to the spine.
+    pub fn set_uplink_queue(&mut self, bytes: u64) {
+        for s in &mut self.shards {
+            s.set_uplink_queue(bytes);
+        }
+    }
+
     /// The driver reports whether its input queue is above its marking threshold.
     pub fn set_ingress_congested(&mut self, congested: bool) {
         for s in &mut self.shards {
