@@ -11,6 +11,12 @@
 //!   (in + out) per second against the same line rate. The replay must reproduce the
 //!   recorded output exactly, or the bench fails.
 //!
+//! - **switch in shards**: the same packets into the switch model spread over `n` cores by
+//!   destination (`switch --cores n`), in bursts of 32 as the switch process hands them over
+//!   (`SWITCHGNN_BENCH_BURST`),
+//!   for `n` = 1, 2, … up to the cores this machine has (`SWITCHGNN_BENCH_CORES`); reported as
+//!   updates per second and as a ratio to the one-core model above, measured in the same run.
+//!
 //! Both for SwitchGNN's blocks and for the pre-aggregated exchange (`reduce`) of the same graph.
 //!
 //! `cargo bench -p switchgnn-conformance --bench dataplane`; `SWITCHGNN_BENCH_SCALE` (default
@@ -27,7 +33,7 @@ use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalF
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
-use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
+use switchgnn_dataplane::switch::{JobConfig, ShardedSwitch, Switch, SwitchConfig};
 use switchgnn_dataplane::wire::{PacketType, HEADER_LEN, MAX_PACKET_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Node};
 use switchgnn_datasets::synthetic::{generate, Preset};
@@ -250,6 +256,7 @@ fn measure(
         "switch model: {switch_allocations} allocations for {switch_packets} packets in+out ({:.4} per packet; the first exchange on a fresh switch, its queues warming up)",
         switch_allocations as f64 / switch_packets as f64
     );
+    sharded(plan, memory, &sent, c.passes, switch_s);
 
     // Engines alone: replay each worker's inputs.
     let mut engine_s = 0.0;
@@ -284,4 +291,50 @@ fn measure(
         "host engines: {engine_allocations} allocations for {packets} packets in+out ({:.4} per packet, engine construction excluded)",
         engine_allocations as f64 / packets as f64
     );
+}
+
+/// The switch model in 1, 2, … shards on `sent` in bursts (32 by default), against the one-core model's
+/// `passes` in `one_core_s` seconds.
+fn sharded(
+    plan: &Arc<ExchangePlan>,
+    memory: u64,
+    sent: &[(u16, Vec<u8>)],
+    passes: u64,
+    one_core_s: f64,
+) {
+    let here = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let most: usize = env("SWITCHGNN_BENCH_CORES", here);
+    let burst: usize = env("SWITCHGNN_BENCH_BURST", 32);
+    let mut buf = [0u8; MAX_PACKET_LEN];
+    for cores in 1..=most.clamp(1, 64) as u16 {
+        let mut sw = ShardedSwitch::new(
+            SwitchConfig {
+                ports: plan.workers,
+                ..SwitchConfig::with_memory(memory)
+            },
+            cores,
+        )
+        .unwrap();
+        sw.add_job(JobConfig::new(1, vec![plan.clone()])).unwrap();
+        let t = Instant::now();
+        for burst in sent.chunks(burst) {
+            for (w, bytes) in burst {
+                sw.batch().push(Address::Worker(*w), bytes);
+            }
+            sw.run_batch(0);
+            while sw.poll_transmit(0, &mut buf).is_some() {}
+        }
+        let s = t.elapsed().as_secs_f64();
+        let c = sw.counters();
+        assert_eq!(
+            c.exchanges_completed, 1,
+            "the replay completes the exchange"
+        );
+        assert_eq!(c.passes, passes, "{cores} cores make the one core's passes");
+        println!(
+            "switch model on {cores} core(s), bursts of {burst}: {s:.3} s, {:.1} M updates/s, {:.2}x the one-core model's rate",
+            passes as f64 / s / 1e6,
+            one_core_s / s
+        );
+    }
 }

@@ -45,7 +45,7 @@ use switchgnn_dataplane::control::{
 };
 use switchgnn_dataplane::link::{ceil_nanos, to_picos, Port};
 use switchgnn_dataplane::switch::{
-    Batch, JobConfig, JobStatus, Racks, ShardedSwitch, SwitchConfig, SwitchCounters, Tier,
+    JobConfig, JobStatus, Racks, ShardedSwitch, SwitchConfig, SwitchCounters, Tier,
 };
 use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
@@ -384,9 +384,9 @@ impl Served {
 #[derive(Debug)]
 struct Core {
     cfg: ServerConfig,
+    /// The switch model; a receive round's dataplane packets fill its batch, handed to its
+    /// cores at the round's end.
     switch: ShardedSwitch,
-    /// The dataplane packets of the current receive round, handed to the switch at its end.
-    batch: Batch,
     /// The jobs, in the order their ports were given out.
     jobs: Vec<Served>,
     /// Per switch port: the job (an index into `jobs`) and the rank of the worker on it.
@@ -849,10 +849,7 @@ impl SwitchServer {
                 .endpoint
                 .recv_batches(1, |d| core.on_datagram(now, d))?;
             // The round's dataplane packets, through the switch model's cores at once.
-            if !core.batch.is_empty() {
-                core.switch.handle_batch(core.nanos(now), &core.batch);
-                core.batch.clear();
-            }
+            core.switch.run_batch(core.nanos(now));
             let busy = now.elapsed();
             let backlog = self.endpoint.backlog();
             self.core
@@ -932,7 +929,6 @@ impl Core {
         let (buffer_bytes, advertised_window) = ingress;
         Core {
             switch,
-            batch: Batch::default(),
             jobs,
             egress: owners.iter().map(|_| Egress::new(&cfg.link)).collect(),
             ports: owners,
@@ -1012,7 +1008,7 @@ impl Core {
             match Control::decode(d.bytes) {
                 Some(Ok(m)) => up.control.handle_control(t, m),
                 Some(Err(_)) => self.malformed_control += 1,
-                None => self.batch.push(Address::Switch, d.bytes),
+                None => self.switch.batch().push(Address::Switch, d.bytes),
             }
             return;
         }
@@ -1045,7 +1041,7 @@ impl Core {
         let j = &mut self.jobs[index];
         if let Admission::Worker(rank) = j.control.on_data(t, &d.from, d.bytes) {
             let port = j.first_port + rank;
-            self.batch.push(Address::Worker(port), d.bytes);
+            self.switch.batch().push(Address::Worker(port), d.bytes);
         }
     }
 

@@ -652,13 +652,17 @@ struct Fabric {
     uplink: u64,
     /// Which aggregators this model keeps, when it is one shard of a [`ShardedSwitch`].
     shard: Shard,
+    /// Whether this model acknowledges and counts the packet in hand: always on a whole
+    /// switch; in a sharded one, the one shard the packet was routed to for that.
+    counting: bool,
 }
 
 /// One shard of a switch whose aggregators are spread over cores by destination
-/// ([`ShardedSwitch`]). Every shard sees every packet and keeps the same barriers and seen
-/// bits; a shard adds only into the (destination, chunk) aggregators it owns and sends only
-/// their results and raw copies. The lead (shard 0) is the rest of the switch: it
-/// acknowledges, multicasts the gos, forwards, runs the all-reduce and counts what comes in.
+/// ([`ShardedSwitch`]). Every shard keeps the barriers; a shard adds only into the
+/// (destination, chunk) aggregators it owns and sends only their results and raw copies. A
+/// data packet reaches the shards that own its aggregators, one of which acknowledges and
+/// counts it. The lead (shard 0) is the rest of the switch: it multicasts the gos, forwards,
+/// runs the all-reduce and counts the other packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shard {
     index: u16,
@@ -820,6 +824,7 @@ impl Switch {
                 tier: Tier::Star,
                 uplink: 0,
                 shard,
+                counting: true,
                 config,
             },
         }
@@ -1043,11 +1048,26 @@ impl Switch {
         self.fabric.pool.in_use()
     }
 
+    /// Handle a packet; `counts`: this model acknowledges it and counts it in (a sharded
+    /// switch's routing picks one shard per packet for that).
+    pub(super) fn handle_routed(&mut self, now: Nanos, from: Address, bytes: &[u8], counts: bool) {
+        self.fabric.counting = counts;
+        let result = self.process(now, from, bytes);
+        if counts {
+            self.fabric.counters.packets_in += 1;
+            self.fabric.counters.bytes_in += bytes.len() as u64;
+            match result {
+                Ok(()) => self.fabric.counters.accepted += 1,
+                Err(reason) => self.fabric.drop(reason),
+            }
+        }
+    }
+
     fn process(&mut self, now: Nanos, from: Address, bytes: &[u8]) -> Result<(), DropReason> {
         let packet = Packet::new_checked(bytes).map_err(DropReason::of)?;
         let repr = Repr::parse(&packet).map_err(DropReason::of)?;
         let f = &mut self.fabric;
-        if f.shard.leads() {
+        if f.counting {
             f.counters.in_by_type[repr.packet_type as usize] += 1;
         }
         let job = self
@@ -1275,26 +1295,8 @@ fn data(
     let c = usize::from(repr.chunk);
     let block = &plan.blocks[usize::from(run.block)];
     let table = &block.table;
-    // The sender's seen bit and the aggregators its packet is added into: a vertex's feature
-    // goes into every in-block neighbour's aggregator; a partial sum into its destination's
-    // only.
-    let one_slot;
-    let (sender, targets) = if plan.mode == Mode::Reduce && repr.src == repr.dst {
-        // A hybrid block's multicast sender: its feature into each of its destinations.
-        let i = block
-            .multicast
-            .index(repr.src)
-            .ok_or(DropReason::NotInPlan)?;
-        (table.slots.len() + i, block.multicast.rows_of(i))
-    } else if plan.mode == Mode::Reduce {
-        let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
-        let pair = block.pair(row, repr.worker).ok_or(DropReason::NotInPlan)?;
-        one_slot = [row as u32];
-        (pair, &one_slot[..])
-    } else {
-        let row = block.row_of(repr.src).ok_or(DropReason::NotInPlan)?;
-        (row, table.row(row))
-    };
+    let mut one_slot = [0];
+    let (sender, targets) = targets(plan, usize::from(run.block), repr, &mut one_slot)?;
     let chunks = plan.chunks();
     let state = run.state.as_mut().expect("a running block has state");
     let mut values = [0i32; MAX_LANES];
@@ -1302,7 +1304,7 @@ fn data(
     let mut ack = *repr;
     ack.flags.ack = true;
     ack.lanes = 0;
-    let lead = f.shard.leads();
+    let lead = f.counting;
     if state.seen.replace(sender * chunks + c, true) {
         // Already counted: acknowledge again (the first ack may be lost), add nothing.
         if lead {
@@ -1406,6 +1408,34 @@ fn data(
     f.counters.acks += 1;
     f.send(repr.worker, &ack, &[]);
     Ok(())
+}
+
+/// A data packet's sender (the index of its seen bits) and the table rows whose aggregators it
+/// is added into, in block `block` of `plan`: a vertex's feature goes into every in-block
+/// neighbour's aggregator; a partial sum into its destination's only (`one_slot` holds it).
+fn targets<'a>(
+    plan: &'a ExchangePlan,
+    block: usize,
+    repr: &Repr,
+    one_slot: &'a mut [u32; 1],
+) -> Result<(usize, &'a [u32]), DropReason> {
+    let block = plan.blocks.get(block).ok_or(DropReason::Stale)?;
+    if plan.mode == Mode::Reduce && repr.src == repr.dst {
+        // A hybrid block's multicast sender: its feature into each of its destinations.
+        let i = block
+            .multicast
+            .index(repr.src)
+            .ok_or(DropReason::NotInPlan)?;
+        Ok((block.table.slots.len() + i, block.multicast.rows_of(i)))
+    } else if plan.mode == Mode::Reduce {
+        let row = block.row_of(repr.dst).ok_or(DropReason::NotInPlan)?;
+        let pair = block.pair(row, repr.worker).ok_or(DropReason::NotInPlan)?;
+        one_slot[0] = row as u32;
+        Ok((pair, &one_slot[..]))
+    } else {
+        let row = block.row_of(repr.src).ok_or(DropReason::NotInPlan)?;
+        Ok((row, block.table.row(row)))
+    }
 }
 
 /// The running block a data packet must belong to, and the lanes of its chunk (the packet's
@@ -1535,16 +1565,8 @@ fn fetch(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(),
 
 impl Node for Switch {
     fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
-        let result = self.process(now, from, bytes);
-        // A sharded switch counts what comes in once, at its lead.
-        if self.fabric.shard.leads() {
-            self.fabric.counters.packets_in += 1;
-            self.fabric.counters.bytes_in += bytes.len() as u64;
-            match result {
-                Ok(()) => self.fabric.counters.accepted += 1,
-                Err(reason) => self.fabric.drop(reason),
-            }
-        }
+        let counts = self.fabric.shard.leads();
+        self.handle_routed(now, from, bytes, counts);
     }
 
     fn handle_timeout(&mut self, _now: Nanos) {}

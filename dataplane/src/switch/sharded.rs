@@ -5,28 +5,47 @@
 //! independent: shard `s` of `n` keeps the aggregators of the (row, chunk) keys with
 //! `key % n == s` — keys run over a block's destinations and chunks, so each shard holds at
 //! most `⌈keys / n⌉` of a block's aggregators, and `⌈aggregators / n⌉` of the pool is enough for
-//! any plan that fits the whole. Every shard sees every packet, in the same order, so the
-//! barriers and the seen bits (small, and read by every pass) are the same in all of them
-//! without any exchange between cores; only the lead (shard 0) acknowledges, multicasts the
-//! gos, forwards, runs the all-reduce and counts what comes in. What a packet makes every
-//! shard do besides its own passes — parse it and find its row — is a few dozen nanoseconds,
-//! so the shards scale while the passes dominate (a feature sent to many destinations).
+//! any plan that fits the whole.
 //!
-//! A driver hands a received burst to [`ShardedSwitch::handle_batch`], which runs the shards in
-//! parallel (one thread each) and returns when all are done; their output is then polled shard
-//! after shard. Per packet ([`Node::handle_packet`]) the shards run one after another on the
-//! caller's thread, the same result: what the in-memory network and the tests drive.
+//! **Routing.** A data packet goes to the shards that own one of its aggregators (found from
+//! its header and the plan's table, as the shards find them), and the owner of its first
+//! aggregator acknowledges and counts it. A retransmission takes the same route, so each
+//! shard's seen bits stay exact for the packets it sees. The barriers (join, block done) go to
+//! every shard, which all keep them; the lead (shard 0) multicasts the gos. Everything else —
+//! forwarding, the all-reduce, what does not parse — goes to the lead, and a resend's raw copy
+//! also to the shard whose aggregator it releases.
+//!
+//! **Threads.** A driver fills the switch's [`Batch`] with a received burst and calls
+//! [`ShardedSwitch::run_batch`]: the lead runs on the caller's thread and every other shard on
+//! a thread of its own, each routing the whole burst and handling what comes to it (routing on
+//! one thread first would leave the others waiting); the call returns when all are done, and
+//! their output is then polled shard after shard. Between bursts a shard's thread spins for
+//! [`SPIN`] (the next burst of a busy switch comes sooner than a sleeping thread wakes), then
+//! sleeps until it is woken: an idle switch takes no CPU. Per packet ([`Node::handle_packet`])
+//! the shards run one after another on the caller's thread, with the same result: what the
+//! in-memory network and the tests drive.
 
 use std::ops::Range;
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
 use super::{JobConfig, Shard, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit};
+use crate::plan::{ExchangePlan, Mode};
+use crate::wire::{Packet, PacketType, Repr};
 
 /// Shards a switch can have.
 pub const MAX_SHARDS: u16 = 64;
 
+/// How long a shard's thread waits for the next burst, spinning, before it sleeps.
+pub const SPIN: Duration = Duration::from_micros(50);
+
 /// Packets received together, handed to the shards at once: their bytes back to back.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Batch {
     bytes: Vec<u8>,
     packets: Vec<(Address, Range<usize>)>,
@@ -56,176 +75,426 @@ impl Batch {
         self.packets.clear();
     }
 
-    fn iter(&self) -> impl Iterator<Item = (Address, &[u8])> {
-        self.packets
-            .iter()
-            .map(|(from, r)| (*from, &self.bytes[r.clone()]))
+    fn get(&self, i: usize) -> (Address, &[u8]) {
+        let (from, r) = &self.packets[i];
+        (*from, &self.bytes[r.clone()])
     }
+}
+
+/// Where a packet goes: a set of shards (a bit each), and the one that acknowledges and
+/// counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    shards: u64,
+    counter: u16,
+}
+
+impl Route {
+    const LEAD: Route = Route {
+        shards: 1,
+        counter: 0,
+    };
 }
 
 /// A switch model in `n` shards, one core each (see the module's docs). With one shard it is
 /// the plain [`Switch`].
 #[derive(Debug)]
 pub struct ShardedSwitch {
-    shards: Vec<Switch>,
-    /// One thread per shard, for [`ShardedSwitch::handle_batch`]; none with one shard.
-    threads: Option<rayon::ThreadPool>,
+    /// Shard 0, run on the caller's thread.
+    lead: Switch,
+    /// Shards 1.., each run on a thread of its own (and locked by the caller only between
+    /// bursts).
+    others: Vec<Arc<Mutex<Switch>>>,
+    router: Arc<Router>,
+    /// The burst being filled, shared with the threads while they run it.
+    batch: Arc<Batch>,
+    crew: Option<Crew>,
     /// The shard whose output [`Node::poll_transmit`] takes next.
     polling: usize,
 }
 
+/// The threads of shards 1.. and how the caller hands them a burst.
+#[derive(Debug)]
+struct Crew {
+    signal: Arc<Signal>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct Signal {
+    /// Bumped once per burst (and to stop).
+    generation: AtomicU64,
+    /// Threads done with the current burst.
+    done: AtomicUsize,
+    stop: AtomicBool,
+    /// The current burst: its time, packets and the routes' plans.
+    work: Mutex<Option<(Nanos, Arc<Batch>, Arc<Router>)>>,
+}
+
+/// What a shard's thread does: wait for a burst, handle its part, say so; until stopped.
+fn shard_thread(index: usize, shard: Arc<Mutex<Switch>>, signal: Arc<Signal>) {
+    let mut seen = 0;
+    loop {
+        let idle = Instant::now();
+        loop {
+            let g = signal.generation.load(Ordering::Acquire);
+            if g != seen {
+                seen = g;
+                break;
+            }
+            if idle.elapsed() < SPIN {
+                std::hint::spin_loop();
+            } else {
+                // The caller unparks after bumping the generation: no wake-up is lost.
+                std::thread::park();
+            }
+        }
+        if signal.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let work = lock(&signal.work).clone();
+        if let Some((now, batch, router)) = work {
+            run_shard(index, &mut lock(&shard), &router, now, &batch);
+        }
+        signal.done.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Shard `index`'s part of `batch`.
+fn run_shard(index: usize, s: &mut Switch, router: &Router, now: Nanos, batch: &Batch) {
+    for i in 0..batch.len() {
+        let (from, bytes) = batch.get(i);
+        let route = router.route(bytes);
+        if route.shards & (1 << index) != 0 {
+            s.handle_routed(now, from, bytes, usize::from(route.counter) == index);
+        }
+    }
+}
+
+/// A shard's lock: a thread that panicked holding it leaves a switch no worse than its last
+/// packet, and the panic is reported where the thread is joined.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl ShardedSwitch {
     /// A switch of `config`'s resources in `shards` shards (1 to [`MAX_SHARDS`]), each with
-    /// `⌈config.aggregators / shards⌉` aggregators.
+    /// `⌈config.aggregators / shards⌉` aggregators; a thread for each shard but the first.
     pub fn new(config: SwitchConfig, shards: u16) -> Result<ShardedSwitch, SwitchError> {
         if shards == 0 || shards > MAX_SHARDS {
             return Err(SwitchError::BadShards(shards));
         }
-        let per_shard = SwitchConfig {
+        let config = SwitchConfig {
             aggregators: config.aggregators.div_ceil(usize::from(shards)),
             ..config
         };
-        let threads = if shards > 1 {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(usize::from(shards))
-                .thread_name(|i| format!("switch-shard-{i}"))
-                .build()
-                .map_err(|e| SwitchError::Threads(e.to_string()))?;
-            Some(pool)
+        let shard = |index| {
+            Switch::shard(
+                config,
+                Shard {
+                    index,
+                    count: shards,
+                },
+            )
+        };
+        let others: Vec<_> = (1..shards)
+            .map(|i| Arc::new(Mutex::new(shard(i))))
+            .collect();
+        let crew = if shards > 1 {
+            let signal = Arc::new(Signal::default());
+            let mut threads = Vec::new();
+            for (i, s) in others.iter().enumerate() {
+                let (s, signal) = (s.clone(), signal.clone());
+                let thread = std::thread::Builder::new()
+                    .name(format!("switch-shard-{}", i + 1))
+                    .spawn(move || shard_thread(i + 1, s, signal))
+                    .map_err(|e| SwitchError::Threads(e.to_string()))?;
+                threads.push(thread);
+            }
+            Some(Crew { signal, threads })
         } else {
             None
         };
         Ok(ShardedSwitch {
-            shards: (0..shards)
-                .map(|index| {
-                    let shard = Shard {
-                        index,
-                        count: shards,
-                    };
-                    Switch::shard(if shards == 1 { config } else { per_shard }, shard)
-                })
-                .collect(),
-            threads,
+            lead: shard(0),
+            others,
+            router: Arc::new(Router {
+                plans: BTreeMap::new(),
+                shards: usize::from(shards),
+            }),
+            batch: Arc::default(),
+            crew,
             polling: 0,
         })
     }
 
     /// Shards of the switch.
     pub fn shards(&self) -> u16 {
-        self.shards.len() as u16
+        1 + self.others.len() as u16
     }
 
     /// The lead shard: the barriers, the all-reduce and what came in (what a control plane
     /// asks about a job: [`Switch::job_status`], [`Switch::exchange_running`]).
     pub fn lead(&self) -> &Switch {
-        &self.shards[0]
+        &self.lead
+    }
+
+    /// Do `f` on every shard, the lead first.
+    fn each<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Switch) -> Result<T, SwitchError>,
+    ) -> Result<(), SwitchError> {
+        f(&mut self.lead)?;
+        for s in &self.others {
+            f(&mut lock(s))?;
+        }
+        Ok(())
+    }
+
+    /// `f` of every shard, the lead first.
+    fn of_each<T>(&self, f: impl Fn(&Switch) -> T) -> Vec<T> {
+        std::iter::once(f(&self.lead))
+            .chain(self.others.iter().map(|s| f(&lock(s))))
+            .collect()
     }
 
     /// Admit a job on every shard, its aggregator quota (if any) split as the pool is. Only a
     /// star's switch can be sharded: a leaf's and a spine's partial sums are not split by
     /// destination.
     pub fn add_job(&mut self, job: JobConfig) -> Result<(), SwitchError> {
-        let n = self.shards.len();
+        let n = usize::from(self.shards());
         if n > 1 && !matches!(job.tier, Tier::Star) {
             return Err(SwitchError::ShardedTier(job.job));
         }
-        for s in &mut self.shards {
+        self.each(|s| {
             let mut j = job.clone();
             j.aggregators = job.aggregators.map(|q| q.div_ceil(n));
-            s.add_job(j)?;
-        }
+            s.add_job(j)
+        })?;
+        // No burst is running: the threads hold no router.
+        let mut router = (*self.router).clone();
+        router.plans.insert(job.job, job.layers);
+        self.router = Arc::new(router);
         Ok(())
     }
 
     /// Give job `job` an all-reduce region (in the lead, which runs the all-reduce).
     pub fn add_allreduce(&mut self, job: u16, slots: u16) -> Result<(), SwitchError> {
-        self.shards[0].add_allreduce(job, slots)
+        self.lead.add_allreduce(job, slots)
     }
 
     /// Give the switch a shared all-reduce pool (in the lead).
     pub fn set_allreduce_pool(&mut self, slots: u32, leak: Nanos) -> Result<(), SwitchError> {
-        self.shards[0].set_allreduce_pool(slots, leak)
+        self.lead.set_allreduce_pool(slots, leak)
     }
 
     /// Let job `job` all-reduce best-effort in the shared pool (in the lead).
     pub fn add_allreduce_best_effort(&mut self, job: u16, window: u16) -> Result<(), SwitchError> {
-        self.shards[0].add_allreduce_best_effort(job, window)
+        self.lead.add_allreduce_best_effort(job, window)
     }
 
     /// The driver reports the depth of the egress queue towards `port` (every shard marks
     /// what it sends there).
     pub fn set_egress_queue(&mut self, port: u16, bytes: u64) {
-        for s in &mut self.shards {
+        let _ = self.each(|s| {
             s.set_egress_queue(port, bytes);
-        }
+            Ok(())
+        });
     }
 
     /// A leaf's driver reports the depth of the queue up to the spine.
     pub fn set_uplink_queue(&mut self, bytes: u64) {
-        for s in &mut self.shards {
+        let _ = self.each(|s| {
             s.set_uplink_queue(bytes);
-        }
+            Ok(())
+        });
     }
 
     /// The driver reports whether its input queue is above its marking threshold.
     pub fn set_ingress_congested(&mut self, congested: bool) {
-        for s in &mut self.shards {
+        let _ = self.each(|s| {
             s.set_ingress_congested(congested);
-        }
+            Ok(())
+        });
     }
 
     /// Every shard's counters added up: what the switch did. `peak_aggregators` is the sum of
     /// the shards' peaks (an upper bound of the switch's).
     pub fn counters(&self) -> SwitchCounters {
-        let mut sum = self.shards[0].counters().clone();
-        for s in &self.shards[1..] {
-            sum += s.counters();
+        let mut sum = self.lead.counters().clone();
+        for s in &self.others {
+            sum += lock(s).counters();
         }
         sum
     }
 
     /// Each shard's counters (how evenly the passes spread).
     pub fn shard_counters(&self) -> Vec<SwitchCounters> {
-        self.shards.iter().map(|s| s.counters().clone()).collect()
+        self.of_each(|s| s.counters().clone())
     }
 
     /// Aggregators in use now, over all shards.
     pub fn aggregators_in_use(&self) -> usize {
-        self.shards.iter().map(Switch::aggregators_in_use).sum()
+        self.of_each(Switch::aggregators_in_use).into_iter().sum()
     }
 
-    /// Handle every packet of `batch`, all received by `now`: each shard on its own thread,
-    /// in the batch's order. Returns when every shard is done; poll the output then.
-    pub fn handle_batch(&mut self, now: Nanos, batch: &Batch) {
-        let run = |s: &mut Switch| {
-            for (from, bytes) in batch.iter() {
-                s.handle_packet(now, from, bytes);
-            }
+    /// The burst to fill before [`ShardedSwitch::run_batch`].
+    pub fn batch(&mut self) -> &mut Batch {
+        Arc::get_mut(&mut self.batch).expect("no shard holds the burst between runs")
+    }
+
+    /// Handle every packet of the burst, all received by `now`: each shard on its own thread,
+    /// in the burst's order. Returns when every shard is done, the burst emptied; poll the
+    /// output then.
+    pub fn run_batch(&mut self, now: Nanos) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let Some(crew) = &self.crew else {
+            run_shard(0, &mut self.lead, &self.router, now, &self.batch);
+            self.batch().clear();
+            return;
         };
-        match &self.threads {
-            Some(pool) => pool.scope(|scope| {
-                for s in &mut self.shards {
-                    scope.spawn(move |_| run(s));
+        let signal = &crew.signal;
+        *lock(&signal.work) = Some((now, self.batch.clone(), self.router.clone()));
+        signal.done.store(0, Ordering::Release);
+        signal.generation.fetch_add(1, Ordering::AcqRel);
+        for t in &crew.threads {
+            t.thread().unpark();
+        }
+        run_shard(0, &mut self.lead, &self.router, now, &self.batch);
+        let mut spins = 0u32;
+        while signal.done.load(Ordering::Acquire) < crew.threads.len() {
+            if spins < 1 << 12 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        lock(&signal.work).take();
+        self.batch().clear();
+    }
+}
+
+impl Drop for ShardedSwitch {
+    fn drop(&mut self) {
+        let Some(crew) = self.crew.take() else {
+            return;
+        };
+        crew.signal.stop.store(true, Ordering::Release);
+        crew.signal.generation.fetch_add(1, Ordering::AcqRel);
+        for t in crew.threads {
+            t.thread().unpark();
+            // A shard thread that panicked has nothing left to say here.
+            let _ = t.join();
+        }
+    }
+}
+
+/// Finds each packet's shards (see the module's docs).
+#[derive(Debug, Clone)]
+struct Router {
+    /// Each job's layer plans.
+    plans: BTreeMap<u16, Vec<Arc<ExchangePlan>>>,
+    shards: usize,
+}
+
+impl Router {
+    /// The shard owning aggregator key `key`.
+    fn owner(&self, key: usize) -> u16 {
+        (key % self.shards) as u16
+    }
+
+    /// Where `bytes` goes.
+    fn route(&self, bytes: &[u8]) -> Route {
+        if self.shards == 1 {
+            return Route::LEAD;
+        }
+        let Ok(packet) = Packet::new_checked(bytes) else {
+            return Route::LEAD;
+        };
+        let Ok(repr) = Repr::parse(&packet) else {
+            return Route::LEAD;
+        };
+        let plan = || {
+            self.plans
+                .get(&repr.job)?
+                .get(usize::from(repr.layer))
+                .filter(|p| p.mode != Mode::Host)
+        };
+        let all = u64::MAX >> (64 - self.shards);
+        match repr.packet_type {
+            PacketType::Join | PacketType::BlockDone => Route {
+                shards: all,
+                counter: 0,
+            },
+            PacketType::Data if !repr.flags.partial => {
+                let Some(plan) = plan() else {
+                    return Route::LEAD;
+                };
+                let mut one_slot = [0];
+                let block = usize::from(repr.block);
+                let Ok((_, rows)) = super::targets(plan, block, &repr, &mut one_slot) else {
+                    return Route::LEAD;
+                };
+                let (chunks, c) = (plan.chunks(), usize::from(repr.chunk));
+                let mut route = Route {
+                    shards: 0,
+                    counter: 0,
+                };
+                for (i, &row) in rows.iter().enumerate() {
+                    let owner = self.owner(row as usize * chunks + c);
+                    if i == 0 {
+                        route.counter = owner;
+                    }
+                    route.shards |= 1 << owner;
                 }
-            }),
-            None => run(&mut self.shards[0]),
+                if route.shards == 0 {
+                    return Route::LEAD;
+                }
+                route
+            }
+            PacketType::Raw if repr.flags.resend => {
+                // The lead forwards it; the owner of the aggregator it releases releases it.
+                let row = plan().and_then(|p| {
+                    let b = p.blocks.get(usize::from(repr.block))?;
+                    Some(b.row_of(repr.dst)? * p.chunks() + usize::from(repr.chunk))
+                });
+                Route {
+                    shards: 1 | row.map_or(0, |k| 1 << self.owner(k)),
+                    counter: 0,
+                }
+            }
+            _ => Route::LEAD,
         }
     }
 }
 
 impl Node for ShardedSwitch {
     fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
-        for s in &mut self.shards {
-            s.handle_packet(now, from, bytes);
+        let route = self.router.route(bytes);
+        if route.shards & 1 != 0 {
+            self.lead
+                .handle_routed(now, from, bytes, route.counter == 0);
+        }
+        for (i, s) in self.others.iter().enumerate() {
+            if route.shards & (1 << (i + 1)) != 0 {
+                lock(s).handle_routed(now, from, bytes, usize::from(route.counter) == i + 1);
+            }
         }
     }
 
     fn handle_timeout(&mut self, _now: Nanos) {}
 
     fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
-        while self.polling < self.shards.len() {
-            if let Some(t) = self.shards[self.polling].poll_transmit(now, buf) {
-                return Some(t);
+        while self.polling <= self.others.len() {
+            let t = match self.polling {
+                0 => self.lead.poll_transmit(now, buf),
+                i => lock(&self.others[i - 1]).poll_transmit(now, buf),
+            };
+            if t.is_some() {
+                return t;
             }
             self.polling += 1;
         }
@@ -244,7 +513,7 @@ impl SwitchNode for ShardedSwitch {
     }
 
     fn passes(&self) -> u64 {
-        self.shards.iter().map(SwitchNode::passes).sum()
+        self.of_each(SwitchNode::passes).into_iter().sum()
     }
 
     fn aggregators_in_use(&self) -> usize {
