@@ -10,7 +10,8 @@
 //! - DPDK against UDP.
 //!
 //! `cargo bench --features dpdk --bench transport [-- DATASET]` (default: Amazon-Computers from
-//! ../shared/datasets when present, else synthetic:small).
+//! ../shared/datasets when present, else synthetic:small). `SWITCHGNN_BENCH_SWITCH_CORES`
+//! (default 1) runs the switch's model on that many cores (`switch --cores`).
 
 use std::path::Path;
 use std::process::Command;
@@ -35,6 +36,7 @@ fn run(dataset: &str, transport: &'static str, plan: &Path, out: &Path) -> Vec<R
         .args(["exchange", dataset, "--workers", &WORKERS.to_string()])
         .args(["--exchange", "switch,host", "--transport", transport])
         .args(["--gbps", &GBPS.to_string()])
+        .args(["--switch-cores", &switch_cores().to_string()])
         .arg("--plan")
         .arg(plan)
         .arg("--json")
@@ -72,6 +74,14 @@ fn run(dataset: &str, transport: &'static str, plan: &Path, out: &Path) -> Vec<R
         .collect()
 }
 
+/// Cores of the switch's model (`SWITCHGNN_BENCH_SWITCH_CORES`, default 1).
+fn switch_cores() -> u16 {
+    std::env::var("SWITCHGNN_BENCH_SWITCH_CORES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
 fn main() {
     let dataset = std::env::args()
         .skip(1)
@@ -94,8 +104,9 @@ fn main() {
         println!("(built without the dpdk feature: UDP only)");
     }
     println!(
-        "{dataset}: switch + {WORKERS} worker processes on this machine, {GBPS} Gb/s emulated \
-         links, widths: the dataset's and 16, forward and backward"
+        "{dataset}: switch (model on {} core(s)) + {WORKERS} worker processes on this machine, \
+         {GBPS} Gb/s emulated links, widths: the dataset's and 16, forward and backward",
+        switch_cores()
     );
     println!(
         "{:<6} {:<10} {:>11} {:>12} {:>9} {:>11} {:>14} {:>16}",

@@ -3,6 +3,9 @@
 //! the same run. The switch runs in a thread named `switch`, so `perf record -g` on this
 //! binary and `perf report --comm switch` show where its time goes.
 //!
+//! The UDP run is repeated with the switch model on 2, 3, … cores (`switch --cores`, up to
+//! `SWITCHGNN_BENCH_CORES`, default 1), each against the one-core run above it.
+//!
 //! `cargo bench -p switchgnn-transport --bench loopback [-- DATASET]` (default: synthetic
 //! small; any dataset argument of the command line works, e.g. a path to cora.npz).
 
@@ -45,39 +48,8 @@ fn main() {
     );
 
     // Over loopback UDP.
-    let server = ServerConfig::loopback(
-        1,
-        WORKERS,
-        (MEMORY / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
-    );
-    let outcome = run_exchange_job(&dataset, &session, server, EPOCHS).unwrap();
-    let wall = outcome.seconds;
-    let report = outcome.switch;
-    let reports: Vec<_> = outcome.workers.into_iter().map(Result::unwrap).collect();
-    // Exchange time: per exchange, the slowest worker (start-up, handshakes and the final
-    // check are left out).
-    let udp_seconds: f64 = (0..reports[0].exchanges.len())
-        .map(|i| {
-            reports
-                .iter()
-                .map(|r| r.exchanges[i].seconds)
-                .fold(0.0, f64::max)
-        })
-        .sum();
-    for r in &reports {
-        assert!(
-            r.exchanges.iter().all(|x| x.mismatched_rows == 0),
-            "inexact"
-        );
-    }
+    let (udp_pps, report) = over_udp(&dataset, &session, 1);
     let k = &report.counters;
-    let udp_pps = k.packets_in as f64 / udp_seconds;
-    let udp_lanes = k.lane_updates as f64 / udp_seconds;
-    let retransmits: u64 = reports
-        .iter()
-        .flat_map(|r| &r.exchanges)
-        .map(|x| x.engine.retransmits)
-        .sum();
 
     // The same exchanges through the in-memory network: protocol work only.
     let scale_for =
@@ -120,16 +92,6 @@ fn main() {
     let mem_lanes_s = mem_lanes as f64 / mem_seconds;
 
     println!(
-        "loopback UDP : {:>9} packets in {udp_seconds:.3} s of exchanges ({wall:.3} s with start-up \
-         and checks) = {:.3} Mpps into the switch, {:.1} M lanes/s aggregated ({} \
-         retransmissions, {} switch drops)",
-        k.packets_in,
-        udp_pps / 1e6,
-        udp_lanes / 1e6,
-        retransmits,
-        k.total_drops()
-    );
-    println!(
         "in memory    : {:>9} packets in {mem_seconds:.3} s = {:.3} Mpps, {:.1} M lanes/s \
          (switch model + 4 engines + event queue, one thread)",
         mem_packets,
@@ -145,4 +107,72 @@ fn main() {
         k.packets_out,
         k.packets_in
     );
+    let most: u16 = std::env::var("SWITCHGNN_BENCH_CORES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for cores in 2..=most {
+        let (pps, _) = over_udp(&dataset, &session, cores);
+        println!(
+            "switch on {cores} cores / on one: {:.3}× packets/s into the switch",
+            pps / udp_pps
+        );
+    }
+}
+
+/// The exchanges over loopback UDP with the switch model on `cores` cores: packets per
+/// second into the switch (over the exchanges' time) and the switch's report.
+fn over_udp(
+    dataset: &Arc<switchgnn_datasets::Dataset>,
+    session: &Arc<Session>,
+    cores: u16,
+) -> (f64, switchgnn_transport::server::ServerReport) {
+    let server = ServerConfig {
+        cores,
+        ..ServerConfig::loopback(
+            1,
+            WORKERS,
+            (MEMORY / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
+        )
+    };
+    let outcome = run_exchange_job(dataset, session, server, EPOCHS).unwrap();
+    let wall = outcome.seconds;
+    let report = outcome.switch;
+    let reports: Vec<_> = outcome.workers.into_iter().map(Result::unwrap).collect();
+    // Exchange time: per exchange, the slowest worker (start-up, handshakes and the final
+    // check are left out).
+    let udp_seconds: f64 = (0..reports[0].exchanges.len())
+        .map(|i| {
+            reports
+                .iter()
+                .map(|r| r.exchanges[i].seconds)
+                .fold(0.0, f64::max)
+        })
+        .sum();
+    for r in &reports {
+        assert!(
+            r.exchanges.iter().all(|x| x.mismatched_rows == 0),
+            "inexact"
+        );
+    }
+    let k = &report.counters;
+    let udp_pps = k.packets_in as f64 / udp_seconds;
+    let udp_lanes = k.lane_updates as f64 / udp_seconds;
+    let retransmits: u64 = reports
+        .iter()
+        .flat_map(|r| &r.exchanges)
+        .map(|x| x.engine.retransmits)
+        .sum();
+
+    println!(
+        "loopback UDP, switch on {cores} core(s): {:>9} packets in {udp_seconds:.3} s of \
+         exchanges ({wall:.3} s with start-up and checks) = {:.3} Mpps into the switch, {:.1} M \
+         lanes/s aggregated ({} retransmissions, {} switch drops)",
+        k.packets_in,
+        udp_pps / 1e6,
+        udp_lanes / 1e6,
+        retransmits,
+        k.total_drops()
+    );
+    (udp_pps, report)
 }

@@ -350,7 +350,10 @@ impl ShardedSwitch {
         if self.batch.is_empty() {
             return;
         }
-        let Some(crew) = &self.crew else {
+        let alone = |batch: &Batch| (0..batch.len()).all(|i| Router::lead_only(batch.get(i).1));
+        let Some(crew) = self.crew.as_ref().filter(|_| !alone(&self.batch)) else {
+            // One shard, or a burst only the lead handles (a host exchange's forwarding):
+            // nobody else to wake.
             run_shard(0, &mut self.lead, &self.router, now, &self.batch);
             self.batch().clear();
             return;
@@ -369,6 +372,11 @@ impl ShardedSwitch {
                 spins += 1;
                 std::hint::spin_loop();
             } else {
+                // A shard thread that died (a bug: no packet may panic the model) would
+                // otherwise be waited for forever.
+                if let Some(i) = crew.threads.iter().position(JoinHandle::is_finished) {
+                    panic!("the switch's shard {} stopped", i + 1);
+                }
                 std::thread::yield_now();
             }
         }
@@ -404,6 +412,20 @@ impl Router {
     /// The shard owning aggregator key `key`.
     fn owner(&self, key: usize) -> u16 {
         (key % self.shards) as u16
+    }
+
+    /// Whether `bytes` certainly goes to the lead alone (a cheap look at its type and flags,
+    /// before any shard thread is woken).
+    fn lead_only(bytes: &[u8]) -> bool {
+        let Ok(packet) = Packet::new_checked(bytes) else {
+            return true;
+        };
+        let resend = crate::wire::Flags::from_u8(packet.flags()).is_ok_and(|f| f.resend);
+        match PacketType::from_u8(packet.packet_type()) {
+            Some(PacketType::Data | PacketType::Join | PacketType::BlockDone) => false,
+            Some(PacketType::Raw) => !resend,
+            _ => true,
+        }
     }
 
     /// Where `bytes` goes.
