@@ -90,21 +90,7 @@ fn every_shard_takes_a_share_of_the_passes() {
     switch
         .add_job(JobConfig::new(1, vec![plan.clone()]))
         .unwrap();
-    let mut engines: Vec<_> = (0..plan.workers)
-        .map(|w| {
-            f.engine(
-                kind,
-                w,
-                setup.exchange,
-                1,
-                setup.scale,
-                Box::new(switchgnn_dataplane::cc::Unpaced),
-                0,
-            )
-        })
-        .collect();
-    let mut net = switchgnn_dataplane::network::Network::new(setup.network, plan.workers);
-    net.run(&mut switch, &mut engines).unwrap();
+    run_unpaced(&f, kind, &setup, &mut switch);
     let per_shard = switch.shard_counters();
     let total: u64 = per_shard.iter().map(|c| c.passes).sum();
     assert_eq!(total, switch.counters().passes);
@@ -217,22 +203,26 @@ fn record(f: &Fixture, kind: ExchangeKind, setup: &RunSetup) -> Vec<(Address, Ve
         inner,
         seen: Vec::new(),
     };
+    run_unpaced(f, kind, setup, &mut rec);
+    rec.seen
+}
+
+/// One exchange of `kind` through `switch`, the engines unpaced, on the setup's network.
+fn run_unpaced<S: switchgnn_dataplane::node::SwitchNode>(
+    f: &Fixture,
+    kind: ExchangeKind,
+    setup: &RunSetup,
+    switch: &mut S,
+) {
+    let plan = f.plan(kind);
     let mut engines: Vec<_> = (0..plan.workers)
         .map(|w| {
-            f.engine(
-                kind,
-                w,
-                setup.exchange,
-                1,
-                setup.scale,
-                Box::new(switchgnn_dataplane::cc::Unpaced),
-                0,
-            )
+            let cc = Box::new(switchgnn_dataplane::cc::Unpaced);
+            f.engine(kind, w, setup.exchange, 1, setup.scale, cc, 0)
         })
         .collect();
     let mut net = switchgnn_dataplane::network::Network::new(setup.network, plan.workers);
-    net.run(&mut rec, &mut engines).unwrap();
-    rec.seen
+    net.run(switch, &mut engines).unwrap();
 }
 
 #[test]

@@ -546,5 +546,13 @@ pub fn run(args: Args) -> Result<()> {
         k.lane_updates,
         k.peak_aggregators
     );
+    if outcome.passes_per_core.len() > 1 {
+        let per_core: Vec<String> = outcome.passes_per_core.iter().map(u64::to_string).collect();
+        eprintln!(
+            "switch: model on {} cores, aggregator passes per core: {}",
+            per_core.len(),
+            per_core.join(", ")
+        );
+    }
     Ok(())
 }

@@ -546,14 +546,7 @@ impl SwitchServer {
                 (n, n, None, Tier::Spine(racks), None)
             }
         };
-        let mut switch = ShardedSwitch::new(
-            SwitchConfig {
-                aggregators: cfg.aggregators,
-                ecn_threshold: cfg.link.ecn_threshold_bytes,
-                ports,
-            },
-            cfg.cores,
-        )?;
+        let mut switch = switch_model(&cfg, ports)?;
         switch.add_job(JobConfig::new(cfg.job, session.layers.clone()).in_tier(switch_tier))?;
         let is_spine = uplink.is_none();
         if is_spine && cfg.allreduce_slots > 0 {
@@ -651,14 +644,7 @@ impl SwitchServer {
             )?,
         };
         let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
-        let mut switch = ShardedSwitch::new(
-            SwitchConfig {
-                aggregators: cfg.aggregators,
-                ecn_threshold: cfg.link.ecn_threshold_bytes,
-                ports,
-            },
-            cfg.cores,
-        )?;
+        let mut switch = switch_model(&cfg, ports)?;
         // Every worker of every job shares the receive buffer.
         let advertised = advertised_window(buffer_bytes, ports);
         if let Some(pool) = cfg.allreduce_pool {
@@ -1156,6 +1142,16 @@ impl Core {
             }
         }
     }
+}
+
+/// The switch model `cfg` asks for, with `ports` ports.
+fn switch_model(cfg: &ServerConfig, ports: u16) -> Result<ShardedSwitch, ServerError> {
+    let config = SwitchConfig {
+        aggregators: cfg.aggregators,
+        ecn_threshold: cfg.link.ecn_threshold_bytes,
+        ports,
+    };
+    Ok(ShardedSwitch::new(config, cfg.cores)?)
 }
 
 /// Bind a switch with `bind` and start the all-reduce services `jobs` says beside it (TCP on

@@ -127,9 +127,12 @@ struct Signal {
     /// Threads done with the current burst.
     done: AtomicUsize,
     stop: AtomicBool,
-    /// The current burst: its time, packets and the routes' plans.
-    work: Mutex<Option<(Nanos, Arc<Batch>, Arc<Router>)>>,
+    /// The current burst.
+    work: Mutex<Option<Work>>,
 }
+
+/// A burst handed to the shard threads: its time, its packets and the routes' plans.
+type Work = (Nanos, Arc<Batch>, Arc<Router>);
 
 /// What a shard's thread does: wait for a burst, handle its part, say so; until stopped.
 fn shard_thread(index: usize, shard: Arc<Mutex<Switch>>, signal: Arc<Signal>) {
