@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use common::{dataset_of, random_graph};
 use switchgnn_conformance::Fixture;
+use switchgnn_dataplane::control::WatchedSwitch;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::network::{run_exchange_kind, run_exchange_sharded, RunSetup};
 use switchgnn_dataplane::node::{Address, Node};
@@ -34,19 +35,29 @@ fn setup(f: &Fixture, kind: ExchangeKind) -> RunSetup {
 }
 
 /// What a run's switch did that does not depend on the order its output left in.
-fn work(c: &SwitchCounters) -> [u64; 10] {
-    [
+fn work(c: &SwitchCounters) -> Vec<u64> {
+    let mut w = vec![
         c.packets_in,
+        c.bytes_in,
         c.accepted,
         c.packets_out,
+        c.bytes_out,
         c.passes,
         c.readout_passes,
         c.lane_updates,
         c.aggregations,
         c.raw_forwarded,
+        c.overflows,
+        c.releases,
         c.acks,
+        c.ecn_marks,
+        c.blocks_completed,
         c.exchanges_completed,
-    ]
+        c.total_drops(),
+    ];
+    w.extend(c.in_by_type);
+    w.extend(c.out_by_type);
+    w
 }
 
 #[test]
@@ -94,6 +105,10 @@ fn every_shard_takes_a_share_of_the_passes() {
     let per_shard = switch.shard_counters();
     let total: u64 = per_shard.iter().map(|c| c.passes).sum();
     assert_eq!(total, switch.counters().passes);
+    // The control plane's stall watch sees every shard's aggregation, not the lead's alone.
+    let progress = WatchedSwitch::progress(&switch);
+    assert_eq!(progress[2], switch.counters().lane_updates);
+    assert!(progress[2] > switch.lead().counters().lane_updates);
     for (i, c) in per_shard.iter().enumerate() {
         // Keys are spread round-robin: each shard has about a third of the passes.
         assert!(
@@ -145,15 +160,10 @@ fn a_batch_on_threads_equals_packets_one_by_one() {
         batched.run_batch(0);
         drain(&mut batched, &mut buf, &mut b);
     }
-    // Per shard the order is the same; between shards each drain takes shard after shard
-    // either way, so the outputs match in order too.
+    // Per shard the order is the same, and each drain takes shard after shard either way: the
+    // outputs match in order.
     assert!(!a.is_empty());
-    assert_eq!(a.len(), b.len());
-    let sort = |mut v: Vec<(Address, Vec<u8>)>| {
-        v.sort();
-        v
-    };
-    assert_eq!(sort(a), sort(b));
+    assert_eq!(a, b);
     assert_eq!(one_by_one.counters(), batched.counters());
 }
 

@@ -100,9 +100,9 @@ pub struct ServerConfig {
     pub faults: ShimConfig,
     /// Aggregators of the switch (256 bytes each).
     pub aggregators: usize,
-    /// Cores the switch model runs on: its aggregators spread over this many threads by
-    /// destination (the job file's `switch.cores`), beside the thread that moves packets.
-    /// A leaf or spine of a two-level fabric runs on one.
+    /// Cores the switch model runs on (`switch --cores`): its aggregators spread over this many
+    /// shards by destination, the first on the thread that moves packets, each other on a
+    /// thread of its own. A leaf or spine of a two-level fabric runs on one.
     pub cores: u16,
     /// Stop (successfully) once this many exchanges have completed: a switch drained for
     /// maintenance. Workers rejoin the next switch started on the same address.
@@ -249,7 +249,8 @@ pub struct ServerReport {
     pub ingress: IngressReport,
     /// Each job served, in the order they were configured.
     pub jobs: Vec<JobReport>,
-    /// Aggregator passes of each of the switch model's cores (one figure on one core).
+    /// Aggregator passes (readouts not counted) of each of the switch model's cores (one
+    /// figure on one core).
     #[serde(default)]
     pub passes_per_core: Vec<u64>,
 }
@@ -854,7 +855,7 @@ impl SwitchServer {
             }
             for j in &mut c.jobs {
                 let failed = j.control.failure().is_some();
-                j.control.handle_timeout(t, c.switch.lead());
+                j.control.handle_timeout(t, &c.switch);
                 if !failed {
                     if let Some(f) = j.control.failure() {
                         tracing::error!(job = j.job(), "the switch ends job {}: {f}", j.job());

@@ -31,7 +31,7 @@ pub use admission::{
     REPLY_EVERY,
 };
 pub use switch_side::{
-    Admission, ControlCounters, SwitchControl, SwitchControlConfig, SwitchFailure,
+    Admission, ControlCounters, SwitchControl, SwitchControlConfig, SwitchFailure, WatchedSwitch,
 };
 pub use worker_side::{WorkerControl, WorkerFailure, WorkerState};
 

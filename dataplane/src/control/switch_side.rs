@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::admission::{Challenges, ReplyLimiter, Verdict};
 use super::{Control, ControlTimers, Hello, Secret, CONTROL_VERSION};
 use crate::node::Nanos;
-use crate::switch::Switch;
+use crate::switch::{ShardedSwitch, Switch};
 use crate::wire::{self, PacketType};
 
 /// Copies of an abort sent to each worker (UDP may lose one).
@@ -315,7 +315,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
     /// Timers at `now`: heartbeats to quiet workers, the join deadline, silent workers, a
     /// stalled exchange of `switch`. A failure is kept (see [`SwitchControl::failure`]) and
     /// every known worker is sent an abort.
-    pub fn handle_timeout(&mut self, now: Nanos, switch: &Switch) {
+    pub fn handle_timeout(&mut self, now: Nanos, switch: &impl WatchedSwitch) {
         if self.failure.is_some() {
             return;
         }
@@ -587,7 +587,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             .is_none_or(|rack| rack.contains(&(r as u16)))
     }
 
-    fn check(&mut self, now: Nanos, switch: &Switch) -> Result<(), SwitchFailure<A>> {
+    fn check(&mut self, now: Nanos, switch: &impl WatchedSwitch) -> Result<(), SwitchFailure<A>> {
         let t = self.cfg.timers;
         let missing: Vec<u16> = (0..self.cfg.world)
             .filter(|&r| self.serves(usize::from(r)) && self.peers[usize::from(r)].is_none())
@@ -621,13 +621,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         if self.cfg.rack.is_some() {
             return Ok(());
         }
-        let k = switch.counters();
-        let mark = [
-            k.exchanges_completed,
-            k.blocks_completed,
-            k.lane_updates,
-            k.sent(PacketType::Raw) + k.sent(PacketType::Result),
-        ];
+        let mark = switch.progress();
         // Only an exchange that every worker has joined can stall: before that, the workers
         // that have not joined are computing (alive, as their heartbeats say).
         let running = switch.exchange_running(self.cfg.job);
@@ -644,5 +638,65 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             });
         }
         Ok(())
+    }
+}
+
+/// What the control plane reads from the switch model it watches: one [`Switch`], or a
+/// [`ShardedSwitch`] (whose progress is every shard's).
+pub trait WatchedSwitch {
+    /// Where job `job` stands, in words.
+    fn describe_job(&self, job: u16) -> String;
+    /// A sum of job `job`'s all-reduce that can never complete ([`Switch::allreduce_lost`]).
+    fn allreduce_lost(&self, job: u16) -> Option<(u32, u16)>;
+    /// Whether job `job` has an exchange every worker joined that is not finished.
+    fn exchange_running(&self, job: u16) -> bool;
+    /// Figures that grow while the switch makes progress: exchanges and blocks completed,
+    /// lanes added, results and raw copies sent.
+    fn progress(&self) -> [u64; 4];
+}
+
+fn progress_of(k: &crate::switch::SwitchCounters) -> [u64; 4] {
+    [
+        k.exchanges_completed,
+        k.blocks_completed,
+        k.lane_updates,
+        k.sent(PacketType::Raw) + k.sent(PacketType::Result),
+    ]
+}
+
+impl WatchedSwitch for Switch {
+    fn describe_job(&self, job: u16) -> String {
+        Switch::describe_job(self, job)
+    }
+
+    fn allreduce_lost(&self, job: u16) -> Option<(u32, u16)> {
+        Switch::allreduce_lost(self, job)
+    }
+
+    fn exchange_running(&self, job: u16) -> bool {
+        Switch::exchange_running(self, job)
+    }
+
+    fn progress(&self) -> [u64; 4] {
+        progress_of(self.counters())
+    }
+}
+
+/// The lead keeps the barriers and the all-reduce; the aggregation is every shard's.
+impl WatchedSwitch for ShardedSwitch {
+    fn describe_job(&self, job: u16) -> String {
+        self.lead().describe_job(job)
+    }
+
+    fn allreduce_lost(&self, job: u16) -> Option<(u32, u16)> {
+        self.lead().allreduce_lost(job)
+    }
+
+    fn exchange_running(&self, job: u16) -> bool {
+        self.lead().exchange_running(job)
+    }
+
+    fn progress(&self) -> [u64; 4] {
+        progress_of(&self.counters())
     }
 }

@@ -673,10 +673,11 @@ impl Shard {
     /// The whole switch on one core.
     const WHOLE: Shard = Shard { index: 0, count: 1 };
 
-    /// Whether this shard keeps the aggregator of key `key` (a block's row × chunks + chunk).
+    /// Whether this shard keeps job `job`'s aggregator of key `key` (a block's row × chunks
+    /// + chunk).
     #[inline]
-    fn owns(&self, key: usize) -> bool {
-        self.count == 1 || key % usize::from(self.count) == usize::from(self.index)
+    fn owns(&self, job: u16, key: usize) -> bool {
+        self.count == 1 || shard_of(job, key, usize::from(self.count)) == usize::from(self.index)
     }
 
     /// Whether this shard does the switch's work that is not an aggregator's.
@@ -684,6 +685,13 @@ impl Shard {
     fn leads(&self) -> bool {
         self.index == 0
     }
+}
+
+/// The shard of `shards` keeping job `job`'s aggregator of key `key`: keys in turn, from a
+/// shard that moves with the job (so that jobs' leftover keys do not all fall on the first).
+#[inline]
+fn shard_of(job: u16, key: usize, shards: usize) -> usize {
+    (key + usize::from(job)) % shards
 }
 
 /// Count a packet leaving the switch, marking ECN on it when its port (or the ingress) is
@@ -1322,7 +1330,7 @@ fn data(
     // into the first, so that their cache misses overlap instead of following each other.
     for &slot in targets {
         let k = slot as usize * chunks + c;
-        if let (true, Agg::Active(a)) = (f.shard.owns(k), state.agg[k]) {
+        if let (true, Agg::Active(a)) = (f.shard.owns(f.job, k), state.agg[k]) {
             prefetch(&f.pool.lanes[a as usize * MAX_LANES..][..MAX_LANES]);
         }
     }
@@ -1333,7 +1341,7 @@ fn data(
             // The acknowledgement echoes congestion towards every destination it feeds.
             congested |= f.congested(dst_rank);
         }
-        if !f.shard.owns(k) {
+        if !f.shard.owns(f.job, k) {
             continue;
         }
         f.counters.passes += 1;
@@ -1527,7 +1535,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
         let block = &plan.blocks[usize::from(run.block)];
         if let (Some(slot), Some(state)) = (block.row_of(repr.dst), run.state.as_mut()) {
             let k = slot * plan.chunks() + usize::from(repr.chunk);
-            match if f.shard.owns(k) {
+            match if f.shard.owns(f.job, k) {
                 state.agg[k]
             } else {
                 Agg::Done

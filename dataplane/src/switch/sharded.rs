@@ -2,10 +2,15 @@
 //! keep up with its ports.
 //!
 //! A data packet's work is one pass per destination aggregator, and destinations are
-//! independent: shard `s` of `n` keeps the aggregators of the (row, chunk) keys with
-//! `key % n == s` — keys run over a block's destinations and chunks, so each shard holds at
-//! most `⌈keys / n⌉` of a block's aggregators, and `⌈aggregators / n⌉` of the pool is enough for
-//! any plan that fits the whole.
+//! independent: of job `j`'s (row, chunk) keys, shard `s` of `n` keeps the aggregators of
+//! those with `(key + j) % n == s`. Keys run over a block's destinations and chunks, so a
+//! block of `k` keys needs at most `⌈k / n⌉` aggregators of any shard: each shard's pool is
+//! `⌈aggregators / n⌉` (up to `n − 1` aggregators more than the whole switch's, so that every
+//! block that fits the switch fits each shard), and a job's quota is split exactly, by the
+//! rule its keys follow ([`share`]), so that the job holds no more than its quota in all and a
+//! block within the quota fits each shard's part. With several jobs, a shard can run out of its
+//! pool a little before the whole switch would (two jobs' leftover keys on the same shard);
+//! what finds no aggregator goes to its host, exact, as on any switch whose pool is full.
 //!
 //! **Routing.** A data packet goes to the shards that own one of its aggregators (found from
 //! its header and the plan's table, as the shards find them), and the owner of its first
@@ -187,11 +192,12 @@ impl ShardedSwitch {
         if shards == 0 || shards > MAX_SHARDS {
             return Err(SwitchError::BadShards(shards));
         }
+        let n = usize::from(shards);
         let config = SwitchConfig {
-            aggregators: config.aggregators.div_ceil(usize::from(shards)),
+            aggregators: config.aggregators.div_ceil(n),
             ..config
         };
-        let shard = |index| {
+        let shard = |index: u16| {
             Switch::shard(
                 config,
                 Shard {
@@ -204,17 +210,25 @@ impl ShardedSwitch {
             .map(|i| Arc::new(Mutex::new(shard(i))))
             .collect();
         let crew = if shards > 1 {
-            let signal = Arc::new(Signal::default());
-            let mut threads = Vec::new();
+            let mut crew = Crew {
+                signal: Arc::new(Signal::default()),
+                threads: Vec::new(),
+            };
             for (i, s) in others.iter().enumerate() {
-                let (s, signal) = (s.clone(), signal.clone());
-                let thread = std::thread::Builder::new()
+                let (s, signal) = (s.clone(), crew.signal.clone());
+                let spawned = std::thread::Builder::new()
                     .name(format!("switch-shard-{}", i + 1))
-                    .spawn(move || shard_thread(i + 1, s, signal))
-                    .map_err(|e| SwitchError::Threads(e.to_string()))?;
-                threads.push(thread);
+                    .spawn(move || shard_thread(i + 1, s, signal));
+                match spawned {
+                    Ok(thread) => crew.threads.push(thread),
+                    Err(e) => {
+                        // Those already started are stopped.
+                        crew.stop();
+                        return Err(SwitchError::Threads(e.to_string()));
+                    }
+                }
             }
-            Some(Crew { signal, threads })
+            Some(crew)
         } else {
             None
         };
@@ -242,14 +256,14 @@ impl ShardedSwitch {
         &self.lead
     }
 
-    /// Do `f` on every shard, the lead first.
+    /// Do `f` on every shard (with its index), the lead first.
     fn each<T>(
         &mut self,
-        mut f: impl FnMut(&mut Switch) -> Result<T, SwitchError>,
+        mut f: impl FnMut(usize, &mut Switch) -> Result<T, SwitchError>,
     ) -> Result<(), SwitchError> {
-        f(&mut self.lead)?;
-        for s in &self.others {
-            f(&mut lock(s))?;
+        f(0, &mut self.lead)?;
+        for (i, s) in self.others.iter().enumerate() {
+            f(i + 1, &mut lock(s))?;
         }
         Ok(())
     }
@@ -269,9 +283,11 @@ impl ShardedSwitch {
         if n > 1 && !matches!(job.tier, Tier::Star) {
             return Err(SwitchError::ShardedTier(job.job));
         }
-        self.each(|s| {
+        self.each(|i, s| {
             let mut j = job.clone();
-            j.aggregators = job.aggregators.map(|q| q.div_ceil(n));
+            j.aggregators = job
+                .aggregators
+                .map(|q| share(q, n, i, usize::from(job.job)));
             s.add_job(j)
         })?;
         // No burst is running: the threads hold no router.
@@ -299,7 +315,7 @@ impl ShardedSwitch {
     /// The driver reports the depth of the egress queue towards `port` (every shard marks
     /// what it sends there).
     pub fn set_egress_queue(&mut self, port: u16, bytes: u64) {
-        let _ = self.each(|s| {
+        let _ = self.each(|_, s| {
             s.set_egress_queue(port, bytes);
             Ok(())
         });
@@ -307,7 +323,7 @@ impl ShardedSwitch {
 
     /// A leaf's driver reports the depth of the queue up to the spine.
     pub fn set_uplink_queue(&mut self, bytes: u64) {
-        let _ = self.each(|s| {
+        let _ = self.each(|_, s| {
             s.set_uplink_queue(bytes);
             Ok(())
         });
@@ -315,7 +331,7 @@ impl ShardedSwitch {
 
     /// The driver reports whether its input queue is above its marking threshold.
     pub fn set_ingress_congested(&mut self, congested: bool) {
-        let _ = self.each(|s| {
+        let _ = self.each(|_, s| {
             s.set_ingress_congested(congested);
             Ok(())
         });
@@ -390,17 +406,32 @@ impl ShardedSwitch {
 
 impl Drop for ShardedSwitch {
     fn drop(&mut self) {
-        let Some(crew) = self.crew.take() else {
-            return;
-        };
-        crew.signal.stop.store(true, Ordering::Release);
-        crew.signal.generation.fetch_add(1, Ordering::AcqRel);
-        for t in crew.threads {
+        if let Some(crew) = self.crew.take() {
+            crew.stop();
+        }
+    }
+}
+
+impl Crew {
+    /// Stop the threads and wait for them.
+    fn stop(self) {
+        self.signal.stop.store(true, Ordering::Release);
+        self.signal.generation.fetch_add(1, Ordering::AcqRel);
+        for t in self.threads {
             t.thread().unpark();
             // A shard thread that panicked has nothing left to say here.
             let _ = t.join();
         }
     }
+}
+
+/// Shard `shard`'s part of `total` (a job's aggregator quota) split over `shards`: the whole
+/// parts to all, the remainder to the shards from `rotation` on — those that own the remainder
+/// of a job's keys when `rotation` is the job's id ([`Router::owner`]). The parts add up to
+/// `total`.
+pub fn share(total: usize, shards: usize, shard: usize, rotation: usize) -> usize {
+    let after_rotation = (shard + shards - rotation % shards) % shards;
+    total / shards + usize::from(after_rotation < total % shards)
 }
 
 /// Finds each packet's shards (see the module's docs).
@@ -412,9 +443,9 @@ struct Router {
 }
 
 impl Router {
-    /// The shard owning aggregator key `key`.
-    fn owner(&self, key: usize) -> u16 {
-        (key % self.shards) as u16
+    /// The shard owning job `job`'s aggregator key `key`.
+    fn owner(&self, job: u16, key: usize) -> u16 {
+        super::shard_of(job, key, self.shards) as u16
     }
 
     /// Whether `bytes` certainly goes to the lead alone (a cheap look at its type and flags,
@@ -469,7 +500,7 @@ impl Router {
                     counter: 0,
                 };
                 for (i, &row) in rows.iter().enumerate() {
-                    let owner = self.owner(row as usize * chunks + c);
+                    let owner = self.owner(repr.job, row as usize * chunks + c);
                     if i == 0 {
                         route.counter = owner;
                     }
@@ -487,7 +518,7 @@ impl Router {
                     Some(b.row_of(repr.dst)? * p.chunks() + usize::from(repr.chunk))
                 });
                 Route {
-                    shards: 1 | row.map_or(0, |k| 1 << self.owner(k)),
+                    shards: 1 | row.map_or(0, |k| 1 << self.owner(repr.job, k)),
                     counter: 0,
                 }
             }
@@ -543,5 +574,32 @@ impl SwitchNode for ShardedSwitch {
 
     fn aggregators_in_use(&self) -> usize {
         ShardedSwitch::aggregators_in_use(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    #[test]
+    fn a_quota_split_adds_up_and_holds_the_keys_of_any_block_within_it() {
+        for shards in 1..=5usize {
+            for job in 0..7usize {
+                for quota in 0..40usize {
+                    let parts: Vec<usize> =
+                        (0..shards).map(|s| share(quota, shards, s, job)).collect();
+                    assert_eq!(parts.iter().sum::<usize>(), quota);
+                    for keys in 0..=quota {
+                        for (s, part) in parts.iter().enumerate() {
+                            let owned = (0..keys).filter(|k| (k + job) % shards == s).count();
+                            assert!(
+                                owned <= *part,
+                                "{keys} keys of job {job} on shard {s} of {shards}: {owned} > {part}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }
