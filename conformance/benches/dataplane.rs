@@ -319,7 +319,7 @@ fn sharded(
         let t = Instant::now();
         for burst in sent.chunks(burst) {
             for (w, bytes) in burst {
-                sw.batch().push(Address::Worker(*w), bytes);
+                sw.take(0, Address::Worker(*w), bytes);
             }
             sw.run_batch(0);
             while sw.poll_transmit(0, &mut buf).is_some() {}

@@ -995,7 +995,7 @@ impl Core {
             match Control::decode(d.bytes) {
                 Some(Ok(m)) => up.control.handle_control(t, m),
                 Some(Err(_)) => self.malformed_control += 1,
-                None => self.switch.batch().push(Address::Switch, d.bytes),
+                None => self.switch.take(t, Address::Switch, d.bytes),
             }
             return;
         }
@@ -1028,7 +1028,7 @@ impl Core {
         let j = &mut self.jobs[index];
         if let Admission::Worker(rank) = j.control.on_data(t, &d.from, d.bytes) {
             let port = j.first_port + rank;
-            self.switch.batch().push(Address::Worker(port), d.bytes);
+            self.switch.take(t, Address::Worker(port), d.bytes);
         }
     }
 

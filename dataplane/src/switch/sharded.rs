@@ -20,8 +20,8 @@
 //! forwarding, the all-reduce, what does not parse — goes to the lead, and a resend's raw copy
 //! also to the shard whose aggregator it releases.
 //!
-//! **Threads.** A driver fills the switch's [`Batch`] with a received burst and calls
-//! [`ShardedSwitch::run_batch`]: the lead runs on the caller's thread and every other shard on
+//! **Threads.** A driver hands each received packet to [`ShardedSwitch::take`] (on one core
+//! it is handled at once) and calls [`ShardedSwitch::run_batch`] at the end of a burst: the lead runs on the caller's thread and every other shard on
 //! a thread of its own, each routing the whole burst and handling what comes to it (routing on
 //! one thread first would leave the others waiting); the call returns when all are done, and
 //! their output is then polled shard after shard. Between bursts a shard's thread spins for
@@ -355,6 +355,16 @@ impl ShardedSwitch {
     /// Aggregators in use now, over all shards.
     pub fn aggregators_in_use(&self) -> usize {
         self.of_each(Switch::aggregators_in_use).into_iter().sum()
+    }
+
+    /// Hand over a packet received from `from` by `now`: on one core it is handled at once;
+    /// on several it joins the burst that [`ShardedSwitch::run_batch`] hands to all cores.
+    pub fn take(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
+        if self.crew.is_none() {
+            self.lead.handle_routed(now, from, bytes, true);
+        } else {
+            self.batch().push(from, bytes);
+        }
     }
 
     /// The burst to fill before [`ShardedSwitch::run_batch`].
