@@ -25,6 +25,9 @@
 //!   Each job gets its own range of switch ports, its own control plane (admission, secret,
 //!   timeouts, liveness) and its own all-reduce region; they share the aggregator pool and the
 //!   receive buffer. A job that fails is aborted alone; the others run on.
+//! - **Cores** (`ServerConfig::cores`): the switch model can run in shards, its aggregators
+//!   spread by destination (`switch::ShardedSwitch`): each receive round's dataplane packets
+//!   are handed to every shard at once at the round's end, the first on this thread.
 //! - **Two levels** ([`SwitchServer::bind_tier`]): a process can be a leaf switch of a rack or
 //!   the spine of a two-level fabric (see the switch model's `Tier`). A leaf admits its rack's
 //!   workers and is itself a worker of the spine's control plane: it says hello to the spine

@@ -1312,10 +1312,12 @@ fn data(
     let mut ack = *repr;
     ack.flags.ack = true;
     ack.lanes = 0;
-    let lead = f.counting;
+    // Whether this model acknowledges the packet (a sharded switch's: one shard of those it
+    // reaches).
+    let acks = f.counting;
     if state.seen.replace(sender * chunks + c, true) {
         // Already counted: acknowledge again (the first ack may be lost), add nothing.
-        if lead {
+        if acks {
             f.counters.acks += 1;
             f.send(repr.worker, &ack, &[]);
         }
@@ -1337,7 +1339,7 @@ fn data(
     for &slot in targets {
         let k = slot as usize * chunks + c;
         let dst_rank = table.workers[slot as usize] as u16;
-        if lead {
+        if acks {
             // The acknowledgement echoes congestion towards every destination it feeds.
             congested |= f.congested(dst_rank);
         }
@@ -1406,7 +1408,7 @@ fn data(
             f.counters.aggregations += 1;
         }
     }
-    if !lead {
+    if !acks {
         return Ok(());
     }
     ack.flags.ecn = congested;
