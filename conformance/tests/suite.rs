@@ -51,6 +51,38 @@ fn run_all(driver: &dyn Driver) {
         driver.name(),
         failures.join("\n")
     );
+    // Each condition was felt: a driver whose faults or pool did nothing would pass the cases
+    // above without testing them.
+    let of = |name: &str| felt.get(name).copied().unwrap_or_default();
+    let unfelt: Vec<String> = [
+        ("1% loss", of("1% loss").1.lost, "datagrams lost"),
+        ("5% loss", of("5% loss").1.lost, "datagrams lost"),
+        (
+            "duplication and reordering",
+            of("duplication and reordering").1.duplicated,
+            "datagrams duplicated",
+        ),
+        (
+            "lane overflow",
+            of("lane overflow").0.overflows,
+            "aggregators released by an overflow",
+        ),
+        (
+            "tiny aggregator pool",
+            of("tiny aggregator pool").0.raw_forwarded,
+            "contributions sent raw",
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, n, _)| *n == 0)
+    .map(|(condition, _, what)| format!("{condition}: no {what}"))
+    .collect();
+    assert!(
+        unfelt.is_empty(),
+        "{}: conditions not felt: {}",
+        driver.name(),
+        unfelt.join("; ")
+    );
 }
 
 #[test]
