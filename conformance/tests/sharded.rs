@@ -154,7 +154,7 @@ fn a_batch_on_threads_equals_packets_one_by_one() {
     for burst in recorded.chunks(32) {
         for (from, bytes) in burst {
             one_by_one.handle_packet(0, *from, bytes);
-            batched.batch().push(*from, bytes);
+            batched.take(0, *from, bytes);
         }
         drain(&mut one_by_one, &mut buf, &mut a);
         batched.run_batch(0);

@@ -84,7 +84,7 @@ impl Scale {
     }
 
     /// Encode a row into `out`, saturating what does not fit; returns how many saturated.
-    /// [`Scale::quantise`] value by value, written so that the compiler vectorises it (the
+    /// `Scale::quantise` value by value, written so that the compiler vectorises it (the
     /// in-switch all-reduce encodes every value of a gradient): the truncation is to i32, of
     /// values known to fit one, where `quantise`'s saturating i64 cast stays scalar.
     pub fn encode_row(&self, row: &[f32], out: &mut [i32]) -> usize {

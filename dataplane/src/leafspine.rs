@@ -1,5 +1,5 @@
 //! A two-level fabric as one node of the in-memory network: a leaf switch per rack and a spine
-//! above them, each the switch model in its [`Tier`], joined by links with their own rate,
+//! above them, each the switch model in its [`Tier`](crate::switch::Tier), joined by links with their own rate,
 //! delay and faults. To the network (and so to the workers) it is the switch of a star: a
 //! worker's packet enters at its rack's leaf, and what the leaves send down leaves the node.
 //! Packets between a leaf and the spine wait inside, and [`Node::poll_timeout`] tells the

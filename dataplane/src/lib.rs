@@ -15,7 +15,7 @@
 //! - [`cc`]: congestion control behind a trait (DCQCN-like AIMD by default);
 //! - [`fault`]: the one seeded fault injector every driver runs;
 //! - [`network`]: an in-memory star network with seeded faults that drives them all;
-//! - [`reference`]: fixed-point encoding of whole matrices, for the direct computation every
+//! - [`reference`](mod@reference): fixed-point encoding of whole matrices, for the direct computation every
 //!   exchange must equal exactly.
 //!
 //! It depends on no graph, partitioner or C library: plans come from the planning crates

@@ -2,7 +2,7 @@
 //!
 //! smoltcp-style: [`Packet`] is a zero-copy view over any byte buffer with checked
 //! construction and field accessors; [`Repr`] is the validated, owned meaning of a header with
-//! `parse` and `emit`. Every malformed input is an [`Error`], never a panic.
+//! `parse` and `emit`. Every malformed input is an [`Error`](enum@Error), never a panic.
 //!
 //! All fields are big-endian (network byte order). The SwitchGNN paper's fields (src and dst
 //! vertex, block, count, the ack/fetch/ECN/resend flags) are kept at their widths; the rest is

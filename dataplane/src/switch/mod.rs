@@ -45,7 +45,7 @@ mod shared;
 mod tier;
 
 pub use reduce::MAX_SLOTS;
-pub use sharded::{Batch, ShardedSwitch, MAX_SHARDS};
+pub use sharded::{ShardedSwitch, MAX_SHARDS};
 pub use shared::MAX_POOL_SLOTS;
 pub use tier::{spine_traffic, two_level, Racks, SpineTraffic, Tier, MAX_RACKS};
 
@@ -1112,14 +1112,6 @@ impl Switch {
         };
         if expected_port.map(|p| u32::from(job.first_port) + u32::from(p)) != Some(port.into()) {
             return Err(DropReason::NotAdmitted);
-        }
-        // Only the lead keeps the all-reduce and forwards what passes through.
-        let lead_only = matches!(
-            repr.packet_type,
-            PacketType::Reduce | PacketType::Reduced | PacketType::Fetch | PacketType::Result
-        );
-        if lead_only && !f.shard.leads() {
-            return Ok(());
         }
         // All-reduce slices name no exchange plan: their own region checks them.
         match repr.packet_type {

@@ -21,18 +21,18 @@
 //! also to the shard whose aggregator it releases.
 //!
 //! **Threads.** A driver hands each received packet to [`ShardedSwitch::take`] (on one core
-//! it is handled at once) and calls [`ShardedSwitch::run_batch`] at the end of a burst: the lead runs on the caller's thread and every other shard on
-//! a thread of its own, each routing the whole burst and handling what comes to it (routing on
-//! one thread first would leave the others waiting); the call returns when all are done, and
-//! their output is then polled shard after shard. Between bursts a shard's thread spins for
+//! it is handled at once) and calls [`ShardedSwitch::run_batch`] at the end of a burst: the
+//! lead runs on the caller's thread and every other shard on a thread of its own, each routing
+//! the whole burst and handling what comes to it (routing on one thread first would leave the
+//! others waiting); the call returns when all are done, and their output is then polled shard
+//! after shard. Between bursts a shard's thread spins for
 //! [`SPIN`] (the next burst of a busy switch comes sooner than a sleeping thread wakes), then
 //! sleeps until it is woken: an idle switch takes no CPU. Per packet ([`Node::handle_packet`])
 //! the shards run one after another on the caller's thread, with the same result: what the
 //! in-memory network and the tests drive.
 
-use std::ops::Range;
-
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -50,32 +50,32 @@ pub const MAX_SHARDS: u16 = 64;
 pub const SPIN: Duration = Duration::from_micros(50);
 
 /// Packets received together, handed to the shards at once: their bytes back to back.
-#[derive(Debug, Default, Clone)]
-pub struct Batch {
+#[derive(Debug, Default)]
+struct Batch {
     bytes: Vec<u8>,
     packets: Vec<(Address, Range<usize>)>,
 }
 
 impl Batch {
     /// Add a copy of `bytes`, arrived from `from`.
-    pub fn push(&mut self, from: Address, bytes: &[u8]) {
+    fn push(&mut self, from: Address, bytes: &[u8]) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(bytes);
         self.packets.push((from, start..self.bytes.len()));
     }
 
     /// Packets in the batch.
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.packets.len()
     }
 
     /// Whether the batch holds no packet.
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.packets.is_empty()
     }
 
     /// Empty the batch, keeping its buffers.
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.bytes.clear();
         self.packets.clear();
     }
@@ -256,16 +256,13 @@ impl ShardedSwitch {
         &self.lead
     }
 
-    /// Do `f` on every shard (with its index), the lead first.
-    fn each<T>(
-        &mut self,
-        mut f: impl FnMut(usize, &mut Switch) -> Result<T, SwitchError>,
-    ) -> Result<(), SwitchError> {
-        f(0, &mut self.lead)?;
+    /// `f` on every shard (with its index), the lead first.
+    fn each<T>(&mut self, mut f: impl FnMut(usize, &mut Switch) -> T) -> Vec<T> {
+        let mut out = vec![f(0, &mut self.lead)];
         for (i, s) in self.others.iter().enumerate() {
-            f(i + 1, &mut lock(s))?;
+            out.push(f(i + 1, &mut lock(s)));
         }
-        Ok(())
+        out
     }
 
     /// `f` of every shard, the lead first.
@@ -283,13 +280,16 @@ impl ShardedSwitch {
         if n > 1 && !matches!(job.tier, Tier::Star) {
             return Err(SwitchError::ShardedTier(job.job));
         }
+        // The shards are alike: one refuses the job when all do.
         self.each(|i, s| {
             let mut j = job.clone();
             j.aggregators = job
                 .aggregators
                 .map(|q| share(q, n, i, usize::from(job.job)));
             s.add_job(j)
-        })?;
+        })
+        .into_iter()
+        .collect::<Result<(), _>>()?;
         // No burst is running: the threads hold no router.
         let mut router = (*self.router).clone();
         router.plans.insert(job.job, job.layers);
@@ -315,26 +315,17 @@ impl ShardedSwitch {
     /// The driver reports the depth of the egress queue towards `port` (every shard marks
     /// what it sends there).
     pub fn set_egress_queue(&mut self, port: u16, bytes: u64) {
-        let _ = self.each(|_, s| {
-            s.set_egress_queue(port, bytes);
-            Ok(())
-        });
+        self.each(|_, s| s.set_egress_queue(port, bytes));
     }
 
     /// A leaf's driver reports the depth of the queue up to the spine.
     pub fn set_uplink_queue(&mut self, bytes: u64) {
-        let _ = self.each(|_, s| {
-            s.set_uplink_queue(bytes);
-            Ok(())
-        });
+        self.each(|_, s| s.set_uplink_queue(bytes));
     }
 
     /// The driver reports whether its input queue is above its marking threshold.
     pub fn set_ingress_congested(&mut self, congested: bool) {
-        let _ = self.each(|_, s| {
-            s.set_ingress_congested(congested);
-            Ok(())
-        });
+        self.each(|_, s| s.set_ingress_congested(congested));
     }
 
     /// Every shard's counters added up: what the switch did. `peak_aggregators` is the sum of
@@ -367,8 +358,8 @@ impl ShardedSwitch {
         }
     }
 
-    /// The burst to fill before [`ShardedSwitch::run_batch`].
-    pub fn batch(&mut self) -> &mut Batch {
+    /// The burst being filled.
+    fn batch(&mut self) -> &mut Batch {
         Arc::get_mut(&mut self.batch).expect("no shard holds the burst between runs")
     }
 
