@@ -57,7 +57,7 @@ pub struct Args {
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
     /// Cores of the switch process's model (`switch --cores`): its aggregators spread over
-    /// this many threads by destination.
+    /// this many shards by destination, each on a core of its own.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub switch_cores: u16,
     /// The datapath: udp (the kernel's loopback), or dpdk (a build with the `dpdk` feature:

@@ -39,9 +39,9 @@ pub struct Args {
     /// Tofino program's 16 MiB on 4 pipes with --entries).
     #[arg(long)]
     pub switch_memory: Option<String>,
-    /// Cores of the switch model: its aggregators spread over this many threads by
-    /// destination, beside the thread that moves packets (1 to 64; a leaf or spine of a
-    /// two-level fabric runs on one).
+    /// Cores of the switch model: its aggregators spread over this many shards by destination,
+    /// the first on the thread that moves packets, each other on a thread of its own (1 to 64;
+    /// a leaf or spine of a two-level fabric runs on one).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub cores: u16,
     /// Take the switch's tables from a P4Runtime entries file (`switchgnn p4 entries --format
