@@ -145,12 +145,22 @@ control Ingress(inout headers_t hdr,
                     } else {
                         aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
                     }
+                } else if (hdr.sg.packet_type == SG_ROWS) {
+                    /* rows(): packed host copies or their receiver's ack of ranges, forwarded
+                     * whole to the owner of dst; the records after the header are left
+                     * unparsed (the receiver checks them). */
+                    if (meta.mode != SG_MODE_HOST || !meta.src_known
+                            || meta.src_owner != hdr.sg.worker || !meta.dst_known) {
+                        drop_with(DROP_NOT_IN_PLAN);
+                    } else if (hdr.sg.lanes != 0) {
+                        drop_with(DROP_BAD_LANES);
+                    } else {
+                        forward(meta.dst_owner_port, meta.dst_owner);
+                    }
                 } else if (hdr.sg.packet_type == SG_RAW) {
-                    /* A host-exchange receiver's acknowledgement carries no lanes. */
-                    bool host_ack = (hdr.sg.flags & SG_FLAG_ACK) != 0 && meta.mode == SG_MODE_HOST;
                     if (!meta.src_known || meta.src_owner != hdr.sg.worker || !meta.dst_known) {
                         drop_with(DROP_NOT_IN_PLAN);
-                    } else if (host_ack ? hdr.sg.lanes != 0 : !lanes_ok) {
+                    } else if (!lanes_ok) {
                         drop_with(DROP_BAD_LANES);
                     } else {
                         aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);

@@ -2,7 +2,7 @@
 //! `p4 resources`), and the verdicts they print.
 
 use anyhow::{bail, Context, Result};
-use switchgnn_chip::{Chip, ChipChoice, HostCost};
+use switchgnn_chip::{Chip, ChipChoice, HostCost, HostFraming};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
@@ -47,6 +47,17 @@ pub struct VerdictArgs {
     /// Host processing cost per packet sent and per packet received, ns (for the verdict).
     #[arg(long, default_value_t = 20.0)]
     pub host_packet_ns: f64,
+    /// The host-only baseline's MTU, bytes (1500; 9000 for jumbo frames): the host exchange
+    /// is judged with as many rows per packet as fit it, as TCP or a tuned datagram transport
+    /// sends them.
+    #[arg(long, default_value_t = HostFraming::default().mtu,
+          value_parser = clap::value_parser!(u32).range(i64::from(HostFraming::MIN_MTU)..=i64::from(HostFraming::MAX_MTU)))]
+    pub mtu: u32,
+    /// The host-only baseline's packets per acknowledgement (coalesced acks; 1: an ack per
+    /// packet, as the engine's host exchange does today).
+    #[arg(long, default_value_t = HostFraming::default().ack_every,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub ack_every: u32,
 }
 
 impl VerdictArgs {
@@ -59,6 +70,10 @@ impl VerdictArgs {
             link_gbps: self.gbps,
             per_packet_ns: self.host_packet_ns,
             frame_overhead: FRAME_OVERHEAD,
+            framing: HostFraming {
+                mtu: self.mtu,
+                ack_every: self.ack_every,
+            },
         })
     }
 }
@@ -100,6 +115,8 @@ pub fn choose_exchanges(
             recirculation_ports: Some(chip.recirculation_ports),
             link_gbps: cost.link_gbps,
             host_packet_ns: cost.per_packet_ns,
+            host_mtu: Some(cost.framing.mtu),
+            host_ack_every: Some(cost.framing.ack_every),
         }),
     })
 }
@@ -112,6 +129,7 @@ pub fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<ExchangeChoic
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,
+        framing: Default::default(),
     };
     let Ok(chip) = ChipChoice::default().resolve(plan.manifest.spec.workers, cost.link_gbps) else {
         return Ok(None);

@@ -191,6 +191,7 @@ mod tests {
             link_gbps: 100.0,
             per_packet_ns: 0.0,
             frame_overhead: 66,
+            framing: Default::default(),
         }
     }
 

@@ -118,6 +118,7 @@ mod tests {
             link_gbps: 100.0,
             per_packet_ns: 0.0,
             frame_overhead: 0,
+            framing: Default::default(),
         };
         let c = Choice::of(
             &chip,

@@ -27,5 +27,5 @@ mod preset;
 pub use bound::{Bound, Term, Verdict};
 pub use choice::{Candidate, Choice};
 pub use floor::block_floors;
-pub use load::{HostCost, Load, SwitchWork, PASS_HEADER};
+pub use load::{HostCost, HostFraming, Load, SwitchWork, PASS_HEADER};
 pub use preset::{Chip, ChipChoice, ChipError, Preset, Source, PRESETS, SOURCES};

@@ -4,7 +4,9 @@
 use serde::Serialize;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
 use switchgnn_dataplane::switch::readout_passes;
-use switchgnn_dataplane::wire::HEADER_LEN;
+use switchgnn_dataplane::wire::{ACK_RANGE_LEN, HEADER_LEN};
+
+pub use switchgnn_dataplane::framing::HostFraming;
 
 /// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
 /// (`p4/include/headers.p4`).
@@ -20,6 +22,9 @@ pub struct HostCost {
     pub per_packet_ns: f64,
     /// Bytes a frame adds around a packet on the wire.
     pub frame_overhead: u64,
+    /// How the host exchange frames its copies (MTU packets, coalesced acks): the baseline
+    /// every in-network kind is judged against.
+    pub framing: HostFraming,
 }
 
 /// One exchange's work: per host, and at the switch.
@@ -98,19 +103,25 @@ impl Load {
         self.lane_updates += w.lane_updates;
     }
 
-    /// One packet of `bytes` (frame included) from host `from` through the switch to host
-    /// `to` (`None`: it ends in the switch).
-    fn packet(&mut self, from: Option<u16>, to: Option<u16>, bytes: u64) {
+    /// `count` packets of `bytes` in all (frames included) from host `from` through the
+    /// switch to host `to`, one pass each.
+    fn add_packets(&mut self, from: Option<u16>, to: Option<u16>, count: u64, bytes: u64) {
         if let Some(f) = from {
             self.sent_bytes[usize::from(f)] += bytes;
-            self.sent_packets[usize::from(f)] += 1;
-            self.passes += 1;
-            self.uploads[usize::from(f)].passes += 1;
+            self.sent_packets[usize::from(f)] += count;
+            self.passes += count;
+            self.uploads[usize::from(f)].passes += count;
         }
         if let Some(t) = to {
             self.received_bytes[usize::from(t)] += bytes;
-            self.received_packets[usize::from(t)] += 1;
+            self.received_packets[usize::from(t)] += count;
         }
+    }
+
+    /// One packet of `bytes` (frame included) from host `from` through the switch to host
+    /// `to` (`None`: it ends in the switch).
+    fn packet(&mut self, from: Option<u16>, to: Option<u16>, bytes: u64) {
+        self.add_packets(from, to, 1, bytes);
     }
 
     /// The in-network exchange of `plan` (SwitchGNN blocks or the strawman): every chunk of
@@ -186,35 +197,50 @@ impl Load {
     }
 
     /// The host exchange of `plan` (one block of every cross edge): each boundary vertex goes
-    /// once to every other worker that holds a neighbour of it, forwarded by the switch in one
-    /// pass, and the receiver acknowledges each copy (header only).
-    pub fn host(plan: &ExchangePlan, frame_overhead: u64) -> Load {
-        Load::host_of(plan, &plan.blocks, frame_overhead)
+    /// once to every other worker that holds a neighbour of it, its chunks packed with the
+    /// others for that worker into packets of `framing`'s MTU, forwarded by the switch in one
+    /// pass each; the receiver acknowledges once per [`HostFraming::ack_every`] packets, an ack
+    /// of ranges (at least: gaps and the ends of bursts add some).
+    pub fn host(plan: &ExchangePlan, frame_overhead: u64, framing: HostFraming) -> Load {
+        Load::host_of(plan, &plan.blocks, frame_overhead, framing)
     }
 
-    fn host_of(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
+    fn host_of(
+        plan: &ExchangePlan,
+        blocks: &[PlanBlock],
+        frame_overhead: u64,
+        framing: HostFraming,
+    ) -> Load {
         let mut load = Load::new(plan.workers);
-        let header = HEADER_LEN as u64 + frame_overhead;
+        let n = usize::from(plan.workers);
+        let mut rows = vec![0u64; n * n];
         let mut targets: Vec<u16> = Vec::new();
         for block in blocks {
             let t = &block.table;
             for row in 0..t.len() {
                 let owner = t.workers[row] as u16;
-                targets.clear();
-                targets.extend(block.sources(row).map(|s| plan.owner[s as usize]));
-                targets.sort_unstable();
-                targets.dedup();
-                for &to in targets.iter().filter(|&&to| to != owner) {
-                    for c in 0..plan.chunks() {
-                        load.packet(
-                            Some(owner),
-                            Some(to),
-                            header + 4 * plan.chunk_lanes(c) as u64,
-                        );
-                        load.packet(Some(to), Some(owner), header);
-                    }
+                remote_workers(plan, block, row, owner, &mut targets);
+                for &to in &targets {
+                    rows[usize::from(owner) * n + usize::from(to)] += 1;
                 }
             }
+        }
+        let header = HEADER_LEN as u64 + frame_overhead;
+        // Each block's copies are packed apart (a block's packets never carry the next's).
+        for (pair, &count) in rows.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            let (from, to) = ((pair / n) as u16, (pair % n) as u16);
+            let (packets, bytes) = framing.pack(count, plan);
+            load.add_packets(Some(from), Some(to), packets, packets * header + bytes);
+            let acks = framing.acks(packets);
+            load.add_packets(
+                Some(to),
+                Some(from),
+                acks,
+                acks * (header + ACK_RANGE_LEN as u64),
+            );
         }
         load
     }
@@ -251,7 +277,17 @@ impl Load {
         load
     }
 
-    /// The load of `plan` as its mode sends it.
+    /// The load of `plan` under `cost`: the host exchange framed as `cost` says, every other
+    /// kind as [`Load::of`] counts it. What verdicts and the planner compare.
+    pub fn for_cost(plan: &ExchangePlan, cost: &HostCost) -> Load {
+        match plan.mode {
+            Mode::Host => Load::host(plan, cost.frame_overhead, cost.framing),
+            _ => Load::of(plan, cost.frame_overhead),
+        }
+    }
+
+    /// The load of `plan` as its mode sends it (the host exchange framed by default: 1,500-byte
+    /// packets, an ack per 8).
     pub fn of(plan: &ExchangePlan, frame_overhead: u64) -> Load {
         Load::of_blocks(plan, &plan.blocks, frame_overhead)
     }
@@ -264,7 +300,7 @@ impl Load {
 
     fn of_blocks(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         match plan.mode {
-            Mode::Host => Load::host_of(plan, blocks, frame_overhead),
+            Mode::Host => Load::host_of(plan, blocks, frame_overhead, HostFraming::default()),
             Mode::Reduce => Load::reduce_of(plan, blocks, frame_overhead),
             Mode::Blocks | Mode::Strawman => Load::in_network_of(plan, blocks, frame_overhead),
         }
@@ -276,11 +312,32 @@ impl Load {
     }
 }
 
+/// The workers other than `owner` that hold a neighbour of `row` of `block`, ascending, into
+/// `out`: where a host exchange sends the row.
+fn remote_workers(
+    plan: &ExchangePlan,
+    block: &PlanBlock,
+    row: usize,
+    owner: u16,
+    out: &mut Vec<u16>,
+) {
+    out.clear();
+    out.extend(
+        block
+            .sources(row)
+            .map(|s| plan.owner[s as usize])
+            .filter(|&w| w != owner),
+    );
+    out.sort_unstable();
+    out.dedup();
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use switchgnn_dataplane::plan::{Partials, PlanBlock};
     use switchgnn_dataplane::table::BlockTable;
+    use switchgnn_dataplane::wire::RECORD_HEADER_LEN;
 
     /// The path 0 - 1 - 2 with vertex 1 on worker 1 and the ends on worker 0: every edge
     /// crosses. Width 72: chunks of 64 and 8 lanes.
@@ -398,12 +455,69 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_host_load_sends_each_vertex_once_per_remote_worker() {
-        let l = Load::host(&plan(Mode::Host), 66);
-        // Vertices 0 and 2 go to worker 1, vertex 1 once to worker 0: two chunks each, and an
-        // acknowledgement per copy.
-        assert_eq!(l.sent_packets, vec![4 + 2, 2 + 4]);
-        assert_eq!(l.received_packets, vec![2 + 4, 4 + 2]);
-        assert_eq!((l.passes, l.recirculations, l.lane_updates), (12, 0, 0));
+    fn chunks_pack_into_mtu_packets() {
+        let f = HostFraming::default();
+        // 1,500 less IP and UDP (28) and the header (32): 1,440 bytes of records a packet.
+        assert_eq!(f.record_bytes(), 1_440);
+        // Width 72: records of 264 (64 lanes) and 40 bytes (8 lanes), 304 a row. Four rows
+        // take 1,216 bytes; the fifth's 64-lane chunk (264) does not fit the 224 left, its
+        // 8-lane chunk would, but records go in order: the fifth row opens a second packet.
+        let plan = plan(Mode::Host);
+        assert_eq!(f.pack(4, &plan), (1, 4 * 304));
+        assert_eq!(f.pack(5, &plan), (2, 5 * 304));
+        assert_eq!(f.pack(0, &plan), (0, 0));
+        // Jumbo frames: 8,940 bytes of records, 29 such rows in one packet.
+        let jumbo = HostFraming { mtu: 9_000, ..f };
+        assert_eq!(jumbo.pack(29, &plan).0, 1);
+        assert_eq!(jumbo.pack(30, &plan).0, 2);
+        // The smallest MTU still carries a full chunk.
+        let small = HostFraming { mtu: 576, ..f };
+        assert_eq!(small.pack(1, &plan), (1, 304));
+        assert_eq!((f.acks(0), f.acks(1), f.acks(8), f.acks(17)), (0, 1, 1, 3));
+    }
+
+    #[test]
+    fn the_framed_host_load_packs_each_pair_and_acks_every_few_packets() {
+        let plan = plan(Mode::Host);
+        let framed = Load::host(&plan, 66, HostFraming::default());
+        // Worker 0 sends vertices 0 and 2 (72 lanes each) to worker 1 in one packet, worker 1
+        // vertex 1 to worker 0 in another; each receiver acks its one packet.
+        let data = |rows: u64| 66 + 32 + rows * (2 * RECORD_HEADER_LEN as u64 + 288);
+        let ack = 66 + 32 + 8;
+        assert_eq!(framed.sent_packets, vec![2, 2]);
+        assert_eq!(framed.sent_bytes, vec![data(2) + ack, data(1) + ack]);
+        assert_eq!(framed.received_bytes, vec![data(1) + ack, data(2) + ack]);
+        assert_eq!((framed.passes, framed.recirculations), (4, 0));
+        // One chunk per packet and an ack per copy (wire version 2) sent 6 packets each.
+        // Judged under a cost, the host kind is framed and every other kind is as sent.
+        let cost = HostCost {
+            link_gbps: 100.0,
+            per_packet_ns: 20.0,
+            frame_overhead: 66,
+            framing: HostFraming::default(),
+        };
+        assert_eq!(Load::for_cost(&plan, &cost), framed);
+        let blocks = super::tests::plan(Mode::Blocks);
+        assert_eq!(Load::for_cost(&blocks, &cost), Load::of(&blocks, 66));
+    }
+
+    #[test]
+    fn the_host_load_follows_its_framing() {
+        let plan = plan(Mode::Host);
+        // At the smallest MTU one 72-lane row (304 bytes of records) fills a packet (516
+        // bytes of room): worker 0's two rows for worker 1 take two packets; an ack for each.
+        let small = HostFraming {
+            mtu: 576,
+            ack_every: 1,
+        };
+        let l = Load::host(&plan, 66, small);
+        assert_eq!(l.sent_packets, vec![2 + 1, 1 + 2]);
+        assert_eq!(l.received_packets, vec![1 + 2, 2 + 1]);
+        assert_eq!((l.passes, l.recirculations, l.lane_updates), (6, 0, 0));
+        // The default framing is what `Load::of` counts.
+        assert_eq!(
+            Load::of(&plan, 66),
+            Load::host(&plan, 66, HostFraming::default())
+        );
     }
 }

@@ -31,10 +31,11 @@ use switchgnn_conformance::allocations::{allocations, Counting};
 use switchgnn_dataplane::cc::Unpaced;
 use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{JobConfig, ShardedSwitch, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{PacketType, HEADER_LEN, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Node};
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::NoProgress;
@@ -72,6 +73,7 @@ fn engine(plan: &Arc<ExchangePlan>, w: u16, values: &[f32], scale: Scale) -> Box
         scale,
         timers: Timers::default(),
         window: usize::MAX,
+        framing: Default::default(),
     };
     let features = LocalFeatures {
         vertices: &vertices,
@@ -105,7 +107,7 @@ fn record(plan: &Arc<ExchangePlan>, values: &[f32], scale: Scale, memory: u64) -
     let mut received = vec![Vec::new(); usize::from(plan.workers)];
     let mut sent = Vec::new();
     let mut queue: VecDeque<(Address, Address, Vec<u8>)> = VecDeque::new();
-    let mut buf = [0u8; MAX_PACKET_LEN];
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
     for (w, e) in engines.iter_mut().enumerate() {
         while let Some(t) = e.poll_transmit(0, &mut buf) {
             queue.push_back((Address::Worker(w as u16), t.to, buf[..t.len].to_vec()));
@@ -211,7 +213,7 @@ fn measure(
 
     // Switch alone: every worker packet of the run, in the recorded order.
     let mut sw = switch(plan, memory);
-    let mut buf = [0u8; MAX_PACKET_LEN];
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
     let t = Instant::now();
     let before = allocations();
     for (w, bytes) in &sent {
@@ -305,7 +307,7 @@ fn sharded(
     let here = std::thread::available_parallelism().map_or(1, |n| n.get());
     let most: usize = env("SWITCHGNN_BENCH_CORES", here);
     let burst: usize = env("SWITCHGNN_BENCH_BURST", 32);
-    let mut buf = [0u8; MAX_PACKET_LEN];
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
     for cores in 1..=most.clamp(1, 64) as u16 {
         let mut sw = ShardedSwitch::new(
             SwitchConfig {

@@ -23,6 +23,7 @@ use switchgnn_dataplane::network::{
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{SwitchConfig, SwitchCounters, AGGREGATOR_BYTES};
+use switchgnn_dataplane::wire::PacketType;
 use switchgnn_dataplane::{ExchangeId, ExchangeKind, Nanos};
 use switchgnn_datasets::{Dataset, Graph};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
@@ -151,6 +152,9 @@ pub struct Felt {
     pub overflows: u64,
     /// Contributions the switch sent raw to a host.
     pub raw_forwarded: u64,
+    /// Packets of packed host copies and their acks the switch took in: the host kinds run
+    /// packed, not one chunk per packet.
+    pub packed: u64,
 }
 
 impl Felt {
@@ -161,6 +165,7 @@ impl Felt {
             duplicated,
             overflows: switch.overflows,
             raw_forwarded: switch.raw_forwarded,
+            packed: switch.received(PacketType::Rows),
         }
     }
 }
@@ -171,6 +176,7 @@ impl std::ops::AddAssign for Felt {
         self.duplicated += o.duplicated;
         self.overflows += o.overflows;
         self.raw_forwarded += o.raw_forwarded;
+        self.packed += o.packed;
     }
 }
 
@@ -577,6 +583,7 @@ impl Fixture {
             scale,
             timers: Timers::default(),
             window: 64,
+            framing: Default::default(),
         };
         let local = LocalFeatures {
             vertices: &vertices,

@@ -10,6 +10,7 @@ use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange, Faults};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::switch::AGGREGATOR_BYTES;
+use switchgnn_dataplane::wire::PacketType;
 use switchgnn_partition::{Assignment, Method};
 use switchgnn_scheduler::exchange::ExchangePlans;
 use switchgnn_scheduler::OrderKind;
@@ -201,6 +202,19 @@ fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
     // Nothing was sent twice on a clean network.
     assert!(a.engines.iter().all(|e| e.payload_resent == 0));
     assert!(b.engines.iter().all(|e| e.payload_resent == 0));
+
+    // The host exchange packs its copies to the MTU and acknowledges every few packets: two
+    // 64-lane chunks and an 8-lane one a row, about seven records a 1,500-byte packet, and an
+    // ack per 8 packets (or at the end of a burst, once per sender and receiver).
+    let copies: u64 = b.engines.iter().map(|e| e.raws).sum();
+    let acks: u64 = b.engines.iter().map(|e| e.acks_sent).sum();
+    let packed = b.switch.received(PacketType::Rows) - acks;
+    assert!(copies >= 5 * packed, "{copies} copies in {packed} packets");
+    let pairs = 5 * 4;
+    assert!(
+        acks <= packed / 8 + pairs,
+        "{acks} acks of {packed} packets"
+    );
 
     // With loss, the host exchange recovers (its copies are acknowledged end to end and
     // resent), and stays exact.

@@ -12,10 +12,11 @@ use switchgnn_dataplane::cc::Unpaced;
 use switchgnn_dataplane::engine::{EngineConfig, InNetworkEngine, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::Faults;
+use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::node::{Address, ExchangeId, Node};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Flags, PacketType, Repr, MAX_LANES, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{Flags, PacketType, Repr, MAX_LANES};
 use switchgnn_partition::Method;
 
 fn small_plan() -> Arc<ExchangePlan> {
@@ -88,7 +89,7 @@ fn feed(
     events: &[(Repr, Vec<i32>, u16)],
     from: impl Fn(u16) -> Address,
 ) -> u64 {
-    let mut buf = [0u8; MAX_PACKET_LEN];
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
     for bytes in garbage {
         s.handle_packet(0, from(3), bytes);
     }
@@ -162,10 +163,11 @@ proptest! {
             scale: Scale::for_bound(1.0, 64).unwrap(),
             timers: Timers::default(),
             window: 4,
+            framing: Default::default(),
         };
         let local = LocalFeatures { vertices: &vertices, width: 40, values: &values };
         let mut e = InNetworkEngine::new(cfg, plan, local, Box::new(Unpaced), 0).unwrap();
-        let mut buf = [0u8; MAX_PACKET_LEN];
+        let mut buf = [0u8; MAX_DATAGRAM_LEN];
         let mut now = 0;
         let mut fed = 0;
         for bytes in &garbage {

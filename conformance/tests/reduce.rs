@@ -232,6 +232,7 @@ fn a_lossless_udp_exchange_moves_the_bytes_the_planner_predicts() {
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,
+        framing: Default::default(),
     };
     let (choice, picked, _) = choose(
         &d.graph,
@@ -313,6 +314,7 @@ fn the_hybrid_mixes_multicast_and_partial_sums_and_stays_exact() {
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,
+        framing: Default::default(),
     };
     let serial = |plan: &switchgnn_dataplane::plan::ExchangePlan, chip: &Chip| {
         switchgnn_chip::Bound::of(chip, &Load::of(plan, FRAME_OVERHEAD), &cost).serial_seconds

@@ -10,12 +10,13 @@ use switchgnn_conformance::Fixture;
 use switchgnn_dataplane::control::WatchedSwitch;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::network::{run_exchange_kind, run_exchange_sharded, RunSetup};
+use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::node::{Address, Node};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::switch::{
     JobConfig, Racks, ShardedSwitch, SwitchConfig, SwitchCounters, SwitchError, Tier, MAX_SHARDS,
 };
-use switchgnn_dataplane::wire::{PacketType, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::PacketType;
 use switchgnn_dataplane::ExchangeKind;
 
 /// 240 vertices on 4 workers, width 40 (two chunks), 16 KiB of aggregators: several blocks.
@@ -144,7 +145,7 @@ fn a_batch_on_threads_equals_packets_one_by_one() {
     // Traffic: the run of the whole exchange through a recording switch, replayed.
     let recorded = record(&f, kind, &setup);
     assert!(recorded.len() > 100, "{} packets", recorded.len());
-    let mut buf = [0u8; MAX_PACKET_LEN];
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
     let drain = |s: &mut ShardedSwitch, buf: &mut [u8], out: &mut Vec<(Address, Vec<u8>)>| {
         while let Some(t) = s.poll_transmit(0, buf) {
             out.push((t.to, buf[..t.len].to_vec()));

@@ -13,9 +13,10 @@ use common::{dataset_of, random_graph};
 use switchgnn_dataplane::cc::{Aimd, Controller, Unpaced};
 use switchgnn_dataplane::engine::{EngineConfig, Exchange, LocalFeatures, Timers};
 use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, PacketType, Repr, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{Packet, PacketType, Repr};
 use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Nanos, Node};
 use switchgnn_scheduler::exchange::{exchange_plan, PlanOptions};
 
@@ -105,6 +106,7 @@ impl Harness {
                     scale,
                     timers,
                     window,
+                    framing: Default::default(),
                 };
                 let local = LocalFeatures {
                     vertices: &vertices,
@@ -150,14 +152,14 @@ impl Harness {
     }
 
     fn flush_worker(&mut self, w: usize) {
-        let mut buf = [0u8; MAX_PACKET_LEN];
+        let mut buf = [0u8; MAX_DATAGRAM_LEN];
         while let Some(t) = self.workers[w].poll_transmit(self.now, &mut buf) {
             self.send(Address::Worker(w as u16), t.to, buf[..t.len].to_vec());
         }
     }
 
     fn flush_switch(&mut self) {
-        let mut buf = [0u8; MAX_PACKET_LEN];
+        let mut buf = [0u8; MAX_DATAGRAM_LEN];
         while let Some(t) = self.switch.poll_transmit(self.now, &mut buf) {
             self.send(Address::Switch, t.to, buf[..t.len].to_vec());
         }

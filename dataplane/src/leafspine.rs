@@ -16,6 +16,7 @@ use crate::node::{Address, Nanos, Node, SwitchNode, Transmit, MAX_DATAGRAM_LEN};
 use crate::switch::{
     two_level, JobConfig, Racks, SpineTraffic, Switch, SwitchConfig, SwitchCounters, SwitchError,
 };
+use crate::wire::PacketType;
 
 /// A packet on a link between a leaf and the spine: when it arrives, in which direction, and
 /// the rack of the leaf at its end.
@@ -41,7 +42,8 @@ pub struct LeafSpine {
     seq: u64,
     inside: BinaryHeap<Reverse<Inside>>,
     out: VecDeque<(Address, Vec<u8>)>,
-    /// The packets with lanes put on those links, as [`crate::switch::spine_traffic`] counts.
+    /// The packets with lanes (or packed host copies) put on those links, as
+    /// [`crate::switch::spine_traffic`] counts.
     carried: SpineTraffic,
 }
 
@@ -139,7 +141,10 @@ impl LeafSpine {
                 // Nowhere to go.
                 (None, _) => continue,
             };
-            if bytes.get(23).is_some_and(|&lanes| lanes > 0) {
+            // Lanes in the header, or packed host copies (type 10 without the ack flag).
+            let packed = bytes.get(3) == Some(&(PacketType::Rows as u8))
+                && bytes.get(4).is_some_and(|&flags| flags & 1 == 0);
+            if packed || bytes.get(23).is_some_and(|&lanes| lanes > 0) {
                 self.carried.packets += 1;
                 self.carried.bytes += bytes.len() as u64;
             }

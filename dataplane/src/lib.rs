@@ -3,6 +3,7 @@
 //!
 //! - [`wire`]: the header (`Packet` view, `Repr`) and its int32 lanes;
 //! - [`fixed`]: float ↔ int32 with SwitchML's no-overflow scale;
+//! - [`framing`]: how the host exchange packs copies to the MTU and coalesces its acks;
 //! - [`table`]: one block's lookup table (sources, destinations, expected counts);
 //! - [`plan`]: what one exchange needs at run time (block tables, send orders, owners);
 //! - [`switch`]: the switch model, exactly what the P4 program does;
@@ -27,6 +28,7 @@ pub mod control;
 pub mod engine;
 pub mod fault;
 pub mod fixed;
+pub mod framing;
 pub mod kind;
 pub mod leafspine;
 pub mod link;

@@ -672,6 +672,7 @@ fn engines(
             scale: setup.scale,
             timers: setup.timers,
             window: setup.window,
+            framing: Default::default(),
         };
         let cc: Box<dyn Controller> = if setup.paced {
             Box::new(Aimd::new(setup.network.link.rate))

@@ -42,8 +42,9 @@ pub trait Node {
     fn handle_timeout(&mut self, now: Nanos);
     /// Write the next packet due at `now` into `buf` (the driver's, at least
     /// [`MAX_DATAGRAM_LEN`] bytes: a socket's send buffer, a DPDK mbuf) and say where it goes;
-    /// `None` when nothing is due. Dataplane packets take at most [`MAX_PACKET_LEN`] of it,
-    /// and nodes allocate nothing per packet for them.
+    /// `None` when nothing is due. Dataplane packets take at most [`MAX_PACKET_LEN`] of it
+    /// (the host exchange's packed copies up to the MTU's datagram), and nodes allocate nothing
+    /// per packet for them.
     fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit>;
     /// When the node next needs [`Node::handle_timeout`] or can send again.
     fn poll_timeout(&self) -> Option<Nanos>;
@@ -116,11 +117,18 @@ impl Outbox {
         to: Address,
         write: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> Option<&mut [u8]> {
-        let mut buf = self
-            .free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(MAX_PACKET_LEN));
-        buf.resize(MAX_PACKET_LEN, 0);
+        self.push_sized(to, MAX_PACKET_LEN, write)
+    }
+
+    /// Queue a packet for `to` that `write` puts into a buffer of `room` bytes.
+    fn push_sized(
+        &mut self,
+        to: Address,
+        room: usize,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<&mut [u8]> {
+        let mut buf = self.free.pop().unwrap_or_else(|| Vec::with_capacity(room));
+        buf.resize(room, 0);
         let Some(len) = write(&mut buf) else {
             self.free.push(buf);
             return None;
@@ -135,12 +143,13 @@ impl Outbox {
         self.push_with(to, |buf| r.emit_with_lanes(lanes, buf))
     }
 
-    /// Queue a copy of `bytes` for `to`.
+    /// Queue a copy of `bytes` for `to` (a forwarded packet of any size a datagram holds).
     pub fn push_copy(&mut self, to: Address, bytes: &[u8]) -> &mut [u8] {
-        self.push_with(to, |buf| {
-            buf[..bytes.len()].copy_from_slice(bytes);
-            bytes.len()
+        self.push_sized(to, bytes.len(), |buf| {
+            buf.copy_from_slice(bytes);
+            Some(bytes.len())
         })
+        .expect("the copy is always written")
     }
 
     /// Move the oldest packet into `buf`.

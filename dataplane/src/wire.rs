@@ -26,14 +26,23 @@
 //! | 24 | 4 | epoch | training step; stale packets are recognised by it |
 //! | 28 | 4 | sequence | per-sender sequence number (duplicate detection, acks) |
 //! | 32 | 4·lanes | payload | int32 lanes |
+//!
+//! A [`PacketType::Rows`] packet (version 3) carries no lanes of its own (`lanes` is 0): after
+//! the header come `count` records, each one 64-lane chunk of one vertex's row — vertex (4
+//! bytes), chunk (1), lanes (1), two reserved zero bytes, then 4·lanes bytes of int32 lanes
+//! ([`Records`]). The switch only forwards such a packet, so it may fill a whole datagram of
+//! the link's MTU. Its acknowledgement (the ack flag set) carries `count` ranges of the
+//! sequences the receiver holds, each first and last sequence (4 bytes each), ascending
+//! ([`AckRanges`]).
 
 use thiserror::Error;
 
 /// The first two bytes of every header, “SG”.
 pub const MAGIC: u16 = 0x5347;
 /// The header version this crate reads and writes. Version 2: aggregators of 64 lanes (version 1
-/// had 32), so a peer of the other version is refused at its first packet.
-pub const VERSION: u8 = 2;
+/// had 32); version 3: host copies packed into [`PacketType::Rows`] packets with acks of ranges.
+/// A peer of another version is refused at its first packet.
+pub const VERSION: u8 = 3;
 /// Bytes of the header; the lanes follow it.
 pub const HEADER_LEN: usize = 32;
 /// One aggregator: 64 int32 lanes = 256 bytes, what one pipeline pass of a Tofino adds with 32
@@ -118,6 +127,13 @@ pub enum Error {
         /// Bytes the buffer holds.
         have: usize,
     },
+    /// The records or ranges after a [`PacketType::Rows`] header do not match its count, or
+    /// one of them is malformed (more than 64 lanes, reserved bytes set, ranges out of order).
+    #[error("malformed row records or ack ranges at byte {at}")]
+    BadRecords {
+        /// Offset in the payload (after the header) of the first bad byte.
+        at: usize,
+    },
     /// An id at or beyond the plan's limit (see [`Repr::check_plan`]).
     #[error("{what} {value} out of range for the plan (limit {limit})")]
     OutOfRange {
@@ -154,6 +170,10 @@ pub enum PacketType {
     Reduce = 8,
     /// A finished slot coming down: the combined slice, `count` its contributions.
     Reduced = 9,
+    /// Several host-exchange copies for one worker in one packet: `count` [`Records`] after the
+    /// header (`lanes` 0), `dst` a vertex of the receiving worker, `src` the first record's;
+    /// with the ack flag, the receiver's [`AckRanges`] of the sender's sequences.
+    Rows = 10,
 }
 
 impl PacketType {
@@ -161,7 +181,7 @@ impl PacketType {
     pub fn from_u8(x: u8) -> Option<PacketType> {
         use PacketType::*;
         [
-            Data, Result, Raw, Fetch, BlockDone, BlockGo, Join, Reduce, Reduced,
+            Data, Result, Raw, Fetch, BlockDone, BlockGo, Join, Reduce, Reduced, Rows,
         ]
         .into_iter()
         .find(|t| *t as u8 == x)
@@ -180,6 +200,7 @@ pub struct Flags {
     /// Bit 2: congestion experienced (set by the switch, echoed in acks).
     pub ecn: bool,
     /// Bit 3: a resent raw feature (a fetch reply); it bypasses, and releases, the aggregator.
+    /// On a [`PacketType::Rows`] packet: acknowledge at once (the sender waits for it).
     pub resend: bool,
     /// Gradients flowing dst → src (the transposed exchange) rather than features.
     pub backward: bool,
@@ -537,6 +558,160 @@ impl Repr {
     }
 }
 
+/// Bytes of a record's own header in a [`PacketType::Rows`] packet: vertex, chunk, lanes and
+/// two reserved bytes.
+pub const RECORD_HEADER_LEN: usize = 8;
+/// Bytes of one acknowledged range: its first and last sequence.
+pub const ACK_RANGE_LEN: usize = 8;
+
+/// One record of a [`PacketType::Rows`] packet: one chunk of one vertex's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// The vertex whose row it is (global id).
+    pub src: u32,
+    /// Which 64-lane chunk of the row.
+    pub chunk: u8,
+    lanes: &'a [u8],
+}
+
+impl Record<'_> {
+    /// Int32 lanes the record carries.
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len() / 4
+    }
+
+    /// The lanes decoded into the front of `out` (at least [`Record::lane_count`] long); the
+    /// decoded part.
+    pub fn lanes_into<'o>(&self, out: &'o mut [i32]) -> &'o [i32] {
+        let n = self.lane_count();
+        for (v, b) in out[..n].iter_mut().zip(self.lanes.chunks_exact(4)) {
+            *v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        &out[..n]
+    }
+}
+
+/// The records after a [`PacketType::Rows`] header, checked as a whole before any is read: a
+/// packet with one bad record is dropped entire.
+#[derive(Debug, Clone)]
+pub struct Records<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Records<'a> {
+    /// `payload` (the bytes after the header) must hold exactly `count` records.
+    pub fn new_checked(payload: &'a [u8], count: u16) -> Result<Records<'a>, Error> {
+        let mut at = 0;
+        for _ in 0..count {
+            let head = payload
+                .get(at..at + RECORD_HEADER_LEN)
+                .ok_or(Error::BadRecords { at })?;
+            let lanes = usize::from(head[5]);
+            if lanes > MAX_LANES || head[6] != 0 || head[7] != 0 {
+                return Err(Error::BadRecords { at });
+            }
+            at += RECORD_HEADER_LEN + 4 * lanes;
+            if at > payload.len() {
+                return Err(Error::BadRecords { at: payload.len() });
+            }
+        }
+        if at != payload.len() {
+            return Err(Error::BadRecords { at });
+        }
+        Ok(Records { rest: payload })
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        let head = self.rest.get(..RECORD_HEADER_LEN)?;
+        let lanes = 4 * usize::from(head[5]);
+        let record = Record {
+            src: u32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+            chunk: head[4],
+            lanes: &self.rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + lanes],
+        };
+        self.rest = &self.rest[RECORD_HEADER_LEN + lanes..];
+        Some(record)
+    }
+}
+
+/// Bytes one record of `lanes` lanes takes in a packet.
+pub fn record_len(lanes: usize) -> usize {
+    RECORD_HEADER_LEN + 4 * lanes
+}
+
+/// Write a record of vertex `src`'s chunk `chunk` holding `lanes` at the front of `buf`; its
+/// length.
+///
+/// # Panics
+/// If `lanes` holds more than [`MAX_LANES`] values or `buf` is shorter than the record.
+pub fn emit_record(src: u32, chunk: u8, lanes: &[i32], buf: &mut [u8]) -> usize {
+    assert!(lanes.len() <= MAX_LANES, "at most {MAX_LANES} lanes");
+    buf[..4].copy_from_slice(&src.to_be_bytes());
+    buf[4] = chunk;
+    buf[5] = lanes.len() as u8;
+    buf[6..8].fill(0);
+    for (b, v) in buf[RECORD_HEADER_LEN..].chunks_exact_mut(4).zip(lanes) {
+        b.copy_from_slice(&v.to_be_bytes());
+    }
+    record_len(lanes.len())
+}
+
+/// The ranges of an acknowledgement of [`PacketType::Rows`] packets: `(first, last)` sequence
+/// pairs, each `first <= last`, ascending and apart (checked before any is read).
+#[derive(Debug, Clone)]
+pub struct AckRanges<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> AckRanges<'a> {
+    /// `payload` must hold exactly `count` ranges, ascending and disjoint.
+    pub fn new_checked(payload: &'a [u8], count: u16) -> Result<AckRanges<'a>, Error> {
+        let len = usize::from(count) * ACK_RANGE_LEN;
+        if payload.len() != len {
+            return Err(Error::BadRecords {
+                at: payload.len().min(len),
+            });
+        }
+        let ranges = AckRanges { rest: payload };
+        let mut next_free = 0u64;
+        for (i, (first, last)) in ranges.clone().enumerate() {
+            if first > last || u64::from(first) < next_free {
+                return Err(Error::BadRecords {
+                    at: i * ACK_RANGE_LEN,
+                });
+            }
+            next_free = u64::from(last) + 2;
+        }
+        Ok(ranges)
+    }
+}
+
+impl Iterator for AckRanges<'_> {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        let b = self.rest.get(..ACK_RANGE_LEN)?;
+        self.rest = &self.rest[ACK_RANGE_LEN..];
+        Some((
+            u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+            u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+        ))
+    }
+}
+
+/// Write `ranges` (ascending, apart) at the front of `buf`; the bytes written.
+pub fn emit_ack_ranges(ranges: &[(u32, u32)], buf: &mut [u8]) -> usize {
+    for (b, (first, last)) in buf.chunks_exact_mut(ACK_RANGE_LEN).zip(ranges) {
+        b[..4].copy_from_slice(&first.to_be_bytes());
+        b[4..].copy_from_slice(&last.to_be_bytes());
+    }
+    ranges.len() * ACK_RANGE_LEN
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -668,7 +843,64 @@ mod tests {
         assert_eq!(p.payload().collect::<Vec<_>>(), [11, -3, i32::MIN]);
     }
 
+    #[test]
+    fn row_records_round_trip_and_malformed_ones_are_refused() {
+        let mut buf = [0u8; 200];
+        let mut len = emit_record(7, 1, &[1, -2, 3], &mut buf);
+        len += emit_record(u32::MAX, 0, &[], &mut buf[len..]);
+        assert_eq!(len, 2 * RECORD_HEADER_LEN + 12);
+        let records: Vec<Record> = Records::new_checked(&buf[..len], 2).unwrap().collect();
+        assert_eq!((records[0].src, records[0].chunk), (7, 1));
+        let mut out = [0i32; MAX_LANES];
+        assert_eq!(records[0].lanes_into(&mut out), &[1, -2, 3]);
+        assert_eq!((records[1].src, records[1].lane_count()), (u32::MAX, 0));
+        // A count that disagrees with the bytes, trailing bytes, too many lanes, reserved bytes.
+        assert!(Records::new_checked(&buf[..len], 3).is_err());
+        assert!(Records::new_checked(&buf[..len], 1).is_err());
+        assert!(Records::new_checked(&buf[..len - 1], 2).is_err());
+        let mut bad = buf;
+        bad[5] = 65;
+        assert_eq!(
+            Records::new_checked(&bad[..len], 2).unwrap_err(),
+            Error::BadRecords { at: 0 }
+        );
+        let mut bad = buf;
+        bad[7] = 1;
+        assert!(Records::new_checked(&bad[..len], 2).is_err());
+    }
+
+    #[test]
+    fn ack_ranges_must_ascend_apart() {
+        let mut buf = [0u8; 64];
+        let len = emit_ack_ranges(&[(0, 3), (5, 5), (9, 20)], &mut buf);
+        let ranges: Vec<(u32, u32)> = AckRanges::new_checked(&buf[..len], 3).unwrap().collect();
+        assert_eq!(ranges, [(0, 3), (5, 5), (9, 20)]);
+        for bad in [&[(3u32, 2u32)][..], &[(0, 3), (4, 5)], &[(5, 6), (0, 1)]] {
+            let len = emit_ack_ranges(bad, &mut buf);
+            assert!(
+                AckRanges::new_checked(&buf[..len], bad.len() as u16).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(AckRanges::new_checked(&buf[..7], 1).is_err());
+    }
+
     proptest! {
+        /// Whatever follows a Rows header, checking never panics, and what passes iterates
+        /// over exactly the payload.
+        #[test]
+        fn arbitrary_records_never_panic(
+            payload in proptest::collection::vec(any::<u8>(), 0..300), count in 0u16..8,
+        ) {
+            if let Ok(records) = Records::new_checked(&payload, count) {
+                let total: usize = records.map(|r| record_len(r.lane_count())).sum();
+                prop_assert_eq!(total, payload.len());
+            }
+            if let Ok(ranges) = AckRanges::new_checked(&payload, count) {
+                prop_assert_eq!(ranges.count(), usize::from(count));
+            }
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             if let Ok(p) = Packet::new_checked(&bytes[..]) {
@@ -709,7 +941,7 @@ mod tests {
 
         #[test]
         fn any_repr_round_trips(
-            t in 1u8..=7, flags in 0u8..32, layer: u8, job: u16, src: u32, dst: u32, block: u16,
+            t in 1u8..=10, flags in 0u8..32, layer: u8, job: u16, src: u32, dst: u32, block: u16,
             count: u16, worker: u16, chunk: u8, lanes in proptest::collection::vec(any::<i32>(), 0..=32),
             epoch: u32, sequence: u32,
         ) {

@@ -111,7 +111,7 @@ control Admission(inout headers_t hdr,
             drop_with(DROP_RESERVED_FLAGS);
             return;
         }
-        if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_REDUCED) {
+        if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_ROWS) {
             drop_with(DROP_UNKNOWN_TYPE);
             return;
         }

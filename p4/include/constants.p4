@@ -10,7 +10,7 @@
 
 /* ---- wire format (wire.rs) ---- */
 const bit<16> SG_MAGIC      = 0x5347;
-const bit<8>  SG_VERSION    = 2;
+const bit<8>  SG_VERSION    = 3;
 const bit<16> SG_UDP_PORT   = 47000;   /* the switch's UDP port (job file `switch`) */
 const bit<8>  SG_MAX_LANES  = 64;      /* one aggregator: 64 int32 lanes = 256 bytes */
 
@@ -24,6 +24,7 @@ const bit<8> SG_BLOCK_GO   = 6;
 const bit<8> SG_JOIN       = 7;
 const bit<8> SG_REDUCE     = 8;   /* in-switch all-reduce (allreduce.p4) */
 const bit<8> SG_REDUCED    = 9;
+const bit<8> SG_ROWS       = 10;  /* packed host copies, or their ack of ranges: forwarded whole */
 
 /* flag bits (wire::Flags) */
 const bit<8> SG_FLAG_ACK      = 0x01;

@@ -172,12 +172,13 @@ fn protocol_constants_match_the_rust_definitions() {
         ("SG_JOIN", PacketType::Join),
         ("SG_REDUCE", PacketType::Reduce),
         ("SG_REDUCED", PacketType::Reduced),
+        ("SG_ROWS", PacketType::Rows),
     ] {
         assert_eq!(get(name), t as u64, "{name}");
     }
     assert!(
-        PacketType::from_u8(get("SG_REDUCED") as u8 + 1).is_none(),
-        "a type past SG_REDUCED"
+        PacketType::from_u8(get("SG_ROWS") as u8 + 1).is_none(),
+        "a type past SG_ROWS"
     );
     let one = |f: fn(&mut Flags)| {
         let mut flags = Flags::default();

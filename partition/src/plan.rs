@@ -224,6 +224,13 @@ pub struct PlannedOn {
     pub recirculation_ports: Option<u32>,
     pub link_gbps: f64,
     pub host_packet_ns: f64,
+    /// The MTU and the packets per acknowledgement of the host-only baseline the kinds were
+    /// judged against (`switchgnn_chip::HostFraming`); `None` in plans made before the
+    /// baseline was framed so, which judged against one 64-lane chunk per packet.
+    #[serde(default)]
+    pub host_mtu: Option<u32>,
+    #[serde(default)]
+    pub host_ack_every: Option<u32>,
 }
 
 /// One layer's exchange kind, and the predicted time (seconds) of every kind weighed: the chip

@@ -18,7 +18,7 @@ use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 
-use switchgnn_chip::{Chip, ChipChoice, HostCost, Load, PASS_HEADER};
+use switchgnn_chip::{Chip, ChipChoice, HostCost, HostFraming, Load, PASS_HEADER};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock, PlanError};
 use switchgnn_dataplane::table::BlockTable;
 use switchgnn_dataplane::wire::{FRAME_OVERHEAD, HEADER_LEN, MAX_LANES};
@@ -37,6 +37,8 @@ pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
         recirculation_ports: None,
         link_gbps: 100.0,
         host_packet_ns: 20.0,
+        host_mtu: None,
+        host_ack_every: None,
     };
     let on = plan
         .manifest
@@ -66,6 +68,12 @@ pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
         link_gbps: on.link_gbps,
         per_packet_ns: on.host_packet_ns,
         frame_overhead: FRAME_OVERHEAD,
+        framing: HostFraming {
+            mtu: on.host_mtu.unwrap_or(HostFraming::default().mtu),
+            ack_every: on
+                .host_ack_every
+                .unwrap_or(HostFraming::default().ack_every),
+        },
     };
     Ok((chip, cost))
 }

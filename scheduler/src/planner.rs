@@ -130,7 +130,9 @@ fn weigh_one(
     let started = std::time::Instant::now();
     let xplan = exchange_plan(kind, graph, plan, layer, on)?;
     let built = started.elapsed();
-    let load = Load::of(&xplan, cost.frame_overhead);
+    // The host kind is judged as the best host-only exchange frames it (MTU packets,
+    // coalesced acks), not as the engine's one chunk per packet.
+    let load = Load::for_cost(&xplan, cost);
     let seconds = switchgnn_chip::Bound::of(chip, &load, cost).seconds;
     tracing::debug!(kind = kind.name(), ?built, counted = ?started.elapsed() - built, "weighed");
     Ok((xplan, load, seconds))

@@ -23,6 +23,7 @@ fn weighing_counted_only_plans_predicts_what_the_running_plans_do() {
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,
+        framing: Default::default(),
     };
     for preset in ["tofino1-32", "tofino2"] {
         let chip = Chip::preset(preset).unwrap();

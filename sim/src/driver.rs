@@ -9,7 +9,7 @@ use switchgnn_chip::PASS_HEADER;
 use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
 pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
 use switchgnn_dataplane::switch::Switch;
-use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
+use switchgnn_dataplane::wire::{record_len, Packet, PacketType, HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 use thiserror::Error;
 
@@ -32,6 +32,32 @@ pub struct Bundle {
 }
 
 impl Bundle {
+    /// Frame bytes and packets of a bundled packet of `records` packed host copies: each
+    /// record stands for a whole row, whose chunks (a record each) fill packets of the host
+    /// exchange's MTU as the engines pack them.
+    fn weigh_rows(&self, records: u16, overhead: u64) -> (u64, u32) {
+        let room = switchgnn_dataplane::framing::HostFraming::default().record_bytes();
+        let width = self.width as usize;
+        // Each real chunk's record, in order, filling packets as the engines do.
+        let (mut packets, mut bytes, mut left) = (0u64, 0u64, 0usize);
+        for _ in 0..records {
+            for c in 0..self.chunks as usize {
+                let len = record_len((width - c * MAX_LANES).min(MAX_LANES));
+                if left < len {
+                    packets += 1;
+                    left = room;
+                }
+                left -= len;
+                bytes += len as u64;
+            }
+        }
+        let packets = packets.max(1);
+        (
+            packets * (HEADER_LEN as u64 + overhead) + bytes,
+            packets as u32,
+        )
+    }
+
     pub fn of_width(width: usize) -> Bundle {
         Bundle {
             width: width as u32,
@@ -343,7 +369,7 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
 
 /// Bytes of the buffer nodes write their packets into: a jumbo frame, so that the test nodes
 /// of the closed-form checks can send packets of any size a link carries (the protocol's
-/// nodes need only `MAX_PACKET_LEN`).
+/// nodes need only `MAX_DATAGRAM_LEN`).
 const SEND_BUFFER: usize = 9216;
 
 /// Run until every host is done. Hosts are numbered as the topology's.
@@ -580,11 +606,16 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         let Ok(p) = Packet::new_checked(bytes) else {
             return (bytes.len() as u64 + overhead, 1);
         };
+        if p.packet_type() == PacketType::Rows as u8 && p.flags() & 1 == 0 {
+            return b.weigh_rows(p.count(), overhead);
+        }
         let per_chunk = [
             PacketType::Data,
             PacketType::Result,
             PacketType::Raw,
             PacketType::Fetch,
+            // An ack of packed copies: one for as many packets of the real width.
+            PacketType::Rows,
         ]
         .iter()
         .any(|&t| t as u8 == p.packet_type());

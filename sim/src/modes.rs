@@ -25,6 +25,7 @@ use switchgnn_dataplane::engine::{
     EngineConfig, EngineError, Exchange, ExchangeOutput, LocalFeatures, Timers,
 };
 use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::framing::HostFraming;
 use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
 use switchgnn_dataplane::switch::{
     two_level, JobConfig, Racks, Switch, SwitchConfig, SwitchCounters, SwitchError,
@@ -388,7 +389,11 @@ pub fn simulate_exchange_beside(
         Vec::new()
     };
     let real_width = plan.width;
-    let bundle = (setup.bundle && real_width > MAX_LANES).then(|| Bundle::of_width(real_width));
+    // The host kinds pack their copies into MTU packets already (few packets, few events);
+    // bundled, their packets would stand for other packets than they really make.
+    let packed = !setup.mode.kind().in_network();
+    let bundle =
+        (setup.bundle && real_width > MAX_LANES && !packed).then(|| Bundle::of_width(real_width));
     let chunks = bundle.map_or(1, |b| b.chunks as usize);
     if bundle.is_some() {
         plan.width = MAX_LANES;
@@ -425,7 +430,11 @@ pub fn simulate_exchange_beside(
     // they stand for.
     let link_gbps = cfg.host.uplink_gbps(&cfg.topology);
     let lanes = real_width.min(MAX_LANES);
-    let built = (HEADER_LEN + 4 * lanes) as f64;
+    let built = if packed {
+        HostFraming::default().datagram_len() as f64
+    } else {
+        (HEADER_LEN + 4 * lanes) as f64
+    };
     let framed = match bundle {
         Some(b) => {
             (chunks * (HEADER_LEN + cfg.frame_overhead as usize) + 4 * b.width as usize) as f64
@@ -457,6 +466,7 @@ pub fn simulate_exchange_beside(
             scale,
             timers: setup.timers,
             window,
+            framing: Default::default(),
         };
         let cc = setup.rate_control.controller(pace);
         let p = plan.clone();

@@ -512,6 +512,7 @@ pub fn host_cost(cfg: &SimConfig) -> HostCost {
         link_gbps: cfg.host.uplink_gbps(&cfg.topology),
         per_packet_ns: cfg.host.per_packet_ns as f64,
         frame_overhead: cfg.frame_overhead,
+        framing: Default::default(),
     }
 }
 

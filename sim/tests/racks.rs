@@ -19,7 +19,7 @@ fn small() -> (Dataset, Plan) {
 }
 
 #[test]
-fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines_less() {
+fn oversubscribed_racks_slow_a_link_bound_exchange() {
     let (d, p) = small();
     let cfg = SimConfig::paper(WORKERS);
     let fabrics = FabricSpec {
@@ -53,10 +53,9 @@ fn oversubscribed_racks_slow_a_link_bound_exchange_and_reduce_crosses_the_spines
         }
         studies.push(s);
     }
-    let (host, reduce) = (&studies[0], &studies[1]);
-    for (h, r) in host.fabrics.iter().zip(&reduce.fabrics) {
-        assert!(r.spine_bytes < h.spine_bytes, "{r:?} against {h:?}");
-    }
+    // (Reduce crossed the spines with fewer bytes than the host exchange of one 64-lane chunk
+    // per packet and an ack per copy; packed to the MTU, the host exchange crosses with fewer:
+    // 4.69 against 4.85 MB at two racks, one to one.)
     let table = rack_table(&studies);
     println!("{table}");
     assert_eq!(table.lines().count(), 2 + 2 * 5);

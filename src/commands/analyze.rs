@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
-use switchgnn_chip::{Choice, Load, Verdict};
+use switchgnn_chip::{Choice, HostCost, Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::switch::{spine_traffic, Racks, SpineTraffic};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
@@ -42,6 +42,10 @@ pub struct Args {
     /// for the host exchange, switchgnn and reduce (one block each).
     #[arg(long, value_name = "RACKS")]
     pub racks: Option<String>,
+    /// Also judge every kind at these host costs per packet, ns, comma-separated (e.g.
+    /// 0,5,10,20,40): which verdicts flip with the hosts' per-packet cost.
+    #[arg(long, value_name = "NS")]
+    pub sweep_packet_ns: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -63,6 +67,8 @@ struct Row {
     /// destination in one block (`prepare --exchange auto` also weighs the hybrid, on the
     /// plan's blocks).
     pick: String,
+    /// Per host cost of `--sweep-packet-ns`: the verdicts again.
+    sweep: Vec<SweepRow>,
     plans: Vec<PlanRow>,
     /// Per rack count of `--racks`: frame bytes across the spine layer.
     fabrics: Vec<FabricRow>,
@@ -76,6 +82,17 @@ struct FabricRow {
     host: SpineTraffic,
     switchgnn: SpineTraffic,
     reduce: SpineTraffic,
+}
+
+/// The one-block verdicts at one host cost per packet.
+#[derive(Debug, Serialize)]
+struct SweepRow {
+    host_packet_ns: f64,
+    /// The in-network (SwitchGNN, one block) bound over the host baseline's.
+    switchgnn_vs_host: f64,
+    /// The pre-aggregated exchange's bound over the host baseline's.
+    reduce_vs_host: f64,
+    pick: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -112,6 +129,16 @@ pub fn run(args: Args) -> Result<()> {
     let method = args.input.partition.method();
     let choice = args.verdict.chip.choice()?;
     let cost = args.verdict.cost()?;
+    let packet_costs: Vec<f64> = match &args.sweep_packet_ns {
+        Some(s) => parse_list(s, "--sweep-packet-ns")?,
+        None => Vec::new(),
+    };
+    if packet_costs
+        .iter()
+        .any(|ns| !(*ns >= 0.0 && ns.is_finite()))
+    {
+        anyhow::bail!("--sweep-packet-ns: every cost must be a finite number of ns, not negative");
+    }
     let bars = Bars::new();
     let mut rows = Vec::new();
     for &m in &workers {
@@ -144,12 +171,13 @@ pub fn run(args: Args) -> Result<()> {
                         plan,
                         &Racks::even(m as u16, r)?,
                         FRAME_OVERHEAD,
+                        cost.framing,
                     ))
                 })
                 .collect()
         };
         let host_plan = whole(Mode::Host)?;
-        let host = Load::of(&host_plan, FRAME_OVERHEAD);
+        let host = Load::for_cost(&host_plan, &cost);
         let host_fabrics = fabrics_of(&host_plan)?;
         drop(host_plan);
         let reduce_xplan = reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?;
@@ -173,18 +201,39 @@ pub fn run(args: Args) -> Result<()> {
             .collect();
         let verdict = Verdict::of(&chip, &blocks_load, &host, &cost);
         // What `prepare --exchange auto` would pick (with every destination in one block).
-        let pick = Choice::of(
-            &chip,
-            &cost,
-            [
-                ("host", host.clone()),
-                ("switchgnn", blocks_load),
-                ("reduce", reduce_load),
-            ],
-        )
-        .expect("three candidates")
-        .kind()
-        .to_string();
+        let pick_at = |cost: &HostCost| {
+            Choice::of(
+                &chip,
+                cost,
+                [
+                    ("host", host.clone()),
+                    ("switchgnn", blocks_load.clone()),
+                    ("reduce", reduce_load.clone()),
+                ],
+            )
+            .expect("three candidates")
+            .kind()
+            .to_string()
+        };
+        let pick = pick_at(&cost);
+        let sweep = packet_costs
+            .iter()
+            .map(|&ns| {
+                let at = HostCost {
+                    per_packet_ns: ns,
+                    ..cost
+                };
+                let versus =
+                    |load: &Load| 1.0 / Verdict::of(&chip, load, &host, &at).speedup_at_best;
+                SweepRow {
+                    host_packet_ns: ns,
+                    switchgnn_vs_host: versus(&blocks_load),
+                    reduce_vs_host: versus(&reduce_load),
+                    pick: pick_at(&at),
+                }
+            })
+            .collect();
+        drop(blocks_load);
         let mut plans = Vec::new();
         for &memory in &memories {
             bars.stage(
@@ -214,6 +263,7 @@ pub fn run(args: Args) -> Result<()> {
             verdict,
             reduce,
             pick,
+            sweep,
             traffic,
             plans,
             fabrics,
@@ -231,6 +281,12 @@ pub fn run(args: Args) -> Result<()> {
         dataset.graph.num_edges()
     );
     println!("{}", table(&rows, &memories));
+    println!(
+        "every ratio is against the host exchange: each boundary row once to every worker that \
+         needs it, packed into {}-byte packets with an ack per {} packets, {} ns per packet at \
+         each host, {} Gb/s links (--mtu, --ack-every, --host-packet-ns, --gbps)",
+        cost.framing.mtu, cost.framing.ack_every, cost.per_packet_ns, cost.link_gbps
+    );
     for r in &rows {
         println!(
             "{} workers on {}: in-network aggregation {} (one block; the host exchange's bound \
@@ -257,6 +313,13 @@ pub fn run(args: Args) -> Result<()> {
              weighs the hybrid): {}",
             r.pick
         );
+        for w in &r.sweep {
+            println!(
+                "  at {} ns per packet: switchgnn {:.3}x the baseline's time, reduce {:.3}x, \
+                 the pick {}",
+                w.host_packet_ns, w.switchgnn_vs_host, w.reduce_vs_host, w.pick
+            );
+        }
         for f in &r.fabrics {
             let versus = |t: &SpineTraffic| t.bytes as f64 / f.host.bytes.max(1) as f64;
             println!(

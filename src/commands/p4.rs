@@ -98,6 +98,7 @@ fn layer_bounds(
         link_gbps: args.link_gbps,
         per_packet_ns: args.host_packet_ns,
         frame_overhead: switchgnn_dataplane::wire::FRAME_OVERHEAD,
+        framing: Default::default(),
     };
     let mut bounds = Vec::new();
     for (layer, &width) in plan.manifest.spec.feature_dims.iter().enumerate() {

@@ -62,6 +62,7 @@ pub fn run(args: Args) -> Result<()> {
         line_rate: job.link.rate(),
         window: job.link.window,
         timers: job.timeouts.protocol(),
+        framing: job.link.framing(),
         compute: std::time::Duration::ZERO,
         chip: job.chip(),
     };

@@ -13,6 +13,7 @@ local proto = Proto("switchgnn", "switchgnn exchange")
 local types = {
     [1] = "data", [2] = "result", [3] = "raw", [4] = "fetch",
     [5] = "block done", [6] = "block go", [7] = "join", [8] = "reduce", [9] = "reduced",
+    [10] = "rows",
 }
 
 -- name, offset, length: the header as dataplane/src/wire.rs lays it out.
@@ -36,7 +37,7 @@ local layout = {
 }
 local HEADER_LEN = 32
 -- The header version it decodes (wire::VERSION).
-local VERSION = 2
+local VERSION = 3
 
 local f = {
     magic = ProtoField.uint16("switchgnn.magic", "Magic", base.HEX),
@@ -61,6 +62,11 @@ local f = {
     epoch = ProtoField.uint32("switchgnn.epoch", "Epoch"),
     sequence = ProtoField.uint32("switchgnn.sequence", "Sequence"),
     lane = ProtoField.int32("switchgnn.lane", "Lane"),
+    record_src = ProtoField.uint32("switchgnn.record.src", "Record vertex"),
+    record_chunk = ProtoField.uint8("switchgnn.record.chunk", "Record chunk"),
+    record_lanes = ProtoField.uint8("switchgnn.record.lanes", "Record lanes"),
+    range_first = ProtoField.uint32("switchgnn.range.first", "Acknowledged from"),
+    range_last = ProtoField.uint32("switchgnn.range.last", "Acknowledged to"),
     control = ProtoField.string("switchgnn.control", "Control message"),
 }
 local registered = {}
@@ -99,6 +105,36 @@ local function dissect(buf, pinfo, tree)
         local at = HEADER_LEN + 4 * i
         if at + 4 <= len then
             t:add(f.lane, buf(at, 4))
+        end
+    end
+    -- A rows packet (type 10): `count` records (vertex, chunk, lanes, 2 reserved bytes, lanes),
+    -- or with the ack flag `count` ranges of sequences (first, last).
+    if buf(3, 1):uint() == 10 then
+        local at, count = HEADER_LEN, buf(18, 2):uint()
+        local ack = buf(4, 1):uint() % 2 == 1
+        for _ = 1, count do
+            if ack then
+                if at + 8 > len then break end
+                local r = t:add(proto, buf(at, 8), "range")
+                r:add(f.range_first, buf(at, 4))
+                r:add(f.range_last, buf(at + 4, 4))
+                at = at + 8
+            else
+                if at + 8 > len then break end
+                local n = buf(at + 5, 1):uint()
+                local size = math.min(8 + 4 * n, len - at)
+                local r = t:add(proto, buf(at, size), "record")
+                r:add(f.record_src, buf(at, 4))
+                r:add(f.record_chunk, buf(at + 4, 1))
+                r:add(f.record_lanes, buf(at + 5, 1))
+                for i = 0, n - 1 do
+                    local l = at + 8 + 4 * i
+                    if l + 4 <= len then
+                        r:add(f.lane, buf(l, 4))
+                    end
+                end
+                at = at + 8 + 4 * n
+            end
         end
     end
     local kind = types[buf(3, 1):uint()] or "?"

@@ -187,6 +187,8 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
                 recirculation_ports: None,
                 link_gbps: 100.0,
                 host_packet_ns: 20.0,
+                host_mtu: None,
+                host_ack_every: None,
             }),
         })
         .unwrap();

@@ -54,6 +54,7 @@ use switchgnn_chip::Chip;
 use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::control::Secret;
 use switchgnn_dataplane::engine::Timers;
+use switchgnn_dataplane::framing::HostFraming;
 use switchgnn_dataplane::ExchangeKind;
 use thiserror::Error;
 
@@ -158,6 +159,11 @@ pub struct Link {
     /// Whether workers keep a congestion window below `window` (halved on loss and ECN, as
     /// TCP's). Off only to show what a rate-only sender does to a slow switch.
     pub congestion_window: bool,
+    /// The links' MTU, bytes: the host exchange packs its copies into packets this large
+    /// (576 to 1500: the drivers' datagrams hold one 1500-byte frame).
+    pub mtu: u32,
+    /// The host exchange's receivers acknowledge once per this many packets from a sender.
+    pub ack_every: u32,
 }
 
 impl Default for Link {
@@ -167,11 +173,21 @@ impl Default for Link {
             ecn_threshold_bytes: 64 * 1024,
             window: 64,
             congestion_window: true,
+            mtu: HostFraming::default().mtu,
+            ack_every: HostFraming::default().ack_every,
         }
     }
 }
 
 impl Link {
+    /// How the host exchange frames its copies on these links.
+    pub fn framing(&self) -> HostFraming {
+        HostFraming {
+            mtu: self.mtu,
+            ack_every: self.ack_every,
+        }
+    }
+
     /// Bytes per second.
     pub fn rate(&self) -> f64 {
         self.gbps * 1e9 / 8.0
@@ -726,6 +742,18 @@ impl JobFile {
         }
         if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
             return invalid(format!("link.gbps = {} must be positive", self.link.gbps));
+        }
+        let mtus = HostFraming::MIN_MTU..=HostFraming::MAX_ENGINE_MTU;
+        if !mtus.contains(&self.link.mtu) {
+            return invalid(format!(
+                "link.mtu = {} must be between {} and {} bytes",
+                self.link.mtu,
+                mtus.start(),
+                mtus.end()
+            ));
+        }
+        if self.link.ack_every == 0 {
+            return invalid("link.ack_every must be at least 1".to_string());
         }
         if let Some(name) = &self.chip {
             if let Err(e) = Chip::preset(name) {

@@ -189,6 +189,7 @@ pub fn run_exchange_job(
             line_rate: server.link.rate(),
             window: server.link.window,
             timers: server.timeouts.protocol(),
+            framing: server.link.framing(),
             compute: std::time::Duration::ZERO,
             chip: None,
         };
@@ -451,6 +452,7 @@ impl Exchange<'_> {
             scale: self.scale,
             timers: timeouts.protocol(),
             window: client.window(link.window),
+            framing: link.framing(),
         };
         let local = LocalFeatures {
             vertices: &vertices,

@@ -65,6 +65,8 @@ pub struct ParticipantOptions {
     /// Unacknowledged data chunks at most.
     pub window: usize,
     pub timers: Timers,
+    /// How the host exchange packs its copies and acknowledges them.
+    pub framing: switchgnn_dataplane::framing::HostFraming,
     /// Where the all-reduce runs (its slots are the switch's, from its welcome).
     pub allreduce: AllReduceVia,
     /// The switch's chip, when known: each exchange's blocks get their floors from it.
@@ -170,6 +172,7 @@ impl Participant {
             line_rate: job.link.rate(),
             window: job.link.window,
             timers: job.timeouts.protocol(),
+            framing: job.link.framing(),
             allreduce: job.allreduce.via,
             chip: job.chip(),
         };
@@ -431,6 +434,7 @@ impl Participant {
             scale,
             timers: self.opts.timers,
             window: self.client.window(self.opts.window),
+            framing: self.opts.framing,
         };
         let local = LocalFeatures {
             vertices: &self.boundary,

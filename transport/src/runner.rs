@@ -76,6 +76,8 @@ pub struct RunOptions {
     /// Unacknowledged data chunks at most.
     pub window: usize,
     pub timers: switchgnn_dataplane::engine::Timers,
+    /// How the host exchange packs its copies and acknowledges them.
+    pub framing: switchgnn_dataplane::framing::HostFraming,
     /// Time spent between two exchanges, as a training step computes (the worker reads no
     /// packet meanwhile; its heartbeats keep it alive at the switch).
     pub compute: std::time::Duration,
@@ -99,6 +101,7 @@ pub fn run_worker(
         line_rate,
         window,
         timers,
+        framing,
         compute,
         chip,
     } = opts;
@@ -127,6 +130,7 @@ pub fn run_worker(
                 scale: workload.scale,
                 timers,
                 window: client.window(window),
+                framing,
             };
             let started = Instant::now();
             let mut engine = new_engine(

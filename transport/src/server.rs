@@ -1092,7 +1092,7 @@ impl Core {
     fn release(&mut self, now: Instant, endpoint: &mut Endpoint) {
         let t = self.nanos(now);
         let now_ps = to_picos(t);
-        let mut buf = [0u8; wire::MAX_PACKET_LEN];
+        let mut buf = [0u8; switchgnn_dataplane::node::MAX_DATAGRAM_LEN];
         while let Some(out) = self.switch.poll_transmit(t, &mut buf) {
             let q = match (out.to, self.uplink.as_mut()) {
                 (Address::Worker(port), _) => &mut self.egress[usize::from(port)],

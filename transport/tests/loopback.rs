@@ -83,6 +83,7 @@ fn options(rank: u16) -> RunOptions {
         line_rate: Link::default().rate(),
         window: Link::default().window,
         timers: timeouts().protocol(),
+        framing: Default::default(),
         compute: std::time::Duration::ZERO,
         chip: None,
     }

@@ -9,11 +9,12 @@ use rand_chacha::ChaCha8Rng;
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::network::{run_exchange, ExchangeRun, Faults, NetworkConfig, RunSetup};
+use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::node::{Address, Node, Transmit};
 use switchgnn_dataplane::plan::ExchangePlan;
 use switchgnn_dataplane::reference::encode_matrix;
 use switchgnn_dataplane::switch::{Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, Repr, MAX_PACKET_LEN};
+use switchgnn_dataplane::wire::{Packet, Repr};
 use switchgnn_dataplane::ExchangeId;
 use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split, SplitFractions};
 use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
@@ -188,7 +189,7 @@ pub fn send_from(
 ) -> Vec<(Address, Repr, Vec<i32>)> {
     s.handle_packet(0, from, &r.to_bytes(lanes));
     let mut out = Vec::new();
-    let mut buf = [0u8; MAX_PACKET_LEN];
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
     while let Some(Transmit { to, len }) = s.poll_transmit(0, &mut buf) {
         let p = Packet::new_checked(&buf[..len]).unwrap();
         out.push((to, Repr::parse(&p).unwrap(), p.payload().collect()));

@@ -660,7 +660,7 @@ fn progress_of(k: &crate::switch::SwitchCounters) -> [u64; 4] {
         k.exchanges_completed,
         k.blocks_completed,
         k.lane_updates,
-        k.sent(PacketType::Raw) + k.sent(PacketType::Result),
+        k.sent(PacketType::Raw) + k.sent(PacketType::Rows) + k.sent(PacketType::Result),
     ]
 }
 

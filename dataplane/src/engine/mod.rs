@@ -5,9 +5,10 @@
 //! - **send**: the worker's rows of the block in the planned order, paced by a congestion
 //!   [`Controller`]; what is sent depends on the [`SendStrategy`] — feature chunks to the
 //!   switch's aggregators, acknowledged by the switch ([`InNetwork`]), or each boundary vertex
-//!   once to every remote worker that needs it, acknowledged by that worker ([`HostExchange`],
-//!   BNS-GCN with p = 1); both share one [`Reliable`] layer (a send window, a timeout from the
-//!   measured round trip with backoff, RACK-style loss detection);
+//!   once to every remote worker that needs it, packed per worker into packets of the MTU and
+//!   acknowledged by that worker with ranges every few packets ([`HostExchange`], BNS-GCN with
+//!   p = 1; [`crate::framing`]); both share one [`Reliable`] layer (a send window, a timeout
+//!   from the measured round trip with backoff, RACK-style loss detection per path);
 //! - **receive**: per destination vertex and chunk, either the switch's sum (complete when its
 //!   count plus the contributions that arrived raw equals the expected count) or every
 //!   contribution raw (a per-source bitmap keeps each counted once); raw features that reach
@@ -27,6 +28,7 @@
 
 mod receive;
 mod reliable;
+mod rows;
 mod send;
 
 use std::collections::HashMap;
@@ -37,12 +39,14 @@ use thiserror::Error;
 
 use crate::cc::Controller;
 use crate::fixed::Scale;
+use crate::framing::HostFraming;
 use crate::node::{Address, ExchangeId, HostNode, Nanos, Node, Operation, Outbox, Transmit};
 use crate::plan::{ExchangePlan, Mode};
-use crate::wire::{Packet, PacketType, Repr};
+use crate::wire::{emit_ack_ranges, AckRanges, Packet, PacketType, Records, Repr, HEADER_LEN};
 
 use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
+use rows::{AckNow, RowAcks};
 pub use send::{
     BalancedHostExchange, HostExchange, InNetwork, PreAggregated, SendQueue, SendStrategy,
 };
@@ -90,6 +94,19 @@ pub enum EngineError {
         rank: u16,
         /// Workers in the plan.
         workers: u16,
+    },
+    /// The host exchange's framing is out of range.
+    #[error(
+        "host copies need an MTU of {min} to {max} bytes and at least one packet per ack, not \
+         {mtu} and {ack_every}",
+        min = HostFraming::MIN_MTU,
+        max = HostFraming::MAX_ENGINE_MTU
+    )]
+    Framing {
+        /// The MTU asked for.
+        mtu: u32,
+        /// The packets per acknowledgement asked for.
+        ack_every: u32,
     },
     /// The features' width differs from the plan's.
     #[error("features have width {got}, the exchange needs {want}")]
@@ -156,6 +173,8 @@ pub struct EngineConfig {
     /// Data chunks a worker keeps unacknowledged at once (in-network modes): bounds the queue
     /// a slow switch builds up. `usize::MAX` leaves sending to the pacer alone.
     pub window: usize,
+    /// How the host exchange packs its copies and acknowledges them.
+    pub framing: HostFraming,
 }
 
 /// The worker's own features: ascending vertex ids and their rows, row-major.
@@ -249,6 +268,9 @@ pub struct EngineStats {
     pub saturated: u64,
     /// Smoothed round-trip time of data chunks (in-network modes; 0 before the first ack).
     pub srtt_ns: u64,
+    /// Acknowledgements of packed host copies this worker sent (one covers several packets).
+    #[serde(default)]
+    pub acks_sent: u64,
 }
 
 /// Why the engine dropped a packet, counted in [`EngineStats::drops`] as the switch counts
@@ -374,6 +396,8 @@ pub struct Engine<S: SendStrategy> {
     sender: S,
     receiver: Option<Receiver>,
     cache: RawCache,
+    /// Acknowledgements of the packed host copies this worker receives.
+    acks: RowAcks,
     /// When each contribution (source, destination, chunk) was last fetched in this block.
     requested: HashMap<(u32, u32, u8), Nanos>,
     output: ExchangeOutput,
@@ -408,6 +432,16 @@ impl<S: SendStrategy> Engine<S> {
                 .any(|b| !b.partials.known() && !b.table.slots.is_empty())
         {
             return Err(EngineError::NoSources);
+        }
+        let framing = cfg.framing;
+        if plan.mode == Mode::Host
+            && !((HostFraming::MIN_MTU..=HostFraming::MAX_ENGINE_MTU).contains(&framing.mtu)
+                && framing.ack_every >= 1)
+        {
+            return Err(EngineError::Framing {
+                mtu: framing.mtu,
+                ack_every: framing.ack_every,
+            });
         }
         if cfg.rank >= plan.workers {
             return Err(EngineError::NoSuchWorker {
@@ -458,7 +492,7 @@ impl<S: SendStrategy> Engine<S> {
         }
         let output = ExchangeOutput::zeros(receivers, width);
         let mut engine = Engine {
-            sender: S::new(&plan, cfg.rank, cfg.window),
+            sender: S::new(&plan, cfg.rank, cfg.window, cfg.framing),
             rows: EncodedRows {
                 vertices,
                 width,
@@ -472,6 +506,7 @@ impl<S: SendStrategy> Engine<S> {
             cc,
             receiver: None,
             cache: RawCache::default(),
+            acks: RowAcks::new(plan.workers),
             requested: HashMap::new(),
             output,
             last_progress: now,
@@ -521,6 +556,7 @@ impl<S: SendStrategy> Engine<S> {
             return;
         }
         self.phase = Phase::Running(b);
+        self.acks.forget_held();
         self.last_progress = self.now;
         self.block_started = self.now;
         self.requested.clear();
@@ -547,6 +583,10 @@ impl<S: SendStrategy> Engine<S> {
     fn check_block_done(&mut self) {
         if let (Phase::Running(b), Some(r)) = (self.phase, &self.receiver) {
             if r.is_complete() && self.control_due.is_none() {
+                // Acks held back go now, ahead of the report: once every worker's report is
+                // in the switch moves on, and an ack after that would be dropped as stale
+                // (its sender stops resending at the go anyway).
+                self.flush_acks();
                 self.send_done(b);
             }
         }
@@ -652,34 +692,30 @@ impl<S: SendStrategy> Engine<S> {
                     self.last_progress = self.now;
                 }
             }
-            PacketType::Raw if repr.flags.ack && repr.lanes == 0 => {
-                // A receiver's acknowledgement of a host-exchange copy of vertex `dst`.
+            PacketType::Rows if repr.flags.ack => {
+                // A receiver's acknowledgement of our packed copies, in ranges.
                 if self.current_block() != Some(repr.block) {
                     return Err(Stale);
                 }
-                let bytes = 4 * self.plan.chunk_lanes(c);
-                if self.sender.on_ack(self.now, repr.sequence, repr.dst) {
-                    self.cc.on_ack(self.now, bytes, repr.flags.ecn);
-                    self.sync_window();
+                let ranges = AckRanges::new_checked(&bytes[HEADER_LEN..], repr.count)
+                    .map_err(|_| Malformed)?;
+                if repr.flags.ecn {
+                    self.stats.ecn_echoes += 1;
+                }
+                let (acked, lost) = self.sender.on_ack_ranges(self.now, repr.worker, ranges);
+                if acked > 0 {
+                    self.cc.on_ack(self.now, acked as usize, repr.flags.ecn);
                     self.stats.srtt_ns = self.sender.srtt().unwrap_or(0);
                 }
+                if lost {
+                    self.cc.on_timeout(self.now);
+                }
+                self.sync_window();
+            }
+            PacketType::Rows if self.plan.mode == Mode::Host && repr.lanes == 0 => {
+                self.on_rows(&repr, &bytes[HEADER_LEN..])?;
             }
             PacketType::Raw if lanes_ok => {
-                if self.plan.mode == Mode::Host && !repr.flags.resend {
-                    // Acknowledge the copy end to end: from the representative destination
-                    // (ours) back to the owner of its source.
-                    let mut ack = self.header(PacketType::Raw);
-                    ack.flags.ack = true;
-                    ack.src = repr.dst;
-                    ack.dst = repr.src;
-                    ack.block = repr.block;
-                    ack.chunk = repr.chunk;
-                    ack.sequence = repr.sequence;
-                    // Echo a congestion mark on the copy back to its sender, as TCP's ECE
-                    // does.
-                    ack.flags.ecn = repr.flags.ecn;
-                    self.control.push_repr(Address::Switch, &ack, &[]);
-                }
                 self.stats.raws += 1;
                 self.stats.payload_received += 4 * u64::from(repr.lanes);
                 let mut lanes = [0i32; crate::wire::MAX_LANES];
@@ -710,6 +746,101 @@ impl<S: SendStrategy> Engine<S> {
         }
         self.check_block_done();
         Ok(())
+    }
+
+    /// A packet of packed host copies from worker `repr.worker`, its records in `payload`:
+    /// checked whole, acknowledged (now or soon), then each record taken as a raw copy.
+    fn on_rows(&mut self, repr: &Repr, payload: &[u8]) -> Result<(), EngineDrop> {
+        use EngineDrop::*;
+        let records = Records::new_checked(payload, repr.count).map_err(|_| Malformed)?;
+        let (plan, sender) = (&self.plan, repr.worker);
+        let fits = |r: &crate::wire::Record| {
+            usize::from(r.chunk) < plan.chunks()
+                && r.lane_count() == plan.chunk_lanes(usize::from(r.chunk))
+                && plan.owner.get(r.src as usize) == Some(&sender)
+        };
+        if repr.count == 0 || !records.clone().all(|r| fits(&r)) {
+            return Err(Unexpected);
+        }
+        self.observe_block(repr.block);
+        if self.current_block() != Some(repr.block) {
+            return Err(Stale);
+        }
+        let ack = self.acks.on_packet(
+            self.now,
+            sender,
+            repr.block,
+            repr.sequence,
+            (repr.src, repr.dst),
+            (repr.flags.ecn, repr.flags.resend),
+            self.cfg.framing.ack_every,
+            self.ack_delay(),
+        );
+        if ack == AckNow::Yes {
+            self.send_ack(sender);
+        }
+        let mut lanes = [0i32; crate::wire::MAX_LANES];
+        for r in records {
+            self.stats.raws += 1;
+            self.stats.payload_received += 4 * r.lane_count() as u64;
+            let values = r.lanes_into(&mut lanes);
+            let receiver = self.receiver.as_mut().ok_or(Stale)?;
+            let raw = Raw {
+                u: r.src,
+                v: repr.dst,
+                c: usize::from(r.chunk),
+                values,
+                overflow: false,
+            };
+            if receiver.on_raw(raw, &mut self.output, &mut self.stats) {
+                self.last_progress = self.now;
+            }
+            self.cache.insert((r.src, r.chunk), values);
+        }
+        Ok(())
+    }
+
+    /// Acknowledge every range held of `worker`'s packed copies, from the vertex of ours they
+    /// were addressed to back to a vertex of the sender, echoing any congestion mark (as TCP's
+    /// ECE does).
+    fn send_ack(&mut self, worker: u16) {
+        let mut h = self.header(PacketType::Rows);
+        let ack = self.acks.take(worker);
+        h.flags.ack = true;
+        h.flags.ecn = ack.ecn;
+        h.block = ack.block;
+        h.src = ack.our_vertex;
+        h.dst = ack.sender_vertex;
+        h.count = ack.ranges.len() as u16;
+        h.sequence = ack.ranges.last().map_or(0, |r| r.1);
+        let ranges = ack.ranges;
+        self.stats.acks_sent += 1;
+        self.control.push_with(Address::Switch, |buf| {
+            let len = h.emit_with_lanes(&[], buf);
+            len + emit_ack_ranges(ranges, &mut buf[len..])
+        });
+    }
+
+    /// Send the held-back acks due at `now`.
+    fn send_due_acks(&mut self, now: Nanos) {
+        // Sending an ack clears its deadline, so this ends.
+        loop {
+            let Some(worker) = self.acks.due(now).next() else {
+                break;
+            };
+            self.send_ack(worker);
+        }
+    }
+
+    /// Send every held-back ack now.
+    fn flush_acks(&mut self) {
+        self.send_due_acks(Nanos::MAX);
+    }
+
+    /// How long a receiver holds an ack back waiting for more packets: a quarter of the
+    /// retransmission floor, so that a held ack never sets off a retransmission.
+    fn ack_delay(&self) -> Nanos {
+        self.cfg.timers.rto / 4
     }
 
     /// Fetch the contributions listed (source, destination, chunk): from the cache when they
@@ -874,6 +1005,7 @@ impl<S: SendStrategy> Node for Engine<S> {
             self.cc.on_timeout(now);
             self.sync_window();
         }
+        self.send_due_acks(now);
     }
 
     fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
@@ -912,6 +1044,7 @@ impl<S: SendStrategy> Node for Engine<S> {
             self.control_due,
             self.progress_deadline(),
             self.sender.deadline(self.cfg.timers.rto),
+            self.acks.deadline(),
             paced,
         ]
         .into_iter()

@@ -1,8 +1,9 @@
-//! Per-chunk reliability for the strategies whose packets are acknowledged (the switch acks
+//! Per-packet reliability for the strategies whose packets are acknowledged (the switch acks
 //! in-network data; receivers ack host-exchange copies): a send window, retransmission after a
 //! timeout taken from the measured round trip (RFC 6298, the configured value as a floor) with
-//! exponential backoff, and RACK-style loss detection (RFC 8985) that resends a chunk as soon
-//! as one sent well after it has been acknowledged.
+//! exponential backoff, and RACK-style loss detection (RFC 8985) that resends a packet as soon
+//! as one sent well after it on the same path has been acknowledged — one path for what the
+//! switch acks, one per receiving worker for the host exchange's copies.
 
 use std::collections::VecDeque;
 
@@ -38,8 +39,13 @@ pub struct Reliable {
     rack: Nanos,
     /// Whether every acknowledgement comes back along one path, so that an ack of a later
     /// chunk proves an earlier one lost (RACK). Off where acks come from many receivers over
-    /// paths of their own (the host exchange), which reorder them without any loss.
+    /// paths of their own (the host exchange), which reorder them without any loss: there
+    /// each sequence's path is in `paths` and RACK runs per path.
     single_path: bool,
+    /// The path (receiving worker) of each sequence, when acks come over many.
+    paths: Vec<u16>,
+    /// Per path, the send time of the latest-sent sequence acknowledged on it.
+    path_racks: Vec<Nanos>,
 }
 
 impl Reliable {
@@ -53,7 +59,8 @@ impl Reliable {
         }
     }
 
-    /// Acknowledgements come from many receivers: no RACK-style loss detection, timeouts only.
+    /// Acknowledgements come from many receivers: RACK-style loss detection per path once
+    /// [`Reliable::set_paths`] names each sequence's, timeouts only before.
     pub fn multi_path(mut self) -> Reliable {
         self.single_path = false;
         self
@@ -69,6 +76,17 @@ impl Reliable {
         self.resend.clear();
         self.sent_at = vec![0; len];
         self.resent = BitVec::repeat(false, len);
+        self.paths.clear();
+        self.path_racks.clear();
+    }
+
+    /// The path of every sequence of the block (after [`Reliable::reset`]), for loss detection
+    /// per path.
+    pub fn set_paths(&mut self, paths: Vec<u16>) {
+        debug_assert_eq!(paths.len(), self.acked.len());
+        let n = paths.iter().max().map_or(0, |&p| usize::from(p) + 1);
+        self.path_racks = vec![0; n];
+        self.paths = paths;
     }
 
     /// Sequences in the running block.
@@ -79,6 +97,11 @@ impl Reliable {
     /// The congestion controller's current window (at least one packet).
     pub fn set_congestion_window(&mut self, packets: usize) {
         self.congestion_window = Some(packets.max(1));
+    }
+
+    /// Whether one more send fills the window: after it the sender waits for an ack.
+    pub fn fills_window(&self) -> bool {
+        self.outstanding_count + 1 >= self.limit()
     }
 
     /// Sequences that may await their acknowledgement now.
@@ -130,8 +153,8 @@ impl Reliable {
         let new = !self.acked.replace(s, true);
         // Acknowledged entries leave the front at once, so that the next deadline is that of
         // the oldest chunk still unacknowledged (RACK looks there for an overtaken one).
-        while let Some(&(_, front)) = self.inflight.front() {
-            if !self.acked[front as usize] {
+        while let Some(&entry) = self.inflight.front() {
+            if self.is_live(entry) {
                 break;
             }
             self.inflight.pop_front();
@@ -139,6 +162,10 @@ impl Reliable {
         if new {
             self.backoff = 1;
             self.rack = self.rack.max(self.sent_at[s]);
+            if let Some(&p) = self.paths.get(s) {
+                let r = &mut self.path_racks[usize::from(p)];
+                *r = (*r).max(self.sent_at[s]);
+            }
             if !self.resent[s] {
                 self.rtt.sample(now.saturating_sub(self.sent_at[s]));
             }
@@ -153,7 +180,7 @@ impl Reliable {
         let mut timed_out = false;
         let mut lost = false;
         while let Some(&(sent, seq)) = self.inflight.front() {
-            if self.acked[seq as usize] {
+            if !self.is_live((sent, seq)) {
                 self.inflight.pop_front();
                 continue;
             }
@@ -177,12 +204,41 @@ impl Reliable {
     pub fn deadline(&self, floor: Nanos) -> Option<Nanos> {
         let rto = self.timeout(floor);
         self.inflight.front().map(|&(sent, seq)| {
-            if !self.acked[seq as usize] && self.overtaken(sent) {
+            if self.is_live((sent, seq)) && self.overtaken(sent) {
                 sent
             } else {
                 sent + rto
             }
         })
+    }
+
+    /// After an acknowledgement from `path`: queue for resending every sequence on it that
+    /// was overtaken — sent more than a quarter of the round trip before one acknowledged on
+    /// the same path (SACK with RACK's reordering window). Whether any was.
+    pub fn detect_losses(&mut self, path: u16) -> bool {
+        let (Some(srtt), Some(&rack)) = (self.rtt.srtt(), self.path_racks.get(usize::from(path)))
+        else {
+            return false;
+        };
+        let mut lost = Vec::new();
+        for &(sent, seq) in &self.inflight {
+            let s = seq as usize;
+            if self.paths[s] == path && self.is_live((sent, seq)) && sent + srtt / 4 < rack {
+                lost.push(s);
+            }
+        }
+        for &s in &lost {
+            self.settle(s);
+            self.resend.push_back(s as u32);
+        }
+        !lost.is_empty()
+    }
+
+    /// Whether an in-flight entry still stands for its sequence: not acknowledged, not queued
+    /// again, and not sent again since (a later entry stands for it then).
+    fn is_live(&self, (sent, seq): (Nanos, u32)) -> bool {
+        let s = seq as usize;
+        !self.acked[s] && self.outstanding[s] && self.sent_at[s] == sent
     }
 
     /// The smoothed round-trip time, once one has been measured.

@@ -3,19 +3,23 @@
 use std::fmt::Debug;
 
 use super::reliable::Reliable;
+use super::rows::Packing;
 use super::{in_network, EncodedRows, EngineStats};
+use crate::framing::HostFraming;
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
-use crate::wire::{PacketType, Repr, MAX_LANES};
+use crate::wire::{emit_record, AckRanges, PacketType, Repr, MAX_LANES};
 
 /// How a worker puts its features on the wire: which (source, destination) pairs it sends in a
-/// block, and as what. Both strategies send every pair once per chunk (sequence
-/// `pair · chunks + chunk`), acknowledged and resent by one [`Reliable`] layer; the default
-/// methods do that over the strategy's [`SendQueue`].
+/// block, and as what. The in-network strategies send every pair once per chunk (sequence
+/// `pair · chunks + chunk`); the host exchange's pack the pairs' chunks into packets of the MTU
+/// per receiving worker (sequence: the packet's index, [`Packing`]). Either way one
+/// [`Reliable`] layer acknowledges and resends them; the default methods do that over the
+/// strategy's [`SendQueue`].
 pub trait SendStrategy: Debug + Sized {
     /// The strategy's name, as errors report it.
     const NAME: &'static str;
-    /// The packet type of what it sends.
+    /// The packet type of what it sends: [`PacketType::Rows`] for packed host copies.
     const KIND: PacketType;
     /// Whether this strategy runs plans of `mode`.
     fn accepts(mode: Mode) -> bool;
@@ -28,17 +32,29 @@ pub trait SendStrategy: Debug + Sized {
     /// The strategy's send queue, mutably.
     fn queue_mut(&mut self) -> &mut SendQueue;
 
-    /// `window`: packets that may await acknowledgement at once.
-    fn new(plan: &ExchangePlan, _rank: u16, window: usize) -> Self {
+    /// `window`: packets that may await acknowledgement at once; `framing`: how packed host
+    /// copies are framed.
+    fn new(plan: &ExchangePlan, _rank: u16, window: usize, framing: HostFraming) -> Self {
         // Host-exchange copies are acknowledged by their receivers, each over its own path.
-        let rel = if Self::KIND == PacketType::Raw {
-            Reliable::new(window).multi_path()
+        // The window counts chunk packets; a packed packet holds about as many bytes as
+        // `datagram / chunk packet` of them, so it takes that many places, and the bytes in
+        // flight stay what the window allows.
+        let packed = Self::KIND == PacketType::Rows;
+        let per_packet = if packed {
+            (framing.datagram_len() / crate::wire::MAX_PACKET_LEN).max(1)
+        } else {
+            1
+        };
+        let rel = if packed {
+            Reliable::new(window / per_packet).multi_path()
         } else {
             Reliable::new(window)
         };
         Self::from_queue(SendQueue {
             chunks: plan.chunks(),
             rel,
+            framing,
+            per_packet,
             ..SendQueue::default()
         })
     }
@@ -48,7 +64,14 @@ pub trait SendStrategy: Debug + Sized {
         let pairs = Self::pairs(plan, rank, block);
         let q = self.queue_mut();
         q.block = block;
-        q.rel.reset(pairs.len() * q.chunks);
+        if Self::KIND == PacketType::Rows {
+            q.packing.lay_out(plan, &pairs, q.framing);
+            q.rel.reset(q.packing.packets.len());
+            q.rel
+                .set_paths(q.packing.packets.iter().map(|p| p.to).collect());
+        } else {
+            q.rel.reset(pairs.len() * q.chunks);
+        }
         q.pairs = pairs;
     }
 
@@ -59,9 +82,10 @@ pub trait SendStrategy: Debug + Sized {
         q.rel.reset(0);
     }
 
-    /// The congestion controller's window, on top of the configured one.
+    /// The congestion controller's window (in chunk packets), on top of the configured one.
     fn set_congestion_window(&mut self, packets: usize) {
-        self.queue_mut().rel.set_congestion_window(packets);
+        let q = self.queue_mut();
+        q.rel.set_congestion_window(packets / q.per_packet.max(1));
     }
 
     /// Whether a packet is waiting for the pacer.
@@ -81,11 +105,20 @@ pub trait SendStrategy: Debug + Sized {
     ) -> Option<usize> {
         let q = self.queue_mut();
         let (seq, again) = q.rel.next_seq()?;
-        let ((u, v), c) = (q.pairs[seq as usize / q.chunks], seq as usize % q.chunks);
         let mut h = *header;
         h.block = q.block;
-        let (len, payload) = feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq, buf)
-            .expect("the worker encodes every row it sends");
+        let (len, payload) = if Self::KIND == PacketType::Rows {
+            // Asks for an ack at once when the sender will wait for one: its window is full,
+            // its last packet to that worker in the block, or a resend.
+            let p = q.packing.packets[seq as usize];
+            let last = p.nth as usize + 1 == q.packing.count_to(p.to);
+            h.flags.resend = again || last || q.rel.fills_window();
+            rows_packet(&h, plan, rows, &q.packing, seq, buf)
+        } else {
+            let ((u, v), c) = (q.pairs[seq as usize / q.chunks], seq as usize % q.chunks);
+            feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq, buf)
+                .expect("the worker encodes every row it sends")
+        };
         if again {
             stats.retransmits += 1;
             stats.payload_resent += payload;
@@ -100,10 +133,39 @@ pub trait SendStrategy: Debug + Sized {
     fn on_ack(&mut self, now: Nanos, seq: u32, src: u32) -> bool {
         let q = self.queue_mut();
         let s = seq as usize;
-        if s >= q.rel.sequences() || q.pairs[s / q.chunks].0 != src {
+        if Self::KIND == PacketType::Rows
+            || s >= q.rel.sequences()
+            || q.pairs[s / q.chunks].0 != src
+        {
             return false;
         }
         q.rel.on_ack(now, s)
+    }
+
+    /// Worker `from`'s acknowledgement of the packed packets in `ranges`: the payload bytes
+    /// newly acknowledged (0: nothing new), and whether it shows a packet to `from` lost (a
+    /// later one acknowledged, this one not: resent at once, a congestion signal). Sequences
+    /// beyond the block or of packets to another worker are ignored.
+    fn on_ack_ranges(&mut self, now: Nanos, from: u16, ranges: AckRanges<'_>) -> (u64, bool) {
+        let q = self.queue_mut();
+        if Self::KIND != PacketType::Rows {
+            return (0, false);
+        }
+        let mut bytes = 0;
+        // Sequences on the wire number the packets to `from` alone.
+        let sent = q.packing.count_to(from) as u64;
+        for (first, last) in ranges {
+            for nth in u64::from(first)..=u64::from(last).min(sent.saturating_sub(1)) {
+                let Some(s) = q.packing.index_of(from, nth as u32) else {
+                    continue;
+                };
+                if q.rel.on_ack(now, s) {
+                    bytes += q.packing.payload_of(s);
+                }
+            }
+        }
+        let lost = q.rel.detect_losses(from);
+        (bytes, lost)
     }
 
     /// Timers at `now`; true when something was lost (a congestion signal). `rto` is the
@@ -130,6 +192,45 @@ pub struct SendQueue {
     pairs: Vec<(u32, u32)>,
     chunks: usize,
     rel: Reliable,
+    framing: HostFraming,
+    /// Chunk packets' worth of bytes one packet of this strategy holds: 1, or about five for
+    /// packed host copies at a 1,500-byte MTU. Windows count chunk packets.
+    per_packet: usize,
+    /// Packed host copies: the block's packets.
+    packing: Packing,
+}
+
+/// Packed packet `seq` of `packing` as a [`PacketType::Rows`] packet built on `header`, written
+/// into `buf`: its length and its payload bytes (4 per lane).
+fn rows_packet(
+    header: &Repr,
+    plan: &ExchangePlan,
+    rows: &EncodedRows,
+    packing: &Packing,
+    seq: u32,
+    buf: &mut [u8],
+) -> (usize, u64) {
+    let p = packing.packets[seq as usize];
+    let records = packing.records_of(seq as usize);
+    let mut r = *header;
+    r.packet_type = PacketType::Rows;
+    r.src = records[0].0;
+    r.dst = p.dst;
+    r.chunk = 0;
+    r.lanes = 0;
+    r.count = records.len() as u16;
+    r.sequence = p.nth;
+    let mut len = r.emit_with_lanes(&[], buf);
+    let mut payload = 0;
+    for &(u, c) in records {
+        let lanes = plan.chunk_lanes(usize::from(c));
+        let values = rows
+            .chunk(u, usize::from(c), lanes)
+            .expect("the worker encodes every row it sends");
+        len += emit_record(u, c, values, &mut buf[len..]);
+        payload += 4 * lanes as u64;
+    }
+    (len, payload)
 }
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), written
@@ -294,17 +395,17 @@ impl SendStrategy for PreAggregated {
     }
 }
 
-/// The host exchange: each boundary vertex once to every remote worker that needs it, as a
-/// raw packet addressed to the lowest-id neighbour there (the receiver applies it to all its
-/// neighbours). The receiving worker acknowledges every copy end to end (as TCP would under
-/// BNS-GCN), so copies have the same window and retransmission as in-network data; receivers
-/// still fetch what does not arrive.
+/// The host exchange: each boundary vertex once to every remote worker that needs it (the
+/// receiver applies it to all its neighbours), packed with the other copies for that worker
+/// into packets of the MTU ([`PacketType::Rows`]). The receiving worker acknowledges them end
+/// to end with ranges, every few packets (as TCP would under BNS-GCN), so copies have a window,
+/// retransmission and loss detection per receiver; receivers still fetch what does not arrive.
 #[derive(Debug)]
 pub struct HostExchange(SendQueue);
 
 impl SendStrategy for HostExchange {
     const NAME: &'static str = "host";
-    const KIND: PacketType = PacketType::Raw;
+    const KIND: PacketType = PacketType::Rows;
 
     fn accepts(mode: Mode) -> bool {
         mode == Mode::Host
@@ -351,7 +452,7 @@ pub struct BalancedHostExchange(SendQueue);
 
 impl SendStrategy for BalancedHostExchange {
     const NAME: &'static str = "g3";
-    const KIND: PacketType = PacketType::Raw;
+    const KIND: PacketType = PacketType::Rows;
 
     fn accepts(mode: Mode) -> bool {
         mode == Mode::Host

@@ -234,6 +234,8 @@ impl DropReason {
             wire::Error::ReservedFlags(_) => DropReason::ReservedFlags,
             wire::Error::TooManyLanes(_) => DropReason::TooManyLanes,
             wire::Error::LanesBeyondBuffer { .. } => DropReason::LanesBeyondBuffer,
+            // The switch reads no records (it forwards them whole); a receiver would.
+            wire::Error::BadRecords { .. } => DropReason::LanesBeyondBuffer,
             wire::Error::OutOfRange { .. } => DropReason::OutOfRange,
         }
     }
@@ -253,9 +255,9 @@ pub struct SwitchCounters {
     /// Bytes sent.
     pub bytes_out: u64,
     /// Valid packets in, by [`PacketType`] (index = type code).
-    pub in_by_type: [u64; 10],
+    pub in_by_type: [u64; 11],
     /// Packets out, by type.
-    pub out_by_type: [u64; 10],
+    pub out_by_type: [u64; 11],
     /// Aggregator passes (recirculations on Tofino).
     pub passes: u64,
     /// Passes a Tofino makes to read finished sums back out of its registers
@@ -1141,6 +1143,7 @@ impl Switch {
                 Ok(())
             }
             PacketType::Raw => raw(job, f, &repr, bytes),
+            PacketType::Rows => rows(job, f, &repr, bytes),
             PacketType::Fetch => fetch(job, f, &repr, bytes),
             // (The all-reduce types were taken care of above.)
             PacketType::Result | PacketType::BlockGo | PacketType::Reduce | PacketType::Reduced => {
@@ -1515,13 +1518,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
     if plan.owner[repr.src as usize] != repr.worker {
         return Err(DropReason::NotInPlan);
     }
-    // A host-exchange receiver's acknowledgement carries no lanes; everything else a chunk.
-    let lanes = if repr.flags.ack && plan.mode == Mode::Host {
-        0
-    } else {
-        plan.chunk_lanes(usize::from(repr.chunk))
-    };
-    if usize::from(repr.lanes) != lanes {
+    if usize::from(repr.lanes) != plan.chunk_lanes(usize::from(repr.chunk)) {
         return Err(DropReason::BadLanes);
     }
     let dst_rank = plan.owner[repr.dst as usize];
@@ -1549,6 +1546,26 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
     }
     if f.shard.leads() {
         f.forward(dst_rank, &bytes[..repr.buffer_len()]);
+    }
+    Ok(())
+}
+
+/// Packed host copies, or their receiver's ack of ranges: forwarded whole to the owner of
+/// `dst`, as the P4 program forwards them (it parses the header only, and the records or
+/// ranges after it are the receiver's to check). Only the host exchange sends them, from the
+/// owner of `src`.
+fn rows(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), DropReason> {
+    let run = running(job, repr)?;
+    let plan = &run.plan;
+    if plan.mode != Mode::Host || plan.owner[repr.src as usize] != repr.worker {
+        return Err(DropReason::NotInPlan);
+    }
+    if repr.lanes != 0 {
+        return Err(DropReason::BadLanes);
+    }
+    let dst_rank = plan.owner[repr.dst as usize];
+    if f.shard.leads() {
+        f.forward(dst_rank, bytes);
     }
     Ok(())
 }

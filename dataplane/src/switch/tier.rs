@@ -31,6 +31,7 @@ use super::{data_block, notify_fetch, readout_passes, send_result, Agg, BlockSta
 use super::{Fabric, Job};
 use super::{JobConfig, Run, Switch, SwitchConfig, SwitchError};
 use crate::fixed::checked_add_lanes;
+use crate::framing::HostFraming;
 use crate::node::{Address, ExchangeId};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_LANES};
@@ -231,14 +232,22 @@ pub struct SpineTraffic {
     pub bytes: u64,
 }
 
-/// [`SpineTraffic`] of `plan` on `racks`: what the planning side counts for a fabric.
-pub fn spine_traffic(plan: &ExchangePlan, racks: &Racks, frame_overhead: u64) -> SpineTraffic {
+/// [`SpineTraffic`] of `plan` on `racks`: what the planning side counts for a fabric (the host
+/// exchange's copies packed as `framing` says).
+pub fn spine_traffic(
+    plan: &ExchangePlan,
+    racks: &Racks,
+    frame_overhead: u64,
+    framing: HostFraming,
+) -> SpineTraffic {
     let chunk_bytes: Vec<u64> = (0..plan.chunks())
         .map(|c| (HEADER_LEN + 4 * plan.chunk_lanes(c)) as u64 + frame_overhead)
         .collect();
     let row_bytes: u64 = chunk_bytes.iter().sum();
     let chunks = plan.chunks() as u64;
     let mut out = SpineTraffic::default();
+    // The host exchange's packed copies, apart from what `cross` counts.
+    let mut packed = SpineTraffic::default();
     let mut cross = |crossings: u64| {
         out.packets += crossings * chunks;
         out.bytes += crossings * row_bytes;
@@ -247,7 +256,10 @@ pub fn spine_traffic(plan: &ExchangePlan, racks: &Racks, frame_overhead: u64) ->
         let t = &block.table;
         if plan.mode == Mode::Host {
             // A source's feature goes once to every other worker that needs it (BNS-GCN with
-            // p = 1): up and down when that worker is in another rack.
+            // p = 1), packed with the others for that worker: up and down when that worker is
+            // in another rack.
+            let n = usize::from(plan.workers);
+            let mut rows = vec![0u64; n * n];
             let mut to: Vec<u32> = Vec::new();
             for s in 0..t.len() {
                 let from = t.workers[s];
@@ -256,11 +268,17 @@ pub fn spine_traffic(plan: &ExchangePlan, racks: &Racks, frame_overhead: u64) ->
                 to.sort_unstable();
                 to.dedup();
                 let rack = racks.rack_of(from as u16);
-                let away = to
+                for &w in to
                     .iter()
                     .filter(|&&w| w != from && racks.rack_of(w as u16) != rack)
-                    .count();
-                cross(2 * away as u64);
+                {
+                    rows[from as usize * n + w as usize] += 1;
+                }
+            }
+            for &count in rows.iter().filter(|&&c| c > 0) {
+                let (packets, records) = framing.pack(count, plan);
+                packed.packets += 2 * packets;
+                packed.bytes += 2 * (packets * (HEADER_LEN as u64 + frame_overhead) + records);
             }
             continue;
         }
@@ -272,6 +290,8 @@ pub fn spine_traffic(plan: &ExchangePlan, racks: &Racks, frame_overhead: u64) ->
             }
         }
     }
+    out.packets += packed.packets;
+    out.bytes += packed.bytes;
     out
 }
 
@@ -367,6 +387,7 @@ pub(super) fn leaf(
         // Up or down by the rank they name: a feature (releasing our aggregator when it is a
         // resend), a fetch.
         PacketType::Raw => super::raw(job, f, repr, bytes),
+        PacketType::Rows => super::rows(job, f, repr, bytes),
         PacketType::Fetch => super::fetch(job, f, repr, bytes),
         // Down to one of the rack's workers.
         PacketType::BlockGo | PacketType::Result | PacketType::Reduced if !up => {

@@ -1,0 +1,78 @@
+//! How the host exchange puts rows on the wire: as many 64-lane chunks as fit one packet of
+//! the link's MTU, per receiving worker, and one acknowledgement of ranges for every few
+//! packets — what TCP or a tuned datagram transport does, rather than one chunk per packet
+//! and an ack per packet. The engines pack by this rule and the chip model counts by it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::ExchangePlan;
+use crate::wire::{record_len, HEADER_LEN};
+
+/// IPv4 and UDP headers, bytes: the part of the MTU that carries no switchgnn bytes.
+pub const IP_UDP_HEADERS: usize = 28;
+
+/// The MTU and the packets per acknowledgement of the host exchange's packed copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFraming {
+    /// The largest IP packet on a host link, bytes: 1,500, or 9,000 with jumbo frames.
+    pub mtu: u32,
+    /// A receiver acknowledges once per this many packets from one sender (sooner at a gap,
+    /// a duplicate or the end of a burst), each ack covering every range it holds. TCP's
+    /// delayed acks cover two; QUIC and tuned stacks coalesce more.
+    pub ack_every: u32,
+}
+
+impl Default for HostFraming {
+    fn default() -> Self {
+        HostFraming {
+            mtu: 1_500,
+            ack_every: 8,
+        }
+    }
+}
+
+impl HostFraming {
+    /// The smallest MTU accepted: IPv4's minimum datagram every host must take.
+    pub const MIN_MTU: u32 = 576;
+    /// The largest the chip model takes: a 9,216-byte jumbo frame, a common switch limit.
+    pub const MAX_MTU: u32 = 9_216;
+    /// The largest the engines send: the drivers' datagram buffers hold a 1,500-byte frame's
+    /// payload ([`crate::node::MAX_DATAGRAM_LEN`]).
+    pub const MAX_ENGINE_MTU: u32 = (crate::node::MAX_DATAGRAM_LEN + IP_UDP_HEADERS) as u32;
+
+    /// Bytes of one packed packet, IP and UDP headers aside: what a driver sends.
+    pub fn datagram_len(&self) -> usize {
+        self.mtu as usize - IP_UDP_HEADERS
+    }
+
+    /// Bytes of records one packet carries: the datagram less the switchgnn header.
+    pub fn record_bytes(&self) -> usize {
+        self.datagram_len() - HEADER_LEN
+    }
+
+    /// Packets that carry `rows` rows of `plan`'s width from one host to another, and the
+    /// bytes of their records (record headers and lanes, not the packet headers). A row goes
+    /// as its 64-lane chunks, a record each (the unit a receiver counts and a fetch asks for);
+    /// each packet takes records in order while they fit, then the next one opens.
+    pub fn pack(&self, rows: u64, plan: &ExchangePlan) -> (u64, u64) {
+        let room = self.record_bytes();
+        let (mut packets, mut bytes, mut left) = (0u64, 0u64, 0usize);
+        for _ in 0..rows {
+            for c in 0..plan.chunks() {
+                let record = record_len(plan.chunk_lanes(c));
+                if left < record {
+                    packets += 1;
+                    left = room;
+                }
+                left -= record;
+                bytes += record as u64;
+            }
+        }
+        (packets, bytes)
+    }
+
+    /// Acknowledgements a receiver sends for `packets` packets from one sender, at least.
+    pub fn acks(&self, packets: u64) -> u64 {
+        packets.div_ceil(u64::from(self.ack_every.max(1)))
+    }
+}
