@@ -10,10 +10,9 @@
 //! ../shared/datasets when present, else synthetic:small). `SWITCHGNN_BENCH_KINDS` picks the
 //! kinds (default `switch,host,reduce`), `SWITCHGNN_BENCH_RUNS` the runs per loss (default 3).
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
-use serde_json::Value;
+use std::path::Path;
 
 const WORKERS: u32 = 4;
 const LOSSES: [f64; 3] = [0.0, 0.01, 0.05];
@@ -30,37 +29,19 @@ fn run(
     out: &Path,
 ) -> Vec<(String, f64)> {
     let json = out.join(format!("loss-{loss}-{seed}.json"));
-    let status = Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(["exchange", dataset, "--workers", &WORKERS.to_string()])
-        .args(["--exchange", kinds])
-        .args([
-            "--loss",
-            &loss.to_string(),
-            "--fault-seed",
-            &seed.to_string(),
-        ])
-        .arg("--plan")
-        .arg(plan)
-        .arg("--json")
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("switchgnn runs");
-    assert!(status.success(), "exchange at {loss} loss failed");
-    let modes: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    modes
-        .as_array()
-        .unwrap()
+    let (loss_arg, seed_arg) = (loss.to_string(), seed.to_string());
+    let args = [
+        "--exchange",
+        kinds,
+        "--loss",
+        &loss_arg,
+        "--fault-seed",
+        &seed_arg,
+    ];
+    let what = format!("exchange at {loss} loss");
+    support::exchange(dataset, WORKERS, &args, plan, &json, &what)
         .iter()
-        .map(|m| {
-            let exchanges = m["exchanges"].as_array().unwrap();
-            assert!(exchanges.iter().all(|x| x["exact"] == true), "inexact");
-            let seconds = exchanges
-                .iter()
-                .map(|x| x["seconds"].as_f64().unwrap())
-                .sum();
-            (m["mode"].as_str().unwrap().to_string(), seconds)
-        })
+        .map(|m| (m["mode"].as_str().unwrap().to_string(), support::seconds(m)))
         .collect()
 }
 

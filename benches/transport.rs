@@ -13,10 +13,9 @@
 //! ../shared/datasets when present, else synthetic:small). `SWITCHGNN_BENCH_SWITCH_CORES`
 //! (default 1) runs the switch's model on that many cores (`switch --cores`).
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
-use serde_json::Value;
+use std::path::Path;
 
 const WORKERS: u32 = 4;
 const GBPS: f64 = 10.0;
@@ -32,32 +31,25 @@ struct Row {
 
 fn run(dataset: &str, transport: &'static str, plan: &Path, out: &Path) -> Vec<Row> {
     let json = out.join(format!("{transport}.json"));
-    let status = Command::new(env!("CARGO_BIN_EXE_switchgnn"))
-        .args(["exchange", dataset, "--workers", &WORKERS.to_string()])
-        .args(["--exchange", "switch,host", "--transport", transport])
-        .args(["--gbps", &GBPS.to_string()])
-        .args(["--switch-cores", &switch_cores().to_string()])
-        .arg("--plan")
-        .arg(plan)
-        .arg("--json")
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("switchgnn runs");
-    assert!(status.success(), "exchange over {transport} failed");
-    let modes: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cores = switch_cores().to_string();
+    let gbps = GBPS.to_string();
+    let args = [
+        "--exchange",
+        "switch,host",
+        "--transport",
+        transport,
+        "--gbps",
+        &gbps,
+        "--switch-cores",
+        &cores,
+    ];
+    let what = format!("exchange over {transport}");
     let rate = GBPS * 1e9 / 8.0;
-    modes
-        .as_array()
-        .unwrap()
+    support::exchange(dataset, WORKERS, &args, plan, &json, &what)
         .iter()
         .map(|m| {
             let exchanges = m["exchanges"].as_array().unwrap();
-            assert!(exchanges.iter().all(|x| x["exact"] == true), "inexact");
-            let seconds: f64 = exchanges
-                .iter()
-                .map(|x| x["seconds"].as_f64().unwrap())
-                .sum();
+            let seconds = support::seconds(m);
             let bytes: f64 = exchanges.iter().map(|x| x["bytes"].as_f64().unwrap()).sum();
             let ingress = &m["switch"]["ingress"];
             let datagrams = ingress["datagrams"].as_f64().unwrap();

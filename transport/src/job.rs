@@ -26,6 +26,8 @@
 //! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
 //! window = 64                    # data chunks a worker keeps unacknowledged at most
 //! congestion_window = true       # and a TCP-like congestion window below that
+//! mtu = 1500                     # the host exchange packs its copies into packets this large
+//! ack_every = 8                  # and its receivers ack once per this many packets
 //!
 //! [faults]                       # seeded fault shim on every sender (tests)
 //! loss = 0.0

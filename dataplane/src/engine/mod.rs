@@ -838,9 +838,11 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     /// How long a receiver holds an ack back waiting for more packets: a quarter of the
-    /// retransmission floor, so that a held ack never sets off a retransmission.
+    /// retransmission floor, so that a held ack never sets off a retransmission, and at most
+    /// 250 µs (a few round trips of a loopback or a data-centre path), so that a sender whose
+    /// window holds fewer than `ack_every` packets for this worker does not wait long.
     fn ack_delay(&self) -> Nanos {
-        self.cfg.timers.rto / 4
+        (self.cfg.timers.rto / 4).min(250_000)
     }
 
     /// Fetch the contributions listed (source, destination, chunk): from the cache when they

@@ -143,8 +143,9 @@ impl Reliable {
         }
         self.sent_at[s] = now;
         self.inflight.push_back((now, seq));
-        self.outstanding.set(s, true);
-        self.outstanding_count += 1;
+        if !self.outstanding.replace(s, true) {
+            self.outstanding_count += 1;
+        }
     }
 
     /// The acknowledgement of sequence `s` (checked by the caller); true when it is new.
