@@ -3,7 +3,10 @@
 //! timeout taken from the measured round trip (RFC 6298, the configured value as a floor) with
 //! exponential backoff, and RACK-style loss detection (RFC 8985) that resends a packet as soon
 //! as one sent well after it on the same path has been acknowledged — one path for what the
-//! switch acks, one per receiving worker for the host exchange's copies.
+//! switch acks, one per receiving worker for the host exchange's copies — and a tail-loss
+//! probe (RFC 8985, section 7): when nothing new is left to send and nothing has been
+//! acknowledged for two round trips, the newest packet goes again, so that its ack shows what
+//! the tail lost without waiting out the retransmission timeout.
 
 use std::collections::VecDeque;
 
@@ -46,6 +49,12 @@ pub struct Reliable {
     paths: Vec<u16>,
     /// Per path, the send time of the latest-sent sequence acknowledged on it.
     path_racks: Vec<Nanos>,
+    /// When the latest packet left.
+    last_send: Nanos,
+    /// A tail-loss probe waiting to leave (it goes ahead of the window).
+    probe: Option<u32>,
+    /// Whether a probe went since the latest new send or new ack: one probe per quiet spell.
+    probed: bool,
 }
 
 impl Reliable {
@@ -78,6 +87,8 @@ impl Reliable {
         self.resent = BitVec::repeat(false, len);
         self.paths.clear();
         self.path_racks.clear();
+        self.probe = None;
+        self.probed = false;
     }
 
     /// The path of every sequence of the block (after [`Reliable::reset`]), for loss detection
@@ -112,6 +123,9 @@ impl Reliable {
 
     /// Whether a sequence (a resend or a new one) is waiting and the window has room for it.
     pub fn has_work(&self) -> bool {
+        if self.probe.is_some_and(|s| !self.acked[s as usize]) {
+            return true;
+        }
         self.outstanding_count < self.limit()
             && (self.cursor < self.acked.len()
                 || self.resend.iter().any(|&s| !self.acked[s as usize]))
@@ -120,6 +134,11 @@ impl Reliable {
     /// The sequence to send next — a resend first — and whether it is a resend; `None` when
     /// the window is full or nothing is left.
     pub fn next_seq(&mut self) -> Option<(u32, bool)> {
+        if let Some(s) = self.probe.take() {
+            if !self.acked[s as usize] {
+                return Some((s, true));
+            }
+        }
         if self.outstanding_count >= self.limit() {
             return None;
         }
@@ -142,6 +161,10 @@ impl Reliable {
             self.resent.set(s, true);
         }
         self.sent_at[s] = now;
+        self.last_send = now;
+        if !again {
+            self.probed = false;
+        }
         self.inflight.push_back((now, seq));
         if !self.outstanding.replace(s, true) {
             self.outstanding_count += 1;
@@ -162,6 +185,7 @@ impl Reliable {
         }
         if new {
             self.backoff = 1;
+            self.probed = false;
             self.rack = self.rack.max(self.sent_at[s]);
             if let Some(&p) = self.paths.get(s) {
                 let r = &mut self.path_racks[usize::from(p)];
@@ -198,19 +222,45 @@ impl Reliable {
         if timed_out {
             self.backoff = (self.backoff.max(1) * 2).min(64);
         }
+        if self.probe_due(floor).is_some_and(|t| t <= now) {
+            // The newest packet still in flight goes again (not a loss: no backoff, no
+            // congestion signal).
+            self.probe = self
+                .inflight
+                .iter()
+                .rev()
+                .find(|&&entry| self.is_live(entry))
+                .map(|&(_, seq)| seq);
+            self.probed = true;
+        }
         timed_out || lost
+    }
+
+    /// When a tail-loss probe is due: two round trips (at least an eighth of the floor, at
+    /// most the timeout) after the latest send, when packets are in flight, nothing new is
+    /// left to send and no probe went since.
+    fn probe_due(&self, floor: Nanos) -> Option<Nanos> {
+        let idle =
+            self.cursor >= self.acked.len() && self.resend.iter().all(|&s| self.acked[s as usize]);
+        if self.probed || self.probe.is_some() || self.outstanding_count == 0 || !idle {
+            return None;
+        }
+        let srtt = self.rtt.srtt()?;
+        let pto = (2 * srtt).max(floor / 8).min(self.timeout(floor));
+        Some(self.last_send + pto)
     }
 
     /// When [`Reliable::on_timeout`] has something to do next.
     pub fn deadline(&self, floor: Nanos) -> Option<Nanos> {
         let rto = self.timeout(floor);
-        self.inflight.front().map(|&(sent, seq)| {
+        let front = self.inflight.front().map(|&(sent, seq)| {
             if self.is_live((sent, seq)) && self.overtaken(sent) {
                 sent
             } else {
                 sent + rto
             }
-        })
+        });
+        [front, self.probe_due(floor)].into_iter().flatten().min()
     }
 
     /// After an acknowledgement from `path`: queue for resending every sequence on it that
@@ -310,5 +360,41 @@ impl RttEstimator {
     /// The smoothed round-trip time, if any sample has been taken.
     pub fn srtt(&self) -> Option<Nanos> {
         self.srtt.map(|s| s as Nanos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quiet_tail_is_probed_once_after_two_round_trips() {
+        let mut r = Reliable::new(2);
+        r.reset(3);
+        for (t, s) in [(0, 0), (0, 1)] {
+            assert_eq!(r.next_seq(), Some((s, false)));
+            r.sent(t, s, false);
+        }
+        // The window is full; sequence 0's ack at 1,000 ns frees it (round trip 1,000).
+        assert_eq!(r.next_seq(), None);
+        assert!(r.on_ack(1_000, 0));
+        assert_eq!(r.next_seq(), Some((2, false)));
+        r.sent(1_000, 2, false);
+        // Nothing new is left, 1 and 2 are in flight: a probe is due two round trips after
+        // the latest send, before the 8,000 ns timeout (and never sooner than an eighth of
+        // it).
+        assert_eq!(r.deadline(8_000), Some(3_000));
+        assert_eq!(r.probe_due(80_000), Some(1_000 + 10_000));
+        assert!(!r.on_timeout(3_000, 8_000), "a probe is no loss");
+        // The newest packet goes again, ahead of the (full) window.
+        assert!(r.has_work());
+        assert_eq!(r.next_seq(), Some((2, true)));
+        r.sent(3_000, 2, true);
+        // One probe per quiet spell: the next deadline is the timeout's (sequence 1, sent at 0).
+        assert_eq!(r.probe_due(8_000), None);
+        assert_eq!(r.deadline(8_000), Some(8_000));
+        // A new ack opens the next spell.
+        assert!(r.on_ack(3_500, 1));
+        assert!(r.probe_due(8_000).is_some());
     }
 }
