@@ -6,6 +6,7 @@ use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
 use switchgnn_dataplane::switch::readout_passes;
 use switchgnn_dataplane::wire::{ACK_RANGE_LEN, HEADER_LEN};
 
+use switchgnn_dataplane::framing::copies_per_pair;
 pub use switchgnn_dataplane::framing::HostFraming;
 
 /// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
@@ -213,34 +214,24 @@ impl Load {
     ) -> Load {
         let mut load = Load::new(plan.workers);
         let n = usize::from(plan.workers);
-        let mut rows = vec![0u64; n * n];
-        let mut targets: Vec<u16> = Vec::new();
-        for block in blocks {
-            let t = &block.table;
-            for row in 0..t.len() {
-                let owner = t.workers[row] as u16;
-                remote_workers(plan, block, row, owner, &mut targets);
-                for &to in &targets {
-                    rows[usize::from(owner) * n + usize::from(to)] += 1;
-                }
-            }
-        }
         let header = HEADER_LEN as u64 + frame_overhead;
         // Each block's copies are packed apart (a block's packets never carry the next's).
-        for (pair, &count) in rows.iter().enumerate() {
-            if count == 0 {
-                continue;
+        for block in blocks {
+            for (pair, &count) in copies_per_pair(plan, block).iter().enumerate() {
+                if count == 0 {
+                    continue;
+                }
+                let (from, to) = ((pair / n) as u16, (pair % n) as u16);
+                let (packets, bytes) = framing.pack(count, plan);
+                load.add_packets(Some(from), Some(to), packets, packets * header + bytes);
+                let acks = framing.acks(packets);
+                load.add_packets(
+                    Some(to),
+                    Some(from),
+                    acks,
+                    acks * (header + ACK_RANGE_LEN as u64),
+                );
             }
-            let (from, to) = ((pair / n) as u16, (pair % n) as u16);
-            let (packets, bytes) = framing.pack(count, plan);
-            load.add_packets(Some(from), Some(to), packets, packets * header + bytes);
-            let acks = framing.acks(packets);
-            load.add_packets(
-                Some(to),
-                Some(from),
-                acks,
-                acks * (header + ACK_RANGE_LEN as u64),
-            );
         }
         load
     }
@@ -310,26 +301,6 @@ impl Load {
     pub fn packets(&self) -> u64 {
         self.sent_packets.iter().sum()
     }
-}
-
-/// The workers other than `owner` that hold a neighbour of `row` of `block`, ascending, into
-/// `out`: where a host exchange sends the row.
-fn remote_workers(
-    plan: &ExchangePlan,
-    block: &PlanBlock,
-    row: usize,
-    owner: u16,
-    out: &mut Vec<u16>,
-) {
-    out.clear();
-    out.extend(
-        block
-            .sources(row)
-            .map(|s| plan.owner[s as usize])
-            .filter(|&w| w != owner),
-    );
-    out.sort_unstable();
-    out.dedup();
 }
 
 #[cfg(test)]

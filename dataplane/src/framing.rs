@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::ExchangePlan;
+use crate::plan::{ExchangePlan, PlanBlock};
 use crate::wire::{record_len, HEADER_LEN};
 
 /// IPv4 and UDP headers, bytes: the part of the MTU that carries no switchgnn bytes.
@@ -55,18 +55,22 @@ impl HostFraming {
     /// as its 64-lane chunks, a record each (the unit a receiver counts and a fetch asks for);
     /// each packet takes records in order while they fit, then the next one opens.
     pub fn pack(&self, rows: u64, plan: &ExchangePlan) -> (u64, u64) {
+        let row = (0..plan.chunks()).map(|c| record_len(plan.chunk_lanes(c)));
+        self.pack_records((0..rows).flat_map(|_| row.clone()))
+    }
+
+    /// Packets that carry records of the lengths `records` (bytes, in order) and their bytes:
+    /// each packet takes records while they fit, then the next one opens.
+    pub fn pack_records(&self, records: impl IntoIterator<Item = usize>) -> (u64, u64) {
         let room = self.record_bytes();
         let (mut packets, mut bytes, mut left) = (0u64, 0u64, 0usize);
-        for _ in 0..rows {
-            for c in 0..plan.chunks() {
-                let record = record_len(plan.chunk_lanes(c));
-                if left < record {
-                    packets += 1;
-                    left = room;
-                }
-                left -= record;
-                bytes += record as u64;
+        for record in records {
+            if left < record {
+                packets += 1;
+                left = room;
             }
+            left -= record;
+            bytes += record as u64;
         }
         (packets, bytes)
     }
@@ -75,4 +79,30 @@ impl HostFraming {
     pub fn acks(&self, packets: u64) -> u64 {
         packets.div_ceil(u64::from(self.ack_every.max(1)))
     }
+}
+
+/// The host exchange's copies in `block` of the host `plan`, per ordered worker pair: entry
+/// `from · workers + to` counts the rows `from` sends `to` (each boundary vertex once to every
+/// other worker that holds a neighbour of it). What the chip model and the spine count pack.
+pub fn copies_per_pair(plan: &ExchangePlan, block: &PlanBlock) -> Vec<u64> {
+    let n = usize::from(plan.workers);
+    let mut copies = vec![0u64; n * n];
+    let mut targets: Vec<u16> = Vec::new();
+    let t = &block.table;
+    for row in 0..t.len() {
+        let owner = t.workers[row] as u16;
+        targets.clear();
+        targets.extend(
+            block
+                .sources(row)
+                .map(|s| plan.owner[s as usize])
+                .filter(|&w| w != owner),
+        );
+        targets.sort_unstable();
+        targets.dedup();
+        for &to in &targets {
+            copies[usize::from(owner) * n + usize::from(to)] += 1;
+        }
+    }
+    copies
 }

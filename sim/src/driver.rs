@@ -36,21 +36,11 @@ impl Bundle {
     /// record stands for a whole row, whose chunks (a record each) fill packets of the host
     /// exchange's MTU as the engines pack them.
     fn weigh_rows(&self, records: u16, overhead: u64) -> (u64, u32) {
-        let room = switchgnn_dataplane::framing::HostFraming::default().record_bytes();
         let width = self.width as usize;
-        // Each real chunk's record, in order, filling packets as the engines do.
-        let (mut packets, mut bytes, mut left) = (0u64, 0u64, 0usize);
-        for _ in 0..records {
-            for c in 0..self.chunks as usize {
-                let len = record_len((width - c * MAX_LANES).min(MAX_LANES));
-                if left < len {
-                    packets += 1;
-                    left = room;
-                }
-                left -= len;
-                bytes += len as u64;
-            }
-        }
+        let row =
+            (0..self.chunks as usize).map(|c| record_len((width - c * MAX_LANES).min(MAX_LANES)));
+        let (packets, bytes) = switchgnn_dataplane::framing::HostFraming::default()
+            .pack_records((0..records).flat_map(|_| row.clone()));
         let packets = packets.max(1);
         (
             packets * (HEADER_LEN as u64 + overhead) + bytes,

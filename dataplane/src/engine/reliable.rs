@@ -93,11 +93,13 @@ impl Reliable {
 
     /// The path of every sequence of the block (after [`Reliable::reset`]), for loss detection
     /// per path.
-    pub fn set_paths(&mut self, paths: Vec<u16>) {
-        debug_assert_eq!(paths.len(), self.acked.len());
-        let n = paths.iter().max().map_or(0, |&p| usize::from(p) + 1);
-        self.path_racks = vec![0; n];
-        self.paths = paths;
+    pub fn set_paths(&mut self, paths: impl IntoIterator<Item = u16>) {
+        self.paths.clear();
+        self.paths.extend(paths);
+        debug_assert_eq!(self.paths.len(), self.acked.len());
+        let n = self.paths.iter().max().map_or(0, |&p| usize::from(p) + 1);
+        self.path_racks.clear();
+        self.path_racks.resize(n, 0);
     }
 
     /// Sequences in the running block.

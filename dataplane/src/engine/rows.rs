@@ -282,7 +282,7 @@ fn insert(ranges: &mut Vec<(u32, u32)>, seq: u32) -> (bool, bool) {
             .is_none_or(|&(_, last)| u64::from(last) + 1 == u64::from(seq))
         && (seq == 0 || !ranges.is_empty());
     match ranges.get(i).copied() {
-        // Adjacent below the range at i: extend it down, or join it with the one before.
+        // Just below the range at i: extend it down (the range before ends two or more below).
         Some((first, last)) if u64::from(seq) + 1 == u64::from(first) => ranges[i] = (seq, last),
         // Just after the range at i (which ends at seq - 1): extend it, and join the next.
         Some((first, last)) if u64::from(last) + 1 == u64::from(seq) => {

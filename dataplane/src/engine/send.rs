@@ -67,8 +67,7 @@ pub trait SendStrategy: Debug + Sized {
         if Self::KIND == PacketType::Rows {
             q.packing.lay_out(plan, &pairs, q.framing);
             q.rel.reset(q.packing.packets.len());
-            q.rel
-                .set_paths(q.packing.packets.iter().map(|p| p.to).collect());
+            q.rel.set_paths(q.packing.packets.iter().map(|p| p.to));
         } else {
             q.rel.reset(pairs.len() * q.chunks);
         }

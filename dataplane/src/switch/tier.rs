@@ -31,7 +31,7 @@ use super::{data_block, notify_fetch, readout_passes, send_result, Agg, BlockSta
 use super::{Fabric, Job};
 use super::{JobConfig, Run, Switch, SwitchConfig, SwitchError};
 use crate::fixed::checked_add_lanes;
-use crate::framing::HostFraming;
+use crate::framing::{copies_per_pair, HostFraming};
 use crate::node::{Address, ExchangeId};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_LANES};
@@ -259,23 +259,10 @@ pub fn spine_traffic(
             // p = 1), packed with the others for that worker: up and down when that worker is
             // in another rack.
             let n = usize::from(plan.workers);
-            let mut rows = vec![0u64; n * n];
-            let mut to: Vec<u32> = Vec::new();
-            for s in 0..t.len() {
-                let from = t.workers[s];
-                to.clear();
-                to.extend(t.row(s).iter().map(|&i| t.workers[i as usize]));
-                to.sort_unstable();
-                to.dedup();
-                let rack = racks.rack_of(from as u16);
-                for &w in to
-                    .iter()
-                    .filter(|&&w| w != from && racks.rack_of(w as u16) != rack)
-                {
-                    rows[from as usize * n + w as usize] += 1;
-                }
-            }
-            for &count in rows.iter().filter(|&&c| c > 0) {
+            let rows = copies_per_pair(plan, block);
+            let away =
+                |pair: usize| racks.rack_of((pair / n) as u16) != racks.rack_of((pair % n) as u16);
+            for (_, &count) in rows.iter().enumerate().filter(|&(p, &c)| c > 0 && away(p)) {
                 let (packets, records) = framing.pack(count, plan);
                 packed.packets += 2 * packets;
                 packed.bytes += 2 * (packets * (HEADER_LEN as u64 + frame_overhead) + records);
