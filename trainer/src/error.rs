@@ -62,6 +62,9 @@ pub enum CommError {
     /// No fixed-point scale fits the values of an in-switch all-reduce.
     #[error(transparent)]
     AllReduce(switchgnn_transport::ParticipantError),
+    /// The host exchange over TCP between the workers (`--exchange tcp`).
+    #[error(transparent)]
+    Tcp(switchgnn_transport::ParticipantError),
     /// The switch process of a loopback run.
     #[error("switch: {0}")]
     Switch(#[from] switchgnn_transport::ServerError),

@@ -871,6 +871,11 @@ impl CollectiveClient {
         Ok(())
     }
 
+    /// This end of the connection: the address this host reaches the service from.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
     /// The maximum of `x` over every worker.
     pub fn max(&mut self, x: f32) -> Result<f32, CollectiveError> {
         let mut v = [x];

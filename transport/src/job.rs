@@ -8,6 +8,8 @@
 //! plan = "plans/cora-4"          # a directory written by `switchgnn prepare`
 //! dataset = "../shared/datasets/cora.npz"   # optional: default is the plan's dataset
 //! mode = "switchgnn"             # or "host", "g3", "strawman", "reduce", "auto"
+//! exchange_via = "switch"        # or "tcp": the host exchange over TCP between the workers
+//!                                # (mode = "host"; the kernel's own transport, the baseline)
 //! switch = "10.0.0.1:47000"
 //! world = 4
 //! bind = "0.0.0.0:0"             # optional: where workers bind (default: any port)
@@ -208,6 +210,10 @@ pub struct JobFile {
     pub dataset: Option<String>,
     #[serde(default = "default_mode")]
     pub mode: ExchangeKind,
+    /// What carries the exchanges: packets through the switch, or (with `mode = "host"`) TCP
+    /// connections between the workers.
+    #[serde(default, skip_serializing_if = "ExchangeVia::is_switch")]
+    pub exchange_via: ExchangeVia,
     pub switch: SocketAddr,
     pub world: u16,
     /// Where workers bind; default: any address, a free port.
@@ -314,6 +320,34 @@ impl AllReduceVia {
             AllReduceVia::Switch => "switch",
             AllReduceVia::Tcp => "tcp",
         }
+    }
+}
+
+/// What carries a job's exchanges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExchangeVia {
+    /// Packets through the switch (every exchange kind).
+    #[default]
+    Switch,
+    /// The host exchange's copies over one TCP connection per pair of workers, the switch
+    /// process only the control path and the rendezvous ([`crate::tcp_exchange`]): the
+    /// kernel's own transport, as gloo's all-to-all runs it, for a baseline.
+    Tcp,
+}
+
+impl ExchangeVia {
+    fn is_switch(&self) -> bool {
+        *self == ExchangeVia::Switch
+    }
+}
+
+/// What the command line's `--exchange NAME` runs: `tcp` is the host exchange over TCP, any
+/// other name the kind it names through the switch. `None` for an unknown name.
+pub fn parse_exchange(name: &str) -> Option<(ExchangeKind, ExchangeVia)> {
+    match name {
+        "tcp" => Some((ExchangeKind::Host, ExchangeVia::Tcp)),
+        _ => ExchangeKind::parse(name).map(|k| (k, ExchangeVia::Switch)),
     }
 }
 
@@ -586,6 +620,7 @@ impl JobFile {
             plan,
             dataset: None,
             mode,
+            exchange_via: ExchangeVia::Switch,
             switch,
             world,
             bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
@@ -599,6 +634,15 @@ impl JobFile {
             allreduce: AllReduce::default(),
             fabric: None,
             chip: None,
+        }
+    }
+
+    /// The exchange's name in reports and on the command line: `tcp` for the host exchange
+    /// over TCP, else the kind's.
+    pub fn exchange_name(&self) -> &'static str {
+        match self.exchange_via {
+            ExchangeVia::Tcp => "tcp",
+            ExchangeVia::Switch => self.mode.name(),
         }
     }
 
@@ -785,6 +829,24 @@ impl JobFile {
         if self.fabric.is_some() && self.transport != TransportKind::Udp {
             return invalid("a [fabric] (leaf and spine switches) runs over UDP only".into());
         }
+        if self.exchange_via == ExchangeVia::Tcp {
+            // The TCP exchange carries the host exchange's copies; its workers meet through
+            // the collective service on the switch's own address.
+            if self.mode != ExchangeKind::Host {
+                return invalid(format!(
+                    "exchange_via = \"tcp\" carries the host exchange's copies: it needs mode = \
+                     \"host\", not \"{}\"",
+                    self.mode.name()
+                ));
+            }
+            if self.transport != TransportKind::Udp || self.fabric.is_some() {
+                return invalid(
+                    "exchange_via = \"tcp\" is supported with transport = \"udp\" and one switch \
+                     only (no [fabric])"
+                        .into(),
+                );
+            }
+        }
         self.racks()?;
         self.faults
             .validate()
@@ -874,6 +936,45 @@ mod tests {
         assert!(err.contains("WORLD_SIZE=8"), "{err}");
         let bad = env_of(&[("PMI_RANK", "x")]);
         assert!(resolve_rank(None, 4, &bad).is_err());
+    }
+
+    #[test]
+    fn the_tcp_exchange_is_the_host_exchange_over_tcp_and_says_so() {
+        assert_eq!(
+            parse_exchange("tcp"),
+            Some((ExchangeKind::Host, ExchangeVia::Tcp))
+        );
+        assert_eq!(
+            parse_exchange("switch"),
+            Some((ExchangeKind::Switchgnn, ExchangeVia::Switch))
+        );
+        assert_eq!(parse_exchange("udp"), None);
+        let text = "plan = \"p\"\nswitch = \"127.0.0.1:1\"\nworld = 2\nmode = \"host\"\n\
+                    exchange_via = \"tcp\"\n";
+        let job: JobFile = toml::from_str(text).unwrap();
+        job.validate().unwrap();
+        assert_eq!(job.exchange_name(), "tcp");
+        let back: JobFile = toml::from_str(&job.to_toml()).unwrap();
+        assert_eq!(back, job);
+        // A plain job file says nothing of it.
+        let plain = JobFile::loopback(PathBuf::from("p"), ExchangeKind::Host, job.switch, 2);
+        assert!(!plain.to_toml().contains("exchange_via"));
+        assert_eq!(plain.exchange_name(), "host");
+        let switchgnn = JobFile {
+            mode: ExchangeKind::Switchgnn,
+            ..job.clone()
+        };
+        let err = switchgnn.validate().unwrap_err().to_string();
+        assert!(err.contains("needs mode = \"host\""), "{err}");
+        let dpdk = JobFile {
+            transport: TransportKind::Dpdk,
+            switch: "10.0.0.1:7000".parse().unwrap(),
+            ..job
+        };
+        if dpdk.transport.is_available() {
+            let err = dpdk.validate().unwrap_err().to_string();
+            assert!(err.contains("transport = \"udp\""), "{err}");
+        }
     }
 
     #[test]

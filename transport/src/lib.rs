@@ -15,6 +15,8 @@
 //! - [`participant`]: a training worker's exchanges and all-reduces (float rows in, sums out),
 //!   for the Rust trainer and the Python package alike;
 //! - [`loopback`]: a whole exchange job in one process (switch and workers as threads);
+//! - [`tcp_exchange`]: the host exchange over TCP between the workers, the kernel's own
+//!   transport as a baseline;
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
 
@@ -35,6 +37,7 @@ pub mod server;
 pub mod session;
 pub mod session_file;
 pub mod socket;
+pub mod tcp_exchange;
 pub mod udp;
 pub mod workload;
 

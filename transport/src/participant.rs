@@ -26,9 +26,10 @@ use thiserror::Error;
 
 use crate::client::{WorkerClient, WorkerConfig, WorkerError, WorkerWire};
 use crate::collective::{CollectiveClient, CollectiveError, Member, ReduceOp};
-use crate::job::{AllReduceVia, JobFile};
+use crate::job::{AllReduceVia, ExchangeVia, JobFile};
 use crate::runner::{chip_floors, new_engine};
 use crate::session::Session;
+use crate::tcp_exchange::{MeshConfig, TcpExchangeError, TcpMesh, TcpRoutes};
 
 #[derive(Debug, Error)]
 pub enum ParticipantError {
@@ -53,6 +54,9 @@ pub enum ParticipantError {
     /// The caller's arguments do not fit the plan.
     #[error("{0}")]
     Usage(String),
+    /// The host exchange over TCP between the workers (meeting, an exchange).
+    #[error("worker {rank}: {source}")]
+    Tcp { rank: u16, source: TcpExchangeError },
 }
 
 /// How a worker drives its exchanges.
@@ -121,6 +125,9 @@ pub struct Participant {
     keys: Vec<i32>,
     lanes: Vec<i32>,
     scales: Vec<Scale>,
+    /// With `exchange_via = "tcp"`: the connections to the other workers and each layer's
+    /// routes over them; the exchanges then bypass the switch.
+    tcp: Option<(TcpMesh, Vec<Option<TcpRoutes>>)>,
 }
 
 impl Participant {
@@ -159,13 +166,31 @@ impl Participant {
             agreement,
             secret,
         };
-        let collective = CollectiveClient::connect(
+        let mut collective = CollectiveClient::connect(
             job.collective_at(switch),
             &who,
             job.timeouts.join(),
             job.timeouts.collective_idle(),
         )
         .map_err(|source| ParticipantError::Collective { rank, source })?;
+        let tcp = match job.exchange_via {
+            ExchangeVia::Switch => None,
+            ExchangeVia::Tcp => {
+                let cfg = MeshConfig {
+                    job: job.job,
+                    rank,
+                    world: job.world,
+                    checksum: session.checksum,
+                    secret: who.secret.clone(),
+                    join: job.timeouts.join(),
+                    idle: job.timeouts.collective_idle(),
+                    line_rate: Some(job.link.rate()),
+                };
+                let mesh = TcpMesh::join(&mut collective, cfg)
+                    .map_err(|source| ParticipantError::Tcp { rank, source })?;
+                Some((mesh, vec![None; session.layers.len()]))
+            }
+        };
         let opts = ParticipantOptions {
             job: job.job,
             rank,
@@ -181,7 +206,10 @@ impl Participant {
             .first()
             .map(|p| p.receivers(rank))
             .unwrap_or_default();
-        Participant::new(client, collective, session, &boundary, contributions, opts)
+        let mut participant =
+            Participant::new(client, collective, session, &boundary, contributions, opts)?;
+        participant.tcp = tcp;
+        Ok(participant)
     }
 
     /// Check that the session's exchanges deliver exactly the `boundary` rows of the worker,
@@ -216,6 +244,7 @@ impl Participant {
             keys: Vec::new(),
             lanes: Vec::new(),
             scales: Vec::new(),
+            tcp: None,
         })
     }
 
@@ -420,46 +449,62 @@ impl Participant {
         self.seq += 1;
         let dir = if backward { "backward" } else { "forward" };
         let during = format!("exchange {} (layer {layer} {dir})", self.seq);
-        let cfg = EngineConfig {
-            // The sequence number names the exchange: a training pass and an evaluation pass
-            // of the same epoch are different exchanges.
-            exchange: ExchangeId {
-                job: self.opts.job,
-                epoch: self.seq,
-                layer: layer as u8,
-                backward,
-            },
-            seq: self.seq,
-            rank: self.opts.rank,
-            scale,
-            timers: self.opts.timers,
-            window: self.client.window(self.opts.window),
-            framing: self.opts.framing,
-        };
         let local = LocalFeatures {
             vertices: &self.boundary,
             width,
             values: rows,
         };
-        let mut engine = new_engine(
-            session.mode,
-            cfg,
-            plan,
-            local,
-            self.opts.line_rate,
-            self.client.congestion_window(),
-            self.client.now(),
-        )
-        .map_err(|source| ParticipantError::Engine {
-            during: during.clone(),
-            source,
-        })?;
-        engine.set_block_floors(self.floors[layer].clone());
         let rank = self.opts.rank;
-        self.client
-            .run(engine.as_mut(), &during)
-            .map_err(|source| ParticipantError::Worker { rank, source })?;
-        let output = engine.output();
+        // Whichever ran holds the output: an engine's is not copied out.
+        let (over_tcp, engine);
+        let (output, s) = match self.tcp.as_mut() {
+            Some((mesh, routes)) => {
+                let tcp = |source| ParticipantError::Tcp { rank, source };
+                let r = match &routes[layer] {
+                    Some(r) => r,
+                    None => routes[layer].insert(TcpRoutes::new(plan, rank).map_err(tcp)?),
+                };
+                over_tcp = mesh.exchange(r, self.seq, &scale, local).map_err(tcp)?;
+                (&over_tcp.0, &over_tcp.1)
+            }
+            None => {
+                let cfg = EngineConfig {
+                    // The sequence number names the exchange: a training pass and an
+                    // evaluation pass of the same epoch are different exchanges.
+                    exchange: ExchangeId {
+                        job: self.opts.job,
+                        epoch: self.seq,
+                        layer: layer as u8,
+                        backward,
+                    },
+                    seq: self.seq,
+                    rank,
+                    scale,
+                    timers: self.opts.timers,
+                    window: self.client.window(self.opts.window),
+                    framing: self.opts.framing,
+                };
+                let mut running = new_engine(
+                    session.mode,
+                    cfg,
+                    plan,
+                    local,
+                    self.opts.line_rate,
+                    self.client.congestion_window(),
+                    self.client.now(),
+                )
+                .map_err(|source| ParticipantError::Engine {
+                    during: during.clone(),
+                    source,
+                })?;
+                running.set_block_floors(self.floors[layer].clone());
+                self.client
+                    .run(running.as_mut(), &during)
+                    .map_err(|source| ParticipantError::Worker { rank, source })?;
+                engine = running;
+                (engine.output(), engine.stats())
+            }
+        };
         if output.vertices != self.boundary || output.sums.len() != want {
             return Err(ParticipantError::Mismatch {
                 during,
@@ -469,7 +514,6 @@ impl Participant {
         for (o, &q) in out.iter_mut().zip(&output.sums) {
             *o = scale.decode(q);
         }
-        let s = engine.stats();
         let t = &mut self.totals;
         t.exchanges += 1;
         t.packets_sent += s.packets_sent;

@@ -19,6 +19,7 @@ use thiserror::Error;
 
 use crate::client::{WorkerClient, WorkerError, WorkerWire};
 use crate::session::Session;
+use crate::tcp_exchange::{TcpExchangeError, TcpMesh, TcpRoutes, TcpTotals};
 use crate::workload::{OwnedRows, Workload};
 
 #[derive(Debug, Error)]
@@ -34,6 +35,11 @@ pub enum RunError {
     Scale {
         during: String,
         source: switchgnn_dataplane::fixed::FixedError,
+    },
+    #[error("{during}: {source}")]
+    Tcp {
+        during: String,
+        source: TcpExchangeError,
     },
 }
 
@@ -62,6 +68,9 @@ pub struct WorkerReport {
     pub mode: String,
     pub exchanges: Vec<ExchangeReport>,
     pub wire: WorkerWire,
+    /// The connections to the other workers, when the exchanges ran over TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpTotals>,
 }
 
 /// How a worker runs the schedule.
@@ -88,7 +97,32 @@ pub struct RunOptions {
 /// Run the session's schedule on a connected worker, check every output, say goodbye and
 /// report. `progress` hears what the worker is doing.
 pub fn run_worker(
+    client: WorkerClient,
+    session: &Session,
+    dataset: &Dataset,
+    opts: RunOptions,
+    progress: &dyn Fn(&str),
+) -> Result<WorkerReport, RunError> {
+    run_schedule(client, None, session, dataset, opts, progress)
+}
+
+/// [`run_worker`] with every exchange over TCP between the workers (`mesh`, the connections to
+/// every peer): the host exchange's copies, the switch only the control path. The session
+/// must be of the host exchange.
+pub fn run_worker_over_tcp(
+    client: WorkerClient,
+    mesh: TcpMesh,
+    session: &Session,
+    dataset: &Dataset,
+    opts: RunOptions,
+    progress: &dyn Fn(&str),
+) -> Result<WorkerReport, RunError> {
+    run_schedule(client, Some(mesh), session, dataset, opts, progress)
+}
+
+fn run_schedule(
     mut client: WorkerClient,
+    mut mesh: Option<TcpMesh>,
     session: &Session,
     dataset: &Dataset,
     opts: RunOptions,
@@ -106,6 +140,8 @@ pub fn run_worker(
         chip,
     } = opts;
     let floors = chip_floors(chip.as_ref(), session);
+    // Over TCP: each layer's routes, built at its first exchange.
+    let mut routes: Vec<Option<TcpRoutes>> = Vec::new();
     let mut done: Vec<(ExchangeReport, ExchangeOutput, Workload<'_>)> = Vec::new();
     for epoch in 0..epochs {
         for s in session.schedule(job, epoch) {
@@ -123,31 +159,49 @@ pub fn run_worker(
                     }
                 })?;
             let rows = OwnedRows::of(plan, rank, &workload);
-            let cfg = EngineConfig {
-                exchange: s.id,
-                seq: s.seq,
-                rank,
-                scale: workload.scale,
-                timers,
-                window: client.window(window),
-                framing,
-            };
-            let started = Instant::now();
-            let mut engine = new_engine(
-                session.mode,
-                cfg,
-                plan,
-                rows.local(),
-                line_rate,
-                client.congestion_window(),
-                client.now(),
-            )
-            .map_err(|e| RunError::Engine {
+            let tcp = |source| RunError::Tcp {
                 during: during.clone(),
-                source: e,
-            })?;
-            engine.set_block_floors(floors[usize::from(s.id.layer)].clone());
-            client.run(engine.as_mut(), &during)?;
+                source,
+            };
+            // Once per layer, like the plan (not timed).
+            let layer = usize::from(s.id.layer);
+            if mesh.is_some() && routes.get(layer).is_none_or(Option::is_none) {
+                routes.resize(routes.len().max(layer + 1), None);
+                routes[layer] = Some(TcpRoutes::new(plan, rank).map_err(tcp)?);
+            }
+            let started = Instant::now();
+            let (output, stats) = match (mesh.as_mut(), &routes.get(layer)) {
+                (Some(mesh), Some(Some(r))) => mesh
+                    .exchange(r, s.seq, &workload.scale, rows.local())
+                    .map_err(tcp)?,
+                _ => {
+                    let cfg = EngineConfig {
+                        exchange: s.id,
+                        seq: s.seq,
+                        rank,
+                        scale: workload.scale,
+                        timers,
+                        window: client.window(window),
+                        framing,
+                    };
+                    let mut engine = new_engine(
+                        session.mode,
+                        cfg,
+                        plan,
+                        rows.local(),
+                        line_rate,
+                        client.congestion_window(),
+                        client.now(),
+                    )
+                    .map_err(|e| RunError::Engine {
+                        during: during.clone(),
+                        source: e,
+                    })?;
+                    engine.set_block_floors(floors[usize::from(s.id.layer)].clone());
+                    client.run(engine.as_mut(), &during)?;
+                    (engine.output().clone(), engine.stats().clone())
+                }
+            };
             let report = ExchangeReport {
                 seq: s.seq,
                 layer: s.id.layer,
@@ -155,12 +209,12 @@ pub fn run_worker(
                 width: plan.width,
                 blocks: plan.blocks.len(),
                 seconds: started.elapsed().as_secs_f64(),
-                engine: engine.stats().clone(),
+                engine: stats,
                 mismatched_rows: 0,
-                rows: engine.output().vertices.len(),
+                rows: output.vertices.len(),
                 dataset_values: workload.is_dataset(),
             };
-            done.push((report, engine.output().clone(), workload));
+            done.push((report, output, workload));
         }
     }
     // Goodbye first: the check is local work, and the switch need not wait for it.
@@ -174,9 +228,13 @@ pub fn run_worker(
     }
     Ok(WorkerReport {
         rank,
-        mode: session.mode.name().to_string(),
+        mode: match mesh {
+            Some(_) => "tcp".to_string(),
+            None => session.mode.name().to_string(),
+        },
         exchanges,
         wire,
+        tcp: mesh.as_ref().map(TcpMesh::totals),
     })
 }
 

@@ -52,6 +52,7 @@ pub(crate) fn comm(e: ParticipantError) -> TrainError {
         ParticipantError::Mismatch { during, what } => CommError::Mismatch { during, what }.into(),
         ParticipantError::Usage(why) => TrainError::Config(why),
         e @ ParticipantError::AllReduceScale(_) => CommError::AllReduce(e).into(),
+        e @ ParticipantError::Tcp { .. } => CommError::Tcp(e).into(),
     }
 }
 
