@@ -11,6 +11,7 @@ use switchgnn_partition::plan::graph_fingerprint;
 use switchgnn_partition::shard::{shard_path, Cutter, DataShard, SHARDS_DIR};
 use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::Plan;
+use switchgnn_transport::job::{self, ExchangeVia};
 use switchgnn_transport::{session_file, ExchangeKind, JobFile, Session};
 
 use crate::progress::Bars;
@@ -25,7 +26,8 @@ pub struct JobArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "job")]
     pub plan: Option<PathBuf>,
     /// The exchange: switch (SwitchGNN blocks), host, g3, strawman, reduce (pre-aggregated
-    /// partial sums) or auto (each layer the kind its plan records; without a job file).
+    /// partial sums), auto (each layer the kind its plan records) or tcp (the host exchange
+    /// over TCP between the workers); without a job file.
     #[arg(long, default_value = "switch", conflicts_with = "job")]
     pub exchange: String,
     /// The dataset argument (default: the one the plan was prepared from).
@@ -40,7 +42,7 @@ impl JobArgs {
         let mut job = match (&self.job, &self.plan) {
             (Some(path), _) => JobFile::read(path)?,
             (None, Some(plan)) => {
-                let mode = parse_mode(&self.exchange)?;
+                let (mode, via) = parse_exchange(&self.exchange)?;
                 let switch = switch.context("without --job, give the switch's address")?;
                 let workers = Plan::read(plan)
                     .with_context(|| format!("cannot read the plan in {}", plan.display()))?
@@ -49,6 +51,7 @@ impl JobArgs {
                     .workers;
                 let mut job = JobFile::loopback(plan.clone(), mode, switch, workers as u16);
                 job.bind = None;
+                job.exchange_via = via;
                 job
             }
             (None, None) => bail!("give a job file (--job FILE) or a plan (--plan DIR)"),
@@ -67,6 +70,17 @@ pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
     ExchangeKind::parse(name).with_context(|| {
         format!(
             "unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, hybrid, auto)"
+        )
+    })
+}
+
+/// An exchange of the command line: a kind through the switch, or `tcp` (the host exchange
+/// over TCP between the workers).
+pub fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
+    job::parse_exchange(name).with_context(|| {
+        format!(
+            "unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, hybrid, \
+             auto, tcp)"
         )
     })
 }

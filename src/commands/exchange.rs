@@ -15,12 +15,12 @@ use serde::Serialize;
 use switchgnn_datasets::cache;
 use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::chosen_kind;
-use switchgnn_transport::job::{DpdkSettings, TransportKind};
+use switchgnn_transport::job::{DpdkSettings, ExchangeVia, TransportKind};
 use switchgnn_transport::runner::WorkerReport;
 use switchgnn_transport::server::ServerReport;
 use switchgnn_transport::{ExchangeKind, JobFile};
 
-use crate::job_args::{parse_mode, write_json};
+use crate::job_args::{parse_exchange, write_json};
 use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{parse_list, reuse_or_prepare, PlanInputs};
 
@@ -32,7 +32,8 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
     /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, g3, strawman,
-    /// reduce, auto (per layer, the kind the planner picks).
+    /// reduce, auto (per layer, the kind the planner picks), tcp (the host exchange over TCP
+    /// between the workers, the kernel's own transport: the baseline; over udp only).
     #[arg(long, default_value = "switch,host")]
     pub exchange: String,
     /// Width exchanged at each layer, comma-separated (default: the dataset's feature width,
@@ -73,7 +74,8 @@ pub struct ModeSummary {
     pub seconds: f64,
     pub exchanges: Vec<ExchangeRow>,
     /// UDP payload bytes (headers included) of every packet, counted at the workers'
-    /// sockets in both directions, control messages included.
+    /// sockets in both directions, control messages included; over TCP, plus the stream
+    /// bytes of the workers' connections (packets: plus the kernel's TCP segments).
     pub wire_bytes: u64,
     pub wire_packets: u64,
     pub switch: ServerReport,
@@ -87,7 +89,8 @@ pub struct ExchangeRow {
     pub blocks: usize,
     /// The slowest worker's time.
     pub seconds: f64,
-    /// Dataplane packets and bytes (header + lanes) sent plus received by the workers.
+    /// Dataplane packets and bytes (header + lanes) sent plus received by the workers; over
+    /// TCP, the kernel's segments and the stream bytes (frames: vertex ids and lanes).
     pub packets: u64,
     pub bytes: u64,
     /// Feature payload (4 B per lane) up and down, first sends and resends.
@@ -99,13 +102,19 @@ pub struct ExchangeRow {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let modes: Vec<ExchangeKind> = args
+    let modes: Vec<(ExchangeKind, ExchangeVia)> = args
         .exchange
         .split(',')
-        .map(|m| parse_mode(m.trim()))
+        .map(|m| parse_exchange(m.trim()))
         .collect::<Result<_>>()?;
     let transport = TransportKind::parse(&args.transport)
         .with_context(|| format!("unknown transport `{}` (udp or dpdk)", args.transport))?;
+    if transport == TransportKind::Dpdk && modes.iter().any(|m| m.1 == ExchangeVia::Tcp) {
+        bail!(
+            "--exchange tcp runs over the kernel's TCP, not --transport dpdk: run it in a udp \
+             run beside the others"
+        );
+    }
     if !transport.is_available() {
         bail!(
             "--transport {} needs a build with DPDK: cargo build --release --features dpdk",
@@ -138,12 +147,13 @@ pub fn run(args: Args) -> Result<()> {
     );
 
     let mut summaries = Vec::new();
-    for mode in modes {
+    for (mode, exchange_via) in modes {
         let mut job = JobFile {
             job: 1,
             plan: absolute(&plan_dir)?,
             dataset: Some(absolute(&cache_path)?.display().to_string()),
             mode,
+            exchange_via,
             switch: "127.0.0.1:0".parse().expect("an address"),
             world: args.workers as u16,
             bind: Some("127.0.0.1:0".parse().expect("an address")),
@@ -167,7 +177,9 @@ pub fn run(args: Args) -> Result<()> {
                 eal: ["--no-huge", "--no-pci", "-m", "192"]
                     .map(String::from)
                     .to_vec(),
-                memif: Some(absolute(run_dir.path())?.join(format!("{}.memif", mode.name()))),
+                memif: Some(
+                    absolute(run_dir.path())?.join(format!("{}.memif", job.exchange_name())),
+                ),
                 ..DpdkSettings::default()
             };
             job.validate()?;
@@ -281,7 +293,7 @@ impl Drop for Proc {
 }
 
 fn run_mode(args: &Args, job: &JobFile, plan: &Plan, dir: &Path) -> Result<ModeSummary> {
-    let name = job.mode.name();
+    let name = job.exchange_name();
     let mode_dir = dir.join(name);
     std::fs::create_dir_all(&mode_dir)?;
     let job_path = mode_dir.join("job.toml");
@@ -352,7 +364,7 @@ fn run_mode(args: &Args, job: &JobFile, plan: &Plan, dir: &Path) -> Result<ModeS
     let workers: Vec<WorkerReport> = (0..job.world)
         .map(|r| read_json(&mode_dir.join(format!("worker-{r}.json"))))
         .collect::<Result<_>>()?;
-    Ok(summarise(job.mode, plan, seconds, switch, &workers))
+    Ok(summarise(job, plan, seconds, switch, &workers))
 }
 
 fn wait_ready(switch: &mut Proc, ready: &Path, deadline: Instant) -> Result<String> {
@@ -419,7 +431,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 fn summarise(
-    mode: ExchangeKind,
+    job: &JobFile,
     plan: &Plan,
     seconds: f64,
     switch: ServerReport,
@@ -434,10 +446,11 @@ fn summarise(
             let all = workers.iter().map(|w| &w.exchanges[i]);
             let traffic = &plan.manifest.traffic[usize::from(x.layer)];
             // `auto` runs the kind the plan records for the layer (it ran, so there is one).
-            let kind = match mode {
+            let kind = match job.mode {
                 ExchangeKind::Auto => chosen_kind(plan, usize::from(x.layer)).ok(),
                 k => Some(k),
             };
+            // Over TCP, the host exchange's copies: its model.
             let model = match kind {
                 Some(ExchangeKind::Switchgnn) => Some(traffic.plan_bytes),
                 Some(ExchangeKind::Strawman) => Some(traffic.ideal_bytes),
@@ -477,12 +490,26 @@ fn summarise(
         })
         .collect();
     let wire = workers.iter().map(|w| &w.wire.to_switch);
+    // Over TCP, the workers' connections besides their control traffic with the switch.
+    let tcp = workers.iter().filter_map(|w| w.tcp.as_ref());
     ModeSummary {
-        mode: mode.name().to_string(),
+        mode: job.exchange_name().to_string(),
         seconds,
         exchanges,
-        wire_bytes: wire.clone().map(|c| c.bytes_sent + c.bytes_received).sum(),
-        wire_packets: wire.map(|c| c.packets_sent + c.packets_received).sum(),
+        wire_bytes: wire
+            .clone()
+            .map(|c| c.bytes_sent + c.bytes_received)
+            .sum::<u64>()
+            + tcp
+                .clone()
+                .map(|t| t.bytes_sent + t.bytes_received)
+                .sum::<u64>(),
+        wire_packets: wire
+            .map(|c| c.packets_sent + c.packets_received)
+            .sum::<u64>()
+            + tcp
+                .map(|t| t.segments_sent + t.segments_received)
+                .sum::<u64>(),
         switch,
     }
 }
@@ -525,8 +552,13 @@ fn print_mode(s: &ModeSummary) {
     let k = &s.switch.counters;
     println!("\n{} exchange: {:.2} s in all", s.mode, s.seconds);
     println!("{t}");
+    let what = if s.mode == "tcp" {
+        "TCP segments and stream bytes between the workers, and UDP control with the switch"
+    } else {
+        "UDP payloads"
+    };
     println!(
-        "on the wire: {} packets, {} MB (UDP payloads, both directions, control included); \
+        "on the wire: {} packets, {} MB ({what}, both directions, control included); \
          switch: {} aggregations, {} raw forwards, {} drops, {} ECN marks, peak {} aggregators",
         s.wire_packets,
         mb(s.wire_bytes),
@@ -538,19 +570,25 @@ fn print_mode(s: &ModeSummary) {
     );
 }
 
+/// Each kind against the host exchange, and against the host exchange over TCP when it ran.
 fn print_comparison(summaries: &[ModeSummary]) {
-    let Some(host) = summaries.iter().find(|s| s.mode == "host") else {
-        return;
-    };
-    let host_time: f64 = host.exchanges.iter().map(|x| x.seconds).sum();
-    for s in summaries.iter().filter(|s| s.mode != "host") {
-        let time: f64 = s.exchanges.iter().map(|x| x.seconds).sum();
-        println!(
-            "{} vs host exchange: wire bytes {:.3}×, packets {:.3}×, exchange time {:.3}×",
-            s.mode,
-            s.wire_bytes as f64 / host.wire_bytes.max(1) as f64,
-            s.wire_packets as f64 / host.wire_packets.max(1) as f64,
-            time / host_time.max(1e-9)
-        );
+    for (base, what) in [
+        ("host", "host exchange"),
+        ("tcp", "tcp (the kernel's transport)"),
+    ] {
+        let Some(b) = summaries.iter().find(|s| s.mode == base) else {
+            continue;
+        };
+        let base_time: f64 = b.exchanges.iter().map(|x| x.seconds).sum();
+        for s in summaries.iter().filter(|s| s.mode != base) {
+            let time: f64 = s.exchanges.iter().map(|x| x.seconds).sum();
+            println!(
+                "{} vs {what}: wire bytes {:.3}×, packets {:.3}×, exchange time {:.3}×",
+                s.mode,
+                s.wire_bytes as f64 / b.wire_bytes.max(1) as f64,
+                s.wire_packets as f64 / b.wire_packets.max(1) as f64,
+                time / base_time.max(1e-9)
+            );
+        }
     }
 }

@@ -24,7 +24,7 @@ use switchgnn_transport::job::{resolve_rank, AllReduceVia};
 use switchgnn_transport::JobFile;
 
 use crate::dataset_args::DatasetArgs;
-use crate::job_args::{load_worker, parse_mode};
+use crate::job_args::{load_worker, parse_exchange};
 use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{reuse_or_prepare, PartitionArgs};
 
@@ -82,7 +82,8 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
     /// The exchange of a distributed run: switch (SwitchGNN blocks), host, g3, strawman,
-    /// reduce (pre-aggregated partial sums) or auto (per layer, the kind the planner picks).
+    /// reduce (pre-aggregated partial sums), auto (per layer, the kind the planner picks) or
+    /// tcp (the host exchange over TCP between the workers, the kernel's transport).
     #[arg(long, default_value = "switch")]
     pub exchange: String,
     /// Where the gradient all-reduce runs: switch (in the switch's slots, SwitchML's protocol)
@@ -203,7 +204,7 @@ pub fn run(args: Args) -> Result<()> {
             l.inputs,
             l.classes,
             args.workers as usize,
-            Some(l.job.job().mode.name().to_string()),
+            Some(l.job.job().exchange_name().to_string()),
             Some(l.job.job().allreduce.via.name().to_string()),
         ),
     };
@@ -316,7 +317,7 @@ struct Loopback {
 impl Loopback {
     /// Prepare (or reuse) the plan for the job's workers and the model's aggregated widths.
     fn new(args: &Args, config: &TrainConfig, dataset: Dataset, out: &Path) -> Result<Loopback> {
-        let mode = parse_mode(&args.exchange)?;
+        let (mode, via) = parse_exchange(&args.exchange)?;
         let (inputs, classes) = inputs_and_classes(&dataset)?;
         let memory = args.net.memory()?;
         let spec = default_partition().plan_spec(
@@ -336,6 +337,7 @@ impl Loopback {
             SocketAddr::from(([127, 0, 0, 1], 0)),
             args.workers as u16,
         );
+        job.exchange_via = via;
         job.link = args.net.link();
         job.faults = args.net.faults();
         if let Some(via) = allreduce_via(args)? {
@@ -495,7 +497,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         parameters: config.model.parameter_count(features, classes),
         threads: switchgnn_trainer::threads(),
         workers: usize::from(job.world),
-        exchange: Some(job.mode.name().to_string()),
+        exchange: Some(job.exchange_name().to_string()),
         allreduce: Some(job.allreduce.via.name().to_string()),
         summary: Summary::of(std::slice::from_ref(&outcome.report)),
         runs: vec![outcome.report],

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
-use switchgnn_transport::job::resolve_rank;
-use switchgnn_transport::runner::{run_worker, RunOptions};
-use switchgnn_transport::{WorkerClient, WorkerConfig};
+use anyhow::{bail, Context, Result};
+use switchgnn_transport::collective::{CollectiveClient, Member};
+use switchgnn_transport::job::{resolve_rank, ExchangeVia};
+use switchgnn_transport::runner::{run_worker, run_worker_over_tcp, RunOptions};
+use switchgnn_transport::tcp_exchange::{MeshConfig, TcpMesh};
+use switchgnn_transport::{JobFile, Session, WorkerClient, WorkerConfig};
 
 use crate::job_args::{load, write_json, JobArgs};
 
@@ -66,9 +68,24 @@ pub fn run(args: Args) -> Result<()> {
         compute: std::time::Duration::ZERO,
         chip: job.chip(),
     };
-    let report = run_worker(client, &loaded.session, &loaded.dataset, opts, &|what| {
-        tracing::info!(rank, "{what}")
-    })?;
+    let progress = |what: &str| tracing::info!(rank, "{what}");
+    let report = match job.exchange_via {
+        ExchangeVia::Switch => {
+            run_worker(client, &loaded.session, &loaded.dataset, opts, &progress)?
+        }
+        ExchangeVia::Tcp => {
+            let mesh = meet_peers(&job, &loaded.session, rank, switch)?;
+            tracing::info!(rank, "connected to every other worker over TCP");
+            run_worker_over_tcp(
+                client,
+                mesh,
+                &loaded.session,
+                &loaded.dataset,
+                opts,
+                &progress,
+            )?
+        }
+    };
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
@@ -82,6 +99,13 @@ pub fn run(args: Args) -> Result<()> {
     if !bad.is_empty() {
         bail!("worker {rank}: exchanges {bad:?} differ from the direct computation");
     }
+    if let Some(tcp) = &report.tcp {
+        eprintln!(
+            "worker {rank}: {} B over TCP to the other workers, {} B from them ({} and {} \
+             segments)",
+            tcp.bytes_sent, tcp.bytes_received, tcp.segments_sent, tcp.segments_received
+        );
+    }
     eprintln!(
         "worker {rank}: {} exchanges exact in {seconds:.2} s; {} packets / {} B to the switch, \
          {} / {} B from it",
@@ -92,4 +116,36 @@ pub fn run(args: Args) -> Result<()> {
         report.wire.to_switch.bytes_received
     );
     Ok(())
+}
+
+/// The TCP exchange's connections to every other worker: they meet through the collective
+/// service beside the switch, which this worker leaves once they have.
+fn meet_peers(job: &JobFile, session: &Session, rank: u16, switch: SocketAddr) -> Result<TcpMesh> {
+    let secret = job.secret()?;
+    let who = Member {
+        job: job.job,
+        rank,
+        world: job.world,
+        agreement: session.checksum,
+        secret: secret.clone(),
+    };
+    let at = job.collective_at(switch);
+    let mut collective = CollectiveClient::connect(
+        at,
+        &who,
+        job.timeouts.join(),
+        job.timeouts.collective_idle(),
+    )
+    .with_context(|| format!("worker {rank}: cannot meet the other workers through {at}"))?;
+    let cfg = MeshConfig {
+        job: job.job,
+        rank,
+        world: job.world,
+        checksum: session.checksum,
+        secret,
+        join: job.timeouts.join(),
+        idle: job.timeouts.collective_idle(),
+        line_rate: Some(job.link.rate()),
+    };
+    Ok(TcpMesh::join(&mut collective, cfg).with_context(|| format!("worker {rank}"))?)
 }
