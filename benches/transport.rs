@@ -7,6 +7,9 @@
 //!   the physical bound;
 //! - packets into the switch per second of exchange, and per second the switch was busy
 //!   handling them (its capacity: receive, parse, the switch model);
+//! - each kind's time over the time of the TCP baseline (`--exchange tcp`: the host
+//!   exchange's copies over the kernel's TCP between the workers, paced at the same link
+//!   rate), run in the same UDP run on the same machine;
 //! - DPDK against UDP.
 //!
 //! `cargo bench --features dpdk --bench transport [-- DATASET]` (default: Amazon-Computers from
@@ -33,9 +36,15 @@ fn run(dataset: &str, transport: &'static str, plan: &Path, out: &Path) -> Vec<R
     let json = out.join(format!("{transport}.json"));
     let cores = switch_cores().to_string();
     let gbps = GBPS.to_string();
+    // The TCP baseline runs over the kernel whatever the datapath: once, in the UDP run.
+    let kinds = if transport == "udp" {
+        "switch,host,tcp"
+    } else {
+        "switch,host"
+    };
     let args = [
         "--exchange",
-        "switch,host",
+        kinds,
         "--transport",
         transport,
         "--gbps",
@@ -100,8 +109,17 @@ fn main() {
          {GBPS} Gb/s emulated links, widths: the dataset's and 16, forward and backward",
         switch_cores()
     );
+    let rows: Vec<Row> = transports
+        .into_iter()
+        .flat_map(|t| run(&dataset, t, &plan, dir.path()))
+        .collect();
+    let tcp = rows
+        .iter()
+        .find(|r| r.mode == "tcp")
+        .map(|r| r.exchange_s)
+        .expect("the UDP run has the TCP baseline");
     println!(
-        "{:<6} {:<10} {:>11} {:>12} {:>9} {:>11} {:>14} {:>16}",
+        "{:<6} {:<10} {:>11} {:>12} {:>9} {:>11} {:>14} {:>16} {:>9}",
         "path",
         "exchange",
         "time (s)",
@@ -109,24 +127,40 @@ fn main() {
         "/ bound",
         "packets in",
         "Mpps (time)",
-        "Mpps (busy)"
+        "Mpps (busy)",
+        "/ tcp"
     );
-    let mut rows = Vec::new();
-    for t in transports {
-        for r in run(&dataset, t, &plan, dir.path()) {
-            println!(
-                "{:<6} {:<10} {:>11.3} {:>12.4} {:>8.0}× {:>11.0} {:>14.3} {:>16.3}",
-                r.transport,
-                r.mode,
-                r.exchange_s,
-                r.bound_s,
-                r.exchange_s / r.bound_s,
-                r.packets_in,
-                r.packets_in / r.exchange_s / 1e6,
-                r.capacity / 1e6
-            );
-            rows.push(r);
-        }
+    for r in &rows {
+        // The TCP baseline sends nothing through the switch: no switch figures.
+        let (packets, mpps_time, mpps_busy) = if r.mode == "tcp" {
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        } else {
+            (
+                format!("{:.0}", r.packets_in),
+                format!("{:.3}", r.packets_in / r.exchange_s / 1e6),
+                format!("{:.3}", r.capacity / 1e6),
+            )
+        };
+        println!(
+            "{:<6} {:<10} {:>11.3} {:>12.4} {:>8.0}× {:>11} {:>14} {:>16} {:>8.2}×",
+            r.transport,
+            r.mode,
+            r.exchange_s,
+            r.bound_s,
+            r.exchange_s / r.bound_s,
+            packets,
+            mpps_time,
+            mpps_busy,
+            r.exchange_s / tcp
+        );
+    }
+    for r in rows.iter().filter(|r| r.mode != "tcp") {
+        println!(
+            "{} over {}: {:.2}× the TCP baseline's exchange time (same machine, same run)",
+            r.mode,
+            r.transport.to_uppercase(),
+            r.exchange_s / tcp
+        );
     }
     for mode in ["switchgnn", "host"] {
         let of = |t: &str| rows.iter().find(|r| r.transport == t && r.mode == mode);
