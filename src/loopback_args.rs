@@ -40,6 +40,18 @@ impl LoopbackArgs {
         Ok(())
     }
 
+    /// `--exchange tcp` takes no faults: the shim drops UDP datagrams, and the TCP exchange
+    /// sends none (the kernel's TCP recovers its own losses).
+    pub fn check_tcp(&self) -> Result<()> {
+        if self.loss > 0.0 {
+            bail!(
+                "--loss drops UDP datagrams, and --exchange tcp sends none (the kernel's TCP \
+                 recovers its own losses): run tcp without --loss"
+            );
+        }
+        Ok(())
+    }
+
     /// The switch memory in bytes.
     pub fn memory(&self) -> Result<u64> {
         Ok(parse_bytes(&self.switch_memory)?)

@@ -66,6 +66,10 @@ fn tcp_is_refused_where_it_cannot_run_and_listed_where_unknown() {
         err.contains("--exchange tcp runs over the kernel's TCP"),
         "{err}"
     );
+    let run = switchgnn(&["exchange", DATA, "--exchange", "host,tcp", "--loss", "0.01"]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(err.contains("run tcp without --loss"), "{err}");
     let run = switchgnn(&["exchange", DATA, "--exchange", "tpc"]);
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success());

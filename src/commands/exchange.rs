@@ -115,6 +115,9 @@ pub fn run(args: Args) -> Result<()> {
              run beside the others"
         );
     }
+    if modes.iter().any(|m| m.1 == ExchangeVia::Tcp) {
+        args.net.check_tcp()?;
+    }
     if !transport.is_available() {
         bail!(
             "--transport {} needs a build with DPDK: cargo build --release --features dpdk",
@@ -168,6 +171,9 @@ pub fn run(args: Args) -> Result<()> {
             fabric: None,
             chip: None,
         };
+        if exchange_via == ExchangeVia::Tcp {
+            job.validate()?;
+        }
         if transport == TransportKind::Dpdk {
             // memif between the processes; addresses only tell the workers apart.
             job.transport = transport;

@@ -20,7 +20,7 @@ use switchgnn_trainer::{
     train, DatasetSummary, EpochRecord, FeatureNorm, ModelConfig, ModelKind, Prepared, RunReport,
     Summary, TrainConfig, TrainLog,
 };
-use switchgnn_transport::job::{resolve_rank, AllReduceVia};
+use switchgnn_transport::job::{resolve_rank, AllReduceVia, ExchangeVia};
 use switchgnn_transport::JobFile;
 
 use crate::dataset_args::DatasetArgs;
@@ -342,6 +342,10 @@ impl Loopback {
         job.faults = args.net.faults();
         if let Some(via) = allreduce_via(args)? {
             job.allreduce.via = via;
+        }
+        if via == ExchangeVia::Tcp {
+            args.net.check_tcp()?;
+            job.validate()?;
         }
         let threads = args.threads.unwrap_or(1);
         let job = LoopbackJob::new(

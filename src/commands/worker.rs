@@ -147,5 +147,5 @@ fn meet_peers(job: &JobFile, session: &Session, rank: u16, switch: SocketAddr) -
         idle: job.timeouts.collective_idle(),
         line_rate: Some(job.link.rate()),
     };
-    Ok(TcpMesh::join(&mut collective, cfg).with_context(|| format!("worker {rank}"))?)
+    TcpMesh::join(&mut collective, cfg).with_context(|| format!("worker {rank}"))
 }

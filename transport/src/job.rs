@@ -846,6 +846,14 @@ impl JobFile {
                         .into(),
                 );
             }
+            let f = &self.faults;
+            if f.loss > 0.0 || f.duplicate > 0.0 || f.reorder > 0.0 {
+                return invalid(
+                    "[faults] act on UDP datagrams; exchange_via = \"tcp\" sends none (the \
+                     kernel's TCP recovers its own losses): run it without faults"
+                        .into(),
+                );
+            }
         }
         self.racks()?;
         self.faults
@@ -966,6 +974,15 @@ mod tests {
         };
         let err = switchgnn.validate().unwrap_err().to_string();
         assert!(err.contains("needs mode = \"host\""), "{err}");
+        let lossy = JobFile {
+            faults: ShimConfig {
+                loss: 0.01,
+                ..ShimConfig::default()
+            },
+            ..job.clone()
+        };
+        let err = lossy.validate().unwrap_err().to_string();
+        assert!(err.contains("without faults"), "{err}");
         let dpdk = JobFile {
             transport: TransportKind::Dpdk,
             switch: "10.0.0.1:7000".parse().unwrap(),

@@ -684,13 +684,21 @@ impl TcpMesh {
             )));
         }
         let mut stats = EngineStats::default();
-        let mut lanes = vec![0i32; routes.sent.len() * width];
-        for (&v, out) in routes.sent.iter().zip(lanes.chunks_exact_mut(width)) {
+        // Each row sent laid out once as it goes on the wire (vertex, lanes), whatever the
+        // number of peers it goes to.
+        let row_bytes = 4 + 4 * width;
+        let mut records = vec![0u8; routes.sent.len() * row_bytes];
+        let mut lanes = vec![0i32; width];
+        for (&v, record) in routes.sent.iter().zip(records.chunks_exact_mut(row_bytes)) {
             let i = local.vertices.binary_search(&v).map_err(|_| {
                 TcpExchangeError::Plan(format!("no row for vertex {v}, which peers need"))
             })?;
             stats.saturated +=
-                scale.encode_row(&local.values[i * width..(i + 1) * width], out) as u64;
+                scale.encode_row(&local.values[i * width..(i + 1) * width], &mut lanes) as u64;
+            record[..4].copy_from_slice(&v.to_le_bytes());
+            for (b, q) in record[4..].chunks_exact_mut(4).zip(&lanes) {
+                b.copy_from_slice(&q.to_le_bytes());
+            }
         }
         let segments_before = self.segments();
         let line_rate = self.cfg.line_rate;
@@ -723,7 +731,7 @@ impl TcpMesh {
                     (peer, thread)
                 })
                 .collect();
-            let sent = send_all(writers, routes, rank, seq, &lanes, line_rate);
+            let sent = send_all(writers, routes, rank, seq, &records, line_rate);
             if sent.is_err() {
                 // Wake every reader: the exchange cannot complete.
                 for w in writers.iter().flatten() {
@@ -784,14 +792,15 @@ impl TcpMesh {
     }
 }
 
-/// Write every peer's rows and the end of exchange `seq`, peers in a cyclic order from the
-/// next rank (so that not every worker starts on the same peer); the bytes written.
+/// Write every peer's rows (`records`: each row of [`TcpRoutes::sent`] as it goes on the
+/// wire) and the end of exchange `seq`, peers in a cyclic order from the next rank (so that
+/// not every worker starts on the same peer); the bytes written.
 fn send_all(
     writers: &mut [Option<BufWriter<TcpStream>>],
     routes: &TcpRoutes,
     rank: u16,
     seq: u32,
-    lanes: &[i32],
+    records: &[u8],
     line_rate: Option<f64>,
 ) -> Result<u64, TcpExchangeError> {
     let width = routes.width;
@@ -800,7 +809,6 @@ fn send_all(
     let per_frame = (FRAME_TARGET / row_bytes).max(1);
     let started = Instant::now();
     let mut written = 0u64;
-    let mut frame = Vec::with_capacity(4 + ROWS_HEADER + per_frame * row_bytes);
     for step in 1..world {
         let peer = (usize::from(rank) + step) % world;
         let Some(w) = writers[peer].as_mut() else {
@@ -812,28 +820,27 @@ fn send_all(
         };
         let to = &routes.to[peer];
         for batch in to.chunks(per_frame) {
-            frame.clear();
             let len = ROWS_HEADER + batch.len() * row_bytes;
-            frame.extend_from_slice(&(len as u32).to_le_bytes());
-            frame.push(ROWS);
-            frame.extend_from_slice(&seq.to_le_bytes());
-            frame.extend_from_slice(&(width as u32).to_le_bytes());
-            frame.extend_from_slice(&(batch.len() as u32).to_le_bytes());
+            let mut header = [0u8; 4 + ROWS_HEADER];
+            header[..4].copy_from_slice(&(len as u32).to_le_bytes());
+            header[4] = ROWS;
+            header[5..9].copy_from_slice(&seq.to_le_bytes());
+            header[9..13].copy_from_slice(&(width as u32).to_le_bytes());
+            header[13..].copy_from_slice(&(batch.len() as u32).to_le_bytes());
+            w.write_all(&header).map_err(failed)?;
+            // Straight into the buffer, which the kernel takes 256 KiB at a time.
             for &i in batch {
-                frame.extend_from_slice(&routes.sent[i as usize].to_le_bytes());
-                for q in &lanes[i as usize * width..][..width] {
-                    frame.extend_from_slice(&q.to_le_bytes());
-                }
+                w.write_all(&records[i as usize * row_bytes..][..row_bytes])
+                    .map_err(failed)?;
             }
-            w.write_all(&frame).map_err(failed)?;
-            written += frame.len() as u64;
+            written += 4 + len as u64;
             pace(started, written, line_rate);
         }
-        let mut end = Vec::with_capacity(4 + END_LEN);
-        end.extend_from_slice(&(END_LEN as u32).to_le_bytes());
-        end.push(END);
-        end.extend_from_slice(&seq.to_le_bytes());
-        end.extend_from_slice(&(to.len() as u32).to_le_bytes());
+        let mut end = [0u8; 4 + END_LEN];
+        end[..4].copy_from_slice(&(END_LEN as u32).to_le_bytes());
+        end[4] = END;
+        end[5..9].copy_from_slice(&seq.to_le_bytes());
+        end[9..].copy_from_slice(&(to.len() as u32).to_le_bytes());
         w.write_all(&end).map_err(failed)?;
         w.flush().map_err(failed)?;
         written += end.len() as u64;
