@@ -66,7 +66,10 @@ impl<C: Controller> Controller for IgnoreEcn<C> {
 ///
 /// With [`Aimd::with_window`] it keeps a congestion window as TCP does beside the rate: the
 /// same events halve it (never below one packet), and every window's worth of unmarked
-/// acknowledgements grows it by one packet, up to the given maximum. The rate alone cannot
+/// acknowledged bytes grows it by one packet, up to the given maximum. A packet is a chunk
+/// packet's payload ([`WINDOW_UNIT`] bytes): an ack of a packed host packet, about five chunks'
+/// worth, grows the window as five chunk acks would (TCP counts bytes acknowledged likewise,
+/// RFC 3465), so that acks coalesced or carrying bigger packets do not slow its growth. The rate alone cannot
 /// stop a sender whose packets wait in a slow switch's queue; the window can.
 ///
 /// With [`Aimd::proportional`] an ECN cut takes off half the fraction of acknowledgements that
@@ -92,6 +95,9 @@ pub struct Aimd {
     /// The marked fraction an ECN cut scales by; `None`: ECN cuts halve.
     marked: Option<MarkedFraction>,
 }
+
+/// The payload bytes of one packet of a congestion window: a full chunk, 64 lanes of 4 bytes.
+pub const WINDOW_UNIT: usize = 4 * crate::wire::MAX_LANES;
 
 /// DCTCP's running estimate of the fraction of acknowledgements that echo a mark: once per
 /// period (a cut interval, about a round trip), `alpha ← (1 − gain)·alpha + gain·F`, with `F`
@@ -203,7 +209,7 @@ impl Controller for Aimd {
         self.cwnd.map_or(usize::MAX, |(w, _)| w as usize)
     }
 
-    fn on_ack(&mut self, now: Nanos, _bytes: usize, ecn: bool) {
+    fn on_ack(&mut self, now: Nanos, bytes: usize, ecn: bool) {
         if let Some(m) = &mut self.marked {
             m.count(now, ecn, self.cut_interval);
         }
@@ -214,7 +220,8 @@ impl Controller for Aimd {
         }
         self.grow(now);
         if let Some((w, max)) = &mut self.cwnd {
-            *w = (*w + 1.0 / *w).min(*max as f64);
+            let packets = bytes as f64 / WINDOW_UNIT as f64;
+            *w = (*w + packets / *w).min(*max as f64);
         }
     }
 
@@ -265,11 +272,22 @@ mod tests {
         assert_eq!(cc.window(), 32);
         cc.on_ack(20_000, 100, true);
         assert_eq!(cc.window(), 16);
-        // A window's worth of unmarked acks (the window grows on the way): one more packet.
+        // A window's worth of unmarked acks of a packet each (the window grows on the way):
+        // one more packet.
         for _ in 0..17 {
-            cc.on_ack(30_000, 100, false);
+            cc.on_ack(30_000, WINDOW_UNIT, false);
         }
         assert_eq!(cc.window(), 17);
+        // Growth counts bytes: an ack of five packets' worth grows it as five acks would.
+        let mut one_by_one = cc.clone();
+        for _ in 0..5 {
+            one_by_one.on_ack(30_000, WINDOW_UNIT, false);
+        }
+        cc.on_ack(30_000, 5 * WINDOW_UNIT, false);
+        assert_eq!(cc.window(), 17);
+        let (w, w5) = (cc.cwnd.unwrap().0, one_by_one.cwnd.unwrap().0);
+        assert!((w - w5).abs() < 0.01, "{w} against {w5}");
+        assert!(w > 17.25, "{w}");
         // Never below one packet, never above the maximum.
         for i in 0..20 {
             cc.on_timeout(100_000 + i * 20_000);

@@ -51,7 +51,10 @@ pub struct ExchangeReport {
     pub backward: bool,
     pub width: usize,
     pub blocks: usize,
-    /// Wall time from creating the engine to its completion.
+    /// Wall time from the switch's go for the first block (every worker has joined) to the
+    /// engine's completion: the exchange itself, without the wait for the slowest worker to
+    /// reach it (the time from creating the engine when it never started). Over TCP, from
+    /// when every peer had begun the exchange ([`TcpMesh::last_seconds`]).
     pub seconds: f64,
     pub engine: EngineStats,
     /// Rows of the output that differ from the direct computation (0 = exact).
@@ -170,10 +173,13 @@ fn run_schedule(
                 routes[layer] = Some(TcpRoutes::new(plan, rank).map_err(tcp)?);
             }
             let started = Instant::now();
-            let (output, stats) = match (mesh.as_mut(), &routes.get(layer)) {
-                (Some(mesh), Some(Some(r))) => mesh
-                    .exchange(r, s.seq, &workload.scale, rows.local())
-                    .map_err(tcp)?,
+            let (output, stats, seconds) = match (mesh.as_mut(), &routes.get(layer)) {
+                (Some(mesh), Some(Some(r))) => {
+                    let (output, stats) = mesh
+                        .exchange(r, s.seq, &workload.scale, rows.local())
+                        .map_err(tcp)?;
+                    (output, stats, mesh.last_seconds())
+                }
                 _ => {
                     let cfg = EngineConfig {
                         exchange: s.id,
@@ -199,7 +205,14 @@ fn run_schedule(
                     })?;
                     engine.set_block_floors(floors[usize::from(s.id.layer)].clone());
                     client.run(engine.as_mut(), &during)?;
-                    (engine.output().clone(), engine.stats().clone())
+                    // The exchange proper: from the first block's go (every worker has
+                    // joined) to the end. Before the go a worker only waits for the others to
+                    // reach this exchange.
+                    let seconds = match engine.started_at() {
+                        Some(t0) => client.now().saturating_sub(t0) as f64 * 1e-9,
+                        None => started.elapsed().as_secs_f64(),
+                    };
+                    (engine.output().clone(), engine.stats().clone(), seconds)
                 }
             };
             let report = ExchangeReport {
@@ -208,7 +221,7 @@ fn run_schedule(
                 backward: s.id.backward,
                 width: plan.width,
                 blocks: plan.blocks.len(),
-                seconds: started.elapsed().as_secs_f64(),
+                seconds,
                 engine: stats,
                 mismatched_rows: 0,
                 rows: output.vertices.len(),

@@ -582,6 +582,8 @@ pub struct TcpMesh {
     /// Each reader's frame buffer, kept from one exchange to the next.
     scratch: Vec<Vec<u8>>,
     totals: TcpTotals,
+    /// The latest exchange's time, from when every peer had begun it to its end.
+    last_seconds: f64,
 }
 
 impl TcpMesh {
@@ -643,6 +645,7 @@ impl TcpMesh {
             readers,
             writers,
             cfg,
+            last_seconds: 0.0,
         })
     }
 
@@ -653,6 +656,15 @@ impl TcpMesh {
     /// Traffic over the job so far.
     pub fn totals(&self) -> TcpTotals {
         self.totals
+    }
+
+    /// The latest exchange's time in seconds: from the moment every peer had begun it (this
+    /// worker's own start, or the first bytes of the latest peer to begin, whichever came
+    /// last) to its end. The UDP kinds' time runs from the switch's go, which leaves once
+    /// every worker has joined: neither counts the wait for a slower peer to reach the
+    /// exchange.
+    pub fn last_seconds(&self) -> f64 {
+        self.last_seconds
     }
 
     /// One exchange of `routes`' layer, numbered `seq` (every worker runs the same sequence):
@@ -704,6 +716,7 @@ impl TcpMesh {
         let line_rate = self.cfg.line_rate;
         let idle = self.cfg.idle;
         let (readers, writers, scratch) = (&mut self.readers, &mut self.writers, &mut self.scratch);
+        let began = Instant::now();
         let (sent, received) = std::thread::scope(|s| {
             let threads: Vec<_> = readers
                 .iter_mut()
@@ -753,6 +766,11 @@ impl TcpMesh {
         });
         // A peer's own error says more than the write that failed because of it.
         let received = received.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let all_begun = received
+            .iter()
+            .filter_map(|r| r.first)
+            .fold(began, Instant::max);
+        self.last_seconds = all_begun.elapsed().as_secs_f64();
         stats.bytes_sent = sent?;
         let mut output = ExchangeOutput::zeros(routes.receivers.clone(), width);
         let peers = (0..self.readers.len()).filter(|&p| p != usize::from(rank));
@@ -877,6 +895,8 @@ struct Incoming<'a> {
 struct Received {
     lanes: Vec<i32>,
     bytes: u64,
+    /// When its first bytes arrived.
+    first: Option<Instant>,
 }
 
 /// Read one peer's frames of exchange `want.seq` up to its end, checking each against the
@@ -892,6 +912,7 @@ fn receive(
     let mut seen = vec![false; want.from.len()];
     let mut rows = 0usize;
     let mut bytes = 0u64;
+    let mut first = None;
     loop {
         let mut len = [0u8; 4];
         reader.read_exact(&mut len).map_err(|e| match e.kind() {
@@ -900,6 +921,7 @@ fn receive(
             )),
             _ => read_failed(peer, e, want.idle),
         })?;
+        first.get_or_insert_with(Instant::now);
         let len = u32::from_le_bytes(len) as usize;
         if !(1..=MAX_FRAME).contains(&len) {
             return Err(bad(format!("a frame of {len} bytes")));
@@ -965,7 +987,11 @@ fn receive(
                         want.from.len()
                     )));
                 }
-                return Ok(Received { lanes, bytes });
+                return Ok(Received {
+                    lanes,
+                    bytes,
+                    first,
+                });
             }
             kind => {
                 return Err(bad(format!(

@@ -67,6 +67,9 @@ pub trait Exchange: Operation {
     /// after a loss the block cannot end before this anyway. None by default (a software
     /// switch: nothing is known).
     fn set_block_floors(&mut self, floors: Vec<Nanos>);
+    /// When the switch's go for the first block arrived (`None` while joining): the exchange
+    /// proper runs from there, after the wait for every worker to join.
+    fn started_at(&self) -> Option<Nanos>;
 }
 
 impl HostNode for dyn Exchange {
@@ -404,6 +407,8 @@ pub struct Engine<S: SendStrategy> {
     last_progress: Nanos,
     /// When the running block started here.
     block_started: Nanos,
+    /// When the first block started here.
+    first_started: Option<Nanos>,
     /// See [`Exchange::set_block_floors`].
     block_floors: Vec<Nanos>,
     now: Nanos,
@@ -511,6 +516,7 @@ impl<S: SendStrategy> Engine<S> {
             output,
             last_progress: now,
             block_started: now,
+            first_started: None,
             block_floors: Vec::new(),
             now,
             stats: EngineStats {
@@ -559,6 +565,7 @@ impl<S: SendStrategy> Engine<S> {
         self.acks.forget_held();
         self.last_progress = self.now;
         self.block_started = self.now;
+        self.first_started.get_or_insert(self.now);
         self.requested.clear();
         self.sender.start_block(&self.plan, self.cfg.rank, b);
         let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
@@ -1084,6 +1091,10 @@ impl<S: SendStrategy> Exchange for Engine<S> {
 
     fn set_block_floors(&mut self, floors: Vec<Nanos>) {
         self.block_floors = floors;
+    }
+
+    fn started_at(&self) -> Option<Nanos> {
+        self.first_started
     }
 }
 

@@ -3,10 +3,13 @@
 //! timeout taken from the measured round trip (RFC 6298, the configured value as a floor) with
 //! exponential backoff, and RACK-style loss detection (RFC 8985) that resends a packet as soon
 //! as one sent well after it on the same path has been acknowledged — one path for what the
-//! switch acks, one per receiving worker for the host exchange's copies — and a tail-loss
-//! probe (RFC 8985, section 7): when nothing new is left to send and nothing has been
-//! acknowledged for two round trips, the newest packet goes again, so that its ack shows what
-//! the tail lost without waiting out the retransmission timeout.
+//! switch acks, one per receiving worker for the host exchange's copies — and a loss probe
+//! (RFC 8985, section 7): when packets are in flight and nothing has left for two round
+//! trips, one packet goes past the window — over one path the next waiting one, or else the
+//! newest in flight on the path of the oldest one again — so that its ack shows what was lost
+//! without waiting out the retransmission timeout (QUIC's probes likewise ignore the
+//! congestion window: a sender whose window a loss has shrunk to a packet or two would
+//! otherwise wait out a timeout for every loss).
 
 use std::collections::VecDeque;
 
@@ -53,8 +56,12 @@ pub struct Reliable {
     last_send: Nanos,
     /// A tail-loss probe waiting to leave (it goes ahead of the window).
     probe: Option<u32>,
-    /// Whether a probe went since the latest new send or new ack: one probe per quiet spell.
-    probed: bool,
+    /// A probe that is the next waiting sequence: one send past the window.
+    overdraft: bool,
+    /// Probes sent since the latest new ack: each waits twice as long as the one before
+    /// (QUIC's probe timeout backs off likewise), so a path that lost its probe too is asked
+    /// again soon, and a dead one is not hammered.
+    probes: u32,
 }
 
 impl Reliable {
@@ -88,7 +95,8 @@ impl Reliable {
         self.paths.clear();
         self.path_racks.clear();
         self.probe = None;
-        self.probed = false;
+        self.overdraft = false;
+        self.probes = 0;
     }
 
     /// The path of every sequence of the block (after [`Reliable::reset`]), for loss detection
@@ -128,9 +136,12 @@ impl Reliable {
         if self.probe.is_some_and(|s| !self.acked[s as usize]) {
             return true;
         }
-        self.outstanding_count < self.limit()
-            && (self.cursor < self.acked.len()
-                || self.resend.iter().any(|&s| !self.acked[s as usize]))
+        (self.overdraft || self.outstanding_count < self.limit()) && self.waiting()
+    }
+
+    /// Whether a sequence waits to be sent: a resend or a new one.
+    fn waiting(&self) -> bool {
+        self.cursor < self.acked.len() || self.resend.iter().any(|&s| !self.acked[s as usize])
     }
 
     /// The sequence to send next — a resend first — and whether it is a resend; `None` when
@@ -142,7 +153,11 @@ impl Reliable {
             }
         }
         if self.outstanding_count >= self.limit() {
-            return None;
+            if !(self.overdraft && self.waiting()) {
+                return None;
+            }
+            // The probe's one send past the window.
+            self.overdraft = false;
         }
         while let Some(s) = self.resend.pop_front() {
             if !self.acked[s as usize] {
@@ -164,9 +179,6 @@ impl Reliable {
         }
         self.sent_at[s] = now;
         self.last_send = now;
-        if !again {
-            self.probed = false;
-        }
         self.inflight.push_back((now, seq));
         if !self.outstanding.replace(s, true) {
             self.outstanding_count += 1;
@@ -187,7 +199,7 @@ impl Reliable {
         }
         if new {
             self.backoff = 1;
-            self.probed = false;
+            self.probes = 0;
             self.rack = self.rack.max(self.sent_at[s]);
             if let Some(&p) = self.paths.get(s) {
                 let r = &mut self.path_racks[usize::from(p)];
@@ -225,31 +237,44 @@ impl Reliable {
             self.backoff = (self.backoff.max(1) * 2).min(64);
         }
         if self.probe_due(floor).is_some_and(|t| t <= now) {
-            // The newest packet still in flight goes again (not a loss: no backoff, no
-            // congestion signal).
-            self.probe = self
+            // Not a loss: no backoff, no congestion signal. Over one path the next waiting
+            // packet goes past the window, or the newest in flight again when none waits. Over
+            // many, the newest in flight on the path of the oldest one goes again: only an ack
+            // on that path shows what it lost.
+            let oldest_path = self
                 .inflight
                 .iter()
-                .rev()
                 .find(|&&entry| self.is_live(entry))
-                .map(|&(_, seq)| seq);
-            self.probed = true;
+                .and_then(|&(_, seq)| self.paths.get(seq as usize).copied());
+            if self.single_path && self.waiting() {
+                self.overdraft = true;
+            } else {
+                self.probe = self
+                    .inflight
+                    .iter()
+                    .rev()
+                    .find(|&&(sent, seq)| {
+                        self.is_live((sent, seq))
+                            && (oldest_path.is_none()
+                                || self.paths.get(seq as usize).copied() == oldest_path)
+                    })
+                    .map(|&(_, seq)| seq);
+            }
+            self.probes += 1;
         }
         timed_out || lost
     }
 
-    /// When a tail-loss probe is due: two round trips (at least an eighth of the floor, at
-    /// most the timeout) after the latest send, when packets are in flight, nothing new is
-    /// left to send and no probe went since.
+    /// When a loss probe is due, when packets are in flight: two round trips (at least an
+    /// eighth of the floor) after the latest send, doubled for every probe since the latest
+    /// new acknowledgement, and never later than the timeout.
     fn probe_due(&self, floor: Nanos) -> Option<Nanos> {
-        let idle =
-            self.cursor >= self.acked.len() && self.resend.iter().all(|&s| self.acked[s as usize]);
-        if self.probed || self.probe.is_some() || self.outstanding_count == 0 || !idle {
+        if self.probe.is_some() || self.overdraft || self.outstanding_count == 0 {
             return None;
         }
         let srtt = self.rtt.srtt()?;
-        let pto = (2 * srtt).max(floor / 8).min(self.timeout(floor));
-        Some(self.last_send + pto)
+        let pto = (2 * srtt).max(floor / 8) << self.probes.min(16);
+        Some(self.last_send + pto.min(self.timeout(floor)))
     }
 
     /// When [`Reliable::on_timeout`] has something to do next.
@@ -370,7 +395,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_quiet_tail_is_probed_once_after_two_round_trips() {
+    fn a_quiet_tail_is_probed_after_two_round_trips_then_less_and_less_often() {
         let mut r = Reliable::new(2);
         r.reset(3);
         for (t, s) in [(0, 0), (0, 1)] {
@@ -392,11 +417,58 @@ mod tests {
         assert!(r.has_work());
         assert_eq!(r.next_seq(), Some((2, true)));
         r.sent(3_000, 2, true);
-        // One probe per quiet spell: the next deadline is the timeout's (sequence 1, sent at 0).
-        assert_eq!(r.probe_due(8_000), None);
+        // No ack: the next probe waits twice as long...
+        assert_eq!(r.deadline(8_000), Some(3_000 + 4_000));
+        assert!(!r.on_timeout(7_000, 8_000));
+        assert_eq!(r.next_seq(), Some((2, true)));
+        r.sent(7_000, 2, true);
+        // ... and never longer than the timeout, which comes first now (sequence 1, sent at 0).
+        assert_eq!(r.probe_due(8_000), Some(7_000 + 8_000));
         assert_eq!(r.deadline(8_000), Some(8_000));
-        // A new ack opens the next spell.
-        assert!(r.on_ack(3_500, 1));
-        assert!(r.probe_due(8_000).is_some());
+        // A new ack starts over (of a resent packet: no round-trip sample, Karn).
+        assert!(r.on_ack(7_500, 2));
+        assert_eq!(r.probe_due(8_000), Some(7_000 + 2_000));
+    }
+
+    #[test]
+    fn a_probe_sends_past_a_full_window_what_waits() {
+        let mut r = Reliable::new(1);
+        r.reset(3);
+        assert_eq!(r.next_seq(), Some((0, false)));
+        r.sent(0, 0, false);
+        assert!(r.on_ack(1_000, 0));
+        assert_eq!(r.next_seq(), Some((1, false)));
+        r.sent(1_000, 1, false);
+        // Sequence 1 is lost: the window stays full and 2 waits.
+        assert!(!r.has_work());
+        assert!(!r.on_timeout(3_000, 8_000));
+        // The probe is sequence 2, one past the window: its ack shows 1 lost.
+        assert!(r.has_work());
+        assert_eq!(r.next_seq(), Some((2, false)));
+        r.sent(3_000, 2, false);
+        assert_eq!(r.next_seq(), None, "one probe, one packet");
+    }
+
+    #[test]
+    fn over_many_paths_the_probe_goes_where_the_oldest_packet_waits() {
+        let mut r = Reliable::new(8).multi_path();
+        r.reset(4);
+        r.set_paths([0, 1, 0, 1]);
+        for s in 0..4 {
+            assert_eq!(r.next_seq(), Some((s, false)));
+            r.sent(u64::from(s), s, false);
+        }
+        // Path 1's packets are acked; path 0's are not (the first of them lost).
+        assert!(r.on_ack(1_000, 1));
+        assert!(r.on_ack(1_003, 3));
+        assert!(!r.detect_losses(1));
+        // Probe: the newest packet on path 0 (sequence 2), not the newest of all (3, acked).
+        assert!(!r.on_timeout(3_000, 8_000));
+        assert_eq!(r.next_seq(), Some((2, true)));
+        r.sent(3_000, 2, true);
+        // Its ack overtakes sequence 0 on path 0: lost, resent at once.
+        assert!(r.on_ack(4_000, 2));
+        assert!(r.detect_losses(0));
+        assert_eq!(r.next_seq(), Some((0, true)));
     }
 }
