@@ -152,13 +152,11 @@ impl Reliable {
                 return Some((s, true));
             }
         }
-        if self.outstanding_count >= self.limit() {
-            if !(self.overdraft && self.waiting()) {
-                return None;
-            }
-            // The probe's one send past the window.
-            self.overdraft = false;
+        if self.outstanding_count >= self.limit() && !(self.overdraft && self.waiting()) {
+            return None;
         }
+        // Whatever goes next is the probe's packet (past the window or not).
+        self.overdraft = false;
         while let Some(s) = self.resend.pop_front() {
             if !self.acked[s as usize] {
                 return Some((s, true));
@@ -265,15 +263,17 @@ impl Reliable {
         timed_out || lost
     }
 
-    /// When a loss probe is due, when packets are in flight: two round trips (at least an
-    /// eighth of the floor) after the latest send, doubled for every probe since the latest
-    /// new acknowledgement, and never later than the timeout.
+    /// When a loss probe is due, when packets are in flight: two round trips after the latest
+    /// send, or the round trip plus four times its variation when that is longer (QUIC's
+    /// probe timeout: on a busy host whose acks come late, probes must not turn into
+    /// spurious resends), at least an eighth of the floor; doubled for every probe since the
+    /// latest new acknowledgement, and never later than the timeout.
     fn probe_due(&self, floor: Nanos) -> Option<Nanos> {
         if self.probe.is_some() || self.overdraft || self.outstanding_count == 0 {
             return None;
         }
         let srtt = self.rtt.srtt()?;
-        let pto = (2 * srtt).max(floor / 8) << self.probes.min(16);
+        let pto = (2 * srtt).max(self.rtt.rto(floor / 8)) << self.probes.min(16);
         Some(self.last_send + pto.min(self.timeout(floor)))
     }
 
@@ -395,39 +395,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_quiet_tail_is_probed_after_two_round_trips_then_less_and_less_often() {
+    fn a_quiet_tail_is_probed_after_a_round_trip_and_its_variation_then_less_often() {
         let mut r = Reliable::new(2);
         r.reset(3);
         for (t, s) in [(0, 0), (0, 1)] {
             assert_eq!(r.next_seq(), Some((s, false)));
             r.sent(t, s, false);
         }
-        // The window is full; sequence 0's ack at 1,000 ns frees it (round trip 1,000).
+        // The window is full; sequence 0's ack at 1,000 ns frees it (round trip 1,000, its
+        // variation 500 after one sample).
         assert_eq!(r.next_seq(), None);
         assert!(r.on_ack(1_000, 0));
         assert_eq!(r.next_seq(), Some((2, false)));
         r.sent(1_000, 2, false);
-        // Nothing new is left, 1 and 2 are in flight: a probe is due two round trips after
-        // the latest send, before the 8,000 ns timeout (and never sooner than an eighth of
-        // it).
-        assert_eq!(r.deadline(8_000), Some(3_000));
+        // Nothing new is left, 1 and 2 are in flight: a probe is due the round trip plus four
+        // variations (3,000) after the latest send, before the 8,000 ns timeout, and never
+        // sooner than an eighth of it.
+        assert_eq!(r.deadline(8_000), Some(1_000 + 3_000));
         assert_eq!(r.probe_due(80_000), Some(1_000 + 10_000));
-        assert!(!r.on_timeout(3_000, 8_000), "a probe is no loss");
+        assert!(!r.on_timeout(4_000, 8_000), "a probe is no loss");
         // The newest packet goes again, ahead of the (full) window.
         assert!(r.has_work());
         assert_eq!(r.next_seq(), Some((2, true)));
-        r.sent(3_000, 2, true);
-        // No ack: the next probe waits twice as long...
-        assert_eq!(r.deadline(8_000), Some(3_000 + 4_000));
-        assert!(!r.on_timeout(7_000, 8_000));
-        assert_eq!(r.next_seq(), Some((2, true)));
-        r.sent(7_000, 2, true);
-        // ... and never longer than the timeout, which comes first now (sequence 1, sent at 0).
-        assert_eq!(r.probe_due(8_000), Some(7_000 + 8_000));
+        r.sent(4_000, 2, true);
+        // No ack: the next probe waits twice as long, never longer than the timeout (which
+        // comes first now, for sequence 1 sent at 0).
+        assert_eq!(r.probe_due(80_000), Some(4_000 + 20_000));
+        assert_eq!(r.probe_due(8_000), Some(4_000 + 6_000));
+        assert_eq!(r.probe_due(5_000), Some(4_000 + 5_000));
         assert_eq!(r.deadline(8_000), Some(8_000));
         // A new ack starts over (of a resent packet: no round-trip sample, Karn).
-        assert!(r.on_ack(7_500, 2));
-        assert_eq!(r.probe_due(8_000), Some(7_000 + 2_000));
+        assert!(r.on_ack(4_500, 2));
+        assert_eq!(r.probe_due(8_000), Some(4_000 + 3_000));
     }
 
     #[test]
@@ -441,11 +440,13 @@ mod tests {
         r.sent(1_000, 1, false);
         // Sequence 1 is lost: the window stays full and 2 waits.
         assert!(!r.has_work());
-        assert!(!r.on_timeout(3_000, 8_000));
+        assert!(!r.on_timeout(3_999, 8_000));
+        assert!(!r.has_work());
+        assert!(!r.on_timeout(4_000, 8_000));
         // The probe is sequence 2, one past the window: its ack shows 1 lost.
         assert!(r.has_work());
         assert_eq!(r.next_seq(), Some((2, false)));
-        r.sent(3_000, 2, false);
+        r.sent(4_000, 2, false);
         assert_eq!(r.next_seq(), None, "one probe, one packet");
     }
 
