@@ -409,8 +409,6 @@ pub struct Engine<S: SendStrategy> {
     block_started: Nanos,
     /// When the first block started here.
     first_started: Option<Nanos>,
-    /// Fetch rounds sent in the running block.
-    fetch_rounds: u32,
     /// See [`Exchange::set_block_floors`].
     block_floors: Vec<Nanos>,
     now: Nanos,
@@ -519,7 +517,6 @@ impl<S: SendStrategy> Engine<S> {
             last_progress: now,
             block_started: now,
             first_started: None,
-            fetch_rounds: 0,
             block_floors: Vec::new(),
             now,
             stats: EngineStats {
@@ -569,7 +566,6 @@ impl<S: SendStrategy> Engine<S> {
         self.last_progress = self.now;
         self.block_started = self.now;
         self.first_started.get_or_insert(self.now);
-        self.fetch_rounds = 0;
         self.requested.clear();
         self.sender.start_block(&self.plan, self.cfg.rank, b);
         let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
@@ -947,16 +943,9 @@ impl<S: SendStrategy> Engine<S> {
     /// round trip may be all the chip's own queue, which the floor has waited out already. A
     /// longer one holds the network's queues too, and counts. (Host-exchange copies are
     /// acknowledged by their receivers: that round trip is the network's.)
-    ///
-    /// After a first fetch round the block's results are in or lost, so the next rounds wait
-    /// only a few round trips (at least an eighth of the retransmission floor): a lossy path
-    /// must not cost the full result timeout for every round.
     fn patience(&self) -> Nanos {
         let result = self.cfg.timers.result;
         let srtt = self.sender.srtt().unwrap_or(0);
-        if self.fetch_rounds > 0 {
-            return (4 * srtt).max(self.cfg.timers.rto / 8).min(result);
-        }
         if self.plan.mode != Mode::Host && srtt <= self.block_floor() {
             return result;
         }
@@ -1019,7 +1008,6 @@ impl<S: SendStrategy> Node for Engine<S> {
             // in the next round). What the cache holds costs nothing and is taken at once.
             let budget = self.cfg.window.min(self.cc.window());
             self.fetch(wants, budget);
-            self.fetch_rounds += 1;
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
