@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{loopback_losses, losses, spawn, start_switch, switchgnn};
+use support::{loopback_losses, losses, spawn, start_switch, switchgnn, wait_job};
 
 const DATA: &str = "synthetic:small,scale=0.25";
 
@@ -135,16 +135,7 @@ fn training_over_tcp_matches_the_host_exchange() {
             spawn(&args, &[])
         })
         .collect();
-    for (name, child) in workers
-        .into_iter()
-        .enumerate()
-        .map(|(r, c)| (format!("worker {r}"), c))
-        .chain([("switch".to_string(), switch)])
-    {
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{name} failed: {err}");
-    }
+    wait_job(workers, switch);
     assert_eq!(losses(&d.join("out-0").join("log.json")), host);
     let log: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("out-0").join("log.json")).unwrap()).unwrap();

@@ -2,7 +2,7 @@
 
 mod support;
 
-use support::{losses, switchgnn};
+use support::{losses, switchgnn, wait_all, wait_job};
 
 fn spawn(args: &[&str]) -> std::process::Child {
     support::spawn(args, &[])
@@ -224,15 +224,7 @@ fn a_job_of_separate_processes_trains_like_the_loopback_run() {
             train_job_worker(data, job, rank, &out, &extra)
         })
         .collect();
-    for (name, child) in workers
-        .into_iter()
-        .enumerate()
-        .map(|(r, c)| (format!("worker {r}"), c))
-        .chain([("switch".to_string(), switch)])
-    {
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{name} failed: {err}");
+    for (name, err) in wait_job(workers, switch) {
         if name == "switch" {
             // The gradients went through the switch's slots, not the tcp service.
             assert!(err.contains("in-switch all-reduce"), "{err}");
@@ -344,10 +336,7 @@ fn a_training_job_on_leaf_and_spine_switches_trains_like_one_switch() {
                 .map(|(r, (c, _))| (format!("leaf {r}"), c)),
         )
         .chain([("spine".to_string(), spine)]);
-    for (name, child) in named {
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{name} failed: {err}");
+    for (name, err) in wait_all(named) {
         if name == "spine" {
             // The gradients were summed in the spine's slots.
             assert!(
@@ -424,10 +413,7 @@ fn two_training_jobs_share_one_switch_and_each_trains_as_alone() {
             workers.push((format!("job {id} worker {rank}"), spawn(&args)));
         }
     }
-    for (name, child) in workers.into_iter().chain([("switch".to_string(), switch)]) {
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{name} failed: {err}");
+    for (name, err) in wait_all(workers.into_iter().chain([("switch".to_string(), switch)])) {
         if name == "switch" {
             assert!(err.contains("also job 12"), "{err}");
             assert!(err.contains("in-switch all-reduce"), "{err}");

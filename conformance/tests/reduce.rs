@@ -259,11 +259,15 @@ fn a_lossless_udp_exchange_moves_the_bytes_the_planner_predicts() {
             Arc::new(exchange_plan(kind, &d.graph, &plan, 0, PlanOptions::default()).unwrap());
         // UDP payloads: the predicted load without the frame around each packet.
         let load = Load::of(&xplan, 0);
-        // A LAN's timers, not loopback's 2 ms: nothing is lost here, and a retransmission the
-        // host exchange's switch cannot tell from a first copy would only mean that a busy
-        // machine read an ack late.
+        // Timers with a 200 ms retransmission floor (Linux's least timeout), not
+        // loopback's 2 ms: nothing is lost here, and a retransmission or loss probe the host
+        // exchange's switch cannot tell from a first copy would only mean that a busy machine
+        // read an ack late (a probe may fire after an eighth of the floor).
         let server = ServerConfig {
-            timeouts: Timeouts::default(),
+            timeouts: Timeouts {
+                rto_us: 200_000,
+                ..Timeouts::default()
+            },
             ..ServerConfig::loopback(1, 4, 1 << 13)
         };
         let (report, _) =

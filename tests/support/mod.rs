@@ -121,3 +121,28 @@ pub fn loopback_losses(
     );
     losses(&out.join("log.json"))
 }
+
+/// Wait for a job's workers, then its switch: each must succeed. Each one's name ("worker 0",
+/// …, "switch") and standard error, in that order.
+pub fn wait_job(workers: Vec<Child>, switch: Child) -> Vec<(String, String)> {
+    wait_all(
+        workers
+            .into_iter()
+            .enumerate()
+            .map(|(r, c)| (format!("worker {r}"), c))
+            .chain([("switch".to_string(), switch)]),
+    )
+}
+
+/// Wait for each named process in turn: each must succeed. Its name and standard error.
+pub fn wait_all(named: impl IntoIterator<Item = (String, Child)>) -> Vec<(String, String)> {
+    named
+        .into_iter()
+        .map(|(name, child)| {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{name} failed: {err}");
+            (name, err)
+        })
+        .collect()
+}
