@@ -53,8 +53,8 @@ pub struct VerdictArgs {
     #[arg(long, default_value_t = HostFraming::default().mtu,
           value_parser = clap::value_parser!(u32).range(i64::from(HostFraming::MIN_MTU)..=i64::from(HostFraming::MAX_MTU)))]
     pub mtu: u32,
-    /// The host-only baseline's packets per acknowledgement (coalesced acks; 1: an ack per
-    /// packet, as the engine's host exchange does today).
+    /// The host-only baseline's packets per acknowledgement (coalesced acks, as the engines'
+    /// host exchange sends them; 1: an ack per packet).
     #[arg(long, default_value_t = HostFraming::default().ack_every,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub ack_every: u32,

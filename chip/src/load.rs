@@ -459,15 +459,20 @@ pub(crate) mod tests {
         assert_eq!(framed.sent_bytes, vec![data(2) + ack, data(1) + ack]);
         assert_eq!(framed.received_bytes, vec![data(1) + ack, data(2) + ack]);
         assert_eq!((framed.passes, framed.recirculations), (4, 0));
-        // One chunk per packet and an ack per copy (wire version 2) sent 6 packets each.
-        // Judged under a cost, the host kind is framed and every other kind is as sent.
+        // Judged under a cost, the host kind is framed as the cost says and every other kind
+        // is as sent.
+        let small = HostFraming {
+            mtu: 576,
+            ack_every: 1,
+        };
         let cost = HostCost {
             link_gbps: 100.0,
             per_packet_ns: 20.0,
             frame_overhead: 66,
-            framing: HostFraming::default(),
+            framing: small,
         };
-        assert_eq!(Load::for_cost(&plan, &cost), framed);
+        assert_eq!(Load::for_cost(&plan, &cost), Load::host(&plan, 66, small));
+        assert_ne!(Load::for_cost(&plan, &cost), framed);
         let blocks = super::tests::plan(Mode::Blocks);
         assert_eq!(Load::for_cost(&blocks, &cost), Load::of(&blocks, 66));
     }

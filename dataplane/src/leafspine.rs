@@ -16,7 +16,7 @@ use crate::node::{Address, Nanos, Node, SwitchNode, Transmit, MAX_DATAGRAM_LEN};
 use crate::switch::{
     two_level, JobConfig, Racks, SpineTraffic, Switch, SwitchConfig, SwitchCounters, SwitchError,
 };
-use crate::wire::PacketType;
+use crate::wire::Packet;
 
 /// A packet on a link between a leaf and the spine: when it arrives, in which direction, and
 /// the rack of the leaf at its end.
@@ -141,9 +141,8 @@ impl LeafSpine {
                 // Nowhere to go.
                 (None, _) => continue,
             };
-            // Lanes in the header, or packed host copies (type 10 without the ack flag).
-            let packed = bytes.get(3) == Some(&(PacketType::Rows as u8))
-                && bytes.get(4).is_some_and(|&flags| flags & 1 == 0);
+            // Lanes in the header, or packed host copies.
+            let packed = Packet::new_checked(&bytes[..]).is_ok_and(|p| p.is_packed_rows());
             if packed || bytes.get(23).is_some_and(|&lanes| lanes > 0) {
                 self.carried.packets += 1;
                 self.carried.bytes += bytes.len() as u64;

@@ -309,6 +309,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn flags(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS]
     }
+    /// Whether it carries packed host copies (a `Rows` packet that is no ack): its lanes are
+    /// in records after the header, not counted in it.
+    pub fn is_packed_rows(&self) -> bool {
+        self.packet_type() == PacketType::Rows as u8
+            && Flags::from_u8(self.flags()).is_ok_and(|f| !f.ack)
+    }
     /// GCN layer of the exchange.
     pub fn layer(&self) -> u8 {
         self.buffer.as_ref()[field::LAYER]

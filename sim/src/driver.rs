@@ -9,7 +9,7 @@ use switchgnn_chip::PASS_HEADER;
 use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
 pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
 use switchgnn_dataplane::switch::Switch;
-use switchgnn_dataplane::wire::{record_len, Packet, PacketType, HEADER_LEN, MAX_LANES};
+use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 use thiserror::Error;
 
@@ -32,22 +32,6 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Frame bytes and packets of a bundled packet of `records` packed host copies: each
-    /// record stands for a whole row, whose chunks (a record each) fill packets of the host
-    /// exchange's MTU as the engines pack them.
-    fn weigh_rows(&self, records: u16, overhead: u64) -> (u64, u32) {
-        let width = self.width as usize;
-        let row =
-            (0..self.chunks as usize).map(|c| record_len((width - c * MAX_LANES).min(MAX_LANES)));
-        let (packets, bytes) = switchgnn_dataplane::framing::HostFraming::default()
-            .pack_records((0..records).flat_map(|_| row.clone()));
-        let packets = packets.max(1);
-        (
-            packets * (HEADER_LEN as u64 + overhead) + bytes,
-            packets as u32,
-        )
-    }
-
     pub fn of_width(width: usize) -> Bundle {
         Bundle {
             width: width as u32,
@@ -596,16 +580,11 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         let Ok(p) = Packet::new_checked(bytes) else {
             return (bytes.len() as u64 + overhead, 1);
         };
-        if p.packet_type() == PacketType::Rows as u8 && p.flags() & 1 == 0 {
-            return b.weigh_rows(p.count(), overhead);
-        }
         let per_chunk = [
             PacketType::Data,
             PacketType::Result,
             PacketType::Raw,
             PacketType::Fetch,
-            // An ack of packed copies: one for as many packets of the real width.
-            PacketType::Rows,
         ]
         .iter()
         .any(|&t| t as u8 == p.packet_type());

@@ -53,9 +53,7 @@ impl Class {
     /// The class of a dataplane packet (anything unparsable is `Other`).
     pub fn of(packet: &Packet<&[u8]>) -> Class {
         let t = packet.packet_type();
-        // Packed host copies carry their lanes in records, not in the header.
-        let rows = t == PacketType::Rows as u8 && packet.flags() & 1 == 0;
-        if rows {
+        if packet.is_packed_rows() {
             Class::Raw
         } else if packet.lanes() == 0 {
             Class::Other

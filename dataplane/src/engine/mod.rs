@@ -786,12 +786,12 @@ impl<S: SendStrategy> Engine<S> {
         if ack == AckNow::Yes {
             self.send_ack(sender);
         }
+        let receiver = self.receiver.as_mut().ok_or(Stale)?;
         let mut lanes = [0i32; crate::wire::MAX_LANES];
         for r in records {
             self.stats.raws += 1;
             self.stats.payload_received += 4 * r.lane_count() as u64;
             let values = r.lanes_into(&mut lanes);
-            let receiver = self.receiver.as_mut().ok_or(Stale)?;
             let raw = Raw {
                 u: r.src,
                 v: repr.dst,

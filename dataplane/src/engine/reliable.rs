@@ -54,7 +54,7 @@ pub struct Reliable {
     path_racks: Vec<Nanos>,
     /// When the latest packet left.
     last_send: Nanos,
-    /// A tail-loss probe waiting to leave (it goes ahead of the window).
+    /// A probe's resend waiting to leave (it goes ahead of the window).
     probe: Option<u32>,
     /// A probe that is the next waiting sequence: one send past the window.
     overdraft: bool,
@@ -239,22 +239,23 @@ impl Reliable {
             // packet goes past the window, or the newest in flight again when none waits. Over
             // many, the newest in flight on the path of the oldest one goes again: only an ack
             // on that path shows what it lost.
-            let oldest_path = self
-                .inflight
-                .iter()
-                .find(|&&entry| self.is_live(entry))
-                .and_then(|&(_, seq)| self.paths.get(seq as usize).copied());
             if self.single_path && self.waiting() {
                 self.overdraft = true;
             } else {
+                // The path of the oldest packet in flight (none over one path: any will do).
+                let path_of = |seq: u32| self.paths.get(seq as usize).copied();
+                let oldest_path = self
+                    .inflight
+                    .iter()
+                    .find(|&&entry| self.is_live(entry))
+                    .and_then(|&(_, seq)| path_of(seq));
                 self.probe = self
                     .inflight
                     .iter()
                     .rev()
                     .find(|&&(sent, seq)| {
                         self.is_live((sent, seq))
-                            && (oldest_path.is_none()
-                                || self.paths.get(seq as usize).copied() == oldest_path)
+                            && (oldest_path.is_none() || path_of(seq) == oldest_path)
                     })
                     .map(|&(_, seq)| seq);
             }
@@ -298,18 +299,19 @@ impl Reliable {
         else {
             return false;
         };
-        let mut lost = Vec::new();
-        for &(sent, seq) in &self.inflight {
-            let s = seq as usize;
-            if self.paths[s] == path && self.is_live((sent, seq)) && sent + srtt / 4 < rack {
-                lost.push(s);
+        let before = self.resend.len();
+        for i in 0..self.inflight.len() {
+            let (sent, seq) = self.inflight[i];
+            // In send order: nothing after the first one not overtaken was overtaken either.
+            if sent + srtt / 4 >= rack {
+                break;
+            }
+            if self.paths[seq as usize] == path && self.is_live((sent, seq)) {
+                self.settle(seq as usize);
+                self.resend.push_back(seq);
             }
         }
-        for &s in &lost {
-            self.settle(s);
-            self.resend.push_back(s as u32);
-        }
-        !lost.is_empty()
+        self.resend.len() > before
     }
 
     /// Whether an in-flight entry still stands for its sequence: not acknowledged, not queued

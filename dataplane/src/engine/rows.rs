@@ -276,11 +276,10 @@ fn insert(ranges: &mut Vec<(u32, u32)>, seq: u32) -> (bool, bool) {
             return (true, false);
         }
     }
-    let in_order = i + 1 >= ranges.len()
-        && ranges
-            .last()
-            .is_none_or(|&(_, last)| u64::from(last) + 1 == u64::from(seq))
-        && (seq == 0 || !ranges.is_empty());
+    // In order: the next after the highest range, or the very first packet.
+    let in_order = ranges
+        .last()
+        .map_or(seq == 0, |&(_, last)| u64::from(last) + 1 == u64::from(seq));
     match ranges.get(i).copied() {
         // Just below the range at i: extend it down (the range before ends two or more below).
         Some((first, last)) if u64::from(seq) + 1 == u64::from(first) => ranges[i] = (seq, last),

@@ -220,16 +220,14 @@ fn rows_packet(
     r.count = records.len() as u16;
     r.sequence = p.nth;
     let mut len = r.emit_with_lanes(&[], buf);
-    let mut payload = 0;
     for &(u, c) in records {
         let lanes = plan.chunk_lanes(usize::from(c));
         let values = rows
             .chunk(u, usize::from(c), lanes)
             .expect("the worker encodes every row it sends");
         len += emit_record(u, c, values, &mut buf[len..]);
-        payload += 4 * lanes as u64;
     }
-    (len, payload)
+    (len, p.payload)
 }
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), written
