@@ -674,7 +674,7 @@ fn read_hello(
     })
 }
 
-fn send_error(stream: &mut TcpStream, reason: &str) -> io::Result<()> {
+pub(crate) fn send_error(stream: &mut TcpStream, reason: &str) -> io::Result<()> {
     let mut m = vec![1u8];
     m.extend_from_slice(&(reason.len() as u32).to_le_bytes());
     m.extend_from_slice(reason.as_bytes());

@@ -125,7 +125,7 @@ pub fn run_worker_over_tcp(
 
 fn run_schedule(
     mut client: WorkerClient,
-    mut mesh: Option<TcpMesh>,
+    mesh: Option<TcpMesh>,
     session: &Session,
     dataset: &Dataset,
     opts: RunOptions,
@@ -143,8 +143,22 @@ fn run_schedule(
         chip,
     } = opts;
     let floors = chip_floors(chip.as_ref(), session);
-    // Over TCP: each layer's routes, built at its first exchange.
-    let mut routes: Vec<Option<TcpRoutes>> = Vec::new();
+    // Over TCP: the connections and each layer's routes, built before any exchange.
+    let mut over_tcp = match mesh {
+        Some(mesh) => {
+            let routes = session
+                .layers
+                .iter()
+                .map(|plan| TcpRoutes::new(plan, rank))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|source| RunError::Tcp {
+                    during: "laying out the TCP routes".into(),
+                    source,
+                })?;
+            Some((mesh, routes))
+        }
+        None => None,
+    };
     let mut done: Vec<(ExchangeReport, ExchangeOutput, Workload<'_>)> = Vec::new();
     for epoch in 0..epochs {
         for s in session.schedule(job, epoch) {
@@ -162,25 +176,19 @@ fn run_schedule(
                     }
                 })?;
             let rows = OwnedRows::of(plan, rank, &workload);
-            let tcp = |source| RunError::Tcp {
-                during: during.clone(),
-                source,
-            };
-            // Once per layer, like the plan (not timed).
-            let layer = usize::from(s.id.layer);
-            if mesh.is_some() && routes.get(layer).is_none_or(Option::is_none) {
-                routes.resize(routes.len().max(layer + 1), None);
-                routes[layer] = Some(TcpRoutes::new(plan, rank).map_err(tcp)?);
-            }
             let started = Instant::now();
-            let (output, stats, seconds) = match (mesh.as_mut(), &routes.get(layer)) {
-                (Some(mesh), Some(Some(r))) => {
+            let (output, stats, seconds) = match over_tcp.as_mut() {
+                Some((mesh, routes)) => {
+                    let r = &routes[usize::from(s.id.layer)];
                     let (output, stats) = mesh
                         .exchange(r, s.seq, &workload.scale, rows.local())
-                        .map_err(tcp)?;
+                        .map_err(|source| RunError::Tcp {
+                            during: during.clone(),
+                            source,
+                        })?;
                     (output, stats, mesh.last_seconds())
                 }
-                _ => {
+                None => {
                     let cfg = EngineConfig {
                         exchange: s.id,
                         seq: s.seq,
@@ -239,15 +247,16 @@ fn run_schedule(
         report.mismatched_rows = workload.mismatches(plan, rank, &output);
         exchanges.push(report);
     }
+    let tcp = over_tcp.as_ref().map(|(mesh, _)| mesh.totals());
     Ok(WorkerReport {
         rank,
-        mode: match mesh {
+        mode: match tcp {
             Some(_) => "tcp".to_string(),
             None => session.mode.name().to_string(),
         },
         exchanges,
         wire,
-        tcp: mesh.as_ref().map(TcpMesh::totals),
+        tcp,
     })
 }
 

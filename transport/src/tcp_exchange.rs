@@ -370,10 +370,7 @@ fn accept_hello(
     };
     match refusal {
         Some(reason) => {
-            let mut m = vec![1u8];
-            m.extend_from_slice(&(reason.len() as u32).to_le_bytes());
-            m.extend_from_slice(reason.as_bytes());
-            let _ = stream.write_all(&m);
+            let _ = crate::collective::send_error(&mut stream, &reason);
             Err(reason)
         }
         None => {
@@ -397,7 +394,7 @@ fn proof_parts(nonce: &[u8], cfg: &MeshConfig, from: u16, to: u16) -> Vec<u8> {
 /// each worker fills its own 19 slots (family, address bytes, port bytes) and leaves the
 /// others zero. Every slot then has one nonzero term, a small integer, which the service's
 /// sum (in `f64`, rounded to `f32` once) carries exactly.
-pub fn addresses_via(
+fn addresses_via(
     collective: &mut CollectiveClient,
     rank: u16,
     world: u16,
@@ -566,7 +563,7 @@ impl TcpRoutes {
     }
 
     /// Copies it receives.
-    pub fn copies_received(&self) -> usize {
+    fn copies_received(&self) -> usize {
         self.from.iter().map(Vec::len).sum()
     }
 }

@@ -70,6 +70,9 @@ fn tcp_sums_are_the_host_engines_bit_for_bit_and_connections_are_reused() {
     .into_iter()
     .map(Result::unwrap)
     .collect();
+    let before: Vec<_> = meshes.iter().map(TcpMesh::totals).collect();
+    // Per worker, the stream bytes its exchanges sent and received.
+    let mut moved = vec![(0u64, 0u64); usize::from(workers)];
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     // Both layers, twice each over the same connections; 70 lanes: a short second chunk.
     for (seq, layer) in [0usize, 1, 1, 0].into_iter().enumerate() {
@@ -89,7 +92,7 @@ fn tcp_sums_are_the_host_engines_bit_for_bit_and_connections_are_reused() {
             false,
         )
         .unwrap();
-        let outputs: Vec<_> = thread::scope(|s| {
+        let got: Vec<_> = thread::scope(|s| {
             let threads: Vec<_> = meshes
                 .iter_mut()
                 .map(|mesh| {
@@ -105,26 +108,29 @@ fn tcp_sums_are_the_host_engines_bit_for_bit_and_connections_are_reused() {
                         };
                         let (output, stats) =
                             mesh.exchange(&routes, seq as u32, scale, local).unwrap();
-                        assert_eq!(
-                            stats.payload_sent,
-                            routes.copies_sent() as u64 * 4 * plan.width as u64
-                        );
                         assert!(stats.bytes_sent > stats.payload_sent);
-                        output
+                        (output, (stats.bytes_sent, stats.bytes_received))
                     })
                 })
                 .collect();
             threads.into_iter().map(|t| t.join().unwrap()).collect()
         });
-        for (rank, (tcp, engine)) in outputs.iter().zip(&engines).enumerate() {
+        for (rank, ((tcp, bytes), engine)) in got.iter().zip(&engines).enumerate() {
+            moved[rank].0 += bytes.0;
+            moved[rank].1 += bytes.1;
             assert!(!tcp.vertices.is_empty());
             assert_eq!(tcp, engine, "layer {layer}, worker {rank}");
         }
     }
-    for mesh in &meshes {
+    // Every byte sent over the job's connections was received, and the totals are the
+    // handshakes' and the exchanges' bytes: no exchange opened connections of its own.
+    let sent: u64 = moved.iter().map(|m| m.0).sum();
+    assert_eq!(sent, moved.iter().map(|m| m.1).sum::<u64>());
+    for ((mesh, before), moved) in meshes.iter().zip(&before).zip(&moved) {
         let t = mesh.totals();
         assert_eq!(t.connections, u64::from(workers) - 1);
-        assert!(t.bytes_sent > 0 && t.bytes_received > 0);
+        assert_eq!(t.bytes_sent, before.bytes_sent + moved.0);
+        assert_eq!(t.bytes_received, before.bytes_received + moved.1);
     }
 }
 
