@@ -1,8 +1,8 @@
 //! The engines and the switch in lock step (quinn-proto's test `Pair` is the model): a
 //! harness delivers one packet or fires one timer at a time on a simulated clock, and a test
 //! script decides which packets are lost. Each test pins one recovery mechanism down: a lost
-//! go, the fetch cap, RACK-style loss detection, Karn's rule, retransmission backoff, and an
-//! overflow notice.
+//! go, the fetch cap, RACK-style loss detection, Karn's rule, retransmission backoff, an
+//! overflow notice, and a hole in the switch's numbers of the sums it sends.
 
 mod common;
 
@@ -423,4 +423,43 @@ fn an_overflow_notice_starts_a_fetch() {
         .map(|w| w.stats().fetches_sent + w.stats().cache_hits)
         .sum();
     assert!(fetched > 0, "the notices started fetches (or cache hits)");
+}
+
+/// One sum to worker 0 is lost and later ones arrive: the hole in the switch's numbers of
+/// what it sends worker 0 tells it of the loss, and it fetches within a few round trips of
+/// quiet — well before the result timeout, which it waits out when the sum lost is the last
+/// one it gets (no hole shows then).
+#[test]
+fn a_hole_in_the_switchs_numbers_starts_the_fetch_early() {
+    let to_0 = |p: &InFlight| is(p, PacketType::Result) && p.to == Address::Worker(0);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, None, TIMERS, false);
+    h.finish(2_000_000);
+    let sums = h.log.iter().filter(|p| to_0(p)).count();
+    assert!(sums > 3, "worker 0 gets {sums} sums");
+    // From the departure of sum `n` (1-based) of worker 0, lost, to worker 0's first fetch.
+    let wait = |n: usize| {
+        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, None, TIMERS, false);
+        let mut seen = 0;
+        h.lose = Box::new(move |p| {
+            seen += usize::from(to_0(p));
+            to_0(p) && seen == n
+        });
+        h.finish(2_000_000);
+        let lost = h.log.iter().filter(|p| to_0(p)).nth(n - 1).unwrap().at;
+        let fetches = h.sent_by(0, PacketType::Fetch);
+        assert!(!fetches.is_empty(), "worker 0 fetched what it lost");
+        fetches[0].at - lost
+    };
+    // (Not the first: a worker takes the first number it sees as where the numbers start.)
+    let early = wait(2);
+    assert!(
+        early < TIMERS.result / 2,
+        "a hole: fetched {early} ns after the loss (result timeout {} ns)",
+        TIMERS.result
+    );
+    let last = wait(sums);
+    assert!(
+        last >= TIMERS.result * 3 / 4,
+        "no hole: fetched {last} ns after the loss, before the result timeout"
+    );
 }

@@ -61,8 +61,8 @@ impl<C: Controller> Controller for IgnoreEcn<C> {
 
 /// DCQCN-like AIMD: halve the rate on an ECN echo (at most once per `cut_interval`, so one
 /// burst of marks is one cut), and grow it by `increase` bytes/s for every `increase_interval`
-/// without a mark, up to the line rate. A loss (a retransmission timeout, a packet overtaken,
-/// a receiver's fetch) also halves.
+/// without a mark, up to the line rate. A loss (a retransmission timeout, a packet overtaken)
+/// also halves.
 ///
 /// With [`Aimd::with_window`] it keeps a congestion window as TCP does beside the rate: the
 /// same events halve it (never below one packet), and every window's worth of unmarked

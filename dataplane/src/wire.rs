@@ -24,7 +24,7 @@
 //! | 22 | 1 | chunk | which 64-lane chunk of a wider feature |
 //! | 23 | 1 | lanes | int32 lanes that follow, `0..=64` |
 //! | 24 | 4 | epoch | training step; stale packets are recognised by it |
-//! | 28 | 4 | sequence | per-sender sequence number (duplicate detection, acks) |
+//! | 28 | 4 | sequence | per-sender sequence number (duplicate detection, acks); on sums and raw copies from the switch, its running number per worker port |
 //! | 32 | 4·lanes | payload | int32 lanes |
 //!
 //! A [`PacketType::Rows`] packet (version 3) carries no lanes of its own (`lanes` is 0): after
@@ -185,6 +185,12 @@ impl PacketType {
         ]
         .into_iter()
         .find(|t| *t as u8 == x)
+    }
+
+    /// Whether the switch numbers packets of this type per worker port as they leave
+    /// (`sequence`, see `switch/stamp.rs`): the ones their receivers do not acknowledge.
+    pub fn is_stamped(self) -> bool {
+        matches!(self, PacketType::Result | PacketType::Raw)
     }
 }
 
@@ -410,6 +416,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.put(field::COUNT, &count.to_be_bytes());
     }
 
+    /// Overwrite the sequence field.
+    pub fn set_sequence(&mut self, sequence: u32) {
+        self.put(field::SEQUENCE, &sequence.to_be_bytes());
+    }
+
     /// Overwrite the flags byte.
     pub fn set_flags(&mut self, flags: Flags) {
         self.buffer.as_mut()[field::FLAGS] = flags.to_u8();
@@ -444,7 +455,8 @@ pub struct Repr {
     /// Training step; stale packets are recognised by it.
     pub epoch: u32,
     /// Per-sender sequence number of data and copies (duplicate detection, acks); the
-    /// exchange's sequence number in joins, block reports and goes.
+    /// exchange's sequence number in joins, block reports and goes; on sums and raw copies
+    /// from the switch, its running number of them per worker port (loss detection).
     pub sequence: u32,
 }
 

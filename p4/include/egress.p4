@@ -6,6 +6,11 @@
  * switch/reduce.rs), and `Fabric::send`, which marks ECN on every
  * packet leaving through a queue deeper than the threshold. Recirculating copies of a pass
  * group learn here, from their replication id, which step or pipe they go on to.
+ *
+ * Sums and raw copies are numbered per egress port as they leave (switch/stamp.rs): workers do
+ * not acknowledge them, and a hole in the numbers tells a worker that one was lost, so that it
+ * fetches after a few round trips instead of its whole result timeout. The register starts
+ * wherever it is: a worker takes the first number it sees as its base.
  */
 #ifndef SWITCHGNN_EGRESS_P4
 #define SWITCHGNN_EGRESS_P4
@@ -44,6 +49,12 @@ control Egress(inout headers_t hdr,
         const default_action = unknown_worker();
         size = WORKER_SIZE;
     }
+
+    /* Egress port → the number the next sum or raw copy through it carries. */
+    Register<bit<32>, bit<32>>(512) stamps;
+    RegisterAction<bit<32>, bit<32>, bit<32>>(stamps) next_stamp = {
+        void apply(inout bit<32> value, out bit<32> old) { old = value; value = value + 1; }
+    };
 
     action set_ecn_threshold(bit<19> cells) {
         meta.ecn_threshold = cells;
@@ -150,6 +161,9 @@ control Egress(inout headers_t hdr,
         }
         hdr.pass.setInvalid();
         worker_address.apply();
+        if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_RAW) {
+            hdr.sg.sequence = next_stamp.execute((bit<32>) eg_intr_md.egress_port);
+        }
         bit<16> payload = (bit<16>) hdr.sg.lanes << 2;
         hdr.ipv4.total_len = 20 + 8 + 32 + payload;
         hdr.udp.length = 8 + 32 + payload;

@@ -99,6 +99,8 @@ pub const MIRROR_SESSIONS: u64 = 1024;
 /// Stateful ALUs the program uses: 32 lane pairs, state, seen, seven barrier registers and
 /// the all-reduce's three (banks, their seen words, their counts).
 pub const PROGRAM_SALUS: u64 = 32 + 2 + 7 + 3;
+/// Stateful ALUs of the egress pipeline: the per-port numbers of sums and raw copies.
+pub const EGRESS_SALUS: u64 = 1;
 /// SRAM blocks the registers of stages 1-2 take: five small per-job registers (one block each),
 /// the arrival words (64 jobs x 256 workers x 32 bit: 4 blocks), the seen words (8 blocks), and
 /// the all-reduce's banks (1024 x 64 bit: 1 block) and their seen words (8192 x 64 bit: 4
@@ -344,6 +346,12 @@ impl Report {
                 PROGRAM_SALUS,
                 STAGES_PER_PIPE * SALUS_PER_STAGE,
                 "32 lane pairs, aggregator state, seen, barrier, all-reduce banks",
+            ),
+            check(
+                "egress stateful ALUs",
+                EGRESS_SALUS,
+                STAGES_PER_PIPE * SALUS_PER_STAGE,
+                "the per-port numbers of sums and raw copies",
             ),
             check(
                 "SRAM words of stages 1-2",

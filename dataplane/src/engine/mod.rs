@@ -17,15 +17,19 @@
 //!   round trips, see `Engine::patience`) after the worker's own rows are out, and the block
 //!   has run for at least the switch's known least time for it
 //!   ([`Exchange::set_block_floors`]), fetch the missing raw
-//!   contributions from their owners — a bounded number per round, each asked again only after
-//!   twice that wait (the replies carry the resend flag, which releases the switch's
-//!   aggregator); a switch that reports an overflow triggers the same fetch at once;
+//!   contributions from their owners — at most a window of them unanswered at once, each asked
+//!   again when its reply is overdue (twice a loss's patience: a fetch is answered at once;
+//!   the replies carry the resend flag, which releases the switch's aggregator); a switch that
+//!   reports an overflow triggers the same fetch at once. The switch numbers the sums and raw
+//!   copies it sends each worker (`switch/stamp.rs`): a hole in those numbers is evidence of
+//!   loss, and then a few round trips of quiet are enough before the round (`holes.rs`);
 //! - **barrier**: report the block done, and start the next block on the switch's go (or on
 //!   any packet of the next block, which proves the go was sent).
 //!
 //! The output is, for every local vertex with remote neighbours, the exact integer sum of its
 //! remote contributions (`i64` lanes), and its decoded floats.
 
+mod holes;
 mod receive;
 mod reliable;
 mod rows;
@@ -44,12 +48,22 @@ use crate::node::{Address, ExchangeId, HostNode, Nanos, Node, Operation, Outbox,
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{emit_ack_ranges, AckRanges, Packet, PacketType, Records, Repr, HEADER_LEN};
 
+use holes::StreamHoles;
 use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
 use rows::{AckNow, RowAcks};
 pub use send::{
     BalancedHostExchange, HostExchange, InNetwork, PreAggregated, SendQueue, SendStrategy,
 };
+
+/// Which of the missing contributions a fetch round may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// Any, new or asked for before (a round after the quiet deadline).
+    Any,
+    /// Only those asked for before whose replies are overdue (a round at the refetch deadline).
+    Again,
+}
 
 /// An exchange engine behind one interface, whatever its strategy.
 /// [`Operation::is_finished`]: the switch's go past the last block has arrived.
@@ -401,8 +415,14 @@ pub struct Engine<S: SendStrategy> {
     cache: RawCache,
     /// Acknowledgements of the packed host copies this worker receives.
     acks: RowAcks,
-    /// When each contribution (source, destination, chunk) was last fetched in this block.
+    /// When each contribution (source, destination, chunk) fetched in this block may be asked
+    /// for again.
     requested: HashMap<(u32, u32, u8), Nanos>,
+    /// When the earliest of those falls due (see `Engine::refetch_deadline`).
+    fetch_due: Option<Nanos>,
+    /// Holes in the switch's numbering of the sums and raw copies it sent here: evidence of
+    /// loss, which shortens the wait before a fetch round.
+    holes: StreamHoles,
     output: ExchangeOutput,
     last_progress: Nanos,
     /// When the running block started here.
@@ -513,6 +533,8 @@ impl<S: SendStrategy> Engine<S> {
             cache: RawCache::default(),
             acks: RowAcks::new(plan.workers),
             requested: HashMap::new(),
+            holes: StreamHoles::default(),
+            fetch_due: None,
             output,
             last_progress: now,
             block_started: now,
@@ -567,6 +589,7 @@ impl<S: SendStrategy> Engine<S> {
         self.block_started = self.now;
         self.first_started.get_or_insert(self.now);
         self.requested.clear();
+        self.fetch_due = None;
         self.sender.start_block(&self.plan, self.cfg.rank, b);
         let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
         self.receiver = Some(receiver);
@@ -610,6 +633,10 @@ impl<S: SendStrategy> Engine<S> {
         use EngineDrop::*;
         let packet = Packet::new_checked(bytes).map_err(|_| Malformed)?;
         let repr = Repr::parse(&packet).map_err(|_| Malformed)?;
+        // Numbered by the switch as it left, whichever exchange it belongs to.
+        if repr.packet_type.is_stamped() {
+            self.holes.saw(repr.sequence);
+        }
         if !self.cfg.exchange.matches(&repr) {
             return Err(OtherExchange);
         }
@@ -645,9 +672,10 @@ impl<S: SendStrategy> Engine<S> {
                 }
             }
             PacketType::Fetch => {
-                // A receiver missed this contribution: a loss, a congestion signal.
-                self.cc.on_timeout(self.now);
-                self.sync_window();
+                // A receiver missed this contribution. Not a congestion signal for this
+                // sender: what was lost is as likely the switch's sum on the receiver's link as
+                // this worker's packet, and this worker's own losses show in its own acks (a
+                // cut per fetch shrank every owner's window to one packet at 5% loss).
                 // Features do not depend on the block: answer whatever the phase.
                 let mut h = self.header(PacketType::Raw);
                 h.flags.resend = true;
@@ -682,7 +710,7 @@ impl<S: SendStrategy> Engine<S> {
                 if repr.flags.fetch {
                     self.stats.overflow_notices += 1;
                     let wants = receiver.overflowed(repr.dst, c).ok_or(Unexpected)?;
-                    self.fetch(wants, usize::MAX);
+                    self.fetch(wants, usize::MAX, Ask::Any);
                 } else {
                     let mut lanes = [0i32; crate::wire::MAX_LANES];
                     let values = copy_lanes(&packet, &mut lanes);
@@ -854,14 +882,18 @@ impl<S: SendStrategy> Engine<S> {
 
     /// Fetch the contributions listed (source, destination, chunk): from the cache when they
     /// are there, else from their owners — among the first `budget` of them not in the cache,
-    /// those not asked for recently.
-    fn fetch(&mut self, wants: Vec<(u32, u32, u8)>, mut budget: usize) {
+    /// those not asked for recently (with [`Ask::Again`], only those asked for before).
+    fn fetch(&mut self, wants: Vec<(u32, u32, u8)>, mut budget: usize, ask: Ask) {
         let Some(b) = self.current_block() else {
             return;
         };
         // In the host exchange one raw copy serves every local neighbour: ask once.
         let mut asked = std::collections::HashSet::new();
-        let retry = 2 * self.patience();
+        // A fetch is answered by its owner at once, over two round trips: one still unanswered
+        // after twice a loss's patience was lost, whatever the switch's sums are doing.
+        let retry = 2 * self.loss_patience();
+        // The next time an unanswered fetch falls due (see `refetch_deadline`).
+        let mut next_due: Option<Nanos> = None;
         for (u, v, c) in wants {
             if self.plan.mode == Mode::Host && !asked.insert((u, c)) {
                 continue;
@@ -889,27 +921,40 @@ impl<S: SendStrategy> Engine<S> {
             };
             // What is not in the cache spends the round's budget, asked again or not: a round
             // looks at no more than its share of the network's backlog.
-            if budget == 0 {
+            let due = self.requested.get(&key).copied();
+            if budget == 0 || (ask == Ask::Again && due.is_none()) {
                 continue;
             }
             budget -= 1;
-            if self
-                .requested
-                .get(&key)
-                .is_some_and(|&t| self.now < t + retry)
-            {
-                continue;
-            }
-            self.requested.insert(key, self.now);
-            let mut r = self.header(PacketType::Fetch);
-            r.flags.fetch = true;
-            r.src = u;
-            r.dst = v;
-            r.block = b;
-            r.chunk = c;
-            self.recovery.push_repr(Address::Switch, &r, &[]);
-            self.stats.fetches_sent += 1;
+            let due = match due {
+                // Asked for, and the reply may still come.
+                Some(t) if self.now < t => t,
+                _ => {
+                    let t = self.now + retry;
+                    self.requested.insert(key, t);
+                    self.send_fetch(b, u, v, c);
+                    t
+                }
+            };
+            next_due = Some(next_due.map_or(due, |t| t.min(due)));
         }
+        // (A round cleared the deadline first; an overflow's fetch adds to it.)
+        self.fetch_due = match (self.fetch_due, next_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Ask `u`'s owner, through the switch, for `u`'s chunk `c` (for destination `v`).
+    fn send_fetch(&mut self, block: u16, u: u32, v: u32, c: u8) {
+        let mut r = self.header(PacketType::Fetch);
+        r.flags.fetch = true;
+        r.src = u;
+        r.dst = v;
+        r.block = block;
+        r.chunk = c;
+        self.recovery.push_repr(Address::Switch, &r, &[]);
+        self.stats.fetches_sent += 1;
     }
 
     fn pace(&mut self, len: usize) {
@@ -943,13 +988,28 @@ impl<S: SendStrategy> Engine<S> {
     /// round trip may be all the chip's own queue, which the floor has waited out already. A
     /// longer one holds the network's queues too, and counts. (Host-exchange copies are
     /// acknowledged by their receivers: that round trip is the network's.)
+    ///
+    /// A hole in the switch's numbering of what it sent here is evidence of loss rather than
+    /// slowness: then a loss's patience is enough (`loss_patience`).
     fn patience(&self) -> Nanos {
         let result = self.cfg.timers.result;
         let srtt = self.sender.srtt().unwrap_or(0);
+        if self.holes.any() {
+            return self.loss_patience();
+        }
         if self.plan.mode != Mode::Host && srtt <= self.block_floor() {
             return result;
         }
         result.max(4 * srtt)
+    }
+
+    /// How long to wait for what a loss has held up: four round trips, at least an eighth
+    /// of the result timeout (so that a process that waits a moment for a core sets off
+    /// nothing), at most all of it.
+    fn loss_patience(&self) -> Nanos {
+        let result = self.cfg.timers.result;
+        let srtt = self.sender.srtt().unwrap_or(0);
+        (4 * srtt).max(result / 8).min(result)
     }
 
     /// The running block's floor (0 when none is known).
@@ -966,6 +1026,15 @@ impl<S: SendStrategy> Engine<S> {
                 let floor = self.block_started.saturating_add(self.block_floor());
                 Some((self.last_progress + self.patience()).max(floor))
             }
+            _ => None,
+        }
+    }
+
+    /// When the fetches of the last round that are still unanswered are due again: a fetch is
+    /// answered at once by its owner, so one unanswered for twice the patience was lost.
+    fn refetch_deadline(&self) -> Option<Nanos> {
+        match (self.phase, &self.receiver) {
+            (Phase::Running(_), Some(r)) if !r.is_complete() => self.fetch_due,
             _ => None,
         }
     }
@@ -995,19 +1064,30 @@ impl<S: SendStrategy> Node for Engine<S> {
                 Phase::Finished => self.control_due = None,
             }
         }
-        if self.progress_deadline().is_some_and(|t| t <= now) {
-            self.last_progress = now;
+        let quiet = self.progress_deadline().is_some_and(|t| t <= now);
+        let again = self.refetch_deadline().is_some_and(|t| t <= now);
+        if quiet || again {
             let wants = self
                 .receiver
                 .as_mut()
                 .map(|r| r.missing())
                 .unwrap_or_default();
-            // A round asks the network for at most one window of contributions (the congestion
-            // window when it is smaller): a stalled block must not turn into a storm of
-            // requests and replies at a switch that is merely slow (what is left is asked for
-            // in the next round). What the cache holds costs nothing and is taken at once.
-            let budget = self.cfg.window.min(self.cc.window());
-            self.fetch(wants, budget);
+            // At most one window of fetches is out at once (those unanswered count): a stalled
+            // block must not turn into a storm of requests and replies at a switch that is
+            // merely slow (what is left is asked for in a later round). Not the congestion
+            // window: that measures this worker's sending, and the replies come the other way
+            // (with it, at 5% loss a round asked for one contribution). What the cache holds
+            // costs nothing and is taken at once.
+            let budget = self.cfg.window;
+            self.fetch_due = None;
+            if quiet {
+                self.last_progress = now;
+                self.fetch(wants, budget, Ask::Any);
+                // The holes seen so far are acted on; a lost reply opens a new one.
+                self.holes.clear();
+            } else {
+                self.fetch(wants, budget, Ask::Again);
+            }
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
@@ -1052,6 +1132,7 @@ impl<S: SendStrategy> Node for Engine<S> {
         [
             self.control_due,
             self.progress_deadline(),
+            self.refetch_deadline(),
             self.sender.deadline(self.cfg.timers.rto),
             self.acks.deadline(),
             paced,

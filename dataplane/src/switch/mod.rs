@@ -42,6 +42,7 @@ use thiserror::Error;
 mod reduce;
 mod sharded;
 mod shared;
+mod stamp;
 mod tier;
 
 pub use reduce::MAX_SLOTS;
@@ -803,6 +804,9 @@ pub struct Switch {
     pool: Option<shared::SharedPool>,
     /// The parameter server behind the pool.
     host: shared::HostReducer,
+    /// Sequence numbers of what leaves for each worker port (a [`ShardedSwitch`] numbers
+    /// the output of all its shards with its own).
+    stamps: stamp::EgressStamps,
 }
 
 impl Switch {
@@ -817,6 +821,7 @@ impl Switch {
             jobs: BTreeMap::new(),
             pool: None,
             host: shared::HostReducer::default(),
+            stamps: stamp::EgressStamps::default(),
             fabric: Fabric {
                 pool: Pool {
                     lanes: vec![0; config.aggregators * MAX_LANES],
@@ -1582,6 +1587,13 @@ fn fetch(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(),
     Ok(())
 }
 
+impl Switch {
+    /// The next packet out, not yet numbered (see [`stamp`]).
+    fn pop_unstamped(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        self.fabric.out.pop_into(buf)
+    }
+}
+
 impl Node for Switch {
     fn handle_packet(&mut self, now: Nanos, from: Address, bytes: &[u8]) {
         let counts = self.fabric.shard.leads();
@@ -1591,7 +1603,9 @@ impl Node for Switch {
     fn handle_timeout(&mut self, _now: Nanos) {}
 
     fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
-        self.fabric.out.pop_into(buf)
+        let t = self.pop_unstamped(buf)?;
+        self.stamps.stamp(&t, buf);
+        Some(t)
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {

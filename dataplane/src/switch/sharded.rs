@@ -116,6 +116,8 @@ pub struct ShardedSwitch {
     crew: Option<Crew>,
     /// The shard whose output [`Node::poll_transmit`] takes next.
     polling: usize,
+    /// Sequence numbers of what leaves for each worker port, from whichever shard.
+    stamps: super::stamp::EgressStamps,
 }
 
 /// The threads of shards 1.. and how the caller hands them a burst.
@@ -242,6 +244,7 @@ impl ShardedSwitch {
             batch: Arc::default(),
             crew,
             polling: 0,
+            stamps: Default::default(),
         })
     }
 
@@ -544,14 +547,15 @@ impl Node for ShardedSwitch {
 
     fn handle_timeout(&mut self, _now: Nanos) {}
 
-    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
+    fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
         while self.polling <= self.others.len() {
             let t = match self.polling {
-                0 => self.lead.poll_transmit(now, buf),
-                i => lock(&self.others[i - 1]).poll_transmit(now, buf),
+                0 => self.lead.pop_unstamped(buf),
+                i => lock(&self.others[i - 1]).pop_unstamped(buf),
             };
-            if t.is_some() {
-                return t;
+            if let Some(t) = t {
+                self.stamps.stamp(&t, buf);
+                return Some(t);
             }
             self.polling += 1;
         }
