@@ -1004,12 +1004,12 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     /// How long to wait for what a loss has held up: four round trips, at least an eighth
-    /// of the result timeout (so that a process that waits a moment for a core sets off
-    /// nothing), at most all of it.
+    /// of the retransmission floor (so that a process that waits a moment for a core sets off
+    /// nothing; the loss probes keep the same floor), at most the result timeout.
     fn loss_patience(&self) -> Nanos {
-        let result = self.cfg.timers.result;
+        let t = self.cfg.timers;
         let srtt = self.sender.srtt().unwrap_or(0);
-        (4 * srtt).max(result / 8).min(result)
+        (4 * srtt).max(t.rto / 8).min(t.result)
     }
 
     /// The running block's floor (0 when none is known).
