@@ -351,25 +351,36 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         self.out.pop_front()
     }
 
-    /// When [`SwitchControl::handle_timeout`] is next due.
+    /// When [`SwitchControl::handle_timeout`] is next due. Only deadlines that
+    /// [`SwitchControl::handle_timeout`] acts on count: while ranks are missing, only the join
+    /// deadline and heartbeats (silence and stalls are judged once everyone has joined), and a
+    /// leaf judges no stall. So after `handle_timeout(now)` the next deadline is after `now`,
+    /// and a driver that sleeps until it sleeps: a switch waiting for slow workers does not
+    /// spin.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failure.is_some() {
             return None;
         }
         let t = &self.cfg.timers;
-        let peers = self
-            .peers
-            .iter()
-            .flatten()
-            .filter(|p| !p.bye)
-            .flat_map(|p| [p.last_sent + t.quiet(), p.last_heard + t.peer + 1]);
         let serving = (0..usize::from(self.cfg.world))
             .filter(|&r| self.serves(r))
             .count();
-        let join = (self.joined() < serving).then_some(self.started + t.join + 1);
-        let stall = Some(self.last_progress + 2 * t.peer + 1);
+        let everyone = self.joined() >= serving;
+        let active = self.peers.iter().flatten().filter(|p| !p.bye);
+        let heartbeats = active.clone().map(|p| p.last_sent + t.quiet());
+        let silences = active
+            .map(|p| p.last_heard + t.peer + 1)
+            .filter(|_| everyone);
+        let join = (!everyone).then_some(self.started + t.join + 1);
+        let stall =
+            (everyone && self.cfg.rack.is_none()).then_some(self.last_progress + 2 * t.peer + 1);
         let drain = self.drain_until.filter(|_| !self.drain_over);
-        peers.chain(join).chain(stall).chain(drain).min()
+        heartbeats
+            .chain(silences)
+            .chain(join)
+            .chain(stall)
+            .chain(drain)
+            .min()
     }
 
     /// Why the job failed, once it has.
@@ -593,6 +604,8 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             .filter(|&r| self.serves(usize::from(r)) && self.peers[usize::from(r)].is_none())
             .collect();
         if !missing.is_empty() {
+            // Nothing can stall before everyone has joined: the stall clock starts then.
+            self.last_progress = now;
             let waited = now.saturating_sub(self.started);
             if waited > t.join {
                 return Err(SwitchFailure::JoinTimeout {

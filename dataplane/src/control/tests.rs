@@ -449,3 +449,55 @@ fn a_proof_seen_on_the_wire_is_worthless_elsewhere_or_again() {
     assert!(!format!("{:?}", secret()).contains("sixteen"));
     assert!(Secret::new(b"short".to_vec()).is_err());
 }
+
+/// A switch waiting for a worker that is still loading (rank 1 missing, rank 0 joined and
+/// heard from) never offers a deadline in the past: after three peer timeouts its next
+/// deadline is ahead of it, and it wakes about once per heartbeat interval until the join
+/// deadline. Before, the stall deadline stayed two peer timeouts after the start, and a driver
+/// sleeping until it did not sleep at all. A leaf (which judges no stall) likewise.
+#[test]
+fn a_switch_waiting_for_workers_offers_no_deadline_in_the_past() {
+    let sw = Switch::new(SwitchConfig::with_memory(1 << 16));
+    let leaf = |now| {
+        let mut cfg = switch_control::<u16>(now).config().clone();
+        cfg.rack = Some(vec![0]);
+        SwitchControl::<u16>::new(cfg, now)
+    };
+    for (name, mut s, missing) in [
+        ("a switch", switch_control::<u16>(0), true),
+        ("a leaf", leaf(0), false),
+    ] {
+        let mut w = vec![WorkerControl::new(hello(0), timers(), 0)];
+        exchange_messages(&mut s, &mut w, 0);
+        assert_eq!(s.joined(), 1, "{name}");
+        let mut now = 0;
+        let mut wakes = 0u64;
+        let until = 3 * timers().peer + timers().quiet();
+        while now < until {
+            let next = s.poll_timeout().expect("a deadline while waiting");
+            assert!(
+                next > now,
+                "{name}: deadline {next} at {now} (wake {wakes})"
+            );
+            now = next;
+            wakes += 1;
+            // Worker 0 is alive: the switch hears it now and then.
+            s.handle_control(now, 0, Control::Heartbeat);
+            s.handle_timeout(now, &sw);
+            while s.poll_control().is_some() {}
+            assert!(wakes < 1_000, "{name}: {wakes} wakes by {now} ns");
+        }
+        let next = s.poll_timeout().expect("a deadline while waiting");
+        assert!(next > now, "{name}: deadline {next} at {now}");
+        assert_eq!(s.failure(), None, "{name}");
+        // About one wake per heartbeat interval (a quarter of the peer timeout).
+        assert!(
+            wakes <= until / timers().quiet() + 2,
+            "{name}: {wakes} wakes"
+        );
+        if missing {
+            // Waiting on: the join deadline is still the one that ends the wait.
+            assert!(next <= timers().join + 1);
+        }
+    }
+}
