@@ -442,7 +442,8 @@ impl Peers {
         addr: SocketAddr,
         stats: &'a mut EndpointStats,
     ) -> &'a mut PeerCounters {
-        if !self.map.contains_key(&addr) && self.map.len() >= MAX_PEERS {
+        // One hash lookup per datagram while the table has room (the common case).
+        if self.map.len() >= MAX_PEERS && !self.map.contains_key(&addr) {
             let before = self.map.len();
             self.map.retain(|_, (c, pinned)| {
                 if !*pinned {
