@@ -48,6 +48,7 @@ const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
 const HELLO_WAIT: Duration = Duration::from_secs(2);
 /// Connections still saying hello from one IP address: a new one beyond this closes that
 /// address's oldest (a worker's hello takes a round trip; an idle connection, `HELLO_WAIT`).
+/// At least twice the job's workers: every worker of a job on one host may connect at once.
 const PENDING_PER_IP: usize = 16;
 /// Connections still saying hello from everywhere: a new one beyond this closes the oldest.
 const PENDING_MAX: usize = 256;
@@ -353,7 +354,8 @@ impl CollectiveService {
         mut serve: impl FnMut(usize, Vec<Option<TcpStream>>),
     ) -> Result<(), CollectiveError> {
         let (said, hellos) = std::sync::mpsc::channel::<Greeted>();
-        let mut pending = Pending::default();
+        let workers: usize = gathering.iter().map(|g| g.peers.len()).sum();
+        let mut pending = Pending::for_world(workers.min(usize::from(u16::MAX)) as u16);
         let outcome = self.gather(
             gathering,
             stop,
@@ -587,9 +589,19 @@ fn greet(
 struct Pending {
     next: u64,
     waiting: std::collections::VecDeque<(u64, SocketAddr, TcpStream)>,
+    /// The cap per IP address (see [`PENDING_PER_IP`], the least it can be).
+    per_ip: usize,
 }
 
 impl Pending {
+    /// For a job of `world` workers.
+    fn for_world(world: u16) -> Pending {
+        Pending {
+            per_ip: PENDING_PER_IP.max(2 * usize::from(world)),
+            ..Pending::default()
+        }
+    }
+
     fn next_id(&mut self) -> u64 {
         self.next += 1;
         self.next
@@ -615,7 +627,8 @@ impl Pending {
     fn make_room(&mut self, from: SocketAddr) -> u64 {
         let mut closed = 0;
         let same = |w: &(u64, SocketAddr, TcpStream)| w.1.ip() == from.ip();
-        if self.waiting.iter().filter(|w| same(w)).count() >= PENDING_PER_IP {
+        let per_ip = self.per_ip.max(PENDING_PER_IP);
+        if self.waiting.iter().filter(|w| same(w)).count() >= per_ip {
             if let Some(at) = self.waiting.iter().position(same) {
                 close(self.waiting.remove(at));
                 closed += 1;
@@ -1336,6 +1349,14 @@ mod tests {
             .count();
         assert_eq!(logged, 1);
         assert_eq!(complaints.held, 999);
+    }
+
+    /// Every worker of a large job on one host may be saying hello at once: the cap per
+    /// address leaves room for twice the job's workers.
+    #[test]
+    fn the_cap_per_address_fits_the_job() {
+        assert_eq!(Pending::for_world(4).per_ip, PENDING_PER_IP);
+        assert_eq!(Pending::for_world(40).per_ip, 80);
     }
 
     /// Connections still saying hello are capped per address (the oldest goes) and in all.
