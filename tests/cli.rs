@@ -1116,3 +1116,47 @@ fn simulate_racks_studies_the_exchange_on_leaf_spine_fabrics() {
         );
     }
 }
+
+/// CPU seconds (user and system) the process `pid` has used so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (in parentheses, which may hold spaces).
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ticks as f64 / per_second as f64
+}
+
+/// A switch waiting for workers that have not started sleeps: past twice the peer timeout
+/// (when its stall deadline used to stay in the past, and it spun a core on empty receives)
+/// it uses less than 5% of a core.
+#[test]
+fn a_switch_waiting_for_workers_does_not_spin() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = two_worker_job(
+        dir.path(),
+        "24",
+        "[timeouts]\npeer_ms = 200\njoin_ms = 30000\n",
+    );
+    let (mut switch, _) = start_switch(dir.path(), job.to_str().unwrap(), &[]);
+    // Past two peer timeouts, with a wide margin.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let before = cpu_seconds(switch.id());
+    let wall = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let used = cpu_seconds(switch.id()) - before;
+    let share = used / wall.elapsed().as_secs_f64();
+    switch.kill().unwrap();
+    switch.wait().unwrap();
+    eprintln!(
+        "the waiting switch used {used:.2} CPU-seconds in {:.1?}",
+        wall.elapsed()
+    );
+    assert!(
+        share < 0.05,
+        "the waiting switch used {:.0}% of a core",
+        share * 100.0
+    );
+}

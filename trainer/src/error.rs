@@ -29,32 +29,33 @@ pub enum TrainError {
     Plot(String),
 }
 
-/// Why a distributed run's communication failed, with the error of the layer that failed.
+/// Why a distributed run's communication failed, with the error of the layer that failed
+/// (`cause`, in the message: not a `source` too, or a whole chain would say it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum CommError {
     /// The worker's connection to the switch (handshake, an exchange, goodbye).
-    #[error("worker {rank}: {source}")]
+    #[error("worker {rank}: {cause}")]
     Worker {
         rank: u16,
-        source: switchgnn_transport::WorkerError,
+        cause: switchgnn_transport::WorkerError,
     },
     /// The worker's connection to the all-reduce service.
-    #[error("worker {rank}: {source}")]
+    #[error("worker {rank}: {cause}")]
     Collective {
         rank: u16,
-        source: switchgnn_transport::collective::CollectiveError,
+        cause: switchgnn_transport::collective::CollectiveError,
     },
     /// An exchange engine refused its inputs.
-    #[error("{during}: {source}")]
+    #[error("{during}: {cause}")]
     Engine {
         during: String,
-        source: switchgnn_dataplane::engine::EngineError,
+        cause: switchgnn_dataplane::engine::EngineError,
     },
     /// No fixed-point scale fits the values of a layer.
-    #[error("layer {layer}: {source}")]
+    #[error("layer {layer}: {cause}")]
     Scale {
         layer: usize,
-        source: switchgnn_dataplane::fixed::FixedError,
+        cause: switchgnn_dataplane::fixed::FixedError,
     },
     /// An exchange returned something else than the plan says.
     #[error("{during}: {what}")]
@@ -72,10 +73,10 @@ pub enum CommError {
     #[error("collective service: {0}")]
     Service(switchgnn_transport::collective::CollectiveError),
     /// A socket of a loopback run could not be opened.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         what: &'static str,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 

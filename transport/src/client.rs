@@ -244,6 +244,8 @@ impl WorkerClient {
         if let Some(c) = capture {
             endpoint.capture_to(c);
         }
+        // The switch's counters are read through the job; strangers' may be forgotten.
+        endpoint.pin(cfg.switch);
         let hello = Hello {
             control_version: CONTROL_VERSION,
             wire_version: wire::VERSION,
@@ -480,7 +482,13 @@ impl WorkerClient {
             {
                 return Err(WorkerError::Cancelled);
             }
-            let failure = lock(&self.control).failure().cloned();
+            let mut failure = lock(&self.control).failure().cloned();
+            if let Some(WorkerFailure::SwitchSilent { .. }) = failure {
+                // Silence judged after a pause (the process was stopped, or starved): what the
+                // switch said meanwhile may wait in the socket, an abort naming the cause.
+                self.receive(None)?;
+                failure = lock(&self.control).failure().cloned();
+            }
             if let Some(f) = failure {
                 let received = self.endpoint.peer(&switch).packets_received - received_before;
                 return Err(self.error(f, during, Some(&*engine), received));

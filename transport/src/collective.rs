@@ -42,10 +42,20 @@ const MAGIC: [u8; 4] = *b"SGAR";
 const KEEPALIVE: u8 = 2;
 /// How often waiting workers hear a keepalive.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(1);
-/// How long a new connection may take to send its hello. Hellos are read one at a time, so a
-/// connection that sends nothing must not hold the others up until the join deadline; a worker
-/// sends its hello as soon as the greeting arrives.
+/// How long a new connection may take to send its hello; a worker sends it as soon as the
+/// greeting arrives. Each connection says hello in a thread of its own, so a silent one holds
+/// nobody up: it only holds a place among the pending ones until then.
 const HELLO_WAIT: Duration = Duration::from_secs(2);
+/// Connections still saying hello from one IP address: a new one beyond this closes that
+/// address's oldest (a worker's hello takes a round trip; an idle connection, `HELLO_WAIT`).
+/// At least twice the job's workers: every worker of a job on one host may connect at once.
+const PENDING_PER_IP: usize = 16;
+/// Connections still saying hello from everywhere: a new one beyond this closes the oldest.
+const PENDING_MAX: usize = 256;
+/// At most one warning about bad connections this often; the warning counts the others.
+const COMPLAIN_EVERY: Duration = Duration::from_secs(10);
+/// A hello thread's stack: it reads 52 bytes.
+const HELLO_STACK: usize = 128 * 1024;
 const VERSION: u16 = 2;
 /// What a hello's proof signs, before the nonce and the hello's fields.
 const PROOF_CONTEXT: &[u8] = b"switchgnn collective proof v1\0";
@@ -84,6 +94,13 @@ pub struct CollectiveReport {
     pub rounds: u64,
     /// Values received from all workers together.
     pub values_in: u64,
+    /// Connections that sent no valid hello in time, or whose hello was refused.
+    #[serde(default)]
+    pub bad_connections: u64,
+    /// Connections closed before their hello to make room for newer ones (over
+    /// `PENDING_PER_IP` from one address, or `PENDING_MAX` in all).
+    #[serde(default)]
+    pub evicted_connections: u64,
 }
 
 /// The service's settings.
@@ -282,13 +299,20 @@ impl CollectiveService {
                 over: false,
             })
             .collect();
-        std::thread::scope(|scope| {
+        let mut strangers = Strangers::default();
+        let report = std::thread::scope(|scope| {
             let mut outcomes: Vec<Result<CollectiveReport, CollectiveError>> = Vec::new();
             let mut serving = Vec::new();
-            let accepted = self.accept_all(&mut gathering, stop, addr, |job, mut peers| {
-                let job = &self.jobs[job];
-                serving.push(scope.spawn(move || job.run(&mut peers, stop)));
-            });
+            let accepted = self.accept_all(
+                &mut gathering,
+                stop,
+                addr,
+                &mut strangers,
+                |job, mut peers| {
+                    let job = &self.jobs[job];
+                    serving.push(scope.spawn(move || job.run(&mut peers, stop)));
+                },
+            );
             if let Err(e) = accepted {
                 outcomes.push(Err(e));
             }
@@ -306,17 +330,59 @@ impl CollectiveService {
                 report.values_in += r.values_in;
             }
             Ok(report)
+        });
+        strangers.complaints.flush();
+        report.map(|r| CollectiveReport {
+            bad_connections: strangers.bad,
+            evicted_connections: strangers.evicted,
+            ..r
         })
     }
 
     /// Accept workers until every job has all of its own, handing each complete job's
     /// connections to `serve`. A job whose workers miss the join deadline fails alone.
+    ///
+    /// Every connection says hello in a thread of its own (see [`greet`]) and comes back here
+    /// with its hello to be admitted, so neither a silent connection nor a slow one holds up
+    /// the others; the connections still saying hello are capped per address and in all.
     fn accept_all(
         &self,
         gathering: &mut [Gathering],
         stop: &AtomicBool,
         addr: SocketAddr,
+        strangers: &mut Strangers,
         mut serve: impl FnMut(usize, Vec<Option<TcpStream>>),
+    ) -> Result<(), CollectiveError> {
+        let (said, hellos) = std::sync::mpsc::channel::<Greeted>();
+        let workers: usize = gathering.iter().map(|g| g.peers.len()).sum();
+        let mut pending = Pending::for_world(workers.min(usize::from(u16::MAX)) as u16);
+        let outcome = self.gather(
+            gathering,
+            stop,
+            addr,
+            strangers,
+            &mut pending,
+            (&said, &hellos),
+            &mut serve,
+        );
+        // Whoever is still saying hello is not needed any more (their threads end at once).
+        pending.close_all();
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gather(
+        &self,
+        gathering: &mut [Gathering],
+        stop: &AtomicBool,
+        addr: SocketAddr,
+        strangers: &mut Strangers,
+        pending: &mut Pending,
+        (said, hellos): (
+            &std::sync::mpsc::Sender<Greeted>,
+            &std::sync::mpsc::Receiver<Greeted>,
+        ),
+        serve: &mut impl FnMut(usize, Vec<Option<TcpStream>>),
     ) -> Result<(), CollectiveError> {
         let mut failure = None;
         while gathering.iter().any(|g| !g.over) {
@@ -349,61 +415,43 @@ impl CollectiveService {
                     failure.get_or_insert(e);
                 }
             }
-            let mut stream = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(5));
+            let mut idle = true;
+            // Hellos that came in: admit them.
+            while let Ok(greeted) = hellos.try_recv() {
+                idle = false;
+                if !pending.done(greeted.id) {
+                    // Closed to make room: already counted.
                     continue;
                 }
-                Err(e) => return Err(io_err(addr, e)),
-            };
-            stream
-                .set_nonblocking(false)
-                .and_then(|()| stream.set_nodelay(true))
-                .map_err(|e| io_err(addr, e))?;
-            let nonce: [u8; 16] = rand::random();
-            let mut greeting = MAGIC.to_vec();
-            greeting.extend_from_slice(&VERSION.to_le_bytes());
-            greeting.extend_from_slice(&nonce);
-            if let Err(e) = stream.write_all(&greeting) {
-                tracing::warn!("collective: a worker left before its greeting: {e}");
-                continue;
-            }
-            let hello_by = gathering
-                .iter()
-                .filter_map(|g| g.deadline)
-                .fold(Instant::now() + HELLO_WAIT, Instant::min);
-            let hello = match read_hello(&mut stream, &mut until(hello_by), stop) {
-                Ok(h) => h,
-                Err(e) => {
-                    tracing::warn!("collective: a bad hello: {e}");
-                    continue;
-                }
-            };
-            let Some(index) = self.jobs.iter().position(|j| j.cfg.job == hello.job) else {
-                let jobs: Vec<u16> = self.jobs.iter().map(|j| j.cfg.job).collect();
-                let reason = format!(
-                    "job {} of {} workers, but this service runs job{} {}",
-                    hello.job,
-                    hello.world,
-                    if jobs.len() == 1 { "" } else { "s" },
-                    jobs.iter()
-                        .map(|j| j.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                let _ = send_error(&mut stream, &reason);
-                tracing::warn!("collective: refused a worker: {reason}");
-                continue;
-            };
-            let (job, g) = (&self.jobs[index], &mut gathering[index]);
-            match job.admit(g, &nonce, &hello) {
-                Some(reason) => {
-                    let _ = send_error(&mut stream, &reason);
-                    tracing::warn!("collective: refused a worker: {reason}");
-                }
-                None => {
-                    stream.write_all(&[0]).map_err(|e| io_err(addr, e))?;
+                let Greeted {
+                    mut stream,
+                    nonce,
+                    hello,
+                    from,
+                    ..
+                } = greeted;
+                let hello = match hello {
+                    Ok(h) => h,
+                    Err(e) => {
+                        strangers.bad += 1;
+                        strangers
+                            .complaints
+                            .note(format_args!("a bad hello from {from}: {}", describe(&e)));
+                        continue;
+                    }
+                };
+                if let Some(index) =
+                    self.admit_one(gathering, strangers, &mut stream, from, &nonce, &hello)
+                {
+                    let (job, g) = (&self.jobs[index], &mut gathering[index]);
+                    if let Err(e) = stream.write_all(&[0]) {
+                        // Gone right after its hello: it holds no rank.
+                        strangers.bad += 1;
+                        strangers
+                            .complaints
+                            .note(format_args!("worker at {from} left after its hello: {e}"));
+                        continue;
+                    }
                     g.deadline
                         .get_or_insert_with(|| Instant::now() + job.cfg.join);
                     g.agreement = Some(hello.agreement);
@@ -414,8 +462,245 @@ impl CollectiveService {
                     }
                 }
             }
+            // New connections: each says hello in a thread of its own.
+            loop {
+                let (stream, from) = match self.listener.accept() {
+                    Ok(accepted) => accepted,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::ConnectionAborted
+                                | io::ErrorKind::ConnectionReset
+                                | io::ErrorKind::Interrupted
+                        ) =>
+                    {
+                        continue
+                    }
+                    Err(e) => return Err(io_err(addr, e)),
+                };
+                idle = false;
+                strangers.evicted += pending.make_room(from);
+                match greet(stream, from, pending.next_id(), said.clone()) {
+                    Ok((id, watch)) => pending.add(id, from, watch),
+                    Err(e) => {
+                        strangers.bad += 1;
+                        strangers
+                            .complaints
+                            .note(format_args!("a connection from {from} failed: {e}"));
+                    }
+                }
+            }
+            if idle {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Judge `hello` from `from` (its connection `stream`, greeted with `nonce`): the index of
+    /// the job that takes it, or `None` after telling it why not.
+    fn admit_one(
+        &self,
+        gathering: &[Gathering],
+        strangers: &mut Strangers,
+        stream: &mut TcpStream,
+        from: SocketAddr,
+        nonce: &[u8],
+        hello: &Hello,
+    ) -> Option<usize> {
+        let refused = match self.jobs.iter().position(|j| j.cfg.job == hello.job) {
+            None => {
+                let jobs: Vec<u16> = self.jobs.iter().map(|j| j.cfg.job).collect();
+                format!(
+                    "job {} of {} workers, but this service runs job{} {}",
+                    hello.job,
+                    hello.world,
+                    if jobs.len() == 1 { "" } else { "s" },
+                    jobs.iter()
+                        .map(|j| j.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+            Some(index) => match self.jobs[index].admit(&gathering[index], nonce, hello) {
+                None => return Some(index),
+                Some(reason) => reason,
+            },
+        };
+        let _ = send_error(stream, &refused);
+        strangers.bad += 1;
+        strangers
+            .complaints
+            .note(format_args!("refused a worker at {from}: {refused}"));
+        None
+    }
+}
+
+/// A connection back from saying hello.
+#[derive(Debug)]
+struct Greeted {
+    id: u64,
+    from: SocketAddr,
+    stream: TcpStream,
+    nonce: [u8; 16],
+    hello: io::Result<Hello>,
+}
+
+/// Greet the connection `stream` from `from` and read its hello in a thread of its own, which
+/// hands both back on `said` (within [`HELLO_WAIT`], or at once once its connection is shut
+/// down). Returns `id` and a handle on the connection to shut it down with.
+fn greet(
+    stream: TcpStream,
+    from: SocketAddr,
+    id: u64,
+    said: std::sync::mpsc::Sender<Greeted>,
+) -> io::Result<(u64, TcpStream)> {
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    let watch = stream.try_clone()?;
+    std::thread::Builder::new()
+        .name("collective-hello".into())
+        .stack_size(HELLO_STACK)
+        .spawn(move || {
+            let mut stream = stream;
+            let nonce: [u8; 16] = rand::random();
+            let mut greeting = MAGIC.to_vec();
+            greeting.extend_from_slice(&VERSION.to_le_bytes());
+            greeting.extend_from_slice(&nonce);
+            let never = AtomicBool::new(false);
+            let hello = stream.write_all(&greeting).and_then(|()| {
+                read_hello(&mut stream, &mut until(Instant::now() + HELLO_WAIT), &never)
+            });
+            // The service may be gone: nobody to tell.
+            let _ = said.send(Greeted {
+                id,
+                from,
+                stream,
+                nonce,
+                hello,
+            });
+        })?;
+    Ok((id, watch))
+}
+
+/// The connections still saying hello, oldest first.
+#[derive(Debug, Default)]
+struct Pending {
+    next: u64,
+    waiting: std::collections::VecDeque<(u64, SocketAddr, TcpStream)>,
+    /// The cap per IP address (see [`PENDING_PER_IP`], the least it can be).
+    per_ip: usize,
+}
+
+impl Pending {
+    /// For a job of `world` workers.
+    fn for_world(world: u16) -> Pending {
+        Pending {
+            per_ip: PENDING_PER_IP.max(2 * usize::from(world)),
+            ..Pending::default()
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn add(&mut self, id: u64, from: SocketAddr, watch: TcpStream) {
+        self.waiting.push_back((id, from, watch));
+    }
+
+    /// Whether `id` was still waiting (it no longer is).
+    fn done(&mut self, id: u64) -> bool {
+        match self.waiting.iter().position(|(i, ..)| *i == id) {
+            Some(at) => {
+                self.waiting.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Before a connection from `from`: close the oldest ones over the caps (per address and
+    /// in all); how many.
+    fn make_room(&mut self, from: SocketAddr) -> u64 {
+        let mut closed = 0;
+        let same = |w: &(u64, SocketAddr, TcpStream)| w.1.ip() == from.ip();
+        let per_ip = self.per_ip.max(PENDING_PER_IP);
+        if self.waiting.iter().filter(|w| same(w)).count() >= per_ip {
+            if let Some(at) = self.waiting.iter().position(same) {
+                close(self.waiting.remove(at));
+                closed += 1;
+            }
+        }
+        while self.waiting.len() >= PENDING_MAX {
+            close(self.waiting.pop_front());
+            closed += 1;
+        }
+        closed
+    }
+
+    fn close_all(&mut self) {
+        for w in self.waiting.drain(..) {
+            close(Some(w));
+        }
+    }
+}
+
+fn close(waiting: Option<(u64, SocketAddr, TcpStream)>) {
+    if let Some((_, _, stream)) = waiting {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+}
+
+/// What the service holds against connections that are not workers.
+#[derive(Debug, Default)]
+struct Strangers {
+    bad: u64,
+    evicted: u64,
+    complaints: Complaints,
+}
+
+/// Warnings about bad connections, at most one per [`COMPLAIN_EVERY`]: anyone who can reach
+/// the port could otherwise fill the log.
+#[derive(Debug, Default)]
+struct Complaints {
+    last: Option<Instant>,
+    /// Complaints since the last warning, not logged.
+    held: u64,
+}
+
+impl Complaints {
+    /// Warn about `what` unless a warning went out less than [`COMPLAIN_EVERY`] ago; whether
+    /// it did.
+    fn note(&mut self, what: std::fmt::Arguments<'_>) -> bool {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < COMPLAIN_EVERY)
+        {
+            self.held += 1;
+            tracing::debug!("collective: {what}");
+            return false;
+        }
+        match std::mem::take(&mut self.held) {
+            0 => tracing::warn!("collective: {what}"),
+            held => tracing::warn!(
+                "collective: {what} ({held} more bad connections in the last {:.0?})",
+                self.last.map_or(COMPLAIN_EVERY, |t| now.duration_since(t))
+            ),
+        }
+        self.last = Some(now);
+        true
+    }
+
+    /// Say how many were held back since the last warning, if any.
+    fn flush(&mut self) {
+        match std::mem::take(&mut self.held) {
+            0 => {}
+            held => tracing::warn!("collective: {held} more bad connections"),
+        }
     }
 }
 
@@ -630,6 +915,7 @@ fn until(deadline: Instant) -> impl FnMut() -> io::Result<()> {
     }
 }
 
+#[derive(Debug)]
 struct Hello {
     job: u16,
     rank: u16,
@@ -1004,6 +1290,100 @@ mod tests {
         assert_eq!(c.max(1.5).unwrap(), 1.5);
         drop((c, silent));
         assert_eq!(server.join().unwrap().unwrap().rounds, 1);
+    }
+
+    /// 64 idle and 64 garbage connections opened before a 4-worker job hold nobody up: every
+    /// worker joins before an idle connection's hello deadline would even have passed once
+    /// (when hellos were read one at a time, they waited 64 of those, two minutes), and the
+    /// rounds come back right.
+    #[test]
+    fn idle_and_garbage_connections_hold_up_nobody() {
+        let world = 4u16;
+        let (addr, server) = service(world);
+        let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let garbage: Vec<TcpStream> = (0..64u8)
+            .map(|i| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                // Some not even a whole hello, some a whole one of nonsense.
+                let _ = s.write_all(&vec![i; if i % 2 == 0 { 7 } else { HELLO_LEN }]);
+                s
+            })
+            .collect();
+        let started = Instant::now();
+        let workers: Vec<_> = (0..world)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let mut c = connect(addr, rank, world, 7).unwrap();
+                    let joined = started.elapsed();
+                    let mut v = vec![f32::from(rank); 3];
+                    for _ in 0..3 {
+                        c.all_reduce(ReduceOp::Sum, &mut v).unwrap();
+                    }
+                    (joined, v)
+                })
+            })
+            .collect();
+        for w in workers {
+            let (joined, v) = w.join().unwrap();
+            eprintln!("a worker joined after {joined:?} beside 128 bad connections");
+            assert!(joined < HELLO_WAIT, "a worker joined after {joined:?}");
+            // 0+1+2+3, then summed twice more.
+            assert_eq!(v, vec![6.0 * 16.0; 3]);
+        }
+        let report = server.join().unwrap().unwrap();
+        assert_eq!(report.rounds, 3);
+        // The first 48 idle connections made room for newer ones from the same address.
+        assert!(
+            report.evicted_connections + report.bad_connections >= 48,
+            "{report:?}"
+        );
+        drop((idle, garbage));
+    }
+
+    /// A flood of bad connections logs one warning per `COMPLAIN_EVERY`, not one each.
+    #[test]
+    fn bad_connections_are_warned_about_once_in_a_while() {
+        let mut complaints = Complaints::default();
+        let logged = (0..1000)
+            .filter(|i| complaints.note(format_args!("bad connection {i}")))
+            .count();
+        assert_eq!(logged, 1);
+        assert_eq!(complaints.held, 999);
+    }
+
+    /// Every worker of a large job on one host may be saying hello at once: the cap per
+    /// address leaves room for twice the job's workers.
+    #[test]
+    fn the_cap_per_address_fits_the_job() {
+        assert_eq!(Pending::for_world(4).per_ip, PENDING_PER_IP);
+        assert_eq!(Pending::for_world(40).per_ip, 80);
+    }
+
+    /// Connections still saying hello are capped per address (the oldest goes) and in all.
+    #[test]
+    fn pending_connections_are_capped() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut pending = Pending::default();
+        let mut evicted = 0;
+        let mut kept = Vec::new();
+        for _ in 0..PENDING_PER_IP + 5 {
+            let client = TcpStream::connect(addr).unwrap();
+            let (server_side, from) = listener.accept().unwrap();
+            evicted += pending.make_room(from);
+            let id = pending.next_id();
+            pending.add(id, from, server_side);
+            kept.push(client);
+        }
+        assert_eq!(evicted, 5);
+        assert_eq!(pending.waiting.len(), PENDING_PER_IP);
+        // The oldest five were shut down: their clients read the end of the stream.
+        for (i, mut c) in kept.into_iter().enumerate() {
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let closed = matches!(c.read(&mut [0u8; 1]), Ok(0));
+            assert_eq!(closed, i < 5, "connection {i}");
+        }
     }
 
     /// With a secret, a worker without it (or with another) is refused by name and never

@@ -31,23 +31,25 @@ use crate::runner::{chip_floors, new_engine};
 use crate::session::Session;
 use crate::tcp_exchange::{MeshConfig, TcpExchangeError, TcpMesh, TcpRoutes};
 
+/// Each variant's message includes its cause (`cause`, not `source`: an error chain printed
+/// whole, as `anyhow`'s `{:#}` does, would say it twice).
 #[derive(Debug, Error)]
 pub enum ParticipantError {
     /// The connection to the switch (handshake, an exchange, goodbye).
-    #[error("worker {rank}: {source}")]
-    Worker { rank: u16, source: WorkerError },
+    #[error("worker {rank}: {cause}")]
+    Worker { rank: u16, cause: WorkerError },
     /// The connection to the all-reduce service.
-    #[error("worker {rank}: {source}")]
-    Collective { rank: u16, source: CollectiveError },
+    #[error("worker {rank}: {cause}")]
+    Collective { rank: u16, cause: CollectiveError },
     /// An exchange engine refused its inputs.
-    #[error("{during}: {source}")]
-    Engine { during: String, source: EngineError },
+    #[error("{during}: {cause}")]
+    Engine { during: String, cause: EngineError },
     /// No fixed-point scale fits the values of an all-reduce.
     #[error("all-reduce: {0} (are the values finite?)")]
     AllReduceScale(FixedError),
     /// No fixed-point scale fits the values of a layer.
-    #[error("layer {layer}: {source}")]
-    Scale { layer: usize, source: FixedError },
+    #[error("layer {layer}: {cause}")]
+    Scale { layer: usize, cause: FixedError },
     /// An exchange returned something else than the plan says.
     #[error("{during}: {what}")]
     Mismatch { during: String, what: String },
@@ -55,8 +57,8 @@ pub enum ParticipantError {
     #[error("{0}")]
     Usage(String),
     /// The host exchange over TCP between the workers (meeting, an exchange).
-    #[error("worker {rank}: {source}")]
-    Tcp { rank: u16, source: TcpExchangeError },
+    #[error("worker {rank}: {cause}")]
+    Tcp { rank: u16, cause: TcpExchangeError },
 }
 
 /// How a worker drives its exchanges.
@@ -158,7 +160,7 @@ impl Participant {
             switch,
             secret.clone(),
         ))
-        .map_err(|source| ParticipantError::Worker { rank, source })?;
+        .map_err(|cause| ParticipantError::Worker { rank, cause })?;
         let who = Member {
             job: job.job,
             rank,
@@ -172,7 +174,7 @@ impl Participant {
             job.timeouts.join(),
             job.timeouts.collective_idle(),
         )
-        .map_err(|source| ParticipantError::Collective { rank, source })?;
+        .map_err(|cause| ParticipantError::Collective { rank, cause })?;
         let tcp = match job.exchange_via {
             ExchangeVia::Switch => None,
             ExchangeVia::Tcp => {
@@ -187,7 +189,7 @@ impl Participant {
                     line_rate: Some(job.link.rate()),
                 };
                 let mesh = TcpMesh::join(&mut collective, cfg)
-                    .map_err(|source| ParticipantError::Tcp { rank, source })?;
+                    .map_err(|cause| ParticipantError::Tcp { rank, cause })?;
                 Some((mesh, vec![None; session.layers.len()]))
             }
         };
@@ -287,7 +289,7 @@ impl Participant {
         let rank = self.opts.rank;
         self.client
             .finish()
-            .map_err(|source| ParticipantError::Worker { rank, source })
+            .map_err(|cause| ParticipantError::Worker { rank, cause })
     }
 
     /// Combine `values` with every other worker's (same length, same round) in place: bit-
@@ -320,7 +322,7 @@ impl Participant {
         let rank = self.opts.rank;
         self.collective
             .all_reduce(op, values)
-            .map_err(|source| ParticipantError::Collective { rank, source })?;
+            .map_err(|cause| ParticipantError::Collective { rank, cause })?;
         Ok((
             self.collective.bytes_sent - sent,
             self.collective.bytes_received - received,
@@ -413,7 +415,7 @@ impl Participant {
         let engine = self
             .client
             .all_reduce(op, values)
-            .map_err(|source| ParticipantError::Worker { rank, source })?;
+            .map_err(|cause| ParticipantError::Worker { rank, cause })?;
         let s = *engine.stats();
         Ok((engine.into_output(), (s.bytes_sent, s.bytes_received)))
     }
@@ -445,7 +447,7 @@ impl Participant {
         let mut bound = [rows.iter().fold(0f32, |m, x| m.max(x.abs()))];
         let (scale_sent, scale_received) = self.reduce(ReduceOp::Max, &mut bound)?;
         let scale = Scale::for_bound(bound[0], self.contributions)
-            .map_err(|source| ParticipantError::Scale { layer, source })?;
+            .map_err(|cause| ParticipantError::Scale { layer, cause })?;
         self.seq += 1;
         let dir = if backward { "backward" } else { "forward" };
         let during = format!("exchange {} (layer {layer} {dir})", self.seq);
@@ -459,7 +461,7 @@ impl Participant {
         let (over_tcp, engine);
         let (output, s) = match self.tcp.as_mut() {
             Some((mesh, routes)) => {
-                let tcp = |source| ParticipantError::Tcp { rank, source };
+                let tcp = |cause| ParticipantError::Tcp { rank, cause };
                 let r = match &routes[layer] {
                     Some(r) => r,
                     None => routes[layer].insert(TcpRoutes::new(plan, rank).map_err(tcp)?),
@@ -493,14 +495,14 @@ impl Participant {
                     self.client.congestion_window(),
                     self.client.now(),
                 )
-                .map_err(|source| ParticipantError::Engine {
+                .map_err(|cause| ParticipantError::Engine {
                     during: during.clone(),
-                    source,
+                    cause,
                 })?;
                 running.set_block_floors(self.floors[layer].clone());
                 self.client
                     .run(running.as_mut(), &during)
-                    .map_err(|source| ParticipantError::Worker { rank, source })?;
+                    .map_err(|cause| ParticipantError::Worker { rank, cause })?;
                 engine = running;
                 (engine.output(), engine.stats())
             }
@@ -549,4 +551,26 @@ impl Participant {
 /// 64 values, growing so that the bounds fill one slice, 64 from 4096 values on.
 pub fn scale_group(len: usize) -> usize {
     len.div_ceil(MAX_LANES).clamp(1, MAX_LANES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error printed with its whole chain (`anyhow`'s `{:#}`, which the CLI prints) says
+    /// its cause once: the train worker's error text used to come out twice.
+    #[test]
+    fn a_whole_error_chain_says_the_cause_once() {
+        let e = ParticipantError::Worker {
+            rank: 1,
+            cause: WorkerError::Aborted("worker 1 fell silent for 5.2s".into()),
+        };
+        let mut chain = e.to_string();
+        let mut next = std::error::Error::source(&e);
+        while let Some(s) = next {
+            chain.push_str(&format!(": {s}"));
+            next = s.source();
+        }
+        assert_eq!(chain.matches("fell silent").count(), 1, "{chain}");
+    }
 }

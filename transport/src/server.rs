@@ -587,6 +587,9 @@ impl SwitchServer {
         };
         let owners = (0..ports).map(|rank| (0, rank)).collect();
         let ingress = (buffer_bytes, advertised);
+        if let Some(up) = &uplink {
+            endpoint.pin(up.spine);
+        }
         let core = Core::new(cfg, switch, vec![served], owners, ingress, uplink);
         Ok(SwitchServer { endpoint, core })
     }
@@ -1004,7 +1007,7 @@ impl Core {
         }
         if let Some(message) = Control::decode(d.bytes) {
             match message {
-                Ok(m) => self.on_control(now, d.from, m),
+                Ok(m) => self.on_control(now, d.from, m, d.bytes.len()),
                 Err(e) => {
                     self.malformed_control += 1;
                     tracing::debug!(from = %d.from, error = %e, "malformed control message");
@@ -1041,13 +1044,14 @@ impl Core {
             .unwrap_or(0)
     }
 
-    /// A control message: a hello goes to the job it names, anything else to the job of its
-    /// sender.
-    fn on_control(&mut self, now: Instant, from: SocketAddr, m: Control) {
+    /// A control message of `len` bytes: a hello goes to the job it names, anything else to
+    /// the job of its sender.
+    fn on_control(&mut self, now: Instant, from: SocketAddr, m: Control, len: usize) {
         let t = self.nanos(now);
         let index = match &m {
             Control::Hello(h) => {
-                tracing::info!(job = h.job, rank = h.rank, addr = %from, "worker says hello");
+                // Anyone may send hellos: the log says who joined, and who was refused.
+                tracing::debug!(job = h.job, rank = h.rank, addr = %from, "worker says hello");
                 let named = self.jobs.iter().position(|j| j.job() == h.job);
                 let member = self.member(&from).map(|(i, _)| i);
                 match (named, member) {
@@ -1059,19 +1063,19 @@ impl Core {
                             self.jobs[m].control.rank_of(&from).unwrap_or_default(),
                             self.jobs[m].job()
                         );
-                        self.jobs[m].control.refuse(t, from, reason);
+                        self.jobs[m].control.refuse(t, from, reason, len);
                         return;
                     }
                     (None, None) if self.jobs.len() > 1 => {
                         let served: Vec<String> =
                             self.jobs.iter().map(|j| j.job().to_string()).collect();
                         let reason = format!(
-                            "worker {} at {from}: job id is {}, the switch serves jobs {}",
+                            "worker {}: job id is {}, the switch serves jobs {}",
                             h.rank,
                             h.job,
                             served.join(", ")
                         );
-                        self.jobs[0].control.refuse(t, from, reason);
+                        self.jobs[0].control.refuse(t, from, reason, len);
                         return;
                     }
                     // One job: its own admission names both job ids.
@@ -1135,11 +1139,22 @@ impl Core {
             while let Some((to, m)) = j.control.poll_control() {
                 match &m {
                     Control::Welcome { rank, .. } => {
-                        tracing::info!(job = j.job(), rank, addr = %to, "worker joined")
+                        tracing::info!(job = j.job(), rank, addr = %to, "worker joined");
+                        // Its counters stay however many strangers send.
+                        endpoint.pin(to);
                     }
-                    Control::Refuse { reason } => {
-                        tracing::warn!(job = j.job(), addr = %to, %reason, "worker refused")
-                    }
+                    Control::Refuse { reason } => tracing::warn!(
+                        job = j.job(),
+                        addr = %to,
+                        %reason,
+                        // Not in the refusal: whoever learns it can take a free rank of a job
+                        // without a secret.
+                        switch_plan_checksum = %format_args!(
+                            "{:#018x}",
+                            j.control.config().plan_checksum
+                        ),
+                        "worker refused"
+                    ),
                     _ => {}
                 }
                 endpoint.send(to, None, m.encode());

@@ -28,6 +28,10 @@ pub use crate::datapath::{Datagram, EcnCodepoint};
 pub const MAX_DATAGRAM: usize = 2048;
 /// Receive batches read per call before control returns to the driver.
 const BATCHES_PER_CALL: usize = 16;
+/// Addresses the endpoint keeps traffic counters for, at most. Anyone can send a datagram from
+/// a new address, so past this the addresses not pinned ([`Endpoint::pin`]: the peers a
+/// driver admitted) are forgotten, their traffic folded into [`EndpointStats::forgotten`].
+pub const MAX_PEERS: usize = 1024;
 
 /// Traffic exchanged with one peer, as it crossed the socket (after the fault shim).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +83,15 @@ pub struct EndpointStats {
     /// Frames a kernel-bypass datapath dropped as not for this endpoint.
     #[serde(default)]
     pub foreign_frames: u64,
+    /// Empty datagrams received (they are handed on like any other).
+    #[serde(default)]
+    pub empty: u64,
+    /// Addresses whose counters were dropped to keep at most [`MAX_PEERS`]...
+    #[serde(default)]
+    pub forgotten_peers: u64,
+    /// ...and the traffic they had, together.
+    #[serde(default)]
+    pub forgotten: PeerCounters,
     pub shim: ShimStats,
 }
 
@@ -180,7 +193,7 @@ pub struct Endpoint {
     datapath: Box<dyn Datapath>,
     queue: VecDeque<Outgoing>,
     shim: Option<Shim>,
-    peers: HashMap<SocketAddr, PeerCounters>,
+    peers: Peers,
     stats: EndpointStats,
     /// Where every datagram sent and received is recorded, when capturing.
     capture: Option<Capture>,
@@ -241,7 +254,7 @@ impl Endpoint {
                 delayed: BTreeMap::new(),
                 seq: 0,
             }),
-            peers: HashMap::new(),
+            peers: Peers::default(),
             stats: EndpointStats::default(),
             capture: None,
             local,
@@ -285,9 +298,26 @@ impl Endpoint {
         &self.stats
     }
 
-    /// Traffic with the peer at `addr` so far.
+    /// Traffic with the peer at `addr` so far (since it was last forgotten, unless pinned).
     pub fn peer(&self, addr: &SocketAddr) -> PeerCounters {
-        self.peers.get(addr).cloned().unwrap_or_default()
+        self.peers
+            .map
+            .get(addr)
+            .map(|(c, _)| c.clone())
+            .unwrap_or_default()
+    }
+
+    /// Keep `addr`'s counters however many other addresses send (a peer the driver admitted).
+    pub fn pin(&mut self, addr: SocketAddr) {
+        self.peers.counters(addr, &mut self.stats);
+        if let Some((_, pinned)) = self.peers.map.get_mut(&addr) {
+            *pinned = true;
+        }
+    }
+
+    /// Addresses with counters now (at most [`MAX_PEERS`], and the pinned ones).
+    pub fn peers_tracked(&self) -> usize {
+        self.peers.map.len()
     }
 
     /// Queue a datagram; [`Endpoint::flush`] sends it.
@@ -316,7 +346,7 @@ impl Endpoint {
                         if let Some(capture) = self.capture.as_mut() {
                             capture.record(self.local, o.to, o.ecn, &o.bytes);
                         }
-                        let c = self.peers.entry(o.to).or_default();
+                        let c = self.peers.counters(o.to, &mut self.stats);
                         c.packets_sent += 1;
                         c.bytes_sent += o.bytes.len() as u64;
                         c.ce_sent += u64::from(o.ecn == Some(EcnCodepoint::Ce));
@@ -377,7 +407,8 @@ impl Endpoint {
                     stats.oversized += 1;
                     return;
                 }
-                let c = peers.entry(from).or_default();
+                stats.empty += u64::from(bytes.is_empty());
+                let c = peers.counters(from, stats);
                 c.packets_received += 1;
                 c.bytes_received += bytes.len() as u64;
                 c.ce_received += u64::from(ecn == Some(EcnCodepoint::Ce));
@@ -395,9 +426,128 @@ impl Endpoint {
     }
 }
 
+/// Traffic counters per address, bounded by [`MAX_PEERS`] (pinned addresses apart).
+#[derive(Debug, Default)]
+struct Peers {
+    /// Each address's counters, and whether it is pinned.
+    map: HashMap<SocketAddr, (PeerCounters, bool)>,
+}
+
+impl Peers {
+    /// `addr`'s counters, made room for: when the table is full, every address not pinned is
+    /// forgotten (its traffic added to `stats.forgotten`). Amortised, that costs O(1) per new
+    /// address, and the table never holds more than [`MAX_PEERS`] addresses not pinned.
+    fn counters<'a>(
+        &'a mut self,
+        addr: SocketAddr,
+        stats: &'a mut EndpointStats,
+    ) -> &'a mut PeerCounters {
+        // One hash lookup per datagram while the table has room (the common case).
+        if self.map.len() >= MAX_PEERS && !self.map.contains_key(&addr) {
+            let before = self.map.len();
+            self.map.retain(|_, (c, pinned)| {
+                if !*pinned {
+                    let f = &mut stats.forgotten;
+                    f.packets_sent += c.packets_sent;
+                    f.bytes_sent += c.bytes_sent;
+                    f.packets_received += c.packets_received;
+                    f.bytes_received += c.bytes_received;
+                    f.ce_received += c.ce_received;
+                    f.ce_sent += c.ce_sent;
+                }
+                *pinned
+            });
+            stats.forgotten_peers += (before - self.map.len()) as u64;
+            if self.map.len() >= MAX_PEERS {
+                // Every one pinned: count the newcomer with the forgotten.
+                return &mut stats.forgotten;
+            }
+        }
+        &mut self.map.entry(addr).or_default().0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A datapath that delivers one datagram from each of `sources` addresses, a batch at a
+    /// time.
+    #[derive(Debug)]
+    struct Flood {
+        sources: u32,
+        next: u32,
+    }
+
+    impl Datapath for Flood {
+        fn local_addr(&self) -> io::Result<SocketAddr> {
+            Ok(SocketAddr::from(([10, 0, 0, 1], 4791)))
+        }
+        fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent> {
+            Ok(Sent::Left(queue.len()))
+        }
+        fn recv(&mut self, f: &mut dyn FnMut(Datagram<'_>)) -> io::Result<Option<usize>> {
+            if self.next >= self.sources {
+                return Ok(None);
+            }
+            let end = (self.next + 64).min(self.sources);
+            for i in self.next..end {
+                let [_, a, b, c] = i.to_be_bytes();
+                f(Datagram {
+                    from: SocketAddr::from(([10, a, b, c], 1 + (i % 60_000) as u16)),
+                    ecn: None,
+                    bytes: &[0x53, 0x47, 1, 2],
+                });
+            }
+            let n = (end - self.next) as usize;
+            self.next = end;
+            Ok(Some(n))
+        }
+        fn wait(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+        fn is_drained(&self) -> bool {
+            self.next >= self.sources
+        }
+        fn side_sender(&self) -> io::Result<Box<dyn SideSender>> {
+            Err(io::ErrorKind::Unsupported.into())
+        }
+    }
+
+    /// 100 000 datagrams from 100 000 addresses leave at most `MAX_PEERS` addresses counted
+    /// (before, one entry each, never freed: ~192 bytes per address), a pinned peer's counters
+    /// intact, and every datagram counted somewhere.
+    #[test]
+    fn a_flood_from_new_addresses_leaves_the_peer_table_bounded() {
+        let sources = 100_000;
+        let mut e =
+            Endpoint::over(Box::new(Flood { sources, next: 0 }), ShimConfig::default()).unwrap();
+        let worker = SocketAddr::from(([10, 9, 9, 9], 7));
+        e.pin(worker);
+        e.send(worker, None, vec![1; 40]);
+        e.flush().unwrap();
+        let mut got = 0;
+        loop {
+            let n = e.recv(|_| {}).unwrap();
+            if n == 0 {
+                break;
+            }
+            got += n;
+            assert!(e.peers_tracked() <= MAX_PEERS + 1, "{}", e.peers_tracked());
+        }
+        assert_eq!(got, sources as usize);
+        assert_eq!(e.peer(&worker).bytes_sent, 40);
+        let counted = e.stats().forgotten.packets_received
+            + (0..sources)
+                .map(|i| {
+                    let [_, a, b, c] = i.to_be_bytes();
+                    SocketAddr::from(([10, a, b, c], 1 + (i % 60_000) as u16))
+                })
+                .map(|a| e.peer(&a).packets_received)
+                .sum::<u64>();
+        assert_eq!(counted, u64::from(sources));
+        assert!(e.stats().forgotten_peers >= u64::from(sources) - MAX_PEERS as u64);
+    }
 
     /// The kernel's queue accounting is read back: datagrams left unread grow the backlog,
     /// a full small buffer drops and says so, and reading drains it.

@@ -148,6 +148,17 @@ impl Datapath for UdpDatapath {
             let mut total = 0;
             for (meta, buf) in self.rx_meta[..n].iter().zip(&self.rx_bufs) {
                 let stride = meta.stride.max(1);
+                if meta.len == 0 {
+                    // An empty datagram: `chunks` would yield nothing, and it would go
+                    // uncounted.
+                    total += 1;
+                    f(Datagram {
+                        from: meta.addr,
+                        ecn: meta.ecn,
+                        bytes: &[],
+                    });
+                    continue;
+                }
                 for bytes in buf[..meta.len].chunks(stride) {
                     total += 1;
                     f(Datagram {

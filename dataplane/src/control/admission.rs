@@ -185,8 +185,11 @@ impl<A: Clone + Eq + Hash> ReplyLimiter<A> {
 pub(crate) enum Verdict {
     /// A proof of this hello for the nonce sent to its address.
     Proven,
-    /// No proof, or one for a nonce this address does not hold (stale, used, another's).
+    /// No proof: a first hello.
     Unproven,
+    /// A proof for a nonce this address does not hold (stale, used, another's): a replay, or
+    /// a worker whose challenge expired.
+    Stale,
     /// A proof for the right nonce that does not verify: another secret.
     Wrong,
 }
@@ -220,7 +223,7 @@ impl<A: Clone + Eq + Hash> Challenges<A> {
             .get(from)
             .is_some_and(|(n, t)| *n == proof.nonce && now.saturating_sub(*t) < CHALLENGE_TTL);
         if !fresh {
-            return Verdict::Unproven;
+            return Verdict::Stale;
         }
         // Used up either way: a wrong guess does not get to try the same nonce again.
         self.issued.remove(from);

@@ -88,9 +88,11 @@ pub enum Control {
         /// Random, for this address, good for one use.
         nonce: String,
     },
-    /// The switch refuses the worker, saying why.
+    /// The switch refuses the worker, saying why: what did not match, and the worker's value
+    /// (the switch's plan checksum is never told to an address that has not joined). No
+    /// longer than the hello it answers.
     Refuse {
-        /// Both sides' values of what did not match.
+        /// What did not match.
         reason: String,
     },
     /// Sent when nothing else has been sent for a while, so silence means a dead peer.
@@ -152,6 +154,31 @@ impl Control {
                 .len()
                 .saturating_sub(bytes.len() - buf.len())
                 .min(reason.len() - 1);
+            while !reason.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            reason.truncate(keep);
+        }
+    }
+
+    /// This message in at most `limit` bytes on the wire: a refusal's or abort's reason is cut
+    /// short to fit; `None` when even that does not fit. The switch answers an address that
+    /// has not joined with no more bytes than it sent, so that nobody can use it to amplify a
+    /// flood sent from forged addresses.
+    pub fn fit(&self, limit: usize) -> Option<Control> {
+        let mut message = self.clone();
+        loop {
+            let len = message.encode().len();
+            if len <= limit {
+                return Some(message);
+            }
+            let reason = match &mut message {
+                Control::Refuse { reason } | Control::Abort { reason } if !reason.is_empty() => {
+                    reason
+                }
+                _ => return None,
+            };
+            let mut keep = reason.len().saturating_sub(len - limit);
             while !reason.is_char_boundary(keep) {
                 keep -= 1;
             }

@@ -165,10 +165,17 @@ pub struct ControlCounters {
     /// Replies to addresses that have not joined (`Unknown`, `Refuse`, `Challenge`) left
     /// unsent: over the budget of replies to strangers.
     pub replies_suppressed: u64,
+    /// Replies to addresses that have not joined left unsent because they would have been
+    /// larger than what the address sent (a datagram shorter than an `Unknown`, empty ones
+    /// included): the switch amplifies nothing.
+    pub replies_too_large: u64,
     /// Challenges sent (jobs with an admission secret).
     pub challenges: u64,
     /// Hellos whose proof did not verify: another secret.
     pub bad_proofs: u64,
+    /// Hellos with a proof for a nonce their address does not hold (a replay, another
+    /// address's, used or expired): challenged again, like a first hello.
+    pub stale_proofs: u64,
     /// Heartbeats sent and received.
     pub heartbeats_sent: u64,
     /// Heartbeats received.
@@ -261,7 +268,8 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                 }
                 Err(Some(reason)) => {
                     self.counters.refused += 1;
-                    self.reply(now, from, Control::Refuse { reason });
+                    let asked = Control::Hello(h).encode().len();
+                    self.reply(now, from, Control::Refuse { reason }, asked);
                 }
                 // Challenged (or over the budget to be).
                 Err(None) => {}
@@ -284,17 +292,18 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
     }
 
     /// Refuse `to` for `reason` (a driver serving several jobs, for a hello none of them
-    /// takes), within the budget of replies to addresses that have not joined.
-    pub fn refuse(&mut self, now: Nanos, to: A, reason: String) {
+    /// takes) in at most `asked` bytes (the hello's), within the budget of replies to
+    /// addresses that have not joined.
+    pub fn refuse(&mut self, now: Nanos, to: A, reason: String, asked: usize) {
         self.counters.refused += 1;
-        self.reply(now, to, Control::Refuse { reason });
+        self.reply(now, to, Control::Refuse { reason }, asked);
     }
 
     /// A dataplane packet `bytes` from `from`: whose it is, if anyone's.
     pub fn on_data(&mut self, now: Nanos, from: &A, bytes: &[u8]) -> Admission {
         let Some(rank) = self.heard(now, from) else {
             self.counters.unknown_packets += 1;
-            self.reply(now, from.clone(), Control::Unknown);
+            self.reply(now, from.clone(), Control::Unknown, bytes.len());
             return Admission::Unknown;
         };
         let is_join = bytes.get(3) == Some(&(PacketType::Join as u8));
@@ -351,25 +360,36 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         self.out.pop_front()
     }
 
-    /// When [`SwitchControl::handle_timeout`] is next due.
+    /// When [`SwitchControl::handle_timeout`] is next due. Only deadlines that
+    /// [`SwitchControl::handle_timeout`] acts on count: while ranks are missing, only the join
+    /// deadline and heartbeats (silence and stalls are judged once everyone has joined), and a
+    /// leaf judges no stall. So after `handle_timeout(now)` the next deadline is after `now`,
+    /// and a driver that sleeps until it sleeps: a switch waiting for slow workers does not
+    /// spin.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failure.is_some() {
             return None;
         }
         let t = &self.cfg.timers;
-        let peers = self
-            .peers
-            .iter()
-            .flatten()
-            .filter(|p| !p.bye)
-            .flat_map(|p| [p.last_sent + t.quiet(), p.last_heard + t.peer + 1]);
         let serving = (0..usize::from(self.cfg.world))
             .filter(|&r| self.serves(r))
             .count();
-        let join = (self.joined() < serving).then_some(self.started + t.join + 1);
-        let stall = Some(self.last_progress + 2 * t.peer + 1);
+        let everyone = self.joined() >= serving;
+        let active = self.peers.iter().flatten().filter(|p| !p.bye);
+        let heartbeats = active.clone().map(|p| p.last_sent + t.quiet());
+        let silences = active
+            .map(|p| p.last_heard + t.peer + 1)
+            .filter(|_| everyone);
+        let join = (!everyone).then_some(self.started + t.join + 1);
+        let stall =
+            (everyone && self.cfg.rack.is_none()).then_some(self.last_progress + 2 * t.peer + 1);
         let drain = self.drain_until.filter(|_| !self.drain_over);
-        peers.chain(join).chain(stall).chain(drain).min()
+        heartbeats
+            .chain(silences)
+            .chain(join)
+            .chain(stall)
+            .chain(drain)
+            .min()
     }
 
     /// Why the job failed, once it has.
@@ -442,8 +462,13 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         Some(rank)
     }
 
-    /// A reply to an address that has not joined, within the budget for those.
-    fn reply(&mut self, now: Nanos, to: A, message: Control) {
+    /// A reply to an address that has not joined, which sent `asked` bytes: within the budget
+    /// for those, and in no more bytes than it sent.
+    fn reply(&mut self, now: Nanos, to: A, message: Control, asked: usize) {
+        let Some(message) = message.fit(asked) else {
+            self.counters.replies_too_large += 1;
+            return;
+        };
         if self.replies.allow(now, &to) {
             self.out.push_back((to, message));
         } else {
@@ -463,7 +488,9 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         let Some(challenges) = self.challenges.as_mut() else {
             return Ok(());
         };
-        match challenges.judge(now, from, h) {
+        let asked = Control::Hello(h.clone()).encode().len();
+        let verdict = challenges.judge(now, from, h);
+        match verdict {
             Verdict::Proven => Ok(()),
             Verdict::Wrong => {
                 // Sent outside the reply budget: the address echoed a nonce, so it is no forged
@@ -471,15 +498,29 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                 self.counters.bad_proofs += 1;
                 self.counters.refused += 1;
                 let reason = format!(
-                    "worker {} at {from}: its admission proof does not verify (the worker's \
-                     secret is not the switch's: give both the job's `secret` or `secret_file`)",
+                    "worker {}: its admission proof does not verify (the worker's secret is \
+                     not the switch's: give both the job's `secret` or `secret_file`)",
                     h.rank
                 );
-                self.out
-                    .push_back((from.clone(), Control::Refuse { reason }));
+                match (Control::Refuse { reason }).fit(asked) {
+                    Some(refusal) => self.out.push_back((from.clone(), refusal)),
+                    None => self.counters.replies_too_large += 1,
+                }
                 Err(None)
             }
-            Verdict::Unproven => {
+            Verdict::Unproven | Verdict::Stale => {
+                if verdict == Verdict::Stale {
+                    self.counters.stale_proofs += 1;
+                }
+                // A challenge (two fields) is shorter than any hello (eight); checked all the
+                // same, before a nonce is spent on it.
+                let challenge = Control::Challenge {
+                    nonce: "0".repeat(32),
+                };
+                if challenge.fit(asked).is_none() {
+                    self.counters.replies_too_large += 1;
+                    return Err(None);
+                }
                 if self.replies.allow(now, from) {
                     if let Some(nonce) = challenges.issue(now, from) {
                         self.counters.challenges += 1;
@@ -503,9 +544,10 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
 
     fn admit(&mut self, now: Nanos, from: &A, h: &Hello) -> Result<(), String> {
         let cfg = &self.cfg;
+        // Said to an address that has not joined: no longer than its hello (see `reply`).
         let mismatch = |what: &str, worker: String, switch: String| {
             Err(format!(
-                "worker {} at {from}: {what} is {worker}, the switch has {switch}",
+                "worker {}: {what} is {worker}, the switch has {switch}",
                 h.rank
             ))
         };
@@ -531,15 +573,15 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         }
         if h.rank >= cfg.world {
             return Err(format!(
-                "rank {} at {from} is not below the world size {}",
+                "rank {} is not below the world size {}",
                 h.rank, cfg.world
             ));
         }
         if let Some(rack) = &cfg.rack {
             if !rack.contains(&h.rank) {
                 return Err(format!(
-                    "worker {} at {from}: this leaf switch serves ranks {rack:?} (another \
-                     rack's leaf serves it)",
+                    "worker {}: this leaf switch serves ranks {rack:?} (another rack's leaf \
+                     serves it)",
                     h.rank
                 ));
             }
@@ -548,14 +590,13 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             return mismatch("exchange mode", h.mode.clone(), cfg.mode.clone());
         }
         if h.plan_checksum != cfg.plan_checksum {
-            return mismatch(
-                "plan checksum",
-                format!("{:#018x}", h.plan_checksum),
-                format!(
-                    "{:#018x} (start both with the same plan directory and dataset)",
-                    cfg.plan_checksum
-                ),
-            );
+            // Not the switch's value: whoever learns it can take a rank of a job without a
+            // secret. The switch logs its own when it logs the refusal.
+            return Err(format!(
+                "worker {}: plan checksum {:#018x} is not the switch's (same plan directory \
+                 and dataset?)",
+                h.rank, h.plan_checksum
+            ));
         }
         let peer_timeout = cfg.timers.peer;
         let slot = &mut self.peers[usize::from(h.rank)];
@@ -593,6 +634,8 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             .filter(|&r| self.serves(usize::from(r)) && self.peers[usize::from(r)].is_none())
             .collect();
         if !missing.is_empty() {
+            // Nothing can stall before everyone has joined: the stall clock starts then.
+            self.last_progress = now;
             let waited = now.saturating_sub(self.started);
             if waited > t.join {
                 return Err(SwitchFailure::JoinTimeout {

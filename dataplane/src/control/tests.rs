@@ -44,6 +44,14 @@ fn switch_control<A: Clone + Eq + std::hash::Hash + std::fmt::Display>(
     )
 }
 
+/// The start of a dataplane packet of type `kind`, as long as a header (the switch only reads
+/// its type here).
+fn packet(kind: u8) -> [u8; 32] {
+    let mut p = [0u8; 32];
+    p[..4].copy_from_slice(&[0x53, 0x47, 1, kind]);
+    p
+}
+
 /// Deliver everything both sides queued, in both directions, at `now`.
 fn exchange_messages(s: &mut SwitchControl<u16>, workers: &mut [WorkerControl], now: Nanos) {
     loop {
@@ -119,7 +127,7 @@ fn a_long_reason_is_cut_to_the_buffer() {
 }
 
 #[test]
-fn workers_join_and_a_mismatch_is_refused_naming_both_values() {
+fn workers_join_and_a_mismatch_is_refused_naming_the_workers_value() {
     let mut s = switch_control(0);
     let mut good = WorkerControl::new(hello(0), timers(), 0);
     let mut bad = WorkerControl::new(
@@ -140,7 +148,10 @@ fn workers_join_and_a_mismatch_is_refused_naming_both_values() {
     let Some(WorkerFailure::Refused { reason }) = bad.failure() else {
         panic!("refused: {:?}", bad.state());
     };
-    assert!(reason.contains("0x0000000000000007") && reason.contains("0x000000000000002a"));
+    // The worker's own value, never the switch's: whoever learns it takes a free rank.
+    assert!(reason.contains("0x0000000000000007"), "{reason}");
+    assert!(reason.contains("plan checksum"), "{reason}");
+    assert!(!reason.contains("2a") && !reason.contains("42"), "{reason}");
     assert_eq!(s.counters().refused, 1);
     assert_eq!(s.rank_of(&1), None);
 }
@@ -254,15 +265,9 @@ fn a_restarted_switch_is_joined_again_and_a_goodbye_is_acknowledged() {
     exchange_messages(&mut s, &mut w, 0);
     // The switch restarts: it knows nobody, and answers data with `Unknown`.
     let mut s = switch_control(200 * MS);
-    assert_eq!(
-        s.on_data(200 * MS, &0, &[0x53, 0x47, 1, 2]),
-        Admission::Unknown
-    );
+    assert_eq!(s.on_data(200 * MS, &0, &packet(2)), Admission::Unknown);
     // Rate-limited: a second packet right after gets no second reply.
-    assert_eq!(
-        s.on_data(201 * MS, &0, &[0x53, 0x47, 1, 2]),
-        Admission::Unknown
-    );
+    assert_eq!(s.on_data(201 * MS, &0, &packet(2)), Admission::Unknown);
     let (to, m) = s.poll_control().unwrap();
     assert_eq!((to, &m), (0, &Control::Unknown));
     assert!(s.poll_control().is_none());
@@ -270,10 +275,7 @@ fn a_restarted_switch_is_joined_again_and_a_goodbye_is_acknowledged() {
     exchange_messages(&mut s, &mut w, 200 * MS);
     assert_eq!(w[0].rejoins(), 1);
     assert_eq!(s.rank_of(&0), Some(0));
-    assert_eq!(
-        s.on_data(210 * MS, &0, &[0x53, 0x47, 1, 2]),
-        Admission::Worker(0)
-    );
+    assert_eq!(s.on_data(210 * MS, &0, &packet(2)), Admission::Worker(0));
     w[0].leave(300 * MS);
     exchange_messages(&mut s, &mut w, 300 * MS);
     assert_eq!(w[0].state(), &WorkerState::Left);
@@ -305,7 +307,7 @@ fn secret() -> Secret {
 #[test]
 fn a_flood_from_forged_addresses_gets_a_bounded_trickle_of_replies() {
     let mut s: SwitchControl<u32> = switch_control(0);
-    let data = [0x53, 0x47, 1, 2];
+    let data = packet(2);
     // 100 000 datagrams in one second, each from another address.
     let flood = 100_000u64;
     for i in 0..flood {
@@ -424,12 +426,15 @@ fn a_proof_seen_on_the_wire_is_worthless_elsewhere_or_again() {
         Some((0, Control::Welcome { .. }))
     ));
     assert_eq!(s.rank_of(&0), Some(0));
-    // ...and the same proof again (a replay) only gets a new challenge.
+    // ...and the same proof again (a replay) only gets a new challenge, counted apart from
+    // a first hello (so was the copy sent from address 1).
+    assert_eq!(s.counters().stale_proofs, 1);
     s.handle_control(100 * MS, 0, Control::Hello(proven.clone()));
     assert!(matches!(
         s.poll_control(),
         Some((0, Control::Challenge { .. }))
     ));
+    assert_eq!(s.counters().stale_proofs, 2);
     // A proof for another hello (rank 1 claimed with rank 0's proof) does not verify.
     s.handle_control(200 * MS, 2, Control::Hello(hello(1)));
     let Some((2, Control::Challenge { nonce })) = s.poll_control() else {
@@ -448,4 +453,269 @@ fn a_proof_seen_on_the_wire_is_worthless_elsewhere_or_again() {
     // Secrets are never printed.
     assert!(!format!("{:?}", secret()).contains("sixteen"));
     assert!(Secret::new(b"short".to_vec()).is_err());
+}
+
+/// A switch waiting for a worker that is still loading (rank 1 missing, rank 0 joined and
+/// heard from) never offers a deadline in the past: after three peer timeouts its next
+/// deadline is ahead of it, and it wakes about once per heartbeat interval until the join
+/// deadline. Before, the stall deadline stayed two peer timeouts after the start, and a driver
+/// sleeping until it did not sleep at all. A leaf (which judges no stall) likewise.
+#[test]
+fn a_switch_waiting_for_workers_offers_no_deadline_in_the_past() {
+    let sw = Switch::new(SwitchConfig::with_memory(1 << 16));
+    let leaf = |now| {
+        let mut cfg = switch_control::<u16>(now).config().clone();
+        cfg.rack = Some(vec![0]);
+        SwitchControl::<u16>::new(cfg, now)
+    };
+    for (name, mut s, missing) in [
+        ("a switch", switch_control::<u16>(0), true),
+        ("a leaf", leaf(0), false),
+    ] {
+        let mut w = vec![WorkerControl::new(hello(0), timers(), 0)];
+        exchange_messages(&mut s, &mut w, 0);
+        assert_eq!(s.joined(), 1, "{name}");
+        let mut now = 0;
+        let mut wakes = 0u64;
+        let until = 3 * timers().peer + timers().quiet();
+        while now < until {
+            let next = s.poll_timeout().expect("a deadline while waiting");
+            assert!(
+                next > now,
+                "{name}: deadline {next} at {now} (wake {wakes})"
+            );
+            now = next;
+            wakes += 1;
+            // Worker 0 is alive: the switch hears it now and then.
+            s.handle_control(now, 0, Control::Heartbeat);
+            s.handle_timeout(now, &sw);
+            while s.poll_control().is_some() {}
+            assert!(wakes < 1_000, "{name}: {wakes} wakes by {now} ns");
+        }
+        let next = s.poll_timeout().expect("a deadline while waiting");
+        assert!(next > now, "{name}: deadline {next} at {now}");
+        assert_eq!(s.failure(), None, "{name}");
+        // About one wake per heartbeat interval (a quarter of the peer timeout).
+        assert!(
+            wakes <= until / timers().quiet() + 2,
+            "{name}: {wakes} wakes"
+        );
+        if missing {
+            // Waiting on: the join deadline is still the one that ends the wait.
+            assert!(next <= timers().join + 1);
+        }
+    }
+}
+
+/// Every message an address that has not joined can send gets a reply no larger than itself
+/// (amplification ≤ 1), and no reply carries the switch's plan checksum, with or without a
+/// secret. Before, a 1-byte datagram got a 22-byte `Unknown` and a hello with a wrong plan
+/// checksum a longer refusal that named the switch's.
+#[test]
+fn strangers_get_no_reply_larger_than_what_they_sent_and_never_the_checksum() {
+    const CHECKSUM: u64 = 0x5eed_c0de_1234_abcd;
+    let fresh = |secret: bool| {
+        let mut cfg = switch_control::<u32>(0).config().clone();
+        cfg.plan_checksum = CHECKSUM;
+        let s = SwitchControl::<u32>::new(cfg, 0);
+        if secret {
+            s.with_secret(super::Secret::new(SECRET).unwrap(), 9)
+        } else {
+            s
+        }
+    };
+    let ours = Hello {
+        plan_checksum: CHECKSUM,
+        ..hello(0)
+    };
+    let hellos: Vec<(&str, Hello)> = vec![
+        ("wrong checksum", hello(1)),
+        (
+            "wrong job",
+            Hello {
+                job: 9,
+                ..ours.clone()
+            },
+        ),
+        (
+            "wrong world",
+            Hello {
+                world: 3,
+                ..ours.clone()
+            },
+        ),
+        (
+            "rank out of range",
+            Hello {
+                rank: 7,
+                ..ours.clone()
+            },
+        ),
+        (
+            "wrong mode",
+            Hello {
+                mode: "g3".into(),
+                ..ours.clone()
+            },
+        ),
+        (
+            "empty mode",
+            Hello {
+                mode: String::new(),
+                ..hello(1)
+            },
+        ),
+        (
+            "wrong control version",
+            Hello {
+                control_version: 99,
+                ..ours.clone()
+            },
+        ),
+        (
+            "wrong wire version",
+            Hello {
+                wire_version: 9,
+                ..ours.clone()
+            },
+        ),
+        (
+            "a taken rank",
+            Hello {
+                rank: 0,
+                ..ours.clone()
+            },
+        ),
+        (
+            "a stale proof",
+            Hello {
+                proof: Some(secret().prove("not a nonce the switch sent", &hello(1))),
+                ..hello(1)
+            },
+        ),
+    ];
+    let data: Vec<(&str, Vec<u8>)> = [0usize, 1, 4, 21, 22, 32]
+        .iter()
+        .map(|&n| ("data", packet(2)[..n].to_vec()))
+        .collect();
+    let controls = [
+        ("heartbeat", Control::Heartbeat),
+        ("bye", Control::Bye { rank: 0 }),
+        ("byeack", Control::ByeAck),
+        ("unknown", Control::Unknown),
+    ];
+    let checksum_texts = [
+        format!("{CHECKSUM:x}"),
+        format!("{CHECKSUM:X}"),
+        CHECKSUM.to_string(),
+        "c0de".to_string(),
+    ];
+    for secret_too in [false, true] {
+        let mut s = fresh(secret_too);
+        // Rank 0 is taken by a live worker at address 0.
+        if secret_too {
+            s.handle_control(0, 0, Control::Hello(ours.clone()));
+            let Some((0, Control::Challenge { nonce })) = s.poll_control() else {
+                panic!("a challenge");
+            };
+            let proven = Hello {
+                proof: Some(secret().prove(&nonce, &ours)),
+                ..ours.clone()
+            };
+            s.handle_control(0, 0, Control::Hello(proven));
+        } else {
+            s.handle_control(0, 0, Control::Hello(ours.clone()));
+        }
+        assert!(matches!(
+            s.poll_control(),
+            Some((0, Control::Welcome { .. }))
+        ));
+        let mut now = 0;
+        let mut addr = 0u32;
+        let mut answered = 0;
+        let mut check = |s: &mut SwitchControl<u32>, what: &str, asked: usize, addr: u32| {
+            let mut replied = 0;
+            let mut nonce = None;
+            while let Some((to, m)) = s.poll_control() {
+                if let Control::Challenge { nonce: n } = &m {
+                    nonce = Some(n.clone());
+                }
+                assert_eq!(to, addr, "{what}: a reply to someone else");
+                let bytes = m.encode();
+                let text = String::from_utf8_lossy(&bytes);
+                for c in &checksum_texts {
+                    assert!(!text.contains(c.as_str()), "{what}: {text}");
+                }
+                replied += bytes.len();
+            }
+            assert!(
+                replied <= asked,
+                "{what} (secret: {secret_too}): {replied} bytes for {asked}"
+            );
+            eprintln!("{what} (secret: {secret_too}): {replied} bytes for {asked}");
+            answered += usize::from(replied > 0);
+            nonce
+        };
+        for (what, h) in &hellos {
+            (now, addr) = (now + REPLY_EVERY, addr + 1);
+            let m = Control::Hello(h.clone());
+            let asked = m.encode().len();
+            s.handle_control(now, addr, m);
+            let challenge = check(&mut s, what, asked, addr);
+            if secret_too {
+                // Answer the challenge with a proof under another secret: refused.
+                if let Some(nonce) = challenge {
+                    let other = Secret::new(b"another secret of enough bytes".to_vec()).unwrap();
+                    let m = Control::Hello(Hello {
+                        proof: Some(other.prove(&nonce, h)),
+                        ..h.clone()
+                    });
+                    let asked = m.encode().len();
+                    s.handle_control(now + 1, addr, m);
+                    check(&mut s, "a wrong proof", asked, addr);
+                }
+            }
+        }
+        for (what, bytes) in &data {
+            (now, addr) = (now + REPLY_EVERY, addr + 1);
+            assert_eq!(s.on_data(now, &addr, bytes), Admission::Unknown);
+            check(&mut s, what, bytes.len(), addr);
+        }
+        for (what, m) in &controls {
+            (now, addr) = (now + REPLY_EVERY, addr + 1);
+            let asked = m.encode().len();
+            s.handle_control(now, addr, m.clone());
+            check(&mut s, what, asked, addr);
+        }
+        // Most are answered (shortened): the test saw replies, not only silence.
+        assert!(answered >= hellos.len(), "{answered} answered");
+        assert!(s.counters().replies_too_large >= 4, "{:?}", s.counters());
+        assert_eq!(s.joined(), 1);
+    }
+}
+
+/// A worker stopped (SIGSTOP) while the switch aborted the job judges the switch silent when
+/// it resumes, before it reads its socket; the abort waiting there, naming the cause, wins.
+#[test]
+fn an_abort_read_after_a_pause_replaces_the_switchs_silence() {
+    let mut s = switch_control(0);
+    let mut w = vec![WorkerControl::new(hello(0), timers(), 0)];
+    exchange_messages(&mut s, &mut w, 0);
+    let w = &mut w[0];
+    w.listen(10 * MS, true);
+    w.handle_timeout(10 * MS + 2 * timers().peer);
+    assert!(matches!(
+        w.failure(),
+        Some(WorkerFailure::SwitchSilent { .. })
+    ));
+    w.handle_control(
+        10 * MS + 2 * timers().peer,
+        Control::Abort {
+            reason: "worker 0 fell silent".into(),
+        },
+    );
+    let Some(WorkerFailure::Aborted { reason }) = w.failure() else {
+        panic!("aborted: {:?}", w.state());
+    };
+    assert!(reason.contains("worker 0"), "{reason}");
 }

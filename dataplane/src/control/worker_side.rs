@@ -217,6 +217,18 @@ impl WorkerControl {
     /// A control message from the switch.
     pub fn handle_control(&mut self, now: Nanos, message: Control) {
         self.heard(now);
+        // The switch's abort names the cause; a worker that judged the switch silent first (it
+        // was stopped, and the abort waited in its socket meanwhile) takes the abort instead.
+        if let (
+            WorkerState::Failed(WorkerFailure::SwitchSilent { .. }),
+            Control::Abort { reason },
+        ) = (&self.state, &message)
+        {
+            self.state = WorkerState::Failed(WorkerFailure::Aborted {
+                reason: reason.clone(),
+            });
+            return;
+        }
         if matches!(self.state, WorkerState::Failed(_) | WorkerState::Left) {
             return;
         }

@@ -136,9 +136,9 @@ pub fn run_loopback(
     let (mut server, collective) =
         SwitchServer::bind_with_service(server_cfg, session.clone(), service)
             .map_err(CommError::Switch)?;
-    let addr = server.local_addr().map_err(|source| CommError::Io {
+    let addr = server.local_addr().map_err(|cause| CommError::Io {
         what: "switch socket",
-        source,
+        cause,
     })?;
     let job = JobFile {
         bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),

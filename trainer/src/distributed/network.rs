@@ -43,12 +43,12 @@ impl NetworkSums {
 /// The trainer's view of a participant's error.
 pub(crate) fn comm(e: ParticipantError) -> TrainError {
     match e {
-        ParticipantError::Worker { rank, source } => CommError::Worker { rank, source }.into(),
-        ParticipantError::Collective { rank, source } => {
-            CommError::Collective { rank, source }.into()
+        ParticipantError::Worker { rank, cause } => CommError::Worker { rank, cause }.into(),
+        ParticipantError::Collective { rank, cause } => {
+            CommError::Collective { rank, cause }.into()
         }
-        ParticipantError::Engine { during, source } => CommError::Engine { during, source }.into(),
-        ParticipantError::Scale { layer, source } => CommError::Scale { layer, source }.into(),
+        ParticipantError::Engine { during, cause } => CommError::Engine { during, cause }.into(),
+        ParticipantError::Scale { layer, cause } => CommError::Scale { layer, cause }.into(),
         ParticipantError::Mismatch { during, what } => CommError::Mismatch { during, what }.into(),
         ParticipantError::Usage(why) => TrainError::Config(why),
         e @ ParticipantError::AllReduceScale(_) => CommError::AllReduce(e).into(),
