@@ -5,7 +5,8 @@
 //! timeout before it fetches. A hole is evidence of loss: the engine then waits only a few
 //! round trips of quiet (`Engine::patience`). Packets may be reordered (several switch cores
 //! number one port's output between them), so a hole closes when its number arrives late; only
-//! holes still open at the quiet deadline count.
+//! holes still open at the quiet deadline count, and only when they are as many as the sums
+//! still missing (`Engine::losses_explain_the_rest`).
 
 use std::collections::BTreeSet;
 
@@ -13,7 +14,7 @@ use std::collections::BTreeSet;
 /// switch, another switch on the path): the tracker starts again from the new number.
 const MAX_JUMP: u32 = 4096;
 
-/// The holes seen since the last [`StreamHoles::clear`].
+/// The holes seen so far, less those whose packets came late.
 #[derive(Debug, Clone, Default)]
 pub(super) struct StreamHoles {
     /// The number after the highest seen.
@@ -46,14 +47,9 @@ impl StreamHoles {
         }
     }
 
-    /// Whether a hole is open: a packet lost, or still on its way.
-    pub(super) fn any(&self) -> bool {
-        !self.open.is_empty()
-    }
-
-    /// Forget the holes seen so far (a fetch round has acted on them); later ones count anew.
-    pub(super) fn clear(&mut self) {
-        self.open.clear();
+    /// How many holes are open: at most that many packets were lost.
+    pub(super) fn count(&self) -> usize {
+        self.open.len()
     }
 }
 
@@ -67,20 +63,18 @@ mod tests {
         for s in [7, 8, 9] {
             h.saw(s);
         }
-        assert!(!h.any());
+        assert_eq!(h.count(), 0);
         h.saw(11);
-        assert!(h.any(), "10 skipped");
+        assert!(h.count() > 0, "10 skipped");
         h.saw(10);
-        assert!(!h.any(), "10 came late: no loss");
+        assert_eq!(h.count(), 0, "10 came late: no loss");
         h.saw(10);
-        assert!(!h.any(), "a duplicate opens nothing");
+        assert_eq!(h.count(), 0, "a duplicate opens nothing");
         h.saw(14);
         h.saw(15);
-        assert!(h.any());
-        h.clear();
-        assert!(!h.any());
+        assert_eq!(h.count(), 2, "12 and 13");
         h.saw(12);
-        assert!(!h.any(), "a hole forgotten does not come back");
+        assert_eq!(h.count(), 1);
     }
 
     #[test]
@@ -89,13 +83,13 @@ mod tests {
         h.saw(u32::MAX - 1);
         h.saw(u32::MAX);
         h.saw(1);
-        assert!(h.any(), "0 skipped across the wrap");
+        assert!(h.count() > 0, "0 skipped across the wrap");
         h.saw(0);
-        assert!(!h.any());
+        assert_eq!(h.count(), 0);
         // A new numbering far away: not millions of holes.
         h.saw(1 << 30);
-        assert!(!h.any());
+        assert_eq!(h.count(), 0);
         h.saw((1 << 30) + 1);
-        assert!(!h.any());
+        assert_eq!(h.count(), 0);
     }
 }

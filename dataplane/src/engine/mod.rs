@@ -989,18 +989,30 @@ impl<S: SendStrategy> Engine<S> {
     /// longer one holds the network's queues too, and counts. (Host-exchange copies are
     /// acknowledged by their receivers: that round trip is the network's.)
     ///
-    /// A hole in the switch's numbering of what it sent here is evidence of loss rather than
-    /// slowness: then a loss's patience is enough (`loss_patience`).
+    /// Holes in the switch's numbering of what it sent here that account for every sum still
+    /// missing are evidence of loss rather than slowness: then a loss's patience is enough
+    /// (`losses_explain_the_rest`, `loss_patience`).
     fn patience(&self) -> Nanos {
         let result = self.cfg.timers.result;
         let srtt = self.sender.srtt().unwrap_or(0);
-        if self.holes.any() {
+        if self.losses_explain_the_rest() {
             return self.loss_patience();
         }
         if self.plan.mode != Mode::Host && srtt <= self.block_floor() {
             return result;
         }
         result.max(4 * srtt)
+    }
+
+    /// Whether the holes in the switch's numbers could account for every sum still missing:
+    /// then what is missing was lost, not late, and a loss's patience is enough. While more
+    /// sums are missing than packets were lost, the rest are on their way (other workers
+    /// still sending, a slow chip): a round then would fetch sums that are merely late — and a
+    /// fetched copy releases the aggregator, so each such fetch turns one destination over to
+    /// its host. So a round on holes touches at most as many destinations as were lost.
+    fn losses_explain_the_rest(&self) -> bool {
+        let left = self.receiver.as_ref().map_or(0, Receiver::left);
+        left > 0 && left <= self.holes.count()
     }
 
     /// How long to wait for what a loss has held up: four round trips, at least an eighth
@@ -1067,11 +1079,6 @@ impl<S: SendStrategy> Node for Engine<S> {
         let quiet = self.progress_deadline().is_some_and(|t| t <= now);
         let again = self.refetch_deadline().is_some_and(|t| t <= now);
         if quiet || again {
-            let wants = self
-                .receiver
-                .as_mut()
-                .map(|r| r.missing())
-                .unwrap_or_default();
             // At most one window of fetches is out at once (those unanswered count): a stalled
             // block must not turn into a storm of requests and replies at a switch that is
             // merely slow (what is left is asked for in a later round). Not the congestion
@@ -1079,12 +1086,15 @@ impl<S: SendStrategy> Node for Engine<S> {
             // (with it, at 5% loss a round asked for one contribution). What the cache holds
             // costs nothing and is taken at once.
             let budget = self.cfg.window;
+            let wants = self
+                .receiver
+                .as_ref()
+                .map(|r| r.missing(budget.saturating_mul(4)))
+                .unwrap_or_default();
             self.fetch_due = None;
             if quiet {
                 self.last_progress = now;
                 self.fetch(wants, budget, Ask::Any);
-                // The holes seen so far are acted on; a lost reply opens a new one.
-                self.holes.clear();
             } else {
                 self.fetch(wants, budget, Ask::Again);
             }

@@ -545,12 +545,21 @@ impl Receiver {
         Some(self.wants(key).collect())
     }
 
-    /// Every contribution still missing raw, for destinations not complete:
-    /// (source, destination, chunk).
-    pub(super) fn missing(&self) -> Vec<(u32, u32, u8)> {
+    /// The first `limit` contributions still missing raw (source, destination, chunk), for
+    /// destinations not complete, in order. The order never changes (completing only takes
+    /// pairs out), so what a round asked for is among the first again in the next round: a
+    /// round looks at a bounded front of the block, not at every missing contribution (at
+    /// Amazon-Computers scale that was hundreds of thousands per round).
+    pub(super) fn missing(&self, limit: usize) -> Vec<(u32, u32, u8)> {
         self.done
             .iter_zeros()
             .flat_map(|key| self.wants(key))
+            .take(limit)
             .collect()
+    }
+
+    /// How many (destination, chunk) pairs are not complete.
+    pub(super) fn left(&self) -> usize {
+        self.left
     }
 }
