@@ -49,6 +49,9 @@ pub struct DatasetArgs {
     /// for Twitch, else the last column).
     #[arg(long, value_name = "COLUMN")]
     pub label_column: Option<String>,
+    /// Text formats: accept an edge file with no edges (refused by default, as damage).
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 impl DatasetArgs {
@@ -85,6 +88,7 @@ impl DatasetArgs {
             labels_file: self.labels.clone(),
             id_column: self.id_column.clone(),
             label_column: self.label_column.clone(),
+            allow_empty: self.allow_empty,
         })
     }
 

@@ -252,6 +252,55 @@ fn empty_graphs() {
     assert!(load_path(&path, &opts()).is_err());
 }
 
+/// A MUSAE folder `x` in `dir` with two vertices and the edge file `edges`.
+fn musae_with_edges(dir: &Path, edges: &str) -> PathBuf {
+    let musae = dir.join("musae");
+    std::fs::create_dir_all(&musae).unwrap();
+    std::fs::write(musae.join("x_target.csv"), "id,name,kind\n0,a,p\n1,b,q\n").unwrap();
+    std::fs::write(musae.join("x_edges.csv"), edges).unwrap();
+    std::fs::write(musae.join("x.json"), r#"{"0": [1], "1": [0]}"#).unwrap();
+    musae
+}
+
+/// An edge file with no edges loaded as a graph without edges (issue 45); it is refused,
+/// naming the file, unless asked for.
+#[test]
+fn empty_edge_files_are_refused_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let musae = musae_with_edges(dir.path(), "id_1,id_2\n");
+    let err = load_path(&musae, &opts()).unwrap_err().to_string();
+    assert!(
+        err.contains("x_edges.csv") && err.contains("no edges") && err.contains("--allow-empty"),
+        "{err}"
+    );
+    let allow = LoadOptions {
+        allow_empty: true,
+        ..opts()
+    };
+    let d = load_path(&musae, &allow).unwrap();
+    assert_eq!((d.num_vertices(), d.graph.num_edges()), (2, 0));
+}
+
+/// A text file cut short mid-line (its last record may still parse, as another number) is
+/// refused, naming the file and its last line; the same file ended properly loads.
+#[test]
+fn a_last_line_without_its_newline_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let edges = dir.path().join("edges.txt");
+    std::fs::write(&edges, "0 1\n1 2\n2 3").unwrap();
+    let msg = error_of(&edges, &opts(), "line 3");
+    assert!(msg.contains("cut short"), "{msg}");
+    std::fs::write(&edges, "0 1\n1 2\n2 3\n").unwrap();
+    assert_eq!(load_path(&edges, &opts()).unwrap().graph.num_edges(), 3);
+
+    let musae = musae_with_edges(dir.path(), "id_1,id_2\n0,1\n1,1");
+    let err = load_path(&musae, &opts()).unwrap_err().to_string();
+    assert!(
+        err.contains("x_edges.csv") && err.contains("line 3"),
+        "{err}"
+    );
+}
+
 fn small_cache(dir: &Path) -> PathBuf {
     let d = generate(&Preset::Small.spec(0.1, 1).unwrap(), &NoProgress).unwrap();
     let path = dir.join("small.sgnn");

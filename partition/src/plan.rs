@@ -3,7 +3,7 @@
 //!
 //! | file | content |
 //! |---|---|
-//! | `manifest.json` | format version, the spec (dataset, workers, partitioner, switch memory, feature widths), dataset fingerprint, boundary figures, block fill, per-layer traffic, and the size and xxh3 checksum of every other file |
+//! | `manifest.json` | format version, the spec (dataset, workers, partitioner, switch memory, feature widths), dataset fingerprint, boundary figures, block fill, per-layer traffic, the size and xxh3 checksum of every other file, and its own xxh3 (`checksum`, of the manifest written without it) |
 //! | `assignment.bin` | magic `SGNNASGN`, version u32, reserved u32, vertex count u64, then one u32 worker id per vertex |
 //! | `blocks-a<k>.bin` | blocks for widths needing `k` aggregators per vertex: magic `SGNNBLKS`, version u32, reserved u32, block count u64, then per block level u32, reserved u32, edge count u64 and the edges as u32 pairs `(u, v)`, `u < v` |
 //! | `switch-a<k>.bin` | the switch's tables of those blocks: magic `SGNNSWCH`, version u32, reserved u32, block count u64, then per block a [`BlockTable`]: row count `n` u64, vertices `n`×u32, owner workers `n`×u32, expected contributions `n`×u32, row offsets `(n+1)`×u64, slot count u64, aggregator slots ×u32 |
@@ -37,7 +37,7 @@ use crate::traffic::{aggregators_per_vertex, reduction, row_bytes, Traffic};
 use crate::BlockTable;
 use rayon::prelude::*;
 
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const MANIFEST: &str = "manifest.json";
 const ASSIGNMENT: &str = "assignment.bin";
 const ASSIGNMENT_MAGIC: &[u8; 8] = b"SGNNASGN";
@@ -257,6 +257,38 @@ pub struct Manifest {
     pub traffic: Vec<LayerTraffic>,
     pub files: BTreeMap<String, FileSum>,
     pub created_by: String,
+    /// xxh3 (hex) of this manifest as written without this field: a manifest edited by hand
+    /// or damaged fails it, so none of its fields can disagree with what was prepared.
+    /// Written last, checked first (after the format version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+}
+
+impl Manifest {
+    /// The manifest's bytes on disk: pretty JSON with its own checksum.
+    fn sealed(&mut self) -> Vec<u8> {
+        self.checksum = None;
+        let body = serde_json::to_vec_pretty(self).expect("manifest serialises");
+        self.checksum = Some(format!("{:016x}", xxh3_64(&body)));
+        serde_json::to_vec_pretty(self).expect("manifest serialises")
+    }
+
+    /// Check the checksum of a manifest read from disk (it is then taken out).
+    fn unseal(&mut self) -> std::result::Result<(), String> {
+        let Some(stated) = self.checksum.take() else {
+            return Err("no checksum of its own: not written by switchgnn prepare".into());
+        };
+        let body = serde_json::to_vec_pretty(self).expect("manifest serialises");
+        let actual = format!("{:016x}", xxh3_64(&body));
+        if stated == actual {
+            Ok(())
+        } else {
+            Err(format!(
+                "its checksum ({stated}) is not that of its contents ({actual}): edited by hand \
+                 or damaged; prepare the plan again"
+            ))
+        }
+    }
 }
 
 /// A plan in memory.
@@ -274,7 +306,7 @@ pub struct Plan {
 fn read_head(dir: &Path) -> Result<(Manifest, Assignment)> {
     let manifest_path = dir.join(MANIFEST);
     let text = std::fs::read(&manifest_path).map_err(|e| io(&manifest_path, e))?;
-    let manifest: Manifest = serde_json::from_slice(&text)
+    let mut manifest: Manifest = serde_json::from_slice(&text)
         .map_err(|e| malformed(&manifest_path, format!("line {}", e.line()), e.to_string()))?;
     if manifest.format_version != FORMAT_VERSION {
         return Err(malformed(
@@ -286,6 +318,9 @@ fn read_head(dir: &Path) -> Result<(Manifest, Assignment)> {
             ),
         ));
     }
+    manifest
+        .unseal()
+        .map_err(|why| malformed(&manifest_path, "checksum", why))?;
     if let Some(choice) = &manifest.exchange {
         check_exchange(choice, manifest.spec.feature_dims.len())
             .map_err(|why| malformed(&manifest_path, "exchange", why))?;
@@ -451,6 +486,7 @@ impl Plan {
             traffic,
             files: BTreeMap::new(),
             created_by: concat!("switchgnn ", env!("CARGO_PKG_VERSION")).into(),
+            checksum: None,
         };
         Ok(Plan {
             manifest,
@@ -513,7 +549,8 @@ impl Plan {
             files.extend(sums);
         }
         self.manifest.files = files;
-        let json = serde_json::to_vec_pretty(&self.manifest).expect("manifest serialises");
+        let json = self.manifest.sealed();
+        self.manifest.checksum = None;
         write_atomically(&dir.join(MANIFEST), |w| w.write_all(&json))?;
         self.remove_stale_files(dir)
     }

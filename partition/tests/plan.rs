@@ -4,6 +4,7 @@ use std::path::Path;
 
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::{Dataset, NoProgress};
+use switchgnn_partition::plan::FORMAT_VERSION;
 use switchgnn_partition::{Method, Plan, PlanSpec};
 
 fn dataset(seed: u64) -> Dataset {
@@ -78,11 +79,9 @@ fn damaged_files_are_named() {
     std::fs::write(&assignment, &a).unwrap();
     let manifest = dir.path().join("manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(
-        &manifest,
-        text.replace("\"format_version\": 1", "\"format_version\": 7"),
-    )
-    .unwrap();
+    let version = format!("\"format_version\": {FORMAT_VERSION}");
+    assert!(text.contains(&version));
+    std::fs::write(&manifest, text.replace(&version, "\"format_version\": 7")).unwrap();
     let err = Plan::read(dir.path()).unwrap_err().to_string();
     assert!(
         err.contains("manifest.json") && err.contains("format 7"),
@@ -92,6 +91,34 @@ fn damaged_files_are_named() {
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
     let err = Plan::read(dir.path()).unwrap_err().to_string();
     assert!(err.contains("manifest.json"), "{err}");
+
+    // Any field changed by hand, each digit of the file in turn: the manifest's own checksum
+    // catches every one (issue 45 found 55 of 90 such flips accepted before it had one).
+    let digits: Vec<usize> = text
+        .char_indices()
+        .filter(|(_, c)| c.is_ascii_digit())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(digits.len() > 50);
+    for &i in &digits {
+        let mut flipped = text.clone().into_bytes();
+        flipped[i] = if flipped[i] == b'9' {
+            b'1'
+        } else {
+            flipped[i] + 1
+        };
+        // (A last digit beyond a float's precision changes no value: nothing to refuse.)
+        let value = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).ok();
+        if value(&flipped) == value(text.as_bytes()) {
+            continue;
+        }
+        std::fs::write(&manifest, &flipped).unwrap();
+        let err = match Plan::read(dir.path()) {
+            Ok(_) => panic!("a flipped digit at byte {i} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("manifest.json"), "{err}");
+    }
     std::fs::write(&manifest, &text).unwrap();
     Plan::read(dir.path()).unwrap();
 }

@@ -32,6 +32,7 @@ impl IdMap {
 
 pub(crate) fn load(path: &Path, options: &LoadOptions) -> Result<Dataset> {
     let raw = read_pairs(path)?;
+    options.check_edges(path, raw.len())?;
     if raw.is_empty() {
         return Err(Error::malformed(path, "file", "no edges (empty graph)"));
     }

@@ -100,11 +100,26 @@ pub struct LoadOptions {
     /// (`mature` for Twitch, `ml_target` for GitHub, `target` for Deezer, `page_type` for
     /// Facebook), else the last.
     pub label_column: Option<String>,
+    /// Text formats: accept an edge file with no edges (refused by default: an empty edge
+    /// file is far more often damage than a graph without edges).
+    pub allow_empty: bool,
 }
 
 impl LoadOptions {
     pub(crate) fn random_split(&self, n: usize) -> Result<Split> {
         Ok(Split::random(n, self.split_fractions, self.split_seed)?)
+    }
+
+    /// Refuse an edge file that held no edges, unless [`LoadOptions::allow_empty`].
+    pub(crate) fn check_edges(&self, path: &Path, edges: usize) -> Result<()> {
+        if edges == 0 && !self.allow_empty {
+            return Err(Error::malformed(
+                path,
+                "file",
+                "no edges: empty or damaged (--allow-empty accepts a graph without edges)",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -34,6 +34,7 @@ pub(crate) fn load(dir: &Path, options: &LoadOptions) -> Result<Dataset> {
         }
     };
     let edges = read_edges(&raw.join("edge.csv.gz"), n)?;
+    options.check_edges(&raw.join("edge.csv.gz"), edges.len())?;
     let edge_count_path = raw.join("num-edge-list.csv.gz");
     if edge_count_path.is_file() {
         let counts = read_int_column::<u64>(&edge_count_path, "edge count")?;

@@ -2,21 +2,56 @@
 //! that name the file, the line and the field.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// A buffered reader over `path`, inflating it when the name ends in `.gz`.
+/// A buffered reader over `path`, inflating it when the name ends in `.gz`. A plain file
+/// whose last line does not end is refused: a file cut short (a copy or download that
+/// stopped) most often ends mid-line, and its last record may still parse, just wrong. (A
+/// gzip file cut short fails to inflate.)
 pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead + Send>> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader: Box<dyn Read + Send> = if path.extension().is_some_and(|e| e == "gz") {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
     } else {
+        check_last_line_ends(path, &mut file)?;
         Box::new(file)
     };
     Ok(Box::new(BufReader::with_capacity(1 << 20, reader)))
+}
+
+/// Refuse `file` (at `path`, positioned at its start, and left there) when it is not empty
+/// and its last byte is not a newline; the error names the last line.
+fn check_last_line_ends(path: &Path, file: &mut File) -> Result<()> {
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8];
+    file.seek(SeekFrom::End(-1))
+        .and_then(|_| file.read_exact(&mut last))
+        .map_err(|e| Error::io(path, e))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| Error::io(path, e))?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    // Only on this rare path: count the lines to name the last one.
+    let mut lines = 1;
+    for byte in BufReader::new(&mut *file).bytes() {
+        lines += usize::from(byte.map_err(|e| Error::io(path, e))? == b'\n');
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| Error::io(path, e))?;
+    Err(Error::malformed(
+        path,
+        format!("line {lines}"),
+        "the last line does not end (no newline): the file looks cut short; if it is \
+         complete, end its last line",
+    ))
 }
 
 /// A CSV reader over a plain or gzip file.
