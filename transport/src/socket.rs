@@ -46,6 +46,17 @@ pub struct PeerCounters {
     pub ce_sent: u64,
 }
 
+impl std::ops::AddAssign<&PeerCounters> for PeerCounters {
+    fn add_assign(&mut self, c: &PeerCounters) {
+        self.packets_sent += c.packets_sent;
+        self.bytes_sent += c.bytes_sent;
+        self.packets_received += c.packets_received;
+        self.bytes_received += c.bytes_received;
+        self.ce_received += c.ce_received;
+        self.ce_sent += c.ce_sent;
+    }
+}
+
 /// The receive queue below the endpoint — the kernel's socket queue, or a NIC's receive ring —
 /// what waits to be read, what it may hold, and what it dropped because it was full.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -447,13 +458,7 @@ impl Peers {
             let before = self.map.len();
             self.map.retain(|_, (c, pinned)| {
                 if !*pinned {
-                    let f = &mut stats.forgotten;
-                    f.packets_sent += c.packets_sent;
-                    f.bytes_sent += c.bytes_sent;
-                    f.packets_received += c.packets_received;
-                    f.bytes_received += c.bytes_received;
-                    f.ce_received += c.ce_received;
-                    f.ce_sent += c.ce_sent;
+                    stats.forgotten += &*c;
                 }
                 *pinned
             });
