@@ -21,8 +21,9 @@
 //!   again when its reply is overdue (twice a loss's patience: a fetch is answered at once;
 //!   the replies carry the resend flag, which releases the switch's aggregator); a switch that
 //!   reports an overflow triggers the same fetch at once. The switch numbers the sums and raw
-//!   copies it sends each worker (`switch/stamp.rs`): a hole in those numbers is evidence of
-//!   loss, and then a few round trips of quiet are enough before the round (`holes.rs`);
+//!   copies it sends each worker (`switch/stamp.rs`): holes in those numbers as many as the
+//!   sums still missing are evidence that those were lost, and then a few round trips of quiet
+//!   are enough before the round (`holes.rs`);
 //! - **barrier**: report the block done, and start the next block on the switch's go (or on
 //!   any packet of the next block, which proves the go was sent).
 //!
