@@ -401,6 +401,7 @@ control Aggregation(inout headers_t hdr,
         if (hdr.pass.pass == 0) {
             /* Acknowledge once counted, and again for a duplicate. */
             ig_dprsr_md.mirror_type = MIRROR_ACK;
+            meta.ack_kind = 0x80;
             if (test_and_set.execute(meta.seen_index) == 1) {
                 meta.drop = true;
                 meta.drop_reason = DROP_DUPLICATE;

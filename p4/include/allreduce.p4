@@ -91,8 +91,8 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
         size = MAX_JOBS;
     }
 
-    action set_bit(bit<32> bit) {
-        meta.reduce_bit = bit;
+    action set_bit(bit<32> mask) {
+        meta.reduce_bit = mask;
     }
 
     /* A worker's bit in its seen word (the stateful ALU's mask input; no variable shifts). */
@@ -134,21 +134,23 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
     /* The sum is complete (the completing slice's second pass, or a replay's first, which
      * marks it again should the first copy have been lost): the bank's next use may come. */
     RegisterAction<bank_t, bit<32>, bit<8>>(bank_state) mark_complete = {
-        void apply(inout bank_t value, out bit<8> relation) {
+        /* No output: the ALU's output is claim's predicate, which this action has none of. */
+        void apply(inout bank_t value) {
             if (value.held == meta.reduce_use) {
                 value.next = value.held + meta.reduce_reuse;
             }
-            relation = BANK_SAME;
         }
     };
 
     @id(0x16000002)
     Register<stamped_t, bit<32>>(REDUCE_SEEN_WORDS) reduce_seen;
-    /* Set the worker's bit; return it as it was (0: first sighting, as at a new use). */
+    /* Set the worker's bit; return the word as it was (0 at a new use), whose worker's bit
+     * says whether this is a first sighting. (A two-field register's ALU cannot AND into its
+     * output, only into the register: the caller masks the word.) */
     RegisterAction<stamped_t, bit<32>, bit<32>>(reduce_seen) mark_seen = {
         void apply(inout stamped_t value, out bit<32> seen) {
             if (value.use == meta.reduce_use) {
-                seen = value.value & meta.reduce_bit;
+                seen = value.value;
                 value.value = value.value | meta.reduce_bit;
             } else {
                 seen = 0;
@@ -223,7 +225,7 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             drop_with(DROP_STALE);
             return;
         }
-        meta.reduce_seen = mark_seen.execute(meta.seen_index);
+        meta.reduce_seen = mark_seen.execute(meta.seen_index) & meta.reduce_bit;
         if (meta.reduce_seen != 0) {
             meta.reduce_count = read_count.execute(meta.reduce_bank);
             if (meta.reduce_count == (bit<32>) meta.workers) {

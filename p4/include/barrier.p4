@@ -131,16 +131,27 @@ control Barrier(inout headers_t hdr,
     Register<bit<32>, bit<32>>(MAX_JOBS) reports;
     Register<bit<32>, bit<32>>(MAX_JOBS) sequence;
 
-    /* Exchanges run in sequence order (switch.rs `join`). */
+    /* Exchanges run in sequence order (switch.rs `join`). Two actions, as a stateful ALU
+     * makes at most two comparisons: one for a join that may open the next exchange, one for
+     * any other. */
     RegisterAction<bit<32>, bit<32>, bit<8>>(sequence) check_sequence = {
         void apply(inout bit<32> value, out bit<8> verdict) {
             if (hdr.sg.sequence == value) {
                 verdict = 1;                       /* this exchange */
-            } else if (hdr.sg.sequence > value && meta.may_open) {
+            } else if (hdr.sg.sequence > value) {
                 value = hdr.sg.sequence;
                 verdict = 2;                       /* opens the next */
             } else {
                 verdict = 0;                       /* stale */
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<8>>(sequence) check_sequence_closed = {
+        void apply(inout bit<32> value, out bit<8> verdict) {
+            if (hdr.sg.sequence == value) {
+                verdict = 1;                       /* this exchange */
+            } else {
+                verdict = 0;                       /* stale, or the next while this one runs */
             }
         }
     };
@@ -193,7 +204,12 @@ control Barrier(inout headers_t hdr,
         if (hdr.pass.step != STEP_OPEN) {
             if (hdr.sg.packet_type == SG_JOIN) {
                 meta.may_open = meta.finished || meta.running_tag == 0;
-                bit<8> verdict = check_sequence.execute(index);
+                bit<8> verdict;
+                if (meta.may_open) {
+                    verdict = check_sequence.execute(index);
+                } else {
+                    verdict = check_sequence_closed.execute(index);
+                }
                 if (verdict == 0) { drop_stale(); return; }
                 if (verdict == 2) {
                     /* open_next: one more pass writes the exchange registers, carrying the

@@ -96,6 +96,7 @@ struct headers_t {
 }
 
 struct ingress_metadata_t {
+    bit<8>  ack_kind;     /* the ack mirror header's byte: Tofino takes no constant there */
     bit<8>  drop_reason;
     bool    drop;
     bool    admitted;

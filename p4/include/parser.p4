@@ -122,7 +122,7 @@ control IngressDeparser(packet_out pkt,
         /* The acknowledgement to the sender is a truncated mirror copy (switch.rs `data`: every
          * data packet is acknowledged once it is counted). */
         if (ig_dprsr_md.mirror_type == MIRROR_ACK) {
-            mirror.emit<ack_mirror_h>(meta.ack_session, {8w0x80});
+            mirror.emit<ack_mirror_h>(meta.ack_session, {meta.ack_kind});
         }
         pkt.emit(hdr.pass);       /* bridged to egress */
         pkt.emit(hdr.ethernet);
@@ -137,8 +137,6 @@ parser EgressParser(packet_in pkt,
                     out headers_t hdr,
                     out egress_metadata_t meta,
                     out egress_intrinsic_metadata_t eg_intr_md) {
-    ParserCounter() lanes_left;
-
     state start {
         pkt.extract(eg_intr_md);
         meta.mirror_kind = 0;
@@ -167,26 +165,16 @@ parser EgressParser(packet_in pkt,
         transition parse_ethernet;
     }
 
-    /* Only admitted switchgnn packets reach egress: no checks left to make. */
+    /* Only admitted switchgnn packets reach egress: no checks left to make. The lanes are
+     * not parsed: egress changes headers only (a sum was read out into the lanes in
+     * ingress), and the lanes behind them leave as they came. Parsing them took the egress
+     * parser 389 bytes deep, past Tofino's 160 (p4c's Tofino back end, first compile). */
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
         pkt.extract(hdr.ipv4);
         pkt.extract(hdr.udp);
         pkt.extract(hdr.sg);
-        lanes_left.set(hdr.sg.lanes);
-        transition select(hdr.sg.lanes) {
-            0: accept;
-            default: parse_lane;
-        }
-    }
-
-    state parse_lane {
-        pkt.extract(hdr.lanes.next);
-        lanes_left.decrement(1);
-        transition select(lanes_left.is_zero()) {
-            true: accept;
-            false: parse_lane;
-        }
+        transition accept;
     }
 }
 
