@@ -35,11 +35,6 @@
 #ifndef SWITCHGNN_ALLREDUCE_P4
 #define SWITCHGNN_ALLREDUCE_P4
 
-/* What the bank says about a slice's use. */
-const bit<8> BANK_NEW   = 1;   /* its next use: it takes this one */
-const bit<8> BANK_SAME  = 2;   /* the use it holds */
-const bit<8> BANK_OTHER = 3;   /* older, or beyond its next use */
-
 /* What a counted slice does to the bank's lanes. */
 const bit<8> REDUCE_ADD      = 1;   /* written (the first) or combined in */
 const bit<8> REDUCE_COMPLETE = 2;   /* the last contribution: combined, then the result leaves */
@@ -117,18 +112,18 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
 
     @id(0x16000001)
     Register<bank_t, bit<32>>(REDUCE_BANKS) bank_state;
-    /* Two conditions, both against the slice's use: its next use takes the bank. */
-    RegisterAction<bank_t, bit<32>, bit<8>>(bank_state) claim = {
-        void apply(inout bank_t value, out bit<8> relation) {
+    /* Two conditions, both against the slice's use: its next use takes the bank. Returns the
+     * use the bank holds afterwards: the slice's own when it took the bank or the bank was
+     * already its (else the slice is stale). (Constants per branch could not come out: the
+     * taking branch writes both halves of the register, and the ALU gives either the
+     * predicate or a value, not constants in some branches and the predicate in others.) */
+    RegisterAction<bank_t, bit<32>, bit<32>>(bank_state) claim = {
+        void apply(inout bank_t value, out bit<32> held) {
             if (value.next == meta.reduce_use) {
                 value.held = meta.reduce_use;
                 value.next = meta.reduce_use + 1;
-                relation = BANK_NEW;
-            } else if (value.held == meta.reduce_use) {
-                relation = BANK_SAME;
-            } else {
-                relation = BANK_OTHER;
             }
+            held = value.held;
         }
     };
     /* The sum is complete (the completing slice's second pass, or a replay's first, which
@@ -220,8 +215,8 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             drop_with(DROP_BAD_LANES);
             return;
         }
-        meta.reduce_relation = claim.execute(meta.reduce_bank);
-        if (meta.reduce_relation == BANK_OTHER) {
+        meta.reduce_held = claim.execute(meta.reduce_bank);
+        if (meta.reduce_held != meta.reduce_use) {
             drop_with(DROP_STALE);
             return;
         }

@@ -159,7 +159,7 @@ struct ingress_metadata_t {
     bit<32> reduce_bit;        /* this worker's bit in its seen word */
     bit<32> reduce_seen;       /* that bit as it was before this slice */
     bit<32> reduce_count;      /* contributions in the bank after this slice */
-    bit<8>  reduce_relation;   /* BANK_* (allreduce.p4) */
+    bit<32> reduce_held;       /* the use its bank holds after `claim` (allreduce.p4) */
     bit<8>  reduce_outcome;    /* REDUCE_* (allreduce.p4) */
 }
 

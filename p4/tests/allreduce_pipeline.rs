@@ -29,14 +29,6 @@ enum Step {
     ReplayHigh,
 }
 
-/// What `claim` says of a slice's use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Relation {
-    New,
-    Same,
-    Other,
-}
-
 /// A packet in the pipeline: its header, its 64 lane words (the absent ones hold whatever the
 /// PHV holds: noise here) and the pass header's count.
 struct InFlight {
@@ -169,18 +161,14 @@ impl Tofino {
         if u32::from(r.block) != slot || r.chunk != bank_bit || r.layer > 1 || n == 0 {
             return None;
         }
-        let relation = {
+        let held = {
             let b = &mut self.bank_state[bank];
             if b.1 == use_ {
                 *b = (use_, use_.wrapping_add(1));
-                Relation::New
-            } else if b.0 == use_ {
-                Relation::Same
-            } else {
-                Relation::Other
             }
+            b.0
         };
-        if relation == Relation::Other {
+        if held != use_ {
             self.stale += 1;
             return None;
         }

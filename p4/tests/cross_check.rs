@@ -496,7 +496,7 @@ fn every_register_the_control_plane_clears_is_declared_so() {
 #[test]
 fn pass_steps_and_output_kinds_are_each_distinct() {
     let c = constants(&all_text());
-    for prefix in ["STEP_", "OUT_", "RUN_", "AGG_", "BANK_", "REDUCE_"] {
+    for prefix in ["STEP_", "OUT_", "RUN_", "AGG_", "REDUCE_"] {
         let family: Vec<(&String, &u64)> = c
             .iter()
             .filter(|(name, _)| name.starts_with(prefix))
