@@ -355,7 +355,7 @@ impl CollectiveService {
     ) -> Result<(), CollectiveError> {
         let (said, hellos) = std::sync::mpsc::channel::<Greeted>();
         let workers: usize = gathering.iter().map(|g| g.peers.len()).sum();
-        let mut pending = Pending::for_world(workers.min(usize::from(u16::MAX)) as u16);
+        let mut pending = Pending::for_workers(workers);
         let outcome = self.gather(
             gathering,
             stop,
@@ -589,15 +589,15 @@ fn greet(
 struct Pending {
     next: u64,
     waiting: std::collections::VecDeque<(u64, SocketAddr, TcpStream)>,
-    /// The cap per IP address (see [`PENDING_PER_IP`], the least it can be).
+    /// The cap per IP address (at least [`PENDING_PER_IP`]).
     per_ip: usize,
 }
 
 impl Pending {
-    /// For a job of `world` workers.
-    fn for_world(world: u16) -> Pending {
+    /// For jobs of `workers` workers in all.
+    fn for_workers(workers: usize) -> Pending {
         Pending {
-            per_ip: PENDING_PER_IP.max(2 * usize::from(world)),
+            per_ip: PENDING_PER_IP.max(2 * workers),
             ..Pending::default()
         }
     }
@@ -627,8 +627,7 @@ impl Pending {
     fn make_room(&mut self, from: SocketAddr) -> u64 {
         let mut closed = 0;
         let same = |w: &(u64, SocketAddr, TcpStream)| w.1.ip() == from.ip();
-        let per_ip = self.per_ip.max(PENDING_PER_IP);
-        if self.waiting.iter().filter(|w| same(w)).count() >= per_ip {
+        if self.waiting.iter().filter(|w| same(w)).count() >= self.per_ip {
             if let Some(at) = self.waiting.iter().position(same) {
                 close(self.waiting.remove(at));
                 closed += 1;
@@ -1355,8 +1354,8 @@ mod tests {
     /// address leaves room for twice the job's workers.
     #[test]
     fn the_cap_per_address_fits_the_job() {
-        assert_eq!(Pending::for_world(4).per_ip, PENDING_PER_IP);
-        assert_eq!(Pending::for_world(40).per_ip, 80);
+        assert_eq!(Pending::for_workers(4).per_ip, PENDING_PER_IP);
+        assert_eq!(Pending::for_workers(40).per_ip, 80);
     }
 
     /// Connections still saying hello are capped per address (the oldest goes) and in all.
@@ -1364,7 +1363,7 @@ mod tests {
     fn pending_connections_are_capped() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut pending = Pending::default();
+        let mut pending = Pending::for_workers(0);
         let mut evicted = 0;
         let mut kept = Vec::new();
         for _ in 0..PENDING_PER_IP + 5 {

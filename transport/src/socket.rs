@@ -476,6 +476,12 @@ impl Peers {
 mod tests {
     use super::*;
 
+    /// The `i`-th address of a [`Flood`].
+    fn flood_addr(i: u32) -> SocketAddr {
+        let [_, a, b, c] = i.to_be_bytes();
+        SocketAddr::from(([10, a, b, c], 1 + (i % 60_000) as u16))
+    }
+
     /// A datapath that delivers one datagram from each of `sources` addresses, a batch at a
     /// time.
     #[derive(Debug)]
@@ -497,9 +503,8 @@ mod tests {
             }
             let end = (self.next + 64).min(self.sources);
             for i in self.next..end {
-                let [_, a, b, c] = i.to_be_bytes();
                 f(Datagram {
-                    from: SocketAddr::from(([10, a, b, c], 1 + (i % 60_000) as u16)),
+                    from: flood_addr(i),
                     ecn: None,
                     bytes: &[0x53, 0x47, 1, 2],
                 });
@@ -544,11 +549,7 @@ mod tests {
         assert_eq!(e.peer(&worker).bytes_sent, 40);
         let counted = e.stats().forgotten.packets_received
             + (0..sources)
-                .map(|i| {
-                    let [_, a, b, c] = i.to_be_bytes();
-                    SocketAddr::from(([10, a, b, c], 1 + (i % 60_000) as u16))
-                })
-                .map(|a| e.peer(&a).packets_received)
+                .map(|i| e.peer(&flood_addr(i)).packets_received)
                 .sum::<u64>();
         assert_eq!(counted, u64::from(sources));
         assert!(e.stats().forgotten_peers >= u64::from(sources) - MAX_PEERS as u64);

@@ -465,8 +465,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
     /// A reply to an address that has not joined, which sent `asked` bytes: within the budget
     /// for those, and in no more bytes than it sent.
     fn reply(&mut self, now: Nanos, to: A, message: Control, asked: usize) {
-        let Some(message) = message.fit(asked) else {
-            self.counters.replies_too_large += 1;
+        let Some(message) = self.fitted(&message, asked) else {
             return;
         };
         if self.replies.allow(now, &to) {
@@ -474,6 +473,14 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         } else {
             self.counters.replies_suppressed += 1;
         }
+    }
+
+    /// `message` in at most `asked` bytes (see [`Control::fit`]); `None`, counted, when it
+    /// cannot be.
+    fn fitted(&mut self, message: &Control, asked: usize) -> Option<Control> {
+        let fitted = message.fit(asked);
+        self.counters.replies_too_large += u64::from(fitted.is_none());
+        fitted
     }
 
     /// Addresses the reply budget remembers (bounded by [`super::MAX_TRACKED`]).
@@ -502,9 +509,8 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                      not the switch's: give both the job's `secret` or `secret_file`)",
                     h.rank
                 );
-                match (Control::Refuse { reason }).fit(asked) {
-                    Some(refusal) => self.out.push_back((from.clone(), refusal)),
-                    None => self.counters.replies_too_large += 1,
+                if let Some(refusal) = self.fitted(&Control::Refuse { reason }, asked) {
+                    self.out.push_back((from.clone(), refusal));
                 }
                 Err(None)
             }
@@ -517,11 +523,11 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                 let challenge = Control::Challenge {
                     nonce: "0".repeat(32),
                 };
-                if challenge.fit(asked).is_none() {
-                    self.counters.replies_too_large += 1;
+                if self.fitted(&challenge, asked).is_none() {
                     return Err(None);
                 }
                 if self.replies.allow(now, from) {
+                    let challenges = self.challenges.as_mut().expect("checked above");
                     if let Some(nonce) = challenges.issue(now, from) {
                         self.counters.challenges += 1;
                         self.out

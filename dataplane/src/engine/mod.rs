@@ -940,10 +940,7 @@ impl<S: SendStrategy> Engine<S> {
             next_due = Some(next_due.map_or(due, |t| t.min(due)));
         }
         // (A round cleared the deadline first; an overflow's fetch adds to it.)
-        self.fetch_due = match (self.fetch_due, next_due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        self.fetch_due = self.fetch_due.into_iter().chain(next_due).min();
     }
 
     /// Ask `u`'s owner, through the switch, for `u`'s chunk `c` (for destination `v`).
@@ -994,11 +991,11 @@ impl<S: SendStrategy> Engine<S> {
     /// missing are evidence of loss rather than slowness: then a loss's patience is enough
     /// (`losses_explain_the_rest`, `loss_patience`).
     fn patience(&self) -> Nanos {
-        let result = self.cfg.timers.result;
-        let srtt = self.sender.srtt().unwrap_or(0);
         if self.losses_explain_the_rest() {
             return self.loss_patience();
         }
+        let result = self.cfg.timers.result;
+        let srtt = self.sender.srtt().unwrap_or(0);
         if self.plan.mode != Mode::Host && srtt <= self.block_floor() {
             return result;
         }
@@ -1043,8 +1040,8 @@ impl<S: SendStrategy> Engine<S> {
         }
     }
 
-    /// When the fetches of the last round that are still unanswered are due again: a fetch is
-    /// answered at once by its owner, so one unanswered for twice the patience was lost.
+    /// When the fetches still unanswered are due again: a fetch is answered at once by its
+    /// owner, so one unanswered for twice a loss's patience was lost.
     fn refetch_deadline(&self) -> Option<Nanos> {
         match (self.phase, &self.receiver) {
             (Phase::Running(_), Some(r)) if !r.is_complete() => self.fetch_due,
@@ -1095,10 +1092,9 @@ impl<S: SendStrategy> Node for Engine<S> {
             self.fetch_due = None;
             if quiet {
                 self.last_progress = now;
-                self.fetch(wants, budget, Ask::Any);
-            } else {
-                self.fetch(wants, budget, Ask::Again);
             }
+            let ask = if quiet { Ask::Any } else { Ask::Again };
+            self.fetch(wants, budget, ask);
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
