@@ -27,6 +27,8 @@ const TIMERS: Timers = Timers {
     control: 20_000,
     result: 100_000,
 };
+/// 160-byte chunks at 160 MB/s: one a microsecond.
+const ONE_CHUNK_A_MICROSECOND: f64 = 160e6;
 /// The same with a result timeout far beyond the retransmissions, so that no fetch round
 /// takes over from them.
 const PATIENT: Timers = Timers {
@@ -57,14 +59,14 @@ struct Harness {
 }
 
 impl Harness {
-    /// `paced`: one chunk per microsecond per worker (else all at once).
+    /// `pace`: each worker's line rate in bytes/s (`None`: all at once).
     fn new(
         kind: ExchangeKind,
         workers: u32,
         window: usize,
         scale: Option<Scale>,
         timers: Timers,
-        paced: bool,
+        pace: Option<f64>,
     ) -> Harness {
         let d = dataset_of(random_graph(60, 200, 5));
         let spec =
@@ -113,11 +115,9 @@ impl Harness {
                     width: 32,
                     values: &values,
                 };
-                let cc: Box<dyn Controller> = if paced {
-                    // 160-byte chunks at 160 MB/s: one a microsecond.
-                    Box::new(Aimd::new(160e6))
-                } else {
-                    Box::new(Unpaced)
+                let cc: Box<dyn Controller> = match pace {
+                    Some(rate) => Box::new(Aimd::new(rate)),
+                    None => Box::new(Unpaced),
                 };
                 kind.engine(cfg, plan.clone(), local, cc, 0).unwrap()
             })
@@ -234,7 +234,7 @@ fn is(p: &InFlight, t: PacketType) -> bool {
 /// control interval, the switch repeats the go, and the exchange completes.
 #[test]
 fn a_lost_go_is_repeated_on_the_next_join() {
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, None);
     let mut cut = true;
     h.lose = Box::new(move |p| {
         // The connection comes back with worker 1's second join.
@@ -263,7 +263,7 @@ fn a_lost_go_is_repeated_on_the_next_join() {
 #[test]
 fn fetch_rounds_ask_for_one_window_at_most() {
     let window = 4;
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, window, None, TIMERS, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, window, None, TIMERS, None);
     h.lose = Box::new(|p| is(p, PacketType::Result) && p.to == Address::Worker(0));
     h.finish(2_000_000);
     let fetches = h.sent_by(0, PacketType::Fetch);
@@ -290,7 +290,7 @@ fn fetch_rounds_ask_for_one_window_at_most() {
 fn no_fetch_goes_out_before_the_block_floor() {
     let floor = 10 * TIMERS.result;
     let first_fetch = |floors: Vec<Nanos>| {
-        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, false);
+        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, None);
         for w in &mut h.workers {
             w.set_block_floors(floors.clone());
         }
@@ -315,7 +315,14 @@ fn no_fetch_goes_out_before_the_block_floor() {
 /// long before the retransmission timeout.
 #[test]
 fn rack_resends_an_overtaken_chunk_before_the_timeout() {
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, true);
+    let mut h = Harness::new(
+        ExchangeKind::Switchgnn,
+        2,
+        64,
+        None,
+        PATIENT,
+        Some(ONE_CHUNK_A_MICROSECOND),
+    );
     let mut lost = false;
     h.lose = Box::new(move |p| {
         let hit = !lost
@@ -352,7 +359,7 @@ fn data_sends(h: &Harness, w: u16, seq: u32) -> Vec<Nanos> {
 /// fixed rate — and then gets through.
 #[test]
 fn retransmissions_back_off_exponentially() {
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, None);
     let mut dropped = 0;
     h.lose = Box::new(move |p| {
         let hit = is(p, PacketType::Data)
@@ -385,7 +392,7 @@ fn retransmissions_back_off_exponentially() {
 /// gets is for a resent chunk) has no estimate at all.
 #[test]
 fn the_ack_of_a_resent_chunk_is_no_round_trip_sample() {
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, None);
     h.finish(1_000_000);
     let clean = h.workers[0].stats().srtt_ns;
     assert!(
@@ -393,7 +400,7 @@ fn the_ack_of_a_resent_chunk_is_no_round_trip_sample() {
         "clean round trips of two hops: {clean}"
     );
 
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 2, 64, None, PATIENT, None);
     let mut seen = std::collections::HashSet::new();
     h.lose = Box::new(move |p| {
         is(p, PacketType::Data)
@@ -412,7 +419,7 @@ fn the_ack_of_a_resent_chunk_is_no_round_trip_sample() {
 #[test]
 fn an_overflow_notice_starts_a_fetch() {
     let one = Scale::for_bound(1.0, 1).unwrap();
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, Some(one), TIMERS, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, Some(one), TIMERS, None);
     h.finish(2_000_000);
     let notices: u64 = h.workers.iter().map(|w| w.stats().overflow_notices).sum();
     assert!(h.switch.counters().overflows > 0);
@@ -432,13 +439,13 @@ fn an_overflow_notice_starts_a_fetch() {
 #[test]
 fn a_hole_in_the_switchs_numbers_starts_the_fetch_early() {
     let to_0 = |p: &InFlight| is(p, PacketType::Result) && p.to == Address::Worker(0);
-    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, None, TIMERS, false);
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, None, TIMERS, None);
     h.finish(2_000_000);
     let sums = h.log.iter().filter(|p| to_0(p)).count();
     assert!(sums > 3, "worker 0 gets {sums} sums");
     // From the departure of sum `n` (1-based) of worker 0, lost, to worker 0's first fetch.
     let wait = |n: usize| {
-        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, None, TIMERS, false);
+        let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 64, None, TIMERS, None);
         let mut seen = 0;
         h.lose = Box::new(move |p| {
             seen += usize::from(to_0(p));
@@ -461,5 +468,77 @@ fn a_hole_in_the_switchs_numbers_starts_the_fetch_early() {
     assert!(
         last >= TIMERS.result * 3 / 4,
         "no hole: fetched {last} ns after the loss, before the result timeout"
+    );
+}
+
+/// Every sum and raw copy to worker 0 is lost for 20 ms, and worker 0 leaves slower than its
+/// fetch rounds come (2 MB/s: a request every ~20 µs). Each unanswered request doubles the wait
+/// before the next for the same contribution, so neither worker 0 nor the owners answering it
+/// build up a queue of stale requests: once the link heals it recovers within milliseconds.
+/// (Asking again at a fixed pace, it took 25 s of simulated time and 1.5 M requests; over real
+/// sockets that queue took a CI machine's memory.)
+#[test]
+fn after_an_outage_a_slow_worker_recovers_at_once() {
+    let window = 16;
+    let heal = 20_000_000;
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, window, None, TIMERS, Some(2e6));
+    let cut = move |p: &InFlight| {
+        p.at < heal
+            && p.to == Address::Worker(0)
+            && (is(p, PacketType::Result) || is(p, PacketType::Raw))
+            && !p.repr.flags.ack
+    };
+    h.lose = Box::new(cut);
+    h.finish(5_000_000);
+
+    let fetches = h.sent_by(0, PacketType::Fetch);
+    assert!(
+        fetches.iter().any(|f| f.at < heal),
+        "worker 0 fetched during the outage"
+    );
+    let late = fetches.iter().filter(|f| f.at > heal + 1_000_000).count();
+    assert!(
+        h.now < heal + 5_000_000,
+        "finished {} µs after the link healed ({late} fetches sent more than 1 ms after it)",
+        (h.now - heal) / 1_000
+    );
+}
+
+/// A flood of copies of one fetch reaches its owner faster than it sends: it queues at
+/// most a window of replies per worker and counts the rest as shed (the requesters ask again),
+/// so requests from the network cannot grow its memory without bound.
+#[test]
+fn an_owner_sheds_fetches_beyond_its_reply_queue() {
+    let window = 4;
+    let mut h = Harness::new(ExchangeKind::Switchgnn, 3, window, None, TIMERS, None);
+    h.lose = Box::new(|p| is(p, PacketType::Result) && p.to == Address::Worker(0));
+    h.finish(2_000_000);
+    let fetch = h
+        .log
+        .iter()
+        .find(|p| is(p, PacketType::Fetch) && p.from == Address::Switch)
+        .expect("the switch forwarded a fetch")
+        .clone();
+    let Address::Worker(owner) = fetch.to else {
+        panic!("a fetch forwarded to {:?}", fetch.to)
+    };
+    let owner = usize::from(owner);
+    let flood = 10_000;
+    let shed_before = h.workers[owner].stats().fetches_shed;
+    for _ in 0..flood {
+        h.workers[owner].handle_packet(h.now, Address::Switch, &fetch.bytes);
+    }
+    let mut buf = [0u8; MAX_DATAGRAM_LEN];
+    let mut replies = 0;
+    while h.workers[owner].poll_transmit(h.now, &mut buf).is_some() {
+        replies += 1;
+    }
+    let limit = window * 3;
+    let shed = h.workers[owner].stats().fetches_shed - shed_before;
+    assert!(replies <= limit, "{replies} replies queued (limit {limit})");
+    assert_eq!(
+        shed as usize + replies,
+        flood,
+        "every fetch answered or shed"
     );
 }

@@ -289,6 +289,10 @@ pub struct EngineStats {
     /// Acknowledgements of packed host copies this worker sent (one covers several packets).
     #[serde(default)]
     pub acks_sent: u64,
+    /// Fetches left unanswered because this worker's queue of replies and requests was full
+    /// (the requester asks again).
+    #[serde(default)]
+    pub fetches_shed: u64,
 }
 
 /// Why the engine dropped a packet, counted in [`EngineStats::drops`] as the switch counts
@@ -417,8 +421,8 @@ pub struct Engine<S: SendStrategy> {
     /// Acknowledgements of the packed host copies this worker receives.
     acks: RowAcks,
     /// When each contribution (source, destination, chunk) fetched in this block may be asked
-    /// for again.
-    requested: HashMap<(u32, u32, u8), Nanos>,
+    /// for again, and how often it has been asked for.
+    requested: HashMap<(u32, u32, u8), (Nanos, u32)>,
     /// When the earliest of those falls due (see `Engine::refetch_deadline`).
     fetch_due: Option<Nanos>,
     /// Holes in the switch's numbering of the sums and raw copies it sent here: evidence of
@@ -678,6 +682,12 @@ impl<S: SendStrategy> Engine<S> {
                 // this worker's packet, and this worker's own losses show in its own acks (a
                 // cut per fetch shrank every owner's window to one packet at 5% loss).
                 // Features do not depend on the block: answer whatever the phase.
+                if self.recovery.len() >= self.reply_queue_limit() {
+                    // Behind on replies already: the requester asks again later (with a longer
+                    // wait each time), and no flood of requests grows this queue without bound.
+                    self.stats.fetches_shed += 1;
+                    return Ok(());
+                }
                 let mut h = self.header(PacketType::Raw);
                 h.flags.resend = true;
                 h.block = repr.block;
@@ -922,17 +932,26 @@ impl<S: SendStrategy> Engine<S> {
             };
             // What is not in the cache spends the round's budget, asked again or not: a round
             // looks at no more than its share of the network's backlog.
-            let due = self.requested.get(&key).copied();
-            if budget == 0 || (ask == Ask::Again && due.is_none()) {
+            let asked_before = self.requested.get(&key).copied();
+            if ask == Ask::Again && asked_before.is_none() {
+                continue;
+            }
+            if budget == 0 {
+                // Cut short: what is left is asked for once this round's requests had time.
+                next_due = Some(next_due.map_or(self.now + retry, |t| t.min(self.now + retry)));
                 continue;
             }
             budget -= 1;
-            let due = match due {
+            let due = match asked_before {
                 // Asked for, and the reply may still come.
-                Some(t) if self.now < t => t,
+                Some((t, _)) if self.now < t => t,
                 _ => {
-                    let t = self.now + retry;
-                    self.requested.insert(key, t);
+                    // Each request unanswered doubles the wait for the next (up to 64 times):
+                    // when the reply is merely queued at a busy owner, asking again at the
+                    // same pace would only lengthen that queue.
+                    let times = asked_before.map_or(0, |(_, n)| n + 1);
+                    let t = self.now + retry.saturating_mul(1 << times.min(6));
+                    self.requested.insert(key, (t, times));
                     self.send_fetch(b, u, v, c);
                     t
                 }
@@ -1049,6 +1068,14 @@ impl<S: SendStrategy> Engine<S> {
         }
     }
 
+    /// The most replies and requests this worker queues: a window's worth from each worker
+    /// (what every peer may have asked for in one round).
+    fn reply_queue_limit(&self) -> usize {
+        self.cfg
+            .window
+            .saturating_mul(usize::from(self.plan.workers).max(1))
+    }
+
     fn has_paced_work(&self) -> bool {
         !self.recovery.is_empty() || self.sender.has_work()
     }
@@ -1083,11 +1110,13 @@ impl<S: SendStrategy> Node for Engine<S> {
             // window: that measures this worker's sending, and the replies come the other way
             // (with it, at 5% loss a round asked for one contribution). What the cache holds
             // costs nothing and is taken at once.
-            let budget = self.cfg.window;
+            // Requests and replies still queued here count too: a driver that sends slower
+            // than rounds come must not pile up copies of the same requests without bound.
+            let budget = self.cfg.window.saturating_sub(self.recovery.len());
             let wants = self
                 .receiver
                 .as_ref()
-                .map(|r| r.missing(budget.saturating_mul(4)))
+                .map(|r| r.missing(self.cfg.window.saturating_mul(4)))
                 .unwrap_or_default();
             self.fetch_due = None;
             if quiet {
