@@ -22,6 +22,9 @@
 
 /* Metadata starts at zero (flags such as `drop` and `hop` are only ever set). */
 @pa_auto_init_metadata
+/* The pass header's mirror session in a 16-bit container of its own, with its padding. */
+@pa_container_size("ingress", "hdr.pass.ack_session", 16)
+@pa_container_size("ingress", "hdr.pass.pad_ack_session", 16)
 
 #include "include/constants.p4"
 #include "include/headers.p4"
@@ -52,14 +55,14 @@ control Ingress(inout headers_t hdr,
         meta.src_known = true;
         meta.src_owner = worker;
         meta.src_owner_port = port;
-        meta.seen_index = (bit<32>) seen_row + (bit<32>) hdr.sg.chunk;
+        meta.row_word = seen_row + meta.chunk;   /* 16-bit sums: no widening in an action */
     }
     action set_destination(bit<16> agg_base, bit<8> pipe, bit<16> worker, PortId_t port) {
         meta.dst_known = true;
         meta.dst_pipe = pipe;
         meta.dst_owner = worker;
         meta.dst_owner_port = port;
-        meta.agg_index = (bit<32>) agg_base + (bit<32>) hdr.sg.chunk;
+        meta.dst_agg = agg_base + meta.chunk;
     }
     action unknown_source() { meta.src_known = false; }
     action unknown_destination() { meta.dst_known = false; }
@@ -109,9 +112,18 @@ control Ingress(inout headers_t hdr,
 
     apply {
         bool recirculated = hdr.pass.isValid();
+        /* Every path that aggregates only says so: the control is applied once, below (the
+         * compiler inlines each application, and a table may be applied in one place only). */
+        bool aggregate = false;
+        bool forward_raw = false;
         check.apply(hdr, meta, ig_intr_md);
         if (ig_prsr_md.parser_err != 0 && !meta.drop) {
-            drop_with(hdr.sg.isValid() ? DROP_LANES_BEYOND : DROP_TRUNCATED);
+            /* (if/else, not ?: — Tofino sets a field from a comparison only by branching) */
+            if (hdr.sg.isValid()) {
+                drop_with(DROP_LANES_BEYOND);
+            } else {
+                drop_with(DROP_TRUNCATED);
+            }
         }
         if (meta.hop) {
             ig_tm_md.ucast_egress_port = meta.recirc_port;
@@ -119,7 +131,7 @@ control Ingress(inout headers_t hdr,
             /* All-reduce slices name no exchange: their job's region checks them. */
             allreduce.apply(hdr, meta);
             if (!meta.drop) {
-                aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+                aggregate = true;
             }
         } else if (!meta.drop) {
             running.apply(hdr, meta);
@@ -129,8 +141,15 @@ control Ingress(inout headers_t hdr,
                 /* running(): data, raw and fetch belong to the running exchange. */
                 source_row.apply();
                 destination_slot.apply();
-                bool lanes_ok = hdr.sg.lanes == (hdr.sg.chunk + 1 == hdr.pass.chunks
-                                                 ? meta.last_lanes : SG_MAX_LANES);
+                meta.agg_index = 16w0 ++ meta.dst_agg;
+                bit<8> want_lanes = SG_MAX_LANES;
+                if (hdr.sg.chunk + 1 == hdr.pass.chunks) {
+                    want_lanes = meta.last_lanes;
+                }
+                bool lanes_ok = false;
+                if (hdr.sg.lanes == want_lanes) {
+                    lanes_ok = true;
+                }
                 if (meta.run == RUN_STALE || !meta.started || meta.finished) {
                     drop_with(DROP_STALE);
                 } else if (hdr.sg.packet_type == SG_DATA) {
@@ -143,7 +162,7 @@ control Ingress(inout headers_t hdr,
                     } else if (!lanes_ok) {
                         drop_with(DROP_BAD_LANES);
                     } else {
-                        aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+                        aggregate = true;
                     }
                 } else if (hdr.sg.packet_type == SG_ROWS) {
                     /* rows(): packed host copies or their receiver's ack of ranges, forwarded
@@ -163,10 +182,8 @@ control Ingress(inout headers_t hdr,
                     } else if (!lanes_ok) {
                         drop_with(DROP_BAD_LANES);
                     } else {
-                        aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-                        if (hdr.pass.step != STEP_RELEASE) {
-                            forward(meta.dst_owner_port, meta.dst_owner);
-                        }   /* else it is forwarded after the release, from the other pipe */
+                        aggregate = true;
+                        forward_raw = true;
                     }
                 } else {
                     /* Fetch: only the destination's owner asks; it goes to the source's. */
@@ -179,14 +196,20 @@ control Ingress(inout headers_t hdr,
             } else {
                 /* A later pass: of a data packet's chain, a readout, a raw forward or a
                  * release in another pipe. */
-                aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+                aggregate = true;
             }
+        }
+        if (aggregate) {
+            aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+            if (forward_raw && hdr.pass.step != STEP_RELEASE) {
+                forward(meta.dst_owner_port, meta.dst_owner);
+            }   /* else it is forwarded after the release, from the other pipe */
         }
         if (meta.drop) {
             drops.count(meta.drop_reason);
             ig_dprsr_md.drop_ctl = 1;   /* a duplicate's acknowledgement is a mirror: it stays */
         } else if (meta.to_sender) {
-            ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.sender_port;
+            ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
         }
     }
 }

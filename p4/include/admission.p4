@@ -35,8 +35,9 @@ control Admission(inout headers_t hdr,
     }
 
     action set_job(bit<16> workers, MulticastGroupId_t go_group, PortId_t recirc_port,
-                   bit<16> job_slot, MulticastGroupId_t pass_groups) {
+                   bit<16> job_slot, MulticastGroupId_t pass_groups, bit<8> home_pipe) {
         meta.workers = workers;
+        meta.home_pipe = home_pipe;   /* recirc_port's pipe, a byte (a widening costs a step) */
         meta.go_group = go_group;
         meta.pass_groups = pass_groups;
         meta.recirc_port = recirc_port;
@@ -45,7 +46,7 @@ control Admission(inout headers_t hdr,
 
     /* Per job: its worker count, the multicast group of its block go, the recirculation port
      * of its home pipe (where first passes and the barrier run), its index in the barrier
-     * registers, and the first of its pass groups. */
+     * registers, the first of its pass groups, and the home pipe's number. */
     @id(0x02000007)
     table job_config {
         key = { hdr.sg.job : exact @name("job"); }
@@ -88,89 +89,79 @@ control Admission(inout headers_t hdr,
     }
 
     apply {
-        if (hdr.pass.isValid()) {
-            /* A recirculated pass: checked on its first pass; only the configuration. */
-            job_config.apply();
-            if (hdr.sg.packet_type != SG_REDUCE) {
-                exchange_config.apply();   /* an all-reduce's layer field is its operation */
+        /* Straight-line, each table applied once (p4c for Tofino refuses a table applied in
+         * two places): the checks of a first pass, the job, the first pass's own checks, the
+         * exchange, then what depends on the pass. */
+        bool first = !hdr.pass.isValid();
+        meta.chunk = 8w0 ++ hdr.sg.chunk;
+        meta.in_port = 7w0 ++ ig_intr_md.ingress_port;
+        if (first && !meta.drop) {   /* (else the parser already named the reason) */
+            if (!hdr.sg.isValid()) {
+                drop_with(DROP_TRUNCATED);
+            } else if ((hdr.sg.flags & SG_FLAG_RESERVED) != 0) {
+                drop_with(DROP_RESERVED_FLAGS);
+            } else if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_ROWS) {
+                drop_with(DROP_UNKNOWN_TYPE);
+            } else if ((hdr.sg.flags & SG_FLAG_PARTIAL) != 0) {
+                /* a leaf's partial sum: this program is a star's switch, never a spine */
+                drop_with(DROP_NOT_ADMITTED);
+            } else {
+                admission.apply();
             }
+        }
+        if (!meta.drop) {
+            job_config.apply();   /* a recirculated pass was checked on its first: only this */
+        }
+        if (first && !meta.drop) {
+            if (!meta.admitted) {
+                drop_with(DROP_NOT_ADMITTED);
+            } else if (hdr.sg.packet_type == SG_REDUCED) {
+                drop_with(DROP_WRONG_DIRECTION);
+            } else {
+                hdr.pass.setValid();
+                hdr.pass.pass = 0;
+                hdr.pass.step = STEP_CHAIN;
+                /* The first pass runs in the job's home pipe (that of its recirculation port),
+                 * at the start of that pipe's chain. */
+                hdr.pass.pipe = meta.home_pipe;
+                hdr.pass.index = 0;
+                hdr.pass.out_kind = OUT_FORWARD;
+                hdr.pass.sender_port = meta.in_port;
+            }
+        }
+        /* An all-reduce slice names no exchange (its layer field is its operation; its region,
+         * allreduce.p4, checks it). */
+        if (!meta.drop && hdr.sg.packet_type != SG_REDUCE) {
+            exchange_config.apply();
+        }
+        if (!first) {
             if (hdr.pass.step == STEP_HOP) {
                 hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
             }
-            meta.ack_session = (MirrorId_t) hdr.pass.ack_session;
-            return;
-        }
-        if (meta.drop) {
-            return;   /* the parser already named the reason */
-        }
-        if (!hdr.sg.isValid()) {
-            drop_with(DROP_TRUNCATED);
-            return;
-        }
-        if ((hdr.sg.flags & SG_FLAG_RESERVED) != 0) {
-            drop_with(DROP_RESERVED_FLAGS);
-            return;
-        }
-        if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_ROWS) {
-            drop_with(DROP_UNKNOWN_TYPE);
-            return;
-        }
-        if ((hdr.sg.flags & SG_FLAG_PARTIAL) != 0) {
-            /* a leaf's partial sum: this program is a star's switch, never a spine */
-            drop_with(DROP_NOT_ADMITTED);
-            return;
-        }
-        admission.apply();
-        job_config.apply();
-        if (!meta.admitted) {
-            drop_with(DROP_NOT_ADMITTED);
-            return;
-        }
-        if (hdr.sg.packet_type == SG_REDUCED) {
-            drop_with(DROP_WRONG_DIRECTION);
-            return;
-        }
-        hdr.pass.setValid();
-        hdr.pass.pass = 0;
-        hdr.pass.step = STEP_CHAIN;
-        /* The first pass runs in the job's home pipe (that of its recirculation port), at the
-         * start of that pipe's chain. */
-        hdr.pass.pipe = (bit<8>) meta.recirc_port[8:7];
-        hdr.pass.index = 0;
-        hdr.pass.out_kind = OUT_FORWARD;
-        hdr.pass.sender_port = (bit<16>) ig_intr_md.ingress_port;
-        hdr.pass.ack_session = (bit<16>) meta.ack_session;
-        if (hdr.sg.packet_type == SG_REDUCE) {
-            /* An all-reduce slice names no exchange (its region, allreduce.p4, checks it); its
-             * banks live in the home pipe like the barrier. */
-            if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
+            meta.ack_session = hdr.pass.ack_session;
+        } else if (!meta.drop) {
+            /* (Not with the other fields above: one action writes a container from two
+             * sources at most.) */
+            hdr.pass.ack_session = meta.ack_session;
+            if (hdr.sg.packet_type != SG_REDUCE) {
+                /* Repr::check_plan, in its order. */
+                if (hdr.sg.src >= meta.vertices || hdr.sg.dst >= meta.vertices
+                        || hdr.sg.block > meta.blocks || hdr.sg.chunk >= hdr.pass.chunks) {
+                    drop_with(DROP_OUT_OF_RANGE);
+                } else if (hdr.sg.packet_type == SG_RESULT
+                        || hdr.sg.packet_type == SG_BLOCK_GO) {
+                    drop_with(DROP_WRONG_DIRECTION);
+                }
+            }
+            /* Registers are per pipe: the job's seen words, barrier and all-reduce banks live
+             * in the pipe of its recirculation port (its home pipe), where every first pass
+             * runs. A packet admitted in another pipe hops there first (one extra
+             * recirculation; p4/README.md). */
+            if (!meta.drop && ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
                 meta.hop = true;
                 hdr.pass.step = STEP_HOP;
                 hdr.pass.out_kind = OUT_RECIRC;
             }
-            return;
-        }
-        exchange_config.apply();
-        if (meta.drop) {
-            return;
-        }
-        /* Repr::check_plan, in its order. */
-        if (hdr.sg.src >= meta.vertices || hdr.sg.dst >= meta.vertices
-                || hdr.sg.block > meta.blocks || hdr.sg.chunk >= hdr.pass.chunks) {
-            drop_with(DROP_OUT_OF_RANGE);
-            return;
-        }
-        if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_BLOCK_GO) {
-            drop_with(DROP_WRONG_DIRECTION);
-            return;
-        }
-        /* Registers are per pipe: the job's seen words and barrier live in the pipe of its
-         * recirculation port (its home pipe), where every first pass runs. A packet admitted in
-         * another pipe hops there first (one extra recirculation; p4/README.md). */
-        if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
-            meta.hop = true;
-            hdr.pass.step = STEP_HOP;
-            hdr.pass.out_kind = OUT_RECIRC;
         }
     }
 }

@@ -159,7 +159,7 @@ control Aggregation(inout headers_t hdr,
     action aggregate(bit<32> agg_base, bit<32> dst, bit<16> dst_worker, PortId_t dst_port,
                      bit<8> fanout, bit<16> expected, bit<1> last) {
         meta.has_pass = true;
-        meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
+        meta.agg_index = agg_base + (16w0 ++ meta.chunk);
         meta.dst = dst;
         meta.dst_worker = dst_worker;
         meta.dst_port = dst_port;
@@ -183,13 +183,13 @@ control Aggregation(inout headers_t hdr,
     action aggregate_partial(bit<32> agg_base, bit<8> pipe, bit<16> dst_worker,
                              PortId_t dst_port, bit<16> expected, bit<16> seen_row) {
         meta.has_pass = true;
-        meta.agg_index = agg_base + (bit<32>) hdr.sg.chunk;
+        meta.agg_index = agg_base + (16w0 ++ meta.chunk);
         meta.agg_pipe = pipe;
         meta.dst = hdr.sg.dst;
         meta.dst_worker = dst_worker;
         meta.dst_port = dst_port;
         meta.expected = expected;
-        meta.seen_index = (bit<32>) seen_row + (bit<32>) hdr.sg.chunk;
+        meta.row_word = seen_row + meta.chunk;
         meta.fanout = 0;
         meta.last = 1;
     }
@@ -233,8 +233,8 @@ control Aggregation(inout headers_t hdr,
     /* seen[seen_row + chunk] = phase of the last sighting: a duplicate within this block. The
      * row comes from `source_row` (stage 1), so this check does not wait for the pass table.
      * Only the home pipe's copy is used: every pass 0 runs there. */
-    Register<bit<32>, bit<32>>(SEEN_WORDS) seen;
-    RegisterAction<bit<32>, bit<32>, bit<8>>(seen) test_and_set = {
+    Register<bit<32>, bit<16>>(SEEN_WORDS) seen;
+    RegisterAction<bit<32>, bit<16>, bit<8>>(seen) test_and_set = {
         void apply(inout bit<32> value, out bit<8> duplicate) {
             if (value == meta.phase) { duplicate = 1; } else { value = meta.phase; duplicate = 0; }
         }
@@ -321,13 +321,13 @@ control Aggregation(inout headers_t hdr,
                     ig_tm_md.ucast_egress_port = loop;
                 } else {
                     hdr.pass.out_kind = OUT_REPLAY;
-                    ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.sender_port;
+                    ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
                 }
             } else {
                 /* STEP_REPLAY_HIGH */
                 READ_HIGH_HALVES
                 hdr.pass.out_kind = OUT_REPLAY;
-                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.sender_port;
+                ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
             }
             return;
         }
@@ -338,7 +338,7 @@ control Aggregation(inout headers_t hdr,
                  * destination's owner. */
                 release.execute(hdr.pass.agg_index);
                 hdr.pass.out_kind = OUT_FORWARD;
-                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+                ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
                 return;
             }
             /* raw(): a resend of the running block releases the destination's aggregator. */
@@ -350,7 +350,7 @@ control Aggregation(inout headers_t hdr,
                     hdr.pass.step = STEP_RELEASE;
                     hdr.pass.pipe = meta.dst_pipe;
                     hdr.pass.agg_index = meta.agg_index;
-                    hdr.pass.dst_port = (bit<16>) meta.dst_owner_port;
+                    hdr.pass.dst_port = meta.dst_owner_port;
                     hdr.pass.dst_worker = meta.dst_owner;
                     hdr.pass.pass = hdr.pass.pass + 1;
                     hdr.pass.out_kind = OUT_RECIRC;
@@ -371,19 +371,19 @@ control Aggregation(inout headers_t hdr,
                 ig_tm_md.ucast_egress_port = loop;
             } else {
                 hdr.pass.out_kind = OUT_RESULT;
-                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+                ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
             }
             return;
         }
         if (hdr.pass.step == STEP_READ_HIGH) {
             READ_HIGH_HALVES
             hdr.pass.out_kind = OUT_RESULT;
-            ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+            ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
             return;
         }
         if (hdr.pass.step == STEP_RAW) {
             hdr.pass.out_kind = OUT_RAW;   /* forward_raw(): the host aggregates this one */
-            ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+            ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
             return;
         }
 
@@ -402,7 +402,7 @@ control Aggregation(inout headers_t hdr,
             /* Acknowledge once counted, and again for a duplicate. */
             ig_dprsr_md.mirror_type = MIRROR_ACK;
             meta.ack_kind = 0x80;
-            if (test_and_set.execute(meta.seen_index) == 1) {
+            if (test_and_set.execute(meta.row_word) == 1) {
                 meta.drop = true;
                 meta.drop_reason = DROP_DUPLICATE;
                 return;
@@ -469,7 +469,7 @@ control Aggregation(inout headers_t hdr,
         bool continues = meta.last == 0;
         hdr.pass.dst = meta.dst;
         hdr.pass.dst_worker = meta.dst_worker;
-        hdr.pass.dst_port = (bit<16>) meta.dst_port;
+        hdr.pass.dst_port = meta.dst_port;
         hdr.pass.agg_index = meta.agg_index;
         hdr.pass.count = meta.counted[15:0];
         if (meta.agg_outcome == AGG_RAW) {
@@ -484,10 +484,14 @@ control Aggregation(inout headers_t hdr,
         if (fan != 0 || (emits && continues)) {
             /* Several copies: the job's pass group of this pipe, fan-out and copies (entries.rs
              * `Install::pass_group`). */
-            bit<16> copies = (bit<16>) fan[3:0] << 2;
-            if (emits) { copies = copies | 2; }
-            if (continues) { copies = copies | 1; }
-            ig_tm_md.mcast_grp_a = meta.pass_groups + ((bit<16>) hdr.pass.pipe[1:0] << 6) + copies;
+            bit<1> emit_copy = 0;
+            if (emits) { emit_copy = 1; }
+            bit<1> continue_copy = 0;
+            if (continues) { continue_copy = 1; }
+            /* pipe << 6 | fan-out << 2 | copies, by concatenation (fan-out < 16), then one add:
+             * an action takes one instruction per field */
+            meta.pass_group = 8w0 ++ hdr.pass.pipe[1:0] ++ fan[3:0] ++ emit_copy ++ continue_copy;
+            ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
         } else if (continues) {
             ig_tm_md.ucast_egress_port = loop;
         } else if (in_place) {
@@ -498,7 +502,7 @@ control Aggregation(inout headers_t hdr,
                 ig_tm_md.ucast_egress_port = loop;
             } else {
                 hdr.pass.out_kind = OUT_RESULT;
-                ig_tm_md.ucast_egress_port = (PortId_t) hdr.pass.dst_port;
+                ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
             }
         } else if (emits) {
             hdr.pass.step = hdr.pass.emit_step;

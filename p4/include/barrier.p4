@@ -82,8 +82,8 @@ control RunningExchange(inout headers_t hdr,
 
     apply {
         bit<32> index = (bit<32>) meta.job_slot;
-        bit<32> want = (bit<32>) hdr.sg.layer << 24
-                     | (bit<32>) ((hdr.sg.flags & SG_FLAG_BACKWARD) >> 4) << 16;
+        /* layer << 24 | backward << 16, as one concatenation (one instruction) */
+        bit<32> want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
         bit<32> epoch;
         if (hdr.pass.step == STEP_OPEN) {
             meta.new_tag = want;
@@ -108,9 +108,17 @@ control RunningExchange(inout headers_t hdr,
         }
         meta.running_epoch = epoch;
         hdr.pass.phase = meta.phase;
-        meta.started = meta.running_tag[15:0] != 0;
+        /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
+         * value into a field. */
         meta.running_block = meta.running_tag[15:0] - 1;
-        meta.finished = meta.started && meta.running_block == meta.blocks;
+        meta.started = false;
+        meta.finished = false;
+        if (meta.running_tag[15:0] != 0) {
+            meta.started = true;
+            if (meta.running_block == meta.blocks) {
+                meta.finished = true;
+            }
+        }
         if (epoch != hdr.sg.epoch || meta.running_tag[31:16] != want[31:16]) {
             meta.run = RUN_STALE;
         } else if (meta.started && meta.running_block == hdr.sg.block) {
@@ -190,7 +198,9 @@ control Barrier(inout headers_t hdr,
 
     apply {
         bit<32> index = (bit<32>) meta.job_slot;
-        bit<32> arrival = index * MAX_WORKERS + (bit<32>) hdr.sg.worker;
+        /* slot · MAX_WORKERS + worker, by concatenation (slot < MAX_JOBS = 64, an admitted
+         * worker < MAX_WORKERS = 256): a register index is a field or a slice, not a sum. */
+        bit<32> arrival = (bit<32>) (meta.job_slot[5:0] ++ hdr.sg.worker[7:0]);
 
         if (hdr.pass.step == STEP_ADVANCE) {
             /* begin_block: multicast the go of the block the exchange is now in (the final go,
@@ -203,7 +213,10 @@ control Barrier(inout headers_t hdr,
         }
         if (hdr.pass.step != STEP_OPEN) {
             if (hdr.sg.packet_type == SG_JOIN) {
-                meta.may_open = meta.finished || meta.running_tag == 0;
+                meta.may_open = false;
+                if (meta.finished || meta.running_tag == 0) {
+                    meta.may_open = true;
+                }
                 bit<8> verdict;
                 if (meta.may_open) {
                     verdict = check_sequence.execute(index);
@@ -226,8 +239,7 @@ control Barrier(inout headers_t hdr,
             } else {
                 /* BlockDone */
                 if (meta.run == RUN_STALE) {
-                    bit<32> want = (bit<32>) hdr.sg.layer << 24
-                                 | (bit<32>) ((hdr.sg.flags & SG_FLAG_BACKWARD) >> 4) << 16;
+                    bit<32> want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
                     if (meta.previous_tag != 0 && meta.previous_tag[31:16] == want[31:16]) {
                         unicast_go(meta.previous_tag[15:0] - 1);   /* missed the final go */
                         return;

@@ -164,9 +164,9 @@ control Egress(inout headers_t hdr,
         if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_RAW) {
             hdr.sg.sequence = next_stamp.execute((bit<32>) eg_intr_md.egress_port);
         }
-        bit<16> payload = (bit<16>) hdr.sg.lanes << 2;
-        hdr.ipv4.total_len = 20 + 8 + 32 + payload;
-        hdr.udp.length = 8 + 32 + payload;
+        meta.payload = 6w0 ++ hdr.sg.lanes ++ 2w0;   /* lanes · 4 */
+        hdr.ipv4.total_len = 20 + 8 + 32 + meta.payload;
+        hdr.udp.length = 8 + 32 + meta.payload;
         hdr.udp.checksum = 0;   /* optional for UDP over IPv4; the payload changed */
         ecn_marking.apply();
         if ((bit<19>) eg_intr_md.enq_qdepth > meta.ecn_threshold) {

@@ -71,14 +71,16 @@ header pass_h {
     bit<8>  pipe;         /* the pipe whose aggregators this copy visits */
     bit<8>  emit_step;    /* STEP_READ_LOW or STEP_RAW: the step of an emitting pass's copy */
     bit<16> index;        /* the next pass of that pipe's chain (vertex_aggregators) */
-    bit<16> dst_port;     /* where a finished sum or a raw contribution leaves */
+    bit<7>  pad_dst_port; /* (ports and sessions at their own widths: a cast costs an */
+    PortId_t dst_port;    /*  instruction) where a finished sum or a raw contribution leaves */
     bit<32> phase;        /* the job's block phase when pass 0 ran */
     bit<32> dst;          /* destination vertex of this pass's aggregator */
     bit<32> agg_index;    /* its aggregator, for the readout (or release) passes */
     bit<16> dst_worker;   /* its owner */
     bit<16> count;        /* contributions in the emitted sum */
     bit<16> sender_port;  /* the worker's port (the ingress port of the first pass) */
-    bit<16> ack_session;  /* mirror session of acknowledgements to the sender */
+    bit<6>  pad_ack_session;
+    MirrorId_t ack_session; /* mirror session of acknowledgements to the sender */
 }
 
 /* The acknowledgement copy's mirror header (ingress-to-egress mirror to the sender). */
@@ -101,6 +103,10 @@ struct ingress_metadata_t {
     bool    drop;
     bool    admitted;
     bool    hop;          /* admitted in another pipe: recirculate into the aggregation pipe */
+    bit<16> in_port;      /* the ingress port, widened once (admission.p4) */
+    bit<16> chunk;        /* hdr.sg.chunk, widened once (admission.p4) for the index sums */
+    bit<16> row_word;     /* the source's seen word for this chunk (source_row, partials) */
+    bit<16> dst_agg;      /* the destination's aggregator for this chunk (destination_slot) */
     /* exchange_config */
     bit<8>  mode;
     bit<8>  last_lanes;
@@ -128,6 +134,7 @@ struct ingress_metadata_t {
     bit<1>  last;
     bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
     bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
+    bit<16> pass_group;   /* the pass group's offset among the job's (pipe, fan-out, copies) */
     PortId_t dst_port;
     /* register outcomes */
     bit<32> phase;
@@ -137,6 +144,7 @@ struct ingress_metadata_t {
     /* job_config and the running exchange (barrier.p4) */
     bit<16> job_slot;
     PortId_t recirc_port;
+    bit<8>  home_pipe;
     bit<32> running_epoch;
     bit<32> running_tag;
     bit<32> previous_tag;
@@ -172,6 +180,7 @@ const bit<8> AGG_DONE     = 3;   /* already complete (cannot happen with a consi
 struct egress_metadata_t {
     bit<8>  mirror_kind;
     bit<19> ecn_threshold;
+    bit<16> payload;      /* the lanes' bytes: a field, so that the lengths take one add each */
 }
 
 #endif

@@ -558,6 +558,7 @@ impl Entries {
                 u64::from(install.recirc_port),
                 u64::from(install.job_slot),
                 u64::from(install.pass_groups()),
+                u64::from(install.recirc_port) >> 7,
             ],
         );
         let mut clears = Vec::new();
@@ -952,6 +953,12 @@ impl Reader {
                 id if id == program::JOB_CONFIG.id => {
                     if self.job.is_some() {
                         return Err(bad("a second job configuration".into()));
+                    }
+                    if p[5] != p[2] >> 7 {
+                        return Err(bad(format!(
+                            "home pipe {} is not the pipe of recirculation port {}",
+                            p[5], p[2]
+                        )));
                     }
                     self.job = Some(JobRow {
                         workers: p[0] as u16,

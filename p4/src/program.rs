@@ -113,6 +113,7 @@ pub const SET_JOB: Action = Action {
         f("recirc_port", PORT_BITS),
         f("job_slot", 16),
         f("pass_groups", 16),
+        f("home_pipe", 8),
     ],
 };
 pub const SET_WORKER_ADDRESS: Action = Action {

@@ -84,9 +84,17 @@ fn header(text: &str, name: &str) -> Vec<(String, u32)> {
     let at = text
         .find(&format!("header {name} "))
         .unwrap_or_else(|| panic!("header {name}"));
-    let re = Regex::new(r"bit<(\d+)>\s+(\w+)\s*;").unwrap();
+    // Fields are `bit<N>` or one of TNA's port and mirror-session types.
+    let re = Regex::new(r"(bit<(\d+)>|PortId_t|MirrorId_t)\s+(\w+)\s*;").unwrap();
     re.captures_iter(braced(text, at))
-        .map(|c| (c[2].to_string(), c[1].parse().unwrap()))
+        .map(|c| {
+            let bits = match &c[1] {
+                "PortId_t" => program::PORT_BITS,
+                "MirrorId_t" => 10,
+                _ => c[2].parse().unwrap(),
+            };
+            (c[3].to_string(), bits)
+        })
         .collect()
 }
 
