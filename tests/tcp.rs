@@ -44,9 +44,12 @@ fn exchange_over_tcp_is_exact_and_reports_like_the_other_kinds() {
     assert_eq!(tcp.as_array().unwrap().len(), 4);
     for (h, t) in host.as_array().unwrap().iter().zip(tcp.as_array().unwrap()) {
         assert_eq!(t["exact"], true, "{t}");
-        // The same copies: the host exchange's payload and traffic model.
-        assert_eq!(t["payload"], h["payload"], "{t}");
+        // The same copies: the host exchange's traffic model, which TCP moves exactly once
+        // (the host exchange's own payload adds whatever it resent: on a busy machine a
+        // lossless run can still time out and resend or fetch).
+        assert_eq!(t["model"], h["model"], "{t} vs {h}");
         assert_eq!(t["payload"], t["model"], "{t}");
+        assert!(h["payload"].as_u64() >= h["model"].as_u64(), "{h}");
         assert!(t["seconds"].as_f64().unwrap() > 0.0, "{t}");
         assert!(t["packets"].as_u64().unwrap() > 0, "{t}");
         assert!(t["bytes"].as_u64() > t["payload"].as_u64(), "{t}");
