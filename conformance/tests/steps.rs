@@ -472,11 +472,11 @@ fn a_hole_in_the_switchs_numbers_starts_the_fetch_early() {
 }
 
 /// Every sum and raw copy to worker 0 is lost for 20 ms, and worker 0 leaves slower than its
-/// fetch rounds come (2 MB/s: a request every ~20 µs). Each unanswered request doubles the wait
-/// before the next for the same contribution, so neither worker 0 nor the owners answering it
-/// build up a queue of stale requests: once the link heals it recovers within milliseconds.
-/// (Asking again at a fixed pace, it took 25 s of simulated time and 1.5 M requests; over real
-/// sockets that queue took a CI machine's memory.)
+/// fetch rounds come (2 MB/s: a request every ~20 µs). From the third unanswered request for one
+/// contribution on, each doubles the wait before the next, so neither worker 0 nor the owners
+/// answering it build up a queue of stale requests: once the link heals it recovers within
+/// milliseconds. (Asking again at a fixed pace, it took 25 s of simulated time and 1.5 M
+/// requests; over real sockets that queue took a CI machine's memory.)
 #[test]
 fn after_an_outage_a_slow_worker_recovers_at_once() {
     let window = 16;
