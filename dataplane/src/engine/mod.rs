@@ -683,8 +683,8 @@ impl<S: SendStrategy> Engine<S> {
                 // cut per fetch shrank every owner's window to one packet at 5% loss).
                 // Features do not depend on the block: answer whatever the phase.
                 if self.recovery.len() >= self.reply_queue_limit() {
-                    // Behind on replies already: the requester asks again later (with a longer
-                    // wait each time), and no flood of requests grows this queue without bound.
+                    // Behind on replies already: the requester asks again later (waiting longer
+                    // once it has asked twice), and no flood of requests grows this queue.
                     self.stats.fetches_shed += 1;
                     return Ok(());
                 }
