@@ -49,7 +49,8 @@ pub struct DatasetArgs {
     /// for Twitch, else the last column).
     #[arg(long, value_name = "COLUMN")]
     pub label_column: Option<String>,
-    /// Text formats: accept an edge file with no edges (refused by default, as damage).
+    /// MUSAE and OGB folders: accept an edge file with no edges (refused by default, as
+    /// damage; a plain edge list without edges is always refused: it has no vertices).
     #[arg(long)]
     pub allow_empty: bool,
 }

@@ -265,12 +265,16 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// The manifest's bytes on disk: pretty JSON with its own checksum.
-    fn sealed(&mut self) -> Vec<u8> {
-        self.checksum = None;
-        let body = serde_json::to_vec_pretty(self).expect("manifest serialises");
-        self.checksum = Some(format!("{:016x}", xxh3_64(&body)));
-        serde_json::to_vec_pretty(self).expect("manifest serialises")
+    /// The manifest's bytes on disk: pretty JSON with its own checksum (the one in memory
+    /// keeps none).
+    fn sealed(&self) -> Vec<u8> {
+        let mut sealed = Manifest {
+            checksum: None,
+            ..self.clone()
+        };
+        let body = serde_json::to_vec_pretty(&sealed).expect("manifest serialises");
+        sealed.checksum = Some(format!("{:016x}", xxh3_64(&body)));
+        serde_json::to_vec_pretty(&sealed).expect("manifest serialises")
     }
 
     /// Check the checksum of a manifest read from disk (it is then taken out).
@@ -550,7 +554,6 @@ impl Plan {
         }
         self.manifest.files = files;
         let json = self.manifest.sealed();
-        self.manifest.checksum = None;
         write_atomically(&dir.join(MANIFEST), |w| w.write_all(&json))?;
         self.remove_stale_files(dir)
     }

@@ -1324,7 +1324,6 @@ mod tests {
             .collect();
         for w in workers {
             let (joined, v) = w.join().unwrap();
-            eprintln!("a worker joined after {joined:?} beside 128 bad connections");
             assert!(joined < HELLO_WAIT, "a worker joined after {joined:?}");
             // 0+1+2+3, then summed twice more.
             assert_eq!(v, vec![6.0 * 16.0; 3]);

@@ -249,31 +249,11 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
     /// A control message from `from`.
     pub fn handle_control(&mut self, now: Nanos, from: A, message: Control) {
         match message {
-            Control::Hello(h) => match self
-                .prove(now, &from, &h)
-                .and_then(|()| self.admit(now, &from, &h).map_err(Some))
-            {
-                Ok(()) => {
-                    self.counters.admitted += 1;
-                    self.send(
-                        now,
-                        from,
-                        Control::Welcome {
-                            job: h.job,
-                            rank: h.rank,
-                            window: self.cfg.window,
-                            allreduce_slots: self.cfg.allreduce_slots,
-                        },
-                    );
-                }
-                Err(Some(reason)) => {
-                    self.counters.refused += 1;
-                    let asked = Control::Hello(h).encode().len();
-                    self.reply(now, from, Control::Refuse { reason }, asked);
-                }
-                // Challenged (or over the budget to be).
-                Err(None) => {}
-            },
+            Control::Hello(h) => {
+                // What the address sent: no reply to it before it joins may be longer.
+                let asked = Control::Hello(h.clone()).encode().len();
+                self.on_hello(now, from, h, asked)
+            }
             Control::Heartbeat => {
                 self.counters.heartbeats_received += 1;
                 self.heard(now, &from);
@@ -288,6 +268,34 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                 }
             }
             _ => self.counters.unexpected += 1,
+        }
+    }
+
+    /// A hello of `asked` bytes: welcome, refusal or challenge.
+    fn on_hello(&mut self, now: Nanos, from: A, h: Hello, asked: usize) {
+        match self
+            .prove(now, &from, &h, asked)
+            .and_then(|()| self.admit(now, &from, &h).map_err(Some))
+        {
+            Ok(()) => {
+                self.counters.admitted += 1;
+                self.send(
+                    now,
+                    from,
+                    Control::Welcome {
+                        job: h.job,
+                        rank: h.rank,
+                        window: self.cfg.window,
+                        allreduce_slots: self.cfg.allreduce_slots,
+                    },
+                );
+            }
+            Err(Some(reason)) => {
+                self.counters.refused += 1;
+                self.reply(now, from, Control::Refuse { reason }, asked);
+            }
+            // Challenged (or over the budget to be).
+            Err(None) => {}
         }
     }
 
@@ -490,12 +498,17 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
 
     /// With an admission secret: whether `h` proves it. `Err(None)`: not (a challenge, or a
     /// refusal of a wrong proof, was queued).
-    fn prove(&mut self, now: Nanos, from: &A, h: &Hello) -> Result<(), Option<String>> {
+    fn prove(
+        &mut self,
+        now: Nanos,
+        from: &A,
+        h: &Hello,
+        asked: usize,
+    ) -> Result<(), Option<String>> {
         // `Option<String>` so that `admit`'s refusals (`Some`) chain after it.
         let Some(challenges) = self.challenges.as_mut() else {
             return Ok(());
         };
-        let asked = Control::Hello(h.clone()).encode().len();
         let verdict = challenges.judge(now, from, h);
         match verdict {
             Verdict::Proven => Ok(()),

@@ -938,7 +938,10 @@ impl<S: SendStrategy> Engine<S> {
             }
             if budget == 0 {
                 // Cut short: what is left is asked for once this round's requests had time.
-                next_due = Some(next_due.map_or(self.now + retry, |t| t.min(self.now + retry)));
+                next_due = [next_due, Some(self.now + retry)]
+                    .into_iter()
+                    .flatten()
+                    .min();
                 continue;
             }
             budget -= 1;
@@ -959,10 +962,10 @@ impl<S: SendStrategy> Engine<S> {
                     t
                 }
             };
-            next_due = Some(next_due.map_or(due, |t| t.min(due)));
+            next_due = [next_due, Some(due)].into_iter().flatten().min();
         }
         // (A round cleared the deadline first; an overflow's fetch adds to it.)
-        self.fetch_due = self.fetch_due.into_iter().chain(next_due).min();
+        self.fetch_due = [self.fetch_due, next_due].into_iter().flatten().min();
     }
 
     /// Ask `u`'s owner, through the switch, for `u`'s chunk `c` (for destination `v`).
@@ -1107,14 +1110,14 @@ impl<S: SendStrategy> Node for Engine<S> {
         let quiet = self.progress_deadline().is_some_and(|t| t <= now);
         let again = self.refetch_deadline().is_some_and(|t| t <= now);
         if quiet || again {
-            // At most one window of fetches is out at once (those unanswered count): a stalled
-            // block must not turn into a storm of requests and replies at a switch that is
-            // merely slow (what is left is asked for in a later round). Not the congestion
-            // window: that measures this worker's sending, and the replies come the other way
-            // (with it, at 5% loss a round asked for one contribution). What the cache holds
-            // costs nothing and is taken at once.
-            // Requests and replies still queued here count too: a driver that sends slower
-            // than rounds come must not pile up copies of the same requests without bound.
+            // At most one window of fetches is out at once (those unanswered count, and so do
+            // requests and replies still queued here): a stalled block must not turn into a
+            // storm of requests and replies at a switch that is merely slow, nor a worker that
+            // sends slower than rounds come pile up copies of the same requests (what is left
+            // is asked for in a later round). Not the congestion window: that measures this
+            // worker's sending, and the replies come the other way (with it, at 5% loss a
+            // round asked for one contribution). What the cache holds costs nothing and is
+            // taken at once.
             let budget = self.cfg.window.saturating_sub(self.recovery.len());
             let wants = self
                 .receiver

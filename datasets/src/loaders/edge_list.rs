@@ -32,9 +32,13 @@ impl IdMap {
 
 pub(crate) fn load(path: &Path, options: &LoadOptions) -> Result<Dataset> {
     let raw = read_pairs(path)?;
-    options.check_edges(path, raw.len())?;
     if raw.is_empty() {
-        return Err(Error::malformed(path, "file", "no edges (empty graph)"));
+        // Not even with --allow-empty: an edge list names its vertices only through its edges.
+        return Err(Error::malformed(
+            path,
+            "file",
+            "no edges: an edge list without edges has no vertices either",
+        ));
     }
     let ids = if options.relabel {
         let mut all: Vec<u64> = raw.iter().flat_map(|&(u, v)| [u, v]).collect();

@@ -100,8 +100,9 @@ pub struct LoadOptions {
     /// (`mature` for Twitch, `ml_target` for GitHub, `target` for Deezer, `page_type` for
     /// Facebook), else the last.
     pub label_column: Option<String>,
-    /// Text formats: accept an edge file with no edges (refused by default: an empty edge
-    /// file is far more often damage than a graph without edges).
+    /// Formats with their own list of vertices (MUSAE, OGB): accept an edge file with no
+    /// edges (refused by default: an empty edge file is far more often damage than a graph
+    /// without edges). A plain edge list without edges has no vertices and is always refused.
     pub allow_empty: bool,
 }
 

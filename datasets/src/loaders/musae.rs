@@ -37,9 +37,9 @@ pub(crate) fn load(dir: &Path, options: &LoadOptions) -> Result<Dataset> {
     })?;
     let file = |suffix: &str| -> PathBuf { dir.join(format!("{name}{suffix}")) };
     let (labels, n) = read_targets(&file("_target.csv"), options)?;
-    let edges = read_edges(&file("_edges.csv"), n)?;
-    options.check_edges(&file("_edges.csv"), edges.len())?;
     let edges_path = file("_edges.csv");
+    let edges = read_edges(&edges_path, n)?;
+    options.check_edges(&edges_path, edges.len())?;
     let graph = Graph::from_edges(n, &edges, options.build).map_err(|e| e.at(&edges_path))?;
     let features = read_features(&file(".json"), n)?;
     let split = options.random_split(n)?;
