@@ -2,7 +2,7 @@
 //! `p4 resources`), and the verdicts they print.
 
 use anyhow::{bail, Context, Result};
-use switchgnn_chip::{Chip, ChipChoice, HostCost, HostFraming};
+use switchgnn_chip::{Chip, ChipChoice, HostCost};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
@@ -47,17 +47,9 @@ pub struct VerdictArgs {
     /// Host processing cost per packet sent and per packet received, ns (for the verdict).
     #[arg(long, default_value_t = 20.0)]
     pub host_packet_ns: f64,
-    /// The host-only baseline's MTU, bytes (1500; 9000 for jumbo frames): the host exchange
-    /// is judged with as many rows per packet as fit it, as TCP or a tuned datagram transport
-    /// sends them.
-    #[arg(long, default_value_t = HostFraming::default().mtu,
-          value_parser = clap::value_parser!(u32).range(i64::from(HostFraming::MIN_MTU)..=i64::from(HostFraming::MAX_MTU)))]
-    pub mtu: u32,
-    /// The host-only baseline's packets per acknowledgement (coalesced acks, as the engines'
-    /// host exchange sends them; 1: an ack per packet).
-    #[arg(long, default_value_t = HostFraming::default().ack_every,
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub ack_every: u32,
+    /// How the host-only baseline frames its copies.
+    #[command(flatten)]
+    pub framing: crate::framing_args::FramingArgs,
 }
 
 impl VerdictArgs {
@@ -70,10 +62,7 @@ impl VerdictArgs {
             link_gbps: self.gbps,
             per_packet_ns: self.host_packet_ns,
             frame_overhead: FRAME_OVERHEAD,
-            framing: HostFraming {
-                mtu: self.mtu,
-                ack_every: self.ack_every,
-            },
+            framing: self.framing.framing(),
         })
     }
 }

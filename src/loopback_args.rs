@@ -2,7 +2,6 @@
 //! switch's memory and the emulated links and faults.
 
 use anyhow::{bail, Result};
-use switchgnn_dataplane::framing::HostFraming;
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_transport::socket::ShimConfig;
 use switchgnn_transport::Link;
@@ -21,15 +20,8 @@ pub struct LoopbackArgs {
     /// Rate cap (Gbit/s) of every worker and switch port.
     #[arg(long, default_value_t = 10.0)]
     pub gbps: f64,
-    /// The links' MTU, bytes: the host exchange packs its copies into packets this large.
-    #[arg(long, default_value_t = HostFraming::default().mtu,
-          value_parser = clap::value_parser!(u32).range(i64::from(HostFraming::MIN_MTU)..=i64::from(HostFraming::MAX_ENGINE_MTU)))]
-    pub mtu: u32,
-    /// The host exchange's receivers acknowledge once per this many packets from a sender
-    /// (sooner at a gap, a duplicate or the end of a burst).
-    #[arg(long, default_value_t = HostFraming::default().ack_every,
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub ack_every: u32,
+    #[command(flatten)]
+    pub framing: crate::framing_args::FramingArgs,
 }
 
 impl LoopbackArgs {
@@ -61,8 +53,8 @@ impl LoopbackArgs {
     pub fn link(&self) -> Link {
         Link {
             gbps: self.gbps,
-            mtu: self.mtu,
-            ack_every: self.ack_every,
+            mtu: self.framing.mtu,
+            ack_every: self.framing.ack_every,
             ..Link::default()
         }
     }

@@ -5,6 +5,7 @@ mod capture_args;
 mod chip_args;
 mod commands;
 mod dataset_args;
+mod framing_args;
 mod job_args;
 mod loopback_args;
 mod partition_args;

@@ -115,6 +115,35 @@ mod with_dpdk {
         }
     }
 
+    /// Jumbo frames over DPDK are refused before anything runs (its packet buffers hold one
+    /// 2 KiB frame), with the option to change.
+    #[test]
+    fn jumbo_frames_over_dpdk_are_refused_with_the_fix() {
+        if !dpdk_here() {
+            return;
+        }
+        let out = switchgnn(&[
+            "exchange",
+            "synthetic:small,scale=0.25",
+            "--workers",
+            "2",
+            "--exchange",
+            "host",
+            "--transport",
+            "dpdk",
+            "--mtu",
+            "9000",
+            "--timeout",
+            "60",
+        ]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("datagrams of 8972 bytes") && err.contains("lower the MTU (--mtu)"),
+            "{err}"
+        );
+    }
+
     /// A job file for `world` workers over memif in `dir`, with `extra` lines.
     fn memif_job(dir: &Path, mode: &str, world: u16, extra: &str) -> String {
         let job = dir.join("job.toml");

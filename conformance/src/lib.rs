@@ -17,6 +17,7 @@ use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::engine::{EngineConfig, Exchange, ExchangeOutput, LocalFeatures, Timers};
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_dataplane::fixed::Scale;
+use switchgnn_dataplane::framing::HostFraming;
 use switchgnn_dataplane::network::{
     run_exchange_controlled, run_exchange_sharded, run_exchange_two_level, NetworkConfig, RunSetup,
 };
@@ -33,7 +34,7 @@ use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
 use switchgnn_transport::loopback::{run_single_exchange, run_single_exchange_two_level};
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::socket::ShimConfig;
-use switchgnn_transport::Timeouts;
+use switchgnn_transport::{Link, Timeouts};
 
 /// A network condition of the suite. Delays of held-back packets are the driver's to choose
 /// (a few round trips of its own links).
@@ -48,6 +49,24 @@ pub struct Condition {
     pub overflowing_scale: bool,
     /// Four aggregators in the switch: most in-network contributions go raw to the hosts.
     pub tiny_pool: bool,
+    /// The links' MTU: the host kinds pack their copies into packets this large.
+    pub mtu: u32,
+}
+
+impl Condition {
+    /// How the host kinds frame their copies under this condition.
+    pub fn framing(&self) -> HostFraming {
+        HostFraming {
+            mtu: self.mtu,
+            ..HostFraming::default()
+        }
+    }
+
+    /// Whether only the host kinds feel it (jumbo frames: the switch's own packets keep the
+    /// chip's 64-lane layout, so the in-network kinds would run as under [`CLEAN`]'s loss).
+    pub fn host_only(&self) -> bool {
+        self.mtu != HostFraming::default().mtu
+    }
 }
 
 const CLEAN: Condition = Condition {
@@ -57,10 +76,11 @@ const CLEAN: Condition = Condition {
     reorder: 0.0,
     overflowing_scale: false,
     tiny_pool: false,
+    mtu: 1_500,
 };
 
-/// The conditions every kind runs under.
-pub const CONDITIONS: [Condition; 6] = [
+/// The conditions every kind runs under (the host kinds alone under jumbo frames).
+pub const CONDITIONS: [Condition; 7] = [
     CLEAN,
     Condition {
         name: "1% loss",
@@ -88,6 +108,12 @@ pub const CONDITIONS: [Condition; 6] = [
         tiny_pool: true,
         ..CLEAN
     },
+    Condition {
+        name: "jumbo frames and 1% loss",
+        mtu: 9_000,
+        loss: 0.01,
+        ..CLEAN
+    },
 ];
 
 /// One case of the suite.
@@ -110,6 +136,9 @@ pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     for kind in ExchangeKind::ALL {
         for condition in CONDITIONS {
+            if condition.host_only() && kind.in_network() {
+                continue;
+            }
             for backward in [false, true] {
                 out.push(Case {
                     kind,
@@ -155,6 +184,8 @@ pub struct Felt {
     /// Packets of packed host copies and their acks the switch took in: the host kinds run
     /// packed, not one chunk per packet.
     pub packed: u64,
+    /// The largest packet the switch took in, bytes (jumbo frames were sent).
+    pub largest: u64,
 }
 
 impl Felt {
@@ -166,6 +197,7 @@ impl Felt {
             overflows: switch.overflows,
             raw_forwarded: switch.raw_forwarded,
             packed: switch.received(PacketType::Rows),
+            largest: switch.largest_in,
         }
     }
 }
@@ -177,6 +209,7 @@ impl std::ops::AddAssign for Felt {
         self.overflows += o.overflows;
         self.raw_forwarded += o.raw_forwarded;
         self.packed += o.packed;
+        self.largest = self.largest.max(o.largest);
     }
 }
 
@@ -294,6 +327,7 @@ impl Driver for Simulator {
             rate_control: Default::default(),
             two_level: false,
             chip_floor: true,
+            framing: r.case.condition.framing(),
         };
         simulated(r, &cfg, &setup)
     }
@@ -333,6 +367,7 @@ impl Driver for SimulatorTwoLevel {
             backward: r.case.backward,
             two_level: true,
             chip_floor: true,
+            framing: r.case.condition.framing(),
             ..ExchangeSetup::new(
                 sim_mode(r.case.kind),
                 r.aggregators as u64 * AGGREGATOR_BYTES,
@@ -438,6 +473,7 @@ fn in_memory_setup(r: &Run<'_>) -> RunSetup {
         timers: Timers::default(),
         paced: true,
         window: 64,
+        framing: r.case.condition.framing(),
     }
 }
 
@@ -453,6 +489,10 @@ fn udp_server(r: &Run<'_>) -> ServerConfig {
             reorder: c.reorder,
             reorder_delay_us: 500,
             seed: r.seed,
+        },
+        link: Link {
+            mtu: c.mtu,
+            ..Link::default()
         },
         ..ServerConfig::loopback(1, r.plan.workers, r.aggregators)
     }

@@ -76,6 +76,20 @@ fn run_all(driver: &dyn Driver) {
             of("tiny aggregator pool").0.raw_forwarded,
             "contributions sent raw",
         ),
+        (
+            "jumbo frames and 1% loss",
+            of("jumbo frames and 1% loss").1.lost,
+            "datagrams lost",
+        ),
+        (
+            "jumbo frames and 1% loss",
+            // Bytes past the largest datagram of a 1,500-byte MTU.
+            of("jumbo frames and 1% loss")
+                .1
+                .largest
+                .saturating_sub(1_472),
+            "packet larger than a 1,500-byte MTU carries",
+        ),
     ]
     .into_iter()
     .filter(|(_, n, _)| *n == 0)

@@ -45,6 +45,7 @@ fn setup(f: &Fixture, faults: Faults, seed: u64) -> RunSetup {
         timers: Timers::default(),
         paced: true,
         window: 64,
+        framing: Default::default(),
     }
 }
 

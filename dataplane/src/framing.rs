@@ -34,11 +34,9 @@ impl Default for HostFraming {
 impl HostFraming {
     /// The smallest MTU accepted: IPv4's minimum datagram every host must take.
     pub const MIN_MTU: u32 = 576;
-    /// The largest the chip model takes: a 9,216-byte jumbo frame, a common switch limit.
-    pub const MAX_MTU: u32 = 9_216;
-    /// The largest the engines send: the drivers' datagram buffers hold a 1,500-byte frame's
-    /// payload ([`crate::node::MAX_DATAGRAM_LEN`]).
-    pub const MAX_ENGINE_MTU: u32 = (crate::node::MAX_DATAGRAM_LEN + IP_UDP_HEADERS) as u32;
+    /// The largest accepted: a 9,216-byte jumbo frame, a common switch limit (the drivers'
+    /// datagram buffers, [`crate::node::MAX_DATAGRAM_LEN`], hold its payload).
+    pub const MAX_MTU: u32 = (crate::node::MAX_DATAGRAM_LEN + IP_UDP_HEADERS) as u32;
 
     /// Bytes of one packed packet, IP and UDP headers aside: what a driver sends.
     pub fn datagram_len(&self) -> usize {

@@ -398,6 +398,8 @@ pub struct RunSetup {
     pub paced: bool,
     /// Unacknowledged data chunks per worker (`usize::MAX`: no limit).
     pub window: usize,
+    /// How the host exchange packs its copies (MTU) and acknowledges them.
+    pub framing: crate::framing::HostFraming,
 }
 
 impl RunSetup {
@@ -418,6 +420,7 @@ impl RunSetup {
             timers: crate::engine::Timers::default(),
             paced: true,
             window: 64,
+            framing: crate::framing::HostFraming::default(),
         }
     }
 }
@@ -672,7 +675,7 @@ fn engines(
             scale: setup.scale,
             timers: setup.timers,
             window: setup.window,
-            framing: Default::default(),
+            framing: setup.framing,
         };
         let cc: Box<dyn Controller> = if setup.paced {
             Box::new(Aimd::new(setup.network.link.rate))

@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::{Flags, PacketType, Repr, MAX_PACKET_LEN};
 
-/// The buffer a driver lends [`Node::poll_transmit`]: the UDP payload of a 1500-byte Ethernet
-/// frame, which every dataplane packet and control message fits.
-pub const MAX_DATAGRAM_LEN: usize = 1472;
+/// The buffer a driver lends [`Node::poll_transmit`]: the UDP payload of an IPv4 packet of a
+/// 9,216-byte jumbo MTU ([`crate::framing::HostFraming::MAX_MTU`]). Switch packets and
+/// control messages take far less; the host exchange's packed copies fill the link's MTU.
+pub const MAX_DATAGRAM_LEN: usize = 9_188;
 
 /// Nanoseconds on the driver's clock (simulated or real).
 pub type Nanos = u64;

@@ -78,6 +78,7 @@ fn setup(scale: Scale, faults: Faults, seed: u64, layer: u8, backward: bool) -> 
         timers: Timers::default(),
         paced: true,
         window: usize::MAX,
+        framing: Default::default(),
     }
 }
 

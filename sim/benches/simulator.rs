@@ -126,6 +126,7 @@ fn child(kind: &str, cache_path: &str, plan_dir: &str) {
         rate_control: Default::default(),
         two_level: false,
         chip_floor: true,
+        framing: Default::default(),
     };
     let (sim, _) = simulate_exchange(
         xplan,

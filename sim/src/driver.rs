@@ -343,7 +343,7 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
 
 /// Bytes of the buffer nodes write their packets into: a jumbo frame, so that the test nodes
 /// of the closed-form checks can send packets of any size a link carries (the protocol's
-/// nodes need only `MAX_DATAGRAM_LEN`).
+/// nodes need at most `MAX_DATAGRAM_LEN`, the same frame's UDP payload).
 const SEND_BUFFER: usize = 9216;
 
 /// Run until every host is done. Hosts are numbered as the topology's.

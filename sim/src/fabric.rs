@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use switchgnn_chip::Chip;
+use switchgnn_dataplane::framing::HostFraming;
 pub use switchgnn_dataplane::link::{ceil_nanos, to_picos, Picos, Port, PortStats};
 use switchgnn_dataplane::Nanos;
 
@@ -173,6 +174,9 @@ pub struct HostSpec {
     /// Processing cost of each packet sent and of each packet received (two separate
     /// timelines: a send core and a receive core).
     pub per_packet_ns: Nanos,
+    /// How the host exchange packs its copies into packets of the MTU and acknowledges them.
+    #[serde(default)]
+    pub framing: HostFraming,
 }
 
 impl HostSpec {
@@ -181,6 +185,7 @@ impl HostSpec {
         HostSpec {
             nic_gbps: 100.0,
             per_packet_ns: 20,
+            framing: HostFraming::default(),
         }
     }
 }

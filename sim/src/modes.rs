@@ -189,6 +189,9 @@ pub struct ExchangeSetup {
     /// chip is still working through the block (for comparison).
     #[serde(default = "yes")]
     pub chip_floor: bool,
+    /// How the host exchange packs its copies (MTU) and acknowledges them.
+    #[serde(default)]
+    pub framing: HostFraming,
 }
 
 fn yes() -> bool {
@@ -211,6 +214,7 @@ impl ExchangeSetup {
             rate_control: RateControl::Halve,
             two_level: false,
             chip_floor: true,
+            framing: HostFraming::default(),
         }
     }
 }
@@ -431,7 +435,7 @@ pub fn simulate_exchange_beside(
     let link_gbps = cfg.host.uplink_gbps(&cfg.topology);
     let lanes = real_width.min(MAX_LANES);
     let built = if packed {
-        HostFraming::default().datagram_len() as f64
+        setup.framing.datagram_len() as f64
     } else {
         (HEADER_LEN + 4 * lanes) as f64
     };
@@ -466,7 +470,7 @@ pub fn simulate_exchange_beside(
             scale,
             timers: setup.timers,
             window,
-            framing: Default::default(),
+            framing: setup.framing,
         };
         let cc = setup.rate_control.controller(pace);
         let p = plan.clone();

@@ -439,6 +439,7 @@ pub fn sweep(
                         rate_control: Default::default(),
                         two_level: false,
                         chip_floor: true,
+                        framing: cfg.host.framing,
                     };
                     let load = Load::of(&xplan, cfg.frame_overhead);
                     let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
@@ -512,7 +513,7 @@ pub fn host_cost(cfg: &SimConfig) -> HostCost {
         link_gbps: cfg.host.uplink_gbps(&cfg.topology),
         per_packet_ns: cfg.host.per_packet_ns as f64,
         frame_overhead: cfg.frame_overhead,
-        framing: Default::default(),
+        framing: cfg.host.framing,
     }
 }
 
@@ -762,6 +763,7 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                             rate_control: Default::default(),
                             two_level: false,
                             chip_floor: true,
+                            framing: cfg.host.framing,
                         };
                         let s = study(&xplan, mode, &cfg, &setup, scale, variant).map_err(wrap)?;
                         progress.advance(1);

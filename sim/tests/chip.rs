@@ -77,6 +77,7 @@ fn run(
         rate_control: Default::default(),
         two_level: false,
         chip_floor: true,
+        framing: Default::default(),
     };
     let (sim, _) = simulate_exchange(xplan, &cfg, &setup, scale_for(&d.graph)).unwrap();
     (sim.run.finish_ns as f64, bound)

@@ -143,6 +143,7 @@ fn config(hosts: u16, buffer: u64, per_packet_ns: Nanos) -> SimConfig {
         host: HostSpec {
             nic_gbps: 100.0,
             per_packet_ns,
+            framing: Default::default(),
         },
         frame_overhead: 0,
         sample_ns: 1_000,

@@ -63,6 +63,8 @@ pub struct Args {
     /// Host processing cost per packet sent and per packet received, ns.
     #[arg(long, default_value_t = 20)]
     pub host_packet_ns: u64,
+    #[command(flatten)]
+    pub framing: crate::framing_args::FramingArgs,
     /// Data chunks a worker keeps unacknowledged.
     #[arg(long, default_value_t = 512)]
     pub window: usize,
@@ -205,6 +207,7 @@ pub fn run(args: Args) -> Result<()> {
         host: HostSpec {
             nic_gbps: args.gbps,
             per_packet_ns: args.host_packet_ns,
+            framing: args.framing.framing(),
         },
         frame_overhead: switchgnn_sim::driver::FRAME_OVERHEAD,
         sample_ns: (args.sample_us * 1e3).round().max(1.0) as u64,

@@ -80,6 +80,7 @@ fn main() {
                 timers: Timers::default(),
                 paced: false,
                 window: usize::MAX,
+                framing: Default::default(),
             };
             let t = Instant::now();
             let run = run_exchange(session.layers[0].clone(), &values, &setup).unwrap();

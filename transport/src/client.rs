@@ -120,6 +120,9 @@ pub enum WorkerError {
     NoAllReduceSlots,
     #[error("in-switch all-reduce: {0}")]
     AllReduce(AllReduceError),
+    /// The link's MTU is more than the datapath sends.
+    #[error("{0}")]
+    Mtu(String),
 }
 
 /// Traffic between this worker and the switch, as it crossed the socket.
@@ -241,6 +244,9 @@ impl WorkerClient {
                 )?
             }
         };
+        cfg.link
+            .fits_datapath(endpoint.max_datagram(), &format!("worker {}", cfg.rank))
+            .map_err(WorkerError::Mtu)?;
         if let Some(c) = capture {
             endpoint.capture_to(c);
         }

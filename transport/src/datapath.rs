@@ -62,6 +62,12 @@ pub trait Datapath: Debug + Send {
     /// Whether the last receive found nothing left.
     fn is_drained(&self) -> bool;
 
+    /// The largest datagram (UDP payload) this datapath can send. The kernel's takes any
+    /// [`crate::socket::MAX_DATAGRAM`] and says at the send when a link cannot carry it.
+    fn max_datagram(&self) -> usize {
+        crate::socket::MAX_DATAGRAM
+    }
+
     /// The receive queue the system keeps for us, where it says (the kernel's socket queue).
     fn backlog(&mut self) -> Option<crate::socket::RxBacklog> {
         None

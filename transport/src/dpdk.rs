@@ -587,6 +587,16 @@ impl Datapath for DpdkDatapath {
         self.drained && self.pending.is_empty()
     }
 
+    /// What every port's frames hold: its MTU, at most a packet buffer's 2 KiB (one segment
+    /// per frame: jumbo frames would need buffers four times as large, or chains).
+    fn max_datagram(&self) -> usize {
+        self.ports
+            .iter()
+            .map(|p| p.max_frame - HEADERS_V4)
+            .min()
+            .unwrap_or(0)
+    }
+
     /// The receive ring's depth, as far as it matters: frames are read ahead (kept for the
     /// next receive) until an eighth of the ring is known to wait, so a deep ring is told from
     /// a shallow one without a driver call that DPDK only has inline.

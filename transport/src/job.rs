@@ -164,7 +164,7 @@ pub struct Link {
     /// TCP's). Off only to show what a rate-only sender does to a slow switch.
     pub congestion_window: bool,
     /// The links' MTU, bytes: the host exchange packs its copies into packets this large
-    /// (576 to 1500: the drivers' datagrams hold one 1500-byte frame).
+    /// (576 to 9216; above 1500 only where every host link takes jumbo frames).
     pub mtu: u32,
     /// The host exchange's receivers acknowledge once per this many packets from a sender.
     pub ack_every: u32,
@@ -190,6 +190,20 @@ impl Link {
             mtu: self.mtu,
             ack_every: self.ack_every,
         }
+    }
+
+    /// Whether `who`'s datapath, which sends datagrams of at most `most` bytes, carries the
+    /// host exchange's packed copies; what to change if not.
+    pub fn fits_datapath(&self, most: usize, who: &str) -> Result<(), String> {
+        let datagram = self.framing().datagram_len();
+        if datagram <= most {
+            return Ok(());
+        }
+        Err(format!(
+            "link.mtu = {} packs host copies into datagrams of {datagram} bytes, but {who}'s \
+             datapath sends at most {most}: lower the MTU (--mtu)",
+            self.mtu
+        ))
     }
 
     /// Bytes per second.
@@ -789,7 +803,7 @@ impl JobFile {
         if !self.link.gbps.is_finite() || self.link.gbps <= 0.0 {
             return invalid(format!("link.gbps = {} must be positive", self.link.gbps));
         }
-        let mtus = HostFraming::MIN_MTU..=HostFraming::MAX_ENGINE_MTU;
+        let mtus = HostFraming::MIN_MTU..=HostFraming::MAX_MTU;
         if !mtus.contains(&self.link.mtu) {
             return invalid(format!(
                 "link.mtu = {} must be between {} and {} bytes",
@@ -1166,5 +1180,24 @@ mod tests {
         .unwrap();
         let err = JobFile::read(&path).unwrap_err().to_string();
         assert!(err.contains("tcp"), "{err}");
+    }
+
+    #[test]
+    fn a_link_fits_a_datapath_by_its_packed_datagrams() {
+        let jumbo = Link {
+            mtu: 9_000,
+            ..Link::default()
+        };
+        // The kernel's datapath takes a jumbo frame's payload; DPDK's 2 KiB buffers do not.
+        assert!(jumbo
+            .fits_datapath(crate::socket::MAX_DATAGRAM, "w")
+            .is_ok());
+        let err = jumbo.fits_datapath(2_048 - 42, "worker 3").unwrap_err();
+        assert!(
+            err.contains("8972 bytes") && err.contains("worker 3's") && err.contains("--mtu"),
+            "{err}"
+        );
+        assert!(Link::default().fits_datapath(1_472, "w").is_ok());
+        assert!(Link::default().fits_datapath(1_471, "w").is_err());
     }
 }

@@ -650,6 +650,9 @@ impl SwitchServer {
                 cfg.faults,
             )?,
         };
+        cfg.link
+            .fits_datapath(endpoint.max_datagram(), "the switch")
+            .map_err(ServerError::Config)?;
         let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
         let mut switch = switch_model(&cfg, ports)?;
         // Every worker of every job shares the receive buffer.

@@ -23,9 +23,9 @@ use switchgnn_dataplane::fault::{FaultError, FaultInjector, Faults};
 
 pub use crate::datapath::{Datagram, EcnCodepoint};
 
-/// Largest datagram the endpoint receives (dataplane packets are at most 288 bytes; control
-/// messages stay below this).
-pub const MAX_DATAGRAM: usize = 2048;
+/// Largest datagram the endpoint receives: the host exchange's packed copies at the largest
+/// MTU a job may set (switch packets are at most 288 bytes; control messages stay below 2 KiB).
+pub const MAX_DATAGRAM: usize = switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 /// Receive batches read per call before control returns to the driver.
 const BATCHES_PER_CALL: usize = 16;
 /// Addresses the endpoint keeps traffic counters for, at most. Anyone can send a datagram from
@@ -384,6 +384,11 @@ impl Endpoint {
         let until = [deadline, shim_due].into_iter().flatten().min();
         self.datapath
             .wait(until.map(|t| t.saturating_duration_since(now)))
+    }
+
+    /// The largest datagram this endpoint can send.
+    pub fn max_datagram(&self) -> usize {
+        self.datapath.max_datagram()
     }
 
     /// Whether the last [`Endpoint::recv`] read the datapath empty.

@@ -20,6 +20,9 @@ use crate::datapath::{Datagram, Datapath, Outgoing, Sent, SideSender};
 use crate::socket::{RxBacklog, MAX_DATAGRAM};
 
 const SOCKET: Token = Token(0);
+/// The most bytes one GSO send may carry: a UDP datagram's payload over IPv4 (65,535 less the
+/// IP and UDP headers).
+const MAX_GSO_BYTES: usize = 65_507;
 /// Socket buffers asked of the kernel (it may cap them at `net.core.[rw]mem_max`).
 pub const SOCKET_BUFFER: usize = 4 << 20;
 
@@ -79,10 +82,11 @@ impl Datapath for UdpDatapath {
     fn send(&mut self, queue: &[Outgoing]) -> io::Result<Sent> {
         let first = &queue[0];
         let len = first.bytes.len();
-        // A GSO batch: same peer, codepoint and size (the last may be shorter), ≤ 64 KiB.
+        // A GSO batch: same peer, codepoint and size (the last may be shorter), within one
+        // UDP datagram's payload.
         let max_segments = self.state.max_gso_segments().max(1);
         let mut n = 1;
-        while n < max_segments && (n + 1) * len <= 1 << 16 {
+        while n < max_segments && (n + 1) * len <= MAX_GSO_BYTES {
             match queue.get(n) {
                 Some(o) if o.to == first.to && o.ecn == first.ecn && o.bytes.len() <= len => {
                     n += 1;
@@ -114,6 +118,16 @@ impl Datapath for UdpDatapath {
                 Ok(()) => Ok(Sent::Left(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Sent::Blocked),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Every later datagram of this size would fail alike, and the protocol would
+                // resend it forever: stop with what to change.
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "a datagram of {len} bytes to {} does not fit the link's MTU ({e}): \
+                         lower the job's link.mtu (--mtu) to what every host link carries",
+                        first.to
+                    ),
+                )),
                 Err(e) => {
                     tracing::debug!(error = %e, to = %first.to, "send failed");
                     Ok(Sent::Failed(n))

@@ -101,6 +101,7 @@ pub fn setup(scale: Scale, memory: u64, faults: Faults, seed: u64, backward: boo
         timers: Timers::default(),
         paced: true,
         window: usize::MAX,
+        framing: Default::default(),
     }
 }
 

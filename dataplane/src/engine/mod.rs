@@ -118,7 +118,7 @@ pub enum EngineError {
         "host copies need an MTU of {min} to {max} bytes and at least one packet per ack, not \
          {mtu} and {ack_every}",
         min = HostFraming::MIN_MTU,
-        max = HostFraming::MAX_ENGINE_MTU
+        max = HostFraming::MAX_MTU
     )]
     Framing {
         /// The MTU asked for.
@@ -465,7 +465,7 @@ impl<S: SendStrategy> Engine<S> {
         }
         let framing = cfg.framing;
         if plan.mode == Mode::Host
-            && !((HostFraming::MIN_MTU..=HostFraming::MAX_ENGINE_MTU).contains(&framing.mtu)
+            && !((HostFraming::MIN_MTU..=HostFraming::MAX_MTU).contains(&framing.mtu)
                 && framing.ack_every >= 1)
         {
             return Err(EngineError::Framing {

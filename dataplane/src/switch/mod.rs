@@ -305,6 +305,9 @@ pub struct SwitchCounters {
     /// timeout, its partial sum handed to the host.
     #[serde(default)]
     pub reduce_leaks: u64,
+    /// The largest packet received, bytes.
+    #[serde(default)]
+    pub largest_in: u64,
     /// Drops by [`DropReason`] (index = position in the reason list).
     drops: [u64; 16],
 }
@@ -376,6 +379,7 @@ impl std::ops::AddAssign<&SwitchCounters> for SwitchCounters {
         ] {
             *a += b;
         }
+        self.largest_in = self.largest_in.max(o.largest_in);
     }
 }
 
@@ -1071,6 +1075,8 @@ impl Switch {
         if counts {
             self.fabric.counters.packets_in += 1;
             self.fabric.counters.bytes_in += bytes.len() as u64;
+            let largest = &mut self.fabric.counters.largest_in;
+            *largest = (*largest).max(bytes.len() as u64);
             match result {
                 Ok(()) => self.fabric.counters.accepted += 1,
                 Err(reason) => self.fabric.drop(reason),
