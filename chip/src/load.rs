@@ -198,10 +198,12 @@ impl Load {
     }
 
     /// The host exchange of `plan` (one block of every cross edge): each boundary vertex goes
-    /// once to every other worker that holds a neighbour of it, its chunks packed with the
-    /// others for that worker into packets of `framing`'s MTU, forwarded by the switch in one
-    /// pass each; the receiver acknowledges once per [`HostFraming::ack_every`] packets, an ack
-    /// of ranges (at least: gaps and the ends of bursts add some).
+    /// once to every other worker that holds a neighbour of it (in the host-only
+    /// pre-aggregated exchange, each partial sum to its destination's owner), its chunks
+    /// packed with the others for that worker into packets of `framing`'s MTU, forwarded by
+    /// the switch in one pass each; the receiver acknowledges once per
+    /// [`HostFraming::ack_every`] packets, an ack of ranges (at least: gaps and the ends of
+    /// bursts add some).
     pub fn host(plan: &ExchangePlan, frame_overhead: u64, framing: HostFraming) -> Load {
         Load::host_of(plan, &plan.blocks, frame_overhead, framing)
     }
@@ -272,7 +274,7 @@ impl Load {
     /// kind as [`Load::of`] counts it. What verdicts and the planner compare.
     pub fn for_cost(plan: &ExchangePlan, cost: &HostCost) -> Load {
         match plan.mode {
-            Mode::Host => Load::host(plan, cost.frame_overhead, cost.framing),
+            Mode::Host | Mode::HostReduce => Load::host(plan, cost.frame_overhead, cost.framing),
             _ => Load::of(plan, cost.frame_overhead),
         }
     }
@@ -291,7 +293,9 @@ impl Load {
 
     fn of_blocks(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         match plan.mode {
-            Mode::Host => Load::host_of(plan, blocks, frame_overhead, HostFraming::default()),
+            Mode::Host | Mode::HostReduce => {
+                Load::host_of(plan, blocks, frame_overhead, HostFraming::default())
+            }
             Mode::Reduce => Load::reduce_of(plan, blocks, frame_overhead),
             Mode::Blocks | Mode::Strawman => Load::in_network_of(plan, blocks, frame_overhead),
         }

@@ -77,14 +77,14 @@ fn run_all(driver: &dyn Driver) {
             "contributions sent raw",
         ),
         (
-            "jumbo frames and 1% loss",
-            of("jumbo frames and 1% loss").1.lost,
+            "jumbo frames and 5% loss",
+            of("jumbo frames and 5% loss").1.lost,
             "datagrams lost",
         ),
         (
-            "jumbo frames and 1% loss",
+            "jumbo frames and 5% loss",
             // Bytes past the largest datagram of a 1,500-byte MTU.
-            of("jumbo frames and 1% loss")
+            of("jumbo frames and 5% loss")
                 .1
                 .largest
                 .saturating_sub(1_472),

@@ -79,14 +79,26 @@ impl HostFraming {
     }
 }
 
-/// The host exchange's copies in `block` of the host `plan`, per ordered worker pair: entry
-/// `from · workers + to` counts the rows `from` sends `to` (each boundary vertex once to every
-/// other worker that holds a neighbour of it). What the chip model and the spine count pack.
+/// The host-to-host rows in `block` of a `plan` the switch only forwards, per ordered worker
+/// pair: entry `from · workers + to` counts the rows `from` sends `to` — in the host exchange
+/// each boundary vertex once to every other worker that holds a neighbour of it, in the
+/// host-only pre-aggregated exchange one partial sum per destination of `to` that `from`'s
+/// vertices neighbour. What the chip model and the spine count pack.
 pub fn copies_per_pair(plan: &ExchangePlan, block: &PlanBlock) -> Vec<u64> {
     let n = usize::from(plan.workers);
     let mut copies = vec![0u64; n * n];
-    let mut targets: Vec<u16> = Vec::new();
     let t = &block.table;
+    if plan.mode.pre_aggregated() {
+        // Row `i` is a destination; its slots are the workers sending it partials.
+        for row in 0..t.len() {
+            let owner = t.workers[row] as usize;
+            for &from in t.row(row) {
+                copies[from as usize * n + owner] += 1;
+            }
+        }
+        return copies;
+    }
+    let mut targets: Vec<u16> = Vec::new();
     for row in 0..t.len() {
         let owner = t.workers[row] as u16;
         targets.clear();

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cc::Controller;
 use crate::engine::{
-    BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, InNetworkEngine,
-    LocalFeatures, ReduceEngine,
+    BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, HostReduceEngine,
+    InNetworkEngine, LocalFeatures, ReduceEngine,
 };
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
@@ -32,6 +32,9 @@ pub enum ExchangeKind {
     BalancedHost,
     /// Pre-aggregated partial sums, one per (worker, destination), added in one switch pass.
     Reduce,
+    /// The same partial sums sent host to host, packed to the MTU (DistGNN's partial
+    /// aggregation); the switch only forwards them.
+    HostReduce,
     /// Per (source, destination worker) pair, SwitchGNN's multicast or a partial sum, as the
     /// chip model favours (`switchgnn_scheduler::hybrid`); runs as a reduce plan.
     Hybrid,
@@ -42,9 +45,10 @@ pub enum ExchangeKind {
 
 impl ExchangeKind {
     /// Every kind.
-    pub const ALL: [ExchangeKind; 6] = [
+    pub const ALL: [ExchangeKind; 7] = [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,
+        ExchangeKind::HostReduce,
         ExchangeKind::Strawman,
         ExchangeKind::BalancedHost,
         ExchangeKind::Reduce,
@@ -59,6 +63,7 @@ impl ExchangeKind {
             ExchangeKind::Host => "host",
             ExchangeKind::BalancedHost => "g3",
             ExchangeKind::Reduce => "reduce",
+            ExchangeKind::HostReduce => "host-reduce",
             ExchangeKind::Hybrid => "hybrid",
             ExchangeKind::Auto => "auto",
         }
@@ -73,6 +78,7 @@ impl ExchangeKind {
             "host" => Some(ExchangeKind::Host),
             "g3" => Some(ExchangeKind::BalancedHost),
             "reduce" | "pre-aggregated" => Some(ExchangeKind::Reduce),
+            "host-reduce" => Some(ExchangeKind::HostReduce),
             "hybrid" => Some(ExchangeKind::Hybrid),
             "auto" => Some(ExchangeKind::Auto),
             _ => None,
@@ -86,6 +92,7 @@ impl ExchangeKind {
             ExchangeKind::Strawman => Mode::Strawman,
             ExchangeKind::Host | ExchangeKind::BalancedHost => Mode::Host,
             ExchangeKind::Reduce | ExchangeKind::Hybrid => Mode::Reduce,
+            ExchangeKind::HostReduce => Mode::HostReduce,
             ExchangeKind::Auto => return None,
         })
     }
@@ -98,6 +105,7 @@ impl ExchangeKind {
             Mode::Strawman => ExchangeKind::Strawman,
             Mode::Host => ExchangeKind::Host,
             Mode::Reduce => ExchangeKind::Reduce,
+            Mode::HostReduce => ExchangeKind::HostReduce,
         }
     }
 
@@ -133,6 +141,7 @@ impl ExchangeKind {
             ExchangeKind::Reduce | ExchangeKind::Hybrid => {
                 Box::new(ReduceEngine::new(cfg, plan, local, cc, now)?)
             }
+            ExchangeKind::HostReduce => Box::new(HostReduceEngine::new(cfg, plan, local, cc, now)?),
             // Each layer's plan says which kind it is.
             ExchangeKind::Auto => {
                 return ExchangeKind::of_mode(plan.mode).engine(cfg, plan, local, cc, now)

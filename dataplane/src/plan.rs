@@ -8,6 +8,10 @@
 //!   arrival from a bounded pool, overflow forwarded raw to the destination's host;
 //! - [`Mode::Host`]: the host exchange (BNS-GCN with p = 1) over a plain switch; the single
 //!   table tells each worker which remote workers need which of its vertices;
+//! - [`Mode::HostReduce`]: the same partial sums sent host to host, packed to the MTU as the
+//!   host exchange's copies are, through a switch that only forwards them (DistGNN's partial
+//!   aggregation): the best a cluster without in-network aggregation can do on upload-bound
+//!   workers; its blocks have [`Mode::Reduce`]'s shape;
 //! - [`Mode::Reduce`]: the pre-aggregated exchange — each worker sums, per remote destination,
 //!   its own vertices' contributions and sends that partial sum once; the switch adds each
 //!   partial into the destination's aggregator in one pass and sends the sum down when every
@@ -70,6 +74,8 @@ pub enum Mode {
     Host,
     /// Pre-aggregated partial sums, one pass each.
     Reduce,
+    /// Pre-aggregated partial sums sent host to host; the switch only forwards them.
+    HostReduce,
 }
 
 impl Mode {
@@ -80,7 +86,19 @@ impl Mode {
             Mode::Strawman => "strawman",
             Mode::Host => "host",
             Mode::Reduce => "reduce",
+            Mode::HostReduce => "host-reduce",
         }
+    }
+
+    /// Whether the switch adds contributions up (else it only forwards host-to-host packets).
+    pub fn switch_aggregates(self) -> bool {
+        matches!(self, Mode::Blocks | Mode::Strawman | Mode::Reduce)
+    }
+
+    /// Whether the blocks are of destinations with one partial sum per contributing worker
+    /// ([`PlanBlock::reduce`]), summed in the switch or by the destination's owner.
+    pub fn pre_aggregated(self) -> bool {
+        matches!(self, Mode::Reduce | Mode::HostReduce)
     }
 }
 
@@ -239,7 +257,7 @@ impl ExchangePlan {
                 u64::from(u16::MAX),
             )?;
         }
-        if mode == Mode::Reduce {
+        if mode.pre_aggregated() {
             check_partials(&owner, &blocks)?;
         }
         Ok(ExchangePlan {
@@ -342,7 +360,7 @@ impl ExchangePlan {
     /// must leave room for so that no sum in the switch overflows. In [`Mode::Reduce`] a
     /// contribution is a source vertex, however many partial sums carry them.
     pub fn most_contributions(&self) -> u64 {
-        if self.mode == Mode::Reduce {
+        if self.mode.pre_aggregated() {
             return self
                 .blocks
                 .iter()

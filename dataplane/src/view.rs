@@ -1,10 +1,10 @@
 //! One worker's view of an exchange plan: the rows its engine reads, nothing more.
 //!
 //! The switch needs the whole plan; a worker's engine reads only
-//! - in every mode but [`Mode::Reduce`], its own rows (what it sends, what it receives and
+//! - in every mode but the pre-aggregated ones ([`crate::plan::Mode::pre_aggregated`]), its own rows (what it sends, what it receives and
 //!   their sources) and the rows of their in-block neighbours (where its copies go, which
 //!   sources it may fetch), whose own slot lists it never reads;
-//! - in [`Mode::Reduce`], its own destinations with every contributing worker and every
+//! - in those, its own destinations with every contributing worker and every
 //!   partial's sources (what its host way fetches), the destinations it sends partials for
 //!   with its own pair only, and the multicast senders that are its own or feed its
 //!   destinations.
@@ -16,7 +16,7 @@
 //! a view cannot give is a whole-plan figure: the checksum a worker presents at join (the
 //! caller keeps the whole plan's) and [`ExchangePlan::most_contributions`].
 
-use crate::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock};
+use crate::plan::{ExchangePlan, Multicast, Partials, PlanBlock};
 use crate::table::BlockTable;
 
 impl ExchangePlan {
@@ -39,7 +39,7 @@ impl ExchangePlan {
 fn view_block(plan: &ExchangePlan, b: &PlanBlock, rank: u16) -> PlanBlock {
     let t = &b.table;
     let me = u32::from(rank);
-    let reduce = plan.mode == Mode::Reduce;
+    let reduce = plan.mode.pre_aggregated();
     // A switch's view of a reduce block has no sources to hand on (engines refuse it anyway).
     let sources = reduce && b.partials.known();
     let n = t.len();

@@ -584,7 +584,8 @@ impl Entries {
                     p.blocks.len() as u64,
                     p.owner.len() as u64,
                     match mode {
-                        Mode::Host => program::MODE_HOST,
+                        // Both only forward: the program runs them alike.
+                        Mode::Host | Mode::HostReduce => program::MODE_HOST,
                         Mode::Reduce => program::MODE_REDUCE,
                         _ => program::MODE_BLOCKS,
                     },
@@ -615,8 +616,27 @@ impl Entries {
                     Some(at) => (install.agg_base + u64::from(at.slot[s]) * c, at.pipe[s]),
                     None => (0, 0),
                 };
-                for (row, &x) in t.vertices.iter().enumerate() {
-                    let w = t.workers[row] as u16;
+                // The host-only pre-aggregated exchange's rows are its destinations; the
+                // program also checks and routes by the vertices its partial sums are named
+                // by, and that its fetches name: every source.
+                let listed: Vec<(u32, u16)> = if mode == Mode::HostReduce {
+                    let mut all: Vec<(u32, u16)> = t
+                        .vertices
+                        .iter()
+                        .chain(&block.partials.sources)
+                        .map(|&x| (x, p.owner[x as usize]))
+                        .collect();
+                    all.sort_unstable();
+                    all.dedup();
+                    all
+                } else {
+                    t.vertices
+                        .iter()
+                        .zip(&t.workers)
+                        .map(|(&x, &w)| (x, w as u16))
+                        .collect()
+                };
+                for (row, &(x, w)) in listed.iter().enumerate() {
                     let seen = if aggregates {
                         install.seen_base + row as u64 * c
                     } else {
@@ -693,7 +713,7 @@ impl Entries {
                 })
                 .collect(),
         }];
-        if mode != Mode::Host {
+        if mode.switch_aggregates() {
             groups.extend(pass_groups(install));
         }
         let mut sessions = Vec::new();

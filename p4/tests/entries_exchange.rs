@@ -24,7 +24,7 @@ use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::ports::Copies;
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
-use switchgnn_scheduler::exchange::{reduce_plan, remote_sums, ExchangePlans};
+use switchgnn_scheduler::exchange::{host_reduce_plan, reduce_plan, remote_sums, ExchangePlans};
 
 const JOB: u16 = 7;
 const CHECKSUM: u64 = 0x5347_0000_1234_abcd;
@@ -170,32 +170,48 @@ fn synthetic_exchanges_are_exact_on_tables_loaded_from_entries() {
 fn the_host_exchange_runs_on_tables_loaded_from_entries() {
     let d = synthetic(500, 2500, 9);
     let plan = prepare(&d, 3, vec![24], 32 * 1024, 1 << 40);
-    let host = Arc::new(
-        ExchangePlan::whole_graph(
-            &d.graph,
-            &plan.assignment,
-            24,
-            switchgnn_dataplane::plan::Mode::Host,
-            switchgnn_scheduler::OrderKind::PriorityBfs,
-            0,
-        )
-        .unwrap(),
-    );
-    let (entries, loaded) = through_the_control_plane(std::slice::from_ref(&host));
+    let host = ExchangePlan::whole_graph(
+        &d.graph,
+        &plan.assignment,
+        24,
+        switchgnn_dataplane::plan::Mode::Host,
+        switchgnn_scheduler::OrderKind::PriorityBfs,
+        0,
+    )
+    .unwrap();
+    forwarded_exactly_over_entries(&d, &plan.assignment, host);
+}
+
+#[test]
+fn the_host_only_pre_aggregated_exchange_runs_on_tables_loaded_from_entries() {
+    let d = synthetic(500, 2500, 8);
+    let plan = prepare(&d, 3, vec![24], 32 * 1024, 1 << 40);
+    let partials = host_reduce_plan(&d.graph, &plan.assignment, 24).unwrap();
+    forwarded_exactly_over_entries(&d, &plan.assignment, partials);
+}
+
+/// Run `worker_plan`, an exchange the switch only forwards, at 2% loss with the switch's plan
+/// read back from its entries: no aggregator entries, every sum exact.
+fn forwarded_exactly_over_entries(d: &Dataset, assignment: &Assignment, worker_plan: ExchangePlan) {
+    let width = worker_plan.width;
+    let worker_plan = Arc::new(worker_plan);
+    let (entries, loaded) = through_the_control_plane(std::slice::from_ref(&worker_plan));
     assert!(entries
         .tables
         .iter()
         .all(|e| e.table.id != program::VERTEX_AGGREGATORS.id));
     let n = d.graph.num_vertices();
-    let values: Vec<f32> = (0..n * 24).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
+    let values: Vec<f32> = (0..n * width)
+        .map(|i| (i % 17) as f32 / 17.0 - 0.5)
+        .collect();
     let scale =
         Scale::for_bound(1.0, (0..n as u32).map(|v| d.graph.degree(v)).max().unwrap()).unwrap();
-    let (encoded, _) = encode_matrix(&scale, &values, 24);
-    let want = remote_sums(&d.graph, &plan.assignment, 24, &encoded);
+    let (encoded, _) = encode_matrix(&scale, &values, width);
+    let want = remote_sums(&d.graph, assignment, width, &encoded);
     let faults = Faults::lossy(0.02);
     let run = run_exchange_through(
         loaded[0].clone(),
-        host,
+        worker_plan,
         &values,
         &setup(scale, faults, 4, 0, false),
     )

@@ -184,6 +184,7 @@ pub fn exchange_plan(
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
             reduce_plan(graph, &plan.assignment, width, aggregators as usize)
         }
+        ExchangeKind::HostReduce => host_reduce_plan(graph, &plan.assignment, width),
         ExchangeKind::Hybrid => {
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
             let (chip, cost) = match options.chip {
@@ -240,6 +241,19 @@ pub fn reduce_plan(
 ) -> Result<ExchangePlan, PlanError> {
     // The hybrid exchange with no pair multicast.
     crate::hybrid::mixed_plan(graph, assignment, width, aggregators, &|_, _| false)
+}
+
+/// The host-only pre-aggregated exchange of `graph` under `assignment`: the reduce
+/// exchange's partial sums, sent host to host. No aggregator holds them, so every destination
+/// is in one block.
+pub fn host_reduce_plan(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+) -> Result<ExchangePlan, PlanError> {
+    let mut p = reduce_plan(graph, assignment, width, usize::MAX)?;
+    p.mode = Mode::HostReduce;
+    Ok(p)
 }
 
 /// The width exchanged at `layer` of `plan`.

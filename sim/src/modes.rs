@@ -47,6 +47,7 @@ use crate::fabric::Topology;
 pub enum SimMode {
     Host,
     G3,
+    HostReduce,
     Strawman,
     #[serde(rename = "switchgnn")]
     SwitchGnn,
@@ -59,9 +60,10 @@ pub enum SimMode {
 
 impl SimMode {
     /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
-    pub const ALL: [SimMode; 7] = [
+    pub const ALL: [SimMode; 8] = [
         SimMode::Host,
         SimMode::G3,
+        SimMode::HostReduce,
         SimMode::Strawman,
         SimMode::SwitchGnn,
         SimMode::SwitchGnnNoGamr,
@@ -73,6 +75,7 @@ impl SimMode {
         match self {
             SimMode::Host => "host",
             SimMode::G3 => "g3",
+            SimMode::HostReduce => "host-reduce",
             SimMode::Strawman => "strawman",
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
@@ -95,6 +98,7 @@ impl SimMode {
         match self {
             SimMode::Host => ExchangeKind::Host,
             SimMode::G3 => ExchangeKind::BalancedHost,
+            SimMode::HostReduce => ExchangeKind::HostReduce,
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
             SimMode::Reduce => ExchangeKind::Reduce,

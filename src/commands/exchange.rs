@@ -460,7 +460,11 @@ fn summarise(
             let model = match kind {
                 Some(ExchangeKind::Switchgnn) => Some(traffic.plan_bytes),
                 Some(ExchangeKind::Strawman) => Some(traffic.ideal_bytes),
-                Some(ExchangeKind::Host | ExchangeKind::BalancedHost) => Some(traffic.host_bytes),
+                // One partial sum per destination and remote worker, host to host, up and
+                // down: on a symmetric graph as many rows as the host exchange's copies.
+                Some(
+                    ExchangeKind::Host | ExchangeKind::BalancedHost | ExchangeKind::HostReduce,
+                ) => Some(traffic.host_bytes),
                 // Partial sums go up as host-exchange copies would (one per vertex and remote
                 // worker, mirrored); one sum per destination comes down.
                 Some(ExchangeKind::Reduce) => {

@@ -344,6 +344,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
         }
         ExchangeKind::Host
         | ExchangeKind::BalancedHost
+        | ExchangeKind::HostReduce
         | ExchangeKind::Reduce
         | ExchangeKind::Hybrid => {
             let name = args

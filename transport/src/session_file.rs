@@ -121,9 +121,15 @@ struct LayerMeta {
 }
 
 fn mode_named(name: &str) -> Option<Mode> {
-    [Mode::Blocks, Mode::Strawman, Mode::Host, Mode::Reduce]
-        .into_iter()
-        .find(|m| m.name() == name)
+    [
+        Mode::Blocks,
+        Mode::Strawman,
+        Mode::Host,
+        Mode::Reduce,
+        Mode::HostReduce,
+    ]
+    .into_iter()
+    .find(|m| m.name() == name)
 }
 
 /// Save `session`, built for `plan`, to `path` atomically.
@@ -323,7 +329,7 @@ fn read_any(
                 offsets,
                 slots,
             };
-            let slot_bound = if mode == Mode::Reduce {
+            let slot_bound = if mode.pre_aggregated() {
                 usize::from(lm.workers)
             } else {
                 table.len()
@@ -339,7 +345,7 @@ fn read_any(
             };
             let block = if view_of.is_some() {
                 view_block(table, order, partials, multicast, mode, plan)
-            } else if mode == Mode::Reduce {
+            } else if mode.pre_aggregated() {
                 PlanBlock::hybrid(table, &order, partials, multicast)
             } else if partials != Partials::default() || multicast != Multicast::default() {
                 return Err(bad(
@@ -414,7 +420,7 @@ fn view_block(
             && starts.last() == Some(&(len as u64))
             && starts.windows(2).all(|w| w[0] < w[1])
     };
-    if mode == Mode::Reduce && partials.known() {
+    if mode.pre_aggregated() && partials.known() {
         if !ranges_ok(&partials.starts, partials.sources.len(), table.slots.len())
             || partials.sources.iter().any(|&u| u >= n)
         {

@@ -54,7 +54,8 @@ use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
 use rows::{AckNow, RowAcks};
 pub use send::{
-    BalancedHostExchange, HostExchange, InNetwork, PreAggregated, SendQueue, SendStrategy,
+    BalancedHostExchange, HostExchange, HostPreAggregated, InNetwork, PreAggregated, SendQueue,
+    SendStrategy,
 };
 
 /// Which of the missing contributions a fetch round may ask for.
@@ -101,6 +102,8 @@ pub type ReduceEngine = Engine<PreAggregated>;
 pub type HostEngine = Engine<HostExchange>;
 /// The host exchange with G3-style balanced rounds.
 pub type BalancedHostEngine = Engine<BalancedHostExchange>;
+/// The host-only pre-aggregated exchange's engine.
+pub type HostReduceEngine = Engine<HostPreAggregated>;
 
 /// Why an engine cannot be built.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -455,7 +458,7 @@ impl<S: SendStrategy> Engine<S> {
                 mode: plan.mode.name(),
             });
         }
-        if plan.mode == Mode::Reduce
+        if plan.mode.pre_aggregated()
             && plan
                 .blocks
                 .iter()
@@ -464,7 +467,7 @@ impl<S: SendStrategy> Engine<S> {
             return Err(EngineError::NoSources);
         }
         let framing = cfg.framing;
-        if plan.mode == Mode::Host
+        if !plan.mode.switch_aggregates()
             && !((HostFraming::MIN_MTU..=HostFraming::MAX_MTU).contains(&framing.mtu)
                 && framing.ack_every >= 1)
         {
@@ -494,7 +497,7 @@ impl<S: SendStrategy> Engine<S> {
         // reduce plan names its senders too; they are taken in, whatever the graph.
         let receivers = plan.receivers(cfg.rank);
         let mut vertices = receivers.clone();
-        if plan.mode == Mode::Reduce {
+        if plan.mode.pre_aggregated() {
             for b in &plan.blocks {
                 for (p, &w) in b.table.slots.iter().enumerate() {
                     if w == u32::from(cfg.rank) {
@@ -758,7 +761,7 @@ impl<S: SendStrategy> Engine<S> {
                 }
                 self.sync_window();
             }
-            PacketType::Rows if self.plan.mode == Mode::Host && repr.lanes == 0 => {
+            PacketType::Rows if !self.plan.mode.switch_aggregates() && repr.lanes == 0 => {
                 self.on_rows(&repr, &bytes[HEADER_LEN..])?;
             }
             PacketType::Raw if lanes_ok => {
@@ -784,7 +787,7 @@ impl<S: SendStrategy> Engine<S> {
                 }
                 // A partial sum forwarded by the switch serves one destination only: only
                 // plain features are kept.
-                if self.plan.mode != Mode::Reduce || repr.flags.resend {
+                if !self.plan.mode.pre_aggregated() || repr.flags.resend {
                     self.cache.insert((repr.src, repr.chunk), values);
                 }
             }
@@ -799,11 +802,21 @@ impl<S: SendStrategy> Engine<S> {
     fn on_rows(&mut self, repr: &Repr, payload: &[u8]) -> Result<(), EngineDrop> {
         use EngineDrop::*;
         let records = Records::new_checked(payload, repr.count).map_err(|_| Malformed)?;
-        let (plan, sender) = (&self.plan, repr.worker);
+        let (plan, sender, me) = (&self.plan, repr.worker, self.cfg.rank);
+        // A copy names a vertex of its sender; a partial sum names a destination of ours, and
+        // comes without lanes when it did not fit them.
+        let partials = plan.mode == Mode::HostReduce;
         let fits = |r: &crate::wire::Record| {
-            usize::from(r.chunk) < plan.chunks()
-                && r.lane_count() == plan.chunk_lanes(usize::from(r.chunk))
-                && plan.owner.get(r.src as usize) == Some(&sender)
+            let c = usize::from(r.chunk);
+            let (lanes, named_by) = if partials {
+                (
+                    r.lane_count() == plan.chunk_lanes(c) || r.lane_count() == 0,
+                    me,
+                )
+            } else {
+                (r.lane_count() == plan.chunk_lanes(c), sender)
+            };
+            c < plan.chunks() && lanes && plan.owner.get(r.src as usize) == Some(&named_by)
         };
         if repr.count == 0 || !records.clone().all(|r| fits(&r)) {
             return Err(Unexpected);
@@ -827,10 +840,29 @@ impl<S: SendStrategy> Engine<S> {
         }
         let receiver = self.receiver.as_mut().ok_or(Stale)?;
         let mut lanes = [0i32; crate::wire::MAX_LANES];
+        let mut overflowed = Vec::new();
         for r in records {
             self.stats.raws += 1;
             self.stats.payload_received += 4 * r.lane_count() as u64;
             let values = r.lanes_into(&mut lanes);
+            let c = usize::from(r.chunk);
+            if partials {
+                if values.is_empty() {
+                    // Its sender's partial overflowed: the destination's plain features.
+                    self.stats.overflow_notices += 1;
+                    overflowed.extend(receiver.overflowed(r.src, c).ok_or(Unexpected)?);
+                } else if receiver.on_partial(
+                    r.src,
+                    sender,
+                    c,
+                    values,
+                    &mut self.output,
+                    &mut self.stats,
+                ) {
+                    self.last_progress = self.now;
+                }
+                continue;
+            }
             let raw = Raw {
                 u: r.src,
                 v: repr.dst,
@@ -842,6 +874,9 @@ impl<S: SendStrategy> Engine<S> {
                 self.last_progress = self.now;
             }
             self.cache.insert((r.src, r.chunk), values);
+        }
+        if !overflowed.is_empty() {
+            self.fetch(overflowed, usize::MAX, Ask::Any);
         }
         Ok(())
     }
@@ -1021,7 +1056,7 @@ impl<S: SendStrategy> Engine<S> {
         }
         let result = self.cfg.timers.result;
         let srtt = self.sender.srtt().unwrap_or(0);
-        if self.plan.mode != Mode::Host && srtt <= self.block_floor() {
+        if self.plan.mode.switch_aggregates() && srtt <= self.block_floor() {
             return result;
         }
         result.max(4 * srtt)
@@ -1219,9 +1254,4 @@ impl<S: SendStrategy> Exchange for Engine<S> {
     fn started_at(&self) -> Option<Nanos> {
         self.first_started
     }
-}
-
-/// Whether a mode is an in-network one.
-fn in_network(mode: Mode) -> bool {
-    matches!(mode, Mode::Blocks | Mode::Strawman | Mode::Reduce)
 }

@@ -104,26 +104,23 @@ impl Pending {
     }
 
     /// Whether either way is complete, and which: the switch's way needs `senders`
-    /// contributions (sum and forwarded), the host's way `sources` raw ones.
-    fn complete(&self, senders: u32, sources: u32) -> Option<Way> {
-        if let Some((count, _)) = &self.result {
-            if u32::from(*count) + self.overflow_count == senders {
-                return Some(Way::Switch);
-            }
+    /// contributions (sum and forwarded; without `switch_sums`, the partial sums alone), the
+    /// host's way `sources` raw ones.
+    fn complete(&self, senders: u32, sources: u32, switch_sums: bool) -> Option<Way> {
+        let summed = match &self.result {
+            Some((count, _)) => Some(u32::from(*count)),
+            None => (!switch_sums).then_some(0),
+        };
+        if summed.is_some_and(|n| n + self.overflow_count == senders) {
+            return Some(Way::Switch);
         }
         (self.raw_count == sources).then_some(Way::Host)
     }
 
-    /// The switch's sum plus the raw contributions it forwarded.
+    /// The switch's sum (if any) plus the raw contributions it forwarded.
     fn switch_sum(&self) -> impl Iterator<Item = i64> + '_ {
-        let lanes = self
-            .result
-            .as_ref()
-            .map_or(&[][..], |(_, l)| &l[..self.lanes]);
-        lanes
-            .iter()
-            .zip(&self.overflow_sum)
-            .map(|(&r, &o)| i64::from(r) + o)
+        let result = self.result.as_ref().map(|(_, l)| l);
+        (0..self.lanes).map(move |i| result.map_or(0, |l| i64::from(l[i])) + self.overflow_sum[i])
     }
 
     /// Every raw contribution summed.
@@ -297,7 +294,7 @@ impl Receiver {
 
     /// Raw contributions the host way needs for `pos`: one per remote source vertex.
     fn sources(&self, pos: usize) -> u32 {
-        if self.plan.mode == Mode::Reduce {
+        if self.plan.mode.pre_aggregated() {
             (self.partial_sources(pos).len() + self.multicast_sources(pos).len()) as u32
         } else {
             self.expected(pos)
@@ -328,10 +325,11 @@ impl Receiver {
     fn try_complete(&mut self, key: usize, output: &mut ExchangeOutput, stats: &mut EngineStats) {
         let pos = key / self.chunks;
         let (senders, sources) = (self.expected(pos), self.sources(pos));
+        let switch_sums = self.plan.mode.switch_aggregates();
         let Some(way) = self
             .pending
             .get(&key)
-            .and_then(|p| p.complete(senders, sources))
+            .and_then(|p| p.complete(senders, sources, switch_sums))
         else {
             return;
         };
@@ -393,7 +391,7 @@ impl Receiver {
     /// Index of source `u` among the sources of destination position `pos`.
     fn source_index(&self, pos: usize, u: u32) -> Option<usize> {
         let b = &self.plan.blocks[self.block];
-        if self.plan.mode == Mode::Reduce {
+        if self.plan.mode.pre_aggregated() {
             let all = self.partial_sources(pos);
             // Multicast senders come after every partial sum's sources.
             if let Some(i) = self.multicast_index(pos, u) {
@@ -421,7 +419,7 @@ impl Receiver {
         let (range, single) = if self.plan.mode == Mode::Host {
             let (start, end) = self.source_ranges.get(&raw.u).copied().unwrap_or((0, 0));
             (start as usize..end as usize, None)
-        } else if self.plan.mode == Mode::Reduce && raw.overflow {
+        } else if self.plan.mode.pre_aggregated() && raw.overflow {
             // What the switch could not add: a multicast sender's feature serves both ways
             // (after the partials in the switch's count, after their sources in the host's);
             // a partial sum only the switch way, by worker.
@@ -451,7 +449,7 @@ impl Receiver {
             let single = self.position(raw.v).and_then(|pos| {
                 let j = self.source_index(pos, raw.u)?;
                 // Outside reduce mode a forwarded contribution serves both ways.
-                let as_partial = raw.overflow && self.plan.mode != Mode::Reduce;
+                let as_partial = raw.overflow && !self.plan.mode.pre_aggregated();
                 Some((
                     pos,
                     if as_partial {
@@ -473,6 +471,36 @@ impl Receiver {
             progressed |= self.take_raw(pos, taken, &raw, output, stats);
         }
         progressed
+    }
+
+    /// [`Mode::HostReduce`]: worker `w`'s partial sum of destination `v`'s chunk `c`, straight
+    /// from that worker; whether it was new.
+    pub(super) fn on_partial(
+        &mut self,
+        v: u32,
+        w: u16,
+        c: usize,
+        values: &[i32],
+        output: &mut ExchangeOutput,
+        stats: &mut EngineStats,
+    ) -> bool {
+        let Some(pos) = self.position(v) else {
+            return false;
+        };
+        let row = self.dests[pos] as usize;
+        let slots = self.plan.blocks[self.block].table.row(row);
+        let Ok(j) = slots.binary_search(&u32::from(w)) else {
+            return false;
+        };
+        // A partial sum needs no source vertex: `take_raw` reads only the chunk and lanes.
+        let raw = Raw {
+            u: v,
+            v,
+            c,
+            values,
+            overflow: true,
+        };
+        self.take_raw(pos, Taken::Partial(j), &raw, output, stats)
     }
 
     /// `raw` as contribution `taken` of destination position `pos`; whether it was new.
@@ -518,7 +546,11 @@ impl Receiver {
         let seen = self.pending.get(&key).map(|p| &p.raw_seen);
         // In reduce mode the sources are the partials' (grouped by worker, each group
         // ascending, as `source_index` counts them).
-        let reduce = (self.plan.mode == Mode::Reduce).then(|| self.partial_sources(pos));
+        let reduce = self
+            .plan
+            .mode
+            .pre_aggregated()
+            .then(|| self.partial_sources(pos));
         let sources: Box<dyn Iterator<Item = u32> + '_> = match reduce {
             Some(range) => Box::new(
                 b.partials.sources[range]

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use super::reliable::Reliable;
 use super::rows::Packing;
-use super::{in_network, EncodedRows, EngineStats};
+use super::{EncodedRows, EngineStats};
 use crate::framing::HostFraming;
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
@@ -211,23 +211,47 @@ fn rows_packet(
 ) -> (usize, u64) {
     let p = packing.packets[seq as usize];
     let records = packing.records_of(seq as usize);
+    let pre_aggregated = plan.mode == Mode::HostReduce;
     let mut r = *header;
     r.packet_type = PacketType::Rows;
-    r.src = records[0].0;
+    // The switch checks that the sender owns the header's source: a partial sum's record
+    // names its destination, so the header names the first partial's lowest source.
+    r.src = if pre_aggregated {
+        lowest_source(plan, header, records[0].0).expect("the worker sends its own partials")
+    } else {
+        records[0].0
+    };
     r.dst = p.dst;
     r.chunk = 0;
     r.lanes = 0;
     r.count = records.len() as u16;
     r.sequence = p.nth;
     let mut len = r.emit_with_lanes(&[], buf);
+    let mut partial = [0i32; MAX_LANES];
     for &(u, c) in records {
         let lanes = plan.chunk_lanes(usize::from(c));
-        let values = rows
-            .chunk(u, usize::from(c), lanes)
-            .expect("the worker encodes every row it sends");
+        let values = if pre_aggregated {
+            // A partial sum beyond 32 bits goes as a record without lanes: its receiver
+            // fetches the destination's plain features instead (as the switch's overflow
+            // notice has it do in the reduce exchange).
+            let fits = partial_sum(plan, rows, header, u, usize::from(c), &mut partial[..lanes])
+                .expect("the worker sends its own partials");
+            &partial[..if fits { lanes } else { 0 }]
+        } else {
+            rows.chunk(u, usize::from(c), lanes)
+                .expect("the worker encodes every row it sends")
+        };
         len += emit_record(u, c, values, &mut buf[len..]);
     }
     (len, p.payload)
+}
+
+/// [`Mode::HostReduce`]: the lowest of worker `header.worker`'s vertices that neighbour `dst`
+/// in block `header.block` (the vertex its partial sum for `dst` is named by).
+fn lowest_source(plan: &ExchangePlan, header: &Repr, dst: u32) -> Option<u32> {
+    let block = plan.blocks.get(usize::from(header.block))?;
+    let pair = block.pair(block.row_of(dst)?, header.worker)?;
+    block.partials.of(pair).first().copied()
 }
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), written
@@ -270,7 +294,8 @@ pub(super) fn feature_packet(
     Some((r.emit_with_lanes(values, buf), 4 * lanes as u64))
 }
 
-/// [`Mode::Reduce`]: worker `header.worker`'s partial sum for destination `dst` in block
+/// [`Mode::Reduce`] and [`Mode::HostReduce`]: worker `header.worker`'s partial sum for
+/// destination `dst` in block
 /// `header.block`, chunk `chunk`, written into `out`; whether it fits 32-bit lanes (`None`
 /// when the worker sends none). It always fits under a scale that leaves room for the
 /// destination's every contribution (`ExchangePlan::most_contributions`).
@@ -320,7 +345,7 @@ impl SendStrategy for InNetwork {
     const KIND: PacketType = PacketType::Data;
 
     fn accepts(mode: Mode) -> bool {
-        in_network(mode)
+        mode.switch_aggregates()
     }
 
     fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
@@ -381,6 +406,48 @@ impl SendStrategy for PreAggregated {
 
     fn from_queue(queue: SendQueue) -> Self {
         PreAggregated(queue)
+    }
+
+    fn queue(&self) -> &SendQueue {
+        &self.0
+    }
+
+    fn queue_mut(&mut self) -> &mut SendQueue {
+        &mut self.0
+    }
+}
+
+/// The host-only pre-aggregated exchange (DistGNN's partial aggregation): for every remote
+/// destination its vertices neighbour, the worker sends the destination's owner one partial
+/// sum, packed with the others for that worker into packets of the MTU as the host
+/// exchange's copies are ([`PacketType::Rows`]; a record names the destination), and the
+/// receiver acknowledges them in ranges. The switch only forwards.
+#[derive(Debug)]
+pub struct HostPreAggregated(SendQueue);
+
+impl SendStrategy for HostPreAggregated {
+    const NAME: &'static str = "host-reduce";
+    const KIND: PacketType = PacketType::Rows;
+
+    fn accepts(mode: Mode) -> bool {
+        mode == Mode::HostReduce
+    }
+
+    /// (destination, destination): the records name the destination, whose owner receives.
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        let b = &plan.blocks[usize::from(block)];
+        b.order
+            .iter()
+            .filter(|&&row| b.pair(row as usize, rank).is_some())
+            .map(|&row| {
+                let v = b.table.vertices[row as usize];
+                (v, v)
+            })
+            .collect()
+    }
+
+    fn from_queue(queue: SendQueue) -> Self {
+        HostPreAggregated(queue)
     }
 
     fn queue(&self) -> &SendQueue {

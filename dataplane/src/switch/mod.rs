@@ -513,7 +513,7 @@ impl BlockState {
         let n = t.len() * c;
         // One seen bit per sender and chunk: a source vertex, or in reduce mode a
         // (destination, worker) pair and then each multicast sender.
-        let senders = if plan.mode == Mode::Reduce {
+        let senders = if plan.mode.pre_aggregated() {
             t.slots.len() + plan.blocks[block].multicast.len()
         } else {
             t.len()
@@ -1461,7 +1461,7 @@ fn data_block<'a>(job: &'a mut Job, repr: &Repr) -> Result<(&'a mut Run, usize),
     if repr.block != run.block {
         return Err(DropReason::Stale);
     }
-    if run.plan.mode == Mode::Host {
+    if !run.plan.mode.switch_aggregates() {
         return Err(DropReason::WrongMode);
     }
     let lanes = run.plan.chunk_lanes(usize::from(repr.chunk));
@@ -1533,7 +1533,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
         return Err(DropReason::BadLanes);
     }
     let dst_rank = plan.owner[repr.dst as usize];
-    if repr.flags.resend && plan.mode != Mode::Host && repr.block == run.block {
+    if repr.flags.resend && plan.mode.switch_aggregates() && repr.block == run.block {
         let block = &plan.blocks[usize::from(run.block)];
         if let (Some(slot), Some(state)) = (block.row_of(repr.dst), run.state.as_mut()) {
             let k = slot * plan.chunks() + usize::from(repr.chunk);
@@ -1568,7 +1568,7 @@ fn raw(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), D
 fn rows(job: &mut Job, f: &mut Fabric, repr: &Repr, bytes: &[u8]) -> Result<(), DropReason> {
     let run = running(job, repr)?;
     let plan = &run.plan;
-    if plan.mode != Mode::Host || plan.owner[repr.src as usize] != repr.worker {
+    if plan.mode.switch_aggregates() || plan.owner[repr.src as usize] != repr.worker {
         return Err(DropReason::NotInPlan);
     }
     if repr.lanes != 0 {

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use super::{JobConfig, Shard, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit};
-use crate::plan::{ExchangePlan, Mode};
+use crate::plan::ExchangePlan;
 use crate::wire::{Packet, PacketType, Repr};
 
 /// Shards a switch can have.
@@ -481,7 +481,7 @@ impl Router {
             self.plans
                 .get(&repr.job)?
                 .get(usize::from(repr.layer))
-                .filter(|p| p.mode != Mode::Host)
+                .filter(|p| p.mode.switch_aggregates())
         };
         let all = u64::MAX >> (64 - self.shards);
         match repr.packet_type {

@@ -190,7 +190,7 @@ fn contributions(plan: &ExchangePlan, block: usize, racks: &Racks, rack: u16) ->
     };
     match plan.mode {
         // Nothing is aggregated.
-        Mode::Host => {}
+        Mode::Host | Mode::HostReduce => {}
         // Row `s` is a source vertex whose feature goes into every slot of its row.
         Mode::Blocks | Mode::Strawman => {
             for s in 0..t.len() {
@@ -254,10 +254,10 @@ pub fn spine_traffic(
     };
     for (b, block) in plan.blocks.iter().enumerate() {
         let t = &block.table;
-        if plan.mode == Mode::Host {
-            // A source's feature goes once to every other worker that needs it (BNS-GCN with
-            // p = 1), packed with the others for that worker: up and down when that worker is
-            // in another rack.
+        if !plan.mode.switch_aggregates() {
+            // A source's feature (or, pre-aggregated, a partial sum) goes once to every other
+            // worker that needs it (BNS-GCN with p = 1), packed with the others for that
+            // worker: up and down when that worker is in another rack.
             let n = usize::from(plan.workers);
             let rows = copies_per_pair(plan, block);
             let away =
