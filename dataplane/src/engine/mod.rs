@@ -467,10 +467,10 @@ impl<S: SendStrategy> Engine<S> {
             return Err(EngineError::NoSources);
         }
         let framing = cfg.framing;
-        if !plan.mode.switch_aggregates()
-            && !((HostFraming::MIN_MTU..=HostFraming::MAX_MTU).contains(&framing.mtu)
-                && framing.ack_every >= 1)
-        {
+        let framed = (HostFraming::MIN_MTU..=HostFraming::MAX_MTU).contains(&framing.mtu)
+            && framing.ack_every >= 1;
+        // Only what the switch forwards is packed.
+        if !framed && !plan.mode.switch_aggregates() {
             return Err(EngineError::Framing {
                 mtu: framing.mtu,
                 ack_every: framing.ack_every,
