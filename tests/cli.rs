@@ -250,10 +250,20 @@ fn analyze_reports_traffic_per_worker_count() {
             recirculation(pre) > 0.0 && recirculation(pre) <= recirculation(ours),
             "{pre} {ours}"
         );
-        // The planner's pick is one of the kinds it weighs.
+        // The planner's pick is one of the kinds it weighs, never predicted slower than the
+        // best host-only kind, which is the verdicts' baseline.
         for r in [real, ideal] {
-            let pick = r["pick"].as_str().unwrap();
-            assert!(["host", "switchgnn", "reduce"].contains(&pick), "{pick}");
+            let (pick, base) = (&r["pick"], &r["best_host_only"]);
+            let kind = pick["kind"].as_str().unwrap();
+            assert!(
+                ["host", "host-reduce", "switchgnn", "reduce"].contains(&kind),
+                "{kind}"
+            );
+            assert!(["host", "host-reduce"].contains(&base["kind"].as_str().unwrap()));
+            let seconds = |x: &serde_json::Value| x["seconds"].as_f64().unwrap();
+            assert!(seconds(pick) <= seconds(base), "{pick} {base}");
+            assert_eq!(r["verdict"]["baseline"], base["kind"]);
+            assert_eq!(seconds(&r["verdict"]["host_exchange"]), seconds(base));
         }
     }
 }

@@ -127,27 +127,35 @@ impl Bound {
     }
 }
 
-/// Whether in-network aggregation can beat the host exchange on a chip, and by how much at
-/// best: the in-network bound against the host exchange's own bound (its line-rate time on
-/// the same hosts, through the same chip as a plain switch).
+/// Whether in-network aggregation can beat a host-only baseline (the best kind without it) on
+/// a chip, and by how much at best: the in-network bound against the baseline's own bound (its
+/// line-rate time on the same hosts, through the same chip as a plain switch).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     /// The chip, in words.
     pub chip: String,
     /// The in-network exchange's bound.
     pub in_network: Bound,
-    /// The host exchange's bound.
+    /// The host-only kind it is judged against (`host`, `host-reduce`).
+    pub baseline: String,
+    /// That kind's bound.
     pub host_exchange: Bound,
-    /// Host-exchange bound over in-network bound: the most in-network aggregation can gain
-    /// (below 1: it cannot win on this chip).
+    /// Baseline bound over in-network bound: the most in-network aggregation can gain (below
+    /// 1: it cannot win on this chip).
     pub speedup_at_best: f64,
     /// Whether it can win at all.
     pub can_win: bool,
 }
 
 impl Verdict {
-    /// The verdict for `in_network` against `host` on `chip`.
-    pub fn of(chip: &Chip, in_network: &Load, host: &Load, cost: &HostCost) -> Verdict {
+    /// The verdict for `in_network` against the host-only kind `baseline` (name, load) on
+    /// `chip`.
+    pub fn of(
+        chip: &Chip,
+        in_network: &Load,
+        (baseline, host): (&str, &Load),
+        cost: &HostCost,
+    ) -> Verdict {
         let a = Bound::of(chip, in_network, cost);
         let b = Bound::of(chip, host, cost);
         let speedup = if a.seconds > 0.0 {
@@ -158,24 +166,25 @@ impl Verdict {
         Verdict {
             chip: chip.describe(),
             in_network: a,
+            baseline: baseline.to_string(),
             host_exchange: b,
             speedup_at_best: speedup,
             can_win: speedup > 1.0,
         }
     }
 
-    /// `at best 3.1x faster than the host exchange (bound: host link)` or `cannot beat the
-    /// host exchange: at best 0.05x (bound: recirculation)`.
+    /// `at best 3.1x faster than host (bound: host link)` or `cannot beat host-reduce: at
+    /// best 0.05x (bound: recirculation)`.
     pub fn sentence(&self) -> String {
-        let by = self.in_network.dominant.name();
+        let (by, base) = (self.in_network.dominant.name(), &self.baseline);
         if self.can_win {
             format!(
-                "at best {:.2}x faster than the host exchange (bound by {by})",
+                "at best {:.2}x faster than {base} (bound by {by})",
                 self.speedup_at_best
             )
         } else {
             format!(
-                "cannot beat the host exchange: at best {:.3}x its speed (bound by {by})",
+                "cannot beat {base}: at best {:.3}x its speed (bound by {by})",
                 self.speedup_at_best
             )
         }
@@ -237,10 +246,10 @@ mod tests {
     fn the_verdict_compares_the_two_bounds() {
         let t1 = Chip::preset("tofino1-32").unwrap();
         let host = load(10_000, 1);
-        let v = Verdict::of(&t1, &load(250, 1000), &host, &cost());
+        let v = Verdict::of(&t1, &load(250, 1000), ("host", &host), &cost());
         assert!(!v.can_win && v.speedup_at_best < 1.0, "{v:?}");
         assert!(v.sentence().contains("cannot beat"), "{}", v.sentence());
-        let v = Verdict::of(&t1, &load(250, 2), &host, &cost());
+        let v = Verdict::of(&t1, &load(250, 2), ("host", &host), &cost());
         assert!(v.can_win && v.speedup_at_best > 1.0, "{v:?}");
         assert!(v.sentence().contains("faster"), "{}", v.sentence());
     }

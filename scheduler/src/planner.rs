@@ -1,6 +1,6 @@
 //! The planner: which exchange kind a layer should run on a given chip. It builds the plan of
-//! every candidate kind — the host exchange, SwitchGNN's blocks and the pre-aggregated
-//! exchange — counts what each puts on the chip and the hosts (`switchgnn_chip::Load`), and
+//! every candidate kind — the host exchange, host-only pre-aggregation, SwitchGNN's blocks,
+//! the pre-aggregated exchange and the hybrid — counts what each puts on the chip and the hosts (`switchgnn_chip::Load`), and
 //! picks the least lower bound (`switchgnn_chip::Choice`: the busiest resource of the chip and
 //! the hosts; a tie goes to the host exchange, so the pick is never predicted slower than it).
 
@@ -13,9 +13,11 @@ use switchgnn_partition::{LayerChoice, Plan};
 
 use crate::exchange::{exchange_plan, PlanOptions};
 
-/// The kinds `auto` weighs, the host exchange first.
-pub const CANDIDATES: [ExchangeKind; 4] = [
+/// The kinds `auto` weighs, the host-only ones first (a tie goes to them, the host exchange
+/// before host-only pre-aggregation).
+pub const CANDIDATES: [ExchangeKind; 5] = [
     ExchangeKind::Host,
+    ExchangeKind::HostReduce,
     ExchangeKind::Switchgnn,
     ExchangeKind::Reduce,
     ExchangeKind::Hybrid,

@@ -1,12 +1,12 @@
 //! `switchgnn analyze`: will in-network aggregation help this graph? Boundary size, host and
 //! in-network traffic for one layer, what a switch of a given memory achieves with blocks, and
 //! the verdict on a real chip: the chip model's bound on the in-network exchange against the
-//! host exchange's.
+//! best host-only kind's (the host exchange or host-only pre-aggregation, whichever is faster).
 
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde::Serialize;
-use switchgnn_chip::{Choice, HostCost, Load, Verdict};
+use switchgnn_chip::{Chip, Choice, HostCost, Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::switch::{spine_traffic, Racks, SpineTraffic};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
@@ -15,7 +15,7 @@ use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::traffic::{reduction, row_bytes};
 use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 
-use switchgnn_scheduler::exchange::{blocks_plan, reduce_plan, ExchangePlans};
+use switchgnn_scheduler::exchange::{blocks_plan, host_reduce_plan, reduce_plan, ExchangePlans};
 use switchgnn_scheduler::OrderKind;
 
 use crate::chip_args::VerdictArgs;
@@ -58,15 +58,17 @@ struct Row {
     chip: String,
     boundary: Boundary,
     traffic: Traffic,
+    /// The fastest kind without in-network aggregation, by its bound: every verdict's baseline.
+    best_host_only: Pick,
     /// All of the boundary in one block (a switch with memory for it).
     verdict: Verdict,
     /// The pre-aggregated exchange (`reduce`: one partial sum per worker and destination, one
     /// pass per packet), every destination in one block.
     reduce: Verdict,
-    /// The planner's pick for this layer on the chip among host, switchgnn and reduce, every
-    /// destination in one block (`prepare --exchange auto` also weighs the hybrid, on the
-    /// plan's blocks).
-    pick: String,
+    /// The planner's pick for this layer on the chip among host, host-reduce, switchgnn and
+    /// reduce, every destination in one block (`prepare --exchange auto` also weighs the
+    /// hybrid, on the plan's blocks).
+    pick: Pick,
     /// Per host cost of `--sweep-packet-ns`: the verdicts again.
     sweep: Vec<SweepRow>,
     plans: Vec<PlanRow>,
@@ -76,10 +78,35 @@ struct Row {
 
 /// What crosses the links between leaves and spine with two-level aggregation (no loss; data
 /// packets, each link crossed counted).
+/// A kind and its lower bound on the row's chip.
+#[derive(Debug, Clone, Serialize)]
+struct Pick {
+    kind: String,
+    seconds: f64,
+}
+
+impl Pick {
+    /// The least bound among `kinds` (name and load) on `chip` under `cost`; the first wins a
+    /// tie.
+    fn among<'a>(
+        chip: &Chip,
+        cost: &HostCost,
+        kinds: impl IntoIterator<Item = (&'a str, &'a Load)>,
+    ) -> Pick {
+        let choice = Choice::of(chip, cost, kinds.into_iter().map(|(k, l)| (k, l.clone())))
+            .expect("a candidate");
+        Pick {
+            kind: choice.kind().to_string(),
+            seconds: choice.bound().seconds,
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct FabricRow {
     racks: u16,
     host: SpineTraffic,
+    host_reduce: SpineTraffic,
     switchgnn: SpineTraffic,
     reduce: SpineTraffic,
 }
@@ -88,11 +115,13 @@ struct FabricRow {
 #[derive(Debug, Serialize)]
 struct SweepRow {
     host_packet_ns: f64,
-    /// The in-network (SwitchGNN, one block) bound over the host baseline's.
+    /// The best host-only kind at this cost.
+    best_host_only: Pick,
+    /// The in-network (SwitchGNN, one block) bound over the best host-only kind's.
     switchgnn_vs_host: f64,
-    /// The pre-aggregated exchange's bound over the host baseline's.
+    /// The pre-aggregated exchange's bound over the best host-only kind's.
     reduce_vs_host: f64,
-    pick: String,
+    pick: Pick,
 }
 
 #[derive(Debug, Serialize)]
@@ -177,14 +206,35 @@ pub fn run(args: Args) -> Result<()> {
                 .collect()
         };
         let host_plan = whole(Mode::Host)?;
-        let host = Load::for_cost(&host_plan, &cost);
+        let host_load = Load::for_cost(&host_plan, &cost);
         let host_fabrics = fabrics_of(&host_plan)?;
         drop(host_plan);
+        let partials_plan = host_reduce_plan(&dataset.graph, &assignment, width)?;
+        let partials_load = Load::for_cost(&partials_plan, &cost);
+        let partials_fabrics = fabrics_of(&partials_plan)?;
+        drop(partials_plan);
+        // Every verdict's baseline: the faster host-only kind at this cost.
+        let host_only = |cost: &HostCost| {
+            let best = Pick::among(
+                &chip,
+                cost,
+                [("host", &host_load), ("host-reduce", &partials_load)],
+            );
+            let load = if best.kind == "host" {
+                &host_load
+            } else {
+                &partials_load
+            };
+            let baseline = (best.kind.clone(), load);
+            (best, baseline)
+        };
+        let (best_host_only, (base_kind, base_load)) = host_only(&cost);
+        let host = (base_kind.as_str(), base_load);
         let reduce_xplan = reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?;
         let reduce_load = Load::of(&reduce_xplan, FRAME_OVERHEAD);
         let reduce_fabrics = fabrics_of(&reduce_xplan)?;
         drop(reduce_xplan);
-        let reduce = Verdict::of(&chip, &reduce_load, &host, &cost);
+        let reduce = Verdict::of(&chip, &reduce_load, host, &cost);
         let blocks_xplan = whole(Mode::Blocks)?;
         let blocks_load = Load::of(&blocks_xplan, FRAME_OVERHEAD);
         let blocks_fabrics = fabrics_of(&blocks_xplan)?;
@@ -195,25 +245,24 @@ pub fn run(args: Args) -> Result<()> {
             .map(|(i, &racks)| FabricRow {
                 racks,
                 host: host_fabrics[i],
+                host_reduce: partials_fabrics[i],
                 switchgnn: blocks_fabrics[i],
                 reduce: reduce_fabrics[i],
             })
             .collect();
-        let verdict = Verdict::of(&chip, &blocks_load, &host, &cost);
+        let verdict = Verdict::of(&chip, &blocks_load, host, &cost);
         // What `prepare --exchange auto` would pick (with every destination in one block).
         let pick_at = |cost: &HostCost| {
-            Choice::of(
+            Pick::among(
                 &chip,
                 cost,
                 [
-                    ("host", host.clone()),
-                    ("switchgnn", blocks_load.clone()),
-                    ("reduce", reduce_load.clone()),
+                    ("host", &host_load),
+                    ("host-reduce", &partials_load),
+                    ("switchgnn", &blocks_load),
+                    ("reduce", &reduce_load),
                 ],
             )
-            .expect("three candidates")
-            .kind()
-            .to_string()
         };
         let pick = pick_at(&cost);
         let sweep = packet_costs
@@ -223,10 +272,13 @@ pub fn run(args: Args) -> Result<()> {
                     per_packet_ns: ns,
                     ..cost
                 };
-                let versus =
-                    |load: &Load| 1.0 / Verdict::of(&chip, load, &host, &at).speedup_at_best;
+                let (best_host_only, (kind, load)) = host_only(&at);
+                let versus = |x: &Load| {
+                    1.0 / Verdict::of(&chip, x, (kind.as_str(), load), &at).speedup_at_best
+                };
                 SweepRow {
                     host_packet_ns: ns,
+                    best_host_only,
                     switchgnn_vs_host: versus(&blocks_load),
                     reduce_vs_host: versus(&reduce_load),
                     pick: pick_at(&at),
@@ -253,13 +305,14 @@ pub fn run(args: Args) -> Result<()> {
                 mean_fill: fill.mean,
                 bytes,
                 reduction: reduction(bytes, traffic.host_bytes),
-                verdict: Verdict::of(&chip, &load, &host, &cost),
+                verdict: Verdict::of(&chip, &load, host, &cost),
             });
         }
         rows.push(Row {
             workers: m,
             chip: chip.preset.name().to_string(),
             boundary,
+            best_host_only,
             verdict,
             reduce,
             pick,
@@ -282,18 +335,21 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("{}", table(&rows, &memories));
     println!(
-        "every ratio is against the host exchange: each boundary row once to every worker that \
-         needs it, packed into {}-byte packets with an ack per {} packets, {} ns per packet at \
-         each host, {} Gb/s links (--mtu, --ack-every, --host-packet-ns, --gbps)",
+        "every ratio is against the best host-only kind, by its bound: the host exchange (each \
+         boundary row once to every worker that needs it) or host-only pre-aggregation \
+         (host-reduce: one partial sum per remote destination, sent to its owner), both packed \
+         into {}-byte packets with an ack per {} packets, {} ns per packet at each host, {} \
+         Gb/s links (--mtu, --ack-every, --host-packet-ns, --gbps)",
         cost.framing.mtu, cost.framing.ack_every, cost.per_packet_ns, cost.link_gbps
     );
     for r in &rows {
         println!(
-            "{} workers on {}: in-network aggregation {} (one block; the host exchange's bound \
-             {:.3} ms, the in-network one's {:.3} ms)",
+            "{} workers on {}: in-network aggregation {} (one block; the best host-only kind, \
+             {}, bound {:.3} ms; the in-network one's {:.3} ms)",
             r.workers,
             r.verdict.chip,
             r.verdict.sentence(),
+            r.best_host_only.kind,
             r.verdict.host_exchange.seconds * 1e3,
             r.verdict.in_network.seconds * 1e3
         );
@@ -309,24 +365,33 @@ pub fn run(args: Args) -> Result<()> {
             r.reduce.sentence()
         );
         println!(
-            "  the planner's pick among host, switchgnn and reduce (one block; `prepare` also \
-             weighs the hybrid): {}",
-            r.pick
+            "  the planner's pick among host, host-reduce, switchgnn and reduce (one block; \
+             `prepare` also weighs the hybrid): {} ({:.3} ms, {:.3}x the best host-only kind's)",
+            r.pick.kind,
+            r.pick.seconds * 1e3,
+            r.pick.seconds / r.best_host_only.seconds
         );
         for w in &r.sweep {
             println!(
-                "  at {} ns per packet: switchgnn {:.3}x the baseline's time, reduce {:.3}x, \
-                 the pick {}",
-                w.host_packet_ns, w.switchgnn_vs_host, w.reduce_vs_host, w.pick
+                "  at {} ns per packet: best host-only {}; switchgnn {:.3}x its time, reduce \
+                 {:.3}x, the pick {}",
+                w.host_packet_ns,
+                w.best_host_only.kind,
+                w.switchgnn_vs_host,
+                w.reduce_vs_host,
+                w.pick.kind
             );
         }
         for f in &r.fabrics {
             let versus = |t: &SpineTraffic| t.bytes as f64 / f.host.bytes.max(1) as f64;
             println!(
                 "  across the spine layer of {} racks, two-level aggregation (frames, one \
-                 block): host exchange {}, switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
+                 block): host exchange {}, host-reduce {} ({:.2}×), switchgnn {} ({:.2}×), \
+                 reduce {} ({:.2}×)",
                 f.racks,
                 format_bytes(f.host.bytes),
+                format_bytes(f.host_reduce.bytes),
+                versus(&f.host_reduce),
                 format_bytes(f.switchgnn.bytes),
                 versus(&f.switchgnn),
                 format_bytes(f.reduce.bytes),
@@ -337,7 +402,8 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The in-network bound over the host exchange's: below 1, in-network aggregation can win.
+/// The in-network bound over the best host-only kind's: below 1, in-network aggregation can
+/// win.
 fn best(v: &Verdict) -> String {
     format!("{:.3}", 1.0 / v.speedup_at_best)
 }
@@ -355,15 +421,16 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
         "in-network ideal",
         "ideal saving",
         "largest component aggregators",
-        "best ÷ host (one block)",
-        "reduce best ÷ host",
+        "best host-only",
+        "best ÷ best host-only (one block)",
+        "reduce best ÷ best host-only",
         "auto picks",
     ]
     .map(String::from)
     .to_vec();
     for &m in memories {
         header.push(format!(
-            "{} switch: blocks / traffic / saving / best ÷ host",
+            "{} switch: blocks / traffic / saving / best ÷ best host-only",
             format_bytes(m)
         ));
     }
@@ -379,9 +446,10 @@ fn table(rows: &[Row], memories: &[u64]) -> Table {
             format_bytes(r.traffic.ideal_bytes()),
             format!("{:.1}%", 100.0 * r.traffic.ideal_reduction()),
             format_bytes(r.traffic.largest_component_aggregator_bytes),
+            r.best_host_only.kind.clone(),
             best(&r.verdict),
             best(&r.reduce),
-            r.pick.clone(),
+            r.pick.kind.clone(),
         ];
         for p in &r.plans {
             cells.push(format!(
