@@ -655,6 +655,36 @@ fn simulate_small(modes: &str, extra: &[&str], out: &std::path::Path) -> String 
     stdout_ok(&args)
 }
 
+/// `best-host` runs the host-only kind the chip model favours, the baseline of every ratio in
+/// the epoch table; `auto` never has a larger bound.
+#[test]
+fn simulate_runs_the_best_host_only_kind_beside_the_pick() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let text = simulate_small("best-host,host,host-reduce,auto", &[], &out);
+    assert!(text.contains("best host-only"), "{text}");
+    let report = switchgnn_sim::report::read_report(&out).unwrap();
+    let run_of = |mode: &str| {
+        let name = |r: &&switchgnn_sim::sweep::RunRow| r.mode.name() == mode;
+        report.runs.iter().find(name).unwrap().clone()
+    };
+    let best = run_of("best-host");
+    assert!(
+        ["host", "host-reduce"].contains(&best.kind.as_str()),
+        "{best:?}"
+    );
+    // It is that kind's run exactly (the simulation is deterministic).
+    let same = run_of(&best.kind);
+    assert_eq!((best.comm_ns, best.bound_ns), (same.comm_ns, same.bound_ns));
+    for kind in ["host", "host-reduce"] {
+        assert!(best.bound_ns <= run_of(kind).bound_ns, "{kind}");
+    }
+    let auto = report.runs.iter().filter(|r| r.mode.name() == "auto");
+    for a in auto {
+        assert!(a.bound_ns <= best.bound_ns, "{a:?}");
+    }
+}
+
 #[test]
 fn simulate_writes_a_report_with_tables_series_and_plots() {
     let dir = tempfile::tempdir().unwrap();

@@ -23,6 +23,10 @@ pub const CANDIDATES: [ExchangeKind; 5] = [
     ExchangeKind::Hybrid,
 ];
 
+/// The host-only candidates: the baseline every in-network kind is judged against is the
+/// faster of them.
+pub const HOST_ONLY: [ExchangeKind; 2] = [ExchangeKind::Host, ExchangeKind::HostReduce];
+
 /// The planner's pick for `layer` of `plan` among `kinds` (the host exchange should come first
 /// so that it wins a tie), and the chosen kind's exchange plan.
 pub fn choose(

@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 use switchgnn_chip::{Bound, Chip, ChipChoice, ChipError, HostCost, Load};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::node::{Address, Nanos};
+use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::{Dataset, Progress};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::PlanOptions;
-use switchgnn_scheduler::planner::{choose, CANDIDATES};
+use switchgnn_scheduler::planner::{choose, CANDIDATES, HOST_ONLY};
 use switchgnn_transport::capture::Capture;
 use thiserror::Error;
 
@@ -403,8 +404,14 @@ pub fn sweep(
                         what: what.clone(),
                         source,
                     };
-                    // `auto` runs what the planner picks on this chip.
-                    let (kind, xplan) = if mode == SimMode::Auto {
+                    // `auto` runs what the planner picks on this chip, `best-host` the
+                    // host-only kind it would pick.
+                    let candidates: Option<&[ExchangeKind]> = match mode {
+                        SimMode::Auto => Some(&CANDIDATES),
+                        SimMode::BestHost => Some(&HOST_ONLY),
+                        _ => None,
+                    };
+                    let (kind, xplan) = if let Some(candidates) = candidates {
                         let options = PlanOptions {
                             seed: spec.seed,
                             ..PlanOptions::default()
@@ -413,7 +420,7 @@ pub fn sweep(
                             &dataset.graph,
                             plan,
                             layer,
-                            &CANDIDATES,
+                            candidates,
                             &cfg.switch.chip,
                             &host_cost(&cfg),
                             options,
@@ -700,9 +707,10 @@ fn studies<V: Copy + Send + Sync, S: Send>(
     describe: &(dyn Fn(V) -> String + Sync),
     study: &Study<'_, V, S>,
 ) -> Result<Vec<S>, SweepError> {
-    if spec.modes.contains(&SimMode::Auto) {
+    if spec.modes.contains(&SimMode::Auto) || spec.modes.contains(&SimMode::BestHost) {
         return Err(SweepError::Usage(format!(
-            "the {what} study compares one kind at a time: leave `auto` out of --modes"
+            "the {what} study compares one kind at a time: leave `auto` and `best-host` out of \
+             --modes"
         )));
     }
     if spec.feature_dims.is_empty() || spec.workers.is_empty() {

@@ -139,7 +139,7 @@ fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
             SimMode::from_name(m.trim()).with_context(|| {
                 let names: Vec<_> = SimMode::ALL
                     .iter()
-                    .chain(&[SimMode::Auto])
+                    .chain(&[SimMode::Auto, SimMode::BestHost])
                     .map(|m| m.name())
                     .collect();
                 format!("unknown mode `{m}` (one of: {})", names.join(", "))

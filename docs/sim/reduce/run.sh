@@ -15,14 +15,14 @@ run() { # name dataset workers memory modes extra...
   echo "$name rc=$? $(( $(date +%s) - s )) s" >> "$OUT/times.txt"
 }
 for g in cora amazon-computers coauthor-cs; do
-  run $g "$D/$g.npz" 8,32 10MB host,switchgnn,reduce,hybrid,auto
+  run $g "$D/$g.npz" 8,32 10MB host,host-reduce,switchgnn,reduce,hybrid,auto
 done
 for g in tolokers squirrel; do
-  run $g "$D/yandex/$g.npz" 8,32 10MB host,switchgnn,reduce,hybrid,auto
+  run $g "$D/yandex/$g.npz" 8,32 10MB host,host-reduce,switchgnn,reduce,hybrid,auto
 done
 # reddit-like at a quarter of its size (memory), with a quarter of the aggregators; SwitchGNN's
 # real-chip figures for it are in ../chips (seconds of recirculation per epoch).
-run reddit-like-quarter synthetic:reddit-like,scale=0.25 32,128 2.5MB host,reduce,hybrid,auto \
+run reddit-like-quarter synthetic:reddit-like,scale=0.25 32,128 2.5MB host,host-reduce,reduce,hybrid,auto \
   --feature-dims 128,128,128,128
 # reddit-like at full size, host and reduce (the planner picks reduce there): 7 min, 6.8 GB.
 if [ "${FULL:-0}" = 1 ]; then
