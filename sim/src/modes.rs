@@ -404,8 +404,9 @@ pub fn simulate_exchange_beside(
     };
     let real_width = plan.width;
     // The host kinds pack their copies into MTU packets already (few packets, few events);
-    // bundled, their packets would stand for other packets than they really make.
-    let packed = !setup.mode.kind().in_network();
+    // bundled, their packets would stand for other packets than they really make. Read from
+    // the plan: `auto` may have picked a host kind.
+    let packed = !plan.mode.switch_aggregates();
     let bundle =
         (setup.bundle && real_width > MAX_LANES && !packed).then(|| Bundle::of_width(real_width));
     let chunks = bundle.map_or(1, |b| b.chunks as usize);
@@ -484,7 +485,12 @@ pub fn simulate_exchange_beside(
         };
         let cc = setup.rate_control.controller(pace);
         let p = plan.clone();
-        let mut engine = setup.mode.kind().engine(ecfg, p, local, cc, 0)?;
+        // A mode that chooses per run (`auto`, `best-host`) runs what its plan is.
+        let kind = match setup.mode {
+            SimMode::Auto | SimMode::BestHost => ExchangeKind::Auto,
+            m => m.kind(),
+        };
+        let mut engine = kind.engine(ecfg, p, local, cc, 0)?;
         engine.set_block_floors(floors.clone());
         engines.push(engine);
     }
