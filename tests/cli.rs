@@ -682,6 +682,11 @@ fn simulate_runs_the_best_host_only_kind_beside_the_pick() {
     let auto = report.runs.iter().filter(|r| r.mode.name() == "auto");
     for a in auto {
         assert!(a.bound_ns <= best.bound_ns, "{a:?}");
+        // A host kind picked by auto runs as that kind does (packed, not bundled).
+        if ["host", "host-reduce"].contains(&a.kind.as_str()) {
+            let same = run_of(&a.kind);
+            assert_eq!((a.comm_ns, a.link_bytes), (same.comm_ns, same.link_bytes));
+        }
     }
 }
 
