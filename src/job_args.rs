@@ -25,8 +25,8 @@ pub struct JobArgs {
     /// The plan directory written by `switchgnn prepare` (without a job file).
     #[arg(long, value_name = "DIR", conflicts_with = "job")]
     pub plan: Option<PathBuf>,
-    /// The exchange: switch (SwitchGNN blocks), host, g3, strawman, reduce (pre-aggregated
-    /// partial sums), auto (each layer the kind its plan records) or tcp (the host exchange
+    /// The exchange: switch (SwitchGNN blocks), host, g3, host-reduce (host-only partial
+    /// sums), strawman, reduce (partial sums added in the switch), auto (each layer the kind its plan records) or tcp (the host exchange
     /// over TCP between the workers); without a job file.
     #[arg(long, default_value = "switch", conflicts_with = "job")]
     pub exchange: String,
@@ -69,7 +69,8 @@ impl JobArgs {
 pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
     ExchangeKind::parse(name).with_context(|| {
         format!(
-            "unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, hybrid, auto)"
+            "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, strawman, reduce, \
+             hybrid, auto)"
         )
     })
 }
@@ -79,8 +80,8 @@ pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
 pub fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
     job::parse_exchange(name).with_context(|| {
         format!(
-            "unknown exchange `{name}` (one of: switch, host, g3, strawman, reduce, hybrid, \
-             auto, tcp)"
+            "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, strawman, reduce, \
+             hybrid, auto, tcp)"
         )
     })
 }

@@ -33,10 +33,12 @@ pub struct Args {
     /// Switch aggregator memories, comma-separated.
     #[arg(long, default_value = "10MB,100MB")]
     pub switch_memory: String,
-    /// Modes, comma-separated: host, g3, strawman, switchgnn, switchgnn-nogamr, reduce (the
-    /// pre-aggregated exchange), hybrid (per source and destination worker, multicast or a
-    /// partial sum, chosen for the chip), auto (per run, the kind the planner predicts
-    /// fastest on the chip among host, switchgnn, reduce and hybrid).
+    /// Modes, comma-separated: host, g3, host-reduce (host-only partial sums), strawman,
+    /// switchgnn, switchgnn-nogamr, reduce (partial sums added in the switch), hybrid (per
+    /// source and destination worker, multicast or a partial sum, chosen for the chip), auto
+    /// (per run, the kind the planner predicts fastest on the chip among host, host-reduce,
+    /// switchgnn, reduce and hybrid), best-host (per run, the faster host-only kind by the
+    /// chip model: the baseline).
     #[arg(long, default_value = "host,g3,strawman,switchgnn,reduce,hybrid,auto")]
     pub modes: String,
     /// Width exchanged at each layer (default: the paper's 4-layer GCN with 128 hidden units,

@@ -81,8 +81,8 @@ pub struct Args {
     /// over the software switch on loopback.
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
-    /// The exchange of a distributed run: switch (SwitchGNN blocks), host, g3, strawman,
-    /// reduce (pre-aggregated partial sums), auto (per layer, the kind the planner picks) or
+    /// The exchange of a distributed run: switch (SwitchGNN blocks), host, g3, host-reduce
+    /// (host-only partial sums), strawman, reduce (partial sums added in the switch), auto (per layer, the kind the planner picks) or
     /// tcp (the host exchange over TCP between the workers, the kernel's transport).
     #[arg(long, default_value = "switch")]
     pub exchange: String,
