@@ -1073,7 +1073,8 @@ fn simulate_background_studies_the_exchange_beside_tcp_flows() {
     assert_eq!(fabric["two_level"], true, "{studies}");
     for (modes, sizes, says) in [
         ("host", "tiny", "unknown flow sizes `tiny`"),
-        ("auto", "hadoop", "leave `auto` out"),
+        ("auto", "hadoop", "leave `auto` and `best-host` out"),
+        ("best-host", "hadoop", "leave `auto` and `best-host` out"),
     ] {
         let bad = switchgnn(&[
             "simulate",
