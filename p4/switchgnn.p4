@@ -209,7 +209,7 @@ control Ingress(inout headers_t hdr,
             drops.count(meta.drop_reason);
             ig_dprsr_md.drop_ctl = 1;   /* a duplicate's acknowledgement is a mirror: it stays */
         } else if (meta.to_sender) {
-            ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
+            ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
         }
     }
 }

@@ -88,13 +88,19 @@ control Admission(inout headers_t hdr,
         meta.drop_reason = reason;
     }
 
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) chunk16;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk32;
+
     apply {
         /* Straight-line, each table applied once (p4c for Tofino refuses a table applied in
          * two places): the checks of a first pass, the job, the first pass's own checks, the
          * exchange, then what depends on the pass. */
         bool first = !hdr.pass.isValid();
-        meta.chunk = 8w0 ++ hdr.sg.chunk;
-        meta.in_port = 7w0 ++ ig_intr_md.ingress_port;
+        /* Widened by identity hashes, not by moves: a move from a header byte into a wider
+         * field puts both in one container size, and the sums' 32-bit fields would then pull
+         * the header's chunk byte into a 32-bit container it cannot fill. */
+        meta.chunk = chunk16.get({hdr.sg.chunk});
+        meta.chunk32 = chunk32.get({hdr.sg.chunk});
         if (first && !meta.drop) {   /* (else the parser already named the reason) */
             if (!hdr.sg.isValid()) {
                 drop_with(DROP_TRUNCATED);
@@ -126,7 +132,7 @@ control Admission(inout headers_t hdr,
                 hdr.pass.pipe = meta.home_pipe;
                 hdr.pass.index = 0;
                 hdr.pass.out_kind = OUT_FORWARD;
-                hdr.pass.sender_port = meta.in_port;
+                hdr.pass.sender_port = ig_intr_md.ingress_port;
             }
         }
         /* An all-reduce slice names no exchange (its layer field is its operation; its region,

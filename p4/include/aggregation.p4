@@ -159,7 +159,7 @@ control Aggregation(inout headers_t hdr,
     action aggregate(bit<32> agg_base, bit<32> dst, bit<16> dst_worker, PortId_t dst_port,
                      bit<8> fanout, bit<16> expected, bit<1> last) {
         meta.has_pass = true;
-        meta.agg_index = agg_base + (16w0 ++ meta.chunk);
+        meta.agg_index = agg_base + meta.chunk32;
         meta.dst = dst;
         meta.dst_worker = dst_worker;
         meta.dst_port = dst_port;
@@ -183,7 +183,7 @@ control Aggregation(inout headers_t hdr,
     action aggregate_partial(bit<32> agg_base, bit<8> pipe, bit<16> dst_worker,
                              PortId_t dst_port, bit<16> expected, bit<16> seen_row) {
         meta.has_pass = true;
-        meta.agg_index = agg_base + (16w0 ++ meta.chunk);
+        meta.agg_index = agg_base + meta.chunk32;
         meta.agg_pipe = pipe;
         meta.dst = hdr.sg.dst;
         meta.dst_worker = dst_worker;
@@ -321,13 +321,13 @@ control Aggregation(inout headers_t hdr,
                     ig_tm_md.ucast_egress_port = loop;
                 } else {
                     hdr.pass.out_kind = OUT_REPLAY;
-                    ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
+                    ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
                 }
             } else {
                 /* STEP_REPLAY_HIGH */
                 READ_HIGH_HALVES
                 hdr.pass.out_kind = OUT_REPLAY;
-                ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
+                ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
             }
             return;
         }

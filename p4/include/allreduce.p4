@@ -60,10 +60,6 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
         meta.agg_index = agg_base;
         meta.reduce_bank = (bit<32>) bank_base;
         meta.seen_index = (bit<32>) seen_base;
-        /* Slot s, bank b: offset 2·s + b among the region's banks (b is checked below). */
-        meta.reduce_offset = (bit<32>) (hdr.sg.block ++ hdr.sg.chunk[0:0]);
-        /* Its seen word: 8 per bank, the worker's group of 32 the last three bits. */
-        meta.reduce_seen_offset = (bit<32>) (hdr.sg.block ++ hdr.sg.chunk[0:0] ++ hdr.sg.worker[7:5]);
         meta.reduce_slot = hdr.sg.sequence & (bit<32>) slot_mask;
         meta.reduce_bank_set = hdr.sg.sequence & (bit<32>) slots;
         meta.reduce_use = hdr.sg.sequence & use_mask;
@@ -183,7 +179,17 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
         meta.drop_reason = reason;
     }
 
+    /* Identity hashes concatenate their inputs (the first in the highest bits) and widen them
+     * with zeros: the header's fields reach the 32-bit offsets without an ALU move, which
+     * would put the header's block, chunk and worker bytes into 32-bit containers. */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) bank_offset;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) seen_offset;
+
     apply {
+        /* Slot s, bank b: offset 2·s + b among the region's banks (b is checked below). */
+        meta.reduce_offset = bank_offset.get({hdr.sg.block, hdr.sg.chunk[0:0]});
+        /* Its seen word: 8 per bank, the worker's group of 32 the last three bits. */
+        meta.reduce_seen_offset = seen_offset.get({hdr.sg.block, hdr.sg.chunk[0:0], hdr.sg.worker[7:5]});
         allreduce_region.apply();
         worker_bit.apply();
         if (!meta.reduce_known) {

@@ -111,6 +111,9 @@ control RunningExchange(inout headers_t hdr,
         /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
          * value into a field. */
         meta.running_block = meta.running_tag[15:0] - 1;
+        /* (here, not in unicast_go's argument: a header field written by arithmetic must sit
+         * alone in its container, and sg.block then cannot share one with sg.count) */
+        meta.previous_block = meta.previous_tag[15:0] - 1;
         meta.started = false;
         meta.finished = false;
         if (meta.running_tag[15:0] != 0) {
@@ -182,6 +185,9 @@ control Barrier(inout headers_t hdr,
         }
     };
 
+    /* (an identity hash: the concatenation, widened, without moving header bits by the ALU) */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) arrival_index;
+
     action drop_stale() {
         meta.drop = true;
         meta.drop_reason = DROP_STALE;
@@ -200,7 +206,7 @@ control Barrier(inout headers_t hdr,
         bit<32> index = (bit<32>) meta.job_slot;
         /* slot · MAX_WORKERS + worker, by concatenation (slot < MAX_JOBS = 64, an admitted
          * worker < MAX_WORKERS = 256): a register index is a field or a slice, not a sum. */
-        bit<32> arrival = (bit<32>) (meta.job_slot[5:0] ++ hdr.sg.worker[7:0]);
+        bit<32> arrival = arrival_index.get({meta.job_slot[5:0], hdr.sg.worker[7:0]});
 
         if (hdr.pass.step == STEP_ADVANCE) {
             /* begin_block: multicast the go of the block the exchange is now in (the final go,
@@ -241,7 +247,7 @@ control Barrier(inout headers_t hdr,
                 if (meta.run == RUN_STALE) {
                     bit<32> want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
                     if (meta.previous_tag != 0 && meta.previous_tag[31:16] == want[31:16]) {
-                        unicast_go(meta.previous_tag[15:0] - 1);   /* missed the final go */
+                        unicast_go(meta.previous_block);   /* missed the final go */
                         return;
                     }
                     drop_stale();

@@ -78,7 +78,8 @@ header pass_h {
     bit<32> agg_index;    /* its aggregator, for the readout (or release) passes */
     bit<16> dst_worker;   /* its owner */
     bit<16> count;        /* contributions in the emitted sum */
-    bit<16> sender_port;  /* the worker's port (the ingress port of the first pass) */
+    bit<7>  pad_sender_port;
+    PortId_t sender_port; /* the worker's port (the ingress port of the first pass) */
     bit<6>  pad_ack_session;
     MirrorId_t ack_session; /* mirror session of acknowledgements to the sender */
 }
@@ -103,8 +104,8 @@ struct ingress_metadata_t {
     bool    drop;
     bool    admitted;
     bool    hop;          /* admitted in another pipe: recirculate into the aggregation pipe */
-    bit<16> in_port;      /* the ingress port, widened once (admission.p4) */
-    bit<16> chunk;        /* hdr.sg.chunk, widened once (admission.p4) for the index sums */
+    bit<16> chunk;        /* hdr.sg.chunk, widened by a hash (admission.p4) for the 16-bit sums */
+    bit<32> chunk32;      /* the same, 32 bits wide, for the aggregator index sums */
     bit<16> row_word;     /* the source's seen word for this chunk (source_row, partials) */
     bit<16> dst_agg;      /* the destination's aggregator for this chunk (destination_slot) */
     /* exchange_config */
@@ -148,6 +149,7 @@ struct ingress_metadata_t {
     bit<32> running_epoch;
     bit<32> running_tag;
     bit<32> previous_tag;
+    bit<16> previous_block;   /* previous_tag's block: the final go's, for a late BlockDone */
     bit<32> new_tag;
     bit<16> running_block;
     bit<8>  run;
