@@ -85,14 +85,14 @@ struct agg_state_t {
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) write_pair_##i = {           \
         void apply(inout lane_pair_t value, out bit<32> low) {                           \
             value.low = hdr.lanes[i].value;                                              \
-            value.high = hdr.lanes[j].value;                                             \
+            value.high = hdr.lanes_high[(j) - 32].value;                                             \
             low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_pair_##i = {             \
         void apply(inout lane_pair_t value, out bit<32> low) {                           \
             value.low = value.low + hdr.lanes[i].value;                                  \
-            value.high = value.high + hdr.lanes[j].value;                                \
+            value.high = value.high + hdr.lanes_high[(j) - 32].value;                                \
             low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
@@ -101,8 +101,8 @@ struct agg_state_t {
             if ((int<32>) hdr.lanes[i].value > (int<32>) value.low) {                    \
                 value.low = hdr.lanes[i].value;                                          \
             }                                                                            \
-            if ((int<32>) hdr.lanes[j].value > (int<32>) value.high) {                   \
-                value.high = hdr.lanes[j].value;                                         \
+            if ((int<32>) hdr.lanes_high[(j) - 32].value > (int<32>) value.high) {                   \
+                value.high = hdr.lanes_high[(j) - 32].value;                                         \
             }                                                                            \
             low = value.low;                                                             \
         }                                                                                \
@@ -126,8 +126,8 @@ struct agg_state_t {
     }
 
 #define READ_HIGH(i, j)                                                                  \
-    if (hdr.lanes[j].isValid()) {                                                        \
-        hdr.lanes[j].value = read_high_##i.execute(hdr.pass.agg_index);                  \
+    if (hdr.lanes_high[(j) - 32].isValid()) {                                                        \
+        hdr.lanes_high[(j) - 32].value = read_high_##i.execute(hdr.pass.agg_index);                  \
     }
 
 /* One statement per lane pair. */
@@ -174,7 +174,7 @@ control Aggregation(inout headers_t hdr,
     }
 
     /* Both lanes of every pair to the maximum's identity, for a low-half readout. */
-#define PAIR_TO_MIN(i) hdr.lanes[i].value = LANE_MIN; hdr.lanes[i + 32].value = LANE_MIN;
+#define PAIR_TO_MIN(i) hdr.lanes[i].value = LANE_MIN; hdr.lanes_high[i].value = LANE_MIN;
     action lanes_to_min() {
         EACH_PAIR(PAIR_TO_MIN)
     }

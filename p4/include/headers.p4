@@ -1,8 +1,9 @@
 /* switchgnn: headers and metadata.
  *
  * `switchgnn_h` is the header of `dataplane/src/wire.rs`, field for field and bit for bit (the
- * cross-check test compares the two). Lanes are a stack of 32-bit words so that a short last
- * chunk (fewer than 64 lanes) parses too.
+ * cross-check test compares the two). Lanes are stacks of 32-bit words so that a short last
+ * chunk (fewer than 64 lanes) parses too: two stacks of 32, lanes 0-31 and 32-63, since Tofino
+ * keeps a stack's validity bits in one container (at most 32 bits).
  */
 #ifndef SWITCHGNN_HEADERS_P4
 #define SWITCHGNN_HEADERS_P4
@@ -95,7 +96,8 @@ struct headers_t {
     ipv4_h         ipv4;
     udp_h          udp;
     switchgnn_h    sg;
-    lane_h[64]     lanes;   /* the contribution; on a readout copy, the sums in place */
+    lane_h[32]     lanes;       /* the contribution's lanes 0-31; on a readout copy, the sums */
+    lane_h[32]     lanes_high;  /* its lanes 32-63 (lane 32 + i is lanes_high[i]) */
 }
 
 struct ingress_metadata_t {
