@@ -12,9 +12,12 @@ control Admission(inout headers_t hdr,
                   inout ingress_metadata_t meta,
                   in ingress_intrinsic_metadata_t ig_intr_md) {
 
+    /* The pass header starts here, with the session: the deparser's mirror takes the session
+     * from it (a metadata copy would take a container of its own). */
     action admit(MirrorId_t ack_session) {
         meta.admitted = true;
-        meta.ack_session = ack_session;
+        hdr.pass.setValid();
+        hdr.pass.ack_session = ack_session;
     }
 
     action reject() {
@@ -144,11 +147,7 @@ control Admission(inout headers_t hdr,
             if (hdr.pass.step == STEP_HOP) {
                 hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
             }
-            meta.ack_session = hdr.pass.ack_session;
         } else if (!meta.drop) {
-            /* (Not with the other fields above: one action writes a container from two
-             * sources at most.) */
-            hdr.pass.ack_session = meta.ack_session;
             if (hdr.sg.packet_type != SG_REDUCE) {
                 /* Repr::check_plan, in its order. */
                 if (hdr.sg.src >= meta.vertices || hdr.sg.dst >= meta.vertices

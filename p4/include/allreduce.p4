@@ -57,11 +57,12 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
     action set_region(bit<32> agg_base, bit<16> bank_base, bit<16> seen_base, bit<16> slots,
                       bit<16> slot_mask, bit<32> use_mask, bit<32> reuse) {
         meta.reduce_known = true;
-        meta.agg_index = agg_base;
+        hdr.pass.agg_index = agg_base;
         meta.reduce_bank = (bit<32>) bank_base;
         meta.seen_index = (bit<32>) seen_base;
-        meta.reduce_slot = hdr.sg.sequence & (bit<32>) slot_mask;
-        meta.reduce_bank_set = hdr.sg.sequence & (bit<32>) slots;
+        /* (16 bits: the masks are, so the position's upper half never reaches them) */
+        meta.reduce_slot = hdr.sg.sequence[15:0] & slot_mask;
+        meta.reduce_bank_set = hdr.sg.sequence[15:0] & slots;
         meta.reduce_use = hdr.sg.sequence & use_mask;
         meta.reduce_reuse = reuse;
     }
@@ -196,7 +197,7 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             drop_with(DROP_NO_ALLREDUCE);
             return;
         }
-        meta.agg_index = meta.agg_index + meta.reduce_offset;
+        hdr.pass.agg_index = hdr.pass.agg_index + meta.reduce_offset;
         meta.reduce_bank = meta.reduce_bank + meta.reduce_offset;
         meta.seen_index = meta.seen_index + meta.reduce_seen_offset;
         if (hdr.pass.step == STEP_REDUCE_DONE || hdr.pass.step == STEP_REPLAY_LOW) {
@@ -212,7 +213,7 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
         if (meta.reduce_bank_set != 0) {
             bank = 1;
         }
-        if ((bit<32>) hdr.sg.block != meta.reduce_slot || hdr.sg.chunk != bank
+        if (hdr.sg.block != meta.reduce_slot || hdr.sg.chunk != bank
                 || hdr.sg.layer > 1) {
             drop_with(DROP_OUT_OF_RANGE);
             return;

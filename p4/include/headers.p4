@@ -129,21 +129,15 @@ struct ingress_metadata_t {
     bit<8>  dst_pipe;     /* the pipe of the destination's aggregator */
     /* vertex_aggregators: this pass's aggregator */
     bool    has_pass;
-    bit<32> agg_index;
-    bit<32> dst;
-    bit<16> dst_worker;
     bit<16> expected;
     bit<32> seen_index;
     bit<1>  last;
     bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
     bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
     bit<16> pass_group;   /* the pass group's offset among the job's (pipe, fan-out, copies) */
-    PortId_t dst_port;
     /* register outcomes */
-    bit<32> phase;
     bit<8>  agg_outcome;  /* AGG_* below */
     bit<32> counted;      /* count after this contribution; 1 = a fresh aggregator */
-    MirrorId_t ack_session;
     /* job_config and the running exchange (barrier.p4) */
     bit<16> job_slot;
     PortId_t recirc_port;
@@ -153,6 +147,7 @@ struct ingress_metadata_t {
     bit<32> previous_tag;
     bit<16> previous_block;   /* previous_tag's block: the final go's, for a late BlockDone */
     bit<32> new_tag;
+    bit<16> want;         /* layer << 8 | backward: a running tag's upper half for this packet */
     bit<16> running_block;
     bit<8>  run;
     bool    started;
@@ -166,8 +161,8 @@ struct ingress_metadata_t {
     bit<32> reduce_reuse;      /* 2 x slots: a bank's uses are this far apart */
     bit<32> reduce_offset;     /* 2 x slot + bank: the bank among the region's */
     bit<32> reduce_seen_offset;/* its first seen word + the worker's group of 32 */
-    bit<32> reduce_slot;       /* the position's slot (position & (slots - 1)) */
-    bit<32> reduce_bank_set;   /* the position's bank bit (position & slots) */
+    bit<16> reduce_slot;       /* the position's slot (position & (slots - 1)) */
+    bit<16> reduce_bank_set;   /* the position's bank bit (position & slots) */
     bit<32> reduce_bit;        /* this worker's bit in its seen word */
     bit<32> reduce_seen;       /* that bit as it was before this slice */
     bit<32> reduce_count;      /* contributions in the bank after this slice */

@@ -171,7 +171,7 @@ control IngressDeparser(packet_out pkt,
         /* The acknowledgement to the sender is a truncated mirror copy (switch.rs `data`: every
          * data packet is acknowledged once it is counted). */
         if (ig_dprsr_md.mirror_type == MIRROR_ACK) {
-            mirror.emit<ack_mirror_h>(meta.ack_session, {meta.ack_kind});
+            mirror.emit<ack_mirror_h>(hdr.pass.ack_session, {meta.ack_kind});
         }
         pkt.emit(hdr.pass);       /* bridged to egress */
         pkt.emit(hdr.ethernet);
