@@ -92,18 +92,16 @@ control Admission(inout headers_t hdr,
     }
 
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) chunk16;
-    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk32;
 
     apply {
         /* Straight-line, each table applied once (p4c for Tofino refuses a table applied in
          * two places): the checks of a first pass, the job, the first pass's own checks, the
          * exchange, then what depends on the pass. */
         bool first = !hdr.pass.isValid();
-        /* Widened by identity hashes, not by moves: a move from a header byte into a wider
-         * field puts both in one container size, and the sums' 32-bit fields would then pull
-         * the header's chunk byte into a 32-bit container it cannot fill. */
+        /* Widened by an identity hash, not by a move: a move from a header byte into a wider
+         * field puts both in one container size, and the index sums would then pull the
+         * header's chunk byte into a container it cannot fill. */
         meta.chunk = chunk16.get({hdr.sg.chunk});
-        meta.chunk32 = chunk32.get({hdr.sg.chunk});
         if (first && !meta.drop) {   /* (else the parser already named the reason) */
             if (!hdr.sg.isValid()) {
                 drop_with(DROP_TRUNCATED);

@@ -159,7 +159,7 @@ control Aggregation(inout headers_t hdr,
     action aggregate(bit<32> agg_base, bit<32> dst, bit<16> dst_worker, PortId_t dst_port,
                      bit<8> fanout, bit<16> expected, bit<1> last) {
         meta.has_pass = true;
-        hdr.pass.agg_index = agg_base + meta.chunk32;
+        hdr.pass.agg_index = hdr.pass.agg_index + agg_base;   /* the chunk, from apply */
         hdr.pass.dst = dst;                  /* (straight into the pass header: a pass that */
         hdr.pass.dst_worker = dst_worker;    /*  does not go on to write it is dropped or */
         hdr.pass.dst_port = dst_port;        /*  finds them rewritten by its next pass) */
@@ -183,7 +183,7 @@ control Aggregation(inout headers_t hdr,
     action aggregate_partial(bit<32> agg_base, bit<8> pipe, bit<16> dst_worker,
                              PortId_t dst_port, bit<16> expected, bit<16> seen_row) {
         meta.has_pass = true;
-        hdr.pass.agg_index = agg_base + meta.chunk32;
+        hdr.pass.agg_index = hdr.pass.agg_index + agg_base;   /* the chunk, from apply */
         meta.agg_pipe = pipe;
         hdr.pass.dst = hdr.sg.dst;
         hdr.pass.dst_worker = dst_worker;
@@ -244,6 +244,8 @@ control Aggregation(inout headers_t hdr,
             }
         }
     };
+
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk_word;
 
     Register<agg_state_t, bit<32>>(AGGREGATORS) state;
     /* One contribution: a fresh aggregator (older phase) starts at 1, a released one stays
@@ -391,6 +393,10 @@ control Aggregation(inout headers_t hdr,
         }
 
         /* data() */
+        /* The chunk, widened by an identity hash into the index word, to which the pass
+         * table's action adds the aggregator base (a metadata copy would take a 32-bit
+         * container of its own). */
+        hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
         if (meta.mode == SG_MODE_REDUCE) {
             partial_aggregator.apply();
         } else {

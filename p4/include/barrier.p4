@@ -64,7 +64,7 @@ control RunningExchange(inout headers_t hdr,
             if (value.epoch == hdr.sg.epoch) { tag = value.tag; } else { tag = 0; }
         }
     };
-    /* The opening pass carries the old epoch and tag in the pass header's dst and count
+    /* The opening pass carries the old epoch and tag in the pass header's dst and phase
      * words (see Barrier.open_next). */
     RegisterAction<exchange_t, bit<16>, bit<32>>(previous) write_previous = {
         void apply(inout exchange_t value, out bit<32> unused) {
@@ -86,19 +86,22 @@ control RunningExchange(inout headers_t hdr,
         /* The tag's upper half, layer << 8 | backward, as one concatenation (one instruction);
          * the Barrier compares with it too. */
         meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
+        /* The running epoch goes in the pass header's dst word and the phase in its phase word
+         * (no metadata copies: ingress PHV is short): compared below, carried by an opening
+         * pass for `previous`, and a data pass's table writes its destination over dst. */
         if (hdr.pass.step == STEP_OPEN) {
             meta.new_tag = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
             write_epoch.execute(meta.job_slot);
             meta.running_tag = write_tag.execute(meta.job_slot);
             write_previous.execute(meta.job_slot);
             hdr.pass.phase = next_phase.execute(meta.job_slot);
-            meta.running_epoch = hdr.sg.epoch;
+            hdr.pass.dst = hdr.sg.epoch;
         } else if (hdr.pass.step == STEP_ADVANCE) {
-            meta.running_epoch = hdr.sg.epoch;
+            hdr.pass.dst = hdr.sg.epoch;
             meta.running_tag = advance_tag.execute(meta.job_slot);
             hdr.pass.phase = next_phase.execute(meta.job_slot);
         } else if (hdr.pass.pass == 0) {
-            meta.running_epoch = read_epoch.execute(meta.job_slot);
+            hdr.pass.dst = read_epoch.execute(meta.job_slot);
             meta.running_tag = read_tag.execute(meta.job_slot);
             meta.previous_tag = read_previous.execute(meta.job_slot);
             hdr.pass.phase = read_phase.execute(meta.job_slot);
@@ -120,7 +123,7 @@ control RunningExchange(inout headers_t hdr,
                 meta.finished = true;
             }
         }
-        if (meta.running_epoch != hdr.sg.epoch || meta.running_tag[31:16] != meta.want) {
+        if (hdr.pass.dst != hdr.sg.epoch || meta.running_tag[31:16] != meta.want) {
             meta.run = RUN_STALE;
         } else if (meta.started && meta.running_block == hdr.sg.block) {
             meta.run = RUN_CURRENT;
@@ -236,7 +239,6 @@ control Barrier(inout headers_t hdr,
                     /* open_next: one more pass writes the exchange registers, carrying the
                      * old exchange for `previous`. */
                     hdr.pass.step = STEP_OPEN;
-                    hdr.pass.dst = meta.running_epoch;
                     hdr.pass.phase = meta.running_tag;
                     hdr.pass.out_kind = OUT_RECIRC;
                     ig_tm_md.ucast_egress_port = meta.recirc_port;

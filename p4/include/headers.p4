@@ -107,7 +107,6 @@ struct ingress_metadata_t {
     bool    admitted;
     bool    hop;          /* admitted in another pipe: recirculate into the aggregation pipe */
     bit<16> chunk;        /* hdr.sg.chunk, widened by a hash (admission.p4) for the 16-bit sums */
-    bit<32> chunk32;      /* the same, 32 bits wide, for the aggregator index sums */
     bit<16> row_word;     /* the source's seen word for this chunk (source_row, partials) */
     bit<16> dst_agg;      /* the destination's aggregator for this chunk (destination_slot) */
     /* exchange_config */
@@ -142,7 +141,6 @@ struct ingress_metadata_t {
     bit<16> job_slot;
     PortId_t recirc_port;
     bit<8>  home_pipe;
-    bit<32> running_epoch;
     bit<32> running_tag;
     bit<32> previous_tag;
     bit<16> previous_block;   /* previous_tag's block: the final go's, for a late BlockDone */
