@@ -227,7 +227,11 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             drop_with(DROP_STALE);
             return;
         }
-        meta.reduce_seen = mark_seen.execute(meta.seen_index) & meta.reduce_bit;
+        /* The word as it was, then its bit apart: ANDing the stateful ALU's output with a field
+         * in one instruction cannot be aligned once the fields are split into 16-bit halves,
+         * and a gateway cannot AND two fields. */
+        meta.reduce_seen = mark_seen.execute(meta.seen_index);
+        meta.reduce_seen = meta.reduce_seen & meta.reduce_bit;
         if (meta.reduce_seen != 0) {
             meta.reduce_count = read_count.execute(meta.reduce_bank);
             if (meta.reduce_count == (bit<32>) meta.workers) {

@@ -132,8 +132,7 @@ control Egress(inout headers_t hdr,
              * they are instead. */
             if (eg_intr_md.egress_rid == RID_EMIT) {
                 hdr.pass.step = hdr.pass.emit_step;           /* read the sum out, or go raw */
-            } else if (eg_intr_md.egress_rid >= RID_PIPE
-                       && eg_intr_md.egress_rid < RID_PIPE + 4) {
+            } else if ((eg_intr_md.egress_rid & 0xfffc) == RID_PIPE) {   /* RID_PIPE + 0..3 */
                 hdr.pass.pipe = (bit<8>) eg_intr_md.egress_rid[1:0];   /* that pipe's chain */
                 hdr.pass.index = 0;
             }
