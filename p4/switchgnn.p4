@@ -98,6 +98,10 @@ control Ingress(inout headers_t hdr,
         size = ROW_SIZE;
     }
 
+    /* Widens the 16-bit aggregator to the pass header's word without an ALU move (which would
+     * put the 16-bit field in a 32-bit container of its own). */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) dst_aggregator;
+
     action drop_with(bit<8> reason) {
         meta.drop = true;
         meta.drop_reason = reason;
@@ -141,7 +145,9 @@ control Ingress(inout headers_t hdr,
                 /* running(): data, raw and fetch belong to the running exchange. */
                 source_row.apply();
                 destination_slot.apply();
-                meta.agg_index = 16w0 ++ meta.dst_agg;
+                /* (the destination's aggregator, for a resend's release; a data packet's
+                 * pass table writes its own over it) */
+                hdr.pass.agg_index = dst_aggregator.get({meta.dst_agg});
                 bit<8> want_lanes = SG_MAX_LANES;
                 if (hdr.sg.chunk + 1 == hdr.pass.chunks) {
                     want_lanes = meta.last_lanes;
@@ -209,7 +215,7 @@ control Ingress(inout headers_t hdr,
             drops.count(meta.drop_reason);
             ig_dprsr_md.drop_ctl = 1;   /* a duplicate's acknowledgement is a mirror: it stays */
         } else if (meta.to_sender) {
-            ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
+            ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
         }
     }
 }

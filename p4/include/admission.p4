@@ -12,9 +12,12 @@ control Admission(inout headers_t hdr,
                   inout ingress_metadata_t meta,
                   in ingress_intrinsic_metadata_t ig_intr_md) {
 
+    /* The pass header starts here, with the session: the deparser's mirror takes the session
+     * from it (a metadata copy would take a container of its own). */
     action admit(MirrorId_t ack_session) {
         meta.admitted = true;
-        meta.ack_session = ack_session;
+        hdr.pass.setValid();
+        hdr.pass.ack_session = ack_session;
     }
 
     action reject() {
@@ -88,13 +91,17 @@ control Admission(inout headers_t hdr,
         meta.drop_reason = reason;
     }
 
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) chunk16;
+
     apply {
         /* Straight-line, each table applied once (p4c for Tofino refuses a table applied in
          * two places): the checks of a first pass, the job, the first pass's own checks, the
          * exchange, then what depends on the pass. */
         bool first = !hdr.pass.isValid();
-        meta.chunk = 8w0 ++ hdr.sg.chunk;
-        meta.in_port = 7w0 ++ ig_intr_md.ingress_port;
+        /* Widened by an identity hash, not by a move: a move from a header byte into a wider
+         * field puts both in one container size, and the index sums would then pull the
+         * header's chunk byte into a container it cannot fill. */
+        meta.chunk = chunk16.get({hdr.sg.chunk});
         if (first && !meta.drop) {   /* (else the parser already named the reason) */
             if (!hdr.sg.isValid()) {
                 drop_with(DROP_TRUNCATED);
@@ -126,7 +133,7 @@ control Admission(inout headers_t hdr,
                 hdr.pass.pipe = meta.home_pipe;
                 hdr.pass.index = 0;
                 hdr.pass.out_kind = OUT_FORWARD;
-                hdr.pass.sender_port = meta.in_port;
+                hdr.pass.sender_port = ig_intr_md.ingress_port;
             }
         }
         /* An all-reduce slice names no exchange (its layer field is its operation; its region,
@@ -138,11 +145,7 @@ control Admission(inout headers_t hdr,
             if (hdr.pass.step == STEP_HOP) {
                 hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
             }
-            meta.ack_session = hdr.pass.ack_session;
         } else if (!meta.drop) {
-            /* (Not with the other fields above: one action writes a container from two
-             * sources at most.) */
-            hdr.pass.ack_session = meta.ack_session;
             if (hdr.sg.packet_type != SG_REDUCE) {
                 /* Repr::check_plan, in its order. */
                 if (hdr.sg.src >= meta.vertices || hdr.sg.dst >= meta.vertices

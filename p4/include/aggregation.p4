@@ -85,14 +85,14 @@ struct agg_state_t {
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) write_pair_##i = {           \
         void apply(inout lane_pair_t value, out bit<32> low) {                           \
             value.low = hdr.lanes[i].value;                                              \
-            value.high = hdr.lanes[j].value;                                             \
+            value.high = hdr.lanes_high[(j) - 32].value;                                             \
             low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) add_pair_##i = {             \
         void apply(inout lane_pair_t value, out bit<32> low) {                           \
             value.low = value.low + hdr.lanes[i].value;                                  \
-            value.high = value.high + hdr.lanes[j].value;                                \
+            value.high = value.high + hdr.lanes_high[(j) - 32].value;                                \
             low = value.low;                                                             \
         }                                                                                \
     };                                                                                   \
@@ -101,8 +101,8 @@ struct agg_state_t {
             if ((int<32>) hdr.lanes[i].value > (int<32>) value.low) {                    \
                 value.low = hdr.lanes[i].value;                                          \
             }                                                                            \
-            if ((int<32>) hdr.lanes[j].value > (int<32>) value.high) {                   \
-                value.high = hdr.lanes[j].value;                                         \
+            if ((int<32>) hdr.lanes_high[(j) - 32].value > (int<32>) value.high) {                   \
+                value.high = hdr.lanes_high[(j) - 32].value;                                         \
             }                                                                            \
             low = value.low;                                                             \
         }                                                                                \
@@ -111,13 +111,13 @@ struct agg_state_t {
         void apply(inout lane_pair_t value, out bit<32> word) { word = value.high; }     \
     };
 
-#define WRITE_PAIR(i) write_pair_##i.execute(meta.agg_index);
-#define ADD_PAIR(i) add_pair_##i.execute(meta.agg_index);
-#define WRITE_PAIR_IN_PLACE(i) hdr.lanes[i].value = write_pair_##i.execute(meta.agg_index);
-#define ADD_PAIR_IN_PLACE(i) hdr.lanes[i].value = add_pair_##i.execute(meta.agg_index);
+#define WRITE_PAIR(i) write_pair_##i.execute(hdr.pass.agg_index);
+#define ADD_PAIR(i) add_pair_##i.execute(hdr.pass.agg_index);
+#define WRITE_PAIR_IN_PLACE(i) hdr.lanes[i].value = write_pair_##i.execute(hdr.pass.agg_index);
+#define ADD_PAIR_IN_PLACE(i) hdr.lanes[i].value = add_pair_##i.execute(hdr.pass.agg_index);
 
-#define MAX_PAIR(i) max_pair_##i.execute(meta.agg_index);
-#define MAX_PAIR_IN_PLACE(i) hdr.lanes[i].value = max_pair_##i.execute(meta.agg_index);
+#define MAX_PAIR(i) max_pair_##i.execute(hdr.pass.agg_index);
+#define MAX_PAIR_IN_PLACE(i) hdr.lanes[i].value = max_pair_##i.execute(hdr.pass.agg_index);
 
 /* After lanes_to_min(): the maximum with the identity returns the low half unchanged. */
 #define READ_LOW(i)                                                                      \
@@ -126,8 +126,8 @@ struct agg_state_t {
     }
 
 #define READ_HIGH(i, j)                                                                  \
-    if (hdr.lanes[j].isValid()) {                                                        \
-        hdr.lanes[j].value = read_high_##i.execute(hdr.pass.agg_index);                  \
+    if (hdr.lanes_high[(j) - 32].isValid()) {                                                        \
+        hdr.lanes_high[(j) - 32].value = read_high_##i.execute(hdr.pass.agg_index);                  \
     }
 
 /* One statement per lane pair. */
@@ -159,10 +159,10 @@ control Aggregation(inout headers_t hdr,
     action aggregate(bit<32> agg_base, bit<32> dst, bit<16> dst_worker, PortId_t dst_port,
                      bit<8> fanout, bit<16> expected, bit<1> last) {
         meta.has_pass = true;
-        meta.agg_index = agg_base + (16w0 ++ meta.chunk);
-        meta.dst = dst;
-        meta.dst_worker = dst_worker;
-        meta.dst_port = dst_port;
+        hdr.pass.agg_index = hdr.pass.agg_index + agg_base;   /* the chunk, from apply */
+        hdr.pass.dst = dst;                  /* (straight into the pass header: a pass that */
+        hdr.pass.dst_worker = dst_worker;    /*  does not go on to write it is dropped or */
+        hdr.pass.dst_port = dst_port;        /*  finds them rewritten by its next pass) */
         meta.fanout = fanout;
         meta.expected = expected;
         meta.last = last;
@@ -174,7 +174,7 @@ control Aggregation(inout headers_t hdr,
     }
 
     /* Both lanes of every pair to the maximum's identity, for a low-half readout. */
-#define PAIR_TO_MIN(i) hdr.lanes[i].value = LANE_MIN; hdr.lanes[i + 32].value = LANE_MIN;
+#define PAIR_TO_MIN(i) hdr.lanes[i].value = LANE_MIN; hdr.lanes_high[i].value = LANE_MIN;
     action lanes_to_min() {
         EACH_PAIR(PAIR_TO_MIN)
     }
@@ -183,11 +183,11 @@ control Aggregation(inout headers_t hdr,
     action aggregate_partial(bit<32> agg_base, bit<8> pipe, bit<16> dst_worker,
                              PortId_t dst_port, bit<16> expected, bit<16> seen_row) {
         meta.has_pass = true;
-        meta.agg_index = agg_base + (16w0 ++ meta.chunk);
+        hdr.pass.agg_index = hdr.pass.agg_index + agg_base;   /* the chunk, from apply */
         meta.agg_pipe = pipe;
-        meta.dst = hdr.sg.dst;
-        meta.dst_worker = dst_worker;
-        meta.dst_port = dst_port;
+        hdr.pass.dst = hdr.sg.dst;
+        hdr.pass.dst_worker = dst_worker;
+        hdr.pass.dst_port = dst_port;
         meta.expected = expected;
         meta.row_word = seen_row + meta.chunk;
         meta.fanout = 0;
@@ -236,17 +236,24 @@ control Aggregation(inout headers_t hdr,
     Register<bit<32>, bit<16>>(SEEN_WORDS) seen;
     RegisterAction<bit<32>, bit<16>, bit<8>>(seen) test_and_set = {
         void apply(inout bit<32> value, out bit<8> duplicate) {
-            if (value == meta.phase) { duplicate = 1; } else { value = meta.phase; duplicate = 0; }
+            if (value == hdr.pass.phase) {
+                duplicate = 1;
+            } else {
+                value = hdr.pass.phase;
+                duplicate = 0;
+            }
         }
     };
+
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk_word;
 
     Register<agg_state_t, bit<32>>(AGGREGATORS) state;
     /* One contribution: a fresh aggregator (older phase) starts at 1, a released one stays
      * released, an active one counts up. Returns the new count (1 = write, not add). */
     RegisterAction<agg_state_t, bit<32>, bit<32>>(state) count_in = {
         void apply(inout agg_state_t value, out bit<32> counted) {
-            if (value.phase != meta.phase) {
-                value.phase = meta.phase;
+            if (value.phase != hdr.pass.phase) {
+                value.phase = hdr.pass.phase;
                 value.count = 1;
             } else if (value.count != RELEASED) {
                 value.count = value.count + 1;
@@ -258,7 +265,7 @@ control Aggregation(inout headers_t hdr,
      * marking it released changes nothing, since every contribution to it was counted. */
     RegisterAction<agg_state_t, bit<32>, bit<32>>(state) release = {
         void apply(inout agg_state_t value, out bit<32> counted) {
-            value.phase = meta.phase;
+            value.phase = hdr.pass.phase;
             value.count = RELEASED;
             counted = value.count;
         }
@@ -283,7 +290,6 @@ control Aggregation(inout headers_t hdr,
             hdr.pass.pass = hdr.pass.pass + 1;
             hdr.pass.out_kind = OUT_RECIRC;
             if (hdr.pass.step == STEP_CHAIN) {
-                hdr.pass.agg_index = meta.agg_index;
                 hdr.pass.count = meta.reduce_count[15:0];
                 if (meta.reduce_outcome == REDUCE_REPLAY) {
                     hdr.pass.step = STEP_REPLAY_LOW;
@@ -321,13 +327,13 @@ control Aggregation(inout headers_t hdr,
                     ig_tm_md.ucast_egress_port = loop;
                 } else {
                     hdr.pass.out_kind = OUT_REPLAY;
-                    ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
+                    ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
                 }
             } else {
                 /* STEP_REPLAY_HIGH */
                 READ_HIGH_HALVES
                 hdr.pass.out_kind = OUT_REPLAY;
-                ig_tm_md.ucast_egress_port = hdr.pass.sender_port[8:0];
+                ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
             }
             return;
         }
@@ -345,11 +351,10 @@ control Aggregation(inout headers_t hdr,
             if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
                     && meta.run == RUN_CURRENT && meta.dst_known) {
                 if (meta.dst_pipe == hdr.pass.pipe) {
-                    release.execute(meta.agg_index);   /* agg_index from destination_slot */
+                    release.execute(hdr.pass.agg_index);   /* agg_index from destination_slot */
                 } else {
                     hdr.pass.step = STEP_RELEASE;
                     hdr.pass.pipe = meta.dst_pipe;
-                    hdr.pass.agg_index = meta.agg_index;
                     hdr.pass.dst_port = meta.dst_owner_port;
                     hdr.pass.dst_worker = meta.dst_owner;
                     hdr.pass.pass = hdr.pass.pass + 1;
@@ -388,6 +393,10 @@ control Aggregation(inout headers_t hdr,
         }
 
         /* data() */
+        /* The chunk, widened by an identity hash into the index word, to which the pass
+         * table's action adds the aggregator base (a metadata copy would take a 32-bit
+         * container of its own). */
+        hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
         if (meta.mode == SG_MODE_REDUCE) {
             partial_aggregator.apply();
         } else {
@@ -419,14 +428,14 @@ control Aggregation(inout headers_t hdr,
         }
         if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
             /* A partial too large for 32 bits: release, add nothing, send nothing. */
-            release.execute(meta.agg_index);
+            release.execute(hdr.pass.agg_index);
             ig_dprsr_md.drop_ctl = 1;
             return;
         }
         if (meta.expected == 0) {
             meta.agg_outcome = AGG_NONE;
         } else {
-            meta.counted = count_in.execute(meta.agg_index);
+            meta.counted = count_in.execute(hdr.pass.agg_index);
             if (meta.counted == RELEASED) {
                 meta.agg_outcome = AGG_RAW;
             } else if (meta.counted == (bit<32>) meta.expected) {
@@ -467,10 +476,7 @@ control Aggregation(inout headers_t hdr,
          * adjusts the emitting copy and the other pipes' copies by their replication id. */
         bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
         bool continues = meta.last == 0;
-        hdr.pass.dst = meta.dst;
-        hdr.pass.dst_worker = meta.dst_worker;
-        hdr.pass.dst_port = meta.dst_port;
-        hdr.pass.agg_index = meta.agg_index;
+        /* (dst, dst_worker and dst_port were written by the pass table's action) */
         hdr.pass.count = meta.counted[15:0];
         if (meta.agg_outcome == AGG_RAW) {
             hdr.pass.emit_step = STEP_RAW;

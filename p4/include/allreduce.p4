@@ -57,15 +57,12 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
     action set_region(bit<32> agg_base, bit<16> bank_base, bit<16> seen_base, bit<16> slots,
                       bit<16> slot_mask, bit<32> use_mask, bit<32> reuse) {
         meta.reduce_known = true;
-        meta.agg_index = agg_base;
+        hdr.pass.agg_index = agg_base;
         meta.reduce_bank = (bit<32>) bank_base;
         meta.seen_index = (bit<32>) seen_base;
-        /* Slot s, bank b: offset 2·s + b among the region's banks (b is checked below). */
-        meta.reduce_offset = (bit<32>) (hdr.sg.block ++ hdr.sg.chunk[0:0]);
-        /* Its seen word: 8 per bank, the worker's group of 32 the last three bits. */
-        meta.reduce_seen_offset = (bit<32>) (hdr.sg.block ++ hdr.sg.chunk[0:0] ++ hdr.sg.worker[7:5]);
-        meta.reduce_slot = hdr.sg.sequence & (bit<32>) slot_mask;
-        meta.reduce_bank_set = hdr.sg.sequence & (bit<32>) slots;
+        /* (16 bits: the masks are, so the position's upper half never reaches them) */
+        meta.reduce_slot = hdr.sg.sequence[15:0] & slot_mask;
+        meta.reduce_bank_set = hdr.sg.sequence[15:0] & slots;
         meta.reduce_use = hdr.sg.sequence & use_mask;
         meta.reduce_reuse = reuse;
     }
@@ -183,14 +180,24 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
         meta.drop_reason = reason;
     }
 
+    /* Identity hashes concatenate their inputs (the first in the highest bits) and widen them
+     * with zeros: the header's fields reach the 32-bit offsets without an ALU move, which
+     * would put the header's block, chunk and worker bytes into 32-bit containers. */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) bank_offset;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) seen_offset;
+
     apply {
+        /* Slot s, bank b: offset 2·s + b among the region's banks (b is checked below). */
+        meta.reduce_offset = bank_offset.get({hdr.sg.block, hdr.sg.chunk[0:0]});
+        /* Its seen word: 8 per bank, the worker's group of 32 the last three bits. */
+        meta.reduce_seen_offset = seen_offset.get({hdr.sg.block, hdr.sg.chunk[0:0], hdr.sg.worker[7:5]});
         allreduce_region.apply();
         worker_bit.apply();
         if (!meta.reduce_known) {
             drop_with(DROP_NO_ALLREDUCE);
             return;
         }
-        meta.agg_index = meta.agg_index + meta.reduce_offset;
+        hdr.pass.agg_index = hdr.pass.agg_index + meta.reduce_offset;
         meta.reduce_bank = meta.reduce_bank + meta.reduce_offset;
         meta.seen_index = meta.seen_index + meta.reduce_seen_offset;
         if (hdr.pass.step == STEP_REDUCE_DONE || hdr.pass.step == STEP_REPLAY_LOW) {
@@ -206,7 +213,7 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
         if (meta.reduce_bank_set != 0) {
             bank = 1;
         }
-        if ((bit<32>) hdr.sg.block != meta.reduce_slot || hdr.sg.chunk != bank
+        if (hdr.sg.block != meta.reduce_slot || hdr.sg.chunk != bank
                 || hdr.sg.layer > 1) {
             drop_with(DROP_OUT_OF_RANGE);
             return;
@@ -220,7 +227,11 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
             drop_with(DROP_STALE);
             return;
         }
-        meta.reduce_seen = mark_seen.execute(meta.seen_index) & meta.reduce_bit;
+        /* The word as it was, then its bit apart: ANDing the stateful ALU's output with a field
+         * in one instruction cannot be aligned once the fields are split into 16-bit halves,
+         * and a gateway cannot AND two fields. */
+        meta.reduce_seen = mark_seen.execute(meta.seen_index);
+        meta.reduce_seen = meta.reduce_seen & meta.reduce_bit;
         if (meta.reduce_seen != 0) {
             meta.reduce_count = read_count.execute(meta.reduce_bank);
             if (meta.reduce_count == (bit<32>) meta.workers) {

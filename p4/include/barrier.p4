@@ -39,78 +39,82 @@ struct exchange_t {
 
 control RunningExchange(inout headers_t hdr,
                         inout ingress_metadata_t meta) {
-    Register<bit<32>, bit<32>>(MAX_JOBS) exchange_epoch;
-    Register<bit<32>, bit<32>>(MAX_JOBS) exchange_tag;
-    Register<exchange_t, bit<32>>(MAX_JOBS) previous;
-    Register<bit<32>, bit<32>>(MAX_JOBS) phase;
+    Register<bit<32>, bit<16>>(MAX_JOBS) exchange_epoch;
+    Register<bit<32>, bit<16>>(MAX_JOBS) exchange_tag;
+    Register<exchange_t, bit<16>>(MAX_JOBS) previous;
+    Register<bit<32>, bit<16>>(MAX_JOBS) phase;
 
-    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_epoch) read_epoch = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_epoch) read_epoch = {
         void apply(inout bit<32> value, out bit<32> old) { old = value; }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_epoch) write_epoch = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_epoch) write_epoch = {
         void apply(inout bit<32> value, out bit<32> old) { old = value; value = hdr.sg.epoch; }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_tag) read_tag = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_tag) read_tag = {
         void apply(inout bit<32> value, out bit<32> old) { old = value; }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_tag) write_tag = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_tag) write_tag = {
         void apply(inout bit<32> value, out bit<32> now) { value = meta.new_tag; now = value; }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(exchange_tag) advance_tag = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_tag) advance_tag = {
         void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
     };
-    RegisterAction<exchange_t, bit<32>, bit<32>>(previous) read_previous = {
+    RegisterAction<exchange_t, bit<16>, bit<32>>(previous) read_previous = {
         void apply(inout exchange_t value, out bit<32> tag) {
             if (value.epoch == hdr.sg.epoch) { tag = value.tag; } else { tag = 0; }
         }
     };
-    /* The opening pass carries the old epoch and tag in the pass header's dst and count
+    /* The opening pass carries the old epoch and tag in the pass header's dst and phase
      * words (see Barrier.open_next). */
-    RegisterAction<exchange_t, bit<32>, bit<32>>(previous) write_previous = {
+    RegisterAction<exchange_t, bit<16>, bit<32>>(previous) write_previous = {
         void apply(inout exchange_t value, out bit<32> unused) {
             value.epoch = hdr.pass.dst;
             value.tag = hdr.pass.phase;
             unused = 0;
         }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(phase) read_phase = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(phase) read_phase = {
         void apply(inout bit<32> value, out bit<32> now) { now = value; }
     };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(phase) next_phase = {
+    RegisterAction<bit<32>, bit<16>, bit<32>>(phase) next_phase = {
         void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
     };
 
     apply {
-        bit<32> index = (bit<32>) meta.job_slot;
-        /* layer << 24 | backward << 16, as one concatenation (one instruction) */
-        bit<32> want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
-        bit<32> epoch;
+        /* (The registers are indexed by the job's slot as it is: a 32-bit copy of it would
+         * take PHV for nothing.) */
+        /* The tag's upper half, layer << 8 | backward, as one concatenation (one instruction);
+         * the Barrier compares with it too. */
+        meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
+        /* The running epoch goes in the pass header's dst word and the phase in its phase word
+         * (no metadata copies: ingress PHV is short): compared below, carried by an opening
+         * pass for `previous`, and a data pass's table writes its destination over dst. */
         if (hdr.pass.step == STEP_OPEN) {
-            meta.new_tag = want;
-            epoch = write_epoch.execute(index);
-            meta.running_tag = write_tag.execute(index);
-            write_previous.execute(index);
-            meta.phase = next_phase.execute(index);
-            epoch = hdr.sg.epoch;
+            meta.new_tag = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
+            write_epoch.execute(meta.job_slot);
+            meta.running_tag = write_tag.execute(meta.job_slot);
+            write_previous.execute(meta.job_slot);
+            hdr.pass.phase = next_phase.execute(meta.job_slot);
+            hdr.pass.dst = hdr.sg.epoch;
         } else if (hdr.pass.step == STEP_ADVANCE) {
-            epoch = hdr.sg.epoch;
-            meta.running_tag = advance_tag.execute(index);
-            meta.phase = next_phase.execute(index);
+            hdr.pass.dst = hdr.sg.epoch;
+            meta.running_tag = advance_tag.execute(meta.job_slot);
+            hdr.pass.phase = next_phase.execute(meta.job_slot);
         } else if (hdr.pass.pass == 0) {
-            epoch = read_epoch.execute(index);
-            meta.running_tag = read_tag.execute(index);
-            meta.previous_tag = read_previous.execute(index);
-            meta.phase = read_phase.execute(index);
+            hdr.pass.dst = read_epoch.execute(meta.job_slot);
+            meta.running_tag = read_tag.execute(meta.job_slot);
+            meta.previous_tag = read_previous.execute(meta.job_slot);
+            hdr.pass.phase = read_phase.execute(meta.job_slot);
         } else {
-            meta.phase = hdr.pass.phase;   /* later passes of a data packet trust their first */
-            meta.run = RUN_CURRENT;
+            meta.run = RUN_CURRENT;   /* later passes of a data packet trust their first */
             return;
         }
-        meta.running_epoch = epoch;
-        hdr.pass.phase = meta.phase;
         /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
          * value into a field. */
         meta.running_block = meta.running_tag[15:0] - 1;
+        /* (here, not in unicast_go's argument: a header field written by arithmetic must sit
+         * alone in its container, and sg.block then cannot share one with sg.count) */
+        meta.previous_block = meta.previous_tag[15:0] - 1;
         meta.started = false;
         meta.finished = false;
         if (meta.running_tag[15:0] != 0) {
@@ -119,7 +123,10 @@ control RunningExchange(inout headers_t hdr,
                 meta.finished = true;
             }
         }
-        if (epoch != hdr.sg.epoch || meta.running_tag[31:16] != want[31:16]) {
+        /* (one comparison per condition: a gateway takes 4 bytes and 12 bits of fields) */
+        if (hdr.pass.dst != hdr.sg.epoch) {
+            meta.run = RUN_STALE;
+        } else if (meta.running_tag[31:16] != meta.want) {
             meta.run = RUN_STALE;
         } else if (meta.started && meta.running_block == hdr.sg.block) {
             meta.run = RUN_CURRENT;
@@ -135,14 +142,14 @@ control Barrier(inout headers_t hdr,
                 inout ingress_metadata_t meta,
                 inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-    Register<bit<32>, bit<32>>(MAX_JOBS * MAX_WORKERS) arrived;
-    Register<bit<32>, bit<32>>(MAX_JOBS) reports;
-    Register<bit<32>, bit<32>>(MAX_JOBS) sequence;
+    Register<bit<32>, bit<16>>(MAX_JOBS * MAX_WORKERS) arrived;
+    Register<bit<32>, bit<16>>(MAX_JOBS) reports;
+    Register<bit<32>, bit<16>>(MAX_JOBS) sequence;
 
     /* Exchanges run in sequence order (switch.rs `join`). Two actions, as a stateful ALU
      * makes at most two comparisons: one for a join that may open the next exchange, one for
      * any other. */
-    RegisterAction<bit<32>, bit<32>, bit<8>>(sequence) check_sequence = {
+    RegisterAction<bit<32>, bit<16>, bit<8>>(sequence) check_sequence = {
         void apply(inout bit<32> value, out bit<8> verdict) {
             if (hdr.sg.sequence == value) {
                 verdict = 1;                       /* this exchange */
@@ -154,7 +161,7 @@ control Barrier(inout headers_t hdr,
             }
         }
     };
-    RegisterAction<bit<32>, bit<32>, bit<8>>(sequence) check_sequence_closed = {
+    RegisterAction<bit<32>, bit<16>, bit<8>>(sequence) check_sequence_closed = {
         void apply(inout bit<32> value, out bit<8> verdict) {
             if (hdr.sg.sequence == value) {
                 verdict = 1;                       /* this exchange */
@@ -164,13 +171,18 @@ control Barrier(inout headers_t hdr,
         }
     };
     /* First report of this worker in this phase? */
-    RegisterAction<bit<32>, bit<32>, bit<8>>(arrived) mark_arrived = {
+    RegisterAction<bit<32>, bit<16>, bit<8>>(arrived) mark_arrived = {
         void apply(inout bit<32> value, out bit<8> first) {
-            if (value != meta.phase) { value = meta.phase; first = 1; } else { first = 0; }
+            if (value != hdr.pass.phase) {
+                value = hdr.pass.phase;
+                first = 1;
+            } else {
+                first = 0;
+            }
         }
     };
     /* Count it; the last report resets the count and completes the barrier. */
-    RegisterAction<bit<32>, bit<32>, bit<8>>(reports) count_report = {
+    RegisterAction<bit<32>, bit<16>, bit<8>>(reports) count_report = {
         void apply(inout bit<32> value, out bit<8> complete) {
             if (value + 1 == (bit<32>) meta.workers) {
                 value = 0;
@@ -181,6 +193,9 @@ control Barrier(inout headers_t hdr,
             }
         }
     };
+
+    /* (an identity hash: the concatenation, widened, without moving header bits by the ALU) */
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) arrival_index;
 
     action drop_stale() {
         meta.drop = true;
@@ -197,10 +212,9 @@ control Barrier(inout headers_t hdr,
     }
 
     apply {
-        bit<32> index = (bit<32>) meta.job_slot;
         /* slot · MAX_WORKERS + worker, by concatenation (slot < MAX_JOBS = 64, an admitted
          * worker < MAX_WORKERS = 256): a register index is a field or a slice, not a sum. */
-        bit<32> arrival = (bit<32>) (meta.job_slot[5:0] ++ hdr.sg.worker[7:0]);
+        bit<16> arrival = arrival_index.get({meta.job_slot[5:0], hdr.sg.worker[7:0]});
 
         if (hdr.pass.step == STEP_ADVANCE) {
             /* begin_block: multicast the go of the block the exchange is now in (the final go,
@@ -219,16 +233,15 @@ control Barrier(inout headers_t hdr,
                 }
                 bit<8> verdict;
                 if (meta.may_open) {
-                    verdict = check_sequence.execute(index);
+                    verdict = check_sequence.execute(meta.job_slot);
                 } else {
-                    verdict = check_sequence_closed.execute(index);
+                    verdict = check_sequence_closed.execute(meta.job_slot);
                 }
                 if (verdict == 0) { drop_stale(); return; }
                 if (verdict == 2) {
                     /* open_next: one more pass writes the exchange registers, carrying the
                      * old exchange for `previous`. */
                     hdr.pass.step = STEP_OPEN;
-                    hdr.pass.dst = meta.running_epoch;
                     hdr.pass.phase = meta.running_tag;
                     hdr.pass.out_kind = OUT_RECIRC;
                     ig_tm_md.ucast_egress_port = meta.recirc_port;
@@ -239,9 +252,8 @@ control Barrier(inout headers_t hdr,
             } else {
                 /* BlockDone */
                 if (meta.run == RUN_STALE) {
-                    bit<32> want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
-                    if (meta.previous_tag != 0 && meta.previous_tag[31:16] == want[31:16]) {
-                        unicast_go(meta.previous_tag[15:0] - 1);   /* missed the final go */
+                    if (meta.previous_tag != 0 && meta.previous_tag[31:16] == meta.want) {
+                        unicast_go(meta.previous_block);   /* missed the final go */
                         return;
                     }
                     drop_stale();
@@ -256,7 +268,7 @@ control Barrier(inout headers_t hdr,
             ig_dprsr_md.drop_ctl = 1;   /* a repeated report: already counted */
             return;
         }
-        if (count_report.execute(index) == 1) {
+        if (count_report.execute(meta.job_slot) == 1) {
             /* The barrier is complete: one more pass advances the block. */
             hdr.pass.step = STEP_ADVANCE;
             hdr.pass.out_kind = OUT_RECIRC;

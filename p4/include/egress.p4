@@ -80,18 +80,18 @@ control Egress(inout headers_t hdr,
         hdr.lanes[21].setInvalid(); hdr.lanes[22].setInvalid(); hdr.lanes[23].setInvalid();
         hdr.lanes[24].setInvalid(); hdr.lanes[25].setInvalid(); hdr.lanes[26].setInvalid();
         hdr.lanes[27].setInvalid(); hdr.lanes[28].setInvalid(); hdr.lanes[29].setInvalid();
-        hdr.lanes[30].setInvalid(); hdr.lanes[31].setInvalid(); hdr.lanes[32].setInvalid();
-        hdr.lanes[33].setInvalid(); hdr.lanes[34].setInvalid(); hdr.lanes[35].setInvalid();
-        hdr.lanes[36].setInvalid(); hdr.lanes[37].setInvalid(); hdr.lanes[38].setInvalid();
-        hdr.lanes[39].setInvalid(); hdr.lanes[40].setInvalid(); hdr.lanes[41].setInvalid();
-        hdr.lanes[42].setInvalid(); hdr.lanes[43].setInvalid(); hdr.lanes[44].setInvalid();
-        hdr.lanes[45].setInvalid(); hdr.lanes[46].setInvalid(); hdr.lanes[47].setInvalid();
-        hdr.lanes[48].setInvalid(); hdr.lanes[49].setInvalid(); hdr.lanes[50].setInvalid();
-        hdr.lanes[51].setInvalid(); hdr.lanes[52].setInvalid(); hdr.lanes[53].setInvalid();
-        hdr.lanes[54].setInvalid(); hdr.lanes[55].setInvalid(); hdr.lanes[56].setInvalid();
-        hdr.lanes[57].setInvalid(); hdr.lanes[58].setInvalid(); hdr.lanes[59].setInvalid();
-        hdr.lanes[60].setInvalid(); hdr.lanes[61].setInvalid(); hdr.lanes[62].setInvalid();
-        hdr.lanes[63].setInvalid();
+        hdr.lanes[30].setInvalid(); hdr.lanes[31].setInvalid(); hdr.lanes_high[0].setInvalid();
+        hdr.lanes_high[1].setInvalid(); hdr.lanes_high[2].setInvalid(); hdr.lanes_high[3].setInvalid();
+        hdr.lanes_high[4].setInvalid(); hdr.lanes_high[5].setInvalid(); hdr.lanes_high[6].setInvalid();
+        hdr.lanes_high[7].setInvalid(); hdr.lanes_high[8].setInvalid(); hdr.lanes_high[9].setInvalid();
+        hdr.lanes_high[10].setInvalid(); hdr.lanes_high[11].setInvalid(); hdr.lanes_high[12].setInvalid();
+        hdr.lanes_high[13].setInvalid(); hdr.lanes_high[14].setInvalid(); hdr.lanes_high[15].setInvalid();
+        hdr.lanes_high[16].setInvalid(); hdr.lanes_high[17].setInvalid(); hdr.lanes_high[18].setInvalid();
+        hdr.lanes_high[19].setInvalid(); hdr.lanes_high[20].setInvalid(); hdr.lanes_high[21].setInvalid();
+        hdr.lanes_high[22].setInvalid(); hdr.lanes_high[23].setInvalid(); hdr.lanes_high[24].setInvalid();
+        hdr.lanes_high[25].setInvalid(); hdr.lanes_high[26].setInvalid(); hdr.lanes_high[27].setInvalid();
+        hdr.lanes_high[28].setInvalid(); hdr.lanes_high[29].setInvalid(); hdr.lanes_high[30].setInvalid();
+        hdr.lanes_high[31].setInvalid();
     }
 
     /* A finished sum, read out into the lanes by its readout passes, to its destination. */
@@ -132,8 +132,7 @@ control Egress(inout headers_t hdr,
              * they are instead. */
             if (eg_intr_md.egress_rid == RID_EMIT) {
                 hdr.pass.step = hdr.pass.emit_step;           /* read the sum out, or go raw */
-            } else if (eg_intr_md.egress_rid >= RID_PIPE
-                       && eg_intr_md.egress_rid < RID_PIPE + 4) {
+            } else if ((eg_intr_md.egress_rid & 0xfffc) == RID_PIPE) {   /* RID_PIPE + 0..3 */
                 hdr.pass.pipe = (bit<8>) eg_intr_md.egress_rid[1:0];   /* that pipe's chain */
                 hdr.pass.index = 0;
             }

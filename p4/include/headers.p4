@@ -1,8 +1,9 @@
 /* switchgnn: headers and metadata.
  *
  * `switchgnn_h` is the header of `dataplane/src/wire.rs`, field for field and bit for bit (the
- * cross-check test compares the two). Lanes are a stack of 32-bit words so that a short last
- * chunk (fewer than 64 lanes) parses too.
+ * cross-check test compares the two). Lanes are stacks of 32-bit words so that a short last
+ * chunk (fewer than 64 lanes) parses too: two stacks of 32, lanes 0-31 and 32-63, since Tofino
+ * keeps a stack's validity bits in one container (at most 32 bits).
  */
 #ifndef SWITCHGNN_HEADERS_P4
 #define SWITCHGNN_HEADERS_P4
@@ -78,7 +79,8 @@ header pass_h {
     bit<32> agg_index;    /* its aggregator, for the readout (or release) passes */
     bit<16> dst_worker;   /* its owner */
     bit<16> count;        /* contributions in the emitted sum */
-    bit<16> sender_port;  /* the worker's port (the ingress port of the first pass) */
+    bit<7>  pad_sender_port;
+    PortId_t sender_port; /* the worker's port (the ingress port of the first pass) */
     bit<6>  pad_ack_session;
     MirrorId_t ack_session; /* mirror session of acknowledgements to the sender */
 }
@@ -94,7 +96,8 @@ struct headers_t {
     ipv4_h         ipv4;
     udp_h          udp;
     switchgnn_h    sg;
-    lane_h[64]     lanes;   /* the contribution; on a readout copy, the sums in place */
+    lane_h[32]     lanes;       /* the contribution's lanes 0-31; on a readout copy, the sums */
+    lane_h[32]     lanes_high;  /* its lanes 32-63 (lane 32 + i is lanes_high[i]) */
 }
 
 struct ingress_metadata_t {
@@ -103,8 +106,7 @@ struct ingress_metadata_t {
     bool    drop;
     bool    admitted;
     bool    hop;          /* admitted in another pipe: recirculate into the aggregation pipe */
-    bit<16> in_port;      /* the ingress port, widened once (admission.p4) */
-    bit<16> chunk;        /* hdr.sg.chunk, widened once (admission.p4) for the index sums */
+    bit<16> chunk;        /* hdr.sg.chunk, widened by a hash (admission.p4) for the 16-bit sums */
     bit<16> row_word;     /* the source's seen word for this chunk (source_row, partials) */
     bit<16> dst_agg;      /* the destination's aggregator for this chunk (destination_slot) */
     /* exchange_config */
@@ -126,29 +128,24 @@ struct ingress_metadata_t {
     bit<8>  dst_pipe;     /* the pipe of the destination's aggregator */
     /* vertex_aggregators: this pass's aggregator */
     bool    has_pass;
-    bit<32> agg_index;
-    bit<32> dst;
-    bit<16> dst_worker;
     bit<16> expected;
     bit<32> seen_index;
     bit<1>  last;
     bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
     bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
     bit<16> pass_group;   /* the pass group's offset among the job's (pipe, fan-out, copies) */
-    PortId_t dst_port;
     /* register outcomes */
-    bit<32> phase;
     bit<8>  agg_outcome;  /* AGG_* below */
     bit<32> counted;      /* count after this contribution; 1 = a fresh aggregator */
-    MirrorId_t ack_session;
     /* job_config and the running exchange (barrier.p4) */
     bit<16> job_slot;
     PortId_t recirc_port;
     bit<8>  home_pipe;
-    bit<32> running_epoch;
     bit<32> running_tag;
     bit<32> previous_tag;
+    bit<16> previous_block;   /* previous_tag's block: the final go's, for a late BlockDone */
     bit<32> new_tag;
+    bit<16> want;         /* layer << 8 | backward: a running tag's upper half for this packet */
     bit<16> running_block;
     bit<8>  run;
     bool    started;
@@ -162,8 +159,8 @@ struct ingress_metadata_t {
     bit<32> reduce_reuse;      /* 2 x slots: a bank's uses are this far apart */
     bit<32> reduce_offset;     /* 2 x slot + bank: the bank among the region's */
     bit<32> reduce_seen_offset;/* its first seen word + the worker's group of 32 */
-    bit<32> reduce_slot;       /* the position's slot (position & (slots - 1)) */
-    bit<32> reduce_bank_set;   /* the position's bank bit (position & slots) */
+    bit<16> reduce_slot;       /* the position's slot (position & (slots - 1)) */
+    bit<16> reduce_bank_set;   /* the position's bank bit (position & slots) */
     bit<32> reduce_bit;        /* this worker's bit in its seen word */
     bit<32> reduce_seen;       /* that bit as it was before this slice */
     bit<32> reduce_count;      /* contributions in the bank after this slice */

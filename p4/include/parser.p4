@@ -90,7 +90,8 @@ parser IngressParser(packet_in pkt,
         lanes_left.set(hdr.sg.lanes);
         transition select(hdr.sg.lanes) {
             0: accept;
-            1 .. 64: parse_lane;
+            1 .. 32: parse_lane;
+            33 .. 64: parse_low_lanes;
             default: too_many_lanes;
         }
     }
@@ -101,13 +102,61 @@ parser IngressParser(packet_in pkt,
         transition accept;
     }
 
-    /* A packet shorter than its lanes ends in a parser error: LanesBeyondBuffer. */
+    /* A packet shorter than its lanes ends in a parser error: LanesBeyondBuffer. The lanes are
+     * two stacks of 32 (headers.p4): up to 32 lanes fill the first one by one; more fill it
+     * whole, then the second one by one. */
     state parse_lane {
         pkt.extract(hdr.lanes.next);
         lanes_left.decrement(1);
         transition select(lanes_left.is_zero()) {
             true: accept;
             false: parse_lane;
+        }
+    }
+
+    state parse_low_lanes {
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        pkt.extract(hdr.lanes.next);
+        lanes_left.decrement(32);
+        transition parse_high_lane;
+    }
+
+    state parse_high_lane {
+        pkt.extract(hdr.lanes_high.next);
+        lanes_left.decrement(1);
+        transition select(lanes_left.is_zero()) {
+            true: accept;
+            false: parse_high_lane;
         }
     }
 }
@@ -122,7 +171,7 @@ control IngressDeparser(packet_out pkt,
         /* The acknowledgement to the sender is a truncated mirror copy (switch.rs `data`: every
          * data packet is acknowledged once it is counted). */
         if (ig_dprsr_md.mirror_type == MIRROR_ACK) {
-            mirror.emit<ack_mirror_h>(meta.ack_session, {meta.ack_kind});
+            mirror.emit<ack_mirror_h>(hdr.pass.ack_session, {meta.ack_kind});
         }
         pkt.emit(hdr.pass);       /* bridged to egress */
         pkt.emit(hdr.ethernet);
@@ -130,6 +179,7 @@ control IngressDeparser(packet_out pkt,
         pkt.emit(hdr.udp);
         pkt.emit(hdr.sg);
         pkt.emit(hdr.lanes);
+        pkt.emit(hdr.lanes_high);
     }
 }
 
@@ -198,6 +248,7 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.udp);
         pkt.emit(hdr.sg);
         pkt.emit(hdr.lanes);
+        pkt.emit(hdr.lanes_high);
     }
 }
 

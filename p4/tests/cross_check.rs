@@ -269,12 +269,16 @@ fn the_pass_header_is_what_the_chip_model_counts() {
     assert_eq!(1 + headers, switchgnn_p4::entries::ACK_TRUNCATE);
     let bits: u32 = header(&text, "pass_h").iter().map(|(_, b)| b).sum();
     assert_eq!(u64::from(bits) / 8, switchgnn_chip::PASS_HEADER);
-    // Lanes: one stack of the wire's most lanes, read back in place.
-    let stack = Regex::new(r"lane_h\[(\d+)\]\s+lanes\s*;").unwrap();
-    let lanes: usize = stack.captures(&text).expect("the lane stack")[1]
-        .parse()
-        .unwrap();
-    assert_eq!(lanes, wire::MAX_LANES);
+    // Lanes: stacks of 32 (a stack's validity bits share one container) that hold the wire's
+    // most lanes between them, read back in place.
+    let stack = Regex::new(r"lane_h\[(\d+)\]\s+(lanes\w*)\s*;").unwrap();
+    let stacks: Vec<usize> = stack
+        .captures_iter(&text)
+        .map(|c| c[1].parse().unwrap())
+        .collect();
+    assert!(!stacks.is_empty(), "the lane stacks");
+    assert!(stacks.iter().all(|&n| n <= 32), "{stacks:?}");
+    assert_eq!(stacks.iter().sum::<usize>(), wire::MAX_LANES);
     // One lane-pair register per output word of a pass: lanes i and i + 32 in register i.
     let pairs = Regex::new(r"LANE_PAIR\((\d+),\s*(\d+)\)").unwrap();
     let found: Vec<(usize, usize)> = pairs
