@@ -225,11 +225,10 @@ pub fn run(args: Args) -> Result<()> {
             } else {
                 &partials_load
             };
-            let baseline = (best.kind.clone(), load);
-            (best, baseline)
+            (best, load)
         };
-        let (best_host_only, (base_kind, base_load)) = host_only(&cost);
-        let host = (base_kind.as_str(), base_load);
+        let (best_host_only, base_load) = host_only(&cost);
+        let host = (best_host_only.kind.as_str(), base_load);
         let reduce_xplan = reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?;
         let reduce_load = Load::of(&reduce_xplan, FRAME_OVERHEAD);
         let reduce_fabrics = fabrics_of(&reduce_xplan)?;
@@ -272,15 +271,18 @@ pub fn run(args: Args) -> Result<()> {
                     per_packet_ns: ns,
                     ..cost
                 };
-                let (best_host_only, (kind, load)) = host_only(&at);
+                let (best_host_only, load) = host_only(&at);
                 let versus = |x: &Load| {
-                    1.0 / Verdict::of(&chip, x, (kind.as_str(), load), &at).speedup_at_best
+                    let base = (best_host_only.kind.as_str(), load);
+                    1.0 / Verdict::of(&chip, x, base, &at).speedup_at_best
                 };
+                let (switchgnn_vs_host, reduce_vs_host) =
+                    (versus(&blocks_load), versus(&reduce_load));
                 SweepRow {
                     host_packet_ns: ns,
                     best_host_only,
-                    switchgnn_vs_host: versus(&blocks_load),
-                    reduce_vs_host: versus(&reduce_load),
+                    switchgnn_vs_host,
+                    reduce_vs_host,
                     pick: pick_at(&at),
                 }
             })

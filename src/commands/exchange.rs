@@ -32,8 +32,9 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
     /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, g3, host-reduce,
-    /// strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host exchange over TCP
-    /// between the workers, the kernel's own transport: the baseline; over udp only).
+    /// strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host
+    /// exchange over TCP between the workers, the kernel's own transport: the baseline; over
+    /// udp only).
     #[arg(long, default_value = "switch,host")]
     pub exchange: String,
     /// Width exchanged at each layer, comma-separated (default: the dataset's feature width,

@@ -436,13 +436,8 @@ impl Receiver {
                         },
                     ));
                 }
-                let w = u32::from(*self.plan.owner.get(raw.u as usize)?);
-                let row = self.dests[pos] as usize;
-                let j = self.plan.blocks[self.block]
-                    .table
-                    .row(row)
-                    .binary_search(&w);
-                Some((pos, Taken::Partial(j.ok()?)))
+                let w = *self.plan.owner.get(raw.u as usize)?;
+                Some((pos, Taken::Partial(self.partial_slot(pos, w)?)))
             });
             (0..0, single)
         } else {
@@ -464,11 +459,17 @@ impl Receiver {
         let mut progressed = false;
         for i in range {
             let (_, pos, j) = self.by_source[i];
-            progressed |=
-                self.take_raw(pos as usize, Taken::Source(j as usize), &raw, output, stats);
+            progressed |= self.take_raw(
+                pos as usize,
+                Taken::Source(j as usize),
+                raw.c,
+                raw.values,
+                output,
+                stats,
+            );
         }
         if let Some((pos, taken)) = single {
-            progressed |= self.take_raw(pos, taken, &raw, output, stats);
+            progressed |= self.take_raw(pos, taken, raw.c, raw.values, output, stats);
         }
         progressed
     }
@@ -484,35 +485,34 @@ impl Receiver {
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
-        let Some(pos) = self.position(v) else {
+        let Some((pos, j)) = self
+            .position(v)
+            .and_then(|pos| Some((pos, self.partial_slot(pos, w)?)))
+        else {
             return false;
         };
-        let row = self.dests[pos] as usize;
-        let slots = self.plan.blocks[self.block].table.row(row);
-        let Ok(j) = slots.binary_search(&u32::from(w)) else {
-            return false;
-        };
-        // A partial sum needs no source vertex: `take_raw` reads only the chunk and lanes.
-        let raw = Raw {
-            u: v,
-            v,
-            c,
-            values,
-            overflow: true,
-        };
-        self.take_raw(pos, Taken::Partial(j), &raw, output, stats)
+        self.take_raw(pos, Taken::Partial(j), c, values, output, stats)
     }
 
-    /// `raw` as contribution `taken` of destination position `pos`; whether it was new.
+    /// Pre-aggregated modes: the index of worker `w`'s partial sum among those of destination
+    /// position `pos`, if it sends one.
+    fn partial_slot(&self, pos: usize, w: u16) -> Option<usize> {
+        let row = self.dests[pos] as usize;
+        let slots = self.plan.blocks[self.block].table.row(row);
+        slots.binary_search(&u32::from(w)).ok()
+    }
+
+    /// Chunk `c`'s `values` as contribution `taken` of destination position `pos`; whether it
+    /// was new.
     fn take_raw(
         &mut self,
         pos: usize,
         taken: Taken,
-        raw: &Raw<'_>,
+        c: usize,
+        values: &[i32],
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) -> bool {
-        let (c, values) = (raw.c, raw.values);
         let key = pos * self.chunks + c;
         if self.done[key] {
             return false;

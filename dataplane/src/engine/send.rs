@@ -335,6 +335,23 @@ fn send_order(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<u32> {
         .collect()
 }
 
+/// The three [`SendStrategy`] methods of a strategy that is a [`SendQueue`] and nothing more.
+macro_rules! around_send_queue {
+    ($strategy:ident) => {
+        fn from_queue(queue: SendQueue) -> Self {
+            $strategy(queue)
+        }
+
+        fn queue(&self) -> &SendQueue {
+            &self.0
+        }
+
+        fn queue_mut(&mut self) -> &mut SendQueue {
+            &mut self.0
+        }
+    };
+}
+
 /// In-network aggregation: every chunk of every row goes up to the switch once (source and
 /// destination are the vertex itself) and is acknowledged by the switch.
 #[derive(Debug)]
@@ -355,17 +372,7 @@ impl SendStrategy for InNetwork {
             .collect()
     }
 
-    fn from_queue(queue: SendQueue) -> Self {
-        InNetwork(queue)
-    }
-
-    fn queue(&self) -> &SendQueue {
-        &self.0
-    }
-
-    fn queue_mut(&mut self) -> &mut SendQueue {
-        &mut self.0
-    }
+    around_send_queue!(InNetwork);
 }
 
 /// The pre-aggregated exchange: for every destination of the block it contributes to, the
@@ -404,17 +411,7 @@ impl SendStrategy for PreAggregated {
         pairs
     }
 
-    fn from_queue(queue: SendQueue) -> Self {
-        PreAggregated(queue)
-    }
-
-    fn queue(&self) -> &SendQueue {
-        &self.0
-    }
-
-    fn queue_mut(&mut self) -> &mut SendQueue {
-        &mut self.0
-    }
+    around_send_queue!(PreAggregated);
 }
 
 /// The host-only pre-aggregated exchange (DistGNN's partial aggregation): for every remote
@@ -446,17 +443,7 @@ impl SendStrategy for HostPreAggregated {
             .collect()
     }
 
-    fn from_queue(queue: SendQueue) -> Self {
-        HostPreAggregated(queue)
-    }
-
-    fn queue(&self) -> &SendQueue {
-        &self.0
-    }
-
-    fn queue_mut(&mut self) -> &mut SendQueue {
-        &mut self.0
-    }
+    around_send_queue!(HostPreAggregated);
 }
 
 /// The host exchange: each boundary vertex once to every remote worker that needs it (the
@@ -492,17 +479,7 @@ impl SendStrategy for HostExchange {
         pairs
     }
 
-    fn from_queue(queue: SendQueue) -> Self {
-        HostExchange(queue)
-    }
-
-    fn queue(&self) -> &SendQueue {
-        &self.0
-    }
-
-    fn queue_mut(&mut self) -> &mut SendQueue {
-        &mut self.0
-    }
+    around_send_queue!(HostExchange);
 }
 
 /// G3's balanced host exchange, as modelled here: the same copies as [`HostExchange`], but each
@@ -534,17 +511,7 @@ impl SendStrategy for BalancedHostExchange {
         pairs
     }
 
-    fn from_queue(queue: SendQueue) -> Self {
-        BalancedHostExchange(queue)
-    }
-
-    fn queue(&self) -> &SendQueue {
-        &self.0
-    }
-
-    fn queue_mut(&mut self) -> &mut SendQueue {
-        &mut self.0
-    }
+    around_send_queue!(BalancedHostExchange);
 }
 
 #[cfg(test)]
