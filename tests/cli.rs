@@ -313,6 +313,28 @@ fn analyze_counts_what_crosses_the_racks() {
     assert!(err.contains("4 workers cannot fill 8 racks"), "{err}");
 }
 
+/// The table says what its figures rest on: each bound term's basis, and the chip's sources.
+#[test]
+fn analyze_names_the_basis_of_its_figures() {
+    let text = stdout_ok(&["analyze", "synthetic:small", "--workers", "4"]);
+    assert!(text.contains("against the best host-only kind"), "{text}");
+    assert!(
+        [
+            "a chip limit",
+            "the recirculation ports this program uses",
+            "the link rate"
+        ]
+        .iter()
+        .any(|basis| text.contains(basis)),
+        "{text}"
+    );
+    assert!(
+        text.contains("the chip model's figures and their sources:"),
+        "{text}"
+    );
+    assert!(text.contains("Tofino 2 recirculation"), "{text}");
+}
+
 #[test]
 fn order_eval_scores_orders_side_by_side() {
     let scored = json(&[

@@ -37,6 +37,17 @@ impl Term {
             Term::HostPackets => "host packet processing",
         }
     }
+
+    /// What the term's figure rests on: a limit of the chip or link itself, or a model of
+    /// something the chip's limits do not fix.
+    pub fn basis(self) -> &'static str {
+        match self {
+            Term::LaneUpdates | Term::Passes => "a chip limit",
+            Term::Recirculation => "the recirculation ports this program uses",
+            Term::HostLink => "the link rate",
+            Term::HostPackets => "an assumed per-packet host cost",
+        }
+    }
 }
 
 /// Each resource's time for one exchange, and the largest.
@@ -76,12 +87,21 @@ impl Bound {
     /// The switch's part of the bound of `load` on `chip`, seconds: the largest of its lane
     /// updates', passes' and recirculation's times.
     pub fn switch_seconds(chip: &Chip, load: &Load) -> f64 {
-        time(load.lane_updates as f64, chip.lane_rate())
-            .max(time(load.passes as f64, chip.pass_rate()))
-            .max(time(
-                load.recirculated_bytes as f64,
+        let [lanes, passes, recirculation] = Bound::switch_terms(chip, load);
+        lanes.max(passes).max(recirculation)
+    }
+
+    /// Seconds of the stateful ALUs, the pipes' packet rate and the recirculation paths.
+    fn switch_terms(chip: &Chip, load: &Load) -> [f64; 3] {
+        let switch = load.switch_work_on(chip);
+        [
+            time(switch.lane_updates as f64, chip.lane_rate()),
+            time(switch.passes as f64, chip.pass_rate()),
+            time(
+                switch.recirculated_bytes as f64,
                 chip.loopback_bytes_per_s(),
-            ))
+            ),
+        ]
     }
 
     /// The bound of `load` on `chip` with hosts costing `host`.
@@ -90,16 +110,11 @@ impl Bound {
         let busiest = |a: &[u64], b: &[u64]| {
             a.iter().zip(b).map(|(x, y)| *x.max(y)).max().unwrap_or(0) as f64
         };
+        let [lanes, passes, recirculation] = Bound::switch_terms(chip, load);
         let terms = [
-            (
-                Term::LaneUpdates,
-                time(load.lane_updates as f64, chip.lane_rate()),
-            ),
-            (Term::Passes, time(load.passes as f64, chip.pass_rate())),
-            (
-                Term::Recirculation,
-                time(load.recirculated_bytes as f64, chip.loopback_bytes_per_s()),
-            ),
+            (Term::LaneUpdates, lanes),
+            (Term::Passes, passes),
+            (Term::Recirculation, recirculation),
             (
                 Term::HostLink,
                 busiest(&load.sent_bytes, &load.received_bytes) / link,
@@ -176,7 +191,8 @@ impl Verdict {
     /// `at best 3.1x faster than host (bound: host link)` or `cannot beat host-reduce: at
     /// best 0.05x (bound: recirculation)`.
     pub fn sentence(&self) -> String {
-        let (by, base) = (self.in_network.dominant.name(), &self.baseline);
+        let term = self.in_network.dominant;
+        let (by, base) = (format!("{}, {}", term.name(), term.basis()), &self.baseline);
         if self.can_win {
             format!(
                 "at best {:.2}x faster than {base} (bound by {by})",

@@ -3,10 +3,12 @@
 
 use serde::Serialize;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
-use switchgnn_dataplane::switch::readout_passes;
+use switchgnn_dataplane::switch::{readout_passes, readout_passes_at, LANES_READ_PER_PAIR_PASS};
 use switchgnn_dataplane::wire::{ACK_RANGE_LEN, HEADER_LEN};
 
 use switchgnn_dataplane::framing::copies_per_pair;
+
+use crate::preset::Chip;
 pub use switchgnn_dataplane::framing::HostFraming;
 
 /// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
@@ -48,6 +50,9 @@ pub struct Load {
     pub recirculated_bytes: u64,
     /// int32 additions into aggregators.
     pub lane_updates: u64,
+    /// The readouts among the above that a chip reading both words of a pair register in one
+    /// pass (Tofino 2, [`Chip::reads_pairs`]) does not make; see [`Load::switch_work_on`].
+    pub pair_read_savings: SwitchWork,
     /// The switch's work that each host's uploads cause (their passes and additions), by
     /// sender: what the leaf switch of a rack takes on for its hosts.
     pub uploads: Vec<SwitchWork>,
@@ -95,6 +100,22 @@ impl Load {
             }
         }
         load
+    }
+
+    /// The switch's work on `chip`: passes (readouts included), recirculations and their bytes,
+    /// and lane updates.
+    pub fn switch_work_on(&self, chip: &Chip) -> SwitchWork {
+        let saved = if chip.reads_pairs {
+            self.pair_read_savings
+        } else {
+            SwitchWork::default()
+        };
+        SwitchWork {
+            passes: self.passes - saved.passes,
+            recirculations: self.recirculations - saved.recirculations,
+            recirculated_bytes: self.recirculated_bytes - saved.recirculated_bytes,
+            lane_updates: self.lane_updates,
+        }
     }
 
     fn add_switch_work(&mut self, w: SwitchWork) {
@@ -193,6 +214,13 @@ impl Load {
             self.passes += reads;
             self.recirculations += reads;
             self.recirculated_bytes += reads * (bytes + PASS_HEADER);
+            let saved = reads - readout_passes_at(lanes, in_place, LANES_READ_PER_PAIR_PASS);
+            self.pair_read_savings += SwitchWork {
+                passes: saved,
+                recirculations: saved,
+                recirculated_bytes: saved * (bytes + PASS_HEADER),
+                lane_updates: 0,
+            };
             self.packet(None, Some(to), bytes);
         }
     }
@@ -345,6 +373,22 @@ pub(crate) mod tests {
         assert_eq!(l.sent_bytes[0], 2 * 98 + 2 * (c0 + c1));
         assert_eq!(l.received_packets[0], 2 + 4 + 4);
         assert_eq!(l.received_bytes[1], 2 * 98 + 2 * 98 + c0 + c1);
+        // A Tofino 2 returns both words of a pair register: one readout pass per 64-lane chunk.
+        let t1 = l.switch_work_on(&Chip::preset("tofino1-32").unwrap());
+        assert_eq!(
+            (t1.passes, t1.recirculated_bytes),
+            (l.passes, l.recirculated_bytes)
+        );
+        let t2 = l.switch_work_on(&Chip::preset("tofino2").unwrap());
+        assert_eq!(
+            (t2.passes, t2.recirculations),
+            (l.passes - 3, l.recirculations - 3)
+        );
+        assert_eq!(
+            t2.recirculated_bytes,
+            l.recirculated_bytes - 3 * (c0 + PASS_HEADER)
+        );
+        assert_eq!(t2.lane_updates, l.lane_updates);
     }
 
     #[test]

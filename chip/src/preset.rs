@@ -34,9 +34,13 @@ pub const SOURCES: &[Source] = &[
         source: "p4lang/open-p4studio issue 64; p4c parde_spec.h",
     },
     Source {
-        figure: "Tofino 1 recirculation ports",
-        value: "dev ports 68, 196, 324, 452 (one per pipe) at 100 Gb/s",
-        source: "p4lang/p4app-switchML parsers.p4 and issue 33",
+        figure: "Tofino 1 internal recirculation ports",
+        value: "100 Gb/s per port (a quad of channels); the 2-pipe part has 2 (dev ports \
+                68-71, 196-199), the 4-pipe part 6 (68-71, 192-195, 196-199, 324-327, \
+                448-451, 452-455); the program uses one per pipe",
+        source: "Open-Tofino PUBLIC_Tofino-Native-Arch.pdf section 12.1, tables 8-9; \
+                 p4lang/open-p4studio bf_pm_intf.h (bf_pm_recirc_devports_get); \
+                 p4lang/p4app-switchML parsers.p4 and issue 33",
     },
     Source {
         figure: "front-panel ports in loopback",
@@ -47,8 +51,36 @@ pub const SOURCES: &[Source] = &[
     Source {
         figure: "Tofino 2",
         value: "4 pipes, 20 stages, about 1.5 G packets/s per pipe, 12.8 Tb/s (32 x 400G, \
-                128 x 100G with breakout), internal recirculation up to 400 Gb/s per pipe",
+                128 x 100G with breakout)",
         source: "Intel Tofino 2 product brief; Hot Chips 32 (2020) Tofino2 presentation",
+    },
+    Source {
+        figure: "Tofino 2 recirculation",
+        value: "modelled as one 100 Gb/s port per pipe, the program's use: pipes 1-3 have \
+                recirculation channels 0-7 of 50 Gb/s (pipe 0 fewer), but no public source \
+                states a recirculation port's rate, so 400 Gb/s per pipe would be arithmetic",
+        source: "p4lang/open-p4studio bf_pm_intf.h (bf_pm_recirc_devports_get)",
+    },
+    Source {
+        figure: "readout of a finished 64-lane sum",
+        value: "Tofino 1: a register action outputs one 32-bit word, so a pair register's two \
+                lanes take two passes; Tofino 2: up to four words, so one pass (the tofino2 \
+                preset models a program that returns both; p4/ returns one today)",
+        source: "p4lang/p4c backends/tofino bf-p4c/mau/stateful_alu.cpp (output words 1 on \
+                 Tofino, 4 on Tofino 2)",
+    },
+    Source {
+        figure: "recirculated frames' preamble and inter-frame gap",
+        value: "not counted: no public source says whether an internal port pays them \
+                (with 20 bytes per pass a 64-lane pass would carry about 6% more)",
+        source: "none found",
+    },
+    Source {
+        figure: "host per-packet cost (the default 20 ns is an assumption)",
+        value: "kernel stack about 0.7-1.3 us per packet; kernel bypass at least about 67 ns \
+                per packet per core (14.88 Mpps); analyze --sweep-packet-ns shows the verdicts \
+                over a range",
+        source: "Rizzo, netmap (USENIX ATC 2012; ACM Queue 2012); FastClick (ANCS 2015)",
     },
 ];
 
@@ -147,8 +179,11 @@ pub struct Chip {
     pub max_port_gbps: f64,
     /// Front-panel capacity, Gb/s (ports broken out share it).
     pub capacity_gbps: f64,
-    /// Dedicated recirculation ports (one per pipe) and their rate, Gb/s.
+    /// Dedicated recirculation ports used: one per pipe, as the program uses them.
     pub recirculation_ports: u32,
+    /// Internal recirculation ports the chip has (more than its pipes on a 4-pipe Tofino 1);
+    /// the program reaches each pipe through one.
+    pub internal_recirculation_ports: u32,
     /// Rate of one dedicated recirculation port, Gb/s.
     pub recirculation_gbps: f64,
     /// Front-panel ports put in loopback (at `loopback_port_gbps` each): more recirculation
@@ -156,6 +191,9 @@ pub struct Chip {
     pub loopback_ports: u32,
     /// Rate of a looped front-panel port, Gb/s.
     pub loopback_port_gbps: f64,
+    /// A register action returns both words of a pair register, so a 64-lane sum is read out
+    /// in one pass (Tofino 2), not two (Tofino 1).
+    pub reads_pairs: bool,
 }
 
 /// Why a chip cannot be had.
@@ -183,7 +221,7 @@ pub enum ChipError {
 impl Chip {
     /// The preset called `name`.
     pub fn preset(name: &str) -> Result<Chip, ChipError> {
-        let tofino1 = |preset, pipes: u32| Chip {
+        let tofino1 = |preset, pipes: u32, internal_recirculation_ports| Chip {
             preset,
             pipes,
             stages: 12,
@@ -194,13 +232,15 @@ impl Chip {
             max_port_gbps: 100.0,
             capacity_gbps: 1600.0 * f64::from(pipes),
             recirculation_ports: pipes,
+            internal_recirculation_ports,
             recirculation_gbps: 100.0,
             loopback_ports: 0,
             loopback_port_gbps: 100.0,
+            reads_pairs: false,
         };
         Ok(match name {
-            "tofino1-32" => tofino1(Preset::Tofino1x32, 2),
-            "tofino1-64" => tofino1(Preset::Tofino1x64, 4),
+            "tofino1-32" => tofino1(Preset::Tofino1x32, 2, 2),
+            "tofino1-64" => tofino1(Preset::Tofino1x64, 4, 6),
             "tofino2" => Chip {
                 preset: Preset::Tofino2,
                 pipes: 4,
@@ -212,9 +252,11 @@ impl Chip {
                 max_port_gbps: 400.0,
                 capacity_gbps: 12_800.0,
                 recirculation_ports: 4,
-                recirculation_gbps: 400.0,
+                internal_recirculation_ports: 4,
+                recirculation_gbps: 100.0,
                 loopback_ports: 0,
                 loopback_port_gbps: 100.0,
+                reads_pairs: true,
             },
             "ideal" => Chip {
                 preset: Preset::Ideal,
@@ -227,9 +269,11 @@ impl Chip {
                 max_port_gbps: f64::INFINITY,
                 capacity_gbps: f64::INFINITY,
                 recirculation_ports: 1,
+                internal_recirculation_ports: 1,
                 recirculation_gbps: f64::INFINITY,
                 loopback_ports: 0,
                 loopback_port_gbps: 100.0,
+                reads_pairs: true,
             },
             other => return Err(ChipError::Unknown(other.to_string())),
         })
@@ -334,6 +378,9 @@ impl Chip {
             self.recirculation_ports,
             self.recirculation_gbps
         );
+        if self.internal_recirculation_ports > self.recirculation_ports {
+            s += &format!(" (of {})", self.internal_recirculation_ports);
+        }
         if self.loopback_ports > 0 {
             s += &format!(
                 ", {} front-panel ports of {} Gb/s in loopback",
@@ -357,8 +404,24 @@ mod tests {
         // 2 pipes x 12 stages x 4 ALUs x 2 lanes per pass.
         assert_eq!(t1.lane_rate(), 192.0 * 1.22e9);
         assert_eq!(t1.loopback_bytes_per_s(), 2.0 * 100e9 / 8.0);
+        let t1_64 = Chip::preset("tofino1-64").unwrap();
+        // Six internal ports on the 4-pipe part, one per pipe used by the program.
+        assert_eq!(
+            (
+                t1_64.recirculation_ports,
+                t1_64.internal_recirculation_ports
+            ),
+            (4, 6)
+        );
+        assert!(t1_64
+            .describe()
+            .contains("4 recirculation ports of 100 Gb/s (of 6)"));
+        assert!(!t1.reads_pairs);
         let t2 = Chip::preset("tofino2").unwrap();
         assert_eq!((t2.ports_at(100.0), t2.ports_at(400.0)), (128, 32));
+        // One 100 Gb/s recirculation port per pipe: no source gives a recirculation port more.
+        assert_eq!(t2.loopback_bytes_per_s(), 4.0 * 100e9 / 8.0);
+        assert!(t2.reads_pairs);
         assert!(Chip::preset("ideal").unwrap().pass_rate().is_infinite());
         assert!(matches!(
             Chip::preset("tomahawk"),

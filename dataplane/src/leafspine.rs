@@ -239,6 +239,13 @@ impl SwitchNode for LeafSpine {
             .sum()
     }
 
+    fn passes_reading_pairs(&self) -> u64 {
+        std::iter::once(&self.spine)
+            .chain(&self.leaves)
+            .map(SwitchNode::passes_reading_pairs)
+            .sum()
+    }
+
     fn aggregators_in_use(&self) -> usize {
         std::iter::once(&self.spine)
             .chain(&self.leaves)

@@ -85,6 +85,12 @@ pub trait SwitchNode: Node {
     fn set_egress_queue(&mut self, port: u16, bytes: u64);
     /// Aggregator passes made so far: each pass after a packet's first is a recirculation.
     fn passes(&self) -> u64;
+    /// The same passes on a chip that reads a finished 64-lane sum out in one pass (Tofino 2;
+    /// see `switch::LANES_READ_PER_PAIR_PASS`): fewer readouts. Nodes without readouts make
+    /// no difference.
+    fn passes_reading_pairs(&self) -> u64 {
+        self.passes()
+    }
     /// Aggregators holding a partial sum now.
     fn aggregators_in_use(&self) -> usize;
 }

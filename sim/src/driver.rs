@@ -764,10 +764,11 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         if let Some(tap) = self.tap.as_mut().filter(|_| !two_level) {
             tap.packet(self.now, Address::Worker(from), Address::Switch, &f.bytes);
         }
-        let before = self.switch.passes();
+        let reads_pairs = self.cfg.switch.chip.reads_pairs;
+        let before = passes_on(&*self.switch, reads_pairs);
         self.switch
             .handle_packet(self.now, Address::Worker(from), &f.bytes);
-        let passes = self.switch.passes() - before;
+        let passes = passes_on(&*self.switch, reads_pairs) - before;
         let mut out = Vec::new();
         while let Some(t) = self.switch.poll_transmit(self.now, &mut self.buf) {
             if let Address::Worker(_) = t.to {
@@ -794,9 +795,10 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         if let (Some(tap), Address::Worker(_)) = (self.tap.as_mut(), from) {
             tap.packet(self.now, from, Address::Switch, &f.bytes);
         }
-        let before = leaf.counters().passes + leaf.counters().readout_passes;
+        let reads_pairs = self.cfg.switch.chip.reads_pairs;
+        let before = passes_on(leaf, reads_pairs);
         leaf.handle_packet(self.now, from, &f.bytes);
-        let passes = leaf.counters().passes + leaf.counters().readout_passes - before;
+        let passes = passes_on(leaf, reads_pairs) - before;
         let mut out = Vec::new();
         while let Some(t) = self.leaves[usize::from(rack)].poll_transmit(self.now, &mut self.buf) {
             out.push((t.to, self.flight(self.buf[..t.len].to_vec())));
@@ -1095,6 +1097,16 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             ))
         });
         out
+    }
+}
+
+/// Passes `switch` has made on a chip that reads a 64-lane sum out in one pass (`reads_pairs`,
+/// Tofino 2) or in two (Tofino 1, and the P4 program as written).
+fn passes_on<S: SwitchNode + ?Sized>(switch: &S, reads_pairs: bool) -> u64 {
+    if reads_pairs {
+        switch.passes_reading_pairs()
+    } else {
+        switch.passes()
     }
 }
 

@@ -401,6 +401,10 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
+    println!("the chip model's figures and their sources:");
+    for s in switchgnn_chip::SOURCES {
+        println!("  {}: {} ({})", s.figure, s.value, s.source);
+    }
     Ok(())
 }
 

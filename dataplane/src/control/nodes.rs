@@ -142,6 +142,10 @@ impl SwitchNode for ControlledSwitch {
         self.switch.passes()
     }
 
+    fn passes_reading_pairs(&self) -> u64 {
+        self.switch.passes_reading_pairs()
+    }
+
     fn aggregators_in_use(&self) -> usize {
         self.switch.aggregators_in_use()
     }

@@ -69,7 +69,16 @@ pub const LANES_READ_PER_PASS: usize = 32;
 /// the low half into its own lanes as it adds, so only the high half takes a pass of its own;
 /// a pass whose packet goes on to other aggregators must keep its lanes and reads both.
 pub fn readout_passes(lanes: usize, in_place: bool) -> u64 {
-    let reads = lanes.div_ceil(LANES_READ_PER_PASS) as u64;
+    readout_passes_at(lanes, in_place, LANES_READ_PER_PASS)
+}
+
+/// Lanes a readout pass returns on a chip whose register actions output both words of a pair
+/// register (Tofino 2 returns up to four 32-bit words per action): a 64-lane sum in one pass.
+pub const LANES_READ_PER_PAIR_PASS: usize = 2 * LANES_READ_PER_PASS;
+
+/// [`readout_passes`] on a chip that reads `per_pass` lanes in one pass.
+pub fn readout_passes_at(lanes: usize, in_place: bool, per_pass: usize) -> u64 {
+    let reads = lanes.div_ceil(per_pass) as u64;
     if in_place {
         reads.saturating_sub(1)
     } else {
@@ -264,6 +273,9 @@ pub struct SwitchCounters {
     /// Passes a Tofino makes to read finished sums back out of its registers
     /// ([`readout_passes`] per result chunk), counted for the chip's pass budget.
     pub readout_passes: u64,
+    /// The same sums' readout passes on a chip that reads both words of a pair register in
+    /// one pass ([`LANES_READ_PER_PAIR_PASS`]): what a Tofino 2 program would need.
+    pub pair_readout_passes: u64,
     /// Lanes added into aggregators.
     pub lane_updates: u64,
     /// Aggregators that completed and sent their sum.
@@ -313,6 +325,12 @@ pub struct SwitchCounters {
 }
 
 impl SwitchCounters {
+    /// A finished sum of `lanes` lanes read out of the registers, on both kinds of chip.
+    fn count_readout(&mut self, lanes: usize, in_place: bool) {
+        self.readout_passes += readout_passes(lanes, in_place);
+        self.pair_readout_passes += readout_passes_at(lanes, in_place, LANES_READ_PER_PAIR_PASS);
+    }
+
     /// Packets dropped for `reason`.
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]
@@ -359,6 +377,7 @@ impl std::ops::AddAssign<&SwitchCounters> for SwitchCounters {
             (&mut self.bytes_out, o.bytes_out),
             (&mut self.passes, o.passes),
             (&mut self.readout_passes, o.readout_passes),
+            (&mut self.pair_readout_passes, o.pair_readout_passes),
             (&mut self.lane_updates, o.lane_updates),
             (&mut self.aggregations, o.aggregations),
             (&mut self.raw_forwarded, o.raw_forwarded),
@@ -1408,7 +1427,7 @@ fn data(
             // A partial sum's pass ends its packet; a multicast contribution may go on (the P4
             // program reads in place when the completing pass ends its pipe's chain: fewer).
             let partial = plan.mode == Mode::Reduce && repr.src != repr.dst;
-            f.counters.readout_passes += readout_passes(lanes, partial);
+            f.counters.count_readout(lanes, partial);
             f.pool.release(a);
             state.agg[k] = Agg::Done;
             f.counters.aggregations += 1;
@@ -1627,6 +1646,11 @@ impl SwitchNode for Switch {
     fn passes(&self) -> u64 {
         let c = self.counters();
         c.passes + c.readout_passes
+    }
+
+    fn passes_reading_pairs(&self) -> u64 {
+        let c = self.counters();
+        c.passes + c.pair_readout_passes
     }
 
     fn aggregators_in_use(&self) -> usize {

@@ -577,6 +577,12 @@ impl SwitchNode for ShardedSwitch {
         self.of_each(SwitchNode::passes).into_iter().sum()
     }
 
+    fn passes_reading_pairs(&self) -> u64 {
+        self.of_each(SwitchNode::passes_reading_pairs)
+            .into_iter()
+            .sum()
+    }
+
     fn aggregators_in_use(&self) -> usize {
         ShardedSwitch::aggregators_in_use(self)
     }

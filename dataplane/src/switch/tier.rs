@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use bitvec::vec::BitVec;
 
-use super::{data_block, notify_fetch, readout_passes, send_result, Agg, BlockState, DropReason};
+use super::{data_block, notify_fetch, send_result, Agg, BlockState, DropReason};
 use super::{Fabric, Job};
 use super::{JobConfig, Run, Switch, SwitchConfig, SwitchError};
 use crate::fixed::checked_add_lanes;
@@ -509,7 +509,7 @@ pub(super) fn partial(
         let mut sums = [0i32; MAX_LANES];
         sums[..lanes].copy_from_slice(&f.pool.lanes[a as usize * MAX_LANES..][..lanes]);
         send_result(f, repr, dst, dst_rank, state.counted[k], &sums[..lanes]);
-        f.counters.readout_passes += readout_passes(lanes, true);
+        f.counters.count_readout(lanes, true);
         f.pool.release(a);
         state.agg[k] = Agg::Done;
         f.counters.aggregations += 1;
