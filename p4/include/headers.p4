@@ -177,6 +177,8 @@ const bit<8> AGG_DONE     = 3;   /* already complete (cannot happen with a consi
 struct egress_metadata_t {
     bit<8>  mirror_kind;
     bit<19> ecn_threshold;
+    bit<19> qdepth;       /* enq_qdepth, copied by a hash: a field of its own for the ALU */
+    bit<19> ecn_excess;   /* qdepth |-| ecn_threshold: not 0 marks ECN */
     bit<16> payload;      /* the lanes' bytes: a field, so that the lengths take one add each */
 }
 
