@@ -247,6 +247,7 @@ control Aggregation(inout headers_t hdr,
 
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk_word;
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) partial_chunk;
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) pass_group_of;
 
     Register<agg_state_t, bit<32>>(AGGREGATORS) state;
     /* One contribution: a fresh aggregator (older phase) starts at 1, a released one stays
@@ -509,9 +510,13 @@ control Aggregation(inout headers_t hdr,
             if (emits) { emit_copy = 1; }
             bit<1> continue_copy = 0;
             if (continues) { continue_copy = 1; }
-            /* pipe << 6 | fan-out << 2 | copies, by concatenation (fan-out < 16), then one add:
-             * an action takes one instruction per field */
-            meta.pass_group = 8w0 ++ hdr.pass.pipe[1:0] ++ fan[3:0] ++ emit_copy ++ continue_copy;
+            /* pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an action takes
+             * one instruction per field. By an identity hash, not a concatenation: that was
+             * written piece by piece, so the offset needed initialising, and p4c's check of
+             * that initialisation stopped on a compiler bug (a table of the raw path, which
+             * returns before this, sharing the offset's container). */
+            meta.pass_group = pass_group_of.get({hdr.pass.pipe[1:0], fan[3:0], emit_copy,
+                                                 continue_copy});
             ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
         } else if (continues) {
             ig_tm_md.ucast_egress_port = loop;
