@@ -55,14 +55,14 @@ control Ingress(inout headers_t hdr,
         meta.src_known = true;
         meta.src_owner = worker;
         meta.src_owner_port = port;
-        meta.row_word = seen_row + meta.chunk;   /* 16-bit sums: no widening in an action */
+        meta.row_word = seen_row + meta.row_word;   /* the chunk (admission.p4): 16-bit sums */
     }
     action set_destination(bit<16> agg_base, bit<8> pipe, bit<16> worker, PortId_t port) {
         meta.dst_known = true;
         meta.dst_pipe = pipe;
         meta.dst_owner = worker;
         meta.dst_owner_port = port;
-        meta.dst_agg = agg_base + meta.chunk;
+        meta.dst_agg = agg_base + meta.dst_agg;     /* likewise */
     }
     action unknown_source() { meta.src_known = false; }
     action unknown_destination() { meta.dst_known = false; }
@@ -149,7 +149,7 @@ control Ingress(inout headers_t hdr,
                  * pass table writes its own over it) */
                 hdr.pass.agg_index = dst_aggregator.get({meta.dst_agg});
                 bit<8> want_lanes = SG_MAX_LANES;
-                if (hdr.sg.chunk + 1 == hdr.pass.chunks) {
+                if (meta.chunks_left == 1) {   /* the last chunk (admission.p4) */
                     want_lanes = meta.last_lanes;
                 }
                 bool lanes_ok = false;

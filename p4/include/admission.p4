@@ -64,7 +64,11 @@ control Admission(inout headers_t hdr,
         hdr.pass.chunks = chunks;
         meta.last_lanes = last_lanes;
         meta.blocks = blocks;
-        meta.vertices = vertices;
+        /* Repr::check_plan's limits as saturating differences, since a gateway compares two
+         * fields only for equality: no room left (0) means out of range. Straight from the
+         * action data: the vertex count needs no field of its own. */
+        meta.vertex_room = vertices |-| meta.vertex_room;   /* (held max(src, dst)) */
+        meta.chunks_left = chunks |-| hdr.sg.chunk;   /* 1: the last chunk */
         meta.mode = mode;
     }
 
@@ -91,17 +95,35 @@ control Admission(inout headers_t hdr,
         meta.drop_reason = reason;
     }
 
-    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) chunk16;
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) chunk_row;
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) chunk_agg;
+
+    /* The block limit as a saturating difference too (not 0: out of range). The block count
+     * is a field, as the barrier compares with it; in an action of its own, as the compiler
+     * copies a plain assignment's arithmetic into the conditions that read it. */
+    /* The larger of the packet's vertices: both are in range when it is (one PHV word, not
+     * two, for the limit below). */
+    action farther_vertex() {
+        meta.vertex_room = (hdr.sg.src > hdr.sg.dst) ? hdr.sg.src : hdr.sg.dst;
+    }
+
+    action measure_block() {
+        meta.block_over = hdr.sg.block |-| meta.blocks;
+    }
 
     apply {
         /* Straight-line, each table applied once (p4c for Tofino refuses a table applied in
          * two places): the checks of a first pass, the job, the first pass's own checks, the
          * exchange, then what depends on the pass. */
         bool first = !hdr.pass.isValid();
-        /* Widened by an identity hash, not by a move: a move from a header byte into a wider
-         * field puts both in one container size, and the index sums would then pull the
-         * header's chunk byte into a container it cannot fill. */
-        meta.chunk = chunk16.get({hdr.sg.chunk});
+        /* The chunk, widened by identity hashes straight into the seen word and aggregator
+         * that source_row's and destination_slot's actions add their bases to (no 16-bit copy
+         * of it: ingress PHV is short). A hash, not a move: a move from a header byte into a
+         * wider field puts both in one container size, and the index sums would then pull
+         * the header's chunk byte into a container it cannot fill. */
+        meta.row_word = chunk_row.get({hdr.sg.chunk});
+        meta.dst_agg = chunk_agg.get({hdr.sg.chunk});
+        farther_vertex();
         if (first && !meta.drop) {   /* (else the parser already named the reason) */
             if (!hdr.sg.isValid()) {
                 drop_with(DROP_TRUNCATED);
@@ -140,6 +162,7 @@ control Admission(inout headers_t hdr,
          * allreduce.p4, checks it). */
         if (!meta.drop && hdr.sg.packet_type != SG_REDUCE) {
             exchange_config.apply();
+            measure_block();
         }
         if (!first) {
             if (hdr.pass.step == STEP_HOP) {
@@ -147,9 +170,13 @@ control Admission(inout headers_t hdr,
             }
         } else if (!meta.drop) {
             if (hdr.sg.packet_type != SG_REDUCE) {
-                /* Repr::check_plan, in its order. */
-                if (hdr.sg.src >= meta.vertices || hdr.sg.dst >= meta.vertices
-                        || hdr.sg.block > meta.blocks || hdr.sg.chunk >= hdr.pass.chunks) {
+                /* Repr::check_plan, in its order (one test per condition: a gateway reads
+                 * at most 4 bytes and 12 bits of fields). */
+                if (meta.vertex_room == 0) {   /* src or dst */
+                    drop_with(DROP_OUT_OF_RANGE);
+                } else if (meta.block_over != 0) {
+                    drop_with(DROP_OUT_OF_RANGE);
+                } else if (meta.chunks_left == 0) {
                     drop_with(DROP_OUT_OF_RANGE);
                 } else if (hdr.sg.packet_type == SG_RESULT
                         || hdr.sg.packet_type == SG_BLOCK_GO) {

@@ -62,7 +62,7 @@ const bit<32> RELEASED = 0x80000000;
 
 /* What the count register says when a pass has no aggregator in this pipe (a pass-0 entry
  * that only fans out). */
-const bit<8> AGG_NONE = 4;
+const bit<3> AGG_NONE = 4;
 
 struct agg_state_t {
     bit<32> phase;   /* the block phase that last touched it: older means Idle */
@@ -189,7 +189,7 @@ control Aggregation(inout headers_t hdr,
         hdr.pass.dst_worker = dst_worker;
         hdr.pass.dst_port = dst_port;
         meta.expected = expected;
-        meta.row_word = seen_row + meta.chunk;
+        meta.row_word = seen_row + meta.row_word;   /* the chunk, from apply */
         meta.fanout = 0;
         meta.last = 1;
     }
@@ -246,6 +246,8 @@ control Aggregation(inout headers_t hdr,
     };
 
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk_word;
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) partial_chunk;
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) pass_group_of;
 
     Register<agg_state_t, bit<32>>(AGGREGATORS) state;
     /* One contribution: a fresh aggregator (older phase) starts at 1, a released one stays
@@ -270,6 +272,13 @@ control Aggregation(inout headers_t hdr,
             counted = value.count;
         }
     };
+
+    /* counted > expected for the gateway, which compares two fields only for equality: the
+     * excess, in place of the expected count once the equality has been tested (no PHV for
+     * a field of its own). An action of its own keeps the subtraction out of the condition. */
+    action past_expected() {
+        meta.expected = meta.counted[15:0] |-| meta.expected;
+    }
 
     LANE_PAIR(0, 32)  LANE_PAIR(1, 33)  LANE_PAIR(2, 34)  LANE_PAIR(3, 35)
     LANE_PAIR(4, 36)  LANE_PAIR(5, 37)  LANE_PAIR(6, 38)  LANE_PAIR(7, 39)
@@ -398,6 +407,8 @@ control Aggregation(inout headers_t hdr,
          * container of its own). */
         hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
         if (meta.mode == SG_MODE_REDUCE) {
+            /* (afresh: source_row's action added the source's row to it) */
+            meta.row_word = partial_chunk.get({hdr.sg.chunk});
             partial_aggregator.apply();
         } else {
             vertex_aggregators.apply();
@@ -440,10 +451,15 @@ control Aggregation(inout headers_t hdr,
                 meta.agg_outcome = AGG_RAW;
             } else if (meta.counted == (bit<32>) meta.expected) {
                 meta.agg_outcome = AGG_COMPLETE;
-            } else if (meta.counted > (bit<32>) meta.expected) {
-                meta.agg_outcome = AGG_DONE;
+            } else if (meta.counted[31:16] != 0) {
+                meta.agg_outcome = AGG_DONE;   /* past any 16-bit expected count */
             } else {
-                meta.agg_outcome = AGG_ADD;
+                past_expected();
+                if (meta.expected != 0) {
+                    meta.agg_outcome = AGG_DONE;
+                } else {
+                    meta.agg_outcome = AGG_ADD;
+                }
             }
         }
         /* A fresh aggregator is written, an active one added to: the control flow picks the
@@ -494,9 +510,13 @@ control Aggregation(inout headers_t hdr,
             if (emits) { emit_copy = 1; }
             bit<1> continue_copy = 0;
             if (continues) { continue_copy = 1; }
-            /* pipe << 6 | fan-out << 2 | copies, by concatenation (fan-out < 16), then one add:
-             * an action takes one instruction per field */
-            meta.pass_group = 8w0 ++ hdr.pass.pipe[1:0] ++ fan[3:0] ++ emit_copy ++ continue_copy;
+            /* pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an action takes
+             * one instruction per field. By an identity hash, not a concatenation: that was
+             * written piece by piece, so the offset needed initialising, and p4c's check of
+             * that initialisation stopped on a compiler bug (a table of the raw path, which
+             * returns before this, sharing the offset's container). */
+            meta.pass_group = pass_group_of.get({hdr.pass.pipe[1:0], fan[3:0], emit_copy,
+                                                 continue_copy});
             ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
         } else if (continues) {
             ig_tm_md.ucast_egress_port = loop;

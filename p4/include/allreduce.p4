@@ -186,11 +186,20 @@ control AllReduce(inout headers_t hdr, inout ingress_metadata_t meta) {
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) bank_offset;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) seen_offset;
 
-    apply {
+    /* One hash per action: an action without a key takes 32 bits of hash output ("the
+     * immediate pathway"), and the two offsets in one took 64. */
+    action bank_of_slice() {
         /* Slot s, bank b: offset 2·s + b among the region's banks (b is checked below). */
         meta.reduce_offset = bank_offset.get({hdr.sg.block, hdr.sg.chunk[0:0]});
+    }
+    action seen_word_of_slice() {
         /* Its seen word: 8 per bank, the worker's group of 32 the last three bits. */
         meta.reduce_seen_offset = seen_offset.get({hdr.sg.block, hdr.sg.chunk[0:0], hdr.sg.worker[7:5]});
+    }
+
+    apply {
+        bank_of_slice();
+        seen_word_of_slice();
         allreduce_region.apply();
         worker_bit.apply();
         if (!meta.reduce_known) {

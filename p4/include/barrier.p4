@@ -24,9 +24,9 @@
 #define SWITCHGNN_BARRIER_P4
 
 /* What the exchange registers say about a packet. */
-const bit<8> RUN_CURRENT = 1;   /* the running exchange and the packet's block */
-const bit<8> RUN_OTHER   = 2;   /* the running exchange, another block (or not started) */
-const bit<8> RUN_STALE   = 3;   /* another exchange */
+const bit<2> RUN_CURRENT = 1;   /* the running exchange and the packet's block */
+const bit<2> RUN_OTHER   = 2;   /* the running exchange, another block (or not started) */
+const bit<2> RUN_STALE   = 3;   /* another exchange */
 
 /* Extra passes of the barrier (bridged `step` of a barrier packet). */
 const bit<8> STEP_OPEN    = 3;  /* write the new exchange into the registers */
@@ -54,7 +54,7 @@ control RunningExchange(inout headers_t hdr,
         void apply(inout bit<32> value, out bit<32> old) { old = value; }
     };
     RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_tag) write_tag = {
-        void apply(inout bit<32> value, out bit<32> now) { value = meta.new_tag; now = value; }
+        void apply(inout bit<32> value, out bit<32> now) { value = hdr.pass.agg_index; now = value; }
     };
     RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_tag) advance_tag = {
         void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
@@ -80,17 +80,32 @@ control RunningExchange(inout headers_t hdr,
         void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
     };
 
+    /* The packet's block and the block count against the running block, as saturating
+     * differences (a gateway compares two fields only for equality): once started, block_lead
+     * is 0 for a block ahead, 1 for the running block, more for one behind. An action of its
+     * own: the compiler copies a plain assignment's arithmetic into the conditions that read
+     * it, and a gateway does no arithmetic. */
+    action locate_block() {
+        meta.block_lead = meta.running_tag[15:0] |-| hdr.sg.block;
+        meta.final_lead = meta.running_tag[15:0] |-| meta.blocks;   /* 1: the final block */
+    }
+
+    /* The new exchange's tag (layer << 24 | backward << 16, no block yet), widened by a hash
+     * into the pass header's aggregator word, which a barrier pass does not use: a metadata
+     * word of its own would cost ingress PHV. */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) opened_tag;
+
     apply {
         /* (The registers are indexed by the job's slot as it is: a 32-bit copy of it would
          * take PHV for nothing.) */
-        /* The tag's upper half, layer << 8 | backward, as one concatenation (one instruction);
-         * the Barrier compares with it too. */
-        meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
         /* The running epoch goes in the pass header's dst word and the phase in its phase word
          * (no metadata copies: ingress PHV is short): compared below, carried by an opening
          * pass for `previous`, and a data pass's table writes its destination over dst. */
+        /* The tag's upper half, layer << 8 | backward, as one concatenation (one instruction);
+         * the Barrier compares with it too. */
+        meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
         if (hdr.pass.step == STEP_OPEN) {
-            meta.new_tag = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4] ++ 16w0;
+            hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
             write_epoch.execute(meta.job_slot);
             meta.running_tag = write_tag.execute(meta.job_slot);
             write_previous.execute(meta.job_slot);
@@ -111,15 +126,12 @@ control RunningExchange(inout headers_t hdr,
         }
         /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
          * value into a field. */
-        meta.running_block = meta.running_tag[15:0] - 1;
-        /* (here, not in unicast_go's argument: a header field written by arithmetic must sit
-         * alone in its container, and sg.block then cannot share one with sg.count) */
-        meta.previous_block = meta.previous_tag[15:0] - 1;
+        locate_block();
         meta.started = false;
         meta.finished = false;
         if (meta.running_tag[15:0] != 0) {
             meta.started = true;
-            if (meta.running_block == meta.blocks) {
+            if (meta.final_lead == 1) {   /* the running block is `blocks`: complete */
                 meta.finished = true;
             }
         }
@@ -128,7 +140,7 @@ control RunningExchange(inout headers_t hdr,
             meta.run = RUN_STALE;
         } else if (meta.running_tag[31:16] != meta.want) {
             meta.run = RUN_STALE;
-        } else if (meta.started && meta.running_block == hdr.sg.block) {
+        } else if (meta.block_lead == 1) {   /* started, and the packet's block */
             meta.run = RUN_CURRENT;
         } else {
             meta.run = RUN_OTHER;
@@ -202,10 +214,20 @@ control Barrier(inout headers_t hdr,
         meta.drop_reason = DROP_STALE;
     }
 
-    /* A go to this worker alone (switch.rs `Fabric::go` for one port): a lost go, repeated. */
-    action unicast_go(bit<16> block) {
+    /* A go to this worker alone (switch.rs `Fabric::go` for one port): a lost go, repeated.
+     * The block is the running one (or, for a late BlockDone, the previous exchange's final
+     * one), computed here from the tag: sg.block is alone in its container anyway, as the
+     * source of a saturating subtraction, and a metadata copy would cost ingress PHV. */
+    action go_running() {
         hdr.sg.packet_type = SG_BLOCK_GO;
-        hdr.sg.block = block;
+        hdr.sg.block = meta.running_tag[15:0] - 1;
+        hdr.pass.out_kind = OUT_FORWARD;
+        hdr.pass.dst_worker = hdr.sg.worker;
+        meta.to_sender = true;
+    }
+    action go_previous() {
+        hdr.sg.packet_type = SG_BLOCK_GO;
+        hdr.sg.block = meta.previous_tag[15:0] - 1;
         hdr.pass.out_kind = OUT_FORWARD;
         hdr.pass.dst_worker = hdr.sg.worker;
         meta.to_sender = true;
@@ -220,7 +242,7 @@ control Barrier(inout headers_t hdr,
             /* begin_block: multicast the go of the block the exchange is now in (the final go,
              * block = blocks, when it is complete). */
             hdr.sg.packet_type = SG_BLOCK_GO;
-            hdr.sg.block = meta.running_block;
+            hdr.sg.block = meta.running_tag[15:0] - 1;
             hdr.pass.out_kind = OUT_GO;
             ig_tm_md.mcast_grp_a = meta.go_group;
             return;
@@ -248,20 +270,22 @@ control Barrier(inout headers_t hdr,
                     return;
                 }
                 if (meta.run == RUN_STALE) { drop_stale(); return; }
-                if (meta.started) { unicast_go(meta.running_block); return; }
+                if (meta.started) { go_running(); return; }
             } else {
                 /* BlockDone */
                 if (meta.run == RUN_STALE) {
                     if (meta.previous_tag != 0 && meta.previous_tag[31:16] == meta.want) {
-                        unicast_go(meta.previous_block);   /* missed the final go */
+                        go_previous();   /* missed the final go */
                         return;
                     }
                     drop_stale();
                     return;
                 }
                 if (!meta.started) { drop_stale(); return; }
-                if (hdr.sg.block < meta.running_block) { unicast_go(meta.running_block); return; }
-                if (hdr.sg.block > meta.running_block || meta.finished) { drop_stale(); return; }
+                /* (started: block_lead 0 is a block ahead, 2 or more one behind) */
+                if (meta.block_lead == 0) { drop_stale(); return; }
+                if (meta.block_lead != 1) { go_running(); return; }
+                if (meta.finished) { drop_stale(); return; }
             }
         }
         if (mark_arrived.execute(arrival) == 0) {

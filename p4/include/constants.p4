@@ -130,7 +130,12 @@ const bit<8> STEP_REPLAY_HIGH = 10; /* all-reduce: then its high half, and back 
  * pair out unchanged (aggregation.p4, READ_LOW). */
 const bit<32> LANE_MIN = 0x80000000;
 
-/* Mirror type of the acknowledgement copy (ingress-to-egress mirror to the sender). */
+/* Mirror type of the acknowledgement copy (ingress-to-egress mirror to the sender): a 3-bit
+ * field on Tofino 1, 4 bits on Tofino 2. */
+#if __TARGET_TOFINO__ >= 2
+const bit<4> MIRROR_ACK = 1;
+#else
 const bit<3> MIRROR_ACK = 1;
+#endif
 
 #endif

@@ -56,6 +56,22 @@ control Egress(inout headers_t hdr,
         void apply(inout bit<32> value, out bit<32> old) { old = value; value = value + 1; }
     };
 
+    /* (the queue depth by an identity hash into a field of its own: the saturating
+     * subtraction below needs sources alone in their containers, and the intrinsic header
+     * packs enq_qdepth with padding) */
+    Hash<bit<19>>(HashAlgorithm_t.IDENTITY) qdepth_copy;
+
+    /* (an action of its own: an action that takes hash output may hold no action data, and
+     * the statements around it hold constants) */
+    action copy_qdepth() {
+        meta.qdepth = qdepth_copy.get({eg_intr_md.enq_qdepth});
+    }
+
+    /* The depth past the threshold (a gateway compares two fields only for equality). */
+    action measure_queue() {
+        meta.ecn_excess = meta.qdepth |-| meta.ecn_threshold;
+    }
+
     action set_ecn_threshold(bit<19> cells) {
         meta.ecn_threshold = cells;
     }
@@ -167,8 +183,10 @@ control Egress(inout headers_t hdr,
         hdr.ipv4.total_len = 20 + 8 + 32 + meta.payload;
         hdr.udp.length = 8 + 32 + meta.payload;
         hdr.udp.checksum = 0;   /* optional for UDP over IPv4; the payload changed */
+        copy_qdepth();
         ecn_marking.apply();
-        if ((bit<19>) eg_intr_md.enq_qdepth > meta.ecn_threshold) {
+        measure_queue();
+        if (meta.ecn_excess != 0) {
             hdr.sg.flags = hdr.sg.flags | SG_FLAG_ECN;
         }
     }

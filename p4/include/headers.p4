@@ -106,14 +106,16 @@ struct ingress_metadata_t {
     bool    drop;
     bool    admitted;
     bool    hop;          /* admitted in another pipe: recirculate into the aggregation pipe */
-    bit<16> chunk;        /* hdr.sg.chunk, widened by a hash (admission.p4) for the 16-bit sums */
-    bit<16> row_word;     /* the source's seen word for this chunk (source_row, partials) */
-    bit<16> dst_agg;      /* the destination's aggregator for this chunk (destination_slot) */
+    bit<16> row_word;     /* the chunk, then the source's seen word for it (source_row, partials) */
+    bit<16> dst_agg;      /* the chunk, then the destination's aggregator for it */
     /* exchange_config */
     bit<8>  mode;
     bit<8>  last_lanes;
     bit<16> blocks;
-    bit<32> vertices;
+    /* the limits against the packet (admission.p4 `set_exchange`, `measure_block`) */
+    bit<32> vertex_room;  /* max(src, dst), then vertices |-| it: 0 when one is out of range */
+    bit<16> block_over;   /* block |-| blocks: not 0 when block is out of range */
+    bit<8>  chunks_left;  /* chunks |-| chunk: 0 out of range, 1 the last chunk */
     /* job_config */
     bit<16> workers;
     MulticastGroupId_t go_group;
@@ -128,14 +130,14 @@ struct ingress_metadata_t {
     bit<8>  dst_pipe;     /* the pipe of the destination's aggregator */
     /* vertex_aggregators: this pass's aggregator */
     bool    has_pass;
-    bit<16> expected;
+    bit<16> expected;     /* (past an incomplete count, counted[15:0] |-| expected) */
     bit<32> seen_index;
     bit<1>  last;
     bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
     bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
     bit<16> pass_group;   /* the pass group's offset among the job's (pipe, fan-out, copies) */
     /* register outcomes */
-    bit<8>  agg_outcome;  /* AGG_* below */
+    bit<3>  agg_outcome;  /* AGG_* below (3 bits: ingress PHV is short) */
     bit<32> counted;      /* count after this contribution; 1 = a fresh aggregator */
     /* job_config and the running exchange (barrier.p4) */
     bit<16> job_slot;
@@ -143,11 +145,10 @@ struct ingress_metadata_t {
     bit<8>  home_pipe;
     bit<32> running_tag;
     bit<32> previous_tag;
-    bit<16> previous_block;   /* previous_tag's block: the final go's, for a late BlockDone */
-    bit<32> new_tag;
     bit<16> want;         /* layer << 8 | backward: a running tag's upper half for this packet */
-    bit<16> running_block;
-    bit<8>  run;
+    bit<16> block_lead;   /* running_tag[15:0] |-| block: 0 ahead, 1 this block, more behind */
+    bit<16> final_lead;   /* running_tag[15:0] |-| blocks: 1 when the exchange is complete */
+    bit<2>  run;          /* RUN_* (barrier.p4) */
     bool    started;
     bool    finished;
     bool    may_open;
@@ -169,14 +170,16 @@ struct ingress_metadata_t {
 }
 
 /* What the count register says about this pass's aggregator (switch.rs `Agg`). */
-const bit<8> AGG_ADD      = 0;   /* Active: add, not yet complete */
-const bit<8> AGG_COMPLETE = 1;   /* Active: add, and this was the expected count → emit result */
-const bit<8> AGG_RAW      = 2;   /* Released: send this contribution raw to the destination */
-const bit<8> AGG_DONE     = 3;   /* already complete (cannot happen with a consistent table) */
+const bit<3> AGG_ADD      = 0;   /* Active: add, not yet complete */
+const bit<3> AGG_COMPLETE = 1;   /* Active: add, and this was the expected count → emit result */
+const bit<3> AGG_RAW      = 2;   /* Released: send this contribution raw to the destination */
+const bit<3> AGG_DONE     = 3;   /* already complete (cannot happen with a consistent table) */
 
 struct egress_metadata_t {
     bit<8>  mirror_kind;
     bit<19> ecn_threshold;
+    bit<19> qdepth;       /* enq_qdepth, copied by a hash: a field of its own for the ALU */
+    bit<19> ecn_excess;   /* qdepth |-| ecn_threshold: not 0 marks ECN */
     bit<16> payload;      /* the lanes' bytes: a field, so that the lengths take one add each */
 }
 
