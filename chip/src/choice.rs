@@ -13,6 +13,8 @@
 //! least bound; on real chips its bound is now far above the host exchange's there. The host
 //! exchange is always a candidate, listed first, so that a tie goes to it.
 
+use std::borrow::Borrow;
+
 use serde::Serialize;
 
 use crate::{Bound, Chip, HostCost, Load};
@@ -41,16 +43,16 @@ impl Choice {
     /// The kind with the least lower bound among `candidates` (name and load); the first wins
     /// a tie.
     /// `None` when there is no candidate.
-    pub fn of<'a>(
+    pub fn of<'a, L: Borrow<Load>>(
         chip: &Chip,
         cost: &HostCost,
-        candidates: impl IntoIterator<Item = (&'a str, Load)>,
+        candidates: impl IntoIterator<Item = (&'a str, L)>,
     ) -> Option<Choice> {
         let candidates: Vec<Candidate> = candidates
             .into_iter()
             .map(|(kind, load)| Candidate {
                 kind: kind.to_string(),
-                bound: Bound::of(chip, &load, cost),
+                bound: Bound::of(chip, load.borrow(), cost),
             })
             .collect();
         let mut chosen = 0;
@@ -134,6 +136,6 @@ mod tests {
         assert!(c.sentence().starts_with("reduce"), "{}", c.sentence());
         let tie = Choice::of(&chip, &cost, [("host", load(500)), ("reduce", load(500))]).unwrap();
         assert_eq!(tie.kind(), "host");
-        assert!(Choice::of(&chip, &cost, []).is_none());
+        assert!(Choice::of(&chip, &cost, [] as [(&str, Load); 0]).is_none());
     }
 }

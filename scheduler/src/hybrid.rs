@@ -216,6 +216,7 @@ pub fn hybrid_plan(
     };
 
     let f64s = |x: &[u64]| x.iter().map(|&b| b as f64).collect::<Vec<_>>();
+    let switch = start.switch_work_on(chip);
     let mut model = Model {
         chip,
         cost,
@@ -223,8 +224,8 @@ pub fn hybrid_plan(
         received_bytes: f64s(&start.received_bytes),
         sent_packets: f64s(&start.sent_packets),
         received_packets: f64s(&start.received_packets),
-        passes: start.switch_work_on(chip).passes as f64,
-        recirculated_bytes: start.switch_work_on(chip).recirculated_bytes as f64,
+        passes: switch.passes as f64,
+        recirculated_bytes: switch.recirculated_bytes as f64,
         lane_updates: start.lane_updates as f64,
     };
     let chunks = width.div_ceil(MAX_LANES);

@@ -76,8 +76,6 @@ struct Row {
     fabrics: Vec<FabricRow>,
 }
 
-/// What crosses the links between leaves and spine with two-level aggregation (no loss; data
-/// packets, each link crossed counted).
 /// A kind and its lower bound on the row's chip.
 #[derive(Debug, Clone, Serialize)]
 struct Pick {
@@ -93,8 +91,7 @@ impl Pick {
         cost: &HostCost,
         kinds: impl IntoIterator<Item = (&'a str, &'a Load)>,
     ) -> Pick {
-        let choice = Choice::of(chip, cost, kinds.into_iter().map(|(k, l)| (k, l.clone())))
-            .expect("a candidate");
+        let choice = Choice::of(chip, cost, kinds).expect("a candidate");
         Pick {
             kind: choice.kind().to_string(),
             seconds: choice.bound().seconds,
@@ -102,6 +99,8 @@ impl Pick {
     }
 }
 
+/// What crosses the links between leaves and spine with two-level aggregation (no loss; data
+/// packets, each link crossed counted).
 #[derive(Debug, Serialize)]
 struct FabricRow {
     racks: u16,
