@@ -712,6 +712,54 @@ fn simulate_runs_the_best_host_only_kind_beside_the_pick() {
     }
 }
 
+/// `--rate-control` chooses how the workers answer ECN echoes; the report records it, and with
+/// a marking threshold every burst crosses, ignoring the echoes changes the run.
+#[test]
+fn simulate_takes_the_workers_rate_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |setting: &str| {
+        let out = dir.path().join(setting);
+        stdout_ok(&[
+            "simulate",
+            "synthetic:small,scale=0.25",
+            "--workers",
+            "4",
+            "--modes",
+            "host",
+            "--feature-dims",
+            "256",
+            "--ecn-threshold",
+            "2KB",
+            "--rate-control",
+            setting,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let report = switchgnn_sim::report::read_report(&out).unwrap();
+        let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+        (report, readme)
+    };
+    let (halve, _) = run("halve");
+    let (off, readme) = run("off");
+    assert_eq!(off.spec.rate_control.name(), "off");
+    assert!(readme.contains("ECN echoes ignored"), "{readme}");
+    let (h, o) = (&halve.runs[0], &off.runs[0]);
+    assert!(h.ecn_echoes > 0 && o.ecn_echoes > 0, "{h:?} {o:?}");
+    // Halving on every burst of echoes slows the senders; ignoring them does not.
+    assert!(o.comm_ns < h.comm_ns, "{h:?} {o:?}");
+    let bad = switchgnn(&[
+        "simulate",
+        "synthetic:small,scale=0.25",
+        "--rate-control",
+        "cubic",
+        "--out",
+        dir.path().join("bad").to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("halve, proportional, off"), "{err}");
+}
+
 #[test]
 fn simulate_writes_a_report_with_tables_series_and_plots() {
     let dir = tempfile::tempdir().unwrap();

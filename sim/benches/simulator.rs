@@ -62,6 +62,7 @@ fn spec(workers: u16) -> SweepSpec {
         frame_overhead: switchgnn_sim::driver::FRAME_OVERHEAD,
         sample_ns: 10_000,
         window: 512,
+        rate_control: Default::default(),
         // As in the reproduction runs: the 200 µs default sets off fetch storms at 128 workers.
         timers: Timers {
             result: 5_000_000,

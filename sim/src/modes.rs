@@ -251,6 +251,11 @@ impl RateControl {
         RateControl::Off,
     ];
 
+    /// The setting named `name` (as [`RateControl::name`] gives it).
+    pub fn from_name(name: &str) -> Option<RateControl> {
+        RateControl::ALL.into_iter().find(|r| r.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             RateControl::Halve => "halve",

@@ -12,6 +12,7 @@ use switchgnn_datasets::atomic::write_atomically;
 use switchgnn_partition::size::format_bytes;
 use thiserror::Error;
 
+use crate::modes::RateControl;
 use crate::plot;
 use crate::sweep::{EpochRow, LayerRow, RunRow, SweepResult, SweepSpec};
 
@@ -314,7 +315,7 @@ fn readme(result: &SweepResult, command: &str) -> String {
         "Star of N hosts, {} Gbps links with {} µs delay; {} of buffer per egress queue, ECN \
          marking above {}, chip {}; host NICs {} Gbps, {} ns per packet \
          sent or received; {} bytes of framing per packet. Layer widths {:?}; compute {} ms per \
-         epoch. Chunk bundling: {}. Window {} chunks per worker. Seed {}.\n",
+         epoch. Chunk bundling: {}. Window {} chunks per worker; ECN echoes {}. Seed {}.\n",
         s.link.gbps,
         s.link.delay_ns as f64 / 1e3,
         format_bytes(s.buffer_bytes),
@@ -327,6 +328,11 @@ fn readme(result: &SweepResult, command: &str) -> String {
         s.compute_ms,
         if s.bundle { "on" } else { "off" },
         s.window,
+        match s.rate_control {
+            RateControl::Halve => "halve the rate",
+            RateControl::Proportional => "cut by half the marked fraction (DCTCP)",
+            RateControl::Off => "ignored",
+        },
         s.seed
     );
     out.push_str("## Epochs\n\n");

@@ -27,7 +27,7 @@ use crate::driver::Tap;
 use crate::fabric::{HostSpec, LinkSpec, PortStats, SwitchSpec, Topology};
 use crate::modes::{
     exchange_plan, scale_for, simulate_exchange_tapped, ExchangeSetup, ExchangeSim, ModeError,
-    SimMode,
+    RateControl, SimMode,
 };
 use crate::series::Series;
 
@@ -54,6 +54,9 @@ pub struct SweepSpec {
     pub frame_overhead: u64,
     pub sample_ns: u64,
     pub window: usize,
+    /// How the workers' rate controllers answer ECN echoes.
+    #[serde(default)]
+    pub rate_control: RateControl,
     pub timers: Timers,
     /// One chunk per vertex standing for all of its chunks (see [`crate::driver::Bundle`]).
     pub bundle: bool,
@@ -443,7 +446,7 @@ pub fn sweep(
                         layer: layer as u8,
                         backward: false,
                         control: None,
-                        rate_control: Default::default(),
+                        rate_control: spec.rate_control,
                         two_level: false,
                         chip_floor: true,
                         framing: cfg.host.framing,
@@ -768,7 +771,7 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                             layer: 0,
                             backward: false,
                             control: None,
-                            rate_control: Default::default(),
+                            rate_control: spec.rate_control,
                             two_level: false,
                             chip_floor: true,
                             framing: cfg.host.framing,

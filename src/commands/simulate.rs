@@ -13,6 +13,7 @@ use switchgnn_dataplane::engine::Timers;
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_sim::background::FlowSizes;
 use switchgnn_sim::contention::contention_table;
+use switchgnn_sim::modes::RateControl;
 use switchgnn_sim::racks::{rack_table, FabricSpec};
 use switchgnn_sim::report::{epoch_table, write_report};
 use switchgnn_sim::sweep::{
@@ -70,6 +71,11 @@ pub struct Args {
     /// Data chunks a worker keeps unacknowledged.
     #[arg(long, default_value_t = 512)]
     pub window: usize,
+    /// How the workers' rate control answers ECN echoes: halve (the rate halves, once per
+    /// cut interval), proportional (by half the fraction of acks that came back marked, as
+    /// DCTCP does), off (echoes ignored).
+    #[arg(long, default_value = "halve", value_parser = parse_rate_control)]
+    pub rate_control: RateControl,
     /// Retransmission timeout floor of the engines, µs.
     #[arg(long, default_value_t = 50.0)]
     pub rto_us: f64,
@@ -133,6 +139,13 @@ pub struct Args {
     /// Report folder.
     #[arg(short, long)]
     pub out: PathBuf,
+}
+
+fn parse_rate_control(name: &str) -> Result<RateControl, String> {
+    RateControl::from_name(name).ok_or_else(|| {
+        let names: Vec<_> = RateControl::ALL.iter().map(|r| r.name()).collect();
+        format!("one of: {}", names.join(", "))
+    })
 }
 
 fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
@@ -214,6 +227,7 @@ pub fn run(args: Args) -> Result<()> {
         frame_overhead: switchgnn_sim::driver::FRAME_OVERHEAD,
         sample_ns: (args.sample_us * 1e3).round().max(1.0) as u64,
         window: args.window.max(1),
+        rate_control: args.rate_control,
         timers: Timers {
             rto: (args.rto_us * 1e3).round().max(1.0) as u64,
             result: (args.result_timeout_us * 1e3).round().max(1.0) as u64,
