@@ -48,6 +48,7 @@ pub enum SimMode {
     Host,
     G3,
     HostReduce,
+    HostHybrid,
     Strawman,
     #[serde(rename = "switchgnn")]
     SwitchGnn,
@@ -63,10 +64,11 @@ pub enum SimMode {
 
 impl SimMode {
     /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
-    pub const ALL: [SimMode; 8] = [
+    pub const ALL: [SimMode; 9] = [
         SimMode::Host,
         SimMode::G3,
         SimMode::HostReduce,
+        SimMode::HostHybrid,
         SimMode::Strawman,
         SimMode::SwitchGnn,
         SimMode::SwitchGnnNoGamr,
@@ -79,6 +81,7 @@ impl SimMode {
             SimMode::Host => "host",
             SimMode::G3 => "g3",
             SimMode::HostReduce => "host-reduce",
+            SimMode::HostHybrid => "host-hybrid",
             SimMode::Strawman => "strawman",
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
@@ -103,6 +106,7 @@ impl SimMode {
             SimMode::Host => ExchangeKind::Host,
             SimMode::G3 => ExchangeKind::BalancedHost,
             SimMode::HostReduce => ExchangeKind::HostReduce,
+            SimMode::HostHybrid => ExchangeKind::HostHybrid,
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
             SimMode::Reduce => ExchangeKind::Reduce,
