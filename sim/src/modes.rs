@@ -57,8 +57,9 @@ pub enum SimMode {
     Reduce,
     Hybrid,
     Auto,
-    /// The faster host-only kind by the chip model's bound (the host exchange or host-only
-    /// pre-aggregation): the baseline every in-network kind is judged against.
+    /// The fastest host-only kind by the chip model's bound (the host exchange, host-only
+    /// pre-aggregation or the host hybrid): the baseline every in-network kind is judged
+    /// against.
     BestHost,
 }
 
