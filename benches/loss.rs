@@ -8,8 +8,8 @@
 //!
 //! `cargo bench --bench loss [-- DATASET ...] ` (default: Cora and Amazon-Computers from
 //! ../shared/datasets when present, else synthetic:small). `SWITCHGNN_BENCH_KINDS` picks the
-//! kinds (default `switch,host,host-reduce,reduce`), `SWITCHGNN_BENCH_RUNS` the runs per loss
-//! (default 3).
+//! kinds (default `switch,host,host-reduce,host-hybrid,reduce`), `SWITCHGNN_BENCH_RUNS` the
+//! runs per loss (default 3).
 
 mod support;
 
@@ -69,8 +69,8 @@ fn main() {
             datasets.push("synthetic:small".into());
         }
     }
-    let kinds =
-        std::env::var("SWITCHGNN_BENCH_KINDS").unwrap_or("switch,host,host-reduce,reduce".into());
+    let kinds = std::env::var("SWITCHGNN_BENCH_KINDS")
+        .unwrap_or("switch,host,host-reduce,host-hybrid,reduce".into());
     let runs: u64 = std::env::var("SWITCHGNN_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -26,8 +26,9 @@ pub struct JobArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "job")]
     pub plan: Option<PathBuf>,
     /// The exchange: switch (SwitchGNN blocks), host, g3, host-reduce (host-only partial
-    /// sums), strawman, reduce (partial sums added in the switch), auto (each layer the kind its plan records) or tcp (the host exchange
-    /// over TCP between the workers); without a job file.
+    /// sums), host-hybrid (per worker pair, raw copies or partial sums, the fewer rows),
+    /// strawman, reduce (partial sums added in the switch), auto (each layer the kind its plan
+    /// records) or tcp (the host exchange over TCP between the workers); without a job file.
     #[arg(long, default_value = "switch", conflicts_with = "job")]
     pub exchange: String,
     /// The dataset argument (default: the one the plan was prepared from).
@@ -69,8 +70,8 @@ impl JobArgs {
 pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
     ExchangeKind::parse(name).with_context(|| {
         format!(
-            "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, strawman, reduce, \
-             hybrid, auto)"
+            "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, host-hybrid, \
+             strawman, reduce, hybrid, auto)"
         )
     })
 }
@@ -80,8 +81,8 @@ pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
 pub fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
     job::parse_exchange(name).with_context(|| {
         format!(
-            "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, strawman, reduce, \
-             hybrid, auto, tcp)"
+            "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, host-hybrid, \
+             strawman, reduce, hybrid, auto, tcp)"
         )
     })
 }

@@ -256,10 +256,12 @@ fn analyze_reports_traffic_per_worker_count() {
             let (pick, base) = (&r["pick"], &r["best_host_only"]);
             let kind = pick["kind"].as_str().unwrap();
             assert!(
-                ["host", "host-reduce", "switchgnn", "reduce"].contains(&kind),
+                ["host", "host-reduce", "host-hybrid", "switchgnn", "reduce"].contains(&kind),
                 "{kind}"
             );
-            assert!(["host", "host-reduce"].contains(&base["kind"].as_str().unwrap()));
+            assert!(
+                ["host", "host-reduce", "host-hybrid"].contains(&base["kind"].as_str().unwrap())
+            );
             let seconds = |x: &serde_json::Value| x["seconds"].as_f64().unwrap();
             assert!(seconds(pick) <= seconds(base), "{pick} {base}");
             assert_eq!(r["verdict"]["baseline"], base["kind"]);
@@ -288,6 +290,9 @@ fn analyze_counts_what_crosses_the_racks() {
         assert!(bytes(f, "reduce") <= bytes(f, "switchgnn"), "{f}");
         // The host exchange's copies go packed to the MTU, the partial sums a chunk a packet.
         assert!(packets(f, "host") < packets(f, "reduce"), "{f}");
+        // The host hybrid moves no more rows than either host-only kind on any worker pair.
+        let least = bytes(f, "host").min(bytes(f, "host_reduce"));
+        assert!(bytes(f, "host_hybrid") <= least, "{f}");
     }
     // With a rack per worker, partial sums (one per rack and destination) cross in fewer bytes
     // than every copy. (With two racks the packed copies cross in fewer: 4.53 against 4.71 MB
@@ -683,7 +688,7 @@ fn simulate_small(modes: &str, extra: &[&str], out: &std::path::Path) -> String 
 fn simulate_runs_the_best_host_only_kind_beside_the_pick() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
-    let text = simulate_small("best-host,host,host-reduce,auto", &[], &out);
+    let text = simulate_small("best-host,host,host-reduce,host-hybrid,auto", &[], &out);
     assert!(text.contains("best host-only"), "{text}");
     let report = switchgnn_sim::report::read_report(&out).unwrap();
     let run_of = |mode: &str| {
@@ -692,20 +697,20 @@ fn simulate_runs_the_best_host_only_kind_beside_the_pick() {
     };
     let best = run_of("best-host");
     assert!(
-        ["host", "host-reduce"].contains(&best.kind.as_str()),
+        ["host", "host-reduce", "host-hybrid"].contains(&best.kind.as_str()),
         "{best:?}"
     );
     // It is that kind's run exactly (the simulation is deterministic).
     let same = run_of(&best.kind);
     assert_eq!((best.comm_ns, best.bound_ns), (same.comm_ns, same.bound_ns));
-    for kind in ["host", "host-reduce"] {
+    for kind in ["host", "host-reduce", "host-hybrid"] {
         assert!(best.bound_ns <= run_of(kind).bound_ns, "{kind}");
     }
     let auto = report.runs.iter().filter(|r| r.mode.name() == "auto");
     for a in auto {
         assert!(a.bound_ns <= best.bound_ns, "{a:?}");
         // A host kind picked by auto runs as that kind does (packed, not bundled).
-        if ["host", "host-reduce"].contains(&a.kind.as_str()) {
+        if ["host", "host-reduce", "host-hybrid"].contains(&a.kind.as_str()) {
             let same = run_of(&a.kind);
             assert_eq!((a.comm_ns, a.link_bytes), (same.comm_ns, same.link_bytes));
         }

@@ -151,7 +151,7 @@ pub struct Verdict {
     pub chip: String,
     /// The in-network exchange's bound.
     pub in_network: Bound,
-    /// The host-only kind it is judged against (`host`, `host-reduce`).
+    /// The host-only kind it is judged against (`host`, `host-reduce`, `host-hybrid`).
     pub baseline: String,
     /// That kind's bound.
     pub host_exchange: Bound,

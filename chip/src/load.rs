@@ -227,7 +227,8 @@ impl Load {
 
     /// The host exchange of `plan` (one block of every cross edge): each boundary vertex goes
     /// once to every other worker that holds a neighbour of it (in the host-only
-    /// pre-aggregated exchange, each partial sum to its destination's owner), its chunks
+    /// pre-aggregated exchange, each partial sum to its destination's owner; in the host
+    /// hybrid, per ordered pair one or the other, [`copies_per_pair`]), its chunks
     /// packed with the others for that worker into packets of `framing`'s MTU, forwarded by
     /// the switch in one pass each; the receiver acknowledges once per
     /// [`HostFraming::ack_every`] packets, an ack of ranges (at least: gaps and the ends of
@@ -302,7 +303,9 @@ impl Load {
     /// kind as [`Load::of`] counts it. What verdicts and the planner compare.
     pub fn for_cost(plan: &ExchangePlan, cost: &HostCost) -> Load {
         match plan.mode {
-            Mode::Host | Mode::HostReduce => Load::host(plan, cost.frame_overhead, cost.framing),
+            Mode::Host | Mode::HostReduce | Mode::HostHybrid => {
+                Load::host(plan, cost.frame_overhead, cost.framing)
+            }
             _ => Load::of(plan, cost.frame_overhead),
         }
     }
@@ -321,7 +324,7 @@ impl Load {
 
     fn of_blocks(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         match plan.mode {
-            Mode::Host | Mode::HostReduce => {
+            Mode::Host | Mode::HostReduce | Mode::HostHybrid => {
                 Load::host_of(plan, blocks, frame_overhead, HostFraming::default())
             }
             Mode::Reduce => Load::reduce_of(plan, blocks, frame_overhead),

@@ -453,6 +453,7 @@ fn sim_mode(kind: ExchangeKind) -> SimMode {
         ExchangeKind::Host => SimMode::Host,
         ExchangeKind::BalancedHost => SimMode::G3,
         ExchangeKind::HostReduce => SimMode::HostReduce,
+        ExchangeKind::HostHybrid => SimMode::HostHybrid,
         ExchangeKind::Reduce => SimMode::Reduce,
         ExchangeKind::Hybrid => SimMode::Hybrid,
         ExchangeKind::Auto => SimMode::Auto,

@@ -224,6 +224,59 @@ fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
 }
 
 #[test]
+fn the_host_only_kinds_send_the_rows_and_packets_the_chip_model_counts() {
+    use switchgnn_chip::Load;
+    use switchgnn_dataplane::framing::{copies_per_pair, HostFraming};
+    use switchgnn_scheduler::exchange::{host_hybrid_plan, host_reduce_plan};
+
+    let d = dataset_of(random_graph(500, 2_500, 6));
+    let width = 136; // 3 chunks, the last of 8 lanes
+    let a = Assignment::compute(&d.graph, 5, &metis()).unwrap();
+    let values = features(500, width, 1);
+    let scale = scale_for(&d.graph);
+    let s = setup(scale, 1 << 20, Faults::none(), 1, false);
+    let framing = HostFraming::default();
+    let host =
+        ExchangePlan::whole_graph(&d.graph, &a, width, Mode::Host, OrderKind::Degree, 0).unwrap();
+    let partials = host_reduce_plan(&d.graph, &a, width).unwrap();
+    let hybrid = host_hybrid_plan(&d.graph, &a, width).unwrap();
+    let mut moved = Vec::new();
+    for plan in [host, partials, hybrid] {
+        let name = plan.mode.name();
+        let plan = Arc::new(plan);
+        let run = run_exact(&d.graph, &plan, &values, &s);
+        let per_pair = copies_per_pair(&plan, &plan.blocks[0]);
+        let rows: u64 = per_pair.iter().sum();
+        let (packets, acks) = per_pair
+            .iter()
+            .map(|&n| framing.pack(n, &plan).0)
+            .fold((0, 0), |(p, a), n| (p + n, a + framing.acks(n)));
+        // Every row's every chunk arrived once as a record, in the packets the model packs.
+        let records: u64 = run.engines.iter().map(|e| e.raws).sum();
+        let acks_sent: u64 = run.engines.iter().map(|e| e.acks_sent).sum();
+        let data = run.switch.received(PacketType::Rows) - acks_sent;
+        assert_eq!(records, rows * plan.chunks() as u64, "{name}");
+        assert_eq!(data, packets, "{name}");
+        // The model's acks are a floor (gaps and the ends of bursts add some).
+        assert!(
+            acks_sent >= acks,
+            "{name}: {acks_sent} acks, at least {acks}"
+        );
+        assert_eq!(
+            Load::host(&plan, 0, framing).packets(),
+            packets + acks,
+            "{name}"
+        );
+        moved.push(rows);
+    }
+    eprintln!(
+        "rows: host {}, host-reduce {}, host-hybrid {}",
+        moved[0], moved[1], moved[2]
+    );
+    assert!(moved[2] <= moved[0].min(moved[1]));
+}
+
+#[test]
 fn a_graph_without_cross_edges_finishes_at_once() {
     let d = dataset_of(random_graph(50, 100, 7));
     let a = Assignment::new(vec![0; 50], 2).unwrap();

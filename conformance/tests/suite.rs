@@ -18,6 +18,12 @@ fn fixture() -> Fixture {
     let f = Fixture::new(&d, 4, 40, 16 << 10);
     let p = f.plan(switchgnn_dataplane::ExchangeKind::Switchgnn);
     assert!(p.blocks.len() > 1, "the fixture wants several blocks");
+    // The host hybrid sends raw copies on some worker pairs and partial sums on others.
+    let b = &f.plan(switchgnn_dataplane::ExchangeKind::HostHybrid).blocks[0];
+    assert!(
+        !b.multicast.is_empty() && !b.table.slots.is_empty(),
+        "the fixture wants both ways in the host hybrid"
+    );
     f
 }
 

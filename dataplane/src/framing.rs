@@ -83,11 +83,14 @@ impl HostFraming {
 /// pair: entry `from · workers + to` counts the rows `from` sends `to` — in the host exchange
 /// each boundary vertex once to every other worker that holds a neighbour of it, in the
 /// host-only pre-aggregated exchange one partial sum per destination of `to` that `from`'s
-/// vertices neighbour. What the chip model and the spine count pack.
+/// vertices neighbour, in the host hybrid those partial sums plus each multicast sender once
+/// to every worker owning one of its rows (its raw copies). What the chip model and the spine
+/// count pack.
 pub fn copies_per_pair(plan: &ExchangePlan, block: &PlanBlock) -> Vec<u64> {
     let n = usize::from(plan.workers);
     let mut copies = vec![0u64; n * n];
     let t = &block.table;
+    let mut targets: Vec<u16> = Vec::new();
     if plan.mode.pre_aggregated() {
         // Row `i` is a destination; its slots are the workers sending it partials.
         for row in 0..t.len() {
@@ -96,9 +99,19 @@ pub fn copies_per_pair(plan: &ExchangePlan, block: &PlanBlock) -> Vec<u64> {
                 copies[from as usize * n + owner] += 1;
             }
         }
+        let m = &block.multicast;
+        for i in 0..m.len() {
+            let from = usize::from(plan.owner[m.vertices[i] as usize]);
+            targets.clear();
+            targets.extend(m.rows_of(i).iter().map(|&r| t.workers[r as usize] as u16));
+            targets.sort_unstable();
+            targets.dedup();
+            for &to in &targets {
+                copies[from * n + usize::from(to)] += 1;
+            }
+        }
         return copies;
     }
-    let mut targets: Vec<u16> = Vec::new();
     for row in 0..t.len() {
         let owner = t.workers[row] as u16;
         targets.clear();

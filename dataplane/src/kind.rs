@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cc::Controller;
 use crate::engine::{
-    BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, HostReduceEngine,
-    InNetworkEngine, LocalFeatures, ReduceEngine,
+    BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, HostHybridEngine,
+    HostReduceEngine, InNetworkEngine, LocalFeatures, ReduceEngine,
 };
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
@@ -35,6 +35,12 @@ pub enum ExchangeKind {
     /// The same partial sums sent host to host, packed to the MTU (DistGNN's partial
     /// aggregation); the switch only forwards them.
     HostReduce,
+    /// The host hybrid: per ordered worker pair, the host exchange's raw copies or host-only
+    /// partial sums, whichever is fewer rows (a tie goes to raw copies), host to host packed
+    /// to the MTU; the switch only forwards them. The choice is per pair: a worker's rows to
+    /// one peer are all of one way (`switchgnn_scheduler::exchange::host_hybrid_plan`).
+    #[serde(rename = "host-hybrid")]
+    HostHybrid,
     /// Per (source, destination worker) pair, SwitchGNN's multicast or a partial sum, as the
     /// chip model favours (`switchgnn_scheduler::hybrid`); runs as a reduce plan.
     Hybrid,
@@ -45,10 +51,11 @@ pub enum ExchangeKind {
 
 impl ExchangeKind {
     /// Every kind.
-    pub const ALL: [ExchangeKind; 7] = [
+    pub const ALL: [ExchangeKind; 8] = [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,
         ExchangeKind::HostReduce,
+        ExchangeKind::HostHybrid,
         ExchangeKind::Strawman,
         ExchangeKind::BalancedHost,
         ExchangeKind::Reduce,
@@ -64,6 +71,7 @@ impl ExchangeKind {
             ExchangeKind::BalancedHost => "g3",
             ExchangeKind::Reduce => "reduce",
             ExchangeKind::HostReduce => "host-reduce",
+            ExchangeKind::HostHybrid => "host-hybrid",
             ExchangeKind::Hybrid => "hybrid",
             ExchangeKind::Auto => "auto",
         }
@@ -79,6 +87,7 @@ impl ExchangeKind {
             "g3" => Some(ExchangeKind::BalancedHost),
             "reduce" | "pre-aggregated" => Some(ExchangeKind::Reduce),
             "host-reduce" => Some(ExchangeKind::HostReduce),
+            "host-hybrid" => Some(ExchangeKind::HostHybrid),
             "hybrid" => Some(ExchangeKind::Hybrid),
             "auto" => Some(ExchangeKind::Auto),
             _ => None,
@@ -93,6 +102,7 @@ impl ExchangeKind {
             ExchangeKind::Host | ExchangeKind::BalancedHost => Mode::Host,
             ExchangeKind::Reduce | ExchangeKind::Hybrid => Mode::Reduce,
             ExchangeKind::HostReduce => Mode::HostReduce,
+            ExchangeKind::HostHybrid => Mode::HostHybrid,
             ExchangeKind::Auto => return None,
         })
     }
@@ -106,6 +116,7 @@ impl ExchangeKind {
             Mode::Host => ExchangeKind::Host,
             Mode::Reduce => ExchangeKind::Reduce,
             Mode::HostReduce => ExchangeKind::HostReduce,
+            Mode::HostHybrid => ExchangeKind::HostHybrid,
         }
     }
 
@@ -142,6 +153,7 @@ impl ExchangeKind {
                 Box::new(ReduceEngine::new(cfg, plan, local, cc, now)?)
             }
             ExchangeKind::HostReduce => Box::new(HostReduceEngine::new(cfg, plan, local, cc, now)?),
+            ExchangeKind::HostHybrid => Box::new(HostHybridEngine::new(cfg, plan, local, cc, now)?),
             // Each layer's plan says which kind it is.
             ExchangeKind::Auto => {
                 return ExchangeKind::of_mode(plan.mode).engine(cfg, plan, local, cc, now)

@@ -12,6 +12,12 @@
 //!   host exchange's copies are, through a switch that only forwards them (DistGNN's partial
 //!   aggregation): the best a cluster without in-network aggregation can do on upload-bound
 //!   workers; its blocks have [`Mode::Reduce`]'s shape;
+//! - [`Mode::HostHybrid`]: the host hybrid — per ordered worker pair (sender, owner), the
+//!   host exchange's raw copies or host-only partial sums, whichever is fewer rows, packed to
+//!   the MTU host to host through a switch that only forwards them. Its blocks have a hybrid
+//!   [`Mode::Reduce`] block's shape: [`Partials`] for the partial-sum pairs, and a
+//!   [`Multicast`] sender for every vertex sent raw, whose rows say which of the receiver's
+//!   destinations it is added into (the receiver adds it there itself);
 //! - [`Mode::Reduce`]: the pre-aggregated exchange — each worker sums, per remote destination,
 //!   its own vertices' contributions and sends that partial sum once; the switch adds each
 //!   partial into the destination's aggregator in one pass and sends the sum down when every
@@ -76,6 +82,9 @@ pub enum Mode {
     Reduce,
     /// Pre-aggregated partial sums sent host to host; the switch only forwards them.
     HostReduce,
+    /// Per ordered worker pair, raw copies or partial sums (the fewer rows), host to host;
+    /// the switch only forwards them.
+    HostHybrid,
 }
 
 impl Mode {
@@ -87,6 +96,7 @@ impl Mode {
             Mode::Host => "host",
             Mode::Reduce => "reduce",
             Mode::HostReduce => "host-reduce",
+            Mode::HostHybrid => "host-hybrid",
         }
     }
 
@@ -96,9 +106,10 @@ impl Mode {
     }
 
     /// Whether the blocks are of destinations with one partial sum per contributing worker
-    /// ([`PlanBlock::reduce`]), summed in the switch or by the destination's owner.
+    /// ([`PlanBlock::reduce`]; in a hybrid block, [`PlanBlock::hybrid`], also multicast
+    /// senders), summed in the switch or by the destination's owner.
     pub fn pre_aggregated(self) -> bool {
-        matches!(self, Mode::Reduce | Mode::HostReduce)
+        matches!(self, Mode::Reduce | Mode::HostReduce | Mode::HostHybrid)
     }
 }
 
@@ -130,7 +141,8 @@ impl Partials {
 /// goes up once (source = destination field = the vertex) and is added, one pass each, into
 /// `rows[offsets[i]..offsets[i + 1]]` (table rows of destinations, ascending) — SwitchGNN's
 /// way — while every other remote neighbour of a destination comes in its worker's partial
-/// sum. Empty in a plain reduce block.
+/// sum. Empty in a plain reduce block. In a [`Mode::HostHybrid`] block they are the vertices
+/// sent raw: each goes once to every worker owning one of its rows, which adds it into them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Multicast {
     /// Sender vertices, ascending (global ids).

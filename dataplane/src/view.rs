@@ -1,13 +1,15 @@
 //! One worker's view of an exchange plan: the rows its engine reads, nothing more.
 //!
 //! The switch needs the whole plan; a worker's engine reads only
-//! - in every mode but the pre-aggregated ones ([`crate::plan::Mode::pre_aggregated`]), its own rows (what it sends, what it receives and
-//!   their sources) and the rows of their in-block neighbours (where its copies go, which
-//!   sources it may fetch), whose own slot lists it never reads;
+//! - in every mode but the pre-aggregated ones ([`crate::plan::Mode::pre_aggregated`]), its
+//!   own rows (what it sends, what it receives and their sources) and the rows of their
+//!   in-block neighbours (where its copies go, which sources it may fetch), whose own slot
+//!   lists it never reads;
 //! - in those, its own destinations with every contributing worker and every
 //!   partial's sources (what its host way fetches), the destinations it sends partials for
 //!   with its own pair only, and the multicast senders that are its own or feed its
-//!   destinations.
+//!   destinations — in [`crate::plan::Mode::HostHybrid`] its own senders with every row they
+//!   go to (the receiving workers of its raw copies), and those rows.
 //!
 //! [`ExchangePlan::for_worker`] keeps exactly that, renumbering table rows (vertex order is
 //! kept, so every list stays sorted). Summed over workers the views hold about twice the plan's
@@ -16,7 +18,7 @@
 //! a view cannot give is a whole-plan figure: the checksum a worker presents at join (the
 //! caller keeps the whole plan's) and [`ExchangePlan::most_contributions`].
 
-use crate::plan::{ExchangePlan, Multicast, Partials, PlanBlock};
+use crate::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock};
 use crate::table::BlockTable;
 
 impl ExchangePlan {
@@ -54,6 +56,18 @@ fn view_block(plan: &ExchangePlan, b: &PlanBlock, rank: u16) -> PlanBlock {
             }
         } else if reduce && t.row(row).binary_search(&me).is_ok() {
             keep[row] = true;
+        }
+    }
+    // The host hybrid's raw copies go from their sender to the owners of their rows: its own
+    // senders' rows are kept whole.
+    let sends_rows = plan.mode == Mode::HostHybrid;
+    let m = &b.multicast;
+    let own_sender = |i: usize| plan.owner[m.vertices[i] as usize] == rank;
+    if sends_rows {
+        for i in (0..m.len()).filter(|&i| own_sender(i)) {
+            for &r in m.rows_of(i) {
+                keep[r as usize] = true;
+            }
         }
     }
     let mut index = vec![u32::MAX; n];
@@ -108,19 +122,19 @@ fn view_block(plan: &ExchangePlan, b: &PlanBlock, rank: u16) -> PlanBlock {
         .map(|&row| index[row as usize])
         .collect();
     let mut multicast = Multicast::default();
-    let m = &b.multicast;
     if !m.is_empty() {
         multicast.offsets.push(0);
         for i in 0..m.len() {
             let u = m.vertices[i];
+            let whole = sends_rows && own_sender(i);
             let rows = m
                 .rows_of(i)
                 .iter()
-                .filter(|&&r| t.workers[r as usize] == me)
+                .filter(|&&r| whole || t.workers[r as usize] == me)
                 .map(|&r| index[r as usize]);
             let before = multicast.rows.len();
             multicast.rows.extend(rows);
-            if plan.owner[u as usize] == rank || multicast.rows.len() > before {
+            if own_sender(i) || multicast.rows.len() > before {
                 multicast.vertices.push(u);
                 multicast.offsets.push(multicast.rows.len() as u64);
             }

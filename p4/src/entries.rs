@@ -506,9 +506,11 @@ impl Entries {
                       Tofino pass cannot do (see p4/README.md); run it on the software switch",
             });
         }
-        if layers
-            .iter()
-            .any(|p| p.blocks.iter().any(|b| !b.multicast.is_empty()))
+        // The host hybrid's multicast senders are raw copies host to host: only forwarded.
+        if mode != Mode::HostHybrid
+            && layers
+                .iter()
+                .any(|p| p.blocks.iter().any(|b| !b.multicast.is_empty()))
         {
             return Err(EntriesError::Mode {
                 mode: "hybrid",
@@ -584,8 +586,8 @@ impl Entries {
                     p.blocks.len() as u64,
                     p.owner.len() as u64,
                     match mode {
-                        // Both only forward: the program runs them alike.
-                        Mode::Host | Mode::HostReduce => program::MODE_HOST,
+                        // All three only forward: the program runs them alike.
+                        Mode::Host | Mode::HostReduce | Mode::HostHybrid => program::MODE_HOST,
                         Mode::Reduce => program::MODE_REDUCE,
                         _ => program::MODE_BLOCKS,
                     },
@@ -618,12 +620,15 @@ impl Entries {
                 };
                 // The host-only pre-aggregated exchange's rows are its destinations; the
                 // program also checks and routes by the vertices its partial sums are named
-                // by, and that its fetches name: every source.
-                let listed: Vec<(u32, u16)> = if mode == Mode::HostReduce {
+                // by, and that its fetches name: every source (in the host hybrid, also every
+                // vertex sent raw).
+                let listed: Vec<(u32, u16)> = if matches!(mode, Mode::HostReduce | Mode::HostHybrid)
+                {
                     let mut all: Vec<(u32, u16)> = t
                         .vertices
                         .iter()
                         .chain(&block.partials.sources)
+                        .chain(&block.multicast.vertices)
                         .map(|&x| (x, p.owner[x as usize]))
                         .collect();
                     all.sort_unstable();

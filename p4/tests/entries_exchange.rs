@@ -24,7 +24,9 @@ use switchgnn_p4::entries::{per_block, EntriesError, Part};
 use switchgnn_p4::ports::Copies;
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
-use switchgnn_scheduler::exchange::{host_reduce_plan, reduce_plan, remote_sums, ExchangePlans};
+use switchgnn_scheduler::exchange::{
+    host_hybrid_plan, host_reduce_plan, reduce_plan, remote_sums, ExchangePlans,
+};
 
 const JOB: u16 = 7;
 const CHECKSUM: u64 = 0x5347_0000_1234_abcd;
@@ -188,6 +190,19 @@ fn the_host_only_pre_aggregated_exchange_runs_on_tables_loaded_from_entries() {
     let plan = prepare(&d, 3, vec![24], 32 * 1024, 1 << 40);
     let partials = host_reduce_plan(&d.graph, &plan.assignment, 24).unwrap();
     forwarded_exactly_over_entries(&d, &plan.assignment, partials);
+}
+
+#[test]
+fn the_host_hybrid_runs_on_tables_loaded_from_entries() {
+    let d = synthetic(500, 2500, 8);
+    let plan = prepare(&d, 3, vec![24], 32 * 1024, 1 << 40);
+    let mixed = host_hybrid_plan(&d.graph, &plan.assignment, 24).unwrap();
+    let b = &mixed.blocks[0];
+    assert!(
+        !b.multicast.is_empty() && !b.table.slots.is_empty(),
+        "both ways"
+    );
+    forwarded_exactly_over_entries(&d, &plan.assignment, mixed);
 }
 
 /// Run `worker_plan`, an exchange the switch only forwards, at 2% loss with the switch's plan

@@ -78,7 +78,8 @@ pub fn parse_kind(name: &str) -> Result<ExchangeKind, Failure> {
         ))),
         Some(k) => Ok(k),
         None => Err(Failure::Usage(format!(
-            "unknown exchange kind `{name}` (one of: switchgnn, host, g3, strawman, reduce)"
+            "unknown exchange kind `{name}` (one of: switchgnn, host, g3, host-reduce, \
+             host-hybrid, strawman, reduce)"
         ))),
     }
 }

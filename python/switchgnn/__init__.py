@@ -46,9 +46,10 @@ __all__ = [
 #: The exchange kinds a plan from Python carries: SwitchGNN's in-switch aggregation over the
 #: plan's blocks, the host exchange (every worker sends copies to every peer), G3's balanced
 #: host rounds, host-only pre-aggregation (one partial sum per remote destination, sent to its
-#: owner), the strawman (first-come aggregators) and pre-aggregated partial sums summed in the
-#: switch.
-KINDS = ("switchgnn", "host", "g3", "host-reduce", "strawman", "reduce")
+#: owner), the host hybrid (per ordered worker pair, raw copies or partial sums, whichever is
+#: fewer rows), the strawman (first-come aggregators) and pre-aggregated partial sums summed in
+#: the switch.
+KINDS = ("switchgnn", "host", "g3", "host-reduce", "host-hybrid", "strawman", "reduce")
 
 
 def _ids(values, what: str) -> np.ndarray:

@@ -185,6 +185,7 @@ pub fn exchange_plan(
             reduce_plan(graph, &plan.assignment, width, aggregators as usize)
         }
         ExchangeKind::HostReduce => host_reduce_plan(graph, &plan.assignment, width),
+        ExchangeKind::HostHybrid => host_hybrid_plan(graph, &plan.assignment, width),
         ExchangeKind::Hybrid => {
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
             let (chip, cost) = match options.chip {
@@ -253,6 +254,55 @@ pub fn host_reduce_plan(
 ) -> Result<ExchangePlan, PlanError> {
     let mut p = reduce_plan(graph, assignment, width, usize::MAX)?;
     p.mode = Mode::HostReduce;
+    Ok(p)
+}
+
+/// The rows each way of the host-only exchanges moves per ordered worker pair: entry
+/// `from · workers + to` is (raw copies, partial sums) — the host exchange's copies of
+/// `from`'s vertices that neighbour a vertex of `to`, and host-only pre-aggregation's partial
+/// sums, one per vertex of `to` that neighbours a vertex of `from`. The graph is symmetric,
+/// so `from → to`'s partial sums are as many as `to → from`'s raw copies.
+pub fn host_pair_rows(graph: &Graph, assignment: &Assignment) -> Vec<(u64, u64)> {
+    let n = assignment.num_parts() as usize;
+    let part = |v: u32| assignment.part(v) as usize;
+    let mut rows = vec![(0u64, 0u64); n * n];
+    // The last vertex that counted each worker: one count per (vertex, remote worker).
+    let mut stamp = vec![u32::MAX; n];
+    for x in 0..graph.num_vertices() as u32 {
+        let home = part(x);
+        for &y in graph.neighbors(x) {
+            let w = part(y);
+            if w == home || std::mem::replace(&mut stamp[w], x) == x {
+                continue;
+            }
+            // `x` goes raw from its worker to `w`, or takes one partial sum from `w`.
+            rows[home * n + w].0 += 1;
+            rows[w * n + home].1 += 1;
+        }
+    }
+    rows
+}
+
+/// The host hybrid of `graph` under `assignment`: per ordered worker pair, the way of
+/// [`host_pair_rows`] with fewer rows — raw copies, as the host exchange sends them, or
+/// partial sums, as host-only pre-aggregation does (a tie goes to raw copies, the simpler).
+/// The choice is made per pair, whole: a worker's rows to one peer are all raw or all partial
+/// (a finer choice within a pair could move fewer rows still). Every destination is in one
+/// block, as a [`Mode::Reduce`] hybrid block: raw copies are its multicast senders, partial
+/// sums its (destination, worker) pairs.
+pub fn host_hybrid_plan(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+) -> Result<ExchangePlan, PlanError> {
+    let n = assignment.num_parts() as usize;
+    let raw: Vec<bool> = host_pair_rows(graph, assignment)
+        .into_iter()
+        .map(|(raw, partial)| raw <= partial)
+        .collect();
+    let goes_raw = |u: u32, to: u16| raw[assignment.part(u) as usize * n + usize::from(to)];
+    let mut p = crate::hybrid::mixed_plan(graph, assignment, width, usize::MAX, &goes_raw)?;
+    p.mode = Mode::HostHybrid;
     Ok(p)
 }
 

@@ -1,8 +1,9 @@
 //! The planner: which exchange kind a layer should run on a given chip. It builds the plan of
-//! every candidate kind — the host exchange, host-only pre-aggregation, SwitchGNN's blocks,
-//! the pre-aggregated exchange and the hybrid — counts what each puts on the chip and the hosts (`switchgnn_chip::Load`), and
-//! picks the least lower bound (`switchgnn_chip::Choice`: the busiest resource of the chip and
-//! the hosts; a tie goes to the host exchange, so the pick is never predicted slower than it).
+//! every candidate kind — the host exchange, host-only pre-aggregation, the host hybrid,
+//! SwitchGNN's blocks, the pre-aggregated exchange and the hybrid — counts what each puts on
+//! the chip and the hosts (`switchgnn_chip::Load`), and picks the least lower bound
+//! (`switchgnn_chip::Choice`: the busiest resource of the chip and the hosts; a tie goes to the
+//! host exchange, so the pick is never predicted slower than it).
 
 use rayon::prelude::*;
 use switchgnn_chip::{Chip, Choice, HostCost, Load};
@@ -14,18 +15,24 @@ use switchgnn_partition::{LayerChoice, Plan};
 use crate::exchange::{exchange_plan, PlanOptions};
 
 /// The kinds `auto` weighs, the host-only ones first (a tie goes to them, the host exchange
-/// before host-only pre-aggregation).
-pub const CANDIDATES: [ExchangeKind; 5] = [
+/// before host-only pre-aggregation, and both before the host hybrid, which moves no more
+/// rows than either on any ordered worker pair).
+pub const CANDIDATES: [ExchangeKind; 6] = [
     ExchangeKind::Host,
     ExchangeKind::HostReduce,
+    ExchangeKind::HostHybrid,
     ExchangeKind::Switchgnn,
     ExchangeKind::Reduce,
     ExchangeKind::Hybrid,
 ];
 
 /// The host-only candidates: the baseline every in-network kind is judged against is the
-/// faster of them.
-pub const HOST_ONLY: [ExchangeKind; 2] = [ExchangeKind::Host, ExchangeKind::HostReduce];
+/// fastest of them.
+pub const HOST_ONLY: [ExchangeKind; 3] = [
+    ExchangeKind::Host,
+    ExchangeKind::HostReduce,
+    ExchangeKind::HostHybrid,
+];
 
 /// The planner's pick for `layer` of `plan` among `kinds` (the host exchange should come first
 /// so that it wins a tie), and the chosen kind's exchange plan.

@@ -48,6 +48,7 @@ pub enum SimMode {
     Host,
     G3,
     HostReduce,
+    HostHybrid,
     Strawman,
     #[serde(rename = "switchgnn")]
     SwitchGnn,
@@ -56,17 +57,19 @@ pub enum SimMode {
     Reduce,
     Hybrid,
     Auto,
-    /// The faster host-only kind by the chip model's bound (the host exchange or host-only
-    /// pre-aggregation): the baseline every in-network kind is judged against.
+    /// The fastest host-only kind by the chip model's bound (the host exchange, host-only
+    /// pre-aggregation or the host hybrid): the baseline every in-network kind is judged
+    /// against.
     BestHost,
 }
 
 impl SimMode {
     /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
-    pub const ALL: [SimMode; 8] = [
+    pub const ALL: [SimMode; 9] = [
         SimMode::Host,
         SimMode::G3,
         SimMode::HostReduce,
+        SimMode::HostHybrid,
         SimMode::Strawman,
         SimMode::SwitchGnn,
         SimMode::SwitchGnnNoGamr,
@@ -79,6 +82,7 @@ impl SimMode {
             SimMode::Host => "host",
             SimMode::G3 => "g3",
             SimMode::HostReduce => "host-reduce",
+            SimMode::HostHybrid => "host-hybrid",
             SimMode::Strawman => "strawman",
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
@@ -103,6 +107,7 @@ impl SimMode {
             SimMode::Host => ExchangeKind::Host,
             SimMode::G3 => ExchangeKind::BalancedHost,
             SimMode::HostReduce => ExchangeKind::HostReduce,
+            SimMode::HostHybrid => ExchangeKind::HostHybrid,
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
             SimMode::Reduce => ExchangeKind::Reduce,

@@ -1,7 +1,8 @@
 //! `switchgnn analyze`: will in-network aggregation help this graph? Boundary size, host and
 //! in-network traffic for one layer, what a switch of a given memory achieves with blocks, and
 //! the verdict on a real chip: the chip model's bound on the in-network exchange against the
-//! best host-only kind's (the host exchange or host-only pre-aggregation, whichever is faster).
+//! best host-only kind's (the host exchange, host-only pre-aggregation or the host hybrid,
+//! whichever is fastest).
 
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
@@ -15,7 +16,9 @@ use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::traffic::{reduction, row_bytes};
 use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 
-use switchgnn_scheduler::exchange::{blocks_plan, host_reduce_plan, reduce_plan, ExchangePlans};
+use switchgnn_scheduler::exchange::{
+    blocks_plan, host_hybrid_plan, host_reduce_plan, reduce_plan, ExchangePlans,
+};
 use switchgnn_scheduler::OrderKind;
 
 use crate::chip_args::VerdictArgs;
@@ -65,8 +68,8 @@ struct Row {
     /// The pre-aggregated exchange (`reduce`: one partial sum per worker and destination, one
     /// pass per packet), every destination in one block.
     reduce: Verdict,
-    /// The planner's pick for this layer on the chip among host, host-reduce, switchgnn and
-    /// reduce, every destination in one block (`prepare --exchange auto` also weighs the
+    /// The planner's pick for this layer on the chip among host, host-reduce, host-hybrid,
+    /// switchgnn and reduce, every destination in one block (`prepare --exchange auto` also weighs the
     /// hybrid, on the plan's blocks).
     pick: Pick,
     /// Per host cost of `--sweep-packet-ns`: the verdicts again.
@@ -106,6 +109,7 @@ struct FabricRow {
     racks: u16,
     host: SpineTraffic,
     host_reduce: SpineTraffic,
+    host_hybrid: SpineTraffic,
     switchgnn: SpineTraffic,
     reduce: SpineTraffic,
 }
@@ -212,18 +216,22 @@ pub fn run(args: Args) -> Result<()> {
         let partials_load = Load::for_cost(&partials_plan, &cost);
         let partials_fabrics = fabrics_of(&partials_plan)?;
         drop(partials_plan);
-        // Every verdict's baseline: the faster host-only kind at this cost.
+        let mixed_plan = host_hybrid_plan(&dataset.graph, &assignment, width)?;
+        let mixed_load = Load::for_cost(&mixed_plan, &cost);
+        let mixed_fabrics = fabrics_of(&mixed_plan)?;
+        drop(mixed_plan);
+        // Every verdict's baseline: the fastest host-only kind at this cost.
         let host_only = |cost: &HostCost| {
-            let best = Pick::among(
-                &chip,
-                cost,
-                [("host", &host_load), ("host-reduce", &partials_load)],
-            );
-            let load = if best.kind == "host" {
-                &host_load
-            } else {
-                &partials_load
-            };
+            let kinds = [
+                ("host", &host_load),
+                ("host-reduce", &partials_load),
+                ("host-hybrid", &mixed_load),
+            ];
+            let best = Pick::among(&chip, cost, kinds);
+            let (_, load) = kinds
+                .into_iter()
+                .find(|(kind, _)| *kind == best.kind)
+                .expect("the pick is a candidate");
             (best, load)
         };
         let (best_host_only, base_load) = host_only(&cost);
@@ -244,6 +252,7 @@ pub fn run(args: Args) -> Result<()> {
                 racks,
                 host: host_fabrics[i],
                 host_reduce: partials_fabrics[i],
+                host_hybrid: mixed_fabrics[i],
                 switchgnn: blocks_fabrics[i],
                 reduce: reduce_fabrics[i],
             })
@@ -257,6 +266,7 @@ pub fn run(args: Args) -> Result<()> {
                 [
                     ("host", &host_load),
                     ("host-reduce", &partials_load),
+                    ("host-hybrid", &mixed_load),
                     ("switchgnn", &blocks_load),
                     ("reduce", &reduce_load),
                 ],
@@ -337,8 +347,9 @@ pub fn run(args: Args) -> Result<()> {
     println!("{}", table(&rows, &memories));
     println!(
         "every ratio is against the best host-only kind, by its bound: the host exchange (each \
-         boundary row once to every worker that needs it) or host-only pre-aggregation \
-         (host-reduce: one partial sum per remote destination, sent to its owner), both packed \
+         boundary row once to every worker that needs it), host-only pre-aggregation \
+         (host-reduce: one partial sum per remote destination, sent to its owner) or the host \
+         hybrid (host-hybrid: per worker pair, whichever of the two moves fewer rows), all packed \
          into {}-byte packets with an ack per {} packets, {} ns per packet at each host, {} \
          Gb/s links (--mtu, --ack-every, --host-packet-ns, --gbps)",
         cost.framing.mtu, cost.framing.ack_every, cost.per_packet_ns, cost.link_gbps
@@ -366,7 +377,8 @@ pub fn run(args: Args) -> Result<()> {
             r.reduce.sentence()
         );
         println!(
-            "  the planner's pick among host, host-reduce, switchgnn and reduce (one block; \
+            "  the planner's pick among host, host-reduce, host-hybrid, switchgnn and reduce (one \
+             block; \
              `prepare` also weighs the hybrid): {} ({:.3} ms, {:.3}x the best host-only kind's)",
             r.pick.kind,
             r.pick.seconds * 1e3,
@@ -387,12 +399,14 @@ pub fn run(args: Args) -> Result<()> {
             let versus = |t: &SpineTraffic| t.bytes as f64 / f.host.bytes.max(1) as f64;
             println!(
                 "  across the spine layer of {} racks, two-level aggregation (frames, one \
-                 block): host exchange {}, host-reduce {} ({:.2}×), switchgnn {} ({:.2}×), \
-                 reduce {} ({:.2}×)",
+                 block): host exchange {}, host-reduce {} ({:.2}×), host-hybrid {} ({:.2}×), \
+                 switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
                 f.racks,
                 format_bytes(f.host.bytes),
                 format_bytes(f.host_reduce.bytes),
                 versus(&f.host_reduce),
+                format_bytes(f.host_hybrid.bytes),
+                versus(&f.host_hybrid),
                 format_bytes(f.switchgnn.bytes),
                 versus(&f.switchgnn),
                 format_bytes(f.reduce.bytes),

@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
     /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, g3, host-reduce,
-    /// strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host
+    /// host-hybrid, strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host
     /// exchange over TCP between the workers, the kernel's own transport: the baseline; over
     /// udp only).
     #[arg(long, default_value = "switch,host")]
@@ -471,8 +471,10 @@ fn summarise(
                 Some(ExchangeKind::Reduce) => {
                     Some(traffic.host_bytes / 2 + traffic.ideal_bytes / 2)
                 }
-                // The traffic model does not know the hybrid's mix.
-                Some(ExchangeKind::Hybrid | ExchangeKind::Auto) | None => None,
+                // The traffic model does not know the hybrids' mix (the host hybrid's per
+                // pair choice included: at most the host exchange's rows).
+                Some(ExchangeKind::Hybrid | ExchangeKind::HostHybrid | ExchangeKind::Auto)
+                | None => None,
             };
             let dir = if x.backward { "backward" } else { "forward" };
             ExchangeRow {

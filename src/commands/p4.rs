@@ -345,6 +345,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
         ExchangeKind::Host
         | ExchangeKind::BalancedHost
         | ExchangeKind::HostReduce
+        | ExchangeKind::HostHybrid
         | ExchangeKind::Reduce
         | ExchangeKind::Hybrid => {
             let name = args

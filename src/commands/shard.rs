@@ -22,9 +22,10 @@ pub struct Args {
     /// The dataset argument (default: the one the plan was prepared from).
     #[arg(long)]
     pub dataset: Option<String>,
-    /// Exchanges to save plans for, comma-separated (switch, host, g3, host-reduce, strawman,
-    /// reduce, hybrid, auto): each worker's view of them (only the rows its engine reads), and for the
-    /// kinds computed from the graph the whole plans for the switch process.
+    /// Exchanges to save plans for, comma-separated (switch, host, g3, host-reduce,
+    /// host-hybrid, strawman, reduce, hybrid, auto): each worker's view of them (only the rows
+    /// its engine reads), and for the kinds computed from the graph the whole plans for the
+    /// switch process.
     #[arg(long, value_name = "KINDS", default_value = "switch,host,auto")]
     pub exchange: String,
 }

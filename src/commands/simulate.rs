@@ -34,11 +34,12 @@ pub struct Args {
     /// Switch aggregator memories, comma-separated.
     #[arg(long, default_value = "10MB,100MB")]
     pub switch_memory: String,
-    /// Modes, comma-separated: host, g3, host-reduce (host-only partial sums), strawman,
-    /// switchgnn, switchgnn-nogamr, reduce (partial sums added in the switch), hybrid (per
-    /// source and destination worker, multicast or a partial sum, chosen for the chip), auto
-    /// (per run, the kind the planner predicts fastest on the chip among host, host-reduce,
-    /// switchgnn, reduce and hybrid), best-host (per run, the faster host-only kind by the
+    /// Modes, comma-separated: host, g3, host-reduce (host-only partial sums), host-hybrid
+    /// (per worker pair, raw copies or partial sums, the fewer rows), strawman, switchgnn,
+    /// switchgnn-nogamr, reduce (partial sums added in the switch), hybrid (per source and
+    /// destination worker, multicast or a partial sum, chosen for the chip), auto (per run, the
+    /// kind the planner predicts fastest on the chip among host, host-reduce, host-hybrid,
+    /// switchgnn, reduce and hybrid), best-host (per run, the fastest host-only kind by the
     /// chip model: the baseline).
     #[arg(long, default_value = "host,g3,strawman,switchgnn,reduce,hybrid,auto")]
     pub modes: String,

@@ -82,8 +82,10 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
     /// The exchange of a distributed run: switch (SwitchGNN blocks), host, g3, host-reduce
-    /// (host-only partial sums), strawman, reduce (partial sums added in the switch), auto (per layer, the kind the planner picks) or
-    /// tcp (the host exchange over TCP between the workers, the kernel's transport).
+    /// (host-only partial sums), host-hybrid (per worker pair, raw copies or partial sums, the
+    /// fewer rows), strawman, reduce (partial sums added in the switch), auto (per layer, the
+    /// kind the planner picks) or tcp (the host exchange over TCP between the workers, the
+    /// kernel's transport).
     #[arg(long, default_value = "switch")]
     pub exchange: String,
     /// Where the gradient all-reduce runs: switch (in the switch's slots, SwitchML's protocol)

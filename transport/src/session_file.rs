@@ -127,6 +127,7 @@ fn mode_named(name: &str) -> Option<Mode> {
         Mode::Host,
         Mode::Reduce,
         Mode::HostReduce,
+        Mode::HostHybrid,
     ]
     .into_iter()
     .find(|m| m.name() == name)
@@ -475,6 +476,8 @@ mod tests {
             ExchangeKind::BalancedHost,
             ExchangeKind::Strawman,
             ExchangeKind::Reduce,
+            ExchangeKind::HostReduce,
+            ExchangeKind::HostHybrid,
         ] {
             let session = Session::new(&plan, &d.graph, kind).unwrap();
             let path = dir.path().join(format!("{}.session", kind.name()));
@@ -502,6 +505,8 @@ mod tests {
             ExchangeKind::Host,
             ExchangeKind::Strawman,
             ExchangeKind::Reduce,
+            ExchangeKind::HostReduce,
+            ExchangeKind::HostHybrid,
         ] {
             let session = Session::new(&plan, &d.graph, kind).unwrap();
             let entries = |s: &Session| -> usize {

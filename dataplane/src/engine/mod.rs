@@ -54,8 +54,8 @@ use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
 use rows::{AckNow, RowAcks};
 pub use send::{
-    BalancedHostExchange, HostExchange, HostPreAggregated, InNetwork, PreAggregated, SendQueue,
-    SendStrategy,
+    BalancedHostExchange, HostExchange, HostMixed, HostPreAggregated, InNetwork, PreAggregated,
+    SendQueue, SendStrategy,
 };
 
 /// Which of the missing contributions a fetch round may ask for.
@@ -104,6 +104,8 @@ pub type HostEngine = Engine<HostExchange>;
 pub type BalancedHostEngine = Engine<BalancedHostExchange>;
 /// The host-only pre-aggregated exchange's engine.
 pub type HostReduceEngine = Engine<HostPreAggregated>;
+/// The host hybrid's engine (raw copies or partial sums per ordered worker pair).
+pub type HostHybridEngine = Engine<HostMixed>;
 
 /// Why an engine cannot be built.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -804,11 +806,12 @@ impl<S: SendStrategy> Engine<S> {
         let records = Records::new_checked(payload, repr.count).map_err(|_| Malformed)?;
         let (plan, sender, me) = (&self.plan, repr.worker, self.cfg.rank);
         // A copy names a vertex of its sender; a partial sum names a destination of ours, and
-        // comes without lanes when it did not fit them.
-        let partials = plan.mode == Mode::HostReduce;
+        // comes without lanes when it did not fit them. In the host hybrid a packet may carry
+        // either: which one, the record's vertex says.
+        let partial = |r: &crate::wire::Record| send::is_partial(plan, sender, r.src);
         let fits = |r: &crate::wire::Record| {
             let c = usize::from(r.chunk);
-            let (lanes, named_by) = if partials {
+            let (lanes, named_by) = if partial(r) {
                 (
                     r.lane_count() == plan.chunk_lanes(c) || r.lane_count() == 0,
                     me,
@@ -838,6 +841,7 @@ impl<S: SendStrategy> Engine<S> {
         if ack == AckNow::Yes {
             self.send_ack(sender);
         }
+        let hybrid = self.plan.mode == Mode::HostHybrid;
         let receiver = self.receiver.as_mut().ok_or(Stale)?;
         let mut lanes = [0i32; crate::wire::MAX_LANES];
         let mut overflowed = Vec::new();
@@ -846,7 +850,7 @@ impl<S: SendStrategy> Engine<S> {
             self.stats.payload_received += 4 * r.lane_count() as u64;
             let values = r.lanes_into(&mut lanes);
             let c = usize::from(r.chunk);
-            if partials {
+            if send::is_partial(&self.plan, sender, r.src) {
                 if values.is_empty() {
                     // Its sender's partial overflowed: the destination's plain features.
                     self.stats.overflow_notices += 1;
@@ -863,14 +867,19 @@ impl<S: SendStrategy> Engine<S> {
                 }
                 continue;
             }
-            let raw = Raw {
-                u: r.src,
-                v: repr.dst,
-                c: usize::from(r.chunk),
-                values,
-                overflow: false,
+            let progressed = if hybrid {
+                receiver.on_copy(r.src, c, values, &mut self.output, &mut self.stats)
+            } else {
+                let raw = Raw {
+                    u: r.src,
+                    v: repr.dst,
+                    c,
+                    values,
+                    overflow: false,
+                };
+                receiver.on_raw(raw, &mut self.output, &mut self.stats)
             };
-            if receiver.on_raw(raw, &mut self.output, &mut self.stats) {
+            if progressed {
                 self.last_progress = self.now;
             }
             self.cache.insert((r.src, r.chunk), values);

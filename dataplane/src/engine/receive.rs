@@ -174,9 +174,10 @@ pub(super) struct Receiver {
     pending: HashMap<usize, Pending>,
     /// Host mode: (source vertex, destination position, the source's index in the
     /// destination's row), sorted, so one raw feature serves every local vertex it neighbours
-    /// without a search per neighbour.
+    /// without a search per neighbour. [`Mode::HostHybrid`]: the same for the multicast
+    /// senders (the raw copies), the index being the sender's among those of the destination.
     by_source: Vec<(u32, u32, u32)>,
-    /// Host mode: where each source's entries start and end in `by_source` (a hash lookup
+    /// Host modes: where each source's entries start and end in `by_source` (a hash lookup
     /// instead of a binary search through a large array for every raw feature).
     source_ranges: HashMap<u32, (u32, u32)>,
     /// Hybrid reduce blocks: (destination row, multicast sender) for this worker's
@@ -216,14 +217,6 @@ impl Receiver {
             }
             by_source.sort_unstable();
         }
-        let mut source_ranges = HashMap::new();
-        let mut start = 0;
-        for (i, e) in by_source.iter().enumerate() {
-            if by_source.get(i + 1).is_none_or(|next| next.0 != e.0) {
-                source_ranges.insert(e.0, (start as u32, i as u32 + 1));
-                start = i + 1;
-            }
-        }
         let mut multicast_in = Vec::new();
         let m = &b.multicast;
         for i in 0..m.len() {
@@ -234,6 +227,25 @@ impl Receiver {
             multicast_in.extend(mine.map(|&r| (r, m.vertices[i])));
         }
         multicast_in.sort_unstable();
+        if plan.mode == Mode::HostHybrid {
+            // Grouped by destination row, senders ascending: the index within its group.
+            for (k, &(row, u)) in multicast_in.iter().enumerate() {
+                let first = multicast_in[..k].partition_point(|&(r, _)| r < row);
+                let pos = dests
+                    .binary_search(&row)
+                    .expect("a destination of this worker");
+                by_source.push((u, pos as u32, (k - first) as u32));
+            }
+            by_source.sort_unstable();
+        }
+        let mut source_ranges = HashMap::new();
+        let mut start = 0;
+        for (i, e) in by_source.iter().enumerate() {
+            if by_source.get(i + 1).is_none_or(|next| next.0 != e.0) {
+                source_ranges.insert(e.0, (start as u32, i as u32 + 1));
+                start = i + 1;
+            }
+        }
         let chunks = plan.chunks();
         Receiver {
             multicast_in,
@@ -492,6 +504,34 @@ impl Receiver {
             return false;
         };
         self.take_raw(pos, Taken::Partial(j), c, values, output, stats)
+    }
+
+    /// [`Mode::HostHybrid`]: sender vertex `u`'s raw copy of chunk `c`, straight from its
+    /// worker, added into every destination of ours the plan multicasts it to (it counts
+    /// both ways: after the partial sums among the senders, after their sources among the
+    /// raw contributions); whether anything was new.
+    pub(super) fn on_copy(
+        &mut self,
+        u: u32,
+        c: usize,
+        values: &[i32],
+        output: &mut ExchangeOutput,
+        stats: &mut EngineStats,
+    ) -> bool {
+        let (start, end) = self.source_ranges.get(&u).copied().unwrap_or((0, 0));
+        let mut progressed = false;
+        for k in start as usize..end as usize {
+            let (_, pos, i) = self.by_source[k];
+            let (pos, i) = (pos as usize, i as usize);
+            let row = self.dests[pos] as usize;
+            let workers = self.plan.blocks[self.block].table.row(row).len();
+            let taken = Taken::Both {
+                switch: workers + i,
+                host: self.partial_sources(pos).len() + i,
+            };
+            progressed |= self.take_raw(pos, taken, c, values, output, stats);
+        }
+        progressed
     }
 
     /// Pre-aggregated modes: the index of worker `w`'s partial sum among those of destination

@@ -211,15 +211,15 @@ fn rows_packet(
 ) -> (usize, u64) {
     let p = packing.packets[seq as usize];
     let records = packing.records_of(seq as usize);
-    let pre_aggregated = plan.mode == Mode::HostReduce;
     let mut r = *header;
     r.packet_type = PacketType::Rows;
     // The switch checks that the sender owns the header's source: a partial sum's record
     // names its destination, so the header names the first partial's lowest source.
-    r.src = if pre_aggregated {
-        lowest_source(plan, header, records[0].0).expect("the worker sends its own partials")
+    let first = records[0].0;
+    r.src = if is_partial(plan, header.worker, first) {
+        lowest_source(plan, header, first).expect("the worker sends its own partials")
     } else {
-        records[0].0
+        first
     };
     r.dst = p.dst;
     r.chunk = 0;
@@ -230,7 +230,7 @@ fn rows_packet(
     let mut partial = [0i32; MAX_LANES];
     for &(u, c) in records {
         let lanes = plan.chunk_lanes(usize::from(c));
-        let values = if pre_aggregated {
+        let values = if is_partial(plan, header.worker, u) {
             // A partial sum beyond 32 bits goes as a record without lanes: its receiver
             // fetches the destination's plain features instead (as the switch's overflow
             // notice has it do in the reduce exchange).
@@ -246,8 +246,21 @@ fn rows_packet(
     (len, p.payload)
 }
 
-/// [`Mode::HostReduce`]: the lowest of worker `header.worker`'s vertices that neighbour `dst`
-/// in block `header.block` (the vertex its partial sum for `dst` is named by).
+/// Whether a packed record of worker `worker` naming vertex `v` is a partial sum (it then
+/// names the destination, a vertex of the receiver) rather than a raw copy of `v`, the
+/// sender's own vertex: every record of [`Mode::HostReduce`], and in [`Mode::HostHybrid`]
+/// those that name another worker's vertex.
+pub(super) fn is_partial(plan: &ExchangePlan, worker: u16, v: u32) -> bool {
+    match plan.mode {
+        Mode::HostReduce => true,
+        Mode::HostHybrid => plan.owner.get(v as usize) != Some(&worker),
+        _ => false,
+    }
+}
+
+/// [`Mode::HostReduce`] and [`Mode::HostHybrid`]: the lowest of worker `header.worker`'s
+/// vertices that neighbour `dst` in block `header.block` (the vertex its partial sum for
+/// `dst` is named by).
 fn lowest_source(plan: &ExchangePlan, header: &Repr, dst: u32) -> Option<u32> {
     let block = plan.blocks.get(usize::from(header.block))?;
     let pair = block.pair(block.row_of(dst)?, header.worker)?;
@@ -294,10 +307,9 @@ pub(super) fn feature_packet(
     Some((r.emit_with_lanes(values, buf), 4 * lanes as u64))
 }
 
-/// [`Mode::Reduce`] and [`Mode::HostReduce`]: worker `header.worker`'s partial sum for
-/// destination `dst` in block
-/// `header.block`, chunk `chunk`, written into `out`; whether it fits 32-bit lanes (`None`
-/// when the worker sends none). It always fits under a scale that leaves room for the
+/// The pre-aggregated modes: worker `header.worker`'s partial sum for destination `dst` in
+/// block `header.block`, chunk `chunk`, written into `out`; whether it fits 32-bit lanes
+/// (`None` when the worker sends none). It always fits under a scale that leaves room for the
 /// destination's every contribution (`ExchangePlan::most_contributions`).
 fn partial_sum(
     plan: &ExchangePlan,
@@ -444,6 +456,53 @@ impl SendStrategy for HostPreAggregated {
     }
 
     around_send_queue!(HostPreAggregated);
+}
+
+/// The host hybrid: per remote worker, either the host exchange's raw copies
+/// ([`HostExchange`]) or the host-only partial sums ([`HostPreAggregated`]), as the plan
+/// chose for that ordered pair (whichever is fewer rows). The plan's multicast senders of this
+/// worker go raw, once to every worker owning one of their rows; its (destination, worker)
+/// pairs go as partial sums. Both are packed per receiving worker into packets of the MTU
+/// ([`PacketType::Rows`]); a record naming the sender's own vertex is a raw copy, one naming
+/// the receiver's a partial sum. The switch only forwards.
+#[derive(Debug)]
+pub struct HostMixed(SendQueue);
+
+impl SendStrategy for HostMixed {
+    const NAME: &'static str = "host-hybrid";
+    const KIND: PacketType = PacketType::Rows;
+
+    fn accepts(mode: Mode) -> bool {
+        mode == Mode::HostHybrid
+    }
+
+    /// The partial sums as (destination, destination), in the block's order, then the raw
+    /// copies as (sender, its lowest row on the receiving worker), senders ascending.
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        let mut pairs = HostPreAggregated::pairs(plan, rank, block);
+        let b = &plan.blocks[usize::from(block)];
+        let (t, m) = (&b.table, &b.multicast);
+        let mut targets: Vec<(u32, u32)> = Vec::new();
+        for i in 0..m.len() {
+            let u = m.vertices[i];
+            if plan.owner[u as usize] != rank {
+                continue;
+            }
+            // Rows ascend, and so do their vertices: the first met on each worker is its lowest.
+            targets.clear();
+            targets.extend(
+                m.rows_of(i)
+                    .iter()
+                    .map(|&r| (t.workers[r as usize], t.vertices[r as usize])),
+            );
+            targets.sort_unstable();
+            targets.dedup_by_key(|x| x.0);
+            pairs.extend(targets.iter().map(|&(_, v)| (u, v)));
+        }
+        pairs
+    }
+
+    around_send_queue!(HostMixed);
 }
 
 /// The host exchange: each boundary vertex once to every remote worker that needs it (the
