@@ -33,7 +33,9 @@ pub enum ExchangeKind {
     /// Pre-aggregated partial sums, one per (worker, destination), added in one switch pass.
     Reduce,
     /// The same partial sums sent host to host, packed to the MTU (DistGNN's partial
-    /// aggregation); the switch only forwards them.
+    /// aggregation); the switch only forwards them. (Named `hostreduce` in job files before
+    /// it had its command-line name there too.)
+    #[serde(rename = "host-reduce", alias = "hostreduce")]
     HostReduce,
     /// The host hybrid: per ordered worker pair, the host exchange's raw copies or host-only
     /// partial sums, whichever is fewer rows (a tie goes to raw copies), host to host packed

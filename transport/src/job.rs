@@ -978,6 +978,16 @@ mod tests {
         assert_eq!(job.exchange_name(), "tcp");
         let back: JobFile = toml::from_str(&job.to_toml()).unwrap();
         assert_eq!(back, job);
+        // Every kind reads back by the name the command line gives it.
+        for kind in ExchangeKind::ALL {
+            let text = format!(
+                "plan = \"p\"\nswitch = \"127.0.0.1:1\"\nworld = 2\nmode = \"{}\"\n",
+                kind.name()
+            );
+            let job: JobFile = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(job.mode, kind);
+            assert_eq!(toml::from_str::<JobFile>(&job.to_toml()).unwrap(), job);
+        }
         // A plain job file says nothing of it.
         let plain = JobFile::loopback(PathBuf::from("p"), ExchangeKind::Host, job.switch, 2);
         assert!(!plain.to_toml().contains("exchange_via"));
