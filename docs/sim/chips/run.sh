@@ -1,6 +1,6 @@
 #!/bin/bash
 # Real chips next to the ideal switch, every kind against the best host-only kind: the host
-# exchange, host-only pre-aggregation, SwitchGNN, reduce and the planner's pick, on the default
+# exchange, host-only pre-aggregation, the host hybrid, SwitchGNN, reduce and the planner's pick, on the default
 # real chip (tofino1-32 up to 32 workers, tofino2 at 128) and on the ideal switch. Needs a
 # release build (cargo build --release) and ../shared/datasets.
 set -u
@@ -14,7 +14,7 @@ run() { # name dataset memory extra...
     local opt=""; [ $chip = ideal ] && opt="--chip ideal"
     local s=$(date +%s)
     "$B" simulate "$data" --workers 8,32,128 --switch-memory "$mem" \
-      --modes host,host-reduce,switchgnn,reduce,auto --result-timeout-us 5000 --jobs ${JOBS:-2} \
+      --modes host,host-reduce,host-hybrid,switchgnn,reduce,auto --result-timeout-us 5000 --jobs ${JOBS:-2} \
       $opt "$@" --out "$OUT/$name-$chip" > "$OUT/$name-$chip.txt" 2>&1
     echo "$name $chip rc=$? $(( $(date +%s) - s )) s" >> "$OUT/times.txt"
   done
