@@ -15,7 +15,6 @@ use std::path::Path;
 use std::time::Instant;
 use switchgnn_chip::ChipChoice;
 
-use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::synthetic::{generate, Preset};
 use switchgnn_datasets::testdata::{peak_rss_kib, run_bench_child_values};
 use switchgnn_datasets::{cache, load_path, LoadOptions, NoProgress};
@@ -25,7 +24,7 @@ use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{exchange_plan, scale_for, simulate_exchange, ExchangeSetup};
 use switchgnn_sim::queue::EventQueue;
 use switchgnn_sim::sweep::SweepSpec;
-use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
+use switchgnn_sim::SimMode;
 
 const WIDTH: usize = 128;
 
@@ -41,39 +40,20 @@ fn memory() -> u64 {
 }
 
 fn spec(workers: u16) -> SweepSpec {
-    SweepSpec {
-        dataset: "reddit-like".into(),
-        workers: vec![workers],
-        memories: vec![memory()],
-        modes: SimMode::ALL.to_vec(),
-        feature_dims: vec![WIDTH],
-        compute_ms: 0.0,
-        link: LinkSpec::hundred_gbps(),
-        // The ideal chip (free recirculation), as the paper's reproduction runs: on a real chip
-        // the in-network modes are recirculation-bound on Reddit's degrees, and their timeouts
-        // then dominate the event count. This bench measures the simulator, not the chip.
-        buffer_bytes: 10_000_000,
-        ecn_threshold: 100_000,
-        chip: ChipChoice {
+    // The ideal chip (free recirculation), as the paper's reproduction runs: on a real chip
+    // the in-network modes are recirculation-bound on Reddit's degrees, and their timeouts
+    // then dominate the event count. This bench measures the simulator, not the chip.
+    SweepSpec::paper(
+        "reddit-like",
+        vec![workers],
+        vec![memory()],
+        SimMode::ALL.to_vec(),
+        vec![WIDTH],
+        ChipChoice {
             preset: Some(switchgnn_chip::Preset::Ideal),
             ..ChipChoice::default()
         },
-        host: HostSpec::hundred_gbps(),
-        frame_overhead: switchgnn_sim::driver::FRAME_OVERHEAD,
-        sample_ns: 10_000,
-        window: 512,
-        rate_control: Default::default(),
-        // As in the reproduction runs: the 200 µs default sets off fetch storms at 128 workers.
-        timers: Timers {
-            result: 5_000_000,
-            ..Timers::default()
-        },
-        bundle: true,
-        seed: 0,
-        loss: 0.0,
-        jobs: 1,
-        pcap: None,
-    }
+    )
 }
 
 fn main() {

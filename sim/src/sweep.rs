@@ -128,6 +128,47 @@ impl Tap for SimCapture {
 }
 
 impl SweepSpec {
+    /// The paper's setting for `modes` on `chip`: 100 Gb/s links with 2 µs of delay, 10 MB
+    /// egress buffers marking ECN above 100 KB, 20 ns per packet at each host, a window of 512
+    /// chunks, halving on echoes, bundled chunks, no compute, no loss, seed 0, one job. The
+    /// receivers' patience is 5 ms, as the reproduction runs have it: the 200 µs default sets
+    /// off fetch storms at 128 workers and on recirculation-bound chips.
+    pub fn paper(
+        dataset: &str,
+        workers: Vec<u16>,
+        memories: Vec<u64>,
+        modes: Vec<SimMode>,
+        feature_dims: Vec<usize>,
+        chip: ChipChoice,
+    ) -> SweepSpec {
+        SweepSpec {
+            dataset: dataset.into(),
+            workers,
+            memories,
+            modes,
+            feature_dims,
+            compute_ms: 0.0,
+            link: LinkSpec::hundred_gbps(),
+            buffer_bytes: 10_000_000,
+            ecn_threshold: 100_000,
+            chip,
+            host: HostSpec::hundred_gbps(),
+            frame_overhead: crate::driver::FRAME_OVERHEAD,
+            sample_ns: 10_000,
+            window: 512,
+            rate_control: RateControl::Halve,
+            timers: Timers {
+                result: 5_000_000,
+                ..Timers::default()
+            },
+            bundle: true,
+            seed: 0,
+            loss: 0.0,
+            jobs: 1,
+            pcap: None,
+        }
+    }
+
     /// The core's configuration for `workers` hosts, on the chip [`SweepSpec::chip`] picks
     /// for them.
     pub fn config(&self, workers: u16) -> Result<SimConfig, ChipError> {

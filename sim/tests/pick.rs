@@ -19,13 +19,11 @@
 //! says where).
 
 use switchgnn_chip::{ChipChoice, Preset};
-use switchgnn_dataplane::engine::Timers;
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, LoadOptions, NoProgress};
 use switchgnn_partition::PlanSpec;
 use switchgnn_sim::modes::SimMode;
 use switchgnn_sim::sweep::{sweep, RunRow, SweepSpec};
-use switchgnn_sim::{HostSpec, LinkSpec};
 
 const GRAPHS: [&str; 11] = [
     "cora.npz",
@@ -52,35 +50,14 @@ const MEMORY: u64 = 10_000_000;
 const WIDTH: usize = 128;
 
 fn spec(name: &str, preset: Preset, workers: Vec<u16>) -> SweepSpec {
+    let chip = ChipChoice {
+        preset: Some(preset),
+        ..ChipChoice::default()
+    };
+    let modes = HOST_ONLY.iter().copied().chain([SimMode::Auto]).collect();
     SweepSpec {
-        dataset: name.into(),
-        workers,
-        memories: vec![MEMORY],
-        modes: HOST_ONLY.iter().copied().chain([SimMode::Auto]).collect(),
-        feature_dims: vec![WIDTH],
-        compute_ms: 0.0,
-        link: LinkSpec::hundred_gbps(),
-        buffer_bytes: 10_000_000,
-        ecn_threshold: 100_000,
-        chip: ChipChoice {
-            preset: Some(preset),
-            ..ChipChoice::default()
-        },
-        host: HostSpec::hundred_gbps(),
-        frame_overhead: switchgnn_sim::driver::FRAME_OVERHEAD,
-        sample_ns: 10_000,
-        window: 512,
-        rate_control: Default::default(),
-        // As docs/sim runs them: the 200 µs default sets off fetch storms on slow chips.
-        timers: Timers {
-            result: 5_000_000,
-            ..Timers::default()
-        },
-        bundle: true,
-        seed: 0,
-        loss: 0.0,
         jobs: 2,
-        pcap: None,
+        ..SweepSpec::paper(name, workers, vec![MEMORY], modes, vec![WIDTH], chip)
     }
 }
 
