@@ -991,6 +991,27 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     let (mut switch, _) = start_switch(dir.path(), job, &["--entries", none]);
     switch.kill().unwrap();
     switch.wait().unwrap();
+    // Looped front-panel ports as recirculation paths: two in each of the four pipes, listed
+    // for the operator, in the parser's value set; the software switch loads the entries.
+    let looped = dir.path().join("looped.json");
+    let looped = looped.to_str().unwrap();
+    let out = p4_entries("p4runtime", looped, "3", &["--loopback-ports", "8"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(looped).unwrap()).unwrap();
+    assert_eq!(
+        doc["switchgnn"]["looped_ports"],
+        serde_json::json!([8, 12, 136, 140, 264, 268, 392, 396])
+    );
+    let (mut switch, _) = start_switch(dir.path(), job, &["--entries", looped]);
+    switch.kill().unwrap();
+    switch.wait().unwrap();
+    let out = p4_entries("p4runtime", looped, "3", &["--loopback-ports", "6"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("multiple of 4"));
     // A count the program cannot mask is refused.
     let out = p4_entries("p4runtime", small, "3", &["--allreduce-slots", "100"]);
     assert!(!out.status.success());
@@ -1018,6 +1039,13 @@ fn a_switch_loaded_from_p4_entries_serves_exact_exchanges() {
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(r[0]["fits_resident"], true);
     assert_eq!(r[0]["workers"], 2);
+    assert_eq!(r[0]["assumptions"]["looped_per_pipe"], 0);
+    // With looped ports the recirculation bandwidth grows by their paths.
+    let text = stdout_ok(&["p4", "resources", "--plan", plan, "--loopback-ports", "8"]);
+    assert!(
+        text.contains("Looped ports: 2 per pipe at 100 Gb/s; with the internal port, 3 paths"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -248,6 +248,29 @@ control Aggregation(inout headers_t hdr,
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk_word;
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) partial_chunk;
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) pass_group_of;
+    Hash<bit<8>>(HashAlgorithm_t.CRC16) path_slot_of;
+
+    /* The packet's recirculation path: a local port number, looped in every pipe, and its
+     * index among the job's paths (which picks the pass group's replicas). Without entries,
+     * the internal port. */
+    action set_path(bit<8> path, bit<7> local) {
+        meta.path = path;
+        meta.loop_local = local;
+    }
+    action internal_path() {
+        meta.path = 0;
+        meta.loop_local = RECIRC_LOCAL;
+    }
+    @id(0x0200000c)
+    table recirculation_path {
+        key = {
+            hdr.sg.job     : exact @name("job");
+            meta.path_slot : exact @name("slot");
+        }
+        actions = { @id(0x01000013) set_path; @id(0x01000014) @defaultonly internal_path; }
+        const default_action = internal_path();
+        size = PATH_SIZE;
+    }
 
     Register<agg_state_t, bit<32>>(AGGREGATORS) state;
     /* One contribution: a fresh aggregator (older phase) starts at 1, a released one stays
@@ -290,8 +313,12 @@ control Aggregation(inout headers_t hdr,
     LANE_PAIR(28, 60) LANE_PAIR(29, 61) LANE_PAIR(30, 62) LANE_PAIR(31, 63)
 
     apply {
+        /* The packet's path, by a hash of its source and destination: its passes in every
+         * pipe go around that pipe's port of the path, one source's in order. */
+        meta.path_slot = path_slot_of.get({hdr.sg.src, hdr.sg.dst});
+        recirculation_path.apply();
         /* The recirculation port of the pipe this copy is in. */
-        PortId_t loop = (PortId_t) (hdr.pass.pipe[1:0] ++ RECIRC_LOCAL);
+        PortId_t loop = (PortId_t) (hdr.pass.pipe[1:0] ++ meta.loop_local);
 
         if (hdr.sg.packet_type == SG_REDUCE) {
             /* The all-reduce's lanes (allreduce.p4 counted the slice): the bank is aggregator
@@ -368,7 +395,7 @@ control Aggregation(inout headers_t hdr,
                     hdr.pass.dst_worker = meta.dst_owner;
                     hdr.pass.pass = hdr.pass.pass + 1;
                     hdr.pass.out_kind = OUT_RECIRC;
-                    ig_tm_md.ucast_egress_port = (PortId_t) (meta.dst_pipe[1:0] ++ RECIRC_LOCAL);
+                    ig_tm_md.ucast_egress_port = (PortId_t) (meta.dst_pipe[1:0] ++ meta.loop_local);
                 }
             }
             return;
@@ -434,7 +461,7 @@ control Aggregation(inout headers_t hdr,
             hdr.pass.pass = hdr.pass.pass + 1;
             hdr.pass.step = STEP_CHAIN;
             hdr.pass.out_kind = OUT_RECIRC;
-            ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ RECIRC_LOCAL);
+            ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ meta.loop_local);
             return;
         }
         if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
@@ -510,13 +537,13 @@ control Aggregation(inout headers_t hdr,
             if (emits) { emit_copy = 1; }
             bit<1> continue_copy = 0;
             if (continues) { continue_copy = 1; }
-            /* pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an action takes
+            /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an action takes
              * one instruction per field. By an identity hash, not a concatenation: that was
              * written piece by piece, so the offset needed initialising, and p4c's check of
              * that initialisation stopped on a compiler bug (a table of the raw path, which
              * returns before this, sharing the offset's container). */
-            meta.pass_group = pass_group_of.get({hdr.pass.pipe[1:0], fan[3:0], emit_copy,
-                                                 continue_copy});
+            meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0], fan[3:0],
+                                                 emit_copy, continue_copy});
             ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
         } else if (continues) {
             ig_tm_md.ucast_egress_port = loop;

@@ -100,6 +100,17 @@ const bit<9> RECIRC_PORT_1 = 196;
 const bit<9> RECIRC_PORT_2 = 324;
 const bit<9> RECIRC_PORT_3 = 452;
 
+/* Recirculation paths (p4/README.md "Looped ports"). Besides its internal recirculation port, a
+ * pipe may loop front-panel ports back into itself; the control plane loops the same local port
+ * numbers in every pipe, so that one lookup names a path for whichever pipe a pass goes to:
+ * path 0 is the internal port (RECIRC_LOCAL), paths 1.. the looped local numbers the parser's
+ * value set lists. A pass's path is that of its hash slot (`recirculation_path`, keyed by job
+ * and PATH_SLOTS slots of a hash of the packet's source and destination, so one source's passes
+ * keep one path and stay in order); a pass group is replicated per path (entries.rs). */
+const int LOOPED_LOCALS      = 31;     /* the value set's size: local ports per pipe in loopback */
+const bit<32> PATH_SLOTS     = 256;    /* hash slots per job the control plane spreads over paths */
+const int PATH_SIZE          = 4096;   /* recirculation_path entries: 16 jobs of PATH_SLOTS */
+
 /* Replication ids of the recirculating copies a pass makes (its pass group, entries.rs). */
 const bit<16> RID_EMIT     = 0xffff;   /* the copy that reads the sum out (or forwards raw) */
 const bit<16> RID_CONTINUE = 0xfffe;   /* the copy that makes the next pass of this pipe's chain */

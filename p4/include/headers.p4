@@ -135,7 +135,11 @@ struct ingress_metadata_t {
     bit<1>  last;
     bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
     bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
-    bit<16> pass_group;   /* the pass group's offset among the job's (pipe, fan-out, copies) */
+    bit<16> pass_group;   /* the pass group's offset among the job's (path, pipe, fan-out, copies) */
+    /* recirculation_path: this packet's recirculation path, the same local port in every pipe */
+    bit<8>  path_slot;
+    bit<8>  path;         /* 0 = the internal port */
+    bit<7>  loop_local;
     /* register outcomes */
     bit<3>  agg_outcome;  /* AGG_* below (3 bits: ingress PHV is short) */
     bit<32> counted;      /* count after this contribution; 1 = a fresh aggregator */

@@ -12,17 +12,19 @@ parser IngressParser(packet_in pkt,
                      out ingress_metadata_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
     ParserCounter() lanes_left;
+    /* Local port numbers looped back in every pipe: passes come back on them too. */
+    @id(0x03000001) value_set<bit<7>>(LOOPED_LOCALS) looped_ports;
 
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
         meta.drop_reason = 0;
         meta.drop = false;
-        transition select(ig_intr_md.ingress_port) {
-            RECIRC_PORT_0: parse_pass;
-            RECIRC_PORT_1: parse_pass;
-            RECIRC_PORT_2: parse_pass;
-            RECIRC_PORT_3: parse_pass;
+        /* A pipe's recirculation paths have the same local numbers in every pipe: its
+         * internal port (RECIRC_PORT_0..3) and the looped front-panel ports. */
+        transition select(ig_intr_md.ingress_port[6:0]) {
+            RECIRC_LOCAL: parse_pass;
+            looped_ports: parse_pass;
             default: parse_ethernet;
         }
     }

@@ -22,6 +22,9 @@ with a higher sequence number, as workers do; so they run in any order on one in
 The all-reduce test uses its job's stream from position 0: it needs a fresh installation (the
 entries clear the region's words).
 The `--interface` list must map every worker's dev port.
+Entries made with `p4 entries --loopback-ports N` run the same tests with the passes spread over
+the looped front-panel ports (the bfrt script puts them in MAC loopback; on the model, give them
+no `--interface`): every result must come out as without them.
 """
 import base64
 import json
@@ -46,6 +49,7 @@ TABLES = {  # table id -> name, as in p4/src/program.rs
     0x02000004: "destination_slot", 0x02000005: "vertex_aggregators",
     0x0200000a: "partial_aggregator", 0x02000007: "job_config",
     0x02000008: "worker_address", 0x02000009: "ecn_marking", 0x0200000b: "allreduce_region",
+    0x0200000c: "recirculation_path",
 }
 
 
@@ -61,6 +65,8 @@ class Job:
             doc = json.load(f)
         self.job = doc["switchgnn"]["job"]
         self.workers = doc["switchgnn"]["workers"]
+        # Dev ports in loopback (recirculation paths): never a worker's.
+        self.looped = doc["switchgnn"].get("looped_ports", [])
         rows = {name: [] for name in TABLES.values()}
         for request in doc["write_requests"]:
             for update in request["updates"]:
@@ -115,6 +121,8 @@ class SwitchgnnTest(BaseTest):
         self.dataplane = ptf.dataplane_instance
         self.dataplane.flush()
         self.job = Job(testutils.test_params_get()["entries"])
+        looped_workers = set(self.job.looped) & set(self.job.port.values())
+        self.assertFalse(looped_workers, "worker ports in loopback")
         SwitchgnnTest.epoch += 1
         self.epoch = SwitchgnnTest.epoch
 

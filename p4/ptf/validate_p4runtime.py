@@ -3,9 +3,10 @@
 
 Every element of its `write_requests` must parse as a `p4.v1.WriteRequest` (unknown fields,
 wrong types and bad enum values are errors), every update must be an INSERT of a table entry,
-a multicast group or a clone session, or a MODIFY that sets a word of one of the all-reduce's
-registers to zero, and every table entry's action must be listed by its table in the program
-(the table/action/register ids of p4/switchgnn.p4, given here by their @id).
+a multicast group or a clone session, a MODIFY that sets a word of one of the all-reduce's
+registers to zero, or a MODIFY of the parser's value set of looped local port numbers (7-bit,
+ternary, full mask), and every table entry's action must be listed by its table in the program
+(the table/action/register/value-set ids of p4/switchgnn.p4, given here by their @id).
 
 Usage: PYTHONPATH=.p4py python3 p4/ptf/validate_p4runtime.py entries.json
 Needs the `p4runtime` and `protobuf` (3.20) packages: scripts/p4py.sh installs them.
@@ -29,7 +30,12 @@ ACTIONS = {
     0x02000008: 0x0100000B,  # Egress.worker_address -> set_worker_address
     0x02000009: 0x0100000D,  # Egress.ecn_marking -> set_ecn_threshold
     0x0200000B: 0x01000011,  # Ingress.allreduce.allreduce_region -> set_region
+    0x0200000C: 0x01000013,  # Ingress.aggregation.recirculation_path -> set_path
 }
+
+# The parser's value set of looped local port numbers (p4/include/parser.p4) and its size.
+LOOPED_PORTS = 0x03000001
+LOOPED_LOCALS = 31
 
 # register id -> words, as p4/include/allreduce.p4 declares them (pairs of 32-bit fields).
 REGISTERS = {
@@ -58,6 +64,20 @@ def validate(path):
                     raise ValueError(f"request {i}: register {entry.register_id:#x} word "
                                      f"{entry.index.index} is not a clear")
                 counts[f"register {entry.register_id:#x}"] += 1
+                continue
+            if kind == "value_set_entry":
+                entry = update.entity.value_set_entry
+                matches = [m.match for m in entry.members]
+                if (update.type != p4runtime_pb2.Update.MODIFY
+                        or entry.value_set_id != LOOPED_PORTS
+                        or not 0 < len(matches) <= LOOPED_LOCALS
+                        or any(len(m) != 1 or m[0].WhichOneof("field_match_type") != "ternary"
+                               or int.from_bytes(m[0].ternary.mask, "big") != 0x7F
+                               or int.from_bytes(m[0].ternary.value, "big") > 0x7F
+                               for m in matches)):
+                    raise ValueError(f"request {i}: value set {entry.value_set_id:#x} is not "
+                                     f"the looped ports' (7-bit numbers, full mask)")
+                counts["value set looped_ports"] += 1
                 continue
             if update.type != p4runtime_pb2.Update.INSERT:
                 raise ValueError(f"request {i}: an update that is not an INSERT")

@@ -22,6 +22,9 @@ pub fn to_script(entries: &Entries, remove: bool) -> String {
         m.part, m.job, m.exchange, m.workers, m.plan_checksum, m.created_by
     );
     s.push_str("\np4 = bfrt.switchgnn.pipe\npre = bfrt.pre\n\n");
+    if !remove && !entries.looped.is_empty() {
+        looped(&mut s, entries);
+    }
     if !remove && !entries.groups.is_empty() {
         replication(&mut s, entries);
     }
@@ -73,6 +76,32 @@ pub fn to_script(entries: &Entries, remove: bool) -> String {
     }
     s.push_str("bfrt.complete_operations()\n");
     s
+}
+
+/// The recirculation paths: front-panel ports put in MAC loopback (no cable: the port's MAC
+/// turns its packets around), then the parser's value set of their local numbers, before any
+/// pass group replicates to them.
+fn looped(s: &mut String, entries: &Entries) {
+    let ports: Vec<String> = entries
+        .meta
+        .looped_ports
+        .iter()
+        .map(u16::to_string)
+        .collect();
+    let locals: Vec<String> = entries.looped.iter().map(u16::to_string).collect();
+    let _ = writeln!(
+        s,
+        "# Recirculation paths: front-panel ports in MAC loopback (100G), and their local port\n\
+         # numbers in the parser's value set (the same numbers in every pipe).\n\
+         LOOPED_PORTS = [{}]\n\
+         for port in LOOPED_PORTS:\n    \
+         bfrt.port.port.add(DEV_PORT=port, SPEED=\"BF_SPEED_100G\", FEC=\"BF_FEC_TYP_NONE\",\n        \
+         LOOPBACK_MODE=\"BF_LPBK_MAC_NEAR\", PORT_ENABLE=True)\n\
+         for local in [{}]:\n    \
+         p4.IngressParser.looped_ports.add(f1=local, f1_mask=0x7f)\n",
+        ports.join(", "),
+        locals.join(", ")
+    );
 }
 
 /// Multicast nodes and groups, and the acknowledgements' mirror sessions.

@@ -36,9 +36,12 @@ use crate::program::{self, Table};
 pub const FORMAT: &str = "switchgnn-p4-entries";
 /// Version 2: 64-lane aggregators spread over pipes (pass chains per pipe, pass groups).
 /// Version 3: the in-switch all-reduce's region and the register words it starts from zero.
-pub const FORMAT_VERSION: u32 = 3;
-/// Versions this build reads: a version 2 file is a job without an all-reduce region.
-pub const READS_VERSIONS: [u32; 2] = [2, 3];
+/// Version 4: recirculation paths over looped ports (`recirculation_path`, the parser's value
+/// set `looped_ports`, pass groups per path, the ports to loop).
+pub const FORMAT_VERSION: u32 = 4;
+/// Versions this build reads: a version 2 file is a job without an all-reduce region, a
+/// version 2 or 3 file one without looped ports.
+pub const READS_VERSIONS: [u32; 3] = [2, 3, 4];
 
 /// Bytes an acknowledgement's mirror copy keeps: the mirror byte, the pass header, Ethernet,
 /// IPv4, UDP and the switchgnn header; the ack carries no lanes, and egress parses no further.
@@ -118,6 +121,11 @@ pub struct Metadata {
     /// Which entries the file holds: `all`, `static`, or `block S:B` (see [`Part`]).
     pub part: String,
     pub created_by: String,
+    /// Dev ports to put in MAC loopback (recirculation paths) before the entries are written.
+    /// The bfrt script does so; P4Runtime has no port configuration, so its file lists them
+    /// here for the operator (or a gNMI client: openconfig's `loopback-mode`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looped_ports: Vec<u16>,
 }
 
 /// A subset of a job's entries, for a control plane that reloads the per-block tables.
@@ -345,12 +353,14 @@ fn source_passes(
     out
 }
 
-/// The pass group a pass in `pipe` sends `copies` through, its id counted from `base`: the
-/// next pass and the readout copy to the pipe's own recirculation port, and the start of each
-/// fanned-out pipe's chain to that pipe's.
-pub fn pass_group(base: u16, pipe: u8, copies: Copies) -> MulticastGroup {
+/// The pass group a pass in `pipe` on recirculation path `path` sends `copies` through, its id
+/// counted from `base`: the next pass and the readout copy to the pipe's port of the path, and
+/// the start of each fanned-out pipe's chain to that pipe's (`locals`: the paths' local port
+/// numbers, [`Install::path_locals`]).
+pub fn pass_group(base: u16, locals: &[u16], path: u8, pipe: u8, copies: Copies) -> MulticastGroup {
+    let local = locals[usize::from(path)];
     let copy = |pipe: u8, rid: u16| Replica {
-        port: Install::loop_port(pipe),
+        port: u16::from(pipe) << 7 | local,
         rid,
     };
     let mut replicas = Vec::new();
@@ -364,36 +374,55 @@ pub fn pass_group(base: u16, pipe: u8, copies: Copies) -> MulticastGroup {
         replicas.push(copy(q, program::RID_PIPE + u16::from(q)));
     }
     MulticastGroup {
-        id: copies.group_id(base, pipe),
+        id: copies.group_id(base, pipe) + u16::from(path) * program::PASS_GROUPS_PER_PATH,
         replicas,
     }
 }
 
-/// The job's pass groups: in every pipe, the next pass and the readout copy together; in the
-/// home pipe, pass 0's fan-out to each set of other pipes, with or without those two copies.
+/// The job's pass groups, for every recirculation path: in every pipe, the next pass and the
+/// readout copy together; in the home pipe, pass 0's fan-out to each set of other pipes, with
+/// or without those two copies.
 fn pass_groups(install: &Install) -> Vec<MulticastGroup> {
     let home = install.home_pipe();
-    let group = |pipe: u8, copies: Copies| pass_group(install.pass_groups(), pipe, copies);
+    let locals = install.path_locals();
     let both = Copies {
         fanout: 0,
         emits: true,
         continues: true,
     };
-    let mut groups: Vec<MulticastGroup> = (0..install.pipes).map(|p| group(p, both)).collect();
     let others = pipe_mask((0..install.pipes).filter(|&p| p != home));
-    for fanout in (1..=others).filter(|f| f & !others == 0) {
-        for (emits, continues) in [(false, false), (false, true), (true, false), (true, true)] {
-            groups.push(group(
-                home,
-                Copies {
-                    fanout,
-                    emits,
-                    continues,
-                },
-            ));
+    let mut groups = Vec::new();
+    for path in 0..locals.len() as u8 {
+        let group = |pipe: u8, copies: Copies| {
+            pass_group(install.pass_groups(), &locals, path, pipe, copies)
+        };
+        groups.extend((0..install.pipes).map(|p| group(p, both)));
+        for fanout in (1..=others).filter(|f| f & !others == 0) {
+            for (emits, continues) in [(false, false), (false, true), (true, false), (true, true)] {
+                groups.push(group(
+                    home,
+                    Copies {
+                        fanout,
+                        emits,
+                        continues,
+                    },
+                ));
+            }
         }
     }
     groups
+}
+
+/// The recirculation path of each hash slot: the slots spread evenly over the paths, in turn
+/// (path, local port number).
+pub fn slot_paths(install: &Install) -> Vec<(u8, u16)> {
+    let locals = install.path_locals();
+    (0..program::PATH_SLOTS as usize)
+        .map(|slot| {
+            let path = slot % locals.len();
+            (path as u8, locals[path])
+        })
+        .collect()
 }
 
 /// Whether a table holds per-block entries (keyed by block set and block).
@@ -451,6 +480,9 @@ pub struct Entries {
     /// Register words the job starts from zero (its all-reduce region), written before any
     /// table entry admits its packets.
     pub clears: Vec<RegisterClear>,
+    /// The parser's value set `looped_ports`: local port numbers looped back in every pipe
+    /// (the switch's, so every job on it names the same), in path order.
+    pub looped: Vec<u16>,
 }
 
 /// Entries per table, for reports.
@@ -563,6 +595,17 @@ impl Entries {
                 u64::from(install.recirc_port) >> 7,
             ],
         );
+        // With looped ports, every hash slot names its path (without, the table's default is
+        // the internal port).
+        if !install.looped.is_empty() {
+            for (slot, (path, local)) in slot_paths(install).into_iter().enumerate() {
+                put(
+                    &program::RECIRCULATION_PATH,
+                    vec![job64, slot as u64],
+                    vec![u64::from(path), u64::from(local)],
+                );
+            }
+        }
         let mut clears = Vec::new();
         if let Some((agg, bank, banks)) = install.allreduce_region() {
             let slots = u64::from(install.allreduce_slots);
@@ -739,11 +782,13 @@ impl Entries {
                 plan_checksum: format!("{checksum:#018x}"),
                 part: Part::All.name(),
                 created_by: concat!("switchgnn ", env!("CARGO_PKG_VERSION")).into(),
+                looped_ports: install.looped_ports(),
             },
             tables,
             groups,
             sessions,
             clears,
+            looped: install.looped.clone(),
         })
     }
 
@@ -822,9 +867,15 @@ impl Entries {
             } else {
                 Vec::new()
             },
-            // The all-reduce region is cleared once, with the job's static entries.
+            // The all-reduce region is cleared once, with the job's static entries; the ports
+            // are looped then too.
             clears: if replication {
                 self.clears.clone()
+            } else {
+                Vec::new()
+            },
+            looped: if replication {
+                self.looped.clone()
             } else {
                 Vec::new()
             },
@@ -924,6 +975,8 @@ struct Reader {
     addressed: BTreeSet<u16>,
     /// The `allreduce_region` entry: (slots, first bank word).
     allreduce: Option<(u16, u64)>,
+    /// `recirculation_path`: hash slot → (entry index, path, local port number).
+    paths: BTreeMap<u64, (usize, u8, u16)>,
 }
 
 /// Check that the destinations of each pipe (in vertex order) of block `b` of `set` hold
@@ -1082,6 +1135,15 @@ impl Reader {
                 id if id == program::WORKER_ADDRESS.id => {
                     self.addressed.insert(k[1] as u16);
                 }
+                id if id == program::RECIRCULATION_PATH.id => {
+                    if self
+                        .paths
+                        .insert(k[1], (index, p[0] as u8, p[1] as u16))
+                        .is_some()
+                    {
+                        return Err(bad(format!("hash slot {} given twice", k[1])));
+                    }
+                }
                 _ => return Err(bad("a table this reader does not know".into())),
             }
         }
@@ -1225,7 +1287,8 @@ impl Reader {
         if layers.is_empty() {
             return Err(layout("no layer configuration entries".into()));
         }
-        self.check_groups(entries, job, &ports)?;
+        let paths = self.check_paths(entries, &ports)?;
+        self.check_groups(entries, job, &ports, &paths)?;
         let allreduce_slots = match self.allreduce {
             Some((slots, bank)) => {
                 // A Tofino would run the region from whatever an earlier job left there.
@@ -1264,13 +1327,60 @@ impl Reader {
         })
     }
 
+    /// The recirculation paths: the value set's looped local numbers are no worker's, and
+    /// with `recirculation_path` entries every hash slot names a path whose local number is
+    /// the internal port's (path 0) or the value set's. Returns the paths' local numbers and
+    /// the paths the slots use.
+    fn check_paths(
+        &self,
+        entries: &Entries,
+        ports: &[u16],
+    ) -> Result<(Vec<u16>, BTreeSet<u8>), EntriesError> {
+        let probe = Install {
+            ports: ports.to_vec(),
+            looped: entries.looped.clone(),
+            ..Install::defaults(ports.len() as u16)
+        };
+        probe.check_looped()?;
+        let locals = probe.path_locals();
+        if self.paths.is_empty() {
+            return Ok((locals, BTreeSet::from([0])));
+        }
+        if self.paths.len() as u64 != program::PATH_SLOTS
+            || self.paths.keys().any(|&k| k >= program::PATH_SLOTS)
+        {
+            return Err(EntriesError::Layout(format!(
+                "recirculation_path has {} hash slots, not each of the {} once",
+                self.paths.len(),
+                program::PATH_SLOTS
+            )));
+        }
+        let mut used = BTreeSet::new();
+        for (&slot, &(index, path, local)) in &self.paths {
+            if locals.get(usize::from(path)) != Some(&local) {
+                return Err(entry_error(
+                    index,
+                    &program::RECIRCULATION_PATH,
+                    format!(
+                        "slot {slot} names path {path} at local port {local}, but the paths are \
+                         {locals:?} (the internal port, then the value set's looped ports)"
+                    ),
+                ));
+            }
+            used.insert(path);
+        }
+        Ok((locals, used))
+    }
+
     /// Every multicast group the program can ask for exists with the replicas it expects: the
-    /// block go to every worker, and the pass group of every pass that sends several copies.
+    /// block go to every worker, and on every path the slots use the pass group of every pass
+    /// that sends several copies.
     fn check_groups(
         &self,
         entries: &Entries,
         job: JobRow,
         ports: &[u16],
+        (locals, paths): &(Vec<u16>, BTreeSet<u8>),
     ) -> Result<(), EntriesError> {
         let groups: BTreeMap<u16, &MulticastGroup> =
             entries.groups.iter().map(|g| (g.id, g)).collect();
@@ -1300,17 +1410,19 @@ impl Reader {
                 if !copies.need_group() || !checked.insert((p.pipe, copies)) {
                     continue;
                 }
-                let want = pass_group(job.pass_groups, p.pipe, copies);
-                if groups.get(&want.id) != Some(&&want) {
-                    return Err(entry_error(
-                        p.index,
-                        &program::VERTEX_AGGREGATORS,
-                        format!(
-                            "pass {} of pipe {} sends through multicast group {}, which is \
-                             missing or has other replicas",
-                            p.pass, p.pipe, want.id
-                        ),
-                    ));
+                for &path in paths {
+                    let want = pass_group(job.pass_groups, locals, path, p.pipe, copies);
+                    if groups.get(&want.id) != Some(&&want) {
+                        return Err(entry_error(
+                            p.index,
+                            &program::VERTEX_AGGREGATORS,
+                            format!(
+                                "pass {} of pipe {} on recirculation path {path} sends through \
+                                 multicast group {}, which is missing or has other replicas",
+                                p.pass, p.pipe, want.id
+                            ),
+                        ));
+                    }
                 }
             }
         }

@@ -112,6 +112,52 @@ fn zero_word(register: &program::Register, index: u64) -> Value {
     }})
 }
 
+/// The parser's value set of looped local port numbers (P4Runtime writes a value set whole,
+/// with MODIFY; its members match ternary, as the compiler declares a value set's key).
+fn looped_ports(locals: &[u16]) -> Value {
+    let members: Vec<Value> = locals
+        .iter()
+        .map(|&l| {
+            json!({"match": [{
+                "fieldId": 1,
+                "ternary": {"value": bytestring(u64::from(l)), "mask": bytestring(0x7f)},
+            }]})
+        })
+        .collect();
+    json!({"valueSetEntry": {"valueSetId": program::LOOPED_PORTS_ID, "members": members}})
+}
+
+/// The value set's members back, in their order (the paths' order).
+fn read_value_set(entries: &mut Entries, v: &Value) -> Result<(), String> {
+    let id = number(v, "valueSetId")? as u32;
+    if id != program::LOOPED_PORTS_ID {
+        return Err(format!("unknown value set id {id:#x}"));
+    }
+    if !entries.looped.is_empty() {
+        return Err("the looped ports' value set is written twice".into());
+    }
+    let field = program::Field {
+        name: "local",
+        bits: 7,
+    };
+    for member in v
+        .get("members")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let m = member
+            .pointer("/match/0/ternary")
+            .ok_or("a value set member needs one ternary match")?;
+        let text = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("");
+        if decode(text("mask"), &field)? != 0x7f {
+            return Err("a looped port's mask must cover its 7 bits".into());
+        }
+        entries.looped.push(decode(text("value"), &field)? as u16);
+    }
+    Ok(())
+}
+
 /// The P4Runtime JSON document of `entries`.
 pub fn to_json(entries: &Entries) -> String {
     // Replication state and the cleared register words first, in requests of their own (a
@@ -127,6 +173,10 @@ pub fn to_json(entries: &Entries) -> String {
             (c.first..c.first + c.count)
                 .map(|i| json!({"type": "MODIFY", "entity": zero_word(c.register, i)}))
         }))
+        .chain(
+            (!entries.looped.is_empty())
+                .then(|| json!({"type": "MODIFY", "entity": looped_ports(&entries.looped)})),
+        )
         .collect();
     let tables: Vec<Value> = entries
         .tables
@@ -190,6 +240,7 @@ pub fn from_json(text: &str) -> Result<Entries, EntriesError> {
         groups: Vec::new(),
         sessions: Vec::new(),
         clears: Vec::new(),
+        looped: Vec::new(),
     };
     let updates = requests.as_array().into_iter().flatten().flat_map(|r| {
         r.get("updates")
@@ -222,6 +273,12 @@ fn read_update(entries: &mut Entries, update: &Value) -> Result<(), String> {
             return Err("a register entry is written with MODIFY".into());
         }
         return read_clear(entries, r);
+    }
+    if let Some(v) = entity.get("valueSetEntry") {
+        if kind != Some("MODIFY") {
+            return Err("a value set is written with MODIFY".into());
+        }
+        return read_value_set(entries, v);
     }
     if kind != Some("INSERT") {
         return Err("only INSERT updates are expected, and MODIFY of registers".into());

@@ -47,8 +47,13 @@ pub struct Install {
     /// words and barrier run.
     pub recirc_port: u16,
     /// Pipes whose registers hold the job's aggregators: `0..pipes`, each reached through its
-    /// own internal recirculation port.
+    /// own recirculation paths.
     pub pipes: u8,
+    /// Local port numbers put in loopback in each of those pipes (front-panel ports in MAC
+    /// loopback, the same numbers in every pipe): recirculation paths besides the internal
+    /// port. Empty: the internal ports only. The parser knows passes by these numbers in every
+    /// pipe, so no worker's port may have one of them ([`Install::check`]).
+    pub looped: Vec<u16>,
     pub ecn_threshold_bytes: u64,
     /// The block go's multicast group; the job's pass groups follow it ([`Install::pass_group`]).
     /// It also carries the all-reduce's results, one copy per worker.
@@ -130,6 +135,7 @@ impl Install {
             },
             recirc_port: program::RECIRC_PORTS[0],
             pipes: program::MAX_PIPES,
+            looped: Vec::new(),
             ecn_threshold_bytes: 64 * 1024,
             go_group: 1,
             allreduce_slots: 0,
@@ -167,19 +173,60 @@ impl Install {
         pipe_of(u64::from(self.recirc_port))
     }
 
-    /// The internal recirculation port of pipe `pipe`.
-    pub fn loop_port(pipe: u8) -> u16 {
-        u16::from(pipe) << 7 | program::RECIRC_LOCAL
-    }
-
     /// The first of the job's pass groups, right after its block go.
     pub fn pass_groups(&self) -> u16 {
         self.go_group + 1
     }
 
-    /// The multicast group a pass in `pipe` uses for `copies`.
-    pub fn pass_group(&self, pipe: u8, copies: Copies) -> u16 {
-        copies.group_id(self.pass_groups(), pipe)
+    /// The local port number of each recirculation path: the internal port's (path 0), then
+    /// the looped ones.
+    pub fn path_locals(&self) -> Vec<u16> {
+        std::iter::once(program::RECIRC_LOCAL)
+            .chain(self.looped.iter().copied())
+            .collect()
+    }
+
+    /// Every dev port put in loopback: the looped local numbers in each pipe the job uses.
+    pub fn looped_ports(&self) -> Vec<u16> {
+        (0..self.pipes)
+            .flat_map(|p| self.looped.iter().map(move |&l| u16::from(p) << 7 | l))
+            .collect()
+    }
+
+    /// The multicast group a pass in `pipe` on recirculation path `path` uses for `copies`.
+    pub fn pass_group(&self, path: u8, pipe: u8, copies: Copies) -> u16 {
+        copies.group_id(self.pass_groups(), pipe) + u16::from(path) * program::PASS_GROUPS_PER_PATH
+    }
+
+    /// Multicast group ids the job takes: its block go and a set of pass groups per path.
+    pub fn group_ids(&self) -> u32 {
+        1 + (1 + self.looped.len() as u32) * u32::from(program::PASS_GROUPS_PER_PATH)
+    }
+
+    /// Put `ports` front-panel ports in loopback, `ports / pipes` in each pipe the job uses:
+    /// the lowest 100G port numbers (every fourth local number below 64, a Tofino 1 pipe's
+    /// front panel) that no worker's port has in any pipe.
+    pub fn loop_ports(&mut self, ports: u32) -> Result<(), EntriesError> {
+        let pipes = u32::from(self.pipes.max(1));
+        if ports % pipes != 0 {
+            return Err(EntriesError::Layout(format!(
+                "{ports} looped ports over {pipes} pipes: the program loops the same local port \
+                 numbers in every pipe, so give a multiple of {pipes}"
+            )));
+        }
+        let per_pipe = (ports / pipes) as usize;
+        let used: Vec<u16> = self.ports.iter().map(|p| p & 0x7f).collect();
+        let free: Vec<u16> = (0..64).step_by(4).filter(|l| !used.contains(l)).collect();
+        if free.len() < per_pipe {
+            return Err(EntriesError::Layout(format!(
+                "{ports} looped ports need {per_pipe} local port numbers free in every pipe, and \
+                 the workers' ports leave {} ({free:?}); spread the workers over the pipes \
+                 (--hosts) or loop fewer",
+                free.len()
+            )));
+        }
+        self.looped = free[..per_pipe].to_vec();
+        Ok(())
     }
 
     /// The acknowledgement mirror session towards a worker: one per dev port, shared by jobs.
@@ -235,14 +282,15 @@ impl Install {
                 self.pipes
             )));
         }
-        if self.go_group == 0
-            || u32::from(self.go_group) + 1 + (u32::from(program::MAX_PIPES) << 6)
-                > u32::from(u16::MAX)
-        {
+        self.check_looped()?;
+        if self.go_group == 0 || u32::from(self.go_group) + self.group_ids() > 65536 {
             return Err(EntriesError::Layout(format!(
-                "multicast groups from {}: a job's {} group ids must lie in 1..=65535",
+                "multicast groups from {}: a job's {} group ids (its block go and {} pass groups \
+                 for each of its {} recirculation paths) must lie in 1..=65535",
                 self.go_group,
-                1 + (u32::from(program::MAX_PIPES) << 6)
+                self.group_ids(),
+                program::PASS_GROUPS_PER_PATH,
+                1 + self.looped.len()
             )));
         }
         let slots = u64::from(self.allreduce_slots);
@@ -269,6 +317,43 @@ impl Install {
                      (--allreduce-bank-base, --allreduce-base, fewer --allreduce-slots)",
                     program::AGGREGATORS,
                     program::REDUCE_BANKS
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The looped local numbers: distinct, at most the value set's size, 7-bit, not the internal
+    /// port's, and no worker's (the parser would take that worker's packets for passes).
+    pub(crate) fn check_looped(&self) -> Result<(), EntriesError> {
+        let mut distinct = self.looped.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() != self.looped.len() {
+            return Err(EntriesError::Layout(
+                "a looped port number is given twice".into(),
+            ));
+        }
+        if self.looped.len() as u64 > program::LOOPED_LOCALS {
+            return Err(EntriesError::Layout(format!(
+                "{} looped ports per pipe: the parser's value set holds {}",
+                self.looped.len(),
+                program::LOOPED_LOCALS
+            )));
+        }
+        for &l in &self.looped {
+            if l > 0x7f || l == program::RECIRC_LOCAL {
+                return Err(EntriesError::Layout(format!(
+                    "looped port number {l} is not a front-panel port's local number (below 128, \
+                     not the internal port {})",
+                    program::RECIRC_LOCAL
+                )));
+            }
+            if let Some(w) = self.ports.iter().position(|p| p & 0x7f == l) {
+                return Err(EntriesError::Layout(format!(
+                    "the port map loops local port {l} in every pipe, and worker {w} uses dev \
+                     port {} (local {l}): the parser would take its packets for passes",
+                    self.ports[w]
                 )));
             }
         }

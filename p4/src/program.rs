@@ -150,6 +150,12 @@ pub const SET_REGION: Action = Action {
     ],
 };
 
+pub const SET_PATH: Action = Action {
+    name: "Ingress.aggregation.set_path",
+    id: 0x0100_0013,
+    params: &[f("path", 8), f("local", 7)],
+};
+
 pub const ADMISSION: Table = Table {
     name: "Ingress.check.admission",
     id: 0x0200_0001,
@@ -243,12 +249,24 @@ pub const ECN_MARKING: Table = Table {
     size: 512,
 };
 
+/// (job, hash slot) → the packet's recirculation path: its index among the job's paths and the
+/// local port number looped in every pipe (`include/aggregation.p4`). A job without looped
+/// ports has no entries: the default is the internal port.
+pub const RECIRCULATION_PATH: Table = Table {
+    name: "Ingress.aggregation.recirculation_path",
+    id: 0x0200_000c,
+    keys: &[f("job", 16), f("slot", 8)],
+    action: &SET_PATH,
+    size: PATH_SIZE,
+};
+
 /// Every table the control plane fills, in installation order (configuration first, so that
 /// no packet meets a half-installed job: admission comes last).
-pub const TABLES: [&Table; 10] = [
+pub const TABLES: [&Table; 11] = [
     &JOB_CONFIG,
     &EXCHANGE_CONFIG,
     &ALLREDUCE_REGION,
+    &RECIRCULATION_PATH,
     &SOURCE_ROW,
     &DESTINATION_SLOT,
     &VERTEX_AGGREGATORS,
@@ -310,6 +328,18 @@ pub const MAX_WORKERS: u64 = 256;
 /// `p << 7 | RECIRC_LOCAL`.
 pub const RECIRC_PORTS: [u16; 4] = [68, 196, 324, 452];
 pub const RECIRC_LOCAL: u16 = 68;
+/// Local port numbers the parser's value set `looped_ports` holds at most: front-panel ports
+/// looped back in every pipe (`include/parser.p4`).
+pub const LOOPED_LOCALS: u64 = 31;
+/// P4Runtime id of that value set (`IngressParser.looped_ports`; id prefix 0x03).
+pub const LOOPED_PORTS_ID: u32 = 0x0300_0001;
+/// Hash slots of `recirculation_path` per job: the control plane spreads them over the paths.
+pub const PATH_SLOTS: u64 = 256;
+/// Entries of `recirculation_path`: 16 jobs with looped ports.
+pub const PATH_SIZE: u64 = 4096;
+/// A pass group per path: the job's group ids span `paths · PASS_GROUPS_PER_PATH` after its
+/// block go (`path << 8 | pipe << 6 | fan-out << 2 | copies`).
+pub const PASS_GROUPS_PER_PATH: u16 = 256;
 /// Replication ids of a pass group's copies: the readout (or raw) copy, the next pass of the
 /// chain, and `RID_PIPE + p` the start of pipe `p`'s chain.
 pub const RID_EMIT: u16 = 0xffff;

@@ -77,7 +77,7 @@ pub const STAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "2",
-        "vertex_aggregators (continued)",
+        "vertex_aggregators (continued), recirculation_path",
         "seen, sequence, arrived",
     ),
     ("3", "-", "state (aggregator {phase, count}), reports"),
@@ -124,13 +124,41 @@ pub struct Assumptions {
     /// Slots of the job's all-reduce region (`p4 entries --allreduce-slots`): its 2·slots
     /// banks take aggregators of the home pipe and words of the bank registers.
     pub allreduce_slots: u16,
+    /// Front-panel ports looped back in each pipe (at the link rate): recirculation paths
+    /// besides the internal port (`p4 entries --loopback-ports`).
+    pub looped_per_pipe: u32,
 }
 
 impl Assumptions {
-    /// Recirculation bandwidth the passes share, bytes/s.
+    /// Recirculation bandwidth the passes share, bytes/s: per pipe, what its paths carry as
+    /// the program spreads passes over them ([`path_gbps`]).
     pub fn recirc_bytes_per_s(&self) -> f64 {
-        self.recirc_gbps * f64::from(self.pipes) * 1e9 / 8.0
+        path_gbps(self.looped_per_pipe, self.recirc_gbps, self.link_gbps)
+            * f64::from(self.pipes)
+            * 1e9
+            / 8.0
     }
+
+    /// Recirculation paths per pipe.
+    pub fn paths(&self) -> u64 {
+        1 + u64::from(self.looped_per_pipe)
+    }
+}
+
+/// Gb/s one pipe's recirculation paths carry when the program spreads its passes over them by
+/// hash slot (`entries::slot_paths`: the `PATH_SLOTS` slots in turn over the internal port, at
+/// `internal_gbps`, and `looped` front-panel ports at `looped_gbps`): the slots are equal
+/// shares of the passes, so the path with the most slots for its rate fills first.
+pub fn path_gbps(looped: u32, internal_gbps: f64, looped_gbps: f64) -> f64 {
+    let paths = u64::from(looped) + 1;
+    let slots = |path: u64| (program::PATH_SLOTS - path).div_ceil(paths);
+    let fill = (0..paths)
+        .map(|p| {
+            let rate = if p == 0 { internal_gbps } else { looped_gbps };
+            slots(p) as f64 / program::PATH_SLOTS as f64 / rate
+        })
+        .fold(0.0, f64::max);
+    1.0 / fill
 }
 
 impl Default for Assumptions {
@@ -142,6 +170,7 @@ impl Default for Assumptions {
             recirc_gbps: 100.0,
             pipes: program::MAX_PIPES,
             allreduce_slots: 128,
+            looped_per_pipe: 0,
         }
     }
 }
@@ -403,9 +432,9 @@ impl Report {
             ),
             check(
                 "multicast groups",
-                1 + pass_group_count(a.pipes),
+                1 + a.paths() * pass_group_count(a.pipes),
                 MULTICAST_GROUPS,
-                "block go + the pass groups of the pipes",
+                "block go + the pass groups of the pipes, for each recirculation path",
             ),
             check("mirror sessions", w, MIRROR_SESSIONS, "one per worker port"),
             check(

@@ -240,6 +240,17 @@ fn protocol_constants_match_the_rust_definitions() {
         assert_eq!(get(&format!("RECIRC_PORT_{i}")), u64::from(port));
     }
     assert_eq!(get("RECIRC_LOCAL"), u64::from(program::RECIRC_LOCAL));
+    assert_eq!(get("LOOPED_LOCALS"), program::LOOPED_LOCALS);
+    assert_eq!(get("PATH_SLOTS"), program::PATH_SLOTS);
+    // A path index fits the five bits the pass group's offset gives it, and a job's groups
+    // (its block go, then a pass group per path) fit the 16-bit group id.
+    const { assert!(program::LOOPED_LOCALS < 32) };
+    assert_eq!(
+        u32::from(program::PASS_GROUPS_PER_PATH),
+        1 << (2 + 4 + 2),
+        "path << 8 | pipe << 6 | fan-out << 2 | copies"
+    );
+    const { assert!(program::PATH_SLOTS <= 1 << 8, "the slot is an 8-bit hash") };
     assert_eq!(get("RID_EMIT"), u64::from(program::RID_EMIT));
     assert_eq!(get("RID_CONTINUE"), u64::from(program::RID_CONTINUE));
     assert_eq!(get("RID_PIPE"), u64::from(program::RID_PIPE));
@@ -350,6 +361,8 @@ fn key_bits(text: &str, expr: &str) -> u32 {
             .unwrap_or_else(|| panic!("{expr}"))
             .1;
     }
+    // Ingress metadata: a field of `ingress_metadata_t`.
+    let expr = expr.strip_prefix("meta.").unwrap_or(expr);
     let local = Regex::new(&format!(r"bit<(\d+)>\s+{expr}\b")).unwrap();
     local.captures(text).unwrap_or_else(|| panic!("key {expr}"))[1]
         .parse()
@@ -503,6 +516,30 @@ fn every_register_the_control_plane_clears_is_declared_so() {
         program::REDUCE_BANKS * program::MAX_WORKERS / 32
     );
     assert!(program::MAX_ALLREDUCE_SLOTS <= u64::from(switchgnn_dataplane::switch::MAX_SLOTS));
+}
+
+#[test]
+fn the_parser_knows_passes_by_local_port_number() {
+    let text = all_text();
+    let decl =
+        Regex::new(r"@id\((0x[0-9a-fA-F]+)\)\s*value_set<bit<(\d+)>>\((\w+)\)\s+looped_ports\s*;")
+            .unwrap();
+    let c = decl.captures(&text).expect("the looped_ports value set");
+    assert_eq!(number(&c[1]), u64::from(program::LOOPED_PORTS_ID));
+    assert_eq!(
+        program::LOOPED_PORTS_ID >> 24,
+        0x03,
+        "a value set's id prefix"
+    );
+    assert_eq!(&c[2], "7", "local port numbers");
+    assert_eq!(constants(&text)[&c[3]], program::LOOPED_LOCALS);
+    // The start state sends a packet to parse_pass by its port's local number: the internal
+    // port's, or one the value set lists.
+    let start = text.find("state start").unwrap();
+    let body = braced(&text, start);
+    assert!(body.contains("select(ig_intr_md.ingress_port[6:0])"));
+    assert!(body.contains("RECIRC_LOCAL: parse_pass;"));
+    assert!(body.contains("looped_ports: parse_pass;"));
 }
 
 #[test]

@@ -44,9 +44,14 @@ fn layers(plan: &Plan) -> Vec<Arc<ExchangePlan>> {
         .collect()
 }
 
-/// The plan's layers installed as entries and read back through P4Runtime JSON.
-fn through_the_control_plane(layers: &[Arc<ExchangePlan>]) -> (Entries, Vec<Arc<ExchangePlan>>) {
-    let install = Install::defaults(layers[0].workers);
+/// The plan's layers installed as entries (with `looped` front-panel ports as recirculation
+/// paths) and read back through P4Runtime JSON.
+fn through_the_control_plane(
+    layers: &[Arc<ExchangePlan>],
+    looped: u32,
+) -> (Entries, Vec<Arc<ExchangePlan>>) {
+    let mut install = Install::defaults(layers[0].workers);
+    install.loop_ports(looped).unwrap();
     let entries = Entries::build(JOB, layers, CHECKSUM, &install)
         .and_then(|e| e.part(Part::All))
         .unwrap();
@@ -86,13 +91,18 @@ fn setup(scale: Scale, faults: Faults, seed: u64, layer: u8, backward: bool) -> 
 
 /// Every layer of `plan`, forward and backward, under faults, with the switch on the tables
 /// read back from the entries: each worker's sums equal the direct computation.
-fn exact_through_entries(d: &Dataset, plan: &Plan) {
-    exact_over_entries(d, &plan.assignment, layers(plan));
+fn exact_through_entries(d: &Dataset, plan: &Plan, looped: u32) {
+    exact_over_entries(d, &plan.assignment, layers(plan), looped);
 }
 
 /// [`exact_through_entries`] for any exchange plans of `d` under `assignment`.
-fn exact_over_entries(d: &Dataset, assignment: &Assignment, original: Vec<Arc<ExchangePlan>>) {
-    let (_, loaded) = through_the_control_plane(&original);
+fn exact_over_entries(
+    d: &Dataset,
+    assignment: &Assignment,
+    original: Vec<Arc<ExchangePlan>>,
+    looped: u32,
+) {
+    let (_, loaded) = through_the_control_plane(&original, looped);
     for (l, (host, switch)) in original.iter().zip(&loaded).enumerate() {
         // The switch's tables are the plan's, block for block.
         assert_eq!(switch.blocks.len(), host.blocks.len(), "layer {l}");
@@ -145,7 +155,7 @@ fn cora_exchanges_are_exact_on_tables_loaded_from_entries() {
     let plan = prepare(&d, 4, vec![48, 16], 32 * 1024, 1000);
     let blocks: Vec<usize> = plan.block_sets.iter().map(|s| s.blocks.len()).collect();
     assert!(blocks.iter().all(|&b| b > 1), "blocks per set: {blocks:?}");
-    exact_through_entries(&d, &plan);
+    exact_through_entries(&d, &plan, 0);
 }
 
 #[test]
@@ -158,14 +168,16 @@ fn reduce_exchanges_are_exact_on_tables_loaded_from_entries() {
         .map(|&w| Arc::new(reduce_plan(&d.graph, &plan.assignment, w, 120).unwrap()))
         .collect();
     assert!(original.iter().all(|p| p.blocks.len() > 1));
-    exact_over_entries(&d, &plan.assignment, original);
+    // Its partial sums hop to their aggregators' pipes over looped ports.
+    exact_over_entries(&d, &plan.assignment, original, 8);
 }
 
 #[test]
 fn synthetic_exchanges_are_exact_on_tables_loaded_from_entries() {
     let d = synthetic(600, 3000, 5);
     let plan = prepare(&d, 3, vec![40], 32 * 1024, 400);
-    exact_through_entries(&d, &plan);
+    // Two front-panel ports looped in each of the four pipes: three paths per pipe.
+    exact_through_entries(&d, &plan, 8);
 }
 
 #[test]
@@ -210,7 +222,7 @@ fn the_host_hybrid_runs_on_tables_loaded_from_entries() {
 fn forwarded_exactly_over_entries(d: &Dataset, assignment: &Assignment, worker_plan: ExchangePlan) {
     let width = worker_plan.width;
     let worker_plan = Arc::new(worker_plan);
-    let (entries, loaded) = through_the_control_plane(std::slice::from_ref(&worker_plan));
+    let (entries, loaded) = through_the_control_plane(std::slice::from_ref(&worker_plan), 0);
     assert!(entries
         .tables
         .iter()
@@ -265,6 +277,108 @@ fn the_bfrt_script_lists_every_entry() {
         rows,
         entries.tables.len() + entries.groups.len() + entries.sessions.len()
     );
+}
+
+#[test]
+fn looped_ports_become_recirculation_paths_for_the_program_and_the_operator() {
+    let d = synthetic(300, 1200, 6);
+    let plan = prepare(&d, 4, vec![32], 16 * 1024, 10_000);
+    let layers = layers(&plan);
+    let mut install = Install {
+        pipes: 2,
+        ..Install::defaults(4)
+    };
+    // Workers on local ports 0, 4, 8 and 12 of pipe 0: the next three 100G numbers are free
+    // in both pipes.
+    install.loop_ports(6).unwrap();
+    assert_eq!(install.looped, [16, 20, 24]);
+    assert_eq!(install.looped_ports(), [16, 20, 24, 144, 148, 152]);
+    let entries = Entries::build(JOB, &layers, CHECKSUM, &install).unwrap();
+    let paths: Vec<&switchgnn_p4::entries::TableEntry> = entries
+        .tables
+        .iter()
+        .filter(|e| e.table.id == program::RECIRCULATION_PATH.id)
+        .collect();
+    assert_eq!(paths.len() as u64, program::PATH_SLOTS);
+    let locals = [program::RECIRC_LOCAL, 16, 20, 24];
+    let mut per_path = [0u64; 4];
+    for e in &paths {
+        let (slot, path, local) = (e.keys[1], e.params[0] as usize, e.params[1] as u16);
+        assert_eq!(locals[path], local, "slot {slot}");
+        per_path[path] += 1;
+    }
+    assert_eq!(per_path, [64; 4], "the slots spread evenly over the paths");
+    assert_eq!(entries.looped, [16, 20, 24]);
+    assert_eq!(entries.meta.looped_ports, [16, 20, 24, 144, 148, 152]);
+    // A pass group per path: four times the groups of the internal port alone.
+    let alone = Entries::build(
+        JOB,
+        &layers,
+        CHECKSUM,
+        &Install {
+            pipes: 2,
+            ..Install::defaults(4)
+        },
+    )
+    .unwrap();
+    assert_eq!(entries.groups.len() - 1, 4 * (alone.groups.len() - 1));
+
+    // Through P4Runtime (the value set written whole) and back; the software switch reads it.
+    let json = p4runtime::to_json(&entries);
+    assert!(json.contains("valueSetEntry") && json.contains("\"looped_ports\""));
+    let back = p4runtime::from_json(&json).unwrap();
+    assert_eq!(back, entries);
+    back.switch_tables().unwrap();
+    // The bfrt script loops the ports and fills the value set before anything replicates.
+    let script = bfrt::to_script(&entries, false);
+    let looped = script
+        .find("LOOPED_PORTS = [16, 20, 24, 144, 148, 152]")
+        .unwrap();
+    assert!(script.contains("LOOPBACK_MODE=\"BF_LPBK_MAC_NEAR\""));
+    assert!(script.contains("for local in [16, 20, 24]:"));
+    assert!(looped < script.find("pre.mgid.add").unwrap());
+
+    // A slot naming a port the value set does not list, or a slot missing, is refused.
+    let mut bad = entries.clone();
+    let i = bad
+        .tables
+        .iter()
+        .position(|e| e.table.id == program::RECIRCULATION_PATH.id && e.params[0] == 2)
+        .unwrap();
+    bad.tables[i].params[1] = 28;
+    match bad.switch_tables().unwrap_err() {
+        EntriesError::Entry { index, table, .. } => {
+            assert_eq!((index, table), (i, program::RECIRCULATION_PATH.name))
+        }
+        other => panic!("{other}"),
+    }
+    let mut bad = entries.clone();
+    bad.tables.remove(i);
+    let err = bad.switch_tables().unwrap_err().to_string();
+    assert!(err.contains("255 hash slots"), "{err}");
+    let mut bad = entries.clone();
+    bad.looped.pop();
+    assert!(bad.switch_tables().is_err());
+
+    // Ports the program cannot loop.
+    let mut odd = install.clone();
+    let err = odd.loop_ports(5).unwrap_err().to_string();
+    assert!(err.contains("multiple of 2"), "{err}");
+    let err = odd.loop_ports(26).unwrap_err().to_string();
+    assert!(err.contains("free in every pipe"), "{err}");
+    let looping_a_worker = Install {
+        looped: vec![16, 4],
+        ..install.clone()
+    };
+    let err = Entries::build(JOB, &layers, CHECKSUM, &looping_a_worker)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("worker 1 uses dev port 4"), "{err}");
+    let internal = Install {
+        looped: vec![program::RECIRC_LOCAL],
+        ..install
+    };
+    assert!(Entries::build(JOB, &layers, CHECKSUM, &internal).is_err());
 }
 
 #[test]
@@ -403,13 +517,15 @@ fn passes_spread_over_the_pipes_and_every_pass_group_they_name_exists() {
     let d = synthetic(600, 3000, 8);
     let plan = prepare(&d, 4, vec![128], 1 << 20, 1 << 40);
     let layers = layers(&plan);
-    for pipes in 1..=program::MAX_PIPES {
+    for (pipes, looped) in (1..=program::MAX_PIPES).flat_map(|p| [(p, 0u32), (p, 2)]) {
         // Home pipe 1 where there is one, so that pass 0 is not always in the first pipe.
-        let install = Install {
+        let mut install = Install {
             pipes,
             recirc_port: program::RECIRC_PORTS[usize::from(pipes > 1)],
             ..Install::defaults(4)
         };
+        install.loop_ports(looped * u32::from(pipes)).unwrap();
+        let locals = install.path_locals();
         let entries = Entries::build(JOB, &layers, CHECKSUM, &install).unwrap();
         let tables = entries.switch_tables().unwrap();
         for (back, layer) in tables.layers.iter().zip(&layers) {
@@ -440,23 +556,27 @@ fn passes_spread_over_the_pipes_and_every_pass_group_they_name_exists() {
                 if !copies.need_group() {
                     continue; // a unicast
                 }
-                let id = install.pass_group(pipe, copies);
-                used.insert(id);
-                let g = groups
-                    .get(&id)
-                    .unwrap_or_else(|| panic!("group {id} of {copies:?}"));
-                let mut want = Vec::new();
-                if copies.continues {
-                    want.push((Install::loop_port(pipe), program::RID_CONTINUE));
+                // On every recirculation path: its port in each pipe the copies go to.
+                for (path, &local) in locals.iter().enumerate() {
+                    let id = install.pass_group(path as u8, pipe, copies);
+                    used.insert(id);
+                    let g = groups
+                        .get(&id)
+                        .unwrap_or_else(|| panic!("group {id} of {copies:?}"));
+                    let port = |p: u8| u16::from(p) << 7 | local;
+                    let mut want = Vec::new();
+                    if copies.continues {
+                        want.push((port(pipe), program::RID_CONTINUE));
+                    }
+                    if copies.emits {
+                        want.push((port(pipe), program::RID_EMIT));
+                    }
+                    for q in (0..pipes).filter(|q| copies.fanout & (1 << q) != 0) {
+                        want.push((port(q), program::RID_PIPE + u16::from(q)));
+                    }
+                    let got: Vec<(u16, u16)> = g.replicas.iter().map(|r| (r.port, r.rid)).collect();
+                    assert_eq!(got, want, "group {id}");
                 }
-                if copies.emits {
-                    want.push((Install::loop_port(pipe), program::RID_EMIT));
-                }
-                for q in (0..pipes).filter(|q| copies.fanout & (1 << q) != 0) {
-                    want.push((Install::loop_port(q), program::RID_PIPE + u16::from(q)));
-                }
-                let got: Vec<(u16, u16)> = g.replicas.iter().map(|r| (r.port, r.rid)).collect();
-                assert_eq!(got, want, "group {id}");
             }
         }
         // A file without one of those groups is refused, naming the pass that needs it.
@@ -637,19 +757,24 @@ fn an_allreduce_region_is_installed_cleared_and_read_back() {
         .clears
         .is_empty());
 
-    // A file of the previous version (no region) still reads.
+    // Files of the previous versions (version 2: no region; 3: no looped ports) still read.
     let current =
         p4runtime::to_json(&Entries::build(JOB, &layers, CHECKSUM, &Install::defaults(2)).unwrap());
-    assert!(current.contains("\"format_version\": 3"));
-    let old = current.replace("\"format_version\": 3", "\"format_version\": 2");
-    assert_eq!(
-        p4runtime::from_json(&old)
-            .unwrap()
-            .switch_tables()
-            .unwrap()
-            .allreduce_slots,
-        0
-    );
+    assert!(current.contains("\"format_version\": 4"));
+    for version in [2, 3] {
+        let old = current.replace(
+            "\"format_version\": 4",
+            &format!("\"format_version\": {version}"),
+        );
+        assert_eq!(
+            p4runtime::from_json(&old)
+                .unwrap()
+                .switch_tables()
+                .unwrap()
+                .allreduce_slots,
+            0
+        );
+    }
     // A region whose words are not cleared, or whose masks disagree, is refused.
     let mut bad = entries.clone();
     bad.clears

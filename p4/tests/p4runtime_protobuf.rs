@@ -72,11 +72,13 @@ fn p4runtime_json_parses_as_write_requests() {
     let mut files = Vec::new();
     let mut updates = Vec::new();
     for (name, layers) in [("blocks", blocks), ("host", host)] {
-        // With an all-reduce region: its table entry and its cleared register words.
-        let install = Install {
+        // With an all-reduce region (its table entry and its cleared register words) and
+        // looped ports (the value set, written whole).
+        let mut install = Install {
             allreduce_slots: 8,
             ..Install::defaults(3)
         };
+        install.loop_ports(8).unwrap();
         let entries = Entries::build(1, &layers, 42, &install).unwrap();
         let path = dir.path().join(format!("{name}.json"));
         std::fs::write(&path, p4runtime::to_json(&entries)).unwrap();
@@ -84,7 +86,11 @@ fn p4runtime_json_parses_as_write_requests() {
         let cleared: u64 = entries.clears.iter().map(|c| c.count).sum();
         assert_eq!(cleared, 16 + 16 * 8 + 16);
         updates.push(
-            entries.tables.len() + entries.groups.len() + entries.sessions.len() + cleared as usize,
+            entries.tables.len()
+                + entries.groups.len()
+                + entries.sessions.len()
+                + cleared as usize
+                + 1,
         );
     }
     let out = python

@@ -157,10 +157,15 @@ pub struct EntriesArgs {
     /// recirculation port (4 on a Tofino 1; 2 on its 32-port parts).
     #[arg(long, default_value_t = switchgnn_p4::program::MAX_PIPES)]
     pub pipes: u8,
-    /// First multicast group id of the job: its block go, then its pass groups (257 ids in
-    /// all). Jobs sharing a switch need disjoint ranges.
+    /// First multicast group id of the job: its block go, then its pass groups (1 + 256 ids
+    /// per recirculation path). Jobs sharing a switch need disjoint ranges.
     #[arg(long, default_value_t = 1)]
     pub group_base: u16,
+    /// Front-panel ports to put in loopback as recirculation paths, the same local numbers in
+    /// each of the --pipes pipes (so a multiple of --pipes): the lowest 100G ports no worker
+    /// uses. The bfrt script loops them; a P4Runtime file lists them for the operator.
+    #[arg(long, default_value_t = 0)]
+    pub loopback_ports: u32,
     /// Slots of the job's in-switch all-reduce region (a power of two; the job file's
     /// `[allreduce] slots` default): 0 installs none, and the workers sum over tcp.
     #[arg(long, default_value_t = switchgnn_transport::job::AllReduce::default().slots)]
@@ -194,6 +199,18 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
+/// `--loopback-ports` as the program loops them: the same number in every pipe.
+fn looped_per_pipe(ports: u32, pipes: u8) -> Result<u32> {
+    let pipes = u32::from(pipes.max(1));
+    if ports % pipes != 0 {
+        bail!(
+            "--loopback-ports {ports} over {pipes} pipes: the program loops the same local port \
+             numbers in every pipe, so give a multiple of {pipes}"
+        );
+    }
+    Ok(ports / pipes)
+}
+
 fn resources_cmd(args: ResourcesArgs) -> Result<()> {
     let assumptions = Assumptions {
         load_factor: args.load_factor,
@@ -202,6 +219,7 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         recirc_gbps: args.recirc_gbps,
         pipes: args.pipes,
         allreduce_slots: args.allreduce_slots,
+        looped_per_pipe: looped_per_pipe(args.chip.loopback_ports, args.pipes)?,
     };
     if !(assumptions.load_factor > 0.0 && assumptions.load_factor <= 1.0) {
         bail!("--load-factor must lie in (0, 1]");
@@ -250,9 +268,24 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
     }
     println!(
         "Assumptions without a public source: exact-match load factor {}, {} entries/s \
-         installed, recirculation {} Gb/s per pipe over {} pipes.",
+         installed, recirculation {} Gb/s per pipe's internal port over {} pipes.",
         assumptions.load_factor, assumptions.entry_rate, assumptions.recirc_gbps, assumptions.pipes
     );
+    if assumptions.looped_per_pipe > 0 {
+        println!(
+            "Looped ports: {} per pipe at {} Gb/s; with the internal port, {} paths per pipe \
+             carry {:.0} Gb/s as the program spreads its {} hash slots over them.",
+            assumptions.looped_per_pipe,
+            assumptions.link_gbps,
+            assumptions.paths(),
+            resources::path_gbps(
+                assumptions.looped_per_pipe,
+                assumptions.recirc_gbps,
+                assumptions.link_gbps
+            ),
+            switchgnn_p4::program::PATH_SLOTS
+        );
+    }
     if let Some(path) = &args.json {
         write_json(path, &reports)?;
     }
@@ -375,6 +408,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     install.agg_base = args.agg_base;
     install.recirc_port = args.recirc_port;
     install.pipes = args.pipes;
+    install.loop_ports(args.loopback_ports)?;
     install.go_group = args.group_base;
     install.allreduce_slots = args.allreduce_slots;
     install.allreduce_agg_base = args.allreduce_base;
