@@ -17,21 +17,74 @@ pub struct ChipArgs {
     /// hosts the workers at the link rate.
     #[arg(long)]
     pub chip: Option<String>,
-    /// Front-panel ports put in loopback: more recirculation bandwidth, fewer worker ports.
-    #[arg(long, default_value_t = 0)]
-    pub loopback_ports: u32,
+    /// Front-panel ports put in loopback as recirculation paths: more recirculation bandwidth,
+    /// fewer worker ports. A number, or `spare`: every port no worker needs. Default: spare for
+    /// `analyze` and `prepare` (what a switch with idle ports can spend); 0 for `simulate` and
+    /// `p4 resources`, as `p4 entries` installs by default.
+    #[arg(long, value_name = "N|spare")]
+    pub loopback_ports: Option<LoopedPorts>,
     /// Dedicated recirculation ports the program uses (default: all, one per pipe).
     #[arg(long)]
     pub recirculation_ports: Option<u32>,
 }
 
+/// `--loopback-ports`: a count, or every port no worker needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopedPorts {
+    Ports(u32),
+    Spare,
+}
+
+impl std::str::FromStr for LoopedPorts {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LoopedPorts, String> {
+        match s {
+            "spare" => Ok(LoopedPorts::Spare),
+            _ => s
+                .parse()
+                .map(LoopedPorts::Ports)
+                .map_err(|_| format!("`{s}`: give a number of ports, or spare")),
+        }
+    }
+}
+
 impl ChipArgs {
-    pub fn choice(&self) -> Result<ChipChoice> {
+    /// The chip choice, with `default` looped ports where `--loopback-ports` is not given.
+    pub fn choice(&self, default: LoopedPorts) -> Result<ChipChoice> {
+        let looped = self.loopback_ports.unwrap_or(default);
         Ok(ChipChoice {
             preset: self.chip.as_deref().map(str::parse).transpose()?,
-            loopback_ports: self.loopback_ports,
+            loopback_ports: match looped {
+                LoopedPorts::Ports(n) => n,
+                LoopedPorts::Spare => 0,
+            },
             recirculation_ports: self.recirculation_ports,
+            spare_loopback: looped == LoopedPorts::Spare,
         })
+    }
+
+    /// The looped ports as a count, for a command that loops what the P4 program installs
+    /// (`p4 resources`: `spare` depends on the chip and the cabling, so it takes a number).
+    pub fn loopback_count(&self) -> Result<u32> {
+        match self.loopback_ports.unwrap_or(LoopedPorts::Ports(0)) {
+            LoopedPorts::Ports(n) => Ok(n),
+            LoopedPorts::Spare => bail!(
+                "--loopback-ports spare: give the number `p4 entries --loopback-ports` installs"
+            ),
+        }
+    }
+}
+
+/// Say once per chip when `spare` looped its idle ports, so that no figure hides it.
+pub fn note_spare(choice: &ChipChoice, chip: &Chip, workers: u32) {
+    if choice.spare_loopback && chip.loopback_ports > 0 {
+        eprintln!(
+            "{} with {workers} workers: the {} front-panel ports no worker needs are looped back \
+             as recirculation paths (--loopback-ports spare, the default here; 0 for none)",
+            chip.preset.name(),
+            chip.loopback_ports
+        );
     }
 }
 
@@ -120,7 +173,12 @@ pub fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<ExchangeChoic
         frame_overhead: FRAME_OVERHEAD,
         framing: Default::default(),
     };
-    let Ok(chip) = ChipChoice::default().resolve(plan.manifest.spec.workers, cost.link_gbps) else {
+    // As `prepare` chooses by default: every idle port looped.
+    let choice = ChipChoice {
+        spare_loopback: true,
+        ..ChipChoice::default()
+    };
+    let Ok(chip) = choice.resolve(plan.manifest.spec.workers, cost.link_gbps) else {
         return Ok(None);
     };
     choose_exchanges(plan, graph, ExchangeKind::Auto, &chip, &cost).map(Some)

@@ -323,11 +323,17 @@ fn analyze_counts_what_crosses_the_racks() {
 fn analyze_names_the_basis_of_its_figures() {
     let text = stdout_ok(&["analyze", "synthetic:small", "--workers", "4"]);
     assert!(text.contains("against the best host-only kind"), "{text}");
+    // By default the chip's spare ports are looped (it says so), 28 on the 32-port Tofino 1.
+    assert!(
+        text.contains("28 front-panel ports of 100 Gb/s in loopback"),
+        "{text}"
+    );
     assert!(
         [
             "a chip limit",
             "the recirculation ports this program uses",
-            "the link rate"
+            "the link rate",
+            "an assumed per-packet host cost"
         ]
         .iter()
         .any(|basis| text.contains(basis)),
@@ -338,6 +344,20 @@ fn analyze_names_the_basis_of_its_figures() {
         "{text}"
     );
     assert!(text.contains("Tofino 2 recirculation"), "{text}");
+    // Without looped ports, recirculation bounds the same exchange.
+    let text = stdout_ok(&[
+        "analyze",
+        "synthetic:small",
+        "--workers",
+        "4",
+        "--loopback-ports",
+        "0",
+    ]);
+    assert!(!text.contains("ports of 100 Gb/s in loopback"), "{text}");
+    assert!(
+        text.contains("the recirculation ports this program uses"),
+        "{text}"
+    );
 }
 
 #[test]

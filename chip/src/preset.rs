@@ -133,17 +133,28 @@ pub struct ChipChoice {
     pub loopback_ports: u32,
     /// Dedicated recirculation ports used (`None`: all, one per pipe).
     pub recirculation_ports: Option<u32>,
+    /// Put every front-panel port no worker needs in loopback (in place of `loopback_ports`):
+    /// the chip's whole recirculation capacity for the job.
+    #[serde(default)]
+    pub spare_loopback: bool,
 }
 
 impl ChipChoice {
     /// The chip for `workers` hosts on links of `link_gbps`.
     pub fn resolve(&self, workers: u32, link_gbps: f64) -> Result<Chip, ChipError> {
-        let chip = match self.preset {
-            Some(p) => {
-                Chip::preset(p.name())?.with_loopback_ports(self.loopback_ports, link_gbps)?
-            }
-            None => Chip::for_workers(workers, link_gbps, self.loopback_ports)?,
+        let looped = if self.spare_loopback {
+            0
+        } else {
+            self.loopback_ports
         };
+        let mut chip = match self.preset {
+            Some(p) => Chip::preset(p.name())?.with_loopback_ports(looped, link_gbps)?,
+            None => Chip::for_workers(workers, link_gbps, looped)?,
+        };
+        if self.spare_loopback && !chip.is_ideal() {
+            let spare = chip.ports_at(link_gbps).saturating_sub(workers);
+            chip = chip.with_loopback_ports(spare, link_gbps)?;
+        }
         if chip.worker_ports(link_gbps) < workers {
             return Err(ChipError::Options(format!(
                 "{} has {} ports of {link_gbps} Gb/s for workers, fewer than {workers}",
@@ -441,6 +452,30 @@ mod tests {
         assert!("tofino3".parse::<Preset>().is_err());
         let default = ChipChoice::default().resolve(100, 100.0).unwrap();
         assert_eq!(default.preset, Preset::Tofino2);
+    }
+
+    #[test]
+    fn spare_ports_are_every_port_no_worker_needs() {
+        let spare = |preset: Option<&str>, workers| {
+            ChipChoice {
+                preset: preset.map(|p| p.parse().unwrap()),
+                spare_loopback: true,
+                loopback_ports: 7, // ignored: spare wins
+                ..ChipChoice::default()
+            }
+            .resolve(workers, 100.0)
+            .unwrap()
+        };
+        let t2 = spare(Some("tofino2"), 32);
+        assert_eq!((t2.loopback_ports, t2.worker_ports(100.0)), (96, 32));
+        let t1 = spare(Some("tofino1-32"), 8);
+        assert_eq!(t1.loopback_ports, 24);
+        // Without a preset: the smallest chip that hosts the workers, then its spare ports.
+        let c = spare(None, 40);
+        assert_eq!((c.preset, c.loopback_ports), (Preset::Tofino1x64, 24));
+        assert_eq!(spare(Some("tofino1-32"), 32).loopback_ports, 0);
+        assert_eq!(spare(Some("ideal"), 32).loopback_ports, 0);
+        assert!(t2.loopback_bytes_per_s() > 20.0 * Chip::preset("tofino2").unwrap().loopback_bytes_per_s());
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
         preset,
         loopback_ports: on.loopback_ports,
         recirculation_ports: on.recirculation_ports,
+        // The plan records the ports its choice was made with.
+        spare_loopback: false,
     };
     let chip = choice
         .resolve(plan.manifest.spec.workers, on.link_gbps)

@@ -296,7 +296,9 @@ fn chip_choice(c: &switchgnn_chip::ChipChoice) -> String {
                  tofino1-64 up to 64, tofino2 up to 128)"
             .to_string(),
     };
-    if c.loopback_ports > 0 {
+    if c.spare_loopback {
+        s += " with every front-panel port no worker needs in loopback";
+    } else if c.loopback_ports > 0 {
         s += &format!(" with {} front-panel ports in loopback", c.loopback_ports);
     }
     if let Some(n) = c.recirculation_ports {

@@ -21,7 +21,7 @@ use switchgnn_scheduler::exchange::{
 };
 use switchgnn_scheduler::OrderKind;
 
-use crate::chip_args::VerdictArgs;
+use crate::chip_args::{note_spare, LoopedPorts, VerdictArgs};
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
@@ -159,7 +159,7 @@ pub fn run(args: Args) -> Result<()> {
         anyhow::bail!("--racks {r}: {m} workers cannot fill {r} racks");
     }
     let method = args.input.partition.method();
-    let choice = args.verdict.chip.choice()?;
+    let choice = args.verdict.chip.choice(LoopedPorts::Spare)?;
     let cost = args.verdict.cost()?;
     let packet_costs: Vec<f64> = match &args.sweep_packet_ns {
         Some(s) => parse_list(s, "--sweep-packet-ns")?,
@@ -181,6 +181,7 @@ pub fn run(args: Args) -> Result<()> {
         let chip = choice
             .resolve(m, cost.link_gbps)
             .with_context(|| format!("{m} workers"))?;
+        note_spare(&choice, &chip, m);
         bars.stage(
             &format!("{m} workers: loads on {}", chip.preset.name()),
             None,

@@ -92,7 +92,7 @@ fn layer_bounds(
     use switchgnn_scheduler::exchange::ExchangePlans;
     let chip = args
         .chip
-        .choice()?
+        .choice(crate::chip_args::LoopedPorts::Ports(0))?
         .resolve(plan.manifest.spec.workers, args.link_gbps)?;
     let cost = switchgnn_chip::HostCost {
         link_gbps: args.link_gbps,
@@ -219,7 +219,7 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
         recirc_gbps: args.recirc_gbps,
         pipes: args.pipes,
         allreduce_slots: args.allreduce_slots,
-        looped_per_pipe: looped_per_pipe(args.chip.loopback_ports, args.pipes)?,
+        looped_per_pipe: looped_per_pipe(args.chip.loopback_count()?, args.pipes)?,
     };
     if !(assumptions.load_factor > 0.0 && assumptions.load_factor <= 1.0) {
         bail!("--load-factor must lie in (0, 1]");
@@ -409,6 +409,22 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
     install.recirc_port = args.recirc_port;
     install.pipes = args.pipes;
     install.loop_ports(args.loopback_ports)?;
+    // The plan's exchange choice may have counted looped ports these entries do not loop (or
+    // fewer): the bound it was chosen by would then be too good. Say so.
+    let planned = plan
+        .manifest
+        .exchange
+        .as_ref()
+        .and_then(|c| c.planned_on.as_ref())
+        .map_or(0, |on| on.loopback_ports);
+    if planned > args.loopback_ports {
+        eprintln!(
+            "note: the plan's exchange choice counted {planned} front-panel ports in loopback; \
+             these entries loop {} (--loopback-ports): its recirculation runs slower than it \
+             weighed",
+            args.loopback_ports
+        );
+    }
     install.go_group = args.group_base;
     install.allreduce_slots = args.allreduce_slots;
     install.allreduce_agg_base = args.allreduce_base;
@@ -441,9 +457,18 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
         ),
         _ => String::new(),
     };
+    let looped = if install.looped.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} recirculation paths per pipe (dev ports {:?} in loopback)",
+            1 + install.looped.len(),
+            install.looped_ports()
+        )
+    };
     eprintln!(
         "p4 entries ({}): job {} ({} workers): {} table entries ({}), {} multicast groups, {} \
-         mirror sessions{region} -> {}",
+         mirror sessions{region}{looped} -> {}",
         entries.meta.part,
         args.job,
         workers,

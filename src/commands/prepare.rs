@@ -14,7 +14,7 @@ use switchgnn_scheduler::OrderKind;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_partition::{ExchangeChoice, LayerChoice};
 
-use crate::chip_args::{choose_exchanges, VerdictArgs};
+use crate::chip_args::{choose_exchanges, note_spare, LoopedPorts, VerdictArgs};
 use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
@@ -81,13 +81,12 @@ pub fn run(args: Args) -> Result<()> {
     };
     // The verdict needs a chip; without one named and none big enough, the plan is still made.
     let cost = args.verdict.cost()?;
-    let chip = match args
-        .verdict
-        .chip
-        .choice()?
-        .resolve(args.workers, cost.link_gbps)
-    {
-        Ok(chip) => Some(chip),
+    let choice = args.verdict.chip.choice(LoopedPorts::Spare)?;
+    let chip = match choice.resolve(args.workers, cost.link_gbps) {
+        Ok(chip) => {
+            note_spare(&choice, &chip, args.workers);
+            Some(chip)
+        }
         Err(e) if args.verdict.chip.chip.is_none() => {
             eprintln!("no verdict: {e}");
             None

@@ -180,7 +180,7 @@ pub fn run(args: Args) -> Result<()> {
     if !(args.gbps > 0.0 && args.sample_us > 0.0) {
         bail!("--gbps and --sample-us must be positive");
     }
-    let chip = args.chip.choice()?;
+    let chip = args.chip.choice(crate::chip_args::LoopedPorts::Ports(0))?;
     for &w in &workers {
         chip.resolve(u32::from(w), args.gbps)
             .with_context(|| format!("{w} workers"))?;
