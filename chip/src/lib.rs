@@ -28,4 +28,6 @@ pub use bound::{Bound, Term, Verdict};
 pub use choice::{Candidate, Choice};
 pub use floor::block_floors;
 pub use load::{HostCost, HostFraming, Load, SwitchWork, PASS_HEADER};
-pub use preset::{Chip, ChipChoice, ChipError, Preset, Source, PRESETS, SOURCES};
+pub use preset::{
+    Chip, ChipChoice, ChipError, Preset, Source, MAX_LOOPED_PER_PIPE, PRESETS, SOURCES,
+};

@@ -123,6 +123,10 @@ impl std::str::FromStr for Preset {
     }
 }
 
+/// Front-panel ports the P4 program loops back per pipe at most (`p4/include/parser.p4`, the
+/// value set `looped_ports`).
+pub const MAX_LOOPED_PER_PIPE: u32 = 31;
+
 /// How a tool picks its chip: a preset by name, or the smallest real chip that hosts the
 /// workers at their link rate; and the deployment's options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -152,8 +156,11 @@ impl ChipChoice {
             None => Chip::for_workers(workers, link_gbps, looped)?,
         };
         if self.spare_loopback && !chip.is_ideal() {
-            let spare = chip.ports_at(link_gbps).saturating_sub(workers);
-            chip = chip.with_loopback_ports(spare, link_gbps)?;
+            // The P4 program loops the same local port numbers in every pipe (at most 31, its
+            // value set's size): the idle ports, rounded down to a multiple of the pipes.
+            let per_pipe = (chip.ports_at(link_gbps).saturating_sub(workers) / chip.pipes)
+                .min(MAX_LOOPED_PER_PIPE);
+            chip = chip.with_loopback_ports(per_pipe * chip.pipes, link_gbps)?;
         }
         if chip.worker_ports(link_gbps) < workers {
             return Err(ChipError::Options(format!(
@@ -473,9 +480,14 @@ mod tests {
         // Without a preset: the smallest chip that hosts the workers, then its spare ports.
         let c = spare(None, 40);
         assert_eq!((c.preset, c.loopback_ports), (Preset::Tofino1x64, 24));
+        // 30 idle ports over 4 pipes: 7 in each, as the program loops them.
+        assert_eq!(spare(None, 34).loopback_ports, 28);
         assert_eq!(spare(Some("tofino1-32"), 32).loopback_ports, 0);
         assert_eq!(spare(Some("ideal"), 32).loopback_ports, 0);
-        assert!(t2.loopback_bytes_per_s() > 20.0 * Chip::preset("tofino2").unwrap().loopback_bytes_per_s());
+        assert!(
+            t2.loopback_bytes_per_s()
+                > 20.0 * Chip::preset("tofino2").unwrap().loopback_bytes_per_s()
+        );
     }
 
     #[test]

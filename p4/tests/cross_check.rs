@@ -241,6 +241,11 @@ fn protocol_constants_match_the_rust_definitions() {
     }
     assert_eq!(get("RECIRC_LOCAL"), u64::from(program::RECIRC_LOCAL));
     assert_eq!(get("LOOPED_LOCALS"), program::LOOPED_LOCALS);
+    // The chip model's spare ports are what the value set can hold per pipe.
+    assert_eq!(
+        u64::from(switchgnn_chip::MAX_LOOPED_PER_PIPE),
+        program::LOOPED_LOCALS
+    );
     assert_eq!(get("PATH_SLOTS"), program::PATH_SLOTS);
     // A path index fits the five bits the pass group's offset gives it, and a job's groups
     // (its block go, then a pass group per path) fit the 16-bit group id.
