@@ -537,11 +537,12 @@ control Aggregation(inout headers_t hdr,
             if (emits) { emit_copy = 1; }
             bit<1> continue_copy = 0;
             if (continues) { continue_copy = 1; }
-            /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an action takes
-             * one instruction per field. By an identity hash, not a concatenation: that was
-             * written piece by piece, so the offset needed initialising, and p4c's check of
-             * that initialisation stopped on a compiler bug (a table of the raw path, which
-             * returns before this, sharing the offset's container). */
+            /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an
+             * action takes one instruction per field. By an identity hash, not a
+             * concatenation: that was written piece by piece, so the offset needed
+             * initialising, and p4c's check of that initialisation stopped on a compiler bug
+             * (a table of the raw path, which returns before this, sharing the offset's
+             * container). */
             meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0], fan[3:0],
                                                  emit_copy, continue_copy});
             ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
