@@ -140,9 +140,11 @@ class Switch:
 
     ``kind`` is the exchange every worker of the job runs; ``loss`` drops that share of the
     switch's datagrams (seeded by ``seed``), to see the protocol recover; ``join_timeout`` is
-    how long it waits for every worker to join, ``peer_timeout`` how long a silent worker is
-    given before the job fails naming it. With ``secret`` (16 bytes at least) only workers
-    that prove they hold the same secret are admitted (an HMAC challenge).
+    how long, from the first worker's hello, it waits for every other worker to join (before
+    the first hello it waits as long as the workers take to load), ``peer_timeout`` how long
+    a silent worker is given before the job fails naming it. With ``secret`` (16 bytes at
+    least) only workers that prove they hold the same secret are admitted (an HMAC
+    challenge).
     """
 
     def __init__(

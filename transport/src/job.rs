@@ -17,7 +17,7 @@
 //! chip = "tofino1-32"            # optional: the switch is this chip running the P4 program
 //!
 //! [timeouts]                     # optional, these are the defaults
-//! join_ms = 20000                # every worker must have joined by then
+//! join_ms = 20000                # every worker joins within this of the first one's hello
 //! peer_ms = 5000                 # a peer silent this long is declared dead
 //! rto_us = 20000                 # data retransmission (floor)
 //! control_us = 5000              # join / block-done repetition

@@ -112,7 +112,8 @@ impl<A: fmt::Display> fmt::Display for SwitchFailure<A> {
             } => {
                 write!(
                     f,
-                    "workers {missing:?} did not join within {:.1?} (joined: ",
+                    "workers {missing:?} did not join within {:.1?} of the first worker's \
+                     hello (joined: ",
                     duration(*waited)
                 )?;
                 if joined.is_empty() {
@@ -195,7 +196,10 @@ struct Peer<A> {
 #[derive(Debug)]
 pub struct SwitchControl<A> {
     cfg: SwitchControlConfig,
-    started: Nanos,
+    /// When the first worker joined: the join window runs from then, not from the switch's
+    /// start, so that a switch may be started long before its workers have loaded their data
+    /// (a launcher starts it first). Before the first hello it waits without a deadline.
+    first_joined: Option<Nanos>,
     peers: Vec<Option<Peer<A>>>,
     ranks: HashMap<A, u16>,
     out: VecDeque<(A, Control)>,
@@ -220,7 +224,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         SwitchControl {
             peers: (0..cfg.world).map(|_| None).collect(),
             cfg,
-            started: now,
+            first_joined: None,
             ranks: HashMap::new(),
             out: VecDeque::new(),
             replies: ReplyLimiter::new(now),
@@ -388,7 +392,10 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         let silences = active
             .map(|p| p.last_heard + t.peer + 1)
             .filter(|_| everyone);
-        let join = (!everyone).then_some(self.started + t.join + 1);
+        let join = self
+            .first_joined
+            .filter(|_| !everyone)
+            .map(|first| first + t.join + 1);
         let stall =
             (everyone && self.cfg.rack.is_none()).then_some(self.last_progress + 2 * t.peer + 1);
         let drain = self.drain_until.filter(|_| !self.drain_over);
@@ -636,6 +643,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             bye: false,
         });
         self.ranks.insert(from.clone(), h.rank);
+        self.first_joined.get_or_insert(now);
         Ok(())
     }
 
@@ -655,7 +663,10 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         if !missing.is_empty() {
             // Nothing can stall before everyone has joined: the stall clock starts then.
             self.last_progress = now;
-            let waited = now.saturating_sub(self.started);
+            let Some(first) = self.first_joined else {
+                return Ok(());
+            };
+            let waited = now.saturating_sub(first);
             if waited > t.join {
                 return Err(SwitchFailure::JoinTimeout {
                     missing,

@@ -176,6 +176,41 @@ fn a_worker_retries_its_hello_and_gives_up_at_the_join_timeout() {
     ));
 }
 
+#[test]
+fn the_join_window_runs_from_the_first_workers_hello() {
+    let sw = Switch::new(SwitchConfig::with_memory(1 << 16));
+    let mut s: SwitchControl<u16> = switch_control(0);
+    // Workers that take a minute to load their data: no deadline before anyone says hello.
+    assert_eq!(s.poll_timeout(), None);
+    let late = 60 * timers().join;
+    s.handle_timeout(late, &sw);
+    assert_eq!(s.failure(), None);
+    let mut first = WorkerControl::new(hello(0), timers(), late);
+    exchange_messages(&mut s, std::slice::from_mut(&mut first), late);
+    assert!(first.is_joined());
+    // From then on, the others have the join timeout to come.
+    let due = s.poll_timeout().expect("the join deadline");
+    assert!(due <= late + timers().join + 1, "{due}");
+    s.handle_timeout(late + timers().join, &sw);
+    assert_eq!(s.failure(), None);
+    s.handle_timeout(late + timers().join + 1, &sw);
+    let Some(
+        failure @ SwitchFailure::JoinTimeout {
+            missing, waited, ..
+        },
+    ) = s.failure()
+    else {
+        panic!("a join timeout: {:?}", s.failure());
+    };
+    assert_eq!((missing.as_slice(), *waited), (&[1][..], timers().join + 1));
+    let text = failure.to_string();
+    assert!(
+        text.contains("workers [1] did not join within 1.0s of the first worker's hello"),
+        "{text}"
+    );
+    assert!(text.contains("joined: 0 at 0"), "{text}");
+}
+
 /// Both workers join; worker 1 computes for `compute` (heartbeats only) while worker 0 keeps
 /// the switch busy; `alive` says whether worker 1 sends its heartbeats at all.
 fn run_compute(compute: Nanos, alive: bool) -> (SwitchControl<u16>, Vec<WorkerControl>, Nanos) {
