@@ -81,6 +81,12 @@ pub trait Datapath: Debug + Send {
     /// A handle that sends from another thread (a worker's heartbeats while it computes),
     /// past the endpoint's queue, shim and counters.
     fn side_sender(&self) -> io::Result<Box<dyn SideSender>>;
+
+    /// Move into `out` the peers whose port the system said is closed since the last call
+    /// (the kernel's ICMP port-unreachable); a datapath that cannot tell adds none.
+    fn take_closed(&mut self, out: &mut Vec<SocketAddr>) {
+        let _ = out;
+    }
 }
 
 /// Frames a datapath dropped below the endpoint (a kernel socket has none: the kernel counts

@@ -862,6 +862,12 @@ impl SwitchServer {
                     }
                 }
             }
+            // A member whose port closed is gone now, not after the peer timeout.
+            for addr in self.endpoint.take_closed() {
+                for j in &mut c.jobs {
+                    j.control.port_closed(&addr);
+                }
+            }
             for j in &mut c.jobs {
                 let failed = j.control.failure().is_some();
                 j.control.handle_timeout(t, &c.switch);

@@ -301,6 +301,13 @@ impl Endpoint {
         self.datapath.side_sender()
     }
 
+    /// The peers whose port the system said is closed since the last call.
+    pub fn take_closed(&mut self) -> Vec<SocketAddr> {
+        let mut out = Vec::new();
+        self.datapath.take_closed(&mut out);
+        out
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.local)
     }

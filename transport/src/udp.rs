@@ -40,6 +40,8 @@ pub struct UdpDatapath {
     gso: Vec<u8>,
     /// The kernel's drop count when the socket was bound (it counts from creation).
     drops_at_bind: u64,
+    /// Peers whose port the kernel said is closed (ICMP port unreachable), not yet taken.
+    closed: Vec<SocketAddr>,
 }
 
 impl UdpDatapath {
@@ -54,6 +56,8 @@ impl UdpDatapath {
         let _ = state.set_recv_buffer_size((&socket).into(), recv_buffer);
         let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
         let drops_at_bind = meminfo::read(&socket).map_or(0, |m| m.drops);
+        // Best effort: with it, a datagram refused by a closed port says which peer it was.
+        let _ = errqueue::enable(&socket, addr.is_ipv6());
         let poll = Poll::new()?;
         poll.registry()
             .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
@@ -70,6 +74,7 @@ impl UdpDatapath {
             maybe_readable: true,
             gso: Vec::with_capacity(1 << 16),
             drops_at_bind,
+            closed: Vec::new(),
         })
     }
 }
@@ -113,11 +118,19 @@ impl Datapath for UdpDatapath {
             segment_size: (n > 1).then_some(len),
             src_ip: None,
         };
+        let mut refused = 0;
         loop {
             return match self.state.try_send((&self.socket).into(), &transmit) {
                 Ok(()) => Ok(Sent::Left(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Sent::Blocked),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The pending error of an earlier send to a closed port, reported by this one
+                // (whatever its peer): read the error queue, which clears it, and send again.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && refused < 2 => {
+                    refused += 1;
+                    errqueue::drain(&self.socket, &mut self.closed);
+                    continue;
+                }
                 // Every later datagram of this size would fail alike, and the protocol would
                 // resend it forever: stop with what to change.
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => Err(io::Error::new(
@@ -153,9 +166,12 @@ impl Datapath for UdpDatapath {
                     return Ok(None);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // An ICMP error queued by an earlier send (e.g. a closed peer port) surfaces
-                // here; it concerns that send, not this read.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                // An ICMP error of an earlier send (a closed peer port) surfaces here; it
+                // concerns that send, not this read. The error queue says whose port it was.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    errqueue::drain(&self.socket, &mut self.closed);
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             drop(slices);
@@ -202,7 +218,14 @@ impl Datapath for UdpDatapath {
         if self.events.iter().any(|e| e.is_readable()) {
             self.maybe_readable = true;
         }
+        if self.events.iter().any(|e| e.is_error()) {
+            errqueue::drain(&self.socket, &mut self.closed);
+        }
         Ok(())
+    }
+
+    fn take_closed(&mut self, out: &mut Vec<SocketAddr>) {
+        out.append(&mut self.closed);
     }
 
     fn is_drained(&self) -> bool {
@@ -222,6 +245,140 @@ impl Datapath for UdpDatapath {
         let socket = unsafe { std::net::UdpSocket::from_raw_fd(fd.into_raw_fd()) };
         Ok(Box::new(socket))
     }
+}
+
+/// The socket's error queue (`IP_RECVERR`): the kernel keeps there each ICMP error an earlier
+/// send met, with the address that send went to, so that a closed peer port is known at once
+/// and by whom (on one host the kernel answers a datagram to a closed port right away).
+#[cfg(target_os = "linux")]
+mod errqueue {
+    use std::io;
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+    use std::os::fd::AsRawFd;
+
+    /// Keep ICMP errors on the error queue, with the destination they concern.
+    pub fn enable(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+        let on: libc::c_int = 1;
+        let (level, name) = if ipv6 {
+            (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
+        } else {
+            (libc::IPPROTO_IP, libc::IP_RECVERR)
+        };
+        // SAFETY: a valid descriptor and a c_int option of its size.
+        let r = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                level,
+                name,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Read every queued error; a refused datagram (a closed port) adds its destination to
+    /// `closed`. Other errors (an unreachable host, a too-big datagram) are left to the
+    /// protocol's timers.
+    pub fn drain(socket: &impl AsRawFd, closed: &mut Vec<SocketAddr>) {
+        loop {
+            // SAFETY: zeroed C structs are valid; every pointer below points into this frame
+            // and lives through the call.
+            let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            let mut control = [0u64; 64];
+            let mut data = [0u8; 64];
+            let mut iov = libc::iovec {
+                iov_base: data.as_mut_ptr().cast(),
+                iov_len: data.len(),
+            };
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            let n = unsafe {
+                libc::recvmsg(
+                    socket.as_raw_fd(),
+                    &mut msg,
+                    libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                return; // EAGAIN: the queue is empty
+            }
+            if refused(&msg) {
+                if let Some(addr) = socket_addr(&name) {
+                    if !closed.contains(&addr) {
+                        closed.push(addr);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the message's extended error is a refused datagram (ECONNREFUSED).
+    fn refused(msg: &libc::msghdr) -> bool {
+        // SAFETY: the kernel filled `msg`'s control buffer; the CMSG macros walk it within
+        // `msg_controllen`.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(msg);
+            while !c.is_null() {
+                let ip = (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_RECVERR;
+                let ip6 =
+                    (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_RECVERR;
+                if ip || ip6 {
+                    let e = libc::CMSG_DATA(c).cast::<libc::sock_extended_err>();
+                    return (*e).ee_errno == libc::ECONNREFUSED as u32;
+                }
+                c = libc::CMSG_NXTHDR(msg, c);
+            }
+        }
+        false
+    }
+
+    fn socket_addr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+        match libc::c_int::from(s.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says it is a sockaddr_in.
+                let a =
+                    unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                    u16::from_be(a.sin_port),
+                )))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family says it is a sockaddr_in6.
+                let a =
+                    unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(a.sin6_addr.s6_addr),
+                    u16::from_be(a.sin6_port),
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod errqueue {
+    use std::io;
+    use std::net::SocketAddr;
+
+    pub fn enable<T>(_: &T, _: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    pub fn drain<T>(_: &T, _: &mut Vec<SocketAddr>) {}
 }
 
 /// `getsockopt(SO_MEMINFO)`: the socket's memory accounting, where Linux keeps the receive

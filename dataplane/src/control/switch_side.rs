@@ -81,6 +81,19 @@ pub enum SwitchFailure<A> {
         /// Where the job stood.
         during: String,
     },
+    /// A worker's port is closed: the kernel refused a datagram to it (on one host, or where
+    /// an ICMP port-unreachable comes back), so its process is gone — found at once, not
+    /// after the peer timeout.
+    WorkerGone {
+        /// Its rank.
+        rank: u16,
+        /// Its address.
+        addr: A,
+        /// How long it had been silent, nanoseconds.
+        silent: Nanos,
+        /// Where the job stood.
+        during: String,
+    },
     /// An all-reduce sum can never complete: a worker is past it (it had the result from a
     /// switch that has since lost its state, a restart).
     AllReduceLost {
@@ -133,6 +146,17 @@ impl<A: fmt::Display> fmt::Display for SwitchFailure<A> {
             } => write!(
                 f,
                 "worker {rank} ({addr}) fell silent for {:.1?} during {during}",
+                duration(*silent)
+            ),
+            SwitchFailure::WorkerGone {
+                rank,
+                addr,
+                silent,
+                during,
+            } => write!(
+                f,
+                "worker {rank} ({addr}) is gone: its port is closed (the kernel refused a \
+                 datagram to it; the process exited?), silent for {:.1?} during {during}",
                 duration(*silent)
             ),
             SwitchFailure::AllReduceLost { position, worker } => write!(
@@ -188,6 +212,8 @@ struct Peer<A> {
     addr: A,
     last_heard: Nanos,
     last_sent: Nanos,
+    /// The kernel refused a datagram to its address: its port is closed.
+    gone: bool,
     bye: bool,
 }
 
@@ -364,6 +390,17 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
                 }
             }
             self.failure = Some(failure);
+        }
+    }
+
+    /// The datapath says the port at `addr` is closed (the kernel refused a datagram to it).
+    /// A member that has not said goodbye is gone: the next [`SwitchControl::handle_timeout`]
+    /// ends the job naming it. Anyone else's closed port means nothing here.
+    pub fn port_closed(&mut self, addr: &A) {
+        if let Some(&rank) = self.ranks.get(addr) {
+            if let Some(p) = self.peers[usize::from(rank)].as_mut() {
+                p.gone |= !p.bye;
+            }
         }
     }
 
@@ -640,6 +677,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             addr: from.clone(),
             last_heard: now,
             last_sent: now,
+            gone: false,
             bye: false,
         });
         self.ranks.insert(from.clone(), h.rank);
@@ -679,6 +717,14 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
         for (rank, p) in self.peers.iter().enumerate() {
             let Some(p) = p.as_ref() else { continue };
             let silent = now.saturating_sub(p.last_heard);
+            if !p.bye && p.gone {
+                return Err(SwitchFailure::WorkerGone {
+                    rank: rank as u16,
+                    addr: p.addr.clone(),
+                    silent,
+                    during: switch.describe_job(self.cfg.job),
+                });
+            }
             if !p.bye && silent > t.peer {
                 return Err(SwitchFailure::WorkerLost {
                     rank: rank as u16,
