@@ -195,8 +195,13 @@ mod with_dpdk {
         let started = Instant::now();
         let (switch, _) = start_switch(dir.path(), &job, &[]);
         let w0 = spawn(&["worker", "--job", &job, "--rank", "0"], &[]);
-        let mut w1 = spawn(&["worker", "--job", &job, "--rank", "1"], &[]);
-        std::thread::sleep(Duration::from_millis(2500));
+        let mut w1 = spawn(
+            &["worker", "--job", &job, "--rank", "1"],
+            &[("RUST_LOG", "info")],
+        );
+        // Killed once it is a member, inside the stretched first exchanges.
+        support::wait_until_joined(&mut w1);
+        std::thread::sleep(Duration::from_millis(1000));
         w1.kill().unwrap();
         w1.wait().unwrap();
         // A killed process cannot remove its EAL runtime folder (its prefix has its pid).

@@ -24,6 +24,26 @@ pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
         .expect("the binary starts")
 }
 
+/// Wait until `child` (started with `RUST_LOG=info`) logs that it joined its switch, so that
+/// killing it then kills a member of the job, however slowly a loaded machine started it
+/// (up to 60 s). Its stderr is read up to that line.
+pub fn wait_until_joined(child: &mut Child) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(" joined ") {
+                let _ = tx.send(());
+                break;
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the worker logs that it joined within 60 s");
+}
+
 /// The JSON string a process writes to `path` once it is ready (waits up to 30 s).
 pub fn wait_for_file(path: &Path) -> String {
     for _ in 0..1500 {
