@@ -200,7 +200,7 @@ mod with_dpdk {
             &[("RUST_LOG", "info")],
         );
         // Killed once it is a member, inside the stretched first exchanges.
-        support::wait_until_joined(&mut w1);
+        crate::support::wait_until_joined(&mut w1);
         std::thread::sleep(Duration::from_millis(1000));
         w1.kill().unwrap();
         w1.wait().unwrap();
