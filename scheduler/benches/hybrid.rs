@@ -20,7 +20,9 @@ use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, Graph, LoadOptions};
 use switchgnn_partition::{Assignment, Method, MetisOptions};
-use switchgnn_scheduler::exchange::{host_hybrid_plan, host_reduce_plan, reduce_plan, ExchangePlans};
+use switchgnn_scheduler::exchange::{
+    host_hybrid_plan, host_reduce_plan, reduce_plan, ExchangePlans,
+};
 use switchgnn_scheduler::hybrid::hybrid_plan;
 use switchgnn_scheduler::OrderKind;
 
@@ -87,8 +89,7 @@ fn timings() {
             let pooled = Bound::of(chip, &Load::of(&plan, FRAME_OVERHEAD), &cost);
             let by_block: f64 = (0..plan.blocks.len())
                 .map(|b| {
-                    Bound::of(chip, &Load::of_block(&plan, b, FRAME_OVERHEAD), &cost)
-                        .serial_seconds
+                    Bound::of(chip, &Load::of_block(&plan, b, FRAME_OVERHEAD), &cost).serial_seconds
                 })
                 .sum();
             let senders: usize = plan.blocks.iter().map(|b| b.multicast.len()).sum();
@@ -143,7 +144,10 @@ fn picks() {
             let host_reduce = Load::for_cost(&host_reduce_plan(&graph, &a, WIDTH).unwrap(), &cost);
             let host_hybrid = Load::for_cost(&host_hybrid_plan(&graph, &a, WIDTH).unwrap(), &cost);
             let switchgnn = Load::of(&whole(Mode::Blocks), FRAME_OVERHEAD);
-            let reduce = Load::of(&reduce_plan(&graph, &a, WIDTH, usize::MAX).unwrap(), FRAME_OVERHEAD);
+            let reduce = Load::of(
+                &reduce_plan(&graph, &a, WIDTH, usize::MAX).unwrap(),
+                FRAME_OVERHEAD,
+            );
             let hybrid = Load::of(
                 &hybrid_plan(&graph, &a, WIDTH, usize::MAX, &chip, &cost).unwrap(),
                 FRAME_OVERHEAD,
