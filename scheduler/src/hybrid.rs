@@ -374,7 +374,7 @@ impl Problem<'_> {
     /// candidates that remove most partial sums per row first; then whole partial sums (every
     /// source still folded into one moves at once), fewest sources first. Only moves that lower
     /// the estimate are kept. Returns the block's estimate.
-    fn from_reduce(&self, state: &mut State, b: usize) -> f64 {
+    fn reduce_end(&self, state: &mut State, b: usize) -> f64 {
         let block = &self.blocks[b];
         let (chip, cost) = (self.chip, self.cost);
         let mut model = block.reduce.clone();
@@ -507,7 +507,7 @@ impl Problem<'_> {
     /// From block `b` all multicast: candidates go back to partial sums, those that save most
     /// rows of multicast per partial sum they add first (one that folds only into partials
     /// that exist already adds none), while the estimate falls. Returns the block's estimate.
-    fn from_multicast(&self, state: &mut State, b: usize) -> f64 {
+    fn multicast_end(&self, state: &mut State, b: usize) -> f64 {
         let block = &self.blocks[b];
         let (chip, cost) = (self.chip, self.cost);
         let mut model = block.reduce.clone();
@@ -720,14 +720,14 @@ fn search<'a>(
         || {
             let mut state = fresh.clone();
             let at: Vec<f64> = (0..p.blocks.len())
-                .map(|b| p.from_reduce(&mut state, b))
+                .map(|b| p.reduce_end(&mut state, b))
                 .collect();
             (state, at)
         },
         || {
             let mut state = fresh.clone();
             let at: Vec<f64> = (0..p.blocks.len())
-                .map(|b| p.from_multicast(&mut state, b))
+                .map(|b| p.multicast_end(&mut state, b))
                 .collect();
             (state, at)
         },
