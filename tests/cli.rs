@@ -256,7 +256,15 @@ fn analyze_reports_traffic_per_worker_count() {
             let (pick, base) = (&r["pick"], &r["best_host_only"]);
             let kind = pick["kind"].as_str().unwrap();
             assert!(
-                ["host", "host-reduce", "host-hybrid", "switchgnn", "reduce"].contains(&kind),
+                [
+                    "host",
+                    "host-reduce",
+                    "host-hybrid",
+                    "switchgnn",
+                    "reduce",
+                    "hybrid"
+                ]
+                .contains(&kind),
                 "{kind}"
             );
             assert!(
@@ -266,6 +274,12 @@ fn analyze_reports_traffic_per_worker_count() {
             assert!(seconds(pick) <= seconds(base), "{pick} {base}");
             assert_eq!(r["verdict"]["baseline"], base["kind"]);
             assert_eq!(seconds(&r["verdict"]["host_exchange"]), seconds(base));
+            // The hybrid is judged against the same baseline, and it is a candidate.
+            assert_eq!(r["hybrid"]["baseline"], base["kind"]);
+            assert!(
+                seconds(pick) <= seconds(&r["hybrid"]["in_network"]),
+                "{pick}"
+            );
         }
     }
 }

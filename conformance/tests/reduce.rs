@@ -326,6 +326,7 @@ fn the_hybrid_mixes_multicast_and_partial_sums_and_stays_exact() {
     let reduce = reduce_plan(&d.graph, &a, width, 1 << 13).unwrap();
     for (name, chip) in [
         ("ideal", Chip::preset("ideal").unwrap()),
+        ("tofino2", Chip::preset("tofino2").unwrap()),
         ("tofino1-32", Chip::preset("tofino1-32").unwrap()),
     ] {
         let plan = Arc::new(hybrid_plan(&d.graph, &a, width, 1 << 13, &chip, &cost).unwrap());
@@ -333,15 +334,18 @@ fn the_hybrid_mixes_multicast_and_partial_sums_and_stays_exact() {
         let pairs: usize = plan.blocks.iter().map(|b| b.table.slots.len()).sum();
         let (h, r) = (serial(&plan, &chip), serial(&reduce, &chip));
         eprintln!("{name}: {senders} multicast senders, {pairs} partial sums; estimate {h:.3e} s against reduce's {r:.3e} s");
-        // The greedy only takes moves that lower the estimate (on one block; the plan here
-        // has a few, so allow their barriers' few packets).
-        assert!(h <= r * 1.01, "{name}: {h} vs {r}");
-        if name == "ideal" {
-            // With free recirculation most pairs move to multicast, but partial sums remain.
-            assert!(
+        // The search never ends above pure reduce (one block here).
+        assert!(h <= r, "{name}: {h} vs {r}");
+        match name {
+            // With free recirculation every pair is multicast on this graph.
+            "ideal" => assert!(senders > 0 && pairs == 0, "{name}: {senders}, {pairs}"),
+            // With only its recirculation ports, a Tofino 2 keeps both (24 multicast senders,
+            // 945 partial sums when this was written).
+            "tofino2" => assert!(
                 senders > 0 && pairs > 0,
                 "{name}: {senders} senders, {pairs} pairs"
-            );
+            ),
+            _ => {}
         }
         let values = features(d.graph.num_vertices(), width, 3);
         for (i, faults) in [Faults::none(), Faults::lossy(0.03)]

@@ -300,7 +300,8 @@ pub fn host_hybrid_plan(
         .into_iter()
         .map(|(raw, partial)| raw <= partial)
         .collect();
-    let goes_raw = |u: u32, to: u16| raw[assignment.part(u) as usize * n + usize::from(to)];
+    let goes_raw =
+        |u: u32, v: u32| raw[assignment.part(u) as usize * n + assignment.part(v) as usize];
     let mut p = crate::hybrid::mixed_plan(graph, assignment, width, usize::MAX, &goes_raw)?;
     p.mode = Mode::HostHybrid;
     Ok(p)

@@ -19,6 +19,7 @@ use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 use switchgnn_scheduler::exchange::{
     blocks_plan, host_hybrid_plan, host_reduce_plan, reduce_plan, ExchangePlans,
 };
+use switchgnn_scheduler::hybrid::hybrid_plan;
 use switchgnn_scheduler::OrderKind;
 
 use crate::chip_args::{note_spare, LoopedPorts, VerdictArgs};
@@ -68,9 +69,12 @@ struct Row {
     /// The pre-aggregated exchange (`reduce`: one partial sum per worker and destination, one
     /// pass per packet), every destination in one block.
     reduce: Verdict,
+    /// The hybrid (per source and destination worker, multicast or a partial sum, chosen for
+    /// this chip and host cost), every destination in one block.
+    hybrid: Verdict,
     /// The planner's pick for this layer on the chip among host, host-reduce, host-hybrid,
-    /// switchgnn and reduce, every destination in one block (`prepare --exchange auto` also weighs the
-    /// hybrid, on the plan's blocks).
+    /// switchgnn, reduce and hybrid, every destination in one block (`prepare --exchange auto`
+    /// weighs the same kinds, on the plan's blocks).
     pick: Pick,
     /// Per host cost of `--sweep-packet-ns`: the verdicts again.
     sweep: Vec<SweepRow>,
@@ -124,6 +128,7 @@ struct SweepRow {
     switchgnn_vs_host: f64,
     /// The pre-aggregated exchange's bound over the best host-only kind's.
     reduce_vs_host: f64,
+    /// The pick at this cost (the hybrid among the kinds as chosen for the row's own cost).
     pick: Pick,
 }
 
@@ -242,6 +247,11 @@ pub fn run(args: Args) -> Result<()> {
         let reduce_fabrics = fabrics_of(&reduce_xplan)?;
         drop(reduce_xplan);
         let reduce = Verdict::of(&chip, &reduce_load, host, &cost);
+        let hybrid_load = Load::of(
+            &hybrid_plan(&dataset.graph, &assignment, width, usize::MAX, &chip, &cost)?,
+            FRAME_OVERHEAD,
+        );
+        let hybrid = Verdict::of(&chip, &hybrid_load, host, &cost);
         let blocks_xplan = whole(Mode::Blocks)?;
         let blocks_load = Load::of(&blocks_xplan, FRAME_OVERHEAD);
         let blocks_fabrics = fabrics_of(&blocks_xplan)?;
@@ -270,6 +280,7 @@ pub fn run(args: Args) -> Result<()> {
                     ("host-hybrid", &mixed_load),
                     ("switchgnn", &blocks_load),
                     ("reduce", &reduce_load),
+                    ("hybrid", &hybrid_load),
                 ],
             )
         };
@@ -327,6 +338,7 @@ pub fn run(args: Args) -> Result<()> {
             best_host_only,
             verdict,
             reduce,
+            hybrid,
             pick,
             sweep,
             traffic,
@@ -378,9 +390,13 @@ pub fn run(args: Args) -> Result<()> {
             r.reduce.sentence()
         );
         println!(
-            "  the planner's pick among host, host-reduce, host-hybrid, switchgnn and reduce (one \
-             block; \
-             `prepare` also weighs the hybrid): {} ({:.3} ms, {:.3}x the best host-only kind's)",
+            "  the hybrid (per source and destination worker, multicast or a partial sum, chosen \
+             for this chip): {}",
+            r.hybrid.sentence()
+        );
+        println!(
+            "  the planner's pick among host, host-reduce, host-hybrid, switchgnn, reduce and \
+             hybrid (one block): {} ({:.3} ms, {:.3}x the best host-only kind's)",
             r.pick.kind,
             r.pick.seconds * 1e3,
             r.pick.seconds / r.best_host_only.seconds
