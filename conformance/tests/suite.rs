@@ -31,7 +31,10 @@ fn fixture() -> Fixture {
         let w = b.table.slots[i] as u16;
         b.partials.of(i).iter().any(|&u| p.owner[u as usize] != w)
     });
-    assert!(gathers, "the fixture wants proxies in the host two-level exchange");
+    assert!(
+        gathers,
+        "the fixture wants proxies in the host two-level exchange"
+    );
     f
 }
 

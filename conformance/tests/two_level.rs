@@ -250,7 +250,10 @@ fn over_udp_the_host_two_level_exchange_is_exact() {
         assert_eq!(got.sums, want.sums, "{kind}: sums differ");
     }
     assert_eq!(spine.counters.exchanges_completed, 1);
-    assert_eq!(spine.counters.aggregations, 0, "{kind}: nothing to aggregate");
+    assert_eq!(
+        spine.counters.aggregations, 0,
+        "{kind}: nothing to aggregate"
+    );
     for leaf in &leaves {
         assert_eq!(leaf.counters.aggregations, 0, "{kind}");
     }

@@ -418,7 +418,10 @@ impl Receiver {
             let (pair, i) = match own {
                 Some(found) => found,
                 None if self.plan.mode == Mode::HostTwoLevel => {
-                    let (a, z) = (b.table.offsets[row] as usize, b.table.offsets[row + 1] as usize);
+                    let (a, z) = (
+                        b.table.offsets[row] as usize,
+                        b.table.offsets[row + 1] as usize,
+                    );
                     (a..z).find_map(in_pair)?
                 }
                 None => return None,

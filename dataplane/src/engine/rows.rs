@@ -48,20 +48,15 @@ struct Open {
 }
 
 impl Packing {
-    /// Lay out `pairs` (source, a neighbour on the receiving worker), in their order, as
-    /// packets of `framing`'s MTU per receiving worker: each pair's chunks go into its
-    /// receiver's open packet, and a packet that cannot take the next record is closed — so
-    /// packets leave in about the order their first copies were planned.
-    pub fn lay_out(&mut self, plan: &ExchangePlan, pairs: &[(u32, u32)], framing: HostFraming) {
-        self.lay_out_then(plan, pairs, &[], framing);
-    }
-
-    /// [`Packing::lay_out`] `first`, then `then` after them into the same open packets:
-    /// the number of packets holding records of `first` only (those laid out before the
-    /// first record of `then`; each later one may mix both). The host two-level exchange's
-    /// proxies lay out what must wait for their rack's shares this way: packed as one stream
-    /// per receiver, as the chip model and the spine count pack it, while every packet before
-    /// the split can leave at once.
+    /// Lay out `first` (source, a neighbour on the receiving worker), then `then`, in their
+    /// order, as packets of `framing`'s MTU per receiving worker: each pair's chunks go into
+    /// its receiver's open packet, and a packet that cannot take the next record is closed —
+    /// so packets leave in about the order their first copies were planned. Returns the
+    /// number of packets holding records of `first` only (those closed before the first
+    /// record of `then`; each later one may mix both). The host two-level exchange's proxies
+    /// lay out what must wait for their rack's shares as `then`: packed as one stream per
+    /// receiver, as the chip model and the spine count pack it, while every packet before the
+    /// split can leave at once. The other strategies have no `then`.
     pub fn lay_out_then(
         &mut self,
         plan: &ExchangePlan,
