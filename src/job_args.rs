@@ -27,6 +27,7 @@ pub struct JobArgs {
     pub plan: Option<PathBuf>,
     /// The exchange: switch (SwitchGNN blocks), host, g3, host-reduce (host-only partial
     /// sums), host-hybrid (per worker pair, raw copies or partial sums, the fewer rows),
+    /// host-two-level (its rack proxies need racks: with none, one rack, host-reduce's sums),
     /// strawman, reduce (partial sums added in the switch), auto (each layer the kind its plan
     /// records) or tcp (the host exchange over TCP between the workers); without a job file.
     #[arg(long, default_value = "switch", conflicts_with = "job")]
@@ -71,7 +72,7 @@ pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
     ExchangeKind::parse(name).with_context(|| {
         format!(
             "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, host-hybrid, \
-             strawman, reduce, hybrid, auto)"
+             host-two-level, strawman, reduce, hybrid, auto)"
         )
     })
 }
@@ -82,7 +83,7 @@ pub fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
     job::parse_exchange(name).with_context(|| {
         format!(
             "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, host-hybrid, \
-             strawman, reduce, hybrid, auto, tcp)"
+             host-two-level, strawman, reduce, hybrid, auto, tcp)"
         )
     })
 }

@@ -307,6 +307,9 @@ fn analyze_counts_what_crosses_the_racks() {
         // The host hybrid moves no more rows than either host-only kind on any worker pair.
         let least = bytes(f, "host").min(bytes(f, "host_reduce"));
         assert!(bytes(f, "host_hybrid") <= least, "{f}");
+        // The rack proxies send one partial per other rack and destination across, where
+        // host-reduce sends one per worker.
+        assert!(bytes(f, "host_two_level") <= bytes(f, "host_reduce"), "{f}");
     }
     // With a rack per worker, partial sums (one per rack and destination) cross in fewer bytes
     // than every copy. (With two racks the packed copies cross in fewer: 4.53 against 4.71 MB

@@ -303,7 +303,7 @@ impl Load {
     /// kind as [`Load::of`] counts it. What verdicts and the planner compare.
     pub fn for_cost(plan: &ExchangePlan, cost: &HostCost) -> Load {
         match plan.mode {
-            Mode::Host | Mode::HostReduce | Mode::HostHybrid => {
+            Mode::Host | Mode::HostReduce | Mode::HostHybrid | Mode::HostTwoLevel => {
                 Load::host(plan, cost.frame_overhead, cost.framing)
             }
             _ => Load::of(plan, cost.frame_overhead),
@@ -324,7 +324,7 @@ impl Load {
 
     fn of_blocks(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
         match plan.mode {
-            Mode::Host | Mode::HostReduce | Mode::HostHybrid => {
+            Mode::Host | Mode::HostReduce | Mode::HostHybrid | Mode::HostTwoLevel => {
                 Load::host_of(plan, blocks, frame_overhead, HostFraming::default())
             }
             Mode::Reduce => Load::reduce_of(plan, blocks, frame_overhead),

@@ -454,6 +454,7 @@ fn sim_mode(kind: ExchangeKind) -> SimMode {
         ExchangeKind::BalancedHost => SimMode::G3,
         ExchangeKind::HostReduce => SimMode::HostReduce,
         ExchangeKind::HostHybrid => SimMode::HostHybrid,
+        ExchangeKind::HostTwoLevel => SimMode::HostTwoLevel,
         ExchangeKind::Reduce => SimMode::Reduce,
         ExchangeKind::Hybrid => SimMode::Hybrid,
         ExchangeKind::Auto => SimMode::Auto,
@@ -569,16 +570,23 @@ pub struct Fixture {
 
 impl Fixture {
     /// `dataset` on `workers` METIS parts, every kind's plan for one layer of `width` (the
-    /// SwitchGNN plan cut into blocks of `memory` bytes of aggregators).
+    /// SwitchGNN plan cut into blocks of `memory` bytes of aggregators). The host two-level
+    /// exchange's plan is made for racks of two consecutive ranks when the workers pair up
+    /// (`two_level.rs`'s fabric), so that its proxies work on every driver, on a star too
+    /// (the racks only choose who sums for whom; the switch forwards either way).
     pub fn new(dataset: &Dataset, workers: u32, width: usize, memory: u64) -> Fixture {
         let spec = PlanSpec::new(dataset.name.clone(), workers, vec![width]).switch_memory(memory);
         let prepared = Plan::prepare(dataset, &spec, &|_| {}).expect("a plan of the fixture");
+        let racks = (workers >= 4 && workers % 2 == 0).then_some((workers / 2) as u16);
         let plans = ExchangeKind::ALL
             .into_iter()
             .map(|kind| {
-                let plan =
-                    exchange_plan(kind, &dataset.graph, &prepared, 0, PlanOptions::default())
-                        .expect("every kind's plan");
+                let options = PlanOptions {
+                    racks,
+                    ..PlanOptions::default()
+                };
+                let plan = exchange_plan(kind, &dataset.graph, &prepared, 0, options)
+                    .expect("every kind's plan");
                 (kind, Arc::new(plan))
             })
             .collect();

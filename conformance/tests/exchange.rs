@@ -227,7 +227,8 @@ fn host_and_in_network_exchanges_agree_and_match_the_traffic_model() {
 fn the_host_only_kinds_send_the_rows_and_packets_the_chip_model_counts() {
     use switchgnn_chip::Load;
     use switchgnn_dataplane::framing::{copies_per_pair, HostFraming};
-    use switchgnn_scheduler::exchange::{host_hybrid_plan, host_reduce_plan};
+    use switchgnn_dataplane::switch::Racks;
+    use switchgnn_scheduler::exchange::{host_hybrid_plan, host_reduce_plan, host_two_level_plan};
 
     let d = dataset_of(random_graph(500, 2_500, 6));
     let width = 136; // 3 chunks, the last of 8 lanes
@@ -240,8 +241,11 @@ fn the_host_only_kinds_send_the_rows_and_packets_the_chip_model_counts() {
         ExchangePlan::whole_graph(&d.graph, &a, width, Mode::Host, OrderKind::Degree, 0).unwrap();
     let partials = host_reduce_plan(&d.graph, &a, width).unwrap();
     let hybrid = host_hybrid_plan(&d.graph, &a, width).unwrap();
+    // Racks of three and two workers: its proxies' shares are rows too.
+    let racks = Racks::even(5, 2).unwrap();
+    let two_level = host_two_level_plan(&d.graph, &a, width, &racks).unwrap();
     let mut moved = Vec::new();
-    for plan in [host, partials, hybrid] {
+    for plan in [host, partials, hybrid, two_level] {
         let name = plan.mode.name();
         let plan = Arc::new(plan);
         let run = run_exact(&d.graph, &plan, &values, &s);
@@ -270,8 +274,8 @@ fn the_host_only_kinds_send_the_rows_and_packets_the_chip_model_counts() {
         moved.push(rows);
     }
     eprintln!(
-        "rows: host {}, host-reduce {}, host-hybrid {}",
-        moved[0], moved[1], moved[2]
+        "rows: host {}, host-reduce {}, host-hybrid {}, host-two-level {}",
+        moved[0], moved[1], moved[2], moved[3]
     );
     assert!(moved[2] <= moved[0].min(moved[1]));
 }

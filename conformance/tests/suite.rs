@@ -24,6 +24,17 @@ fn fixture() -> Fixture {
         !b.multicast.is_empty() && !b.table.slots.is_empty(),
         "the fixture wants both ways in the host hybrid"
     );
+    // The host two-level exchange (racks of two) has proxies summing a rack peer's share.
+    let p = f.plan(switchgnn_dataplane::ExchangeKind::HostTwoLevel);
+    let b = &p.blocks[0];
+    let gathers = (0..b.table.slots.len()).any(|i| {
+        let w = b.table.slots[i] as u16;
+        b.partials.of(i).iter().any(|&u| p.owner[u as usize] != w)
+    });
+    assert!(
+        gathers,
+        "the fixture wants proxies in the host two-level exchange"
+    );
     f
 }
 

@@ -139,6 +139,50 @@ fn a_lost_partial_is_recovered_by_the_destination() {
     }
 }
 
+#[test]
+fn the_host_two_level_exchange_crosses_the_spine_less_than_host_reduce() {
+    // The fixture's host two-level plan is made for racks of two, the fabric's: a destination
+    // fed by both workers of another rack takes one partial from that rack, not two.
+    let f = fixture();
+    let s = setup(&f, Faults::none(), 1);
+    let mut cross = Vec::new();
+    for kind in [ExchangeKind::HostReduce, ExchangeKind::HostTwoLevel] {
+        let (_, fabric) = run_exact(&f, kind, &s);
+        // What the planning side counts (shares to proxies included) is what crossed.
+        let predicted = switchgnn_dataplane::switch::spine_traffic(
+            f.plan(kind),
+            fabric.racks(),
+            0,
+            Default::default(),
+        );
+        assert_eq!(fabric.carried(), predicted, "{kind}");
+        assert_eq!(fabric.spine().counters().received(PacketType::Data), 0);
+        eprintln!("{kind}: {} bytes between racks", fabric.cross_rack_bytes());
+        cross.push(fabric.cross_rack_bytes());
+    }
+    assert!(
+        cross[1] < cross[0],
+        "host-two-level moves {} bytes between racks, host-reduce {}",
+        cross[1],
+        cross[0]
+    );
+}
+
+#[test]
+fn the_host_two_level_exchange_is_exact_under_loss() {
+    // Shares to proxies, the proxies' rack sums and their acks are lost too.
+    let f = fixture();
+    let kind = ExchangeKind::HostTwoLevel;
+    let (run, fabric) = run_exact(&f, kind, &setup(&f, Faults::lossy(0.05), 7));
+    assert!(fabric.faults().lost > 0, "no packet lost between racks");
+    let resent: u64 = run
+        .engines
+        .iter()
+        .map(|e| e.retransmits + e.fetches_sent)
+        .sum();
+    assert!(resent > 0, "{kind}: nothing was resent or fetched");
+}
+
 /// A switch configuration on loopback for the fixture's 8 workers.
 fn udp_server(f: &Fixture) -> ServerConfig {
     ServerConfig {
@@ -179,6 +223,39 @@ fn over_udp_leaf_processes_aggregate_and_the_spine_finishes() {
             assert_eq!(ranks, vec![2 * r as u16, 2 * r as u16 + 1], "{kind}");
             assert!(leaf.counters.aggregations > 0, "{kind}: leaf {r}");
         }
+    }
+}
+
+#[test]
+fn over_udp_the_host_two_level_exchange_is_exact() {
+    // Four leaf processes and a spine (the fixture's racks of two): the leaves only forward
+    // the shares and the proxies' sums, and the sums are the direct ones.
+    let f = fixture();
+    let kind = ExchangeKind::HostTwoLevel;
+    let plan = f.plan(kind);
+    let scale = setup(&f, Faults::none(), 1).scale;
+    let (spine, leaves, outputs) = run_single_exchange_two_level(
+        kind,
+        plan.clone(),
+        &f.features,
+        scale,
+        udp_server(&f),
+        false,
+        4,
+    )
+    .unwrap_or_else(|e| panic!("{kind}: {e}"));
+    let (encoded, _) = encode_matrix(&scale, &f.features, plan.width);
+    let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
+    for (got, want) in outputs.iter().zip(&want) {
+        assert_eq!(got.sums, want.sums, "{kind}: sums differ");
+    }
+    assert_eq!(spine.counters.exchanges_completed, 1);
+    assert_eq!(
+        spine.counters.aggregations, 0,
+        "{kind}: nothing to aggregate"
+    );
+    for leaf in &leaves {
+        assert_eq!(leaf.counters.aggregations, 0, "{kind}");
     }
 }
 

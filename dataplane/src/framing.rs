@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{ExchangePlan, PlanBlock};
+use crate::plan::{ExchangePlan, Mode, PlanBlock};
 use crate::wire::{record_len, HEADER_LEN};
 
 /// IPv4 and UDP headers, bytes: the part of the MTU that carries no switchgnn bytes.
@@ -84,8 +84,10 @@ impl HostFraming {
 /// each boundary vertex once to every other worker that holds a neighbour of it, in the
 /// host-only pre-aggregated exchange one partial sum per destination of `to` that `from`'s
 /// vertices neighbour, in the host hybrid those partial sums plus each multicast sender once
-/// to every worker owning one of its rows (its raw copies). What the chip model and the spine
-/// count pack.
+/// to every worker owning one of its rows (its raw copies), in the host two-level exchange
+/// each pair's partial sum from its worker (the rack's proxy, or a worker of the owner's rack)
+/// plus one partial per (destination, other worker of the proxy's rack feeding it) to the
+/// proxy. What the chip model and the spine count pack.
 pub fn copies_per_pair(plan: &ExchangePlan, block: &PlanBlock) -> Vec<u64> {
     let n = usize::from(plan.workers);
     let mut copies = vec![0u64; n * n];
@@ -97,6 +99,26 @@ pub fn copies_per_pair(plan: &ExchangePlan, block: &PlanBlock) -> Vec<u64> {
             let owner = t.workers[row] as usize;
             for &from in t.row(row) {
                 copies[from as usize * n + owner] += 1;
+            }
+        }
+        if plan.mode == Mode::HostTwoLevel && block.partials.known() {
+            // A proxy's pair sums its rack: every other worker owning some of its sources
+            // sends the proxy one partial first.
+            for (p, &proxy) in t.slots.iter().enumerate() {
+                targets.clear();
+                targets.extend(
+                    block
+                        .partials
+                        .of(p)
+                        .iter()
+                        .map(|&u| plan.owner[u as usize])
+                        .filter(|&w| u32::from(w) != proxy),
+                );
+                targets.sort_unstable();
+                targets.dedup();
+                for &from in &targets {
+                    copies[usize::from(from) * n + proxy as usize] += 1;
+                }
             }
         }
         let m = &block.multicast;

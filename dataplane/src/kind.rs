@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cc::Controller;
 use crate::engine::{
     BalancedHostEngine, EngineConfig, EngineError, Exchange, HostEngine, HostHybridEngine,
-    HostReduceEngine, InNetworkEngine, LocalFeatures, ReduceEngine,
+    HostReduceEngine, HostTwoLevelEngine, InNetworkEngine, LocalFeatures, ReduceEngine,
 };
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode};
@@ -43,6 +43,13 @@ pub enum ExchangeKind {
     /// one peer are all of one way (`switchgnn_scheduler::exchange::host_hybrid_plan`).
     #[serde(rename = "host-hybrid")]
     HostHybrid,
+    /// The host-only answer to two-level aggregation on a leaf-spine fabric: host-only
+    /// partial sums, but for a destination owned in another rack each rack's workers send
+    /// theirs to one proxy worker of the rack, which adds them up and sends one partial across
+    /// the spine (as hierarchical all-reduce does). On one rack it is host-reduce. The
+    /// proxies depend on the racks: `switchgnn_scheduler::exchange::host_two_level_plan`.
+    #[serde(rename = "host-two-level")]
+    HostTwoLevel,
     /// Per (source, destination worker) pair, SwitchGNN's multicast or a partial sum, as the
     /// chip model favours (`switchgnn_scheduler::hybrid`); runs as a reduce plan.
     Hybrid,
@@ -53,11 +60,12 @@ pub enum ExchangeKind {
 
 impl ExchangeKind {
     /// Every kind.
-    pub const ALL: [ExchangeKind; 8] = [
+    pub const ALL: [ExchangeKind; 9] = [
         ExchangeKind::Switchgnn,
         ExchangeKind::Host,
         ExchangeKind::HostReduce,
         ExchangeKind::HostHybrid,
+        ExchangeKind::HostTwoLevel,
         ExchangeKind::Strawman,
         ExchangeKind::BalancedHost,
         ExchangeKind::Reduce,
@@ -74,6 +82,7 @@ impl ExchangeKind {
             ExchangeKind::Reduce => "reduce",
             ExchangeKind::HostReduce => "host-reduce",
             ExchangeKind::HostHybrid => "host-hybrid",
+            ExchangeKind::HostTwoLevel => "host-two-level",
             ExchangeKind::Hybrid => "hybrid",
             ExchangeKind::Auto => "auto",
         }
@@ -90,6 +99,7 @@ impl ExchangeKind {
             "reduce" | "pre-aggregated" => Some(ExchangeKind::Reduce),
             "host-reduce" => Some(ExchangeKind::HostReduce),
             "host-hybrid" => Some(ExchangeKind::HostHybrid),
+            "host-two-level" => Some(ExchangeKind::HostTwoLevel),
             "hybrid" => Some(ExchangeKind::Hybrid),
             "auto" => Some(ExchangeKind::Auto),
             _ => None,
@@ -105,6 +115,7 @@ impl ExchangeKind {
             ExchangeKind::Reduce | ExchangeKind::Hybrid => Mode::Reduce,
             ExchangeKind::HostReduce => Mode::HostReduce,
             ExchangeKind::HostHybrid => Mode::HostHybrid,
+            ExchangeKind::HostTwoLevel => Mode::HostTwoLevel,
             ExchangeKind::Auto => return None,
         })
     }
@@ -119,6 +130,7 @@ impl ExchangeKind {
             Mode::Reduce => ExchangeKind::Reduce,
             Mode::HostReduce => ExchangeKind::HostReduce,
             Mode::HostHybrid => ExchangeKind::HostHybrid,
+            Mode::HostTwoLevel => ExchangeKind::HostTwoLevel,
         }
     }
 
@@ -156,6 +168,9 @@ impl ExchangeKind {
             }
             ExchangeKind::HostReduce => Box::new(HostReduceEngine::new(cfg, plan, local, cc, now)?),
             ExchangeKind::HostHybrid => Box::new(HostHybridEngine::new(cfg, plan, local, cc, now)?),
+            ExchangeKind::HostTwoLevel => {
+                Box::new(HostTwoLevelEngine::new(cfg, plan, local, cc, now)?)
+            }
             // Each layer's plan says which kind it is.
             ExchangeKind::Auto => {
                 return ExchangeKind::of_mode(plan.mode).engine(cfg, plan, local, cc, now)

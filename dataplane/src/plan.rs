@@ -18,6 +18,13 @@
 //!   [`Mode::Reduce`] block's shape: [`Partials`] for the partial-sum pairs, and a
 //!   [`Multicast`] sender for every vertex sent raw, whose rows say which of the receiver's
 //!   destinations it is added into (the receiver adds it there itself);
+//! - [`Mode::HostTwoLevel`]: the host-only answer to two-level aggregation on a leaf-spine
+//!   fabric (hierarchical all-reduce's shape) — host-only partial sums as
+//!   [`Mode::HostReduce`]'s, but for a destination in another rack the workers of a rack that
+//!   feed it send their partials to one of them, the rack's proxy for that destination, which
+//!   adds them to its own and sends the rack's one partial across the spine to the owner. Its
+//!   blocks have [`Mode::Reduce`]'s shape; a pair's worker is the proxy, and its sources are
+//!   every vertex of the rack that neighbours the destination (owned by several workers);
 //! - [`Mode::Reduce`]: the pre-aggregated exchange — each worker sums, per remote destination,
 //!   its own vertices' contributions and sends that partial sum once; the switch adds each
 //!   partial into the destination's aggregator in one pass and sends the sum down when every
@@ -85,6 +92,9 @@ pub enum Mode {
     /// Per ordered worker pair, raw copies or partial sums (the fewer rows), host to host;
     /// the switch only forwards them.
     HostHybrid,
+    /// Host-only partial sums, a rack's for a destination in another rack summed by one
+    /// proxy worker of the rack first; the switch only forwards them.
+    HostTwoLevel,
 }
 
 impl Mode {
@@ -97,6 +107,7 @@ impl Mode {
             Mode::Reduce => "reduce",
             Mode::HostReduce => "host-reduce",
             Mode::HostHybrid => "host-hybrid",
+            Mode::HostTwoLevel => "host-two-level",
         }
     }
 
@@ -109,7 +120,10 @@ impl Mode {
     /// ([`PlanBlock::reduce`]; in a hybrid block, [`PlanBlock::hybrid`], also multicast
     /// senders), summed in the switch or by the destination's owner.
     pub fn pre_aggregated(self) -> bool {
-        matches!(self, Mode::Reduce | Mode::HostReduce | Mode::HostHybrid)
+        matches!(
+            self,
+            Mode::Reduce | Mode::HostReduce | Mode::HostHybrid | Mode::HostTwoLevel
+        )
     }
 }
 
@@ -208,6 +222,28 @@ impl PlanBlock {
     pub fn pair(&self, row: usize, w: u16) -> Option<usize> {
         let j = self.table.row(row).binary_search(&u32::from(w)).ok()?;
         Some(self.table.offsets[row] as usize + j)
+    }
+
+    /// The pair of destination row `row` that worker `w`'s own vertices go into, if any: its
+    /// own ([`PlanBlock::pair`]), or in a [`Mode::HostTwoLevel`] block the pair of its rack's
+    /// proxy whose sources include a vertex of `w` (`owner`: the plan's owners).
+    pub fn feeding_pair(&self, row: usize, w: u16, owner: &[u16], mode: Mode) -> Option<usize> {
+        if let Some(p) = self.pair(row, w) {
+            return Some(p);
+        }
+        if mode != Mode::HostTwoLevel || !self.partials.known() {
+            return None;
+        }
+        let (a, z) = (
+            self.table.offsets[row] as usize,
+            self.table.offsets[row + 1] as usize,
+        );
+        (a..z).find(|&p| {
+            self.partials
+                .of(p)
+                .iter()
+                .any(|&u| owner.get(u as usize) == Some(&w))
+        })
     }
 
     /// Global ids of the sources that feed row `i`'s aggregator (its in-block neighbours),

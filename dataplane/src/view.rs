@@ -9,7 +9,9 @@
 //!   partial's sources (what its host way fetches), the destinations it sends partials for
 //!   with its own pair only, and the multicast senders that are its own or feed its
 //!   destinations — in [`crate::plan::Mode::HostHybrid`] its own senders with every row they
-//!   go to (the receiving workers of its raw copies), and those rows.
+//!   go to (the receiving workers of its raw copies), and those rows; in
+//!   [`crate::plan::Mode::HostTwoLevel`] also the pairs of its rack's proxies that its
+//!   vertices feed, whole (it names its share by them).
 //!
 //! [`ExchangePlan::for_worker`] keeps exactly that, renumbering table rows (vertex order is
 //! kept, so every list stays sorted). Summed over workers the views hold about twice the plan's
@@ -54,7 +56,7 @@ fn view_block(plan: &ExchangePlan, b: &PlanBlock, rank: u16) -> PlanBlock {
                     keep[s as usize] = true;
                 }
             }
-        } else if reduce && t.row(row).binary_search(&me).is_ok() {
+        } else if reduce && b.feeding_pair(row, rank, &plan.owner, plan.mode).is_some() {
             keep[row] = true;
         }
     }
@@ -70,6 +72,16 @@ fn view_block(plan: &ExchangePlan, b: &PlanBlock, rank: u16) -> PlanBlock {
             }
         }
     }
+    // The host two-level exchange: a pair of its rack's proxy that this worker's vertices feed
+    // (it sends the proxy its share, named by the pair's vertices).
+    let two_level = plan.mode == Mode::HostTwoLevel && sources;
+    let feeds = |p: usize| {
+        two_level
+            && b.partials
+                .of(p)
+                .iter()
+                .any(|&u| plan.owner[u as usize] == rank)
+    };
     let mut index = vec![u32::MAX; n];
     let mut kept = 0u32;
     for row in 0..n {
@@ -100,7 +112,7 @@ fn view_block(plan: &ExchangePlan, b: &PlanBlock, rank: u16) -> PlanBlock {
             if reduce {
                 // Slots are contributing workers: all of them for an own destination (the
                 // receiver counts and fetches them), only this worker's pair otherwise.
-                if own || s == me {
+                if own || s == me || feeds(first_pair + j) {
                     table.slots.push(s);
                     if sources {
                         let of = b.partials.of(first_pair + j);

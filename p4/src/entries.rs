@@ -629,8 +629,10 @@ impl Entries {
                     p.blocks.len() as u64,
                     p.owner.len() as u64,
                     match mode {
-                        // All three only forward: the program runs them alike.
-                        Mode::Host | Mode::HostReduce | Mode::HostHybrid => program::MODE_HOST,
+                        // All four only forward: the program runs them alike.
+                        Mode::Host | Mode::HostReduce | Mode::HostHybrid | Mode::HostTwoLevel => {
+                            program::MODE_HOST
+                        }
                         Mode::Reduce => program::MODE_REDUCE,
                         _ => program::MODE_BLOCKS,
                     },
@@ -664,9 +666,12 @@ impl Entries {
                 // The host-only pre-aggregated exchange's rows are its destinations; the
                 // program also checks and routes by the vertices its partial sums are named
                 // by, and that its fetches name: every source (in the host hybrid, also every
-                // vertex sent raw).
-                let listed: Vec<(u32, u16)> = if matches!(mode, Mode::HostReduce | Mode::HostHybrid)
-                {
+                // vertex sent raw; in the host two-level exchange, a share to a proxy is
+                // addressed to a source of the proxy's).
+                let listed: Vec<(u32, u16)> = if matches!(
+                    mode,
+                    Mode::HostReduce | Mode::HostHybrid | Mode::HostTwoLevel
+                ) {
                     let mut all: Vec<(u32, u16)> = t
                         .vertices
                         .iter()

@@ -25,7 +25,8 @@ use switchgnn_p4::ports::Copies;
 use switchgnn_p4::{bfrt, p4runtime, program, Entries, Install};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{
-    host_hybrid_plan, host_reduce_plan, reduce_plan, remote_sums, ExchangePlans,
+    host_hybrid_plan, host_reduce_plan, host_two_level_plan, reduce_plan, remote_sums,
+    ExchangePlans,
 };
 
 const JOB: u16 = 7;
@@ -215,6 +216,23 @@ fn the_host_hybrid_runs_on_tables_loaded_from_entries() {
         "both ways"
     );
     forwarded_exactly_over_entries(&d, &plan.assignment, mixed);
+}
+
+#[test]
+fn the_host_two_level_exchange_runs_on_tables_loaded_from_entries() {
+    // Four workers in two racks: shares go to proxies addressed by the proxies' own vertices,
+    // which the entries must route.
+    let d = synthetic(500, 2500, 8);
+    let plan = prepare(&d, 4, vec![24], 32 * 1024, 1 << 40);
+    let racks = switchgnn_dataplane::switch::Racks::even(4, 2).unwrap();
+    let two = host_two_level_plan(&d.graph, &plan.assignment, 24, &racks).unwrap();
+    let b = &two.blocks[0];
+    let gathers = (0..b.table.slots.len()).any(|p| {
+        let w = b.table.slots[p] as u16;
+        b.partials.of(p).iter().any(|&u| two.owner[u as usize] != w)
+    });
+    assert!(gathers, "a proxy sums a share");
+    forwarded_exactly_over_entries(&d, &plan.assignment, two);
 }
 
 /// Run `worker_plan`, an exchange the switch only forwards, at 2% loss with the switch's plan

@@ -79,7 +79,7 @@ pub fn parse_kind(name: &str) -> Result<ExchangeKind, Failure> {
         Some(k) => Ok(k),
         None => Err(Failure::Usage(format!(
             "unknown exchange kind `{name}` (one of: switchgnn, host, g3, host-reduce, \
-             host-hybrid, strawman, reduce)"
+             host-hybrid, host-two-level, strawman, reduce)"
         ))),
     }
 }

@@ -47,9 +47,19 @@ __all__ = [
 #: plan's blocks, the host exchange (every worker sends copies to every peer), G3's balanced
 #: host rounds, host-only pre-aggregation (one partial sum per remote destination, sent to its
 #: owner), the host hybrid (per ordered worker pair, raw copies or partial sums, whichever is
-#: fewer rows), the strawman (first-come aggregators) and pre-aggregated partial sums summed in
+#: fewer rows), the host two-level exchange (a rack's partial sums for another rack summed by a
+#: proxy worker of the rack; one rack without racks given), the strawman (first-come aggregators) and pre-aggregated partial sums summed in
 #: the switch.
-KINDS = ("switchgnn", "host", "g3", "host-reduce", "host-hybrid", "strawman", "reduce")
+KINDS = (
+    "switchgnn",
+    "host",
+    "g3",
+    "host-reduce",
+    "host-hybrid",
+    "host-two-level",
+    "strawman",
+    "reduce",
+)
 
 
 def _ids(values, what: str) -> np.ndarray:

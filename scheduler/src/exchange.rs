@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use switchgnn_chip::{Chip, HostCost};
 use switchgnn_dataplane::engine::ExchangeOutput;
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock, PlanError};
+use switchgnn_dataplane::switch::Racks;
 use switchgnn_dataplane::table::BlockTable;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
@@ -124,6 +125,11 @@ pub struct PlanOptions {
     /// The plan is only counted (`switchgnn_chip::Load`), never run: the host exchange then
     /// keeps its table's row order instead of computing a send order no count depends on.
     pub counted_only: bool,
+    /// The racks the workers sit in, consecutive ranks evenly (`Racks::even`, as the
+    /// simulator's and the in-memory leaf-spine fabrics place them): the host two-level
+    /// exchange's proxies are chosen for them. `None` or 1: one rack (a star), where it is
+    /// host-reduce.
+    pub racks: Option<u16>,
 }
 
 impl Default for PlanOptions {
@@ -133,6 +139,7 @@ impl Default for PlanOptions {
             graph_aware_order: true,
             chip: None,
             counted_only: false,
+            racks: None,
         }
     }
 }
@@ -186,6 +193,12 @@ pub fn exchange_plan(
         }
         ExchangeKind::HostReduce => host_reduce_plan(graph, &plan.assignment, width),
         ExchangeKind::HostHybrid => host_hybrid_plan(graph, &plan.assignment, width),
+        ExchangeKind::HostTwoLevel => {
+            let workers = plan.assignment.num_parts() as u16;
+            let racks = Racks::even(workers, options.racks.unwrap_or(1).max(1))
+                .map_err(|e| PlanError::NoChoice(format!("host-two-level: {e}")))?;
+            host_two_level_plan(graph, &plan.assignment, width, &racks)
+        }
         ExchangeKind::Hybrid => {
             let aggregators = plan.manifest.spec.switch_memory / AGGREGATOR_BYTES;
             let (chip, cost) = match options.chip {
@@ -255,6 +268,100 @@ pub fn host_reduce_plan(
     let mut p = reduce_plan(graph, assignment, width, usize::MAX)?;
     p.mode = Mode::HostReduce;
     Ok(p)
+}
+
+/// The host two-level exchange of `graph` under `assignment` on `racks`: host-only
+/// pre-aggregation ([`host_reduce_plan`]), except that the workers of one rack feeding a
+/// destination owned in another rack send their partial sums to one of them, the rack's proxy
+/// for that destination, which adds them to its own and sends the owner one partial for the
+/// whole rack — so a destination's owner takes at most one partial per other rack across the
+/// spine, as two-level in-network aggregation has the leaves send (hierarchical all-reduce's
+/// shape, with hosts doing the leaves' sums).
+///
+/// The proxy is chosen per (rack, destination) among the rack's workers that feed the
+/// destination (so it holds a share itself, and its own vertex names the header), by a hash
+/// of the destination: a worker proxies for about an equal share of its rack's destinations
+/// elsewhere, so no one worker's link carries the rack's whole cross-rack traffic, and every
+/// process derives the same choice from the plan inputs. In the plan the rack's workers merge
+/// into one pair (destination, proxy) whose sources are every vertex of the rack neighbouring
+/// the destination; pairs of the owner's own rack, and of a rack where one worker alone feeds
+/// the destination, stay as in host-reduce. On one rack the plan is host-reduce's (in its own
+/// mode), and so are its bytes.
+pub fn host_two_level_plan(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+    racks: &Racks,
+) -> Result<ExchangePlan, PlanError> {
+    let mut p = host_reduce_plan(graph, assignment, width)?;
+    p.mode = Mode::HostTwoLevel;
+    let workers = p.workers;
+    if racks.workers() < workers {
+        return Err(PlanError::NoChoice(format!(
+            "host-two-level: {} racked workers for a plan of {workers}",
+            racks.workers()
+        )));
+    }
+    for b in &mut p.blocks {
+        let t = &b.table;
+        let mut slots = Vec::with_capacity(t.slots.len());
+        let mut offsets = Vec::with_capacity(t.offsets.len());
+        let mut expected = Vec::with_capacity(t.expected.len());
+        let mut starts = Vec::with_capacity(b.partials.starts.len());
+        let mut sources = Vec::with_capacity(b.partials.sources.len());
+        offsets.push(0u64);
+        starts.push(0u64);
+        // (rack, worker, pair) of one row's pairs.
+        let mut by_rack: Vec<(u16, u16, usize)> = Vec::new();
+        let mut merged: Vec<(u32, Vec<u32>)> = Vec::new();
+        for row in 0..t.len() {
+            let v = t.vertices[row];
+            let home = racks.rack_of(t.workers[row] as u16);
+            by_rack.clear();
+            for p in t.offsets[row] as usize..t.offsets[row + 1] as usize {
+                let w = t.slots[p] as u16;
+                by_rack.push((racks.rack_of(w), w, p));
+            }
+            by_rack.sort_unstable();
+            merged.clear();
+            for group in by_rack.chunk_by(|a, b| a.0 == b.0) {
+                if group[0].0 == home || group.len() == 1 {
+                    for &(_, w, p) in group {
+                        merged.push((u32::from(w), b.partials.of(p).to_vec()));
+                    }
+                    continue;
+                }
+                let proxy = group[proxy_index(v, group.len())].1;
+                let mut all: Vec<u32> = group
+                    .iter()
+                    .flat_map(|&(_, _, p)| b.partials.of(p).iter().copied())
+                    .collect();
+                all.sort_unstable();
+                merged.push((u32::from(proxy), all));
+            }
+            merged.sort_unstable_by_key(|m| m.0);
+            for (w, of) in merged.drain(..) {
+                slots.push(w);
+                sources.extend_from_slice(&of);
+                starts.push(sources.len() as u64);
+            }
+            expected.push((slots.len() - *offsets.last().unwrap() as usize) as u32);
+            offsets.push(slots.len() as u64);
+        }
+        b.table.slots = slots;
+        b.table.offsets = offsets;
+        b.table.expected = expected;
+        b.partials.starts = starts;
+        b.partials.sources = sources;
+    }
+    Ok(p)
+}
+
+/// Which of `n` candidates proxies for destination `v`: a multiplicative hash of `v`, so that
+/// consecutive destinations (one owner's, mostly) spread over the candidates.
+fn proxy_index(v: u32, n: usize) -> usize {
+    let h = u64::from(v).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    (h % n as u64) as usize
 }
 
 /// The rows each way of the host-only exchanges moves per ordered worker pair: entry

@@ -9,10 +9,12 @@
 //! | `switchgnn` | the plan's blocks, priority BFS (GAMR) | in-network | aggregators per block |
 //! | `switchgnn-nogamr` | the plan's blocks, random order | in-network | aggregators per block |
 //! | `reduce` | every destination, blocks that fit the memory | pre-aggregated partial sums | one pass per partial |
+//! | `host-two-level` | host-reduce's partial sums, a rack's for a destination in another rack summed by one proxy worker of the rack first (proxies chosen for the fabric's racks) | host two-level (see [`HostRackProxy`]) | forwards |
 //! | `hybrid` | per (source, destination worker) pair, multicast or a partial sum, chosen for the run's chip | pre-aggregated, with multicast senders | one pass per partial, one per multicast destination |
 //! | `auto` | the planner's pick among host, switchgnn and reduce: the least bound on the run's chip | that kind's | that kind's |
 //!
 //! [`BalancedHostExchange`]: switchgnn_dataplane::engine::BalancedHostExchange
+//! [`HostRackProxy`]: switchgnn_dataplane::engine::HostRackProxy
 
 use std::sync::Arc;
 
@@ -49,6 +51,9 @@ pub enum SimMode {
     G3,
     HostReduce,
     HostHybrid,
+    /// The host two-level exchange: its plan is made for the racks it runs on (on the star,
+    /// one rack: host-reduce's partial sums).
+    HostTwoLevel,
     Strawman,
     #[serde(rename = "switchgnn")]
     SwitchGnn,
@@ -65,11 +70,12 @@ pub enum SimMode {
 
 impl SimMode {
     /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
-    pub const ALL: [SimMode; 9] = [
+    pub const ALL: [SimMode; 10] = [
         SimMode::Host,
         SimMode::G3,
         SimMode::HostReduce,
         SimMode::HostHybrid,
+        SimMode::HostTwoLevel,
         SimMode::Strawman,
         SimMode::SwitchGnn,
         SimMode::SwitchGnnNoGamr,
@@ -83,6 +89,7 @@ impl SimMode {
             SimMode::G3 => "g3",
             SimMode::HostReduce => "host-reduce",
             SimMode::HostHybrid => "host-hybrid",
+            SimMode::HostTwoLevel => "host-two-level",
             SimMode::Strawman => "strawman",
             SimMode::SwitchGnn => "switchgnn",
             SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
@@ -108,6 +115,7 @@ impl SimMode {
             SimMode::G3 => ExchangeKind::BalancedHost,
             SimMode::HostReduce => ExchangeKind::HostReduce,
             SimMode::HostHybrid => ExchangeKind::HostHybrid,
+            SimMode::HostTwoLevel => ExchangeKind::HostTwoLevel,
             SimMode::Strawman => ExchangeKind::Strawman,
             SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
             SimMode::Reduce => ExchangeKind::Reduce,
@@ -156,11 +164,26 @@ pub fn exchange_plan(
     seed: u64,
     chip: Option<(Chip, HostCost)>,
 ) -> Result<ExchangePlan, ModeError> {
+    exchange_plan_on(mode, graph, plan, layer, seed, chip, None)
+}
+
+/// [`exchange_plan`] for workers in `racks` racks of consecutive ranks (`None`: a star), which
+/// only the host two-level exchange's plan depends on (its proxies).
+pub fn exchange_plan_on(
+    mode: SimMode,
+    graph: &Graph,
+    plan: &Plan,
+    layer: usize,
+    seed: u64,
+    chip: Option<(Chip, HostCost)>,
+    racks: Option<u16>,
+) -> Result<ExchangePlan, ModeError> {
     let options = PlanOptions {
         seed,
         graph_aware_order: mode != SimMode::SwitchGnnNoGamr,
         chip,
         counted_only: false,
+        racks,
     };
     Ok(switchgnn_scheduler::exchange::exchange_plan(
         mode.kind(),

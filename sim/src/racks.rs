@@ -186,9 +186,12 @@ impl OnFabric {
 }
 
 /// Run `plan`'s exchange of `mode` on `cfg`'s star and on every fabric of `spec` (its hosts
-/// split evenly over the racks, links as the star's).
+/// split evenly over the racks, links as the star's); on a fabric of `r` racks the exchange
+/// runs `replan(r)`, the same plan but for a kind whose plan depends on the racks (the host
+/// two-level exchange's proxies).
 pub fn rack_study(
     plan: &ExchangePlan,
+    replan: &dyn Fn(u16) -> Result<ExchangePlan, ModeError>,
     mode: SimMode,
     cfg: &SimConfig,
     setup: &ExchangeSetup,
@@ -204,7 +207,7 @@ pub fn rack_study(
             two_level: fabric.two_level,
             ..*setup
         };
-        let sim = simulate_exchange(plan.clone(), &on, &two_level, scale)?.0;
+        let sim = simulate_exchange(replan(fabric.racks)?, &on, &two_level, scale)?.0;
         fabrics.push(OnFabric {
             racks: fabric.racks,
             hosts_per_rack: hosts / fabric.racks.max(1),

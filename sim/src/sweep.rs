@@ -678,9 +678,14 @@ pub fn contention_sweep(
             ),
             None => format!("{} background", sizes.name()),
         },
-        &|xplan, mode, cfg, setup, scale, (sizes, fabric)| {
+        &|xplan, replan, mode, cfg, setup, scale, (sizes, fabric)| {
+            // The host two-level exchange's proxies are chosen for the fabric's racks.
+            let on_racks = match fabric {
+                Some(f) if mode == SimMode::HostTwoLevel => Some(replan(f.racks)?),
+                _ => None,
+            };
             crate::contention::contention(
-                xplan,
+                on_racks.as_ref().unwrap_or(xplan),
                 mode,
                 cfg,
                 setup,
@@ -719,15 +724,17 @@ pub fn rack_sweep(
                 fabrics.racks.len() * fabrics.oversubscription.len()
             )
         },
-        &|xplan, mode, cfg, setup, scale, ()| {
-            crate::racks::rack_study(xplan, mode, cfg, setup, scale, fabrics)
+        &|xplan, replan, mode, cfg, setup, scale, ()| {
+            crate::racks::rack_study(xplan, replan, mode, cfg, setup, scale, fabrics)
         },
     )
 }
 
-/// The study behind one exchange and one variant.
+/// The study behind one exchange and one variant: its plan on the star, the same for workers
+/// in a number of racks, the mode, ….
 type Study<'a, V, S> = dyn Fn(
         &switchgnn_dataplane::plan::ExchangePlan,
+        &dyn Fn(u16) -> Result<switchgnn_dataplane::plan::ExchangePlan, ModeError>,
         SimMode,
         &SimConfig,
         &ExchangeSetup,
@@ -817,7 +824,23 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                             chip_floor: true,
                             framing: cfg.host.framing,
                         };
-                        let s = study(&xplan, mode, &cfg, &setup, scale, variant).map_err(wrap)?;
+                        let replan = |racks: u16| {
+                            if mode == SimMode::HostTwoLevel {
+                                crate::modes::exchange_plan_on(
+                                    mode,
+                                    &dataset.graph,
+                                    &plan,
+                                    0,
+                                    spec.seed,
+                                    on,
+                                    Some(racks),
+                                )
+                            } else {
+                                Ok(xplan.clone())
+                            }
+                        };
+                        let s = study(&xplan, &replan, mode, &cfg, &setup, scale, variant)
+                            .map_err(wrap)?;
                         progress.advance(1);
                         Ok::<_, SweepError>(s)
                     })

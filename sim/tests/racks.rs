@@ -32,7 +32,16 @@ fn oversubscribed_racks_slow_a_link_bound_exchange() {
     for mode in [SimMode::Host, SimMode::Reduce] {
         let setup = ExchangeSetup::new(mode, 1 << 20);
         let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
-        let s = rack_study(&xplan, mode, &cfg, &setup, scale_for(&d.graph), &fabrics).unwrap();
+        let s = rack_study(
+            &xplan,
+            &|_| Ok(xplan.clone()),
+            mode,
+            &cfg,
+            &setup,
+            scale_for(&d.graph),
+            &fabrics,
+        )
+        .unwrap();
         assert_eq!(s.fabrics.len(), 4);
         for f in &s.fabrics {
             // One level of aggregation: every byte of the hosts' links crosses the spine layer
@@ -91,7 +100,16 @@ fn with_two_levels_leaves_aggregate_and_keep_rack_traffic_in_the_rack() {
     for mode in [SimMode::Host, SimMode::SwitchGnn, SimMode::Reduce] {
         let setup = ExchangeSetup::new(mode, 1 << 20);
         let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
-        let s = rack_study(&xplan, mode, &cfg, &setup, scale_for(&d.graph), &fabrics).unwrap();
+        let s = rack_study(
+            &xplan,
+            &|_| Ok(xplan.clone()),
+            mode,
+            &cfg,
+            &setup,
+            scale_for(&d.graph),
+            &fabrics,
+        )
+        .unwrap();
         assert!(s.two_level);
         if mode == SimMode::Host {
             for f in &s.fabrics {

@@ -17,7 +17,8 @@ use switchgnn_partition::traffic::{reduction, row_bytes};
 use switchgnn_partition::{Assignment, Blocks, Boundary, Traffic};
 
 use switchgnn_scheduler::exchange::{
-    blocks_plan, host_hybrid_plan, host_reduce_plan, reduce_plan, ExchangePlans,
+    blocks_plan, host_hybrid_plan, host_reduce_plan, host_two_level_plan, reduce_plan,
+    ExchangePlans,
 };
 use switchgnn_scheduler::hybrid::hybrid_plan;
 use switchgnn_scheduler::OrderKind;
@@ -114,6 +115,9 @@ struct FabricRow {
     host: SpineTraffic,
     host_reduce: SpineTraffic,
     host_hybrid: SpineTraffic,
+    /// The host two-level exchange, its proxies chosen for these racks: the host-only answer
+    /// to two-level aggregation (one partial per rack and destination across the spine).
+    host_two_level: SpineTraffic,
     switchgnn: SpineTraffic,
     reduce: SpineTraffic,
 }
@@ -226,6 +230,15 @@ pub fn run(args: Args) -> Result<()> {
         let mixed_load = Load::for_cost(&mixed_plan, &cost);
         let mixed_fabrics = fabrics_of(&mixed_plan)?;
         drop(mixed_plan);
+        // Its plan depends on the racks (who proxies for whom): one per rack count.
+        let two_level_fabrics = rack_counts
+            .iter()
+            .map(|&r| {
+                let racks = Racks::even(m as u16, r)?;
+                let plan = host_two_level_plan(&dataset.graph, &assignment, width, &racks)?;
+                Ok(spine_traffic(&plan, &racks, FRAME_OVERHEAD, cost.framing))
+            })
+            .collect::<Result<Vec<_>>>()?;
         // Every verdict's baseline: the fastest host-only kind at this cost.
         let host_only = |cost: &HostCost| {
             let kinds = [
@@ -264,6 +277,7 @@ pub fn run(args: Args) -> Result<()> {
                 host: host_fabrics[i],
                 host_reduce: partials_fabrics[i],
                 host_hybrid: mixed_fabrics[i],
+                host_two_level: two_level_fabrics[i],
                 switchgnn: blocks_fabrics[i],
                 reduce: reduce_fabrics[i],
             })
@@ -417,13 +431,15 @@ pub fn run(args: Args) -> Result<()> {
             println!(
                 "  across the spine layer of {} racks, two-level aggregation (frames, one \
                  block): host exchange {}, host-reduce {} ({:.2}×), host-hybrid {} ({:.2}×), \
-                 switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
+                 host-two-level {} ({:.2}×), switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
                 f.racks,
                 format_bytes(f.host.bytes),
                 format_bytes(f.host_reduce.bytes),
                 versus(&f.host_reduce),
                 format_bytes(f.host_hybrid.bytes),
                 versus(&f.host_hybrid),
+                format_bytes(f.host_two_level.bytes),
+                versus(&f.host_two_level),
                 format_bytes(f.switchgnn.bytes),
                 versus(&f.switchgnn),
                 format_bytes(f.reduce.bytes),

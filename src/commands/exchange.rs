@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub workers: u32,
     /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, g3, host-reduce,
-    /// host-hybrid, strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host
+    /// host-hybrid, host-two-level (one rack here: host-reduce's sums), strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host
     /// exchange over TCP between the workers, the kernel's own transport: the baseline; over
     /// udp only).
     #[arg(long, default_value = "switch,host")]
@@ -473,7 +473,13 @@ fn summarise(
                 }
                 // The traffic model does not know the hybrids' mix (the host hybrid's per
                 // pair choice included: at most the host exchange's rows).
-                Some(ExchangeKind::Hybrid | ExchangeKind::HostHybrid | ExchangeKind::Auto)
+                // Nor where the host two-level exchange's proxies are.
+                Some(
+                    ExchangeKind::Hybrid
+                    | ExchangeKind::HostHybrid
+                    | ExchangeKind::HostTwoLevel
+                    | ExchangeKind::Auto,
+                )
                 | None => None,
             };
             let dir = if x.backward { "backward" } else { "forward" };

@@ -379,6 +379,7 @@ fn entries_cmd(args: EntriesArgs) -> Result<()> {
         | ExchangeKind::BalancedHost
         | ExchangeKind::HostReduce
         | ExchangeKind::HostHybrid
+        | ExchangeKind::HostTwoLevel
         | ExchangeKind::Reduce
         | ExchangeKind::Hybrid => {
             let name = args

@@ -128,6 +128,7 @@ fn mode_named(name: &str) -> Option<Mode> {
         Mode::Reduce,
         Mode::HostReduce,
         Mode::HostHybrid,
+        Mode::HostTwoLevel,
     ]
     .into_iter()
     .find(|m| m.name() == name)
@@ -478,6 +479,7 @@ mod tests {
             ExchangeKind::Reduce,
             ExchangeKind::HostReduce,
             ExchangeKind::HostHybrid,
+            ExchangeKind::HostTwoLevel,
         ] {
             let session = Session::new(&plan, &d.graph, kind).unwrap();
             let path = dir.path().join(format!("{}.session", kind.name()));
@@ -507,6 +509,7 @@ mod tests {
             ExchangeKind::Reduce,
             ExchangeKind::HostReduce,
             ExchangeKind::HostHybrid,
+            ExchangeKind::HostTwoLevel,
         ] {
             let session = Session::new(&plan, &d.graph, kind).unwrap();
             let entries = |s: &Session| -> usize {

@@ -32,6 +32,7 @@
 
 mod holes;
 mod receive;
+mod relay;
 mod reliable;
 mod rows;
 mod send;
@@ -54,8 +55,8 @@ use receive::{Raw, Receiver};
 pub use reliable::{Reliable, RttEstimator};
 use rows::{AckNow, RowAcks};
 pub use send::{
-    BalancedHostExchange, HostExchange, HostMixed, HostPreAggregated, InNetwork, PreAggregated,
-    SendQueue, SendStrategy,
+    BalancedHostExchange, HostExchange, HostMixed, HostPreAggregated, HostRackProxy, InNetwork,
+    PreAggregated, SendQueue, SendStrategy,
 };
 
 /// Which of the missing contributions a fetch round may ask for.
@@ -106,6 +107,8 @@ pub type BalancedHostEngine = Engine<BalancedHostExchange>;
 pub type HostReduceEngine = Engine<HostPreAggregated>;
 /// The host hybrid's engine (raw copies or partial sums per ordered worker pair).
 pub type HostHybridEngine = Engine<HostMixed>;
+/// The host two-level exchange's engine (a rack's shares summed by a proxy of the rack).
+pub type HostTwoLevelEngine = Engine<HostRackProxy>;
 
 /// Why an engine cannot be built.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -500,13 +503,17 @@ impl<S: SendStrategy> Engine<S> {
         let receivers = plan.receivers(cfg.rank);
         let mut vertices = receivers.clone();
         if plan.mode.pre_aggregated() {
+            let own = |u: &&u32| plan.owner[**u as usize] == cfg.rank;
             for b in &plan.blocks {
                 for (p, &w) in b.table.slots.iter().enumerate() {
                     if w == u32::from(cfg.rank) {
-                        vertices.extend_from_slice(b.partials.of(p));
+                        // A proxy's pair (host two-level) holds its rack's other sources too.
+                        vertices.extend(b.partials.of(p).iter().filter(own));
+                    } else if plan.mode == Mode::HostTwoLevel {
+                        // Its share of its rack's proxy's pair.
+                        vertices.extend(b.partials.of(p).iter().filter(own));
                     }
                 }
-                let own = |u: &&u32| plan.owner[**u as usize] == cfg.rank;
                 vertices.extend(b.multicast.vertices.iter().filter(own));
             }
             vertices.sort_unstable();
@@ -809,8 +816,18 @@ impl<S: SendStrategy> Engine<S> {
         // comes without lanes when it did not fit them. In the host hybrid a packet may carry
         // either: which one, the record's vertex says.
         let partial = |r: &crate::wire::Record| send::is_partial(plan, sender, r.src);
+        // In the host two-level exchange a partial naming another worker's destination is a
+        // share for this worker to add up as its rack's proxy.
+        let queue = self.sender.queue();
+        let share = |r: &crate::wire::Record| {
+            plan.mode == Mode::HostTwoLevel && plan.owner.get(r.src as usize) != Some(&me)
+        };
         let fits = |r: &crate::wire::Record| {
             let c = usize::from(r.chunk);
+            if share(r) {
+                let lanes = r.lane_count() == plan.chunk_lanes(c) || r.lane_count() == 0;
+                return c < plan.chunks() && lanes && queue.expects_share(r.src, sender);
+            }
             let (lanes, named_by) = if partial(r) {
                 (
                     r.lane_count() == plan.chunk_lanes(c) || r.lane_count() == 0,
@@ -850,6 +867,13 @@ impl<S: SendStrategy> Engine<S> {
             self.stats.payload_received += 4 * r.lane_count() as u64;
             let values = r.lanes_into(&mut lanes);
             let c = usize::from(r.chunk);
+            if self.plan.mode == Mode::HostTwoLevel && self.plan.owner[r.src as usize] != me {
+                let new = self.sender.queue_mut().on_share(r.src, sender, c, values);
+                if new.ok_or(Unexpected)? {
+                    self.last_progress = self.now;
+                }
+                continue;
+            }
             if send::is_partial(&self.plan, sender, r.src) {
                 if values.is_empty() {
                     // Its sender's partial overflowed: the destination's plain features.

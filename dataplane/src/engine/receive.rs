@@ -409,8 +409,23 @@ impl Receiver {
             if let Some(i) = self.multicast_index(pos, u) {
                 return Some(all.len() + i);
             }
-            let pair = b.pair(self.dests[pos] as usize, *self.plan.owner.get(u as usize)?)?;
-            let i = b.partials.of(pair).binary_search(&u).ok()?;
+            let row = self.dests[pos] as usize;
+            let in_pair = |p: usize| b.partials.of(p).binary_search(&u).ok().map(|i| (p, i));
+            let own = b
+                .pair(row, *self.plan.owner.get(u as usize)?)
+                .and_then(in_pair);
+            // The host two-level exchange: a source of another rack is in its proxy's pair.
+            let (pair, i) = match own {
+                Some(found) => found,
+                None if self.plan.mode == Mode::HostTwoLevel => {
+                    let (a, z) = (
+                        b.table.offsets[row] as usize,
+                        b.table.offsets[row + 1] as usize,
+                    );
+                    (a..z).find_map(in_pair)?
+                }
+                None => return None,
+            };
             return Some(b.partials.starts[pair] as usize - all.start + i);
         }
         let t = &b.table;

@@ -22,6 +22,9 @@ use crate::node::Nanos;
 pub struct Reliable {
     /// Next never-sent sequence.
     cursor: usize,
+    /// Sequences from here on are not ready to leave yet (their contents are still being
+    /// gathered: a proxy's sums in the host two-level exchange); the whole block by default.
+    ready: usize,
     acked: BitVec,
     /// Sent and neither acknowledged nor timed out, and how many: the window's count.
     outstanding: BitVec,
@@ -85,6 +88,7 @@ impl Reliable {
     /// A new block of `len` sequences (the round-trip estimate carries over).
     pub fn reset(&mut self, len: usize) {
         self.cursor = 0;
+        self.ready = len;
         self.acked = BitVec::repeat(false, len);
         self.outstanding = BitVec::repeat(false, len);
         self.outstanding_count = 0;
@@ -108,6 +112,12 @@ impl Reliable {
         let n = self.paths.iter().max().map_or(0, |&p| usize::from(p) + 1);
         self.path_racks.clear();
         self.path_racks.resize(n, 0);
+    }
+
+    /// Only sequences below `ready` may leave for the first time (the rest wait for their
+    /// contents); sequences are released in order, so a later one waits for an earlier one.
+    pub fn set_ready(&mut self, ready: usize) {
+        self.ready = ready.min(self.acked.len());
     }
 
     /// Sequences in the running block.
@@ -141,7 +151,7 @@ impl Reliable {
 
     /// Whether a sequence waits to be sent: a resend or a new one.
     fn waiting(&self) -> bool {
-        self.cursor < self.acked.len() || self.resend.iter().any(|&s| !self.acked[s as usize])
+        self.cursor < self.ready || self.resend.iter().any(|&s| !self.acked[s as usize])
     }
 
     /// The sequence to send next — a resend first — and whether it is a resend; `None` when
@@ -162,7 +172,7 @@ impl Reliable {
                 return Some((s, true));
             }
         }
-        if self.cursor < self.acked.len() {
+        if self.cursor < self.ready {
             self.cursor += 1;
             return Some(((self.cursor - 1) as u32, false));
         }

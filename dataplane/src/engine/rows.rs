@@ -48,19 +48,30 @@ struct Open {
 }
 
 impl Packing {
-    /// Lay out `pairs` (source, a neighbour on the receiving worker), in their order, as
-    /// packets of `framing`'s MTU per receiving worker: each pair's chunks go into its
-    /// receiver's open packet, and a packet that cannot take the next record is closed — so
-    /// packets leave in about the order their first copies were planned.
-    pub fn lay_out(&mut self, plan: &ExchangePlan, pairs: &[(u32, u32)], framing: HostFraming) {
-        let room = framing.record_bytes();
+    /// Lay out `first` (source, a neighbour on the receiving worker), then `then`, in their
+    /// order, as packets of `framing`'s MTU per receiving worker: each pair's chunks go into
+    /// its receiver's open packet, and a packet that cannot take the next record is closed —
+    /// so packets leave in about the order their first copies were planned. Returns the
+    /// number of packets holding records of `first` only (those closed before the first
+    /// record of `then`; each later one may mix both). The host two-level exchange's proxies
+    /// lay out what must wait for their rack's shares as `then`: packed as one stream per
+    /// receiver, as the chip model and the spine count pack it, while every packet before the
+    /// split can leave at once. The other strategies have no `then`.
+    pub fn lay_out_then(
+        &mut self,
+        plan: &ExchangePlan,
+        first: &[(u32, u32)],
+        then: &[(u32, u32)],
+        framing: HostFraming,
+    ) -> usize {
         self.packets.clear();
         self.records.clear();
         self.by_receiver
             .resize_with(usize::from(plan.workers), Vec::new);
         self.by_receiver.iter_mut().for_each(Vec::clear);
+        let room = framing.record_bytes();
         // Sized once for the block, so that laying out allocates a few times, not per copy.
-        let records = pairs.len() * plan.chunks();
+        let records = (first.len() + then.len()) * plan.chunks();
         self.records.reserve(records);
         self.packets
             .reserve(records.div_ceil(room / record_len(crate::wire::MAX_LANES)) + self.open.len());
@@ -69,6 +80,20 @@ impl Packing {
             records: Vec::with_capacity(per_packet),
             ..Open::default()
         });
+        self.add(plan, first, room);
+        let split = self.packets.len();
+        self.add(plan, then, room);
+        for to in 0..self.open.len() {
+            if !self.open[to].records.is_empty() {
+                self.close(plan, to);
+            }
+        }
+        split
+    }
+
+    /// `pairs` into their receivers' open packets of `room` record bytes, closing each that
+    /// cannot take the next record.
+    fn add(&mut self, plan: &ExchangePlan, pairs: &[(u32, u32)], room: usize) {
         for &(u, v) in pairs {
             let to = usize::from(plan.owner[v as usize]);
             for c in 0..plan.chunks() {
@@ -82,11 +107,6 @@ impl Packing {
                 }
                 open.records.push((u, c as u8));
                 open.bytes += len;
-            }
-        }
-        for to in 0..self.open.len() {
-            if !self.open[to].records.is_empty() {
-                self.close(plan, to);
             }
         }
     }

@@ -2,6 +2,7 @@
 
 use std::fmt::Debug;
 
+use super::relay::Relay;
 use super::reliable::Reliable;
 use super::rows::Packing;
 use super::{EncodedRows, EngineStats};
@@ -25,6 +26,12 @@ pub trait SendStrategy: Debug + Sized {
     fn accepts(mode: Mode) -> bool;
     /// The (source, destination) pairs worker `rank` sends in `block`, in send order.
     fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)>;
+    /// Pairs (packed strategies only) laid out after [`SendStrategy::pairs`], each packet
+    /// holding one leaving once its contents are complete (a proxy's rack sums, see
+    /// [`Relay`]); none by default.
+    fn deferred(_plan: &ExchangePlan, _rank: u16, _block: u16) -> Vec<(u32, u32)> {
+        Vec::new()
+    }
     /// The strategy around `queue`.
     fn from_queue(queue: SendQueue) -> Self;
     /// The strategy's send queue.
@@ -65,9 +72,13 @@ pub trait SendStrategy: Debug + Sized {
         let q = self.queue_mut();
         q.block = block;
         if Self::KIND == PacketType::Rows {
-            q.packing.lay_out(plan, &pairs, q.framing);
+            let deferred = Self::deferred(plan, rank, block);
+            // Packets before the split hold no deferred record: they may leave at once.
+            q.ready = q.packing.lay_out_then(plan, &pairs, &deferred, q.framing);
+            q.relay = Relay::new(plan, rank, block);
             q.rel.reset(q.packing.packets.len());
             q.rel.set_paths(q.packing.packets.iter().map(|p| p.to));
+            q.release_ready();
         } else {
             q.rel.reset(pairs.len() * q.chunks);
         }
@@ -112,7 +123,7 @@ pub trait SendStrategy: Debug + Sized {
             let p = q.packing.packets[seq as usize];
             let last = p.nth as usize + 1 == q.packing.count_to(p.to);
             h.flags.resend = again || last || q.rel.fills_window();
-            rows_packet(&h, plan, rows, &q.packing, seq, buf)
+            rows_packet(&h, plan, rows, &q.packing, &q.relay, seq, buf)
         } else {
             let ((u, v), c) = (q.pairs[seq as usize / q.chunks], seq as usize % q.chunks);
             feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq, buf)
@@ -197,6 +208,42 @@ pub struct SendQueue {
     per_packet: usize,
     /// Packed host copies: the block's packets.
     packing: Packing,
+    /// Packed packets below this may leave: every deferred one below has its contents.
+    ready: usize,
+    /// The host two-level exchange: the shares this worker gathers as a proxy.
+    relay: Relay,
+}
+
+impl SendQueue {
+    /// Whether worker `w` sends this one, as its rack's proxy for `v`, a share of `v`.
+    pub(super) fn expects_share(&self, v: u32, w: u16) -> bool {
+        self.relay.expects(v, w)
+    }
+
+    /// Worker `w`'s share of `v`'s chunk `c` (no lanes: it overflowed): whether it was new
+    /// (`None`: not expected). The proxy's sums that it completes may leave.
+    pub(super) fn on_share(&mut self, v: u32, w: u16, c: usize, values: &[i32]) -> Option<bool> {
+        let new = self.relay.on_share(v, w, c, values)?;
+        if new {
+            self.release_ready();
+        }
+        Some(new)
+    }
+
+    /// Let the deferred packets whose every record is complete leave, in order.
+    fn release_ready(&mut self) {
+        let relay = &self.relay;
+        let packing = &self.packing;
+        while self.ready < packing.packets.len()
+            && packing
+                .records_of(self.ready)
+                .iter()
+                .all(|&(v, c)| relay.complete(v, usize::from(c)))
+        {
+            self.ready += 1;
+        }
+        self.rel.set_ready(self.ready);
+    }
 }
 
 /// Packed packet `seq` of `packing` as a [`PacketType::Rows`] packet built on `header`, written
@@ -206,6 +253,7 @@ fn rows_packet(
     plan: &ExchangePlan,
     rows: &EncodedRows,
     packing: &Packing,
+    relay: &Relay,
     seq: u32,
     buf: &mut [u8],
 ) -> (usize, u64) {
@@ -214,9 +262,13 @@ fn rows_packet(
     let mut r = *header;
     r.packet_type = PacketType::Rows;
     // The switch checks that the sender owns the header's source: a partial sum's record
-    // names its destination, so the header names the first partial's lowest source.
+    // names its destination, so the header names the first partial's lowest source (in the
+    // host two-level exchange, the lowest of the sender's own among its pair's).
     let first = records[0].0;
-    r.src = if is_partial(plan, header.worker, first) {
+    let two_level = plan.mode == Mode::HostTwoLevel;
+    r.src = if two_level {
+        own_lowest_source(plan, header, first).expect("the worker sends its own shares")
+    } else if is_partial(plan, header.worker, first) {
         lowest_source(plan, header, first).expect("the worker sends its own partials")
     } else {
         first
@@ -230,7 +282,11 @@ fn rows_packet(
     let mut partial = [0i32; MAX_LANES];
     for &(u, c) in records {
         let lanes = plan.chunk_lanes(usize::from(c));
-        let values = if is_partial(plan, header.worker, u) {
+        let values = if two_level {
+            let fits = two_level_sum(plan, rows, relay, header, u, usize::from(c), &mut partial)
+                .expect("the worker sends its own shares");
+            &partial[..if fits { lanes } else { 0 }]
+        } else if is_partial(plan, header.worker, u) {
             // A partial sum beyond 32 bits goes as a record without lanes: its receiver
             // fetches the destination's plain features instead (as the switch's overflow
             // notice has it do in the reduce exchange).
@@ -248,11 +304,12 @@ fn rows_packet(
 
 /// Whether a packed record of worker `worker` naming vertex `v` is a partial sum (it then
 /// names the destination, a vertex of the receiver) rather than a raw copy of `v`, the
-/// sender's own vertex: every record of [`Mode::HostReduce`], and in [`Mode::HostHybrid`]
+/// sender's own vertex: every record of [`Mode::HostReduce`] and [`Mode::HostTwoLevel`]
+/// (there it may name a third worker's vertex: a share for its proxy), and in [`Mode::HostHybrid`]
 /// those that name another worker's vertex.
 pub(super) fn is_partial(plan: &ExchangePlan, worker: u16, v: u32) -> bool {
     match plan.mode {
-        Mode::HostReduce => true,
+        Mode::HostReduce | Mode::HostTwoLevel => true,
         Mode::HostHybrid => plan.owner.get(v as usize) != Some(&worker),
         _ => false,
     }
@@ -265,6 +322,74 @@ fn lowest_source(plan: &ExchangePlan, header: &Repr, dst: u32) -> Option<u32> {
     let block = plan.blocks.get(usize::from(header.block))?;
     let pair = block.pair(block.row_of(dst)?, header.worker)?;
     block.partials.of(pair).first().copied()
+}
+
+/// [`Mode::HostTwoLevel`]: the pair of `dst`'s row that worker `w`'s vertices feed, and
+/// whether `w` is that pair's worker (it then sends the owner the pair's sum).
+fn two_level_pair(plan: &ExchangePlan, block: u16, w: u16, dst: u32) -> Option<(usize, bool)> {
+    let b = plan.blocks.get(usize::from(block))?;
+    let row = b.row_of(dst)?;
+    let p = b.feeding_pair(row, w, &plan.owner, plan.mode)?;
+    Some((p, b.table.slots[p] == u32::from(w)))
+}
+
+/// [`Mode::HostTwoLevel`]: the lowest of worker `header.worker`'s own vertices among the
+/// sources of the pair it feeds for `dst`.
+fn own_lowest_source(plan: &ExchangePlan, header: &Repr, dst: u32) -> Option<u32> {
+    let (p, _) = two_level_pair(plan, header.block, header.worker, dst)?;
+    let b = &plan.blocks[usize::from(header.block)];
+    b.partials
+        .of(p)
+        .iter()
+        .copied()
+        .find(|&u| plan.owner[u as usize] == header.worker)
+}
+
+/// [`Mode::HostTwoLevel`]: what worker `header.worker` sends for `dst`'s chunk `chunk` into
+/// `out` (its first `chunk_lanes` lanes): its own vertices' share of the pair it feeds, plus,
+/// when it is that pair's worker (the rack's proxy), the shares its rack's other workers sent
+/// it (complete: the packet waited for them). Whether it fits 32-bit lanes (a share that came
+/// without lanes makes the sum not fit); `None` when the worker feeds no pair of `dst`.
+fn two_level_sum(
+    plan: &ExchangePlan,
+    rows: &EncodedRows,
+    relay: &Relay,
+    header: &Repr,
+    dst: u32,
+    chunk: usize,
+    out: &mut [i32; MAX_LANES],
+) -> Option<bool> {
+    let (p, sums_rack) = two_level_pair(plan, header.block, header.worker, dst)?;
+    let b = &plan.blocks[usize::from(header.block)];
+    let lanes = plan.chunk_lanes(chunk);
+    let mut acc = [0i64; MAX_LANES];
+    for &u in b.partials.of(p) {
+        if plan.owner[u as usize] != header.worker {
+            continue;
+        }
+        for (a, &x) in acc.iter_mut().zip(rows.chunk(u, chunk, lanes)?) {
+            *a += i64::from(x);
+        }
+    }
+    if sums_rack {
+        match relay.shares(dst, chunk, lanes) {
+            Some(Some(shares)) => {
+                for (a, &x) in acc.iter_mut().zip(shares) {
+                    *a += x;
+                }
+            }
+            Some(None) => return Some(false),
+            None => {}
+        }
+    }
+    let mut fits = true;
+    for (o, &a) in out[..lanes].iter_mut().zip(&acc) {
+        *o = i32::try_from(a).unwrap_or_else(|_| {
+            fits = false;
+            0
+        });
+    }
+    Some(fits)
 }
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), written
@@ -456,6 +581,78 @@ impl SendStrategy for HostPreAggregated {
     }
 
     around_send_queue!(HostPreAggregated);
+}
+
+/// The host two-level exchange ([`Mode::HostTwoLevel`]): host-only partial sums, where the
+/// workers of a rack feeding a destination owned in another rack send their shares to one of
+/// them, the rack's proxy for it (a record naming the destination, to the proxy), and the
+/// proxy sends the owner the rack's one partial sum. A worker sends its shares first (so that
+/// its proxies can start), then its partials that need no one else's (for destinations in
+/// its own rack, or where it alone feeds from its rack), and last, as their shares come in,
+/// the rack sums it proxies for ([`SendStrategy::deferred`]). All packed per receiving
+/// worker into packets of the MTU ([`PacketType::Rows`]) and acknowledged in ranges by their
+/// receiver; the switch only forwards.
+#[derive(Debug)]
+pub struct HostRackProxy(SendQueue);
+
+impl SendStrategy for HostRackProxy {
+    const NAME: &'static str = "host-two-level";
+    const KIND: PacketType = PacketType::Rows;
+
+    fn accepts(mode: Mode) -> bool {
+        mode == Mode::HostTwoLevel
+    }
+
+    /// The shares as (destination, the proxy's lowest source of the pair: the packet goes to
+    /// the proxy), then the partials needing no share as (destination, destination), each in
+    /// the block's order.
+    fn pairs(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        let b = &plan.blocks[usize::from(block)];
+        let mut shares = Vec::new();
+        let mut direct = Vec::new();
+        for &row in &b.order {
+            let row = row as usize;
+            let Some(p) = b.feeding_pair(row, rank, &plan.owner, plan.mode) else {
+                continue;
+            };
+            let v = b.table.vertices[row];
+            let proxy = b.table.slots[p];
+            let sources = b.partials.of(p);
+            if proxy != u32::from(rank) {
+                let named = sources
+                    .iter()
+                    .copied()
+                    .find(|&u| u32::from(plan.owner[u as usize]) == proxy)
+                    .expect("a proxy feeds its own pair");
+                shares.push((v, named));
+            } else if sources.iter().all(|&u| plan.owner[u as usize] == rank) {
+                direct.push((v, v));
+            }
+        }
+        shares.extend(direct);
+        shares
+    }
+
+    /// The rack sums this worker proxies for, as (destination, destination), in the block's
+    /// order: each leaves once every share of its packet is in.
+    fn deferred(plan: &ExchangePlan, rank: u16, block: u16) -> Vec<(u32, u32)> {
+        let b = &plan.blocks[usize::from(block)];
+        b.order
+            .iter()
+            .filter_map(|&row| {
+                let p = b.pair(row as usize, rank)?;
+                let v = b.table.vertices[row as usize];
+                let gathers = b
+                    .partials
+                    .of(p)
+                    .iter()
+                    .any(|&u| plan.owner[u as usize] != rank);
+                gathers.then_some((v, v))
+            })
+            .collect()
+    }
+
+    around_send_queue!(HostRackProxy);
 }
 
 /// The host hybrid: per remote worker, either the host exchange's raw copies

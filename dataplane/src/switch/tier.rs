@@ -190,7 +190,7 @@ fn contributions(plan: &ExchangePlan, block: usize, racks: &Racks, rack: u16) ->
     };
     match plan.mode {
         // Nothing is aggregated.
-        Mode::Host | Mode::HostReduce | Mode::HostHybrid => {}
+        Mode::Host | Mode::HostReduce | Mode::HostHybrid | Mode::HostTwoLevel => {}
         // Row `s` is a source vertex whose feature goes into every slot of its row.
         Mode::Blocks | Mode::Strawman => {
             for s in 0..t.len() {
