@@ -180,7 +180,8 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
                     predicted_s: Default::default(),
                 })
                 .collect(),
-            // On the ideal chip the hybrid multicasts most pairs: both halves run.
+            // The hybrid as chosen for the ideal chip, where its search multicasts most or all
+            // pairs (conformance's hybrid test requires the mix of both halves, on tofino2).
             planned_on: Some(switchgnn_partition::PlannedOn {
                 preset: "ideal".into(),
                 loopback_ports: 0,
