@@ -191,27 +191,40 @@ fn udp_server(f: &Fixture) -> ServerConfig {
     }
 }
 
+/// One exchange of `kind` over UDP through four leaf processes and a spine (the fixture's racks
+/// of two), its sums checked against the direct ones; the spine's and the leaves' reports.
+fn exact_over_udp_leaves(
+    f: &Fixture,
+    kind: ExchangeKind,
+) -> (
+    switchgnn_transport::ServerReport,
+    Vec<switchgnn_transport::ServerReport>,
+) {
+    let plan = f.plan(kind);
+    let scale = setup(f, Faults::none(), 1).scale;
+    let (spine, leaves, outputs) = run_single_exchange_two_level(
+        kind,
+        plan.clone(),
+        &f.features,
+        scale,
+        udp_server(f),
+        false,
+        4,
+    )
+    .unwrap_or_else(|e| panic!("{kind}: {e}"));
+    let (encoded, _) = encode_matrix(&scale, &f.features, plan.width);
+    let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
+    for (got, want) in outputs.iter().zip(&want) {
+        assert_eq!(got.sums, want.sums, "{kind}: sums differ");
+    }
+    (spine, leaves)
+}
+
 #[test]
 fn over_udp_leaf_processes_aggregate_and_the_spine_finishes() {
     let f = fixture();
     for kind in [ExchangeKind::Switchgnn, ExchangeKind::Reduce] {
-        let plan = f.plan(kind);
-        let scale = setup(&f, Faults::none(), 1).scale;
-        let (spine, leaves, outputs) = run_single_exchange_two_level(
-            kind,
-            plan.clone(),
-            &f.features,
-            scale,
-            udp_server(&f),
-            false,
-            4,
-        )
-        .unwrap_or_else(|e| panic!("{kind}: {e}"));
-        let (encoded, _) = encode_matrix(&scale, &f.features, plan.width);
-        let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
-        for (got, want) in outputs.iter().zip(&want) {
-            assert_eq!(got.sums, want.sums, "{kind}: sums differ");
-        }
+        let (spine, leaves) = exact_over_udp_leaves(&f, kind);
         // The spine's peers are the four leaves; it takes partial sums and finishes sums.
         assert_eq!(spine.jobs[0].peers.len(), 4);
         assert!(spine.counters.received(PacketType::Data) > 0, "{kind}");
@@ -232,23 +245,7 @@ fn over_udp_the_host_two_level_exchange_is_exact() {
     // the shares and the proxies' sums, and the sums are the direct ones.
     let f = fixture();
     let kind = ExchangeKind::HostTwoLevel;
-    let plan = f.plan(kind);
-    let scale = setup(&f, Faults::none(), 1).scale;
-    let (spine, leaves, outputs) = run_single_exchange_two_level(
-        kind,
-        plan.clone(),
-        &f.features,
-        scale,
-        udp_server(&f),
-        false,
-        4,
-    )
-    .unwrap_or_else(|e| panic!("{kind}: {e}"));
-    let (encoded, _) = encode_matrix(&scale, &f.features, plan.width);
-    let want = remote_sums(&f.graph, &f.assignment, plan.width, &encoded);
-    for (got, want) in outputs.iter().zip(&want) {
-        assert_eq!(got.sums, want.sums, "{kind}: sums differ");
-    }
+    let (spine, leaves) = exact_over_udp_leaves(&f, kind);
     assert_eq!(spine.counters.exchanges_completed, 1);
     assert_eq!(
         spine.counters.aggregations, 0,

@@ -10,6 +10,29 @@ use switchgnn_sim::{SimConfig, SimMode};
 const WORKERS: u16 = 8;
 
 /// The small synthetic graph at half scale and its plan for 8 workers, width 128, 1 MB.
+/// The rack study of `mode`'s plan for layer 0 of `p` (one plan for every rack count: these
+/// modes' plans do not depend on the racks), with 1 MiB of aggregators.
+fn study_on(
+    mode: SimMode,
+    d: &Dataset,
+    p: &Plan,
+    cfg: &SimConfig,
+    fabrics: &FabricSpec,
+) -> switchgnn_sim::racks::RackStudy {
+    let setup = ExchangeSetup::new(mode, 1 << 20);
+    let xplan = exchange_plan(mode, &d.graph, p, 0, 7, None).unwrap();
+    rack_study(
+        &xplan,
+        &|_| Ok(xplan.clone()),
+        mode,
+        cfg,
+        &setup,
+        scale_for(&d.graph),
+        fabrics,
+    )
+    .unwrap()
+}
+
 fn small() -> (Dataset, Plan) {
     let d = generate(&Preset::Small.spec(0.5, 3).unwrap(), &NoProgress).unwrap();
     let spec =
@@ -30,18 +53,7 @@ fn oversubscribed_racks_slow_a_link_bound_exchange() {
     };
     let mut studies = Vec::new();
     for mode in [SimMode::Host, SimMode::Reduce] {
-        let setup = ExchangeSetup::new(mode, 1 << 20);
-        let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
-        let s = rack_study(
-            &xplan,
-            &|_| Ok(xplan.clone()),
-            mode,
-            &cfg,
-            &setup,
-            scale_for(&d.graph),
-            &fabrics,
-        )
-        .unwrap();
+        let s = study_on(mode, &d, &p, &cfg, &fabrics);
         assert_eq!(s.fabrics.len(), 4);
         for f in &s.fabrics {
             // One level of aggregation: every byte of the hosts' links crosses the spine layer
@@ -98,18 +110,7 @@ fn with_two_levels_leaves_aggregate_and_keep_rack_traffic_in_the_rack() {
     };
     let mut studies = Vec::new();
     for mode in [SimMode::Host, SimMode::SwitchGnn, SimMode::Reduce] {
-        let setup = ExchangeSetup::new(mode, 1 << 20);
-        let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
-        let s = rack_study(
-            &xplan,
-            &|_| Ok(xplan.clone()),
-            mode,
-            &cfg,
-            &setup,
-            scale_for(&d.graph),
-            &fabrics,
-        )
-        .unwrap();
+        let s = study_on(mode, &d, &p, &cfg, &fabrics);
         assert!(s.two_level);
         if mode == SimMode::Host {
             for f in &s.fabrics {
