@@ -133,7 +133,7 @@ fn picks() {
             let chip = ChipChoice {
                 preset: Some(preset),
                 loopback_ports: looped,
-                recirculation_ports: None,
+                ..ChipChoice::default()
             }
             .resolve(workers, cost.link_gbps)
             .unwrap();
