@@ -234,11 +234,7 @@ impl PlanBlock {
         if mode != Mode::HostTwoLevel || !self.partials.known() {
             return None;
         }
-        let (a, z) = (
-            self.table.offsets[row] as usize,
-            self.table.offsets[row + 1] as usize,
-        );
-        (a..z).find(|&p| {
+        self.table.pairs_of(row).find(|&p| {
             self.partials
                 .of(p)
                 .iter()
@@ -419,8 +415,9 @@ impl ExchangePlan {
                         if !b.partials.known() {
                             return u64::from(t.expected[row]);
                         }
-                        let (a, z) = (t.offsets[row] as usize, t.offsets[row + 1] as usize);
-                        b.partials.starts[z] - b.partials.starts[a] + u64::from(incoming[row])
+                        let pairs = t.pairs_of(row);
+                        b.partials.starts[pairs.end] - b.partials.starts[pairs.start]
+                            + u64::from(incoming[row])
                     })
                 })
                 .max()

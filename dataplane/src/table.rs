@@ -118,7 +118,12 @@ impl BlockTable {
 
     /// Slots fed by row `i`.
     pub fn row(&self, i: usize) -> &[u32] {
-        &self.slots[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        &self.slots[self.pairs_of(i)]
+    }
+
+    /// Indices of row `i`'s entries in `slots` (in a reduce block, its pairs).
+    pub fn pairs_of(&self, i: usize) -> std::ops::Range<usize> {
+        self.offsets[i] as usize..self.offsets[i + 1] as usize
     }
 
     /// Number of rows.

@@ -318,7 +318,7 @@ pub fn host_two_level_plan(
             let v = t.vertices[row];
             let home = racks.rack_of(t.workers[row] as u16);
             by_rack.clear();
-            for p in t.offsets[row] as usize..t.offsets[row + 1] as usize {
+            for p in t.pairs_of(row) {
                 let w = t.slots[p] as u16;
                 by_rack.push((racks.rack_of(w), w, p));
             }

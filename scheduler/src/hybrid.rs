@@ -718,21 +718,14 @@ fn search<'a>(
         rows: vec![0; groups],
     };
     // The two ends need nothing of each other: searched side by side, each block in turn.
+    let search = |end: &dyn Fn(&mut State, usize) -> f64| {
+        let mut state = fresh.clone();
+        let at: Vec<f64> = (0..p.blocks.len()).map(|b| end(&mut state, b)).collect();
+        (state, at)
+    };
     let ((low, low_at), (high, high_at)) = rayon::join(
-        || {
-            let mut state = fresh.clone();
-            let at: Vec<f64> = (0..p.blocks.len())
-                .map(|b| p.reduce_end(&mut state, b))
-                .collect();
-            (state, at)
-        },
-        || {
-            let mut state = fresh.clone();
-            let at: Vec<f64> = (0..p.blocks.len())
-                .map(|b| p.multicast_end(&mut state, b))
-                .collect();
-            (state, at)
-        },
+        || search(&|state, b| p.reduce_end(state, b)),
+        || search(&|state, b| p.multicast_end(state, b)),
     );
     drop(fresh);
     // Per block, the better end (a tie to the one from partial sums).

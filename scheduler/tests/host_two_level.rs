@@ -26,11 +26,9 @@ fn check(graph: &Graph, assignment: &Assignment, racks: u16) -> (ExchangePlan, E
     for row in 0..t.table.len() {
         let home = map.rack_of(t.table.workers[row] as u16);
         let range = |b: &switchgnn_dataplane::plan::PlanBlock| {
-            let (a, z) = (
-                b.table.offsets[row] as usize,
-                b.table.offsets[row + 1] as usize,
-            );
-            let mut all: Vec<u32> = (a..z)
+            let mut all: Vec<u32> = b
+                .table
+                .pairs_of(row)
                 .flat_map(|p| b.partials.of(p).iter().copied())
                 .collect();
             all.sort_unstable();
@@ -43,12 +41,8 @@ fn check(graph: &Graph, assignment: &Assignment, racks: u16) -> (ExchangePlan, E
             t.table.row(row).len(),
             "row {row}"
         );
-        let (a, z) = (
-            t.table.offsets[row] as usize,
-            t.table.offsets[row + 1] as usize,
-        );
         let mut other_racks = Vec::new();
-        for p in a..z {
+        for p in t.table.pairs_of(row) {
             let proxy = t.table.slots[p] as u16;
             let rack = map.rack_of(proxy);
             let owners: Vec<u16> = t

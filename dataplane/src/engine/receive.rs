@@ -283,12 +283,8 @@ impl Receiver {
     /// worker.
     fn partial_sources(&self, pos: usize) -> std::ops::Range<usize> {
         let b = &self.plan.blocks[self.block];
-        let row = self.dests[pos] as usize;
-        let (a, z) = (
-            b.table.offsets[row] as usize,
-            b.table.offsets[row + 1] as usize,
-        );
-        b.partials.starts[a] as usize..b.partials.starts[z] as usize
+        let pairs = b.table.pairs_of(self.dests[pos] as usize);
+        b.partials.starts[pairs.start] as usize..b.partials.starts[pairs.end] as usize
     }
 
     /// Hybrid reduce blocks: the multicast senders added into `pos`, ascending.
@@ -409,23 +405,15 @@ impl Receiver {
             if let Some(i) = self.multicast_index(pos, u) {
                 return Some(all.len() + i);
             }
-            let row = self.dests[pos] as usize;
-            let in_pair = |p: usize| b.partials.of(p).binary_search(&u).ok().map(|i| (p, i));
-            let own = b
-                .pair(row, *self.plan.owner.get(u as usize)?)
-                .and_then(in_pair);
-            // The host two-level exchange: a source of another rack is in its proxy's pair.
-            let (pair, i) = match own {
-                Some(found) => found,
-                None if self.plan.mode == Mode::HostTwoLevel => {
-                    let (a, z) = (
-                        b.table.offsets[row] as usize,
-                        b.table.offsets[row + 1] as usize,
-                    );
-                    (a..z).find_map(in_pair)?
-                }
-                None => return None,
-            };
+            // Its owner's pair, or in the host two-level exchange its rack's proxy's.
+            let w = *self.plan.owner.get(u as usize)?;
+            let pair = b.feeding_pair(
+                self.dests[pos] as usize,
+                w,
+                &self.plan.owner,
+                self.plan.mode,
+            )?;
+            let i = b.partials.of(pair).binary_search(&u).ok()?;
             return Some(b.partials.starts[pair] as usize - all.start + i);
         }
         let t = &b.table;
