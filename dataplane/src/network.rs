@@ -17,30 +17,7 @@ use crate::node::{Address, Nanos, Node, SwitchNode, MAX_DATAGRAM_LEN};
 use crate::switch::Switch;
 
 pub use crate::fault::Faults;
-
-/// Link rate (bytes per second; infinite for no serialisation) and one-way delay.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct LinkConfig {
-    /// Bytes per second; infinite for no serialisation delay.
-    pub rate: f64,
-    /// One-way delay, nanoseconds.
-    pub delay: Nanos,
-}
-
-impl LinkConfig {
-    /// One direction of such a link, with an unbounded queue.
-    pub fn port(&self) -> Port {
-        Port::new(self.rate * 8.0 / 1e9, self.delay, u64::MAX)
-    }
-
-    /// The paper's links: 100 Gbps, 2 µs.
-    pub fn hundred_gbps() -> LinkConfig {
-        LinkConfig {
-            rate: 100e9 / 8.0,
-            delay: 2_000,
-        }
-    }
-}
+pub use crate::link::LinkConfig;
 
 /// Settings of the in-memory network.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

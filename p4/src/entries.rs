@@ -30,7 +30,7 @@ use switchgnn_dataplane::wire::MAX_LANES;
 use switchgnn_partition::BlockTable;
 use thiserror::Error;
 
-use crate::ports::{pipe_mask, pipe_of, Copies, HostAddress, Install};
+use crate::ports::{pipe_mask, pipe_of, Copies, HostAddress, Install, PortMapError};
 use crate::program::{self, Table};
 
 pub const FORMAT: &str = "switchgnn-p4-entries";
@@ -76,6 +76,9 @@ pub enum EntriesError {
     },
     #[error("{0}")]
     Format(String),
+    /// The job's port map does not fit the program or its workers.
+    #[error(transparent)]
+    Ports(#[from] PortMapError),
 }
 
 /// One exact-match entry: key values and action parameters in the program's order.

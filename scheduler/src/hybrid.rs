@@ -936,6 +936,20 @@ impl WorkerGroups {
     }
 }
 
+/// The pre-aggregated exchange of `graph` under `assignment`: every vertex with remote
+/// neighbours is a destination, fed one partial sum by each worker holding some of them.
+/// Destinations are cut, in id order, into blocks that fit `aggregators` aggregators of 32
+/// lanes at `width`.
+pub fn reduce_plan(
+    graph: &Graph,
+    assignment: &Assignment,
+    width: usize,
+    aggregators: usize,
+) -> Result<ExchangePlan, PlanError> {
+    // The hybrid exchange with no pair multicast.
+    mixed_plan(graph, assignment, width, aggregators, &|_, _| false)
+}
+
 /// The reduce plan whose edges `multicast(u, v)` says are multicast (source `u`'s feature
 /// added in the switch into destination `v`), the others folded into partial sums: every
 /// vertex with remote neighbours is a destination, and destinations are cut, in id order, into

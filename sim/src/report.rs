@@ -33,8 +33,8 @@ pub enum ReportError {
     },
     #[error("{path}: {message}")]
     Format { path: PathBuf, message: String },
-    #[error("plot {name}: {message}")]
-    Plot { name: String, message: String },
+    #[error(transparent)]
+    Plot(#[from] plot::PlotError),
 }
 
 /// `report.json`: everything but the series and per-link rows (those have their own files).
@@ -212,9 +212,9 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
             &dir.join("plots").join(format!("{name}.svg")),
             svg.as_bytes(),
         )?;
-        let png = plot::to_png(&svg).map_err(|message| ReportError::Plot {
+        let png = plot::to_png(&svg).map_err(|e| plot::PlotError::Draw {
             name: name.clone(),
-            message,
+            message: e.to_string(),
         })?;
         write(&dir.join("plots").join(format!("{name}.png")), &png)?;
     }
