@@ -38,7 +38,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{JobConfig, Shard, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
+use super::aggregate::targets;
+use super::output::{shard_of, Shard};
+use super::{JobConfig, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit};
 use crate::plan::ExchangePlan;
 use crate::wire::{Packet, PacketType, Repr};
@@ -449,7 +451,7 @@ struct Router {
 impl Router {
     /// The shard owning job `job`'s aggregator key `key`.
     fn owner(&self, job: u16, key: usize) -> u16 {
-        super::shard_of(job, key, self.shards) as u16
+        shard_of(job, key, self.shards) as u16
     }
 
     /// Whether `bytes` certainly goes to the lead alone (a cheap look at its type and flags,
@@ -495,7 +497,7 @@ impl Router {
                 };
                 let mut one_slot = [0];
                 let block = usize::from(repr.block);
-                let Ok((_, rows)) = super::targets(plan, block, &repr, &mut one_slot) else {
+                let Ok((_, rows)) = targets(plan, block, &repr, &mut one_slot) else {
                     return Route::LEAD;
                 };
                 let (chunks, c) = (plan.chunks(), usize::from(repr.chunk));
