@@ -49,7 +49,7 @@ use crate::wire::{Packet, PacketType, Repr};
 pub const MAX_SHARDS: u16 = 64;
 
 /// How long a shard's thread waits for the next burst, spinning, before it sleeps.
-pub const SPIN: Duration = Duration::from_micros(50);
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 /// Packets received together, handed to the shards at once: their bytes back to back.
 #[derive(Debug, Default)]
@@ -435,7 +435,7 @@ impl Crew {
 /// parts to all, the remainder to the shards from `rotation` on — those that own the remainder
 /// of a job's keys when `rotation` is the job's id ([`Router::owner`]). The parts add up to
 /// `total`.
-pub fn share(total: usize, shards: usize, shard: usize, rotation: usize) -> usize {
+pub(crate) fn share(total: usize, shards: usize, shard: usize, rotation: usize) -> usize {
     let after_rotation = (shard + shards - rotation % shards) % shards;
     total / shards + usize::from(after_rotation < total % shards)
 }
