@@ -26,7 +26,9 @@ pub enum PortMapError {
 pub struct HostAddress {
     /// 48-bit MAC.
     pub mac: u64,
+    /// IPv4 address.
     pub ip: u32,
+    /// UDP port.
     pub udp_port: u16,
 }
 
@@ -48,12 +50,15 @@ impl HostAddress {
 pub struct Install {
     /// The job's index in the barrier registers (`< MAX_JOBS`).
     pub job_slot: u16,
-    /// First aggregator and first seen word of the job's regions.
+    /// First aggregator of the job's region.
     pub agg_base: u64,
+    /// First seen word of the job's region.
     pub seen_base: u64,
     /// Dev port of each worker rank.
     pub ports: Vec<u16>,
+    /// Addresses of each worker rank.
     pub hosts: Vec<HostAddress>,
+    /// The switch's own addresses (the source of what it sends).
     pub switch: HostAddress,
     /// The internal recirculation port of the job's home pipe, where its first passes, seen
     /// words and barrier run.
@@ -66,6 +71,7 @@ pub struct Install {
     /// port. Empty: the internal ports only. The parser knows passes by these numbers in every
     /// pipe, so no worker's port may have one of them ([`Install::check`]).
     pub looped: Vec<u16>,
+    /// Egress queue depth (bytes) above which a worker's port marks ECN.
     pub ecn_threshold_bytes: u64,
     /// The block go's multicast group; the job's pass groups follow it ([`Install::pass_group`]).
     /// It also carries the all-reduce's results, one copy per worker.
@@ -246,6 +252,9 @@ impl Install {
         self.ports[usize::from(worker)] + 1
     }
 
+    /// Check the map against the program and `workers` workers: ports distinct and in range,
+    /// the recirculation port an internal one, pipes, looped ports, groups and the all-reduce
+    /// region within the program's limits.
     pub fn check(&self, workers: u16) -> Result<(), PortMapError> {
         let n = usize::from(workers);
         if self.ports.len() != n || self.hosts.len() != n {
