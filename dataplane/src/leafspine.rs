@@ -10,8 +10,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use crate::fault::{FaultInjector, FaultStats, Faults};
-use crate::link::{ceil_nanos, to_picos, Port};
-use crate::network::LinkConfig;
+use crate::link::{ceil_nanos, to_picos, LinkConfig, Port};
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit, MAX_DATAGRAM_LEN};
 use crate::switch::{
     two_level, JobConfig, Racks, SpineTraffic, Switch, SwitchConfig, SwitchCounters, SwitchError,

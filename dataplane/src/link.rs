@@ -24,6 +24,30 @@ pub fn ceil_nanos(ps: Picos) -> Nanos {
     ps.div_ceil(1_000)
 }
 
+/// Link rate (bytes per second; infinite for no serialisation) and one-way delay.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkConfig {
+    /// Bytes per second; infinite for no serialisation delay.
+    pub rate: f64,
+    /// One-way delay, nanoseconds.
+    pub delay: Nanos,
+}
+
+impl LinkConfig {
+    /// One direction of such a link, with an unbounded queue.
+    pub fn port(&self) -> Port {
+        Port::new(self.rate * 8.0 / 1e9, self.delay, u64::MAX)
+    }
+
+    /// The paper's links: 100 Gbps, 2 µs.
+    pub fn hundred_gbps() -> LinkConfig {
+        LinkConfig {
+            rate: 100e9 / 8.0,
+            delay: 2_000,
+        }
+    }
+}
+
 /// One direction of a link, with the queue that feeds it.
 #[derive(Debug, Clone)]
 pub struct Port {

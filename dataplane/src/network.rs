@@ -17,30 +17,7 @@ use crate::node::{Address, Nanos, Node, SwitchNode, MAX_DATAGRAM_LEN};
 use crate::switch::Switch;
 
 pub use crate::fault::Faults;
-
-/// Link rate (bytes per second; infinite for no serialisation) and one-way delay.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct LinkConfig {
-    /// Bytes per second; infinite for no serialisation delay.
-    pub rate: f64,
-    /// One-way delay, nanoseconds.
-    pub delay: Nanos,
-}
-
-impl LinkConfig {
-    /// One direction of such a link, with an unbounded queue.
-    pub fn port(&self) -> Port {
-        Port::new(self.rate * 8.0 / 1e9, self.delay, u64::MAX)
-    }
-
-    /// The paper's links: 100 Gbps, 2 µs.
-    pub fn hundred_gbps() -> LinkConfig {
-        LinkConfig {
-            rate: 100e9 / 8.0,
-            delay: 2_000,
-        }
-    }
-}
+pub use crate::link::LinkConfig;
 
 /// Settings of the in-memory network.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -427,7 +404,7 @@ impl RunSetup {
 
 /// Why an in-memory exchange failed.
 #[derive(Debug, Error)]
-pub enum RunError {
+pub enum ExchangeRunError {
     /// An engine could not be built.
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
@@ -461,7 +438,7 @@ pub fn run_exchange(
     plan: std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
     setup: &RunSetup,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     run_exchange_through(plan.clone(), plan, features, setup)
 }
 
@@ -472,7 +449,7 @@ pub fn run_exchange_through(
     plan: std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
     setup: &RunSetup,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     let kind = crate::kind::ExchangeKind::of_mode(plan.mode);
     run_kind(kind, switch_plan, plan, features, setup)
 }
@@ -484,7 +461,7 @@ pub fn run_exchange_kind(
     plan: std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
     setup: &RunSetup,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     run_kind(kind, plan.clone(), plan, features, setup)
 }
 
@@ -497,7 +474,7 @@ pub fn run_exchange_controlled(
     features: &[f32],
     setup: &RunSetup,
     timers: crate::control::ControlTimers,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     let (switch, engines) = build(kind, plan.clone(), &plan, features, setup)?;
     let world = plan.workers;
     let (mut switch, mut workers) = crate::control::nodes::controlled_star(
@@ -513,7 +490,7 @@ pub fn run_exchange_controlled(
     })?;
     for (rank, w) in workers.iter().enumerate() {
         if let Some(failure) = w.control.failure() {
-            return Err(RunError::Control {
+            return Err(ExchangeRunError::Control {
                 rank: rank as u16,
                 failure: failure.clone(),
             });
@@ -537,7 +514,7 @@ fn run_kind(
     plan: std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
     setup: &RunSetup,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     let (mut switch, engines) = build(kind, switch_plan, &plan, features, setup)?;
     run_on(&mut switch, engines, setup, |s| s.counters().clone())
 }
@@ -551,7 +528,7 @@ pub fn run_exchange_sharded(
     features: &[f32],
     setup: &RunSetup,
     shards: u16,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     let engines = engines(kind, &plan, features, setup)?;
     let mut switch = crate::switch::ShardedSwitch::new(setup.switch, shards)?;
     switch.add_job(job_of(&plan, setup))?;
@@ -564,7 +541,7 @@ fn run_on<S: SwitchNode>(
     mut engines: Vec<Box<dyn Exchange>>,
     setup: &RunSetup,
     counters: impl Fn(&S) -> crate::switch::SwitchCounters,
-) -> Result<ExchangeRun, RunError> {
+) -> Result<ExchangeRun, ExchangeRunError> {
     let mut net = Network::new(setup.network, engines.len() as u16);
     let network = net.run(switch, &mut engines)?;
     Ok(ExchangeRun {
@@ -586,7 +563,7 @@ pub fn run_exchange_two_level(
     features: &[f32],
     setup: &RunSetup,
     racks: u16,
-) -> Result<(ExchangeRun, crate::leafspine::LeafSpine), RunError> {
+) -> Result<(ExchangeRun, crate::leafspine::LeafSpine), ExchangeRunError> {
     let mut engines = engines(kind, &plan, features, setup)?;
     let mut fabric = crate::leafspine::LeafSpine::new(
         job_of(&plan, setup),
@@ -635,7 +612,7 @@ fn build(
     plan: &std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
     setup: &RunSetup,
-) -> Result<(Switch, Vec<Box<dyn Exchange>>), RunError> {
+) -> Result<(Switch, Vec<Box<dyn Exchange>>), ExchangeRunError> {
     let engines = engines(kind, plan, features, setup)?;
     let mut switch = Switch::new(setup.switch);
     switch.add_job(job_of(&switch_plan, setup))?;
@@ -648,14 +625,14 @@ fn engines(
     plan: &std::sync::Arc<crate::plan::ExchangePlan>,
     features: &[f32],
     setup: &RunSetup,
-) -> Result<Vec<Box<dyn Exchange>>, RunError> {
+) -> Result<Vec<Box<dyn Exchange>>, ExchangeRunError> {
     use crate::cc::{Aimd, Controller, Unpaced};
     use crate::engine::{EngineConfig, LocalFeatures};
 
     let width = plan.width;
     let n = plan.owner.len();
     if features.len() != n * width {
-        return Err(RunError::Features {
+        return Err(ExchangeRunError::Features {
             got: features.len(),
             want: n * width,
         });

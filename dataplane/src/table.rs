@@ -82,21 +82,20 @@ impl BlockTable {
     /// Check the table's shape, as read from a file: one owner and one expected count per
     /// vertex, vertices strictly ascending, owners below `workers`, row offsets from 0 to the
     /// slot count without decreasing, and every slot below `slot_bound`.
-    pub fn check(&self, workers: u32, slot_bound: usize) -> Result<(), String> {
+    pub fn check(&self, workers: u32, slot_bound: usize) -> Result<(), TableError> {
         let n = self.vertices.len();
         if self.workers.len() != n || self.expected.len() != n {
-            return Err(format!(
-                "{} vertices with {} owners and {} expected counts",
-                n,
-                self.workers.len(),
-                self.expected.len()
-            ));
+            return Err(TableError::Lengths {
+                vertices: n,
+                owners: self.workers.len(),
+                expected: self.expected.len(),
+            });
         }
         if self.vertices.windows(2).any(|w| w[0] >= w[1]) {
-            return Err("vertices are not strictly ascending".into());
+            return Err(TableError::NotAscending);
         }
-        if let Some(&w) = self.workers.iter().find(|&&w| w >= workers) {
-            return Err(format!("owner {w} of {workers} workers"));
+        if let Some(&owner) = self.workers.iter().find(|&&w| w >= workers) {
+            return Err(TableError::Owner { owner, workers });
         }
         let o = &self.offsets;
         if o.len() != n + 1
@@ -104,14 +103,16 @@ impl BlockTable {
             || o[n] != self.slots.len() as u64
             || o.windows(2).any(|w| w[0] > w[1])
         {
-            return Err(format!(
-                "{} row offsets do not run from 0 to the {} slots",
-                o.len(),
-                self.slots.len()
-            ));
+            return Err(TableError::Offsets {
+                offsets: o.len(),
+                slots: self.slots.len(),
+            });
         }
-        if let Some(&s) = self.slots.iter().find(|&&s| s as usize >= slot_bound) {
-            return Err(format!("slot {s} beyond {slot_bound}"));
+        if let Some(&slot) = self.slots.iter().find(|&&s| s as usize >= slot_bound) {
+            return Err(TableError::Slot {
+                slot,
+                bound: slot_bound,
+            });
         }
         Ok(())
     }
@@ -135,4 +136,46 @@ impl BlockTable {
     pub fn is_empty(&self) -> bool {
         self.vertices.is_empty()
     }
+}
+
+/// Why a block table read from a file is malformed ([`BlockTable::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// The per-vertex columns differ in length.
+    #[error("{vertices} vertices with {owners} owners and {expected} expected counts")]
+    Lengths {
+        /// Vertices listed.
+        vertices: usize,
+        /// Owners listed.
+        owners: usize,
+        /// Expected counts listed.
+        expected: usize,
+    },
+    /// A vertex is listed twice or out of order.
+    #[error("vertices are not strictly ascending")]
+    NotAscending,
+    /// An owner is not one of the job's workers.
+    #[error("owner {owner} of {workers} workers")]
+    Owner {
+        /// The owner named.
+        owner: u32,
+        /// Workers of the job.
+        workers: u32,
+    },
+    /// The row offsets do not cover the slots from 0, in order.
+    #[error("{offsets} row offsets do not run from 0 to the {slots} slots")]
+    Offsets {
+        /// Row offsets listed.
+        offsets: usize,
+        /// Slots listed.
+        slots: usize,
+    },
+    /// A slot is beyond the block's rows.
+    #[error("slot {slot} beyond {bound}")]
+    Slot {
+        /// The slot named.
+        slot: u32,
+        /// The first slot out of range.
+        bound: usize,
+    },
 }

@@ -58,21 +58,21 @@ pub const FRAME_OVERHEAD: u64 = 66;
 /// Byte ranges of the fields, in one place.
 mod field {
     use std::ops::Range;
-    pub const MAGIC: Range<usize> = 0..2;
-    pub const VERSION: usize = 2;
-    pub const TYPE: usize = 3;
-    pub const FLAGS: usize = 4;
-    pub const LAYER: usize = 5;
-    pub const JOB: Range<usize> = 6..8;
-    pub const SRC: Range<usize> = 8..12;
-    pub const DST: Range<usize> = 12..16;
-    pub const BLOCK: Range<usize> = 16..18;
-    pub const COUNT: Range<usize> = 18..20;
-    pub const WORKER: Range<usize> = 20..22;
-    pub const CHUNK: usize = 22;
-    pub const LANES: usize = 23;
-    pub const EPOCH: Range<usize> = 24..28;
-    pub const SEQUENCE: Range<usize> = 28..32;
+    pub(crate) const MAGIC: Range<usize> = 0..2;
+    pub(crate) const VERSION: usize = 2;
+    pub(crate) const TYPE: usize = 3;
+    pub(crate) const FLAGS: usize = 4;
+    pub(crate) const LAYER: usize = 5;
+    pub(crate) const JOB: Range<usize> = 6..8;
+    pub(crate) const SRC: Range<usize> = 8..12;
+    pub(crate) const DST: Range<usize> = 12..16;
+    pub(crate) const BLOCK: Range<usize> = 16..18;
+    pub(crate) const COUNT: Range<usize> = 18..20;
+    pub(crate) const WORKER: Range<usize> = 20..22;
+    pub(crate) const CHUNK: usize = 22;
+    pub(crate) const LANES: usize = 23;
+    pub(crate) const EPOCH: Range<usize> = 24..28;
+    pub(crate) const SEQUENCE: Range<usize> = 28..32;
 }
 
 /// Every header field: its name, byte offset and length, in order. Tools that decode the header

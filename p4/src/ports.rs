@@ -5,16 +5,30 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use serde::Deserialize;
+use thiserror::Error;
 
-use crate::entries::EntriesError;
 use crate::program;
+
+/// Why a job's port map cannot be installed: it does not fit the program or the workers, or
+/// the hosts file that gives it is unreadable.
+#[derive(Debug, Error)]
+pub enum PortMapError {
+    /// The map breaks one of the program's layout rules; the text says which and how to fix it.
+    #[error("{0}")]
+    Layout(String),
+    /// The hosts file could not be read, or a record of it is malformed.
+    #[error("{0}")]
+    HostsFile(String),
+}
 
 /// A worker's (or the switch's) addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostAddress {
     /// 48-bit MAC.
     pub mac: u64,
+    /// IPv4 address.
     pub ip: u32,
+    /// UDP port.
     pub udp_port: u16,
 }
 
@@ -36,12 +50,15 @@ impl HostAddress {
 pub struct Install {
     /// The job's index in the barrier registers (`< MAX_JOBS`).
     pub job_slot: u16,
-    /// First aggregator and first seen word of the job's regions.
+    /// First aggregator of the job's region.
     pub agg_base: u64,
+    /// First seen word of the job's region.
     pub seen_base: u64,
     /// Dev port of each worker rank.
     pub ports: Vec<u16>,
+    /// Addresses of each worker rank.
     pub hosts: Vec<HostAddress>,
+    /// The switch's own addresses (the source of what it sends).
     pub switch: HostAddress,
     /// The internal recirculation port of the job's home pipe, where its first passes, seen
     /// words and barrier run.
@@ -54,6 +71,7 @@ pub struct Install {
     /// port. Empty: the internal ports only. The parser knows passes by these numbers in every
     /// pipe, so no worker's port may have one of them ([`Install::check`]).
     pub looped: Vec<u16>,
+    /// Egress queue depth (bytes) above which a worker's port marks ECN.
     pub ecn_threshold_bytes: u64,
     /// The block go's multicast group; the job's pass groups follow it ([`Install::pass_group`]).
     /// It also carries the all-reduce's results, one copy per worker.
@@ -206,10 +224,10 @@ impl Install {
     /// Put `ports` front-panel ports in loopback, `ports / pipes` in each pipe the job uses:
     /// the lowest 100G port numbers (every fourth local number below 64, a Tofino 1 pipe's
     /// front panel) that no worker's port has in any pipe.
-    pub fn loop_ports(&mut self, ports: u32) -> Result<(), EntriesError> {
+    pub fn loop_ports(&mut self, ports: u32) -> Result<(), PortMapError> {
         let pipes = u32::from(self.pipes.max(1));
         if ports % pipes != 0 {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "{ports} looped ports over {pipes} pipes: the program loops the same local port \
                  numbers in every pipe, so give a multiple of {pipes}"
             )));
@@ -218,7 +236,7 @@ impl Install {
         let used: Vec<u16> = self.ports.iter().map(|p| p & 0x7f).collect();
         let free: Vec<u16> = (0..64).step_by(4).filter(|l| !used.contains(l)).collect();
         if free.len() < per_pipe {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "{ports} looped ports need {per_pipe} local port numbers free in every pipe, and \
                  the workers' ports leave {} ({free:?}); spread the workers over the pipes \
                  (--hosts) or loop fewer",
@@ -234,10 +252,13 @@ impl Install {
         self.ports[usize::from(worker)] + 1
     }
 
-    pub fn check(&self, workers: u16) -> Result<(), EntriesError> {
+    /// Check the map against the program and `workers` workers: ports distinct and in range,
+    /// the recirculation port an internal one, pipes, looped ports, groups and the all-reduce
+    /// region within the program's limits.
+    pub fn check(&self, workers: u16) -> Result<(), PortMapError> {
         let n = usize::from(workers);
         if self.ports.len() != n || self.hosts.len() != n {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "{} ports and {} host addresses for {workers} workers",
                 self.ports.len(),
                 self.hosts.len()
@@ -247,7 +268,7 @@ impl Install {
         seen.sort_unstable();
         seen.dedup();
         if seen.len() != n {
-            return Err(EntriesError::Layout("two workers share a port".into()));
+            return Err(PortMapError::Layout("two workers share a port".into()));
         }
         if let Some(p) = self
             .ports
@@ -255,12 +276,12 @@ impl Install {
             .chain([&self.recirc_port])
             .find(|&&p| p >= 512)
         {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "port {p} does not fit the 9-bit port id"
             )));
         }
         if !program::RECIRC_PORTS.contains(&self.recirc_port) {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "recirculation port {} is not a pipe's internal one ({:?}): the parser knows \
                  recirculated passes by those ports",
                 self.recirc_port,
@@ -268,14 +289,14 @@ impl Install {
             )));
         }
         if self.pipes == 0 || self.pipes > program::MAX_PIPES {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "{} pipes: the program spreads aggregators over 1 to {}",
                 self.pipes,
                 program::MAX_PIPES
             )));
         }
         if self.home_pipe() >= self.pipes {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "the home pipe {} (of recirculation port {}) is not one of the {} pipes used",
                 self.home_pipe(),
                 self.recirc_port,
@@ -284,7 +305,7 @@ impl Install {
         }
         self.check_looped()?;
         if self.go_group == 0 || u32::from(self.go_group) + self.group_ids() > 65536 {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "multicast groups from {}: a job's {} group ids (its block go and {} pass groups \
                  for each of its {} recirculation paths) must lie in 1..=65535",
                 self.go_group,
@@ -295,7 +316,7 @@ impl Install {
         }
         let slots = u64::from(self.allreduce_slots);
         if slots > 0 && (!slots.is_power_of_two() || slots > program::MAX_ALLREDUCE_SLOTS) {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "{slots} all-reduce slots: the program takes a power of two up to {} (it finds \
                  a slice's slot and bank with bit masks)",
                 program::MAX_ALLREDUCE_SLOTS
@@ -303,7 +324,7 @@ impl Install {
         }
         if let Some((agg, bank, banks)) = self.allreduce_region() {
             if agg < self.agg_base && agg + banks > self.agg_base {
-                return Err(EntriesError::Layout(format!(
+                return Err(PortMapError::Layout(format!(
                     "the all-reduce region (aggregators {agg}..{}) overlaps the exchange's, \
                      which start at {}",
                     agg + banks,
@@ -311,7 +332,7 @@ impl Install {
                 )));
             }
             if agg + banks > program::AGGREGATORS || bank + banks > program::REDUCE_BANKS {
-                return Err(EntriesError::Layout(format!(
+                return Err(PortMapError::Layout(format!(
                     "the all-reduce region ({banks} banks at aggregator {agg}, bank word {bank}) \
                      goes past the program's {} aggregators per pipe or {} bank words \
                      (--allreduce-bank-base, --allreduce-base, fewer --allreduce-slots)",
@@ -325,17 +346,17 @@ impl Install {
 
     /// The looped local numbers: distinct, at most the value set's size, 7-bit, not the internal
     /// port's, and no worker's (the parser would take that worker's packets for passes).
-    pub(crate) fn check_looped(&self) -> Result<(), EntriesError> {
+    pub(crate) fn check_looped(&self) -> Result<(), PortMapError> {
         let mut distinct = self.looped.clone();
         distinct.sort_unstable();
         distinct.dedup();
         if distinct.len() != self.looped.len() {
-            return Err(EntriesError::Layout(
+            return Err(PortMapError::Layout(
                 "a looped port number is given twice".into(),
             ));
         }
         if self.looped.len() as u64 > program::LOOPED_LOCALS {
-            return Err(EntriesError::Layout(format!(
+            return Err(PortMapError::Layout(format!(
                 "{} looped ports per pipe: the parser's value set holds {}",
                 self.looped.len(),
                 program::LOOPED_LOCALS
@@ -343,14 +364,14 @@ impl Install {
         }
         for &l in &self.looped {
             if l > 0x7f || l == program::RECIRC_LOCAL {
-                return Err(EntriesError::Layout(format!(
+                return Err(PortMapError::Layout(format!(
                     "looped port number {l} is not a front-panel port's local number (below 128, \
                      not the internal port {})",
                     program::RECIRC_LOCAL
                 )));
             }
             if let Some(w) = self.ports.iter().position(|p| p & 0x7f == l) {
-                return Err(EntriesError::Layout(format!(
+                return Err(PortMapError::Layout(format!(
                     "the port map loops local port {l} in every pipe, and worker {w} uses dev \
                      port {} (local {l}): the parser would take its packets for passes",
                     self.ports[w]
@@ -362,7 +383,7 @@ impl Install {
 
     /// Read worker ports and addresses from a CSV file with the header
     /// `rank,port,mac,ip,udp_port` (one row per worker, every rank once).
-    pub fn read_hosts(&mut self, path: &Path, workers: u16) -> Result<(), EntriesError> {
+    pub fn read_hosts(&mut self, path: &Path, workers: u16) -> Result<(), PortMapError> {
         #[derive(Deserialize)]
         struct Row {
             rank: u16,
@@ -371,7 +392,7 @@ impl Install {
             ip: Ipv4Addr,
             udp_port: u16,
         }
-        let err = |m: String| EntriesError::Format(format!("{}: {m}", path.display()));
+        let err = |m: String| PortMapError::HostsFile(format!("{}: {m}", path.display()));
         let mut reader = csv::Reader::from_path(path).map_err(|e| err(e.to_string()))?;
         let mut ports = vec![None; usize::from(workers)];
         let mut hosts = vec![None; usize::from(workers)];

@@ -6,7 +6,9 @@
 /// A field of a key or a parameter of an action: name and width in bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
+    /// The field's name in the program.
     pub name: &'static str,
+    /// Width in bits.
     pub bits: u32,
 }
 
@@ -14,17 +16,24 @@ const fn f(name: &'static str, bits: u32) -> Field {
     Field { name, bits }
 }
 
+/// An action of the program the control plane installs entries of: its name, P4Runtime id and
+/// parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Action {
     /// Fully qualified, as P4Runtime and BfRt name it (`Ingress.check.admit`).
     pub name: &'static str,
+    /// P4Runtime id (type prefix 0x01).
     pub id: u32,
+    /// Parameters in the action's order.
     pub params: &'static [Field],
 }
 
+/// A table the control plane fills, as the program declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Table {
+    /// Fully qualified, as P4Runtime and BfRt name it (`Ingress.check.admission`).
     pub name: &'static str,
+    /// P4Runtime id (type prefix 0x02).
     pub id: u32,
     /// Exact-match key fields in key order (P4Runtime field ids are 1-based positions).
     pub keys: &'static [Field],
@@ -45,13 +54,16 @@ impl Table {
     }
 }
 
+/// Bits of a Tofino port id.
 pub const PORT_BITS: u32 = 9;
 
+/// `admit`: admits a worker's packets and names its acknowledgements' mirror session.
 pub const ADMIT: Action = Action {
     name: "Ingress.check.admit",
     id: 0x0100_0001,
     params: &[f("ack_session", 10)],
 };
+/// `set_exchange`: a layer's block-table set, chunking, block count and mode.
 pub const SET_EXCHANGE: Action = Action {
     name: "Ingress.check.set_exchange",
     id: 0x0100_0003,
@@ -64,11 +76,13 @@ pub const SET_EXCHANGE: Action = Action {
         f("mode", 8),
     ],
 };
+/// `set_source_row`: a sender's owner, port and seen word.
 pub const SET_SOURCE_ROW: Action = Action {
     name: "Ingress.set_source_row",
     id: 0x0100_0004,
     params: &[f("worker", 16), f("port", PORT_BITS), f("seen_row", 16)],
 };
+/// `set_destination`: a destination's aggregators, their pipe, owner and port.
 pub const SET_DESTINATION: Action = Action {
     name: "Ingress.set_destination",
     id: 0x0100_0005,
@@ -79,6 +93,7 @@ pub const SET_DESTINATION: Action = Action {
         f("port", PORT_BITS),
     ],
 };
+/// `aggregate`: one pass of a source into a destination's aggregator.
 pub const AGGREGATE: Action = Action {
     name: "Ingress.aggregation.aggregate",
     id: 0x0100_0006,
@@ -92,6 +107,7 @@ pub const AGGREGATE: Action = Action {
         f("last", 1),
     ],
 };
+/// `aggregate_partial`: a worker's partial sum into its destination's aggregator.
 pub const AGGREGATE_PARTIAL: Action = Action {
     name: "Ingress.aggregation.aggregate_partial",
     id: 0x0100_0010,
@@ -104,6 +120,7 @@ pub const AGGREGATE_PARTIAL: Action = Action {
         f("seen_row", 16),
     ],
 };
+/// `set_job`: a job's workers, go group, recirculation port and slot.
 pub const SET_JOB: Action = Action {
     name: "Ingress.check.set_job",
     id: 0x0100_0008,
@@ -116,6 +133,7 @@ pub const SET_JOB: Action = Action {
         f("home_pipe", 8),
     ],
 };
+/// `set_worker_address`: the addresses packets to a worker carry.
 pub const SET_WORKER_ADDRESS: Action = Action {
     name: "Egress.set_worker_address",
     id: 0x0100_000b,
@@ -127,6 +145,7 @@ pub const SET_WORKER_ADDRESS: Action = Action {
         f("switch_ip", 32),
     ],
 };
+/// `set_ecn_threshold`: the queue depth above which a port marks ECN.
 pub const SET_ECN_THRESHOLD: Action = Action {
     name: "Egress.set_ecn_threshold",
     id: 0x0100_000d,
@@ -150,12 +169,14 @@ pub const SET_REGION: Action = Action {
     ],
 };
 
+/// `set_path`: the recirculation path of a hash slot.
 pub const SET_PATH: Action = Action {
     name: "Ingress.aggregation.set_path",
     id: 0x0100_0013,
     params: &[f("path", 8), f("local", 7)],
 };
 
+/// Which (job, worker) may send on which port.
 pub const ADMISSION: Table = Table {
     name: "Ingress.check.admission",
     id: 0x0200_0001,
@@ -163,6 +184,7 @@ pub const ADMISSION: Table = Table {
     action: &ADMIT,
     size: 4096,
 };
+/// Per (job, layer): the exchange's configuration.
 pub const EXCHANGE_CONFIG: Table = Table {
     name: "Ingress.check.exchange_config",
     id: 0x0200_0002,
@@ -173,10 +195,12 @@ pub const EXCHANGE_CONFIG: Table = Table {
 /// Per-block tables (they grow with the graph, so the control plane may reload them between
 /// blocks): sizes as `include/constants.p4` declares them.
 pub const PASS_SIZE: u64 = 36864;
+/// Entries of `source_row` and of `destination_slot`.
 pub const ROW_SIZE: u64 = 18432;
 /// (destination, worker) pairs of a loaded reduce block.
 pub const PARTIAL_SIZE: u64 = 16384;
 
+/// Per block: each sender's row (owner, port, seen word).
 pub const SOURCE_ROW: Table = Table {
     name: "Ingress.source_row",
     id: 0x0200_0003,
@@ -184,6 +208,7 @@ pub const SOURCE_ROW: Table = Table {
     action: &SET_SOURCE_ROW,
     size: ROW_SIZE,
 };
+/// Per block: each destination's aggregators.
 pub const DESTINATION_SLOT: Table = Table {
     name: "Ingress.destination_slot",
     id: 0x0200_0004,
@@ -191,6 +216,7 @@ pub const DESTINATION_SLOT: Table = Table {
     action: &SET_DESTINATION,
     size: ROW_SIZE,
 };
+/// Per block: a source's passes, one entry per (vertex, aggregator) pair.
 pub const VERTEX_AGGREGATORS: Table = Table {
     name: "Ingress.aggregation.vertex_aggregators",
     id: 0x0200_0005,
@@ -219,6 +245,7 @@ pub const PARTIAL_AGGREGATOR: Table = Table {
     action: &AGGREGATE_PARTIAL,
     size: PARTIAL_SIZE,
 };
+/// Per job: its configuration.
 pub const JOB_CONFIG: Table = Table {
     name: "Ingress.check.job_config",
     id: 0x0200_0007,
@@ -234,6 +261,7 @@ pub const ALLREDUCE_REGION: Table = Table {
     action: &SET_REGION,
     size: MAX_JOBS,
 };
+/// Per (job, worker): its addresses.
 pub const WORKER_ADDRESS: Table = Table {
     name: "Egress.worker_address",
     id: 0x0200_0008,
@@ -241,6 +269,7 @@ pub const WORKER_ADDRESS: Table = Table {
     action: &SET_WORKER_ADDRESS,
     size: 4096,
 };
+/// Per port: its ECN threshold.
 pub const ECN_MARKING: Table = Table {
     name: "Egress.ecn_marking",
     id: 0x0200_0009,
@@ -276,10 +305,12 @@ pub const TABLES: [&Table; 11] = [
     &ADMISSION,
 ];
 
+/// The table with P4Runtime id `id`.
 pub fn table_by_id(id: u32) -> Option<&'static Table> {
     TABLES.iter().copied().find(|t| t.id == id)
 }
 
+/// The table named `name` (fully qualified).
 pub fn table_by_name(name: &str) -> Option<&'static Table> {
     TABLES.iter().copied().find(|t| t.name == name)
 }
@@ -322,11 +353,14 @@ pub fn switch_memory_for(aggregators: u64) -> String {
 }
 /// Seen words (one per source row and chunk of the running block).
 pub const SEEN_WORDS: u64 = 32768;
+/// Jobs the program holds at once.
 pub const MAX_JOBS: u64 = 64;
+/// Workers one job may have.
 pub const MAX_WORKERS: u64 = 256;
 /// The internal recirculation ports of the four pipes of a Tofino 1: pipe `p`'s is
 /// `p << 7 | RECIRC_LOCAL`.
 pub const RECIRC_PORTS: [u16; 4] = [68, 196, 324, 452];
+/// The local number of every pipe's internal recirculation port.
 pub const RECIRC_LOCAL: u16 = 68;
 /// Local port numbers the parser's value set `looped_ports` holds at most: front-panel ports
 /// looped back in every pipe (`include/parser.p4`).
@@ -343,11 +377,15 @@ pub const PASS_GROUPS_PER_PATH: u16 = 256;
 /// Replication ids of a pass group's copies: the readout (or raw) copy, the next pass of the
 /// chain, and `RID_PIPE + p` the start of pipe `p`'s chain.
 pub const RID_EMIT: u16 = 0xffff;
+/// Replication id of the next pass of a chain.
 pub const RID_CONTINUE: u16 = 0xfffe;
+/// Replication id of the start of pipe 0's chain (pipe `p`: `RID_PIPE + p`).
 pub const RID_PIPE: u16 = 0xfff0;
 /// Exchange mode codes of `set_exchange` (`dataplane::plan::Mode` discriminants).
 pub const MODE_BLOCKS: u64 = 0;
+/// The host exchanges: forwarded only.
 pub const MODE_HOST: u64 = 2;
+/// Pre-aggregation: partial sums into destinations' aggregators.
 pub const MODE_REDUCE: u64 = 3;
 /// Bytes of one queue cell, the unit of `enq_qdepth` (an assumption: the figure commonly
 /// quoted for Tofino 1; Intel publishes none).
@@ -357,9 +395,13 @@ pub const CELL_BYTES: u64 = 80;
 /// 0x16, `@id` in the program), its fields (each word of a pair) and its size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Register {
+    /// Fully qualified, as P4Runtime and BfRt name it.
     pub name: &'static str,
+    /// P4Runtime id (type prefix 0x16).
     pub id: u32,
+    /// The fields of each word.
     pub fields: &'static [Field],
+    /// Words in the register.
     pub size: u64,
 }
 
@@ -397,6 +439,7 @@ pub const REDUCE_COUNT: Register = Register {
 /// The registers a job's installation clears (its all-reduce region starts at zero).
 pub const REGISTERS: [&Register; 3] = [&BANK_STATE, &REDUCE_SEEN, &REDUCE_COUNT];
 
+/// The register with P4Runtime id `id`.
 pub fn register_by_id(id: u32) -> Option<&'static Register> {
     REGISTERS.iter().copied().find(|r| r.id == id)
 }

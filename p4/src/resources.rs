@@ -19,6 +19,7 @@ use crate::program::{self, Table};
 /// One figure of the chip with where it comes from (the chip model's type).
 pub use switchgnn_chip::Source;
 
+/// Where each figure of the chip comes from.
 pub const SOURCES: &[Source] = &[
     Source {
         figure: "MAU stages per pipe, pipes",
@@ -90,11 +91,17 @@ pub const STAGES: &[(&str, &str, &str)] = &[
 
 /// The chip, as [`SOURCES`] give it.
 pub const STAGES_PER_PIPE: u64 = 12;
+/// Stateful ALUs per stage.
 pub const SALUS_PER_STAGE: u64 = 4;
+/// SRAM blocks per stage.
 pub const SRAM_BLOCKS_PER_STAGE: u64 = 80;
+/// Words per SRAM block.
 pub const SRAM_WORDS_PER_BLOCK: u64 = 1024;
+/// Bits per SRAM word.
 pub const SRAM_WORD_BITS: u64 = 128;
+/// Multicast group ids the traffic manager has.
 pub const MULTICAST_GROUPS: u64 = 65536;
+/// Mirror sessions the chip has.
 pub const MIRROR_SESSIONS: u64 = 1024;
 /// Stateful ALUs the program uses: 32 lane pairs, state, seen, seven barrier registers and
 /// the all-reduce's three (banks, their seen words, their counts).
@@ -220,8 +227,11 @@ pub fn pass_group_count(pipes: u8) -> u64 {
 /// One block set's needs.
 #[derive(Debug, Clone, Serialize)]
 pub struct SetNeeds {
+    /// Feature width of the set's layers.
     pub width: usize,
+    /// Aggregators (chunks) per vertex.
     pub chunks: u64,
+    /// Blocks in the set.
     pub blocks: usize,
     /// Aggregators of the largest block.
     pub peak_aggregators: u64,
@@ -229,13 +239,18 @@ pub struct SetNeeds {
     /// the program spreads over several pipes) and vertices (rows), summed over blocks and at
     /// the largest block.
     pub pairs_total: u64,
+    /// Pass entries of the largest block.
     pub pairs_peak: u64,
+    /// Row entries over every block.
     pub vertices_total: u64,
+    /// Row entries of the largest block.
     pub vertices_peak: u64,
     /// Recirculated packets and bytes of one exchange (a source's passes after its first, and
     /// the readouts of every destination's sums), and their time at the recirculation rate.
     pub recirc_packets: u64,
+    /// Bytes recirculated over every block.
     pub recirc_bytes: u64,
+    /// Time those bytes take on the recirculation bandwidth.
     pub recirc_s: f64,
     /// Line-rate time of one exchange's uploads (the busiest worker's bytes over its link).
     pub host_s: f64,
@@ -246,12 +261,19 @@ pub struct SetNeeds {
 /// Everything `switchgnn p4 resources` reports for one plan.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The dataset the plan is of.
     pub dataset: String,
+    /// Workers of the plan.
     pub workers: u32,
+    /// The plan's aggregator memory (bytes).
     pub switch_memory: u64,
+    /// The table entries the plan was cut for, if any.
     pub table_entries: Option<u64>,
+    /// Vertices with a remote neighbour.
     pub boundary_vertices: u64,
+    /// What each block-table set needs.
     pub sets: Vec<SetNeeds>,
+    /// Every resource checked.
     pub checks: Vec<Check>,
     /// Fits without reloading tables between blocks.
     pub fits_resident: bool,
@@ -259,16 +281,22 @@ pub struct Report {
     pub fits_with_reloads: bool,
     /// What to pass `prepare` to make the plan fit (empty when it fits resident).
     pub advice: Vec<String>,
+    /// What the figures assume.
     pub assumptions: Assumptions,
 }
 
 /// A need against a limit.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
+    /// What is checked.
     pub resource: String,
+    /// What the plan needs of it.
     pub need: u64,
+    /// What the program or chip has.
     pub have: u64,
+    /// Whether the need fits.
     pub fits: bool,
+    /// Where the figures come from.
     pub note: String,
 }
 
@@ -283,78 +311,133 @@ fn check(resource: &str, need: u64, have: u64, note: &str) -> Check {
 }
 
 impl Report {
+    /// The report of `plan` on the program under `a`.
     pub fn of(plan: &Plan, a: &Assumptions) -> Report {
         let spec = &plan.manifest.spec;
         let workers = spec.workers;
         let parts = plan.assignment.parts();
-        let line = a.link_gbps * 1e9 / 8.0;
-        let recirc = a.recirc_bytes_per_s();
         let sets: Vec<SetNeeds> = plan
             .block_sets
             .iter()
-            .map(|set| {
-                let width = set.params.width;
-                let c = aggregators_per_vertex(width);
-                let lanes =
-                    |chunk: u64| (width as u64 - chunk * MAX_LANES as u64).min(MAX_LANES as u64);
-                let per_vertex_up: u64 = (0..c).map(|k| frame_bytes(lanes(k), false)).sum();
-                let per_vertex_recirc: u64 = (0..c).map(|k| frame_bytes(lanes(k), true)).sum();
-                let reads = |k: u64| readout_passes(lanes(k) as usize, false);
-                let readouts_per_vertex: u64 = (0..c).map(reads).sum();
-                let readout_bytes_per_vertex: u64 =
-                    (0..c).map(|k| reads(k) * frame_bytes(lanes(k), true)).sum();
-                let mut needs = SetNeeds {
-                    width,
-                    chunks: c,
-                    blocks: set.blocks.len(),
-                    peak_aggregators: 0,
-                    pairs_total: 0,
-                    pairs_peak: 0,
-                    vertices_total: 0,
-                    vertices_peak: 0,
-                    recirc_packets: 0,
-                    recirc_bytes: 0,
-                    recirc_s: 0.0,
-                    host_s: 0.0,
-                    reload_s: 0.0,
-                };
-                for block in &set.blocks {
-                    let vertices = block.vertices();
-                    let v = vertices.len() as u64;
-                    let pairs = 2 * block.edges.len() as u64;
-                    needs.peak_aggregators = needs.peak_aggregators.max(v * c);
-                    // A source with no destination in the home pipe adds a pass-0 entry there.
-                    let entries = pairs + if a.pipes > 1 { v } else { 0 };
-                    needs.pairs_total += entries;
-                    needs.pairs_peak = needs.pairs_peak.max(entries);
-                    needs.vertices_total += v;
-                    needs.vertices_peak = needs.vertices_peak.max(v);
-                    needs.recirc_packets += (pairs - v) * c + v * readouts_per_vertex;
-                    needs.recirc_bytes +=
-                        (pairs - v) * per_vertex_recirc + v * readout_bytes_per_vertex;
-                    let mut sent = vec![0u64; workers as usize];
-                    for &x in &vertices {
-                        sent[parts[x as usize] as usize] += per_vertex_up;
-                    }
-                    needs.host_s += *sent.iter().max().unwrap_or(&0) as f64 / line;
-                }
-                needs.recirc_s = needs.recirc_bytes as f64 / recirc;
-                // Every block's pass entries and its two rows per vertex, loaded once.
-                needs.reload_s =
-                    (needs.pairs_total + 2 * needs.vertices_total) as f64 / a.entry_rate;
-                needs
-            })
+            .map(|set| SetNeeds::of(set, parts, workers, a))
             .collect();
-
         let boundary = plan.manifest.boundary.boundary_vertices;
+        let peaks = Peaks::of(&sets, a);
+        let checks = peaks.checks(a, workers);
+        let fits = |c: &Check| c.fits || c.resource.contains("entries");
+        let fixed_ok = checks.iter().all(fits);
+        let fits_resident = fixed_ok
+            && peaks.pairs_total <= program::PASS_SIZE
+            && peaks.vertices_total <= program::ROW_SIZE;
+        let fits_with_reloads = fixed_ok
+            && peaks.pairs_peak <= program::PASS_SIZE / 2
+            && peaks.vertices_peak <= program::ROW_SIZE / 2;
+        let mut advice = Vec::new();
+        if peaks.aggregators > peaks.aggregator_room {
+            advice.push(program::switch_memory_for(peaks.aggregator_room));
+        }
+        if !fits_resident && !fits_with_reloads {
+            advice.push(format!("--table-entries {}", double_buffered_limit()));
+        }
+        Report {
+            dataset: plan.manifest.dataset.name.clone(),
+            workers,
+            switch_memory: spec.switch_memory,
+            table_entries: spec.table_entries,
+            boundary_vertices: boundary,
+            sets,
+            checks,
+            fits_resident,
+            fits_with_reloads,
+            advice,
+            assumptions: *a,
+        }
+    }
+}
+
+impl SetNeeds {
+    /// What one block-table set needs: its largest block's aggregators and entries, all its
+    /// blocks' entries, and its recirculation, host and reload times under `a`.
+    fn of(
+        set: &switchgnn_partition::Blocks,
+        parts: &[u32],
+        workers: u32,
+        a: &Assumptions,
+    ) -> SetNeeds {
+        let line = a.link_gbps * 1e9 / 8.0;
+        let recirc = a.recirc_bytes_per_s();
+        let width = set.params.width;
+        let c = aggregators_per_vertex(width);
+        let lanes = |chunk: u64| (width as u64 - chunk * MAX_LANES as u64).min(MAX_LANES as u64);
+        let per_vertex_up: u64 = (0..c).map(|k| frame_bytes(lanes(k), false)).sum();
+        let per_vertex_recirc: u64 = (0..c).map(|k| frame_bytes(lanes(k), true)).sum();
+        let reads = |k: u64| readout_passes(lanes(k) as usize, false);
+        let readouts_per_vertex: u64 = (0..c).map(reads).sum();
+        let readout_bytes_per_vertex: u64 =
+            (0..c).map(|k| reads(k) * frame_bytes(lanes(k), true)).sum();
+        let mut needs = SetNeeds {
+            width,
+            chunks: c,
+            blocks: set.blocks.len(),
+            peak_aggregators: 0,
+            pairs_total: 0,
+            pairs_peak: 0,
+            vertices_total: 0,
+            vertices_peak: 0,
+            recirc_packets: 0,
+            recirc_bytes: 0,
+            recirc_s: 0.0,
+            host_s: 0.0,
+            reload_s: 0.0,
+        };
+        for block in &set.blocks {
+            let vertices = block.vertices();
+            let v = vertices.len() as u64;
+            let pairs = 2 * block.edges.len() as u64;
+            needs.peak_aggregators = needs.peak_aggregators.max(v * c);
+            // A source with no destination in the home pipe adds a pass-0 entry there.
+            let entries = pairs + if a.pipes > 1 { v } else { 0 };
+            needs.pairs_total += entries;
+            needs.pairs_peak = needs.pairs_peak.max(entries);
+            needs.vertices_total += v;
+            needs.vertices_peak = needs.vertices_peak.max(v);
+            needs.recirc_packets += (pairs - v) * c + v * readouts_per_vertex;
+            needs.recirc_bytes += (pairs - v) * per_vertex_recirc + v * readout_bytes_per_vertex;
+            let mut sent = vec![0u64; workers as usize];
+            for &x in &vertices {
+                sent[parts[x as usize] as usize] += per_vertex_up;
+            }
+            needs.host_s += *sent.iter().max().unwrap_or(&0) as f64 / line;
+        }
+        needs.recirc_s = needs.recirc_bytes as f64 / recirc;
+        // Every block's pass entries and its two rows per vertex, loaded once.
+        needs.reload_s = (needs.pairs_total + 2 * needs.vertices_total) as f64 / a.entry_rate;
+        needs
+    }
+}
+
+/// The job's peaks and totals over its block-table sets, and the aggregators the program has
+/// room for: what the resource checks compare.
+#[derive(Debug, Clone, Copy)]
+struct Peaks {
+    aggregators: u64,
+    seen: u64,
+    pairs_total: u64,
+    vertices_total: u64,
+    pairs_peak: u64,
+    vertices_peak: u64,
+    banks: u64,
+    aggregator_room: u64,
+}
+
+impl Peaks {
+    fn of(sets: &[SetNeeds], a: &Assumptions) -> Peaks {
         let most = |f: fn(&SetNeeds) -> u64| sets.iter().map(f).max().unwrap_or(0);
         let sum = |f: fn(&SetNeeds) -> u64| sets.iter().map(f).sum::<u64>();
         let peak_aggs = most(|s| s.peak_aggregators);
         let peak_seen = most(|s| s.vertices_peak * s.chunks);
         let (pairs_total, vertices_total) = (sum(|s| s.pairs_total), sum(|s| s.vertices_total));
         let (pairs_peak, vertices_peak) = (most(|s| s.pairs_peak), most(|s| s.vertices_peak));
-        let (words_need, words_have) = block_table_words(a);
-        let w = u64::from(workers);
         let pipes = u64::from(a.pipes);
         let chunks_peak = most(|s| s.chunks).max(1);
         // Whole destinations per pipe, as the control plane places them; the home pipe's
@@ -363,7 +446,33 @@ impl Report {
         let aggregator_room = (program::destinations_per_pipe(chunks_peak, 0) * pipes)
             .saturating_sub(banks.div_ceil(chunks_peak))
             * chunks_peak;
-        let checks = vec![
+        Peaks {
+            aggregators: peak_aggs,
+            seen: peak_seen,
+            pairs_total,
+            vertices_total,
+            pairs_peak,
+            vertices_peak,
+            banks,
+            aggregator_room,
+        }
+    }
+
+    /// Every resource of the chip the job uses, its need against what the program has.
+    fn checks(&self, a: &Assumptions, workers: u32) -> Vec<Check> {
+        let (words_need, words_have) = block_table_words(a);
+        let w = u64::from(workers);
+        let Peaks {
+            aggregators: peak_aggs,
+            seen: peak_seen,
+            pairs_total,
+            vertices_total,
+            pairs_peak,
+            vertices_peak,
+            banks,
+            aggregator_room,
+        } = *self;
+        vec![
             check(
                 "ingress stages",
                 STAGES_PER_PIPE,
@@ -443,33 +552,6 @@ impl Report {
                 if w <= 64 { 64 } else { 256 },
                 "100G ports, or 25G breakout lanes beyond 64",
             ),
-        ];
-        let fits = |c: &Check| c.fits || c.resource.contains("entries");
-        let fixed_ok = checks.iter().all(fits);
-        let fits_resident =
-            fixed_ok && pairs_total <= program::PASS_SIZE && vertices_total <= program::ROW_SIZE;
-        let fits_with_reloads = fixed_ok
-            && pairs_peak <= program::PASS_SIZE / 2
-            && vertices_peak <= program::ROW_SIZE / 2;
-        let mut advice = Vec::new();
-        if peak_aggs > aggregator_room {
-            advice.push(program::switch_memory_for(aggregator_room));
-        }
-        if !fits_resident && !fits_with_reloads {
-            advice.push(format!("--table-entries {}", double_buffered_limit()));
-        }
-        Report {
-            dataset: plan.manifest.dataset.name.clone(),
-            workers,
-            switch_memory: spec.switch_memory,
-            table_entries: spec.table_entries,
-            boundary_vertices: boundary,
-            sets,
-            checks,
-            fits_resident,
-            fits_with_reloads,
-            advice,
-            assumptions: *a,
-        }
+        ]
     }
 }

@@ -15,6 +15,7 @@ use switchgnn_partition::traffic::{aggregators_per_vertex, AGGREGATOR_BYTES};
 use switchgnn_partition::{block_table, Assignment, Block, Blocks, Plan};
 
 use crate::blocks::block_orders;
+pub use crate::hybrid::reduce_plan;
 use crate::{order, Adjacency, OrderKind};
 
 /// Building exchange plans from plans and graphs (import it to call
@@ -241,20 +242,6 @@ pub fn chosen_kind(plan: &Plan, layer: usize) -> Result<ExchangeKind, PlanError>
         ))),
         Some(kind) => Ok(kind),
     }
-}
-
-/// The pre-aggregated exchange of `graph` under `assignment`: every vertex with remote
-/// neighbours is a destination, fed one partial sum by each worker holding some of them.
-/// Destinations are cut, in id order, into blocks that fit `aggregators` aggregators of 32
-/// lanes at `width`.
-pub fn reduce_plan(
-    graph: &Graph,
-    assignment: &Assignment,
-    width: usize,
-    aggregators: usize,
-) -> Result<ExchangePlan, PlanError> {
-    // The hybrid exchange with no pair multicast.
-    crate::hybrid::mixed_plan(graph, assignment, width, aggregators, &|_, _| false)
 }
 
 /// The host-only pre-aggregated exchange of `graph` under `assignment`: the reduce

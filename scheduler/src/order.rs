@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::Adjacency;
 
+/// How a block's senders are ordered: graph-aware (priority BFS), plain BFS, by degree, or
+/// at random as the baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OrderKind {
@@ -40,6 +42,7 @@ pub enum OrderKind {
 }
 
 impl OrderKind {
+    /// Every kind, in the order reports list them.
     pub const ALL: [OrderKind; 5] = [
         OrderKind::PriorityBfs,
         OrderKind::PriorityBfsMaxDegree,
@@ -48,6 +51,7 @@ impl OrderKind {
         OrderKind::Degree,
     ];
 
+    /// The kind's name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             OrderKind::PriorityBfs => "priority-bfs",
@@ -58,6 +62,7 @@ impl OrderKind {
         }
     }
 
+    /// The kind called `name` (see [`OrderKind::name`]).
     pub fn from_name(name: &str) -> Option<OrderKind> {
         OrderKind::ALL.into_iter().find(|k| k.name() == name)
     }

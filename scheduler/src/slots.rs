@@ -17,10 +17,13 @@ use crate::Adjacency;
 /// The model's verdict on one order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SlotReport {
+    /// Vertices ordered.
     pub vertices: u64,
+    /// Packets in and out per time slot.
     pub k: u64,
     /// Slot in which the last result leaves.
     pub completion: u64,
+    /// The largest queue `Q(t)` over the run: aggregators held at once.
     pub max_queue: u64,
     /// Output slots (of `k` per time slot) left unused during the arrivals.
     pub idle_outputs: u64,

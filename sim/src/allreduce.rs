@@ -21,9 +21,11 @@ use crate::modes::ModeError;
 /// One simulated all-reduce.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AllReduceSim {
+    /// Workers taking part.
     pub workers: u16,
     /// Values each worker contributes.
     pub values: usize,
+    /// Slots of the switch's all-reduce region.
     pub slots: u16,
     /// When the last worker had every result.
     pub finish_ns: Nanos,
@@ -32,6 +34,7 @@ pub struct AllReduceSim {
     pub link_ns: f64,
     /// Slices the workers sent again after a timeout, all together.
     pub retransmits: u64,
+    /// The run's own measurements.
     pub run: RunResult,
 }
 

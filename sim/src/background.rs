@@ -71,6 +71,7 @@ const HADOOP: [(f64, f64); 20] = [
 ];
 
 impl FlowSizes {
+    /// The distribution's name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             FlowSizes::WebSearch => "websearch",
@@ -78,6 +79,7 @@ impl FlowSizes {
         }
     }
 
+    /// The distribution called `name` (see [`FlowSizes::name`]).
     pub fn from_name(name: &str) -> Option<FlowSizes> {
         match name {
             "websearch" | "web-search" => Some(FlowSizes::WebSearch),
@@ -125,11 +127,13 @@ impl FlowSizes {
 /// What background traffic to run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BackgroundSpec {
+    /// The flow-size distribution flows are drawn from.
     pub sizes: FlowSizes,
     /// Offered load: the fraction of every host's uplink the flows fill on average.
     pub load: f64,
     /// Flows arrive during `[0, duration_ns)`.
     pub duration_ns: Nanos,
+    /// Seed of the flows' arrivals, sizes and endpoints.
     pub seed: u64,
     /// Payload bytes per packet (a 1500-byte MTU's TCP segment).
     pub mss: u32,
@@ -158,9 +162,11 @@ impl BackgroundSpec {
 /// A background packet on the wire: a data segment or an acknowledgement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
+    /// The flow it belongs to.
     pub flow: u32,
     /// Data: the segment's index. Acknowledgement: the next index the receiver expects.
     pub seq: u32,
+    /// An acknowledgement (else a data segment).
     pub ack: bool,
     /// Congestion experienced: set by a switch queue above its marking threshold (data).
     pub ce: bool,
@@ -210,15 +216,20 @@ struct Flow {
 /// One flow's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FlowRecord {
+    /// Sending host.
     pub src: u16,
+    /// Receiving host.
     pub dst: u16,
+    /// Payload bytes.
     pub size: u64,
+    /// When it started.
     pub start_ns: Nanos,
     /// Completion time: from its start until the receiver had every byte.
     pub fct_ns: Nanos,
     /// Its completion time on an empty fabric (serialising its frames at the host link's
     /// rate, plus the two links' propagation and one frame's store-and-forward).
     pub ideal_ns: Nanos,
+    /// Segments it sent again.
     pub retransmits: u32,
 }
 
@@ -320,6 +331,7 @@ impl Background {
         }
     }
 
+    /// What the traffic was made from.
     pub fn spec(&self) -> &BackgroundSpec {
         &self.spec
     }
@@ -604,15 +616,22 @@ impl Background {
 /// Percentiles of the flows' slowdowns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct FctSummary {
+    /// Flows that completed.
     pub flows: usize,
+    /// Median slowdown: completion time over the ideal.
     pub median_slowdown: f64,
+    /// 99th-percentile slowdown.
     pub p99_slowdown: f64,
+    /// Median completion time.
     pub median_fct_ns: f64,
+    /// 99th-percentile completion time.
     pub p99_fct_ns: f64,
+    /// Segments sent again, over every flow.
     pub retransmits: u64,
 }
 
 impl FctSummary {
+    /// The summary of `records`.
     pub fn of(records: &[FlowRecord]) -> FctSummary {
         let mut slow: Vec<f64> = records.iter().map(FlowRecord::slowdown).collect();
         let mut fct: Vec<f64> = records.iter().map(|r| r.fct_ns as f64).collect();

@@ -21,6 +21,7 @@ use crate::racks::FabricShape;
 /// One setting of the workers' rate control.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WithTraffic {
+    /// How the exchange's workers react to ECN.
     pub rate_control: RateControl,
     /// The exchange on an empty fabric.
     pub exchange_alone_ns: Nanos,
@@ -37,6 +38,7 @@ pub struct WithTraffic {
     pub flows: FctSummary,
     /// Their 99th-percentile slowdown over that of the same flows with no exchange running.
     pub p99_ratio: f64,
+    /// Their median slowdown over that of the same flows with no exchange running.
     pub median_ratio: f64,
     /// Retransmissions of the exchange's workers.
     pub exchange_retransmits: u64,
@@ -58,20 +60,25 @@ impl WithTraffic {
 /// What a study found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Contention {
+    /// Workers of the exchange.
     pub workers: u16,
     /// The switch's aggregator memory (bytes).
     pub memory: u64,
     /// The chip preset the switch ran on.
     pub chip: String,
+    /// The exchange kind that ran.
     pub mode: SimMode,
     /// The leaf-spine the study ran on (`None`: the star).
     #[serde(default)]
     pub fabric: Option<FabricShape>,
+    /// The flows' size distribution.
     pub sizes: FlowSizes,
+    /// Their offered load, a fraction of each host's uplink.
     pub load: f64,
     /// Flows arrive during the exchange's time alone (with the default rate control), or the
     /// span asked for.
     pub duration_ns: Nanos,
+    /// Flows started.
     pub flows: usize,
     /// The flows with no exchange running.
     pub alone: FctSummary,

@@ -12,7 +12,9 @@ use switchgnn_dataplane::Nanos;
 /// A link: bandwidth and one-way propagation delay.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LinkSpec {
+    /// Bandwidth, Gbit/s.
     pub gbps: f64,
+    /// One-way propagation delay.
     pub delay_ns: Nanos,
 }
 
@@ -32,7 +34,12 @@ impl LinkSpec {
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Topology {
     /// `hosts` hosts, each on its own link to one switch.
-    Star { hosts: u16, link: LinkSpec },
+    Star {
+        /// Hosts.
+        hosts: u16,
+        /// Every host's link.
+        link: LinkSpec,
+    },
     /// `racks` leaf switches with `hosts_per_rack` hosts each (host `h` in rack
     /// `h / hosts_per_rack`), every leaf linked to each of `spines` spine switches by an
     /// `uplink`. The exchange's switch — the switch model, its aggregators and its chip — is
@@ -41,10 +48,15 @@ pub enum Topology {
     /// shortest path: within a rack through its leaf, across racks through a spine its flow
     /// hashes to (ECMP).
     LeafSpine {
+        /// Leaf switches, one per rack.
         racks: u16,
+        /// Hosts in each rack.
         hosts_per_rack: u16,
+        /// Spine switches.
         spines: u16,
+        /// Every host's link to its leaf.
         link: LinkSpec,
+        /// Every leaf's link to each spine.
         uplink: LinkSpec,
     },
 }
@@ -58,6 +70,7 @@ impl Topology {
         }
     }
 
+    /// `hosts` hosts on one switch, every link `link`.
     pub fn star(hosts: u16, link: LinkSpec) -> Topology {
         Topology::Star { hosts, link }
     }
@@ -85,6 +98,7 @@ impl Topology {
         }
     }
 
+    /// Hosts the topology connects.
     pub fn hosts(&self) -> u16 {
         match *self {
             Topology::Star { hosts, .. } => hosts,
@@ -195,21 +209,26 @@ impl HostSpec {
 /// A leaf-spine also has, per (rack `r`, spine `s`), the leaf's egress towards the spine
 /// (`leaf_up[r · spines + s]`) and the spine's towards the leaf (`spine_down[s · racks + r]`).
 #[derive(Debug, Clone)]
-pub struct Fabric {
+pub struct FabricPorts {
+    /// Per host: its link to its first switch.
     pub uplinks: Vec<Port>,
+    /// Per host: its last switch's egress towards it.
     pub downlinks: Vec<Port>,
+    /// Leaves' egresses towards the spines (see [`FabricPorts::leaf_up_port`]).
     pub leaf_up: Vec<Port>,
+    /// Spines' egresses towards the leaves (see [`FabricPorts::spine_down`]).
     pub spine_down: Vec<Port>,
     racks: usize,
     spines: usize,
 }
 
-impl Fabric {
-    pub fn new(topology: &Topology, switch: &SwitchSpec, host: &HostSpec) -> Fabric {
+impl FabricPorts {
+    /// The ports of `topology`, with `switch`'s buffers and `host`'s uplinks.
+    pub fn new(topology: &Topology, switch: &SwitchSpec, host: &HostSpec) -> FabricPorts {
         let link = topology.host_link();
         let up = host.uplink_gbps(topology);
         let hosts = topology.hosts();
-        let mut fabric = Fabric {
+        let mut fabric = FabricPorts {
             uplinks: (0..hosts)
                 .map(|_| Port::new(up, link.delay_ns, u64::MAX))
                 .collect(),
@@ -243,6 +262,7 @@ impl Fabric {
         &self.leaf_up[usize::from(rack) * self.spines + usize::from(spine)]
     }
 
+    /// Leaf `rack`'s port towards spine `spine`, to queue on.
     pub fn leaf_up_mut(&mut self, rack: u16, spine: u16) -> &mut Port {
         &mut self.leaf_up[usize::from(rack) * self.spines + usize::from(spine)]
     }
@@ -252,6 +272,7 @@ impl Fabric {
         &self.spine_down[self.spine_index(spine, rack)]
     }
 
+    /// Spine `spine`'s port towards leaf `rack`, to queue on.
     pub fn spine_down_mut(&mut self, spine: u16, rack: u16) -> &mut Port {
         let i = self.spine_index(spine, rack);
         &mut self.spine_down[i]

@@ -33,7 +33,7 @@ use switchgnn_dataplane::switch::{
     two_level, JobConfig, Racks, Switch, SwitchConfig, SwitchCounters, SwitchError,
 };
 use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
-use switchgnn_dataplane::{ExchangeId, ExchangeKind};
+use switchgnn_dataplane::{ExchangeId, ExchangeKind, Nanos};
 use switchgnn_datasets::Graph;
 use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::PlanOptions;
@@ -44,23 +44,35 @@ use crate::driver::{
 };
 use crate::fabric::Topology;
 
+/// An exchange kind the simulator runs, as the command line names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SimMode {
+    /// Every boundary vertex sent once to each remote worker, host to host (BNS-GCN).
     Host,
+    /// The host exchange in G3's balanced rounds (each worker sends to one peer at a time).
     G3,
+    /// Host-only pre-aggregation: partial sums host to host.
     HostReduce,
+    /// The host hybrid: partial sums or raw copies host to host, per unit.
     HostHybrid,
     /// The host two-level exchange: its plan is made for the racks it runs on (on the star,
     /// one rack: host-reduce's partial sums).
     HostTwoLevel,
+    /// In-network aggregation with one block of every cross edge: aggregators from a free
+    /// pool, the overflow to the hosts.
     Strawman,
+    /// SwitchGNN: blocks that fit the aggregators, senders in graph-aware order.
     #[serde(rename = "switchgnn")]
     SwitchGnn,
+    /// SwitchGNN without graph-aware ordering.
     #[serde(rename = "switchgnn-nogamr")]
     SwitchGnnNoGamr,
+    /// Pre-aggregation in the switch: workers' partial sums into destinations' aggregators.
     Reduce,
+    /// The hybrid: per unit, multicast into the switch or pre-aggregated.
     Hybrid,
+    /// The fastest kind by the chip model's bound, chosen per run.
     Auto,
     /// The fastest host-only kind by the chip model's bound (the host exchange, host-only
     /// pre-aggregation or the host hybrid): the baseline every in-network kind is judged
@@ -83,6 +95,7 @@ impl SimMode {
         SimMode::Hybrid,
     ];
 
+    /// The mode's name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             SimMode::Host => "host",
@@ -100,6 +113,7 @@ impl SimMode {
         }
     }
 
+    /// The mode called `name` (see [`SimMode::name`]).
     pub fn from_name(name: &str) -> Option<SimMode> {
         SimMode::ALL
             .into_iter()
@@ -137,18 +151,30 @@ impl SimMode {
     }
 }
 
+/// Why an exchange could not be simulated.
 #[derive(Debug, Error)]
 pub enum ModeError {
+    /// The exchange plan could not be made.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// An engine refused its settings.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The switch refused the job.
     #[error(transparent)]
     Switch(#[from] SwitchError),
+    /// The run did not finish.
     #[error(transparent)]
     Sim(#[from] SimError),
+    /// The topology and the plan disagree on the workers.
     #[error("the topology has {hosts} hosts, the plan {workers} workers")]
-    Workers { hosts: u16, workers: u16 },
+    Workers {
+        /// Hosts of the topology.
+        hosts: u16,
+        /// Workers of the plan.
+        workers: u16,
+    },
+    /// Two-level aggregation asked for where it cannot run; the text says what it needs.
     #[error("two-level aggregation {0}")]
     TwoLevel(&'static str),
 }
@@ -197,6 +223,7 @@ pub fn exchange_plan_on(
 /// How one exchange is simulated.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ExchangeSetup {
+    /// The exchange kind to run.
     pub mode: SimMode,
     /// Aggregator memory of the switch, bytes.
     pub switch_memory: u64,
@@ -204,8 +231,11 @@ pub struct ExchangeSetup {
     pub bundle: bool,
     /// Data chunks a worker may have unacknowledged (real chunks, also when bundled).
     pub window: usize,
+    /// The engines' timers.
     pub timers: Timers,
+    /// The layer the exchange is of (its id in the packets).
     pub layer: u8,
+    /// A backward exchange (gradients) rather than a forward one.
     pub backward: bool,
     /// Run the control plane too: the hosts say hello over the simulated links before they
     /// send (the switch admits them), and both sides keep its timers. The measured time then
@@ -273,6 +303,7 @@ pub enum RateControl {
 }
 
 impl RateControl {
+    /// Every setting, in the order studies run them.
     pub const ALL: [RateControl; 3] = [
         RateControl::Halve,
         RateControl::Proportional,
@@ -284,6 +315,7 @@ impl RateControl {
         RateControl::ALL.into_iter().find(|r| r.name() == name)
     }
 
+    /// The setting's name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             RateControl::Halve => "halve",
@@ -305,12 +337,17 @@ impl RateControl {
 /// One simulated exchange.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExchangeSim {
+    /// The run's own measurements.
     pub run: RunResult,
+    /// The switch's counters (summed over the leaves too, with two levels).
     pub switch: SwitchCounters,
     /// Summed over the workers.
     pub retransmits: u64,
+    /// Fetch requests the workers sent.
     pub fetches: u64,
+    /// Overflow notices the workers received.
     pub overflow_notices: u64,
+    /// Acknowledgements that echoed ECN.
     pub ecn_echoes: u64,
 }
 
@@ -447,7 +484,6 @@ pub fn simulate_exchange_beside(
         plan.width = MAX_LANES;
     }
     let plan = Arc::new(plan);
-    let width = plan.width;
     let switch_config = SwitchConfig {
         aggregators: (setup.switch_memory / (MAX_LANES as u64 * 4) / chunks as u64) as usize,
         ecn_threshold: cfg.switch.ecn_threshold,
@@ -492,41 +528,7 @@ pub fn simulate_exchange_beside(
     let pace = link_gbps * 1e9 / 8.0 * built / framed;
     let window = (setup.window / chunks).max(1);
 
-    let mut owned: Vec<Vec<u32>> = vec![Vec::new(); usize::from(plan.workers)];
-    for (v, &w) in plan.owner.iter().enumerate() {
-        owned[usize::from(w)].push(v as u32);
-    }
-    let mut engines: Vec<Box<dyn Exchange>> = Vec::with_capacity(owned.len());
-    for (w, vertices) in owned.iter().enumerate() {
-        let values: Vec<f32> = vertices
-            .iter()
-            .flat_map(|&v| (0..width).map(move |j| feature(v, j)))
-            .collect();
-        let local = LocalFeatures {
-            vertices,
-            width,
-            values: &values,
-        };
-        let ecfg = EngineConfig {
-            exchange,
-            seq: 1,
-            rank: w as u16,
-            scale,
-            timers: setup.timers,
-            window,
-            framing: setup.framing,
-        };
-        let cc = setup.rate_control.controller(pace);
-        let p = plan.clone();
-        // A mode that chooses per run (`auto`, `best-host`) runs what its plan is.
-        let kind = match setup.mode {
-            SimMode::Auto | SimMode::BestHost => ExchangeKind::Auto,
-            m => m.kind(),
-        };
-        let mut engine = kind.engine(ecfg, p, local, cc, 0)?;
-        engine.set_block_floors(floors.clone());
-        engines.push(engine);
-    }
+    let mut engines = engines_of(&plan, setup, exchange, scale, pace, window, &floors)?;
     let (switch, engines, result) = match setup.control {
         None if setup.two_level => {
             let result = run_two_level(
@@ -567,4 +569,54 @@ pub fn simulate_exchange_beside(
     };
     let outputs = engines.iter().map(|e| e.output().clone()).collect();
     Ok((sim, outputs))
+}
+
+/// One engine per worker of `plan`, each holding its own vertices' test features, paced at
+/// `pace` with `window` packets in flight, and waiting at least `floors` per block.
+fn engines_of(
+    plan: &Arc<ExchangePlan>,
+    setup: &ExchangeSetup,
+    exchange: ExchangeId,
+    scale: Scale,
+    pace: f64,
+    window: usize,
+    floors: &[Nanos],
+) -> Result<Vec<Box<dyn Exchange>>, ModeError> {
+    let width = plan.width;
+    let mut owned: Vec<Vec<u32>> = vec![Vec::new(); usize::from(plan.workers)];
+    for (v, &w) in plan.owner.iter().enumerate() {
+        owned[usize::from(w)].push(v as u32);
+    }
+    let mut engines: Vec<Box<dyn Exchange>> = Vec::with_capacity(owned.len());
+    for (w, vertices) in owned.iter().enumerate() {
+        let values: Vec<f32> = vertices
+            .iter()
+            .flat_map(|&v| (0..width).map(move |j| feature(v, j)))
+            .collect();
+        let local = LocalFeatures {
+            vertices,
+            width,
+            values: &values,
+        };
+        let ecfg = EngineConfig {
+            exchange,
+            seq: 1,
+            rank: w as u16,
+            scale,
+            timers: setup.timers,
+            window,
+            framing: setup.framing,
+        };
+        let cc = setup.rate_control.controller(pace);
+        let p = plan.clone();
+        // A mode that chooses per run (`auto`, `best-host`) runs what its plan is.
+        let kind = match setup.mode {
+            SimMode::Auto | SimMode::BestHost => ExchangeKind::Auto,
+            m => m.kind(),
+        };
+        let mut engine = kind.engine(ecfg, p, local, cc, 0)?;
+        engine.set_block_floors(floors.to_vec());
+        engines.push(engine);
+    }
+    Ok(engines)
 }

@@ -8,8 +8,8 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use switchgnn_partition::size::format_bytes;
+use thiserror::Error;
 
-use crate::report::ReportError;
 use crate::sweep::{RunRow, SweepResult};
 use crate::SimMode;
 
@@ -32,8 +32,24 @@ type EpochPoint = (f64, f64, f64, f64);
 /// (memory MB, peak queue MB, traffic GB).
 type MemoryPoint = (f64, f64, f64);
 
-fn plot_err(name: &str) -> impl Fn(&dyn std::fmt::Display) -> ReportError + '_ {
-    move |e| ReportError::Plot {
+/// Why a figure could not be drawn or rasterised.
+#[derive(Debug, Error)]
+pub enum PlotError {
+    /// Drawing figure `name` failed in the plotting backend.
+    #[error("plot {name}: {message}")]
+    Draw {
+        /// The figure's file name, without extension.
+        name: String,
+        /// What the backend reported.
+        message: String,
+    },
+    /// The SVG could not be parsed or rendered to PNG.
+    #[error("{0}")]
+    Raster(String),
+}
+
+fn plot_err(name: &str) -> impl Fn(&dyn std::fmt::Display) -> PlotError + '_ {
+    move |e| PlotError::Draw {
         name: name.to_string(),
         message: e.to_string(),
     }
@@ -49,7 +65,7 @@ fn chart<DB: DrawingBackend>(
     x_label: &str,
     y_label: &str,
     lines: &[Line],
-) -> Result<(), ReportError> {
+) -> Result<(), PlotError> {
     let err = plot_err(name);
     let points = lines.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
@@ -97,7 +113,7 @@ fn draw_lines<'a, DB: DrawingBackend + 'a, Y>(
     x_label: &str,
     y_label: &str,
     lines: &[Line],
-) -> Result<(), ReportError>
+) -> Result<(), PlotError>
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
@@ -143,13 +159,7 @@ where
     Ok(())
 }
 
-fn single(
-    name: &str,
-    title: &str,
-    x: &str,
-    y: &str,
-    lines: &[Line],
-) -> Result<String, ReportError> {
+fn single(name: &str, title: &str, x: &str, y: &str, lines: &[Line]) -> Result<String, PlotError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
@@ -168,7 +178,7 @@ fn config_label(mode: SimMode, memory: Option<u64>) -> String {
 }
 
 /// Every figure of a sweep, as (file stem, SVG).
-pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, ReportError> {
+pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, PlotError> {
     let mut out = Vec::new();
     let mut by_config: BTreeMap<(SimMode, Option<u64>), Vec<EpochPoint>> = BTreeMap::new();
     for e in &result.epochs {
@@ -283,7 +293,7 @@ pub fn figures(result: &SweepResult) -> Result<Vec<(String, String)>, ReportErro
 }
 
 /// Four panels over one exchange: queue, throughput, aggregators, recirculation.
-fn timeline(name: &str, r: &RunRow) -> Result<String, ReportError> {
+fn timeline(name: &str, r: &RunRow) -> Result<String, PlotError> {
     let s = &r.series;
     let t = |i: usize| (i as u64 * s.bucket_ns) as f64 / 1e3;
     let pts = |f: &dyn Fn(&crate::series::Bucket) -> f64| -> Vec<(f64, f64)> {
@@ -354,7 +364,7 @@ pub fn fonts_available() -> bool {
 }
 
 /// Rasterise an SVG document to PNG (labels need system fonts; see [`fonts_available`]).
-pub fn to_png(svg: &str) -> Result<Vec<u8>, String> {
+pub fn to_png(svg: &str) -> Result<Vec<u8>, PlotError> {
     let mut opt = resvg::usvg::Options::default();
     let db = opt.fontdb_mut();
     db.load_system_fonts();
@@ -373,24 +383,25 @@ pub fn to_png(svg: &str) -> Result<Vec<u8>, String> {
         db.set_sans_serif_family(family);
     }
 
-    let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| e.to_string())?;
+    let raster = |e: &dyn std::fmt::Display| PlotError::Raster(e.to_string());
+    let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| raster(&e))?;
     let size = tree.size().to_int_size();
-    let mut pixmap =
-        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("an empty picture")?;
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| raster(&"an empty picture"))?;
     pixmap.fill(resvg::tiny_skia::Color::WHITE);
     resvg::render(
         &tree,
         resvg::tiny_skia::Transform::default(),
         &mut pixmap.as_mut(),
     );
-    pixmap.encode_png().map_err(|e| e.to_string())
+    pixmap.encode_png().map_err(|e| raster(&e))
 }
 
 /// The background study as one figure: per exchange and flow-size distribution, the exchange's
 /// time beside the flows over its time alone (x) against the flows' p99 slowdown over theirs
 /// alone (y), a line through the rate-control settings in the study's order (halve,
 /// proportional, off).
-pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<String, ReportError> {
+pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<String, PlotError> {
     let lines: Vec<Line> = studies
         .iter()
         .map(|c| {
@@ -424,7 +435,7 @@ pub fn contention_figure(studies: &[crate::contention::Contention]) -> Result<St
 
 /// The fabric study as one figure: per exchange and rack count, its time on the leaf-spine
 /// over its time on the star (y) against the racks' oversubscription (x).
-pub fn rack_figure(studies: &[crate::racks::RackStudy]) -> Result<String, ReportError> {
+pub fn rack_figure(studies: &[crate::racks::RackStudy]) -> Result<String, PlotError> {
     let mut lines: Vec<Line> = Vec::new();
     for s in studies {
         let mut racks: Vec<u16> = s.fabrics.iter().map(|f| f.racks).collect();

@@ -53,6 +53,7 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
+    /// Schedule `event` at `at` (after every event already at `at`).
     pub fn push(&mut self, at: Nanos, event: E) {
         self.seq += 1;
         self.heap.push(Entry {
@@ -62,6 +63,7 @@ impl<E> EventQueue<E> {
         });
     }
 
+    /// The earliest event, ties in the order they were pushed.
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
         self.heap.pop().map(|e| (e.at, e.event))
     }
@@ -84,6 +86,7 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    /// Store `value`; its key.
     pub fn insert(&mut self, value: T) -> u32 {
         match self.free.pop() {
             Some(k) => {
@@ -111,6 +114,7 @@ impl<T> Slab<T> {
         self.items.len() - self.free.len()
     }
 
+    /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

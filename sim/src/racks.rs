@@ -22,8 +22,11 @@ use crate::modes::{simulate_exchange, ExchangeSetup, ModeError, SimMode};
 /// The fabrics a study runs: every rack count with every oversubscription.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FabricSpec {
+    /// Rack counts to run.
     pub racks: Vec<u16>,
+    /// Spines of every fabric.
     pub spines: u16,
+    /// Oversubscriptions to run (hosts' bandwidth into a leaf over its uplinks').
     pub oversubscription: Vec<f64>,
     /// Every leaf a switch of the exchange's (else the leaves only forward).
     #[serde(default)]
@@ -33,8 +36,11 @@ pub struct FabricSpec {
 /// One leaf-spine fabric: a study's hosts split evenly over `racks` racks, links as the star's.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FabricShape {
+    /// Racks.
     pub racks: u16,
+    /// Spines.
     pub spines: u16,
+    /// Hosts' bandwidth into a leaf over its uplinks'.
     pub oversubscription: f64,
     /// Every leaf a switch of the exchange's (else the leaves only forward).
     pub two_level: bool,
@@ -128,10 +134,15 @@ impl FabricSpec {
 /// One fabric's run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OnFabric {
+    /// Racks.
     pub racks: u16,
+    /// Hosts in each rack.
     pub hosts_per_rack: u16,
+    /// Spines.
     pub spines: u16,
+    /// Hosts' bandwidth into a leaf over its uplinks'.
     pub oversubscription: f64,
+    /// The exchange's time on this fabric.
     pub exchange_ns: Nanos,
     /// Frame bytes on the links between leaves and spines, both directions.
     pub spine_bytes: u64,
@@ -139,32 +150,41 @@ pub struct OnFabric {
     pub host_link_bytes: u64,
     /// Packets dropped at full queues (hosts' egresses and the spine layer's).
     pub drops: u64,
+    /// Packets the workers sent again.
     pub retransmits: u64,
     /// Fetches the destinations sent (their recovery: raw features from the sources' owners).
     #[serde(default)]
     pub fetches: u64,
+    /// Acknowledgements that echoed ECN.
     pub ecn_echoes: u64,
 }
 
 /// What a study found for one exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RackStudy {
+    /// Workers of the exchange.
     pub workers: u16,
     /// The switch's aggregator memory (bytes).
     pub memory: u64,
     /// The chip preset the exchange's switch ran on.
     pub chip: String,
+    /// The exchange kind that ran.
     pub mode: SimMode,
     /// Two-level aggregation on the fabrics.
     #[serde(default)]
     pub two_level: bool,
     /// The exchange on the star (every host one hop from the switch).
     pub star_ns: Nanos,
+    /// Frame bytes on the star's links, both directions.
     pub star_link_bytes: u64,
+    /// Packets dropped on the star.
     pub star_drops: u64,
+    /// Packets the workers sent again on the star.
     pub star_retransmits: u64,
+    /// Fetches the destinations sent on the star.
     #[serde(default)]
     pub star_fetches: u64,
+    /// The runs on each fabric.
     pub fabrics: Vec<OnFabric>,
 }
 

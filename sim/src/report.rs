@@ -21,31 +21,49 @@ use crate::sweep::{EpochRow, LayerRow, RunRow, SweepResult, SweepSpec};
 /// chip choice, the egress buffer and the ECN threshold instead of a switch spec.
 pub const FORMAT_VERSION: u32 = 3;
 
+/// Why a report could not be written or read.
 #[derive(Debug, Error)]
 pub enum ReportError {
+    /// A table could not be written.
     #[error(transparent)]
     Write(#[from] switchgnn_datasets::Error),
+    /// A file could not be written or read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What failed.
         #[source]
         source: std::io::Error,
     },
+    /// A report file is not one this build reads.
     #[error("{path}: {message}")]
-    Format { path: PathBuf, message: String },
-    #[error("plot {name}: {message}")]
-    Plot { name: String, message: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A figure could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] plot::PlotError),
 }
 
 /// `report.json`: everything but the series and per-link rows (those have their own files).
 /// Written from the sweep's rows without copying them; read back owned.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ReportFile<'a> {
+    /// The version of this file's layout.
     pub format_version: u32,
+    /// The command line that made it.
     pub command: String,
+    /// The sweep it reports.
     pub spec: SweepSpec,
+    /// Per-epoch rows.
     pub epochs: Cow<'a, [EpochRow]>,
+    /// Per-layer rows.
     pub layers: Cow<'a, [LayerRow]>,
+    /// Per-run rows.
     pub runs: Cow<'a, [RunRow]>,
 }
 
@@ -212,9 +230,9 @@ pub fn write_report(dir: &Path, result: &SweepResult, command: &str) -> Result<(
             &dir.join("plots").join(format!("{name}.svg")),
             svg.as_bytes(),
         )?;
-        let png = plot::to_png(&svg).map_err(|message| ReportError::Plot {
+        let png = plot::to_png(&svg).map_err(|e| plot::PlotError::Draw {
             name: name.clone(),
-            message,
+            message: e.to_string(),
         })?;
         write(&dir.join("plots").join(format!("{name}.png")), &png)?;
     }

@@ -18,6 +18,7 @@ pub struct Traffic {
 }
 
 impl Traffic {
+    /// Count `wire` frame bytes of `class`.
     pub fn add(&mut self, class: Class, wire: u64) {
         match class {
             Class::Aggregated => self.aggregated += wire,
@@ -26,6 +27,7 @@ impl Traffic {
         }
     }
 
+    /// Frame bytes of every class.
     pub fn total(&self) -> u64 {
         self.aggregated + self.raw + self.other
     }
@@ -44,8 +46,11 @@ impl Traffic {
 /// What a packet delivered to a host carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
+    /// A sum from the switch, with lanes.
     Aggregated,
+    /// Features sent unaggregated: raw copies and packed host rows.
     Raw,
+    /// Anything else: acknowledgements, fetch requests, barriers.
     Other,
 }
 
@@ -74,6 +79,7 @@ pub struct Bucket {
     pub sent: u64,
     /// Frame bytes delivered to hosts, by what they carried.
     pub delivered: Traffic,
+    /// Frame bytes dropped at full queues.
     pub dropped: u64,
     /// Deepest egress backlog seen in the bucket (bytes).
     pub queue_max: u64,
@@ -83,13 +89,17 @@ pub struct Bucket {
     pub recirculation_ns: f64,
 }
 
+/// Measurements over time, in buckets of equal width.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Series {
+    /// Width of a bucket.
     pub bucket_ns: Nanos,
+    /// The buckets from time 0.
     pub buckets: Vec<Bucket>,
 }
 
 impl Series {
+    /// An empty series of `bucket_ns` buckets (at least 1 ns).
     pub fn new(bucket_ns: Nanos) -> Series {
         Series {
             bucket_ns: bucket_ns.max(1),
@@ -105,23 +115,28 @@ impl Series {
         &mut self.buckets[i]
     }
 
+    /// Hosts sent `wire` frame bytes at `now`.
     pub fn sent(&mut self, now: Nanos, wire: u64) {
         self.at(now).sent += wire;
     }
 
+    /// `wire` frame bytes of `class` reached a host at `now`.
     pub fn delivered(&mut self, now: Nanos, class: Class, wire: u64) {
         self.at(now).delivered.add(class, wire);
     }
 
+    /// `wire` frame bytes were dropped at `now`.
     pub fn dropped(&mut self, now: Nanos, wire: u64) {
         self.at(now).dropped += wire;
     }
 
+    /// An egress backlog of `backlog` bytes at `now`.
     pub fn queue(&mut self, now: Nanos, backlog: u64) {
         let b = self.at(now);
         b.queue_max = b.queue_max.max(backlog);
     }
 
+    /// `in_use` aggregators held at `now`.
     pub fn aggregators(&mut self, now: Nanos, in_use: usize) {
         let b = self.at(now);
         b.aggregators_max = b.aggregators_max.max(in_use);

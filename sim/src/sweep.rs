@@ -34,15 +34,20 @@ use crate::series::Series;
 /// Everything a sweep varies and everything it holds fixed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepSpec {
+    /// The dataset's name.
     pub dataset: String,
+    /// Worker counts to run.
     pub workers: Vec<u16>,
+    /// Switch aggregator memories to run (bytes).
     pub memories: Vec<u64>,
+    /// Exchange kinds to run.
     pub modes: Vec<SimMode>,
     /// Width exchanged at each layer.
     pub feature_dims: Vec<usize>,
     /// Compute time of one epoch (forward and backward) on one worker, added to the
     /// simulated communication.
     pub compute_ms: f64,
+    /// Every host link.
     pub link: LinkSpec,
     /// Buffer of each switch egress queue, bytes (drop-tail).
     pub buffer_bytes: u64,
@@ -50,16 +55,22 @@ pub struct SweepSpec {
     pub ecn_threshold: u64,
     /// Which chip each worker count runs on.
     pub chip: ChipChoice,
+    /// The hosts' stacks.
     pub host: HostSpec,
+    /// Bytes a frame adds to a dataplane packet on the wire.
     pub frame_overhead: u64,
+    /// Width of one bucket of the time series.
     pub sample_ns: u64,
+    /// Data chunks a worker may have unacknowledged.
     pub window: usize,
     /// How the workers' rate controllers answer ECN echoes.
     #[serde(default)]
     pub rate_control: RateControl,
+    /// The engines' timers.
     pub timers: Timers,
     /// One chunk per vertex standing for all of its chunks (see [`crate::driver::Bundle`]).
     pub bundle: bool,
+    /// Seed of the plans' random orders and of the fault injector.
     pub seed: u64,
     /// Probability that a packet is lost on each hop (the dataplane's fault injector, seeded
     /// by `seed`).
@@ -77,7 +88,9 @@ pub struct SweepSpec {
 /// `cap-w8-10MB-reduce-d128.pcap`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PcapSpec {
+    /// The capture file; each run's id goes before its extension.
     pub path: std::path::PathBuf,
+    /// Packets each run captures at most.
     pub packets: u64,
 }
 
@@ -193,42 +206,64 @@ impl SweepSpec {
 /// One simulated exchange of the grid (a row of `runs.csv`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRow {
+    /// Workers.
     pub workers: u16,
     /// The chip preset it ran on.
     pub chip: String,
     /// `None` for the modes that use no aggregators.
     pub switch_memory: Option<u64>,
+    /// The exchange mode.
     pub mode: SimMode,
     /// The exchange kind that ran: the mode's, or for `auto` the planner's pick.
     #[serde(default)]
     pub kind: String,
+    /// Feature width exchanged.
     pub width: usize,
+    /// The exchange's simulated time.
     pub comm_ns: u64,
     /// The chip model's lower bound on this exchange (`switchgnn_chip::Bound`).
     pub bound_ns: u64,
     /// The resource the bound comes from.
     pub bound_by: String,
+    /// Frame bytes on all links, both directions.
     pub link_bytes: u64,
+    /// Frame bytes on the hosts' uplinks.
     pub uplink_bytes: u64,
+    /// Frame bytes on the switch's downlinks.
     pub downlink_bytes: u64,
+    /// Frame bytes on the busiest downlink.
     pub busiest_downlink_bytes: u64,
+    /// The deepest downlink backlog.
     pub peak_queue_bytes: u64,
+    /// Packets dropped at full queues.
     pub drops: u64,
+    /// Frame bytes delivered as the switch's sums.
     pub aggregated_bytes: u64,
+    /// Frame bytes delivered as raw contributions.
     pub raw_bytes: u64,
+    /// Aggregated bytes over aggregated and raw.
     pub aggregation_share: f64,
+    /// Most aggregators held at once.
     pub peak_aggregators: usize,
+    /// Passes through the recirculation paths.
     pub recirculations: u64,
+    /// Time the recirculation paths were busy.
     pub recirculation_busy_ns: f64,
+    /// Packets the workers sent again.
     pub retransmits: u64,
+    /// Fetch requests the workers sent.
     pub fetches: u64,
+    /// Acknowledgements that echoed ECN.
     pub ecn_echoes: u64,
+    /// Events the simulator handled.
     pub events: u64,
+    /// Wall-clock seconds of the run.
     pub wall_seconds: f64,
     /// Per host: (uplink bytes, downlink bytes, downlink peak backlog, downlink drops). Kept
     /// out of `report.json` and `runs.csv`: each run's links and series have their own files.
     #[serde(skip)]
     pub links: Vec<(u64, u64, u64, u64)>,
+    /// Measurements over time.
     #[serde(skip)]
     pub series: Series,
 }
@@ -307,59 +342,89 @@ impl RunRow {
 /// One exchange of one layer and direction, pointing at the run that simulated its width.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerRow {
+    /// Workers.
     pub workers: u16,
+    /// `None` for the modes that use no aggregators.
     pub switch_memory: Option<u64>,
+    /// The exchange mode.
     pub mode: SimMode,
+    /// The layer.
     pub layer: usize,
+    /// A backward exchange (gradients).
     pub backward: bool,
+    /// Feature width exchanged.
     pub width: usize,
+    /// The exchange's simulated time.
     pub comm_ns: u64,
+    /// Frame bytes on all links, both directions.
     pub link_bytes: u64,
 }
 
 /// One epoch: every layer forward and backward, plus the compute time.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpochRow {
+    /// Workers.
     pub workers: u16,
     /// The chip preset.
     pub chip: String,
+    /// `None` for the modes that use no aggregators.
     pub switch_memory: Option<u64>,
+    /// The exchange mode.
     pub mode: SimMode,
+    /// Communication time of the epoch.
     pub comm_ms: f64,
     /// The chip model's bound on the epoch's communication.
     pub bound_ms: f64,
+    /// Compute time of the epoch.
     pub compute_ms: f64,
+    /// Communication plus compute.
     pub epoch_ms: f64,
+    /// Frame bytes on all links over the epoch.
     pub link_bytes: u64,
+    /// The deepest downlink backlog over the epoch.
     pub peak_queue_bytes: u64,
 }
 
+/// A sweep's spec and every row it produced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepResult {
+    /// What was swept.
     pub spec: SweepSpec,
+    /// One row per simulated exchange.
     pub runs: Vec<RunRow>,
+    /// One row per layer and direction.
     pub layers: Vec<LayerRow>,
+    /// One row per epoch.
     pub epochs: Vec<EpochRow>,
 }
 
+/// Why a sweep could not run.
 #[derive(Debug, Error)]
 pub enum SweepError {
+    /// A plan could not be partitioned.
     #[error("partition: {0}")]
     Partition(#[from] switchgnn_partition::PartitionError),
+    /// One run failed.
     #[error("{what}: {source}")]
     Run {
+        /// The run, in words.
         what: String,
+        /// Why it failed.
         #[source]
         source: ModeError,
     },
+    /// The spec asks for something the sweep cannot do.
     #[error("{0}")]
     Usage(String),
+    /// A worker count's chip could not be chosen.
     #[error("chip: {0}")]
     Chip(#[from] ChipError),
     /// The error names the file.
     #[error("cannot write the capture: {source}")]
     Capture {
+        /// The capture file.
         path: std::path::PathBuf,
+        /// What failed.
         source: std::io::Error,
     },
 }
@@ -625,6 +690,7 @@ fn epochs(spec: &SweepSpec, runs: &[RunRow]) -> (Vec<LayerRow>, Vec<EpochRow>) {
 /// The background traffic a contention sweep runs beside each exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContentionSpec {
+    /// Flow-size distributions to run.
     pub sizes: Vec<crate::background::FlowSizes>,
     /// Offered load, a fraction of each host's link.
     pub load: f64,

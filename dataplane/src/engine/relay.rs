@@ -39,7 +39,7 @@ pub(super) struct Relay {
 impl Relay {
     /// Worker `rank`'s relayed destinations in `block` of `plan` (none outside
     /// [`Mode::HostTwoLevel`]).
-    pub fn new(plan: &ExchangePlan, rank: u16, block: u16) -> Relay {
+    pub(crate) fn new(plan: &ExchangePlan, rank: u16, block: u16) -> Relay {
         let mut r = Relay {
             chunks: plan.chunks(),
             width: plan.width,
@@ -105,14 +105,14 @@ impl Relay {
     }
 
     /// Whether worker `w` sends this proxy a share of destination `v`.
-    pub fn expects(&self, v: u32, w: u16) -> bool {
+    pub(crate) fn expects(&self, v: u32, w: u16) -> bool {
         self.position(v)
             .is_some_and(|i| self.peer_index(i, w).is_some())
     }
 
     /// Worker `w`'s share of `v`'s chunk `c` (no lanes: it overflowed): whether it was new;
     /// `None` when it is not expected.
-    pub fn on_share(&mut self, v: u32, w: u16, c: usize, values: &[i32]) -> Option<bool> {
+    pub(crate) fn on_share(&mut self, v: u32, w: u16, c: usize, values: &[i32]) -> Option<bool> {
         let i = self.position(v)?;
         let j = self.peer_index(i, w)?;
         if c >= self.chunks || self.seen.replace(j * self.chunks + c, true) {
@@ -132,14 +132,14 @@ impl Relay {
     }
 
     /// Whether `v`'s chunk `c` may leave: every share is in, or `v` is not relayed here.
-    pub fn complete(&self, v: u32, c: usize) -> bool {
+    pub(crate) fn complete(&self, v: u32, c: usize) -> bool {
         self.position(v)
             .is_none_or(|i| self.missing[i * self.chunks + c] == 0)
     }
 
     /// The other workers' shares of `v`'s chunk `c` summed (`lanes` of them): `None` when
     /// `v` is not relayed here, `Some(None)` when a share overflowed.
-    pub fn shares(&self, v: u32, c: usize, lanes: usize) -> Option<Option<&[i64]>> {
+    pub(crate) fn shares(&self, v: u32, c: usize, lanes: usize) -> Option<Option<&[i64]>> {
         let i = self.position(v)?;
         if self.overflowed[i * self.chunks + c] {
             return Some(None);

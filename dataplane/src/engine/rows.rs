@@ -57,7 +57,7 @@ impl Packing {
     /// lay out what must wait for their rack's shares as `then`: packed as one stream per
     /// receiver, as the chip model and the spine count pack it, while every packet before the
     /// split can leave at once. The other strategies have no `then`.
-    pub fn lay_out_then(
+    pub(crate) fn lay_out_then(
         &mut self,
         plan: &ExchangePlan,
         first: &[(u32, u32)],
@@ -135,23 +135,23 @@ impl Packing {
     }
 
     /// The index of the `nth` packet to worker `to`, if there is one.
-    pub fn index_of(&self, to: u16, nth: u32) -> Option<usize> {
+    pub(crate) fn index_of(&self, to: u16, nth: u32) -> Option<usize> {
         let i = *self.by_receiver.get(usize::from(to))?.get(nth as usize)?;
         Some(i as usize)
     }
 
     /// Packets to worker `to` in this block.
-    pub fn count_to(&self, to: u16) -> usize {
+    pub(crate) fn count_to(&self, to: u16) -> usize {
         self.by_receiver.get(usize::from(to)).map_or(0, Vec::len)
     }
 
     /// Feature bytes packet `seq` carries.
-    pub fn payload_of(&self, seq: usize) -> u64 {
+    pub(crate) fn payload_of(&self, seq: usize) -> u64 {
         self.packets[seq].payload
     }
 
     /// The records of packet `seq`.
-    pub fn records_of(&self, seq: usize) -> &[(u32, u8)] {
+    pub(crate) fn records_of(&self, seq: usize) -> &[(u32, u8)] {
         let p = &self.packets[seq];
         &self.records[p.start as usize..p.end as usize]
     }
@@ -203,7 +203,7 @@ pub(super) enum AckNow {
 }
 
 impl RowAcks {
-    pub fn new(workers: u16) -> RowAcks {
+    pub(crate) fn new(workers: u16) -> RowAcks {
         RowAcks {
             peers: vec![Peer::default(); usize::from(workers)],
         }
@@ -215,7 +215,7 @@ impl RowAcks {
     /// packets, when asked, at a gap (a later packet than the next one expected: something
     /// was lost or reordered) and at a duplicate (its ack was lost); else within `delay`.
     #[allow(clippy::too_many_arguments)]
-    pub fn on_packet(
+    pub(crate) fn on_packet(
         &mut self,
         now: Nanos,
         worker: u16,
@@ -249,7 +249,7 @@ impl RowAcks {
 
     /// The ack for `worker` (its ranges, highest last; at most [`MAX_ACK_RANGES`]), now
     /// counted as sent.
-    pub fn take(&mut self, worker: u16) -> AckOut<'_> {
+    pub(crate) fn take(&mut self, worker: u16) -> AckOut<'_> {
         let p = &mut self.peers[usize::from(worker)];
         p.unacked = 0;
         p.due = None;
@@ -265,7 +265,7 @@ impl RowAcks {
     }
 
     /// The senders whose held-back acks are due at `now`.
-    pub fn due(&self, now: Nanos) -> impl Iterator<Item = u16> + '_ {
+    pub(crate) fn due(&self, now: Nanos) -> impl Iterator<Item = u16> + '_ {
         self.peers
             .iter()
             .enumerate()
@@ -274,14 +274,14 @@ impl RowAcks {
     }
 
     /// Drop every held-back ack (a new block: their senders have moved on too).
-    pub fn forget_held(&mut self) {
+    pub(crate) fn forget_held(&mut self) {
         for p in &mut self.peers {
             p.due = None;
         }
     }
 
     /// When the next held-back ack is due.
-    pub fn deadline(&self) -> Option<Nanos> {
+    pub(crate) fn deadline(&self) -> Option<Nanos> {
         self.peers.iter().filter_map(|p| p.due).min()
     }
 }

@@ -4,7 +4,8 @@
 
 use bitvec::vec::BitVec;
 
-use super::{DropReason, Fabric};
+use super::counters::DropReason;
+use super::output::Pipeline;
 use crate::allreduce::{is_after, slot_of, ReduceOp};
 use crate::wire::{Packet, PacketType, Repr, MAX_LANES};
 
@@ -70,7 +71,7 @@ impl ReduceRegion {
 /// A worker's slice (`repr`, `packet`) arriving for `region`.
 pub(super) fn reduce(
     region: &mut ReduceRegion,
-    f: &mut Fabric,
+    f: &mut Pipeline,
     repr: &Repr,
     packet: &Packet<&[u8]>,
 ) -> Result<(), DropReason> {
@@ -166,7 +167,7 @@ pub(super) fn reduce(
 }
 
 /// The bank's result (or its overflow notice) for worker `to`.
-fn send_result(f: &mut Fabric, b: &Bank, repr: &Repr, to: u16) {
+fn send_result(f: &mut Pipeline, b: &Bank, repr: &Repr, to: u16) {
     let mut r = *repr;
     r.packet_type = PacketType::Reduced;
     r.worker = to;

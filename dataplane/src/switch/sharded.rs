@@ -38,7 +38,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{JobConfig, Shard, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
+use super::aggregate::targets;
+use super::output::{shard_of, Shard};
+use super::{JobConfig, Switch, SwitchConfig, SwitchCounters, SwitchError, Tier};
 use crate::node::{Address, Nanos, Node, SwitchNode, Transmit};
 use crate::plan::ExchangePlan;
 use crate::wire::{Packet, PacketType, Repr};
@@ -47,7 +49,7 @@ use crate::wire::{Packet, PacketType, Repr};
 pub const MAX_SHARDS: u16 = 64;
 
 /// How long a shard's thread waits for the next burst, spinning, before it sleeps.
-pub const SPIN: Duration = Duration::from_micros(50);
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 /// Packets received together, handed to the shards at once: their bytes back to back.
 #[derive(Debug, Default)]
@@ -433,7 +435,7 @@ impl Crew {
 /// parts to all, the remainder to the shards from `rotation` on — those that own the remainder
 /// of a job's keys when `rotation` is the job's id ([`Router::owner`]). The parts add up to
 /// `total`.
-pub fn share(total: usize, shards: usize, shard: usize, rotation: usize) -> usize {
+pub(crate) fn share(total: usize, shards: usize, shard: usize, rotation: usize) -> usize {
     let after_rotation = (shard + shards - rotation % shards) % shards;
     total / shards + usize::from(after_rotation < total % shards)
 }
@@ -449,7 +451,7 @@ struct Router {
 impl Router {
     /// The shard owning job `job`'s aggregator key `key`.
     fn owner(&self, job: u16, key: usize) -> u16 {
-        super::shard_of(job, key, self.shards) as u16
+        shard_of(job, key, self.shards) as u16
     }
 
     /// Whether `bytes` certainly goes to the lead alone (a cheap look at its type and flags,
@@ -495,7 +497,7 @@ impl Router {
                 };
                 let mut one_slot = [0];
                 let block = usize::from(repr.block);
-                let Ok((_, rows)) = super::targets(plan, block, &repr, &mut one_slot) else {
+                let Ok((_, rows)) = targets(plan, block, &repr, &mut one_slot) else {
                     return Route::LEAD;
                 };
                 let (chunks, c) = (plan.chunks(), usize::from(repr.chunk));

@@ -32,7 +32,8 @@ use std::collections::BTreeMap;
 
 use bitvec::vec::BitVec;
 
-use super::{DropReason, Fabric};
+use super::counters::DropReason;
+use super::output::Pipeline;
 use crate::allreduce::{is_after, ReduceOp};
 use crate::wire::{Packet, PacketType, Repr, MAX_LANES};
 use crate::Nanos;
@@ -267,7 +268,7 @@ impl HostReducer {
 pub(super) fn reduce(
     pool: &mut SharedPool,
     host: &mut HostReducer,
-    f: &mut Fabric,
+    f: &mut Pipeline,
     workers: u16,
     now: Nanos,
     repr: &Repr,
@@ -370,7 +371,7 @@ pub(super) fn reduce(
 fn to_host(
     host: &mut HostReducer,
     pool: &mut SharedPool,
-    f: &mut Fabric,
+    f: &mut Pipeline,
     workers: u16,
     repr: &Repr,
     seen: &BitVec,
@@ -395,7 +396,7 @@ fn to_host(
 
 /// A leaked partial completed a slice of another job (`job`, `position`) at the host: its
 /// result goes to that job's workers, on that job's ports.
-fn finish_at_host(host: &HostReducer, f: &mut Fabric, job: u16, position: u32, total: &Sum) {
+fn finish_at_host(host: &HostReducer, f: &mut Pipeline, job: u16, position: u32, total: &Sum) {
     let Some(j) = host.jobs.get(&job) else {
         return;
     };
@@ -427,7 +428,7 @@ fn finish_at_host(host: &HostReducer, f: &mut Fabric, job: u16, position: u32, t
 }
 
 /// The result `sum` (or its overflow notice) of `repr`'s slice for worker `to`.
-fn send_result(f: &mut Fabric, sum: &Sum, repr: &Repr, to: u16, workers: u16) {
+fn send_result(f: &mut Pipeline, sum: &Sum, repr: &Repr, to: u16, workers: u16) {
     let mut r = *repr;
     r.packet_type = PacketType::Reduced;
     r.flags = Default::default();

@@ -27,107 +27,17 @@ use std::sync::Arc;
 
 use bitvec::vec::BitVec;
 
-use super::{data_block, notify_fetch, send_result, Agg, BlockState, DropReason};
-use super::{Fabric, Job};
-use super::{JobConfig, Run, Switch, SwitchConfig, SwitchError};
+use super::aggregate::{data, data_block, fetch, raw, rows};
+use super::counters::DropReason;
+use super::output::{notify_fetch, send_result, Pipeline};
+use super::racks::{Racks, Tier};
+use super::state::{check_limits, Agg, BlockState, Job, Run};
+use super::{JobConfig, Switch, SwitchConfig, SwitchError};
 use crate::fixed::checked_add_lanes;
 use crate::framing::{copies_per_pair, HostFraming};
 use crate::node::{Address, ExchangeId};
 use crate::plan::{ExchangePlan, Mode};
 use crate::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_LANES};
-
-/// The most racks a two-level fabric has: a spine keeps one bit per rack and destination.
-pub const MAX_RACKS: u16 = 64;
-
-/// Which rack each worker of a job is in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Racks {
-    rack_of: Vec<u16>,
-    racks: u16,
-}
-
-impl Racks {
-    /// Worker `w` in rack `rack_of[w]`; racks are numbered from 0 and none may be empty.
-    pub fn new(rack_of: Vec<u16>) -> Result<Racks, SwitchError> {
-        let racks = rack_of.iter().max().map_or(0, |&r| r + 1);
-        if racks == 0 || racks > MAX_RACKS {
-            return Err(SwitchError::BadRacks(format!(
-                "{racks} racks; 1 to {MAX_RACKS} are possible"
-            )));
-        }
-        let mut used = vec![false; usize::from(racks)];
-        for &r in &rack_of {
-            used[usize::from(r)] = true;
-        }
-        if let Some(empty) = used.iter().position(|u| !u) {
-            return Err(SwitchError::BadRacks(format!("rack {empty} has no worker")));
-        }
-        Ok(Racks { rack_of, racks })
-    }
-
-    /// `workers` workers in `racks` racks of consecutive ranks, as even as can be (rack
-    /// `⌊w · racks / workers⌋` for worker `w`): `workers / racks` to a rack when it divides.
-    pub fn even(workers: u16, racks: u16) -> Result<Racks, SwitchError> {
-        if racks == 0 || racks > workers {
-            return Err(SwitchError::BadRacks(format!(
-                "{workers} workers cannot fill {racks} racks"
-            )));
-        }
-        let rack = |w: u16| (u32::from(w) * u32::from(racks) / u32::from(workers)) as u16;
-        Racks::new((0..workers).map(rack).collect())
-    }
-
-    /// The rack of worker `w`.
-    pub fn rack_of(&self, w: u16) -> u16 {
-        self.rack_of[usize::from(w)]
-    }
-
-    /// Racks.
-    pub fn racks(&self) -> u16 {
-        self.racks
-    }
-
-    /// Workers.
-    pub fn workers(&self) -> u16 {
-        self.rack_of.len() as u16
-    }
-}
-
-/// Where a switch sits: the star's only switch, or one level of a two-level fabric.
-#[derive(Debug, Clone, Default)]
-pub enum Tier {
-    /// One switch with every worker on a port of its own.
-    #[default]
-    Star,
-    /// The leaf of rack `rack`: its workers on their ranks' ports, the spine up its uplink
-    /// ([`Address::Switch`]).
-    Leaf {
-        /// The leaf's rack.
-        rack: u16,
-        /// Every worker's rack.
-        racks: Arc<Racks>,
-    },
-    /// The spine: the leaf of rack `r` on port `first_port + r`.
-    Spine(Arc<Racks>),
-}
-
-impl Tier {
-    /// Ports the job takes from its first port on: one per worker, or per rack at a spine.
-    pub(super) fn ports(&self, workers: u16) -> u16 {
-        match self {
-            Tier::Spine(racks) => racks.racks(),
-            _ => workers,
-        }
-    }
-
-    /// The racks of a tier of a fabric.
-    pub(super) fn racks(&self) -> Option<&Racks> {
-        match self {
-            Tier::Star => None,
-            Tier::Leaf { racks, .. } | Tier::Spine(racks) => Some(racks),
-        }
-    }
-}
 
 /// The switches of a two-level fabric for `job` on `racks`, each with `config`'s resources and
 /// the job in its tier: the spine, and the leaf of every rack in rack order.
@@ -150,21 +60,6 @@ pub fn two_level(
         })
         .collect::<Result<Vec<_>, SwitchError>>()?;
     Ok((spine, leaves))
-}
-
-impl Tier {
-    /// Whether `other` is this very tier (the same racks, not an equal copy): a cheap test
-    /// that spares a clone per packet.
-    pub(super) fn is(&self, other: &Tier) -> bool {
-        match (self, other) {
-            (Tier::Star, Tier::Star) => true,
-            (Tier::Leaf { rack: a, racks: x }, Tier::Leaf { rack: b, racks: y }) => {
-                a == b && Arc::ptr_eq(x, y)
-            }
-            (Tier::Spine(x), Tier::Spine(y)) => Arc::ptr_eq(x, y),
-            _ => false,
-        }
-    }
 }
 
 /// Who contributes to each destination of a block, rack by rack: per table row, the racks
@@ -339,7 +234,7 @@ impl BlockState {
 /// A leaf's handling of one packet from `from`: its own worker's, or the spine's.
 pub(super) fn leaf(
     job: &mut Job,
-    f: &mut Fabric,
+    f: &mut Pipeline,
     from: Address,
     repr: &Repr,
     packet: &Packet<&[u8]>,
@@ -360,7 +255,7 @@ pub(super) fn leaf(
     }
     // All-reduce slices name no exchange plan: the spine checks them.
     if !matches!(repr.packet_type, PacketType::Reduce | PacketType::Reduced) {
-        super::check_limits(job, repr)?;
+        check_limits(job, repr)?;
         follow(job, f, from, repr, &racks, rack);
     }
     let up = matches!(from, Address::Worker(_));
@@ -370,12 +265,12 @@ pub(super) fn leaf(
             f.forward_up(&bytes[..repr.buffer_len()]);
             Ok(())
         }
-        PacketType::Data if up => super::data(job, f, repr, packet),
+        PacketType::Data if up => data(job, f, repr, packet),
         // Up or down by the rank they name: a feature (releasing our aggregator when it is a
         // resend), a fetch.
-        PacketType::Raw => super::raw(job, f, repr, bytes),
-        PacketType::Rows => super::rows(job, f, repr, bytes),
-        PacketType::Fetch => super::fetch(job, f, repr, bytes),
+        PacketType::Raw => raw(job, f, repr, bytes),
+        PacketType::Rows => rows(job, f, repr, bytes),
+        PacketType::Fetch => fetch(job, f, repr, bytes),
         // Down to one of the rack's workers.
         PacketType::BlockGo | PacketType::Result | PacketType::Reduced if !up => {
             if !own {
@@ -394,7 +289,7 @@ pub(super) fn leaf(
 /// block. Any other packet of the running exchange from a later block moves the leaf there
 /// too: the spine sends nothing of block `b` before its go, and a worker starts `b` on the
 /// first packet of it, so a leaf whose copies of the go were all lost still follows.
-fn follow(job: &mut Job, f: &mut Fabric, from: Address, repr: &Repr, racks: &Racks, rack: u16) {
+fn follow(job: &mut Job, f: &mut Pipeline, from: Address, repr: &Repr, racks: &Racks, rack: u16) {
     let (seq, block) = match (repr.packet_type, from) {
         (PacketType::Join, Address::Worker(_)) => (repr.sequence, 0),
         (PacketType::BlockGo, Address::Switch) => (repr.sequence, repr.block),
@@ -418,7 +313,7 @@ fn follow(job: &mut Job, f: &mut Fabric, from: Address, repr: &Repr, racks: &Rac
 /// (freeing what the old block still held); older ones change nothing.
 fn advance(
     job: &mut Job,
-    f: &mut Fabric,
+    f: &mut Pipeline,
     id: ExchangeId,
     seq: u32,
     block: u16,
@@ -455,7 +350,7 @@ fn advance(
 /// recovers a lost partial.
 pub(super) fn partial(
     job: &mut Job,
-    f: &mut Fabric,
+    f: &mut Pipeline,
     repr: &Repr,
     packet: &Packet<&[u8]>,
 ) -> Result<(), DropReason> {
@@ -515,25 +410,4 @@ pub(super) fn partial(
         f.counters.aggregations += 1;
     }
     Ok(())
-}
-
-/// A leaf's finished share of a sum, up to the spine: `count` contributions of its rack in
-/// `lanes` (all zero when every one of them went to the host raw).
-pub(super) fn send_partial(f: &mut Fabric, repr: &Repr, dst: u32, count: u16, lanes: &[i32]) {
-    let Tier::Leaf { rack, .. } = f.tier else {
-        unreachable!("only a leaf sends partial sums")
-    };
-    let mut up = *repr;
-    up.packet_type = PacketType::Data;
-    up.flags.ack = false;
-    up.flags.fetch = false;
-    up.flags.resend = false;
-    up.flags.ecn = false;
-    up.flags.partial = true;
-    up.src = dst;
-    up.dst = dst;
-    up.count = count;
-    up.worker = rack;
-    up.lanes = lanes.len() as u8;
-    f.send_up(&up, lanes);
 }

@@ -1,310 +1,22 @@
-//! The event loop: hosts and a switch, all sans-IO state machines, joined by the fabric's
-//! ports. It is the simulator's only driver, for the dataplane's own engines and switch model
-//! as for the simple nodes of the validation tests.
+//! The event loop itself: the state of one run (ports, queues, timers, what is in flight)
+//! and what each event does to it.
 
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
 use switchgnn_chip::PASS_HEADER;
-use switchgnn_dataplane::fault::{FaultInjector, FaultStats, Faults};
-pub use switchgnn_dataplane::node::{HostNode, SwitchNode};
+use switchgnn_dataplane::fault::FaultInjector;
 use switchgnn_dataplane::switch::Switch;
-use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN, MAX_LANES};
+use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
-use thiserror::Error;
 
-use crate::background::{Background, Segment};
-use crate::fabric::{
-    ceil_nanos, to_picos, Fabric, HostSpec, Picos, PortStats, SwitchSpec, Topology,
-};
+use super::flight::{End, Event, Flight, Hop, Origin, Route};
+use super::{Bundle, HostNode, Recirculation, RunResult, SimConfig, SwitchNode, Tap};
+use crate::background::Background;
+use crate::fabric::{ceil_nanos, to_picos, FabricPorts, Picos, Topology};
 use crate::queue::{EventQueue, Slab};
 use crate::series::{Class, Series, Traffic};
 
-/// Chunk bundling: an exchange of width `width` simulated with one 64-lane chunk per vertex,
-/// each packet standing for the `chunks` packets of the real exchange. Every packet of a
-/// vertex then follows the same path at once, so times are those of the real exchange to
-/// within one vertex's chunks per hop, at 1/`chunks` of the work. Byte counts and per-packet
-/// costs are those of the real packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Bundle {
-    pub width: u32,
-    pub chunks: u32,
-}
-
-impl Bundle {
-    pub fn of_width(width: usize) -> Bundle {
-        Bundle {
-            width: width as u32,
-            chunks: width.div_ceil(MAX_LANES) as u32,
-        }
-    }
-}
-
-pub use switchgnn_dataplane::wire::FRAME_OVERHEAD;
-
-/// Everything the core is configured with.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct SimConfig {
-    pub topology: Topology,
-    pub switch: SwitchSpec,
-    pub host: HostSpec,
-    /// Bytes a frame adds to the dataplane packet on the wire ([`FRAME_OVERHEAD`] for
-    /// Ethernet/IPv4/UDP).
-    pub frame_overhead: u64,
-    /// Width of one bucket of the time series.
-    pub sample_ns: Nanos,
-    /// Events after which a run is declared not to terminate.
-    pub max_events: u64,
-    /// Faults on every hop (the dataplane's injector), and their seed.
-    #[serde(default)]
-    pub faults: Faults,
-    #[serde(default)]
-    pub fault_seed: u64,
-}
-
-impl SimConfig {
-    /// The paper's setup: a star of `hosts` on 100 Gbps, 2 µs links.
-    pub fn paper(hosts: u16) -> SimConfig {
-        SimConfig {
-            topology: Topology::star(hosts, crate::fabric::LinkSpec::hundred_gbps()),
-            switch: SwitchSpec::for_hosts(hosts),
-            host: HostSpec::hundred_gbps(),
-            frame_overhead: FRAME_OVERHEAD,
-            sample_ns: 10_000,
-            max_events: 2_000_000_000,
-            faults: Faults::none(),
-            fault_seed: 0,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SimError {
-    #[error("no event left at {now} ns but {unfinished} hosts and {flows} background flows are unfinished")]
-    Stalled {
-        now: Nanos,
-        unfinished: usize,
-        flows: usize,
-    },
-    #[error("more than {0} events: the run does not terminate")]
-    EventLimit(u64),
-    #[error("the topology has {topology} hosts but {given} were given")]
-    Hosts { topology: u16, given: usize },
-    #[error("two-level aggregation needs a leaf-spine and a leaf switch per rack ({racks} racks, {given} leaves given)")]
-    Leaves { racks: u16, given: usize },
-}
-
-/// The pipeline's and the recirculation paths' totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Recirculation {
-    /// Aggregator passes in all.
-    pub passes: u64,
-    /// Trips around the recirculation paths (passes after each packet's first).
-    pub recirculations: u64,
-    /// Bytes those trips carried (with the pass header).
-    pub bytes: u64,
-    /// Time the recirculation paths were busy.
-    pub busy_ns: f64,
-    /// Longest wait of a packet for the recirculation paths.
-    pub max_wait_ns: f64,
-    /// Time the pipes were busy with passes (all pipes as one server of their summed rate).
-    #[serde(default)]
-    pub pipeline_busy_ns: f64,
-    /// Longest wait of a packet for a pipeline slot.
-    #[serde(default)]
-    pub pipeline_max_wait_ns: f64,
-}
-
-/// One run's measurements.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunResult {
-    /// When the last host finished.
-    pub finish_ns: Nanos,
-    pub events: u64,
-    pub wall_seconds: f64,
-    /// Per host: its uplink (host → switch).
-    pub uplinks: Vec<PortStats>,
-    /// Per host: the switch's egress towards it.
-    pub downlinks: Vec<PortStats>,
-    /// A leaf-spine's leaf egresses towards the spines, rack-major (`r · spines + s`); empty
-    /// for a star.
-    #[serde(default)]
-    pub leaf_uplinks: Vec<PortStats>,
-    /// A leaf-spine's spine egresses towards the leaves, spine-major (`s · racks + r`).
-    #[serde(default)]
-    pub spine_downlinks: Vec<PortStats>,
-    pub recirculation: Recirculation,
-    pub peak_aggregators: usize,
-    /// Bytes delivered to hosts, by what they carried.
-    pub delivered: Traffic,
-    pub series: Series,
-    /// What the fault injector did (all zero without faults).
-    #[serde(default)]
-    pub faults: FaultStats,
-}
-
-impl RunResult {
-    /// Frame bytes on all links, both directions.
-    pub fn link_bytes(&self) -> u64 {
-        self.uplinks
-            .iter()
-            .chain(&self.downlinks)
-            .map(|p| p.bytes)
-            .sum()
-    }
-
-    /// Frame bytes on the links between leaves and spines, both directions: what crossed the
-    /// spine layer (0 on a star).
-    pub fn spine_bytes(&self) -> u64 {
-        self.leaf_uplinks
-            .iter()
-            .chain(&self.spine_downlinks)
-            .map(|p| p.bytes)
-            .sum()
-    }
-
-    pub fn drops(&self) -> u64 {
-        self.downlinks
-            .iter()
-            .chain(&self.leaf_uplinks)
-            .chain(&self.spine_downlinks)
-            .map(|p| p.drops)
-            .sum()
-    }
-
-    pub fn peak_queue(&self) -> u64 {
-        self.downlinks
-            .iter()
-            .map(|p| p.peak_backlog)
-            .max()
-            .unwrap_or(0)
-    }
-
-    pub fn events_per_second(&self) -> f64 {
-        self.events as f64 / self.wall_seconds.max(1e-9)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Event {
-    /// A packet (slab key) reaches the switch from a host.
-    AtSwitch {
-        from: u16,
-        packet: u32,
-    },
-    /// A packet reaches a host (after its receive processing).
-    AtHost {
-        host: u16,
-        packet: u32,
-    },
-    Timer {
-        host: u16,
-        generation: u32,
-    },
-    /// The switch's deadline (its control plane's, when it has one).
-    SwitchTimer {
-        generation: u32,
-    },
-    /// Packets the switch emitted once their recirculations are over (slab key of the batch).
-    Release {
-        batch: u32,
-    },
-    /// The background traffic's deadline (a flow's start or a retransmission timer).
-    BackgroundTimer {
-        generation: u32,
-    },
-    /// A packet reaches a leaf or a spine that forwards it (a leaf-spine's).
-    Transit {
-        packet: u32,
-    },
-    /// A packet from host `from` reaches the leaf switch of its rack (two-level aggregation).
-    AtLeaf {
-        rack: u16,
-        from: u16,
-        packet: u32,
-    },
-}
-
-/// The switch a batch of packets leaves: the exchange's (the star's, or the spine), or the
-/// leaf of a rack.
-#[derive(Debug, Clone, Copy)]
-enum Origin {
-    Switch,
-    Leaf(u16),
-}
-
-/// A packet in flight and its cost on the wire.
-#[derive(Debug)]
-struct Flight {
-    bytes: Vec<u8>,
-    /// Frame bytes on a link (the real packets', when bundled).
-    wire: u64,
-    /// Real packets it stands for.
-    count: u32,
-    /// A background flow's segment (then `bytes` is empty): the switch forwards it to its
-    /// destination's port without a pass through the exchange's pipeline logic.
-    segment: Option<Segment>,
-    /// Where it goes from the leaf or spine it is at (a leaf-spine's packets only).
-    route: Option<Route>,
-}
-
-/// A packet's way through a leaf-spine from the switch it is at: the inter-switch ports still
-/// ahead of it, then where it ends.
-#[derive(Debug, Clone, Copy)]
-struct Route {
-    hops: [Hop; 2],
-    len: u8,
-    next: u8,
-    end: End,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Hop {
-    LeafUp { rack: u16, spine: u16 },
-    SpineDown { spine: u16, rack: u16 },
-}
-
-#[derive(Debug, Clone, Copy)]
-enum End {
-    /// The exchange's switch (spine 0), from host `from` (or, with two levels, from the
-    /// leaf of rack `from`).
-    Switch { from: u16 },
-    /// Host `h`, through its leaf's downlink.
-    Host(u16),
-    /// The leaf switch of a rack (two-level aggregation).
-    Leaf(u16),
-}
-
-impl Route {
-    /// Through `hops` (at most two) to `end`.
-    fn to(end: End, hops: &[Hop]) -> Option<Route> {
-        let mut r = Route {
-            hops: [Hop::LeafUp { rack: 0, spine: 0 }; 2],
-            len: hops.len() as u8,
-            next: 0,
-            end,
-        };
-        r.hops[..hops.len()].copy_from_slice(hops);
-        Some(r)
-    }
-
-    fn pop(&mut self) -> Option<Hop> {
-        (self.next < self.len).then(|| {
-            self.next += 1;
-            self.hops[usize::from(self.next - 1)]
-        })
-    }
-}
-
-/// Sees every packet at the switch's ports, as a port mirror would: each one that arrives
-/// from a worker and each one the switch sends to a worker, at its simulated time (a packet
-/// crossing a recirculation path is not seen again).
-pub trait Tap {
-    /// `bytes` went from `from` to `to` at `at`.
-    fn packet(&mut self, at: Nanos, from: Address, to: Address, bytes: &[u8]);
-}
-
-struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
+pub(super) struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     tap: Option<&'a mut dyn Tap>,
     cfg: &'a SimConfig,
     bundle: Option<Bundle>,
@@ -312,12 +24,12 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     /// With two-level aggregation, the leaf switch of each rack (else empty).
     leaves: &'a mut [Switch],
     hosts: &'a mut [Box<H>],
-    fabric: Fabric,
+    fabric: FabricPorts,
     faults: FaultInjector,
-    events: EventQueue<Event>,
+    pub(super) events: EventQueue<Event>,
     packets: Slab<Flight>,
     batches: Slab<(Origin, Vec<(Address, Flight)>)>,
-    now: Nanos,
+    pub(super) now: Nanos,
     send_free: Vec<Picos>,
     receive_free: Vec<Picos>,
     timers: Vec<(Option<Nanos>, u32)>,
@@ -331,11 +43,11 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     peak_aggregators: usize,
     delivered: Traffic,
     series: Series,
-    unfinished: usize,
+    pub(super) unfinished: usize,
     done: Vec<bool>,
     /// Where nodes write the packets they send.
     buf: Box<[u8]>,
-    background: Option<&'a mut Background>,
+    pub(super) background: Option<&'a mut Background>,
     background_timer: (Option<Nanos>, u32),
     /// When the last host finished (the run may go on for the background flows).
     hosts_finished: Option<Nanos>,
@@ -346,141 +58,68 @@ struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
 /// nodes need at most `MAX_DATAGRAM_LEN`, the same frame's UDP payload).
 const SEND_BUFFER: usize = 9216;
 
-/// Run until every host is done. Hosts are numbered as the topology's.
-pub fn run<S: SwitchNode, H: HostNode + ?Sized>(
-    cfg: &SimConfig,
-    bundle: Option<Bundle>,
-    switch: &mut S,
-    hosts: &mut [Box<H>],
-) -> Result<RunResult, SimError> {
-    run_tapped(cfg, bundle, switch, hosts, None)
-}
-
-/// [`run`], showing every packet at the switch's ports to `tap`.
-pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
-    cfg: &SimConfig,
-    bundle: Option<Bundle>,
-    switch: &mut S,
-    hosts: &mut [Box<H>],
-    tap: Option<&mut dyn Tap>,
-) -> Result<RunResult, SimError> {
-    run_with_background(cfg, bundle, switch, hosts, tap, None)
-}
-
-/// [`run_tapped`] with `background` flows between the hosts beside them: they share the
-/// hosts' uplinks and the switch's egress queues (marked with ECN above the threshold, as
-/// the exchange's packets are), and the run goes on until they have all completed too. The
-/// result's `finish_ns` is still when the last host finished.
-pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
-    cfg: &SimConfig,
-    bundle: Option<Bundle>,
-    switch: &mut S,
-    hosts: &mut [Box<H>],
-    tap: Option<&mut dyn Tap>,
-    background: Option<&mut Background>,
-) -> Result<RunResult, SimError> {
-    run_fabric(cfg, bundle, switch, &mut [], hosts, tap, background)
-}
-
-/// [`run_with_background`] with two-level aggregation on a leaf-spine: `spine` (spine 0) is
-/// the exchange's switch with a leaf on each port (rack `r` on port `r`), and every host's
-/// packets go to `leaves[rack]` first, the switch model in its leaf tier, which sums what its
-/// rack contributes, sends partial sums up and relays the rest. Each leaf is a chip of
-/// `cfg.switch`'s kind with pipes and recirculation paths of its own. `tap` sees the leaves'
-/// ports towards the hosts.
-pub fn run_two_level<S: SwitchNode, H: HostNode + ?Sized>(
-    cfg: &SimConfig,
-    bundle: Option<Bundle>,
-    spine: &mut S,
-    leaves: &mut [Switch],
-    hosts: &mut [Box<H>],
-    tap: Option<&mut dyn Tap>,
-    background: Option<&mut Background>,
-) -> Result<RunResult, SimError> {
-    match cfg.topology {
-        Topology::LeafSpine { racks, .. } if usize::from(racks) == leaves.len() => {
-            run_fabric(cfg, bundle, spine, leaves, hosts, tap, background)
+impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
+    /// A loop over these nodes at time 0, nothing scheduled yet.
+    pub(super) fn new(
+        cfg: &'a SimConfig,
+        bundle: Option<Bundle>,
+        switch: &'a mut S,
+        leaves: &'a mut [Switch],
+        hosts: &'a mut [Box<H>],
+        tap: Option<&'a mut dyn Tap>,
+        background: Option<&'a mut Background>,
+    ) -> Self {
+        let n = hosts.len();
+        let switches = 1 + leaves.len();
+        let done: Vec<bool> = hosts.iter().map(|h| h.is_done()).collect();
+        Loop {
+            tap: tap.map(|t| t as &mut dyn Tap),
+            cfg,
+            bundle,
+            fabric: FabricPorts::new(&cfg.topology, &cfg.switch, &cfg.host),
+            faults: FaultInjector::new(cfg.faults, cfg.fault_seed),
+            switch,
+            leaves,
+            hosts,
+            events: EventQueue::default(),
+            packets: Slab::default(),
+            batches: Slab::default(),
+            now: 0,
+            send_free: vec![0; n],
+            receive_free: vec![0; n],
+            timers: vec![(None, 0); n],
+            switch_timer: (None, 0),
+            reported: vec![0; n],
+            recirculation_free: vec![0; switches],
+            pipeline_free: vec![0; switches],
+            recirculation: Recirculation::default(),
+            peak_aggregators: 0,
+            delivered: Traffic::default(),
+            series: Series::new(cfg.sample_ns),
+            unfinished: done.iter().filter(|d| !**d).count(),
+            done,
+            buf: vec![0; SEND_BUFFER].into_boxed_slice(),
+            background,
+            background_timer: (None, 0),
+            hosts_finished: None,
         }
-        Topology::LeafSpine { racks, .. } => Err(SimError::Leaves {
-            racks,
-            given: leaves.len(),
-        }),
-        Topology::Star { .. } => Err(SimError::Leaves {
-            racks: 0,
-            given: leaves.len(),
-        }),
     }
 }
 
-fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
-    cfg: &SimConfig,
-    bundle: Option<Bundle>,
-    switch: &mut S,
-    leaves: &mut [Switch],
-    hosts: &mut [Box<H>],
-    tap: Option<&mut dyn Tap>,
-    background: Option<&mut Background>,
-) -> Result<RunResult, SimError> {
-    let n = usize::from(cfg.topology.hosts());
-    if hosts.len() != n {
-        return Err(SimError::Hosts {
-            topology: cfg.topology.hosts(),
-            given: hosts.len(),
-        });
-    }
-    let switches = 1 + leaves.len();
-    let started = Instant::now();
-    let done: Vec<bool> = hosts.iter().map(|h| h.is_done()).collect();
-    let mut l = Loop {
-        tap: tap.map(|t| t as &mut dyn Tap),
-        cfg,
-        bundle,
-        fabric: Fabric::new(&cfg.topology, &cfg.switch, &cfg.host),
-        faults: FaultInjector::new(cfg.faults, cfg.fault_seed),
-        switch,
-        leaves,
-        hosts,
-        events: EventQueue::default(),
-        packets: Slab::default(),
-        batches: Slab::default(),
-        now: 0,
-        send_free: vec![0; n],
-        receive_free: vec![0; n],
-        timers: vec![(None, 0); n],
-        switch_timer: (None, 0),
-        reported: vec![0; n],
-        recirculation_free: vec![0; switches],
-        pipeline_free: vec![0; switches],
-        recirculation: Recirculation::default(),
-        peak_aggregators: 0,
-        delivered: Traffic::default(),
-        series: Series::new(cfg.sample_ns),
-        unfinished: done.iter().filter(|d| !**d).count(),
-        done,
-        buf: vec![0; SEND_BUFFER].into_boxed_slice(),
-        background,
-        background_timer: (None, 0),
-        hosts_finished: None,
-    };
-    for h in 0..n {
-        l.after_host_event(h);
-    }
-    l.arm_switch_timer();
-    l.after_background_event();
-    let mut events = 0u64;
-    while l.unfinished > 0 || l.background.as_ref().is_some_and(|b| !b.is_done()) {
-        let Some((at, event)) = l.events.pop() else {
-            return Err(SimError::Stalled {
-                now: l.now,
-                unfinished: l.unfinished,
-                flows: l.background.as_ref().map_or(0, |b| b.unfinished()),
-            });
-        };
-        events += 1;
-        if events > cfg.max_events {
-            return Err(SimError::EventLimit(cfg.max_events));
+impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
+    /// Schedule every node's first events: the hosts' packets and timers, the switch's timer
+    /// and the background flows'.
+    pub(super) fn prime(&mut self) {
+        for h in 0..self.hosts.len() {
+            self.after_host_event(h);
         }
-        l.now = l.now.max(at);
+        self.arm_switch_timer();
+        self.after_background_event();
+    }
+
+    /// Handle one event at `self.now`.
+    pub(super) fn dispatch(&mut self, event: Event) {
+        let l = self;
         match event {
             Event::AtSwitch { from, packet } => {
                 let f = l.packets.remove(packet).expect("a packet in flight");
@@ -530,7 +169,7 @@ fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
                         b.on_segment(now, host, segment);
                     }
                     l.after_background_event();
-                    continue;
+                    return;
                 }
                 let class =
                     Packet::new_checked(&f.bytes[..]).map_or(Class::Other, |p| Class::of(&p));
@@ -554,20 +193,25 @@ fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
             }
         }
     }
-    Ok(RunResult {
-        finish_ns: l.hosts_finished.unwrap_or(l.now),
-        events,
-        wall_seconds: started.elapsed().as_secs_f64(),
-        uplinks: l.fabric.uplinks.iter().map(|p| p.stats).collect(),
-        downlinks: l.fabric.downlinks.iter().map(|p| p.stats).collect(),
-        leaf_uplinks: l.fabric.leaf_up.iter().map(|p| p.stats).collect(),
-        spine_downlinks: l.fabric.spine_down.iter().map(|p| p.stats).collect(),
-        recirculation: l.recirculation,
-        peak_aggregators: l.peak_aggregators,
-        delivered: l.delivered,
-        series: l.series,
-        faults: *l.faults.stats(),
-    })
+
+    /// The run's measurements, after `events` events since `started`.
+    pub(super) fn result(self, events: u64, started: Instant) -> RunResult {
+        let l = self;
+        RunResult {
+            finish_ns: l.hosts_finished.unwrap_or(l.now),
+            events,
+            wall_seconds: started.elapsed().as_secs_f64(),
+            uplinks: l.fabric.uplinks.iter().map(|p| p.stats).collect(),
+            downlinks: l.fabric.downlinks.iter().map(|p| p.stats).collect(),
+            leaf_uplinks: l.fabric.leaf_up.iter().map(|p| p.stats).collect(),
+            spine_downlinks: l.fabric.spine_down.iter().map(|p| p.stats).collect(),
+            recirculation: l.recirculation,
+            peak_aggregators: l.peak_aggregators,
+            delivered: l.delivered,
+            series: l.series,
+            faults: *l.faults.stats(),
+        }
+    }
 }
 
 impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {

@@ -1,0 +1,114 @@
+//! Pacing and patience: when the engine may send next, and how long it waits before it
+//! fetches what is missing.
+
+use super::receive::Receiver;
+use super::{Engine, Phase, SendStrategy};
+use crate::node::Nanos;
+
+impl<S: SendStrategy> Engine<S> {
+    pub(super) fn pace(&mut self, len: usize) {
+        self.cc.on_sent(self.now);
+        let rate = self.cc.rate();
+        let gap = if rate.is_finite() && rate > 0.0 {
+            (len as f64 / rate * 1e9) as Nanos
+        } else {
+            0
+        };
+        self.next_send = self.next_send.max(self.now) + gap;
+    }
+
+    /// Let the congestion controller's window bound what the sender has outstanding.
+    pub(super) fn sync_window(&mut self) {
+        let w = self.cc.window();
+        if w != usize::MAX {
+            self.sender.set_congestion_window(w);
+        }
+    }
+
+    pub(super) fn count_sent(&mut self, len: usize) {
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+    }
+
+    /// How long to wait for results before fetching: the result timeout, and never shorter
+    /// than a few measured round trips (on a slow path, late results must not set off fetch
+    /// rounds) — unless the switch acknowledges what is sent and the round trip is no longer
+    /// than the block's floor: the switch's acks leave after the packet's passes, so such a
+    /// round trip may be all the chip's own queue, which the floor has waited out already. A
+    /// longer one holds the network's queues too, and counts. (Host-exchange copies are
+    /// acknowledged by their receivers: that round trip is the network's.)
+    ///
+    /// Holes in the switch's numbering of what it sent here that account for every sum still
+    /// missing are evidence of loss rather than slowness: then a loss's patience is enough
+    /// (`losses_explain_the_rest`, `loss_patience`).
+    pub(super) fn patience(&self) -> Nanos {
+        if self.losses_explain_the_rest() {
+            return self.loss_patience();
+        }
+        let result = self.cfg.timers.result;
+        let srtt = self.sender.srtt().unwrap_or(0);
+        if self.plan.mode.switch_aggregates() && srtt <= self.block_floor() {
+            return result;
+        }
+        result.max(4 * srtt)
+    }
+
+    /// Whether the holes in the switch's numbers could account for every sum still missing:
+    /// then what is missing was lost, not late, and a loss's patience is enough. While more
+    /// sums are missing than packets were lost, the rest are on their way (other workers
+    /// still sending, a slow chip): a round then would fetch sums that are merely late — and a
+    /// fetched copy releases the aggregator, so each such fetch turns one destination over to
+    /// its host. So a round on holes touches at most as many destinations as were lost.
+    pub(super) fn losses_explain_the_rest(&self) -> bool {
+        let left = self.receiver.as_ref().map_or(0, Receiver::left);
+        left > 0 && left <= self.holes.count()
+    }
+
+    /// How long to wait for what a loss has held up: four round trips, at least an eighth
+    /// of the retransmission floor (so that a process that waits a moment for a core sets off
+    /// nothing; the loss probes keep the same floor), at most the result timeout.
+    pub(super) fn loss_patience(&self) -> Nanos {
+        let t = self.cfg.timers;
+        let srtt = self.sender.srtt().unwrap_or(0);
+        (4 * srtt).max(t.rto / 8).min(t.result)
+    }
+
+    /// The running block's floor (0 when none is known).
+    pub(super) fn block_floor(&self) -> Nanos {
+        self.current_block()
+            .and_then(|b| self.block_floors.get(usize::from(b)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub(super) fn progress_deadline(&self) -> Option<Nanos> {
+        match (self.phase, &self.receiver) {
+            (Phase::Running(_), Some(r)) if !r.is_complete() => {
+                let floor = self.block_started.saturating_add(self.block_floor());
+                Some((self.last_progress + self.patience()).max(floor))
+            }
+            _ => None,
+        }
+    }
+
+    /// When the fetches still unanswered are due again: a fetch is answered at once by its
+    /// owner, so one unanswered for twice a loss's patience was lost.
+    pub(super) fn refetch_deadline(&self) -> Option<Nanos> {
+        match (self.phase, &self.receiver) {
+            (Phase::Running(_), Some(r)) if !r.is_complete() => self.fetch_due,
+            _ => None,
+        }
+    }
+
+    /// The most replies and requests this worker queues: a window's worth from each worker
+    /// (what every peer may have asked for in one round).
+    pub(super) fn reply_queue_limit(&self) -> usize {
+        self.cfg
+            .window
+            .saturating_mul(usize::from(self.plan.workers).max(1))
+    }
+
+    pub(super) fn has_paced_work(&self) -> bool {
+        !self.recovery.is_empty() || self.sender.has_work()
+    }
+}
