@@ -23,9 +23,12 @@ use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
 
-use crate::job::{Link, Role, Timeouts, Transport};
-use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
+use crate::job::{Link, Timeouts};
 use switchgnn_dataplane::ExchangeKind;
+use switchgnn_net::datapath::SideSender;
+use switchgnn_net::dpdk::Role;
+use switchgnn_net::{EcnCodepoint, Endpoint, EndpointStats, OpenError, Opening, PeerCounters};
+use switchgnn_net::{ShimConfig, Transport};
 
 /// How often the heartbeat thread looks at the control machine's timers at most.
 const HEARTBEAT_NAP: Duration = Duration::from_millis(50);
@@ -85,6 +88,9 @@ impl WorkerConfig {
 pub enum WorkerError {
     #[error("worker socket: {0}")]
     Io(#[from] std::io::Error),
+    /// The datapath did not open (an address in use, DPDK's set-up).
+    #[error("worker socket: {0}")]
+    Open(#[from] OpenError),
     #[error(
         "the switch at {switch} did not answer within {waited:.1?} ({hellos} hellos sent, \
          {received} other packets received); is `switchgnn switch` running there?"
@@ -165,7 +171,7 @@ struct Heartbeat {
 
 impl Heartbeat {
     fn start(
-        mut socket: Box<dyn crate::datapath::SideSender>,
+        mut socket: Box<dyn SideSender>,
         switch: SocketAddr,
         epoch: Instant,
         control: Arc<Mutex<WorkerControl>>,
@@ -222,28 +228,20 @@ impl WorkerClient {
     /// `capture` (finished when the client is dropped).
     pub fn connect_capturing(
         cfg: WorkerConfig,
-        capture: Option<crate::capture::Capture>,
+        capture: Option<switchgnn_net::capture::Capture>,
     ) -> Result<WorkerClient, WorkerError> {
-        let mut endpoint = match &cfg.transport {
-            Transport::Udp => Endpoint::bind(cfg.bind, cfg.faults)?,
-            Transport::Dpdk(settings) => {
-                let SocketAddr::V4(switch) = cfg.switch else {
-                    return Err(WorkerError::Io(std::io::Error::other(format!(
-                        "the DPDK datapath speaks IPv4; the switch address {} is not",
-                        cfg.switch
-                    ))));
-                };
-                let local = SocketAddr::V4(settings.worker_addr(cfg.rank, switch));
-                Endpoint::dpdk(
-                    settings,
-                    cfg.job,
-                    cfg.world,
-                    Role::Worker(cfg.rank),
-                    local,
-                    cfg.faults,
-                )?
-            }
-        };
+        let mut endpoint = switchgnn_net::open(
+            &cfg.transport,
+            &Opening {
+                job: cfg.job,
+                world: cfg.world,
+                role: Role::Worker(cfg.rank),
+                bind: cfg.bind,
+                switch: cfg.switch,
+                faults: cfg.faults,
+                recv_buffer: None,
+            },
+        )?;
         cfg.link
             .fits_datapath(endpoint.max_datagram(), &format!("worker {}", cfg.rank))
             .map_err(WorkerError::Mtu)?;

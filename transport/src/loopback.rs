@@ -44,12 +44,12 @@ fn worker_config(
         bind: SocketAddr::from(([127, 0, 0, 1], 0)),
         timeouts: server.timeouts,
         link: server.link,
-        faults: crate::socket::ShimConfig {
+        faults: switchgnn_net::ShimConfig {
             seed: server.faults.seed ^ (u64::from(rank) + 1),
             ..server.faults
         },
         // Threads of one process share one EAL at most: loopback jobs run over UDP.
-        transport: crate::job::Transport::Udp,
+        transport: switchgnn_net::Transport::Udp,
         secret: server.secret.clone(),
     }
 }

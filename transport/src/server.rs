@@ -53,10 +53,12 @@ use switchgnn_dataplane::switch::{
 use switchgnn_dataplane::{wire, Address, Nanos, Node};
 use thiserror::Error;
 
-use crate::job::{Link, Role, Timeouts, Transport};
+use crate::job::{Link, Timeouts};
 use crate::liveness::Liveness;
 use crate::session::Session;
-use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, RxBacklog, ShimConfig};
+use switchgnn_net::dpdk::Role;
+use switchgnn_net::{Datagram, EcnCodepoint, Endpoint, EndpointStats, OpenError, Opening};
+use switchgnn_net::{PeerCounters, RxBacklog, ShimConfig, Transport};
 
 /// Bytes an egress queue holds before it drops (a shallow-buffered switch port).
 const EGRESS_BUFFER: u64 = 4 << 20;
@@ -225,6 +227,9 @@ pub enum ServerError {
     Config(String),
     #[error("switch socket: {0}")]
     Io(#[from] io::Error),
+    /// The datapath did not open (an address in use, DPDK's set-up).
+    #[error("switch socket: {0}")]
+    Open(#[from] OpenError),
     /// A leaf's spine refused it, aborted the job, or fell silent.
     #[error("the spine: {0}")]
     Spine(switchgnn_dataplane::control::WorkerFailure),
@@ -503,10 +508,7 @@ impl SwitchServer {
                 racks.workers()
             )));
         }
-        let mut endpoint = match cfg.overload.recv_buffer {
-            Some(bytes) => Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?,
-            None => Endpoint::bind(cfg.listen, cfg.faults)?,
-        };
+        let mut endpoint = open_endpoint(&cfg)?;
         let buffer_bytes = endpoint.backlog().map_or(0, |b| b.buffer_bytes);
         let mode = session.mode.name().to_string();
         // A leaf's ports are the job's ranks (its rack's in use); a spine's are the racks.
@@ -636,20 +638,7 @@ impl SwitchServer {
                 u16::MAX
             ))
         })?;
-        let mut endpoint = match (&cfg.transport, cfg.overload.recv_buffer) {
-            (Transport::Udp, Some(bytes)) => {
-                Endpoint::bind_with_buffer(cfg.listen, cfg.faults, bytes)?
-            }
-            (Transport::Udp, None) => Endpoint::bind(cfg.listen, cfg.faults)?,
-            (Transport::Dpdk(settings), _) => Endpoint::dpdk(
-                settings,
-                cfg.job,
-                cfg.world,
-                Role::Switch,
-                cfg.listen,
-                cfg.faults,
-            )?,
-        };
+        let mut endpoint = open_endpoint(&cfg)?;
         cfg.link
             .fits_datapath(endpoint.max_datagram(), "the switch")
             .map_err(ServerError::Config)?;
@@ -717,12 +706,12 @@ impl SwitchServer {
     }
 
     /// Record every datagram the switch sends and receives from now on in `capture`.
-    pub fn capture_to(&mut self, capture: crate::capture::Capture) {
+    pub fn capture_to(&mut self, capture: switchgnn_net::capture::Capture) {
         self.endpoint.capture_to(capture);
     }
 
     /// Finish the capture, if any: what it holds.
-    pub fn finish_capture(&mut self) -> io::Result<Option<crate::capture::CaptureStats>> {
+    pub fn finish_capture(&mut self) -> io::Result<Option<switchgnn_net::capture::CaptureStats>> {
         self.endpoint.finish_capture()
     }
 
@@ -1001,7 +990,7 @@ impl Core {
             .find_map(|(i, j)| Some((i, j.control.rank_of(addr)?)))
     }
 
-    fn on_datagram(&mut self, now: Instant, d: crate::socket::Datagram<'_>) {
+    fn on_datagram(&mut self, now: Instant, d: Datagram<'_>) {
         let t = self.nanos(now);
         if let Some(up) = self.uplink.as_mut().filter(|up| up.spine == d.from) {
             // The spine: its control messages for the leaf's own control plane, its dataplane
@@ -1173,6 +1162,20 @@ impl Core {
 }
 
 /// The switch model `cfg` asks for, with `ports` ports.
+/// The switch's endpoint: its transport, answering at its listen address.
+fn open_endpoint(cfg: &ServerConfig) -> Result<Endpoint, OpenError> {
+    let who = Opening {
+        job: cfg.job,
+        world: cfg.world,
+        role: Role::Switch,
+        bind: cfg.listen,
+        switch: cfg.listen,
+        faults: cfg.faults,
+        recv_buffer: cfg.overload.recv_buffer,
+    };
+    switchgnn_net::open(&cfg.transport, &who)
+}
+
 fn switch_model(cfg: &ServerConfig, ports: u16) -> Result<ShardedSwitch, ServerError> {
     let config = SwitchConfig {
         aggregators: cfg.aggregators,
