@@ -48,178 +48,62 @@
 //! racks = [0, 0, 1, 1]           # optional: each rank's rack (default: consecutive ranks)
 //! ```
 
+mod rank;
+mod sections;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_chip::Chip;
-use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::control::Secret;
-use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::framing::HostFraming;
-use switchgnn_dataplane::ExchangeKind;
-use thiserror::Error;
-
 use switchgnn_dataplane::switch::Racks;
+use switchgnn_dataplane::ExchangeKind;
 use switchgnn_net::dpdk::DpdkSettingsError;
 use switchgnn_net::ShimConfig;
+use thiserror::Error;
 
+pub use rank::resolve_rank;
+pub use sections::{
+    parse_exchange, AllReduce, AllReduceVia, ExchangeVia, Fabric, Link, MtuTooLarge, Timeouts,
+    TransportKind,
+};
 pub use switchgnn_net::dpdk::{DpdkSettings, Role};
 pub use switchgnn_net::Transport;
 
+/// Why a job file (or a file it names) cannot be used.
 #[derive(Debug, Error)]
 pub enum JobError {
+    /// The file could not be read.
     #[error("cannot read job file {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The file is not a valid job file (TOML, fields, or a setting that cannot work).
     #[error("job file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, as the parser or the checks say it.
+        message: String,
+    },
+    /// A setting that cannot work, named.
     #[error("{0}")]
     Invalid(String),
+    /// The `[dpdk]` section cannot work.
     #[error(transparent)]
     Dpdk(#[from] DpdkSettingsError),
 }
 
-/// Timer settings in human units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Timeouts {
-    pub join_ms: u64,
-    pub peer_ms: u64,
-    pub rto_us: u64,
-    pub control_us: u64,
-    pub result_us: u64,
-}
-
-impl Default for Timeouts {
-    /// Suited to loopback and LANs under a general-purpose OS, where a process may wait
-    /// milliseconds for a core (the dataplane's own defaults assume a 2 µs fabric).
-    fn default() -> Self {
-        Timeouts {
-            join_ms: 20_000,
-            peer_ms: 5_000,
-            rto_us: 20_000,
-            control_us: 5_000,
-            result_us: 50_000,
-        }
-    }
-}
-
-impl Timeouts {
-    /// For one machine's loopback, whose round trips are tens of microseconds: recovery
-    /// timers of milliseconds keep lossy runs short (a spurious retransmission costs traffic,
-    /// never exactness); peers get 10 s.
-    pub fn loopback() -> Timeouts {
-        Timeouts {
-            join_ms: 20_000,
-            peer_ms: 10_000,
-            rto_us: 2_000,
-            control_us: 1_000,
-            result_us: 5_000,
-        }
-    }
-
-    pub fn join(&self) -> Duration {
-        Duration::from_millis(self.join_ms)
-    }
-
-    pub fn peer(&self) -> Duration {
-        Duration::from_millis(self.peer_ms)
-    }
-
-    /// How long a worker may go without an all-reduce: one training epoch of computation, so
-    /// far longer than a peer timeout (a dead worker closes its connection at once anyway).
-    pub fn collective_idle(&self) -> Duration {
-        (120 * self.peer()).max(Duration::from_secs(600))
-    }
-
-    /// The control plane's timers (hellos and goodbyes repeat every 100 ms).
-    pub fn control(&self) -> ControlTimers {
-        ControlTimers {
-            join: self.join_ms * 1_000_000,
-            peer: self.peer_ms * 1_000_000,
-            retry: 100_000_000,
-        }
-    }
-
-    /// The engine's protocol timers.
-    pub fn protocol(&self) -> Timers {
-        Timers {
-            rto: self.rto_us * 1_000,
-            control: self.control_us * 1_000,
-            result: self.result_us * 1_000,
-        }
-    }
-}
-
-/// The emulated links.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Link {
-    /// Rate cap in Gbit/s of each worker's sending and of each switch egress port.
-    pub gbps: f64,
-    pub ecn_threshold_bytes: u64,
-    /// Data chunks a worker may have unacknowledged at once: keeps a slow software switch's
-    /// socket queue (and with it the round-trip time) short.
-    pub window: usize,
-    /// Whether workers keep a congestion window below `window` (halved on loss and ECN, as
-    /// TCP's). Off only to show what a rate-only sender does to a slow switch.
-    pub congestion_window: bool,
-    /// The links' MTU, bytes: the host exchange packs its copies into packets this large
-    /// (576 to 9216; above 1500 only where every host link takes jumbo frames).
-    pub mtu: u32,
-    /// The host exchange's receivers acknowledge once per this many packets from a sender.
-    pub ack_every: u32,
-}
-
-impl Default for Link {
-    fn default() -> Self {
-        Link {
-            gbps: 10.0,
-            ecn_threshold_bytes: 64 * 1024,
-            window: 64,
-            congestion_window: true,
-            mtu: HostFraming::default().mtu,
-            ack_every: HostFraming::default().ack_every,
-        }
-    }
-}
-
-impl Link {
-    /// How the host exchange frames its copies on these links.
-    pub fn framing(&self) -> HostFraming {
-        HostFraming {
-            mtu: self.mtu,
-            ack_every: self.ack_every,
-        }
-    }
-
-    /// Whether `who`'s datapath, which sends datagrams of at most `most` bytes, carries the
-    /// host exchange's packed copies; what to change if not.
-    pub fn fits_datapath(&self, most: usize, who: &str) -> Result<(), String> {
-        let datagram = self.framing().datagram_len();
-        if datagram <= most {
-            return Ok(());
-        }
-        Err(format!(
-            "link.mtu = {} packs host copies into datagrams of {datagram} bytes, but {who}'s \
-             datapath sends at most {most}: lower the MTU (--mtu)",
-            self.mtu
-        ))
-    }
-
-    /// Bytes per second.
-    pub fn rate(&self) -> f64 {
-        self.gbps * 1e9 / 8.0
-    }
-}
-
+/// A job file as read: everything the switch process and the workers of one run share.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobFile {
+    /// The job's id (default 1): a switch serving several jobs tells them apart by it.
     #[serde(default = "default_job")]
     pub job: u16,
     /// The plan directory, relative to the job file.
@@ -227,13 +111,16 @@ pub struct JobFile {
     /// The dataset argument; default: the one the plan was prepared from.
     #[serde(default)]
     pub dataset: Option<String>,
+    /// The exchange the job runs (default `switchgnn`).
     #[serde(default = "default_mode")]
     pub mode: ExchangeKind,
     /// What carries the exchanges: packets through the switch, or (with `mode = "host"`) TCP
     /// connections between the workers.
     #[serde(default, skip_serializing_if = "ExchangeVia::is_switch")]
     pub exchange_via: ExchangeVia,
+    /// Where the switch listens (the spine, on a two-level fabric).
     pub switch: SocketAddr,
+    /// The job's workers.
     pub world: u16,
     /// Where workers bind; default: any address, a free port.
     #[serde(default)]
@@ -249,10 +136,13 @@ pub struct JobFile {
     /// DPDK's settings, for `transport = "dpdk"`.
     #[serde(default, skip_serializing_if = "DpdkSettings::is_default")]
     pub dpdk: DpdkSettings,
+    /// Join, liveness and protocol timers.
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// The emulated links.
     #[serde(default)]
     pub link: Link,
+    /// Seeded faults on every sender (tests).
     #[serde(default)]
     pub faults: ShimConfig,
     /// A file holding the job's admission secret (its bytes, without a trailing newline; 16 at
@@ -274,134 +164,12 @@ pub struct JobFile {
     pub chip: Option<String>,
 }
 
-/// The `[fabric]` section: the job runs on a two-level fabric, a leaf switch per rack (each
-/// rack's workers join its leaf) under the spine, which the job's `switch` address names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fabric {
-    /// Rack `r`'s leaf switch.
-    pub leaves: Vec<SocketAddr>,
-    /// Each rank's rack; default: consecutive ranks, as even as can be.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub racks: Option<Vec<u16>>,
-}
-
-/// The `[allreduce]` section: where training's all-reduce (weight gradients, the exchanges'
-/// scale agreement) runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AllReduce {
-    /// `"switch"`: in the switch's own slots, SwitchML's protocol; `"tcp"`: through the
-    /// parameter-server service beside the switch (the fallback and the reference).
-    pub via: AllReduceVia,
-    /// Slots (of 64 values, two banks each) the switch gives the job: the window of slices
-    /// each worker keeps in flight. The switch's job file counts; workers learn it from the
-    /// switch's welcome.
-    pub slots: u16,
-    /// ATP's best-effort mode: no slots of its own, but the switch's pool shared by every
-    /// best-effort job; what the pool cannot take (a slot another slice holds, a
-    /// retransmission) the switch's host finishes. `slots` is then only the window.
-    pub best_effort: bool,
-}
-
-impl Default for AllReduce {
-    fn default() -> Self {
-        AllReduce {
-            via: AllReduceVia::Switch,
-            slots: 128,
-            best_effort: false,
-        }
-    }
-}
-
-/// Where an all-reduce runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AllReduceVia {
-    /// In the switch.
-    #[default]
-    Switch,
-    /// Through the TCP service beside the switch.
-    Tcp,
-}
-
-impl AllReduceVia {
-    pub fn parse(name: &str) -> Option<AllReduceVia> {
-        match name {
-            "switch" => Some(AllReduceVia::Switch),
-            "tcp" => Some(AllReduceVia::Tcp),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AllReduceVia::Switch => "switch",
-            AllReduceVia::Tcp => "tcp",
-        }
-    }
-}
-
-/// What carries a job's exchanges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExchangeVia {
-    /// Packets through the switch (every exchange kind).
-    #[default]
-    Switch,
-    /// The host exchange's copies over one TCP connection per pair of workers, the switch
-    /// process only the control path and the rendezvous ([`crate::tcp_exchange`]): the
-    /// kernel's own transport, as gloo's all-to-all runs it, for a baseline.
-    Tcp,
-}
-
-impl ExchangeVia {
-    fn is_switch(&self) -> bool {
-        *self == ExchangeVia::Switch
-    }
-}
-
-/// What the command line's `--exchange NAME` runs: `tcp` is the host exchange over TCP, any
-/// other name the kind it names through the switch. `None` for an unknown name.
-pub fn parse_exchange(name: &str) -> Option<(ExchangeKind, ExchangeVia)> {
-    match name {
-        "tcp" => Some((ExchangeKind::Host, ExchangeVia::Tcp)),
-        _ => ExchangeKind::parse(name).map(|k| (k, ExchangeVia::Switch)),
-    }
-}
-
 fn default_job() -> u16 {
     1
 }
 
 fn default_mode() -> ExchangeKind {
     ExchangeKind::Switchgnn
-}
-
-/// Which datapath carries the packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransportKind {
-    /// The kernel's UDP stack.
-    #[default]
-    Udp,
-    /// DPDK: Ethernet frames straight from and to the NIC (cargo feature `dpdk`).
-    Dpdk,
-}
-
-impl TransportKind {
-    pub fn parse(name: &str) -> Option<TransportKind> {
-        match name {
-            "udp" => Some(TransportKind::Udp),
-            "dpdk" => Some(TransportKind::Dpdk),
-            _ => None,
-        }
-    }
-
-    /// Whether this build can run it.
-    pub fn is_available(self) -> bool {
-        self == TransportKind::Udp || switchgnn_net::dpdk::IN_THIS_BUILD
-    }
 }
 
 impl JobFile {
@@ -545,6 +313,7 @@ impl JobFile {
         }
     }
 
+    /// The job file's text (what `read` reads back).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("job files serialise")
     }
@@ -652,61 +421,6 @@ impl JobFile {
             .validate()
             .map_err(|e| JobError::Invalid(e.to_string()))
     }
-}
-
-/// Where a worker's rank and the world size come from, in order: the command line, then the
-/// variables of SLURM (`SLURM_PROCID`, `SLURM_NTASKS`), torchrun-style launchers (`RANK`,
-/// `WORLD_SIZE`), Open MPI (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`) and MPICH/PMI
-/// (`PMI_RANK`, `PMI_SIZE`).
-pub fn resolve_rank(
-    cli_rank: Option<u16>,
-    world: u16,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<u16, JobError> {
-    const LAUNCHERS: [(&str, &str, &str); 4] = [
-        ("SLURM", "SLURM_PROCID", "SLURM_NTASKS"),
-        ("torchrun", "RANK", "WORLD_SIZE"),
-        ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-        ("PMI", "PMI_RANK", "PMI_SIZE"),
-    ];
-    let parse = |name: &str, text: String| -> Result<u16, JobError> {
-        text.trim()
-            .parse()
-            .map_err(|_| JobError::Invalid(format!("{name}=`{text}` is not a rank or size")))
-    };
-    let (rank, source) = match cli_rank {
-        Some(r) => (r, "--rank".to_string()),
-        None => {
-            let mut found = None;
-            for (launcher, rank_var, size_var) in LAUNCHERS {
-                if let Some(text) = env(rank_var) {
-                    let rank = parse(rank_var, text)?;
-                    if let Some(size) = env(size_var) {
-                        let size = parse(size_var, size)?;
-                        if size != world {
-                            return Err(JobError::Invalid(format!(
-                                "{size_var}={size} ({launcher}) but the job has world = {world}"
-                            )));
-                        }
-                    }
-                    found = Some((rank, format!("{rank_var} ({launcher})")));
-                    break;
-                }
-            }
-            found.ok_or_else(|| {
-                JobError::Invalid(
-                    "no rank: give --rank, or start the worker under SLURM, torchrun or mpirun"
-                        .into(),
-                )
-            })?
-        }
-    };
-    if rank >= world {
-        return Err(JobError::Invalid(format!(
-            "rank {rank} from {source} is not below the job's world size {world}"
-        )));
-    }
-    Ok(rank)
 }
 
 #[cfg(test)]
@@ -920,7 +634,10 @@ mod tests {
         assert!(jumbo
             .fits_datapath(switchgnn_net::MAX_DATAGRAM, "w")
             .is_ok());
-        let err = jumbo.fits_datapath(2_048 - 42, "worker 3").unwrap_err();
+        let err = jumbo
+            .fits_datapath(2_048 - 42, "worker 3")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("8972 bytes") && err.contains("worker 3's") && err.contains("--mtu"),
             "{err}"
