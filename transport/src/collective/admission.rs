@@ -2,8 +2,7 @@
 //! time for its hello; connections that have not said hello are bounded per address and in
 //! all, and complaints about strangers are rate-limited.
 
-use std::io;
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};

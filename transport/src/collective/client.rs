@@ -1,8 +1,7 @@
 //! A worker's connection to the collective service: connect and say hello, then one blocking
 //! call per round.
 
-use std::io;
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};

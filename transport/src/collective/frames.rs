@@ -1,9 +1,7 @@
 //! The service's frames on the wire, as both ends read and write them: the greeting and the
 //! hello with its proof, rounds of `f32` values, and the reads that wait with a deadline.
 
-use std::io;
-use std::io::Read;
-use std::io::Write;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -1,8 +1,7 @@
 //! The parameter server beside the switch: it gathers each round's vectors from every worker
 //! of a job, reduces them in rank order and answers every worker with the same result.
 
-use std::io;
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -2,9 +2,7 @@
 //! all-reduce of the collective service, and the lower rank of each pair connects and proves
 //! it belongs to the job.
 
-use std::io;
-use std::io::Read;
-use std::io::Write;
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 

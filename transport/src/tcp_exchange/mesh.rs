@@ -1,8 +1,7 @@
 //! A worker's connections to every peer and one exchange over them: rows written in large
 //! paced frames from one thread while one thread per peer reads.
 
-use std::io::Write;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
