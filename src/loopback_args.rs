@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::Link;
 
 #[derive(Debug, clap::Args)]

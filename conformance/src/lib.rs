@@ -33,7 +33,7 @@ use switchgnn_sim::driver::SimConfig;
 use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
 use switchgnn_transport::loopback::{run_single_exchange, run_single_exchange_two_level};
 use switchgnn_transport::server::ServerConfig;
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::{Link, Timeouts};
 
 /// A network condition of the suite. Delays of held-back packets are the driver's to choose

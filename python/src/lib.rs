@@ -29,7 +29,7 @@ use switchgnn_transport::client::WorkerWire;
 use switchgnn_transport::collective::{ReduceOp, RunningService, ServiceConfig};
 use switchgnn_transport::job::AllReduceVia;
 use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::{JobFile, Participant, ParticipantError, Timeouts};
 
 use crate::plan::{Failure, PrepareArgs, Prepared};

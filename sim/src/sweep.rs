@@ -19,7 +19,7 @@ use switchgnn_datasets::{Dataset, Progress};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::PlanOptions;
 use switchgnn_scheduler::planner::{choose, CANDIDATES, HOST_ONLY};
-use switchgnn_transport::capture::Capture;
+use switchgnn_net::capture::Capture;
 use thiserror::Error;
 
 use crate::driver::SimConfig;

@@ -12,7 +12,7 @@ use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_trainer::distributed::cluster::{run_loopback, ClusterOutcome};
 use switchgnn_trainer::{train, ModelConfig, ModelKind, Prepared, RunReport, TrainConfig};
 use switchgnn_transport::job::AllReduceVia;
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::{ExchangeKind, JobFile, Session, Timeouts};
 
 fn synthetic() -> Dataset {

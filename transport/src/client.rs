@@ -23,24 +23,38 @@ use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::{wire, Address, Nanos};
 use thiserror::Error;
 
-use crate::job::{Link, Role, Timeouts, Transport};
-use crate::socket::{EcnCodepoint, Endpoint, EndpointStats, PeerCounters, ShimConfig};
+use crate::job::{Link, Timeouts};
 use switchgnn_dataplane::ExchangeKind;
+use switchgnn_net::datapath::SideSender;
+use switchgnn_net::dpdk::Role;
+use switchgnn_net::{EcnCodepoint, Endpoint, EndpointStats, OpenError, Opening, PeerCounters};
+use switchgnn_net::{ShimConfig, Transport};
 
 /// How often the heartbeat thread looks at the control machine's timers at most.
 const HEARTBEAT_NAP: Duration = Duration::from_millis(50);
 
+/// How a worker reaches its switch and what it tells it in its hello.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
+    /// The job's id.
     pub job: u16,
+    /// This worker's rank.
     pub rank: u16,
+    /// The job's workers.
     pub world: u16,
+    /// The exchange the job runs: the switch refuses a worker that says another.
     pub mode: ExchangeKind,
+    /// The checksum of the exchange plans: every worker and the switch must hold the same.
     pub plan_checksum: u64,
+    /// Where the switch listens.
     pub switch: SocketAddr,
+    /// Where a UDP worker binds (port 0: any free port).
     pub bind: SocketAddr,
+    /// Join, liveness and protocol timers.
     pub timeouts: Timeouts,
+    /// The link's rate, window and MTU.
     pub link: Link,
+    /// Faults injected on every send (tests).
     pub faults: ShimConfig,
     /// The datapath: the kernel's UDP stack (bound at `bind`) or DPDK.
     pub transport: Transport,
@@ -81,57 +95,85 @@ impl WorkerConfig {
     }
 }
 
+/// Why a worker stopped.
 #[derive(Debug, Error)]
 pub enum WorkerError {
+    /// The socket failed.
     #[error("worker socket: {0}")]
     Io(#[from] std::io::Error),
+    /// The datapath did not open (an address in use, DPDK's set-up).
+    #[error("worker socket: {0}")]
+    Open(#[from] OpenError),
     #[error(
         "the switch at {switch} did not answer within {waited:.1?} ({hellos} hellos sent, \
          {received} other packets received); is `switchgnn switch` running there?"
     )]
+    /// No welcome came from the switch within the join timeout.
     NoSwitch {
+        /// Where the hellos went.
         switch: SocketAddr,
+        /// How long the worker waited.
         waited: Duration,
+        /// Hellos sent.
         hellos: u32,
+        /// Other packets received meanwhile.
         received: u64,
     },
+    /// The switch refused the hello (a mismatch, a bad proof).
     #[error("the switch refused worker {rank}: {reason}")]
-    Refused { rank: u16, reason: String },
+    Refused {
+        /// This worker's rank.
+        rank: u16,
+        /// The switch's reason.
+        reason: String,
+    },
+    /// The switch aborted the job; its reason.
     #[error("the switch aborted the job: {0}")]
     Aborted(String),
     #[error(
         "the switch at {switch} fell silent for {silent:.1?} during {during} (at {at}; \
          {received} packets received in it)"
     )]
+    /// The switch fell silent during an operation.
     SwitchSilent {
+        /// The switch's address.
         switch: SocketAddr,
+        /// How long nothing came.
         silent: Duration,
+        /// The operation (an exchange, an all-reduce).
         during: String,
         /// Where the operation stood: its block, its slices.
         at: String,
+        /// Packets received in the operation.
         received: u64,
     },
+    /// The caller's stop flag was raised.
     #[error("cancelled")]
     Cancelled,
     #[error(
         "the switch gives this job no all-reduce slots (an older switch, or P4 entries made \
          with --allreduce-slots 0): run the all-reduce over tcp"
     )]
+    /// The switch has no all-reduce slots for this job.
     NoAllReduceSlots,
+    /// The in-switch all-reduce's engine failed.
     #[error("in-switch all-reduce: {0}")]
     AllReduce(AllReduceError),
     /// The link's MTU is more than the datapath sends.
-    #[error("{0}")]
-    Mtu(String),
+    #[error(transparent)]
+    Mtu(#[from] crate::job::MtuTooLarge),
 }
 
 /// Traffic between this worker and the switch, as it crossed the socket.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WorkerWire {
+    /// Traffic with the switch.
     pub to_switch: PeerCounters,
+    /// The endpoint's own counters.
     pub endpoint: EndpointStats,
     /// Packets from addresses other than the switch (dropped).
     pub stray: u64,
+    /// Control messages that did not parse.
     pub malformed_control: u64,
     /// Times the switch asked this worker to say hello again (a restarted switch).
     pub rejoins: u64,
@@ -165,7 +207,7 @@ struct Heartbeat {
 
 impl Heartbeat {
     fn start(
-        mut socket: Box<dyn crate::datapath::SideSender>,
+        mut socket: Box<dyn SideSender>,
         switch: SocketAddr,
         epoch: Instant,
         control: Arc<Mutex<WorkerControl>>,
@@ -222,31 +264,22 @@ impl WorkerClient {
     /// `capture` (finished when the client is dropped).
     pub fn connect_capturing(
         cfg: WorkerConfig,
-        capture: Option<crate::capture::Capture>,
+        capture: Option<switchgnn_net::capture::Capture>,
     ) -> Result<WorkerClient, WorkerError> {
-        let mut endpoint = match &cfg.transport {
-            Transport::Udp => Endpoint::bind(cfg.bind, cfg.faults)?,
-            Transport::Dpdk(settings) => {
-                let SocketAddr::V4(switch) = cfg.switch else {
-                    return Err(WorkerError::Io(std::io::Error::other(format!(
-                        "the DPDK datapath speaks IPv4; the switch address {} is not",
-                        cfg.switch
-                    ))));
-                };
-                let local = SocketAddr::V4(settings.worker_addr(cfg.rank, switch));
-                Endpoint::dpdk(
-                    settings,
-                    cfg.job,
-                    cfg.world,
-                    Role::Worker(cfg.rank),
-                    local,
-                    cfg.faults,
-                )?
-            }
-        };
+        let mut endpoint = switchgnn_net::open(
+            &cfg.transport,
+            &Opening {
+                job: cfg.job,
+                world: cfg.world,
+                role: Role::Worker(cfg.rank),
+                bind: cfg.bind,
+                switch: cfg.switch,
+                faults: cfg.faults,
+                recv_buffer: None,
+            },
+        )?;
         cfg.link
-            .fits_datapath(endpoint.max_datagram(), &format!("worker {}", cfg.rank))
-            .map_err(WorkerError::Mtu)?;
+            .fits_datapath(endpoint.max_datagram(), &format!("worker {}", cfg.rank))?;
         if let Some(c) = capture {
             endpoint.capture_to(c);
         }
@@ -531,6 +564,7 @@ impl WorkerClient {
         Ok(self.wire())
     }
 
+    /// The traffic so far (the kernel's drop count read now).
     pub fn wire(&mut self) -> WorkerWire {
         // Refresh the socket's drop count (the kernel's figure).
         self.endpoint.backlog();

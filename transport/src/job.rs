@@ -48,173 +48,62 @@
 //! racks = [0, 0, 1, 1]           # optional: each rank's rack (default: consecutive ranks)
 //! ```
 
-use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+mod rank;
+mod sections;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use switchgnn_chip::Chip;
-use switchgnn_dataplane::control::ControlTimers;
 use switchgnn_dataplane::control::Secret;
-use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::framing::HostFraming;
+use switchgnn_dataplane::switch::Racks;
 use switchgnn_dataplane::ExchangeKind;
+use switchgnn_net::dpdk::DpdkSettingsError;
+use switchgnn_net::ShimConfig;
 use thiserror::Error;
 
-use crate::socket::ShimConfig;
-use switchgnn_dataplane::switch::Racks;
+pub use rank::resolve_rank;
+pub use sections::{
+    parse_exchange, AllReduce, AllReduceVia, ExchangeVia, Fabric, Link, MtuTooLarge, Timeouts,
+    TransportKind,
+};
+pub use switchgnn_net::dpdk::{DpdkSettings, Role};
+pub use switchgnn_net::Transport;
 
+/// Why a job file (or a file it names) cannot be used.
 #[derive(Debug, Error)]
 pub enum JobError {
+    /// The file could not be read.
     #[error("cannot read job file {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The file is not a valid job file (TOML, fields, or a setting that cannot work).
     #[error("job file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, as the parser or the checks say it.
+        message: String,
+    },
+    /// A setting that cannot work, named.
     #[error("{0}")]
     Invalid(String),
+    /// The `[dpdk]` section cannot work.
+    #[error(transparent)]
+    Dpdk(#[from] DpdkSettingsError),
 }
 
-/// Timer settings in human units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Timeouts {
-    pub join_ms: u64,
-    pub peer_ms: u64,
-    pub rto_us: u64,
-    pub control_us: u64,
-    pub result_us: u64,
-}
-
-impl Default for Timeouts {
-    /// Suited to loopback and LANs under a general-purpose OS, where a process may wait
-    /// milliseconds for a core (the dataplane's own defaults assume a 2 µs fabric).
-    fn default() -> Self {
-        Timeouts {
-            join_ms: 20_000,
-            peer_ms: 5_000,
-            rto_us: 20_000,
-            control_us: 5_000,
-            result_us: 50_000,
-        }
-    }
-}
-
-impl Timeouts {
-    /// For one machine's loopback, whose round trips are tens of microseconds: recovery
-    /// timers of milliseconds keep lossy runs short (a spurious retransmission costs traffic,
-    /// never exactness); peers get 10 s.
-    pub fn loopback() -> Timeouts {
-        Timeouts {
-            join_ms: 20_000,
-            peer_ms: 10_000,
-            rto_us: 2_000,
-            control_us: 1_000,
-            result_us: 5_000,
-        }
-    }
-
-    pub fn join(&self) -> Duration {
-        Duration::from_millis(self.join_ms)
-    }
-
-    pub fn peer(&self) -> Duration {
-        Duration::from_millis(self.peer_ms)
-    }
-
-    /// How long a worker may go without an all-reduce: one training epoch of computation, so
-    /// far longer than a peer timeout (a dead worker closes its connection at once anyway).
-    pub fn collective_idle(&self) -> Duration {
-        (120 * self.peer()).max(Duration::from_secs(600))
-    }
-
-    /// The control plane's timers (hellos and goodbyes repeat every 100 ms).
-    pub fn control(&self) -> ControlTimers {
-        ControlTimers {
-            join: self.join_ms * 1_000_000,
-            peer: self.peer_ms * 1_000_000,
-            retry: 100_000_000,
-        }
-    }
-
-    /// The engine's protocol timers.
-    pub fn protocol(&self) -> Timers {
-        Timers {
-            rto: self.rto_us * 1_000,
-            control: self.control_us * 1_000,
-            result: self.result_us * 1_000,
-        }
-    }
-}
-
-/// The emulated links.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Link {
-    /// Rate cap in Gbit/s of each worker's sending and of each switch egress port.
-    pub gbps: f64,
-    pub ecn_threshold_bytes: u64,
-    /// Data chunks a worker may have unacknowledged at once: keeps a slow software switch's
-    /// socket queue (and with it the round-trip time) short.
-    pub window: usize,
-    /// Whether workers keep a congestion window below `window` (halved on loss and ECN, as
-    /// TCP's). Off only to show what a rate-only sender does to a slow switch.
-    pub congestion_window: bool,
-    /// The links' MTU, bytes: the host exchange packs its copies into packets this large
-    /// (576 to 9216; above 1500 only where every host link takes jumbo frames).
-    pub mtu: u32,
-    /// The host exchange's receivers acknowledge once per this many packets from a sender.
-    pub ack_every: u32,
-}
-
-impl Default for Link {
-    fn default() -> Self {
-        Link {
-            gbps: 10.0,
-            ecn_threshold_bytes: 64 * 1024,
-            window: 64,
-            congestion_window: true,
-            mtu: HostFraming::default().mtu,
-            ack_every: HostFraming::default().ack_every,
-        }
-    }
-}
-
-impl Link {
-    /// How the host exchange frames its copies on these links.
-    pub fn framing(&self) -> HostFraming {
-        HostFraming {
-            mtu: self.mtu,
-            ack_every: self.ack_every,
-        }
-    }
-
-    /// Whether `who`'s datapath, which sends datagrams of at most `most` bytes, carries the
-    /// host exchange's packed copies; what to change if not.
-    pub fn fits_datapath(&self, most: usize, who: &str) -> Result<(), String> {
-        let datagram = self.framing().datagram_len();
-        if datagram <= most {
-            return Ok(());
-        }
-        Err(format!(
-            "link.mtu = {} packs host copies into datagrams of {datagram} bytes, but {who}'s \
-             datapath sends at most {most}: lower the MTU (--mtu)",
-            self.mtu
-        ))
-    }
-
-    /// Bytes per second.
-    pub fn rate(&self) -> f64 {
-        self.gbps * 1e9 / 8.0
-    }
-}
-
+/// A job file as read: everything the switch process and the workers of one run share.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobFile {
+    /// The job's id (default 1): a switch serving several jobs tells them apart by it.
     #[serde(default = "default_job")]
     pub job: u16,
     /// The plan directory, relative to the job file.
@@ -222,13 +111,16 @@ pub struct JobFile {
     /// The dataset argument; default: the one the plan was prepared from.
     #[serde(default)]
     pub dataset: Option<String>,
+    /// The exchange the job runs (default `switchgnn`).
     #[serde(default = "default_mode")]
     pub mode: ExchangeKind,
     /// What carries the exchanges: packets through the switch, or (with `mode = "host"`) TCP
     /// connections between the workers.
     #[serde(default, skip_serializing_if = "ExchangeVia::is_switch")]
     pub exchange_via: ExchangeVia,
+    /// Where the switch listens (the spine, on a two-level fabric).
     pub switch: SocketAddr,
+    /// The job's workers.
     pub world: u16,
     /// Where workers bind; default: any address, a free port.
     #[serde(default)]
@@ -244,10 +136,13 @@ pub struct JobFile {
     /// DPDK's settings, for `transport = "dpdk"`.
     #[serde(default, skip_serializing_if = "DpdkSettings::is_default")]
     pub dpdk: DpdkSettings,
+    /// Join, liveness and protocol timers.
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// The emulated links.
     #[serde(default)]
     pub link: Link,
+    /// Seeded faults on every sender (tests).
     #[serde(default)]
     pub faults: ShimConfig,
     /// A file holding the job's admission secret (its bytes, without a trailing newline; 16 at
@@ -269,361 +164,12 @@ pub struct JobFile {
     pub chip: Option<String>,
 }
 
-/// The `[fabric]` section: the job runs on a two-level fabric, a leaf switch per rack (each
-/// rack's workers join its leaf) under the spine, which the job's `switch` address names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fabric {
-    /// Rack `r`'s leaf switch.
-    pub leaves: Vec<SocketAddr>,
-    /// Each rank's rack; default: consecutive ranks, as even as can be.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub racks: Option<Vec<u16>>,
-}
-
-/// The `[allreduce]` section: where training's all-reduce (weight gradients, the exchanges'
-/// scale agreement) runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AllReduce {
-    /// `"switch"`: in the switch's own slots, SwitchML's protocol; `"tcp"`: through the
-    /// parameter-server service beside the switch (the fallback and the reference).
-    pub via: AllReduceVia,
-    /// Slots (of 64 values, two banks each) the switch gives the job: the window of slices
-    /// each worker keeps in flight. The switch's job file counts; workers learn it from the
-    /// switch's welcome.
-    pub slots: u16,
-    /// ATP's best-effort mode: no slots of its own, but the switch's pool shared by every
-    /// best-effort job; what the pool cannot take (a slot another slice holds, a
-    /// retransmission) the switch's host finishes. `slots` is then only the window.
-    pub best_effort: bool,
-}
-
-impl Default for AllReduce {
-    fn default() -> Self {
-        AllReduce {
-            via: AllReduceVia::Switch,
-            slots: 128,
-            best_effort: false,
-        }
-    }
-}
-
-/// Where an all-reduce runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AllReduceVia {
-    /// In the switch.
-    #[default]
-    Switch,
-    /// Through the TCP service beside the switch.
-    Tcp,
-}
-
-impl AllReduceVia {
-    pub fn parse(name: &str) -> Option<AllReduceVia> {
-        match name {
-            "switch" => Some(AllReduceVia::Switch),
-            "tcp" => Some(AllReduceVia::Tcp),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AllReduceVia::Switch => "switch",
-            AllReduceVia::Tcp => "tcp",
-        }
-    }
-}
-
-/// What carries a job's exchanges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExchangeVia {
-    /// Packets through the switch (every exchange kind).
-    #[default]
-    Switch,
-    /// The host exchange's copies over one TCP connection per pair of workers, the switch
-    /// process only the control path and the rendezvous ([`crate::tcp_exchange`]): the
-    /// kernel's own transport, as gloo's all-to-all runs it, for a baseline.
-    Tcp,
-}
-
-impl ExchangeVia {
-    fn is_switch(&self) -> bool {
-        *self == ExchangeVia::Switch
-    }
-}
-
-/// What the command line's `--exchange NAME` runs: `tcp` is the host exchange over TCP, any
-/// other name the kind it names through the switch. `None` for an unknown name.
-pub fn parse_exchange(name: &str) -> Option<(ExchangeKind, ExchangeVia)> {
-    match name {
-        "tcp" => Some((ExchangeKind::Host, ExchangeVia::Tcp)),
-        _ => ExchangeKind::parse(name).map(|k| (k, ExchangeVia::Switch)),
-    }
-}
-
 fn default_job() -> u16 {
     1
 }
 
 fn default_mode() -> ExchangeKind {
     ExchangeKind::Switchgnn
-}
-
-/// Which datapath carries the packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransportKind {
-    /// The kernel's UDP stack.
-    #[default]
-    Udp,
-    /// DPDK: Ethernet frames straight from and to the NIC (cargo feature `dpdk`).
-    Dpdk,
-}
-
-impl TransportKind {
-    pub fn parse(name: &str) -> Option<TransportKind> {
-        match name {
-            "udp" => Some(TransportKind::Udp),
-            "dpdk" => Some(TransportKind::Dpdk),
-            _ => None,
-        }
-    }
-
-    /// Whether this build can run it.
-    pub fn is_available(self) -> bool {
-        self == TransportKind::Udp || cfg!(feature = "dpdk")
-    }
-}
-
-/// The transport a switch process or worker opens, with its settings.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum Transport {
-    #[default]
-    Udp,
-    Dpdk(DpdkSettings),
-}
-
-/// Who opens a DPDK datapath: its devices and EAL file prefix differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Switch,
-    Worker(u16),
-}
-
-/// How the processes of a job reach DPDK. Every process of the job reads the same section;
-/// `{rank}` in an EAL argument or a device becomes the worker's rank (`switch` at the switch),
-/// and a switch device naming `{worker}` is repeated once per worker.
-///
-/// A device whose name starts with `net_` is a virtual device (EAL `--vdev`), anything else a
-/// PCI address to use (EAL `-a`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DpdkSettings {
-    /// EAL arguments of every process (e.g. `--no-huge`, `-m 512`, `--no-pci`). Unless given,
-    /// a file prefix of its own per process, and an lcore that may run on any CPU (so that
-    /// several processes on one machine do not share a core).
-    pub eal: Vec<String>,
-    /// A memif socket path: the switch serves one memif interface per worker on it (ids
-    /// 0..world), each worker connects to it as a client with its rank as id.
-    pub memif: Option<PathBuf>,
-    /// Devices of the switch process.
-    pub switch_devices: Vec<String>,
-    /// Devices of each worker process.
-    pub worker_devices: Vec<String>,
-    /// The workers' IPv4 addresses by rank. Default: the switch's IP, port switch + 1 + rank —
-    /// enough where workers are told apart by port (memif, veth pairs on one machine); a
-    /// cluster names each host's address.
-    pub workers: Vec<SocketAddrV4>,
-    /// Static ARP: the Ethernet address of an IPv4 address. A peer not listed is reached at
-    /// the address its last frame came from, and before any frame at the broadcast address.
-    pub arp: BTreeMap<Ipv4Addr, String>,
-    /// Packet buffers in each process's pool.
-    pub mbufs: u32,
-    /// Descriptors of each receive and send ring.
-    pub ring: u16,
-}
-
-impl Default for DpdkSettings {
-    fn default() -> Self {
-        DpdkSettings {
-            eal: Vec::new(),
-            memif: None,
-            switch_devices: Vec::new(),
-            worker_devices: Vec::new(),
-            workers: Vec::new(),
-            arp: BTreeMap::new(),
-            mbufs: 16_383,
-            ring: 1024,
-        }
-    }
-}
-
-impl DpdkSettings {
-    fn is_default(&self) -> bool {
-        *self == DpdkSettings::default()
-    }
-
-    /// The address of worker `rank` of a job whose switch is at `switch`.
-    pub fn worker_addr(&self, rank: u16, switch: SocketAddrV4) -> SocketAddrV4 {
-        self.workers
-            .get(usize::from(rank))
-            .copied()
-            .unwrap_or_else(|| {
-                SocketAddrV4::new(*switch.ip(), switch.port().wrapping_add(1 + rank))
-            })
-    }
-
-    /// Whether the `eal` arguments give one of the options `names`: as `--name`,
-    /// `--name=value`, or a short option with its value attached (`-l3`).
-    fn gives(&self, names: &[&str]) -> bool {
-        self.eal.iter().any(|a| {
-            names.iter().any(|n| {
-                a == n
-                    || a.starts_with(&format!("{n}="))
-                    || (!n.starts_with("--") && a.starts_with(n))
-            })
-        })
-    }
-
-    /// Whether each process gets an EAL file prefix of its own (its pid in it): unless the
-    /// `eal` arguments name one or run in memory. The process's runtime folder is then its own.
-    pub fn makes_own_prefix(&self) -> bool {
-        !self.gives(&["--file-prefix", "--in-memory"])
-    }
-
-    /// The EAL arguments (after the program name) of `role` in a job of `world` workers.
-    pub fn eal_args(&self, job: u16, world: u16, role: Role) -> Vec<String> {
-        let who = match role {
-            Role::Switch => "switch".to_string(),
-            Role::Worker(r) => r.to_string(),
-        };
-        let fill = |s: &str| s.replace("{rank}", &who);
-        let mut args: Vec<String> = self.eal.iter().map(|a| fill(a)).collect();
-        if self.makes_own_prefix() {
-            args.push(format!(
-                "--file-prefix=switchgnn-{job}-{who}-{}",
-                std::process::id()
-            ));
-        }
-        if !self.gives(&["-l", "-c", "--lcores"]) {
-            args.push(format!("--lcores=0@({})", allowed_cpus()));
-        }
-        let mut devices = Vec::new();
-        match role {
-            Role::Switch => {
-                if let Some(path) = &self.memif {
-                    for w in 0..world {
-                        devices.push(format!(
-                            "net_memif{w},role=server,id={w},socket={}",
-                            path.display()
-                        ));
-                    }
-                }
-                for d in &self.switch_devices {
-                    if d.contains("{worker}") {
-                        devices.extend((0..world).map(|w| d.replace("{worker}", &w.to_string())));
-                    } else {
-                        devices.push(fill(d));
-                    }
-                }
-            }
-            Role::Worker(rank) => {
-                if let Some(path) = &self.memif {
-                    devices.push(format!(
-                        "net_memif0,role=client,id={rank},socket={}",
-                        path.display()
-                    ));
-                }
-                devices.extend(self.worker_devices.iter().map(|d| fill(d)));
-            }
-        }
-        for d in devices {
-            if d.starts_with("net_") {
-                args.push(format!("--vdev={d}"));
-            } else {
-                // A short option takes its value as the next argument.
-                args.extend(["-a".to_string(), d]);
-            }
-        }
-        args
-    }
-
-    /// The static ARP table, parsed.
-    pub fn arp_table(&self) -> Result<BTreeMap<Ipv4Addr, [u8; 6]>, JobError> {
-        self.arp
-            .iter()
-            .map(|(ip, text)| {
-                parse_mac(text).map(|mac| (*ip, mac)).ok_or_else(|| {
-                    JobError::Invalid(format!(
-                        "dpdk.arp: `{text}` (for {ip}) is not an Ethernet address like \
-                             02:00:00:00:00:01"
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    fn validate(&self, world: u16) -> Result<(), JobError> {
-        self.arp_table()?;
-        if self.mbufs < 512 {
-            return Err(JobError::Invalid(format!(
-                "dpdk.mbufs = {} is too few (at least 512: each core keeps a cache of 256)",
-                self.mbufs
-            )));
-        }
-        if !self.workers.is_empty() && self.workers.len() != usize::from(world) {
-            return Err(JobError::Invalid(format!(
-                "dpdk.workers names {} addresses for {world} workers",
-                self.workers.len()
-            )));
-        }
-        if self.mbufs < 2 * u32::from(self.ring) {
-            return Err(JobError::Invalid(format!(
-                "dpdk.mbufs = {} cannot fill a receive ring of {} and still send",
-                self.mbufs, self.ring
-            )));
-        }
-        if !self.ring.is_power_of_two() {
-            return Err(JobError::Invalid(format!(
-                "dpdk.ring = {} must be a power of two",
-                self.ring
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// The CPUs this process may run on, as EAL's lcore syntax lists them (`0,1,4`): an lcore
-/// allowed on all of them, rather than pinned to CPU 0, whatever cpuset the process got.
-fn allowed_cpus() -> String {
-    let cpus: Vec<String> = crate::affinity::get()
-        .map(|set| crate::affinity::cpus(&set).map(|i| i.to_string()).collect())
-        .unwrap_or_default();
-    if cpus.is_empty() {
-        let n = std::thread::available_parallelism().map_or(1, usize::from);
-        return format!("0-{}", n - 1);
-    }
-    cpus.join(",")
-}
-
-/// `aa:bb:cc:dd:ee:ff` (or with dashes).
-pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let parts: Vec<&str> = text.split([':', '-']).collect();
-    if parts.len() != 6 {
-        return None;
-    }
-    let mut mac = [0u8; 6];
-    for (m, p) in mac.iter_mut().zip(parts) {
-        if p.len() != 2 {
-            return None;
-        }
-        *m = u8::from_str_radix(p, 16).ok()?;
-    }
-    Some(mac)
 }
 
 impl JobFile {
@@ -767,6 +313,7 @@ impl JobFile {
         }
     }
 
+    /// The job file's text (what `read` reads back).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("job files serialise")
     }
@@ -874,61 +421,6 @@ impl JobFile {
             .validate()
             .map_err(|e| JobError::Invalid(e.to_string()))
     }
-}
-
-/// Where a worker's rank and the world size come from, in order: the command line, then the
-/// variables of SLURM (`SLURM_PROCID`, `SLURM_NTASKS`), torchrun-style launchers (`RANK`,
-/// `WORLD_SIZE`), Open MPI (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`) and MPICH/PMI
-/// (`PMI_RANK`, `PMI_SIZE`).
-pub fn resolve_rank(
-    cli_rank: Option<u16>,
-    world: u16,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<u16, JobError> {
-    const LAUNCHERS: [(&str, &str, &str); 4] = [
-        ("SLURM", "SLURM_PROCID", "SLURM_NTASKS"),
-        ("torchrun", "RANK", "WORLD_SIZE"),
-        ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-        ("PMI", "PMI_RANK", "PMI_SIZE"),
-    ];
-    let parse = |name: &str, text: String| -> Result<u16, JobError> {
-        text.trim()
-            .parse()
-            .map_err(|_| JobError::Invalid(format!("{name}=`{text}` is not a rank or size")))
-    };
-    let (rank, source) = match cli_rank {
-        Some(r) => (r, "--rank".to_string()),
-        None => {
-            let mut found = None;
-            for (launcher, rank_var, size_var) in LAUNCHERS {
-                if let Some(text) = env(rank_var) {
-                    let rank = parse(rank_var, text)?;
-                    if let Some(size) = env(size_var) {
-                        let size = parse(size_var, size)?;
-                        if size != world {
-                            return Err(JobError::Invalid(format!(
-                                "{size_var}={size} ({launcher}) but the job has world = {world}"
-                            )));
-                        }
-                    }
-                    found = Some((rank, format!("{rank_var} ({launcher})")));
-                    break;
-                }
-            }
-            found.ok_or_else(|| {
-                JobError::Invalid(
-                    "no rank: give --rank, or start the worker under SLURM, torchrun or mpirun"
-                        .into(),
-                )
-            })?
-        }
-    };
-    if rank >= world {
-        return Err(JobError::Invalid(format!(
-            "rank {rank} from {source} is not below the job's world size {world}"
-        )));
-    }
-    Ok(rank)
 }
 
 #[cfg(test)]
@@ -1108,66 +600,6 @@ mod tests {
     }
 
     #[test]
-    fn dpdk_settings_become_each_process_eal_arguments() {
-        let settings = DpdkSettings {
-            eal: vec!["--no-huge".into(), "--log-level={rank}:info".into()],
-            memif: Some(PathBuf::from("/tmp/j.sock")),
-            switch_devices: vec!["net_af_packet{worker},iface=sw{worker}".into()],
-            worker_devices: vec!["0000:3b:00.{rank}".into()],
-            ..DpdkSettings::default()
-        };
-        let switch = settings.eal_args(1, 2, Role::Switch);
-        assert!(switch.contains(&"--log-level=switch:info".to_string()));
-        assert!(switch
-            .iter()
-            .any(|a| a.starts_with("--file-prefix=switchgnn-1-switch-")));
-        assert!(switch.iter().any(|a| a.starts_with("--lcores=0@(")));
-        for w in 0..2 {
-            let memif = format!("--vdev=net_memif{w},role=server,id={w},socket=/tmp/j.sock");
-            assert!(switch.contains(&memif), "{switch:?}");
-            let veth = format!("--vdev=net_af_packet{w},iface=sw{w}");
-            assert!(switch.contains(&veth), "{switch:?}");
-        }
-        let worker = settings.eal_args(1, 2, Role::Worker(1));
-        assert!(worker.contains(&"--vdev=net_memif0,role=client,id=1,socket=/tmp/j.sock".into()));
-        assert!(
-            worker.ends_with(&["-a".to_string(), "0000:3b:00.1".to_string()]),
-            "{worker:?}"
-        );
-        // A prefix or lcores the user gave are kept, not doubled.
-        let own = DpdkSettings {
-            eal: vec!["--in-memory".into(), "-l".into(), "3".into()],
-            ..DpdkSettings::default()
-        };
-        let args = own.eal_args(1, 2, Role::Worker(0));
-        assert_eq!(args, ["--in-memory", "-l", "3"]);
-        let attached = DpdkSettings {
-            eal: vec!["-l3".into(), "--file-prefix=mine".into()],
-            ..DpdkSettings::default()
-        };
-        assert_eq!(
-            attached.eal_args(1, 2, Role::Switch),
-            ["-l3", "--file-prefix=mine"]
-        );
-
-        let switch_at: SocketAddrV4 = "10.0.0.1:47000".parse().unwrap();
-        assert_eq!(
-            own.worker_addr(1, switch_at),
-            "10.0.0.1:47002".parse::<SocketAddrV4>().unwrap()
-        );
-        assert_eq!(parse_mac("02:00:0a:FF:00:01"), Some([2, 0, 10, 255, 0, 1]));
-        for bad in ["02:00:0a:ff:00", "02:00:0a:ff:00:0g", "0200:0a:ff:00:01:02"] {
-            assert_eq!(parse_mac(bad), None, "{bad}");
-        }
-        let bad_arp = DpdkSettings {
-            arp: [("10.0.0.1".parse().unwrap(), "nope".to_string())].into(),
-            ..DpdkSettings::default()
-        };
-        let err = bad_arp.validate(2).unwrap_err().to_string();
-        assert!(err.contains("nope") && err.contains("10.0.0.1"), "{err}");
-    }
-
-    #[test]
     fn a_dpdk_job_file_is_read_or_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("job.toml");
@@ -1200,9 +632,12 @@ mod tests {
         };
         // The kernel's datapath takes a jumbo frame's payload; DPDK's 2 KiB buffers do not.
         assert!(jumbo
-            .fits_datapath(crate::socket::MAX_DATAGRAM, "w")
+            .fits_datapath(switchgnn_net::MAX_DATAGRAM, "w")
             .is_ok());
-        let err = jumbo.fits_datapath(2_048 - 42, "worker 3").unwrap_err();
+        let err = jumbo
+            .fits_datapath(2_048 - 42, "worker 3")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("8972 bytes") && err.contains("worker 3's") && err.contains("--mtu"),
             "{err}"

@@ -2,9 +2,9 @@
 //! exchange engines and the control plane of `switchgnn-dataplane`) driven in real time over
 //! UDP.
 //!
-//! - [`socket`]: a batched, non-blocking UDP endpoint with ECN codepoints, per-peer counters
-//!   and a seeded fault shim;
-//! - [`capture`]: pcap files of what an endpoint sends and receives, for Wireshark;
+//! Packet I/O (the endpoint, its datapaths, captures) lives in `switchgnn-net`; [`capture`],
+//! [`dpdk`] and the endpoint's types are re-exported here for the callers of this crate.
+//!
 //! - [`job`]: the job file (TOML) and the rank from launcher variables;
 //! - [`liveness`]: when the switch process last heard each worker, for its services;
 //! - [`session`]: the per-layer exchange plans both sides derive, their checksum, the schedule;
@@ -19,15 +19,10 @@
 //!   transport as a baseline;
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
+#![warn(missing_docs, unreachable_pub)]
 
-mod affinity;
-pub mod capture;
 pub mod client;
 pub mod collective;
-pub mod datapath;
-#[cfg(feature = "dpdk")]
-pub mod dpdk;
-pub mod frame;
 pub mod job;
 pub mod liveness;
 pub mod loopback;
@@ -36,9 +31,7 @@ pub mod runner;
 pub mod server;
 pub mod session;
 pub mod session_file;
-pub mod socket;
 pub mod tcp_exchange;
-pub mod udp;
 pub mod workload;
 
 pub use client::{WorkerClient, WorkerConfig, WorkerError};
@@ -47,3 +40,5 @@ pub use participant::{Participant, ParticipantError};
 pub use server::{Overload, ServerConfig, ServerError, ServerReport, SwitchServer};
 pub use session::Session;
 pub use switchgnn_dataplane::ExchangeKind;
+pub use switchgnn_net::{capture, dpdk};
+pub use switchgnn_net::{Endpoint, EndpointStats, PeerCounters, ShimConfig};

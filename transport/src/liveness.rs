@@ -17,6 +17,7 @@ pub struct Liveness {
 }
 
 impl Liveness {
+    /// A table for `world` workers, none heard yet; one silent for `peer_timeout` is gone.
     pub fn new(world: u16, peer_timeout: Duration) -> Liveness {
         Liveness {
             epoch: Instant::now(),

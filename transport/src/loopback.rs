@@ -44,12 +44,12 @@ fn worker_config(
         bind: SocketAddr::from(([127, 0, 0, 1], 0)),
         timeouts: server.timeouts,
         link: server.link,
-        faults: crate::socket::ShimConfig {
+        faults: switchgnn_net::ShimConfig {
             seed: server.faults.seed ^ (u64::from(rank) + 1),
             ..server.faults
         },
         // Threads of one process share one EAL at most: loopback jobs run over UDP.
-        transport: crate::job::Transport::Udp,
+        transport: switchgnn_net::Transport::Udp,
         secret: server.secret.clone(),
     }
 }
@@ -57,7 +57,9 @@ fn worker_config(
 /// What a loopback job did.
 #[derive(Debug)]
 pub struct LoopbackOutcome {
+    /// The switch's report at its end.
     pub switch: ServerReport,
+    /// Each worker's report, or why it failed, by rank.
     pub workers: Vec<Result<WorkerReport, RunError>>,
     /// Wall time from the switch's start to its end.
     pub seconds: f64,
@@ -205,13 +207,23 @@ pub fn run_exchange_job(
 /// Why a loopback exchange did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum LoopbackError {
+    /// The switch failed.
     #[error("switch: {0}")]
     Switch(#[from] ServerError),
+    /// A worker's connection failed.
     #[error("worker {rank}: {source}")]
-    Worker { rank: u16, source: WorkerError },
+    Worker {
+        /// The worker's rank.
+        rank: u16,
+        /// Why.
+        source: WorkerError,
+    },
+    /// A worker's engine refused its plan or inputs.
     #[error("worker {rank}: {source}")]
     Engine {
+        /// The worker's rank.
         rank: u16,
+        /// Why.
         source: switchgnn_dataplane::engine::EngineError,
     },
 }
@@ -219,8 +231,11 @@ pub enum LoopbackError {
 /// One worker's in-switch all-reduces: per operation, its result, wall time and counters.
 #[derive(Debug)]
 pub struct AllReduceRun {
+    /// Each operation's result.
     pub outputs: Vec<Vec<i32>>,
+    /// Each operation's wall time.
     pub seconds: Vec<f64>,
+    /// Each operation's engine counters.
     pub stats: Vec<AllReduceStats>,
 }
 
@@ -481,10 +496,15 @@ impl Exchange<'_> {
 /// engines, every worker holding its own vertices' rows of `features`.
 #[derive(Debug, Clone)]
 pub struct ExchangeJob {
+    /// The job's id.
     pub job: u16,
+    /// The exchange it runs.
     pub kind: ExchangeKind,
+    /// Its exchange plan.
     pub plan: Arc<ExchangePlan>,
+    /// Every vertex's row, row-major; each worker takes its own.
     pub features: Arc<Vec<f32>>,
+    /// The fixed-point scale the rows are encoded at.
     pub scale: Scale,
     /// The job's admission secret, if it has one.
     pub secret: Option<switchgnn_dataplane::control::Secret>,

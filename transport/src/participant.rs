@@ -37,39 +37,72 @@ use crate::tcp_exchange::{MeshConfig, TcpExchangeError, TcpMesh, TcpRoutes};
 pub enum ParticipantError {
     /// The connection to the switch (handshake, an exchange, goodbye).
     #[error("worker {rank}: {cause}")]
-    Worker { rank: u16, cause: WorkerError },
+    Worker {
+        /// The worker's rank.
+        rank: u16,
+        /// Why.
+        cause: WorkerError,
+    },
     /// The connection to the all-reduce service.
     #[error("worker {rank}: {cause}")]
-    Collective { rank: u16, cause: CollectiveError },
+    Collective {
+        /// The worker's rank.
+        rank: u16,
+        /// Why.
+        cause: CollectiveError,
+    },
     /// An exchange engine refused its inputs.
     #[error("{during}: {cause}")]
-    Engine { during: String, cause: EngineError },
+    Engine {
+        /// Which exchange.
+        during: String,
+        /// Why.
+        cause: EngineError,
+    },
     /// No fixed-point scale fits the values of an all-reduce.
     #[error("all-reduce: {0} (are the values finite?)")]
     AllReduceScale(FixedError),
     /// No fixed-point scale fits the values of a layer.
     #[error("layer {layer}: {cause}")]
-    Scale { layer: usize, cause: FixedError },
+    Scale {
+        /// The layer.
+        layer: usize,
+        /// Why.
+        cause: FixedError,
+    },
     /// An exchange returned something else than the plan says.
     #[error("{during}: {what}")]
-    Mismatch { during: String, what: String },
+    Mismatch {
+        /// Which exchange.
+        during: String,
+        /// What differs.
+        what: String,
+    },
     /// The caller's arguments do not fit the plan.
     #[error("{0}")]
     Usage(String),
     /// The host exchange over TCP between the workers (meeting, an exchange).
     #[error("worker {rank}: {cause}")]
-    Tcp { rank: u16, cause: TcpExchangeError },
+    Tcp {
+        /// The worker's rank.
+        rank: u16,
+        /// Why.
+        cause: TcpExchangeError,
+    },
 }
 
 /// How a worker drives its exchanges.
 #[derive(Debug, Clone, Copy)]
 pub struct ParticipantOptions {
+    /// The job's id.
     pub job: u16,
+    /// This worker's rank.
     pub rank: u16,
     /// Sending rate cap (bytes/s).
     pub line_rate: f64,
     /// Unacknowledged data chunks at most.
     pub window: usize,
+    /// The engines' protocol timers.
     pub timers: Timers,
     /// How the host exchange packs its copies and acknowledges them.
     pub framing: switchgnn_dataplane::framing::HostFraming,
@@ -82,18 +115,27 @@ pub struct ParticipantOptions {
 /// Totals over a worker's exchanges and all-reduces, for its report.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ExchangeTotals {
+    /// Exchanges run.
     pub exchanges: u64,
     /// Wall time in exchanges (the scale's max all-reduce included).
     pub seconds: f64,
+    /// The exchanges' packets sent.
     pub packets_sent: u64,
+    /// The exchanges' packets received.
     pub packets_received: u64,
     /// Bytes of the exchanges' packets (headers included) and of their scales' agreement.
     pub bytes_sent: u64,
+    /// Bytes received, counted alike.
     pub bytes_received: u64,
+    /// Data packets sent again after a timeout or a loss signal.
     pub retransmits: u64,
+    /// Requests for sums that did not come in time.
     pub fetches_sent: u64,
+    /// Contributions summed at a host rather than in the switch.
     pub host_aggregated: u64,
+    /// Packets the engines dropped (stale, duplicate, unknown).
     pub dropped: u64,
+    /// Sums that saturated the fixed-point range.
     pub saturated: u64,
     /// The largest bound on one decoded sum's error, `n / (2f)`, over all exchanges.
     pub worst_error_bound: f64,
@@ -101,7 +143,9 @@ pub struct ExchangeTotals {
     pub all_reduces: u64,
     /// Wall time and bytes of those all-reduces.
     pub all_reduce_seconds: f64,
+    /// Bytes those all-reduces sent.
     pub all_reduce_bytes_sent: u64,
+    /// Bytes they received.
     pub all_reduce_bytes_received: u64,
 }
 
@@ -120,6 +164,7 @@ pub struct Participant {
     /// graph, not the plan, so that every exchange kind encodes alike and delivers the same bits.
     contributions: u64,
     seq: u32,
+    /// Totals so far.
     pub totals: ExchangeTotals,
     /// The in-switch all-reduce's buffers, kept from one call to the next: a gradient's
     /// all-reduce is megabytes, and fresh vectors cost a page fault per page every call.
@@ -250,6 +295,7 @@ impl Participant {
         })
     }
 
+    /// This worker's rank.
     pub fn rank(&self) -> u16 {
         self.opts.rank
     }
@@ -260,6 +306,7 @@ impl Participant {
         self.opts.allreduce = via;
     }
 
+    /// The job's exchange plans.
     pub fn session(&self) -> &Session {
         &self.session
     }

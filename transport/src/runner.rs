@@ -22,23 +22,34 @@ use crate::session::Session;
 use crate::tcp_exchange::{TcpExchangeError, TcpMesh, TcpRoutes, TcpTotals};
 use crate::workload::{OwnedRows, Workload};
 
+/// Why a worker's run of `switchgnn exchange` stopped.
 #[derive(Debug, Error)]
 pub enum RunError {
+    /// Its connection to the switch failed.
     #[error(transparent)]
     Worker(#[from] WorkerError),
+    /// An engine refused its plan or inputs.
     #[error("{during}: {source}")]
     Engine {
+        /// Which exchange.
         during: String,
+        /// Why.
         source: switchgnn_dataplane::engine::EngineError,
     },
+    /// No fixed-point scale fits the values.
     #[error("{during}: {source}")]
     Scale {
+        /// Which exchange.
         during: String,
+        /// Why.
         source: switchgnn_dataplane::fixed::FixedError,
     },
+    /// The exchange over TCP failed.
     #[error("{during}: {source}")]
     Tcp {
+        /// Which exchange (or the meeting).
         during: String,
+        /// Why.
         source: TcpExchangeError,
     },
 }
@@ -46,19 +57,26 @@ pub enum RunError {
 /// One exchange as a worker saw it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExchangeReport {
+    /// Its place in the worker's sequence of exchanges.
     pub seq: u32,
+    /// The layer it belongs to.
     pub layer: u8,
+    /// Whether it carried gradients (the backward pass).
     pub backward: bool,
+    /// Values per row.
     pub width: usize,
+    /// Blocks of its plan.
     pub blocks: usize,
     /// Wall time from the switch's go for the first block (every worker has joined) to the
     /// engine's completion: the exchange itself, without the wait for the slowest worker to
     /// reach it (the time from creating the engine when it never started). Over TCP, from
     /// when every peer had begun the exchange ([`TcpMesh::last_seconds`]).
     pub seconds: f64,
+    /// The engine's counters.
     pub engine: EngineStats,
     /// Rows of the output that differ from the direct computation (0 = exact).
     pub mismatched_rows: usize,
+    /// Rows of the output.
     pub rows: usize,
     /// Whether the values were the dataset's features (else seeded stand-ins).
     pub dataset_values: bool,
@@ -67,9 +85,13 @@ pub struct ExchangeReport {
 /// Everything a worker reports at the end.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerReport {
+    /// The worker's rank.
     pub rank: u16,
+    /// The exchange's name.
     pub mode: String,
+    /// Every exchange, in order.
     pub exchanges: Vec<ExchangeReport>,
+    /// Traffic with the switch.
     pub wire: WorkerWire,
     /// The connections to the other workers, when the exchanges ran over TCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +101,9 @@ pub struct WorkerReport {
 /// How a worker runs the schedule.
 #[derive(Debug, Clone, Copy)]
 pub struct RunOptions {
+    /// The job's id.
     pub job: u16,
+    /// This worker's rank.
     pub rank: u16,
     /// Rounds of the schedule (every layer forward, then backward).
     pub epochs: u32,
@@ -87,6 +111,7 @@ pub struct RunOptions {
     pub line_rate: f64,
     /// Unacknowledged data chunks at most.
     pub window: usize,
+    /// The engines' protocol timers.
     pub timers: switchgnn_dataplane::engine::Timers,
     /// How the host exchange packs its copies and acknowledges them.
     pub framing: switchgnn_dataplane::framing::HostFraming,

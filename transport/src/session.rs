@@ -15,8 +15,11 @@ use switchgnn_dataplane::ExchangeKind;
 /// The exchange plans of a job, one per layer.
 #[derive(Debug, Clone)]
 pub struct Session {
+    /// The exchange the plans are for.
     pub mode: ExchangeKind,
+    /// One plan per layer.
     pub layers: Vec<Arc<ExchangePlan>>,
+    /// What every worker and the switch compare at admission: the plans' checksum.
     pub checksum: u64,
 }
 
@@ -81,6 +84,7 @@ impl Session {
         }
     }
 
+    /// The job's workers (0 without a layer).
     pub fn workers(&self) -> u16 {
         self.layers.first().map_or(0, |p| p.workers)
     }
@@ -111,7 +115,9 @@ impl Session {
 /// One exchange of the schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheduled {
+    /// The exchange's layer and direction.
     pub id: ExchangeId,
+    /// Its place in the schedule.
     pub seq: u32,
 }
 

@@ -23,7 +23,9 @@ use thiserror::Error;
 
 use crate::session::Session;
 
+/// The container's magic: a saved exchange session.
 pub const MAGIC: &[u8; 8] = b"SGNNSESS";
+/// The format this build writes and reads.
 pub const VERSION: u32 = 1;
 
 /// A block's arrays of 32-bit entries, then of 64-bit ones: the order of a block's lengths in
@@ -38,6 +40,7 @@ pub const ARRAYS_U32: [&str; 8] = [
     "m.vertices",
     "m.rows",
 ];
+/// A block's arrays of 64-bit entries (see [`ARRAYS_U32`]).
 pub const ARRAYS_U64: [&str; 3] = ["offsets", "p.starts", "m.offsets"];
 const ARRAYS: usize = ARRAYS_U32.len() + ARRAYS_U64.len();
 
@@ -91,12 +94,20 @@ pub fn view_path(plan: &Path, kind: ExchangeKind, rank: u16) -> PathBuf {
         .join(format!("exchange-{}-worker-{rank:04}.session", kind.name()))
 }
 
+/// Why a saved session cannot be used.
 #[derive(Debug, Error)]
 pub enum SessionFileError {
+    /// The file cannot be read or is malformed.
     #[error(transparent)]
     File(#[from] switchgnn_datasets::Error),
+    /// The file is sound but not the session the job needs.
     #[error("{}: {why}", path.display())]
-    Mismatch { path: PathBuf, why: String },
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        why: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -232,6 +243,9 @@ pub fn read_view(
     read_any(path, plan, kind, Some(rank))
 }
 
+/// Read a saved session: check its header against what the job runs ([`read_meta`]), read
+/// each layer's plan ([`read_layer`]), then check the whole session's checksum (a view keeps
+/// the one it was saved with).
 fn read_any(
     path: &Path,
     plan: &Plan,
@@ -239,146 +253,10 @@ fn read_any(
     view_of: Option<u16>,
 ) -> Result<Session, SessionFileError> {
     let file = Container::open(path, MAGIC, "switchgnn saved exchange session")?;
-    let mismatch = |why: String| SessionFileError::Mismatch {
-        path: path.to_path_buf(),
-        why,
-    };
-    if file.version() != VERSION {
-        return Err(mismatch(format!(
-            "session format {}, this build reads {VERSION}; save it again with `switchgnn shard`",
-            file.version()
-        )));
-    }
-    let meta: Meta = file.json("meta")?;
-    if meta.kind != kind.name() {
-        return Err(mismatch(format!(
-            "it holds the {} exchange, the job runs {}",
-            meta.kind,
-            kind.name()
-        )));
-    }
-    if meta.view_of != view_of {
-        let what = |v: Option<u16>| match v {
-            None => "the whole session".to_string(),
-            Some(r) => format!("worker {r}'s view"),
-        };
-        return Err(mismatch(format!(
-            "it holds {}, not {}",
-            what(meta.view_of),
-            what(view_of)
-        )));
-    }
-    if meta.graph_fingerprint != plan.manifest.dataset.fingerprint
-        || meta.assignment_fingerprint != assignment_fingerprint(plan.assignment.parts())
-    {
-        return Err(mismatch(
-            "it was saved for another plan (graph or assignment fingerprint differs); save it \
-             again with `switchgnn shard`"
-                .into(),
-        ));
-    }
-    let bad = |section: String, why: String| -> SessionFileError {
-        file.bad(format!("section `{section}`"), why).into()
-    };
+    let meta = read_meta(&file, path, plan, kind, view_of)?;
     let mut layers = Vec::with_capacity(meta.layers.len());
     for (l, lm) in meta.layers.iter().enumerate() {
-        let mode = mode_named(&lm.mode)
-            .ok_or_else(|| bad("meta".into(), format!("unknown mode `{}`", lm.mode)))?;
-        let lens = file.u64s(&format!("L{l}.lens"))?;
-        if lens.len() != lm.blocks * ARRAYS {
-            return Err(bad(
-                format!("L{l}.lens"),
-                format!("{} lengths for {} blocks", lens.len(), lm.blocks),
-            ));
-        }
-        let mut narrow = Vec::with_capacity(ARRAYS_U32.len());
-        for name in ARRAYS_U32 {
-            narrow.push(Column {
-                data: file.u32s(&format!("L{l}.{name}"))?,
-                used: 0,
-            });
-        }
-        let mut wide = Vec::with_capacity(ARRAYS_U64.len());
-        for name in ARRAYS_U64 {
-            wide.push(Column {
-                data: file.u64s(&format!("L{l}.{name}"))?,
-                used: 0,
-            });
-        }
-        let short = |b: usize| {
-            bad(
-                format!("L{l}.lens"),
-                format!("block {b} runs past its arrays"),
-            )
-        };
-        let mut blocks = Vec::with_capacity(lm.blocks);
-        for (b, block_lens) in lens.chunks_exact(ARRAYS).enumerate() {
-            let mut n: Vec<Vec<u32>> = Vec::with_capacity(ARRAYS_U32.len());
-            for (column, &len) in narrow.iter_mut().zip(block_lens) {
-                n.push(column.take(len as usize).ok_or_else(|| short(b))?);
-            }
-            let mut w: Vec<Vec<u64>> = Vec::with_capacity(ARRAYS_U64.len());
-            for (column, &len) in wide.iter_mut().zip(&block_lens[ARRAYS_U32.len()..]) {
-                w.push(column.take(len as usize).ok_or_else(|| short(b))?);
-            }
-            let [vertices, workers, expected, slots, order, sources, m_vertices, m_rows]: [Vec<u32>;
-                8] = n.try_into().expect("eight arrays");
-            let [offsets, starts, m_offsets]: [Vec<u64>; 3] = w.try_into().expect("three arrays");
-            let table = BlockTable {
-                vertices,
-                workers,
-                expected,
-                offsets,
-                slots,
-            };
-            let slot_bound = if mode.pre_aggregated() {
-                usize::from(lm.workers)
-            } else {
-                table.len()
-            };
-            table
-                .check(u32::from(lm.workers), slot_bound)
-                .map_err(|why| bad(format!("L{l}.vertices"), format!("block {b}: {why}")))?;
-            let partials = Partials { starts, sources };
-            let multicast = Multicast {
-                vertices: m_vertices,
-                offsets: m_offsets,
-                rows: m_rows,
-            };
-            let block = if view_of.is_some() {
-                view_block(table, order, partials, multicast, mode, plan)
-            } else if mode.pre_aggregated() {
-                PlanBlock::hybrid(table, &order, partials, multicast)
-            } else if partials != Partials::default() || multicast != Multicast::default() {
-                return Err(bad(
-                    format!("L{l}.p.sources"),
-                    format!("block {b} of a {} layer has partial sums", mode.name()),
-                ));
-            } else {
-                PlanBlock::new(table, &order)
-            };
-            blocks.push(block.map_err(|e| bad(format!("L{l}.order"), format!("block {b}: {e}")))?);
-        }
-        if !narrow.iter().all(Column::finished) || !wide.iter().all(Column::finished) {
-            return Err(bad(
-                format!("L{l}.lens"),
-                "the block lengths do not account for every array entry".into(),
-            ));
-        }
-        let owner = file.u16s(&format!("L{l}.owner"))?;
-        if owner.len() != plan.manifest.dataset.vertices {
-            return Err(bad(
-                format!("L{l}.owner"),
-                format!(
-                    "{} owners for the plan's {} vertices",
-                    owner.len(),
-                    plan.manifest.dataset.vertices
-                ),
-            ));
-        }
-        let p = ExchangePlan::new(mode, lm.width, u32::from(lm.workers), owner, blocks)
-            .map_err(|e| bad(format!("L{l}.order"), e.to_string()))?;
-        layers.push(Arc::new(p));
+        layers.push(Arc::new(read_layer(&file, l, lm, plan, view_of)?));
     }
     if view_of.is_some() {
         return Ok(Session {
@@ -390,10 +268,198 @@ fn read_any(
     let session = Session::from_layers(kind, layers);
     if session.checksum != meta.checksum {
         return Err(mismatch(
+            path,
             "the plans read back do not give the checksum they were saved with".into(),
         ));
     }
     Ok(session)
+}
+
+/// A saved session that is not the one the job needs.
+fn mismatch(path: &Path, why: String) -> SessionFileError {
+    SessionFileError::Mismatch {
+        path: path.to_path_buf(),
+        why,
+    }
+}
+
+/// The file's header, checked: its format version, exchange kind, whole session or view,
+/// and the graph and assignment it was saved for.
+fn read_meta(
+    file: &Container,
+    path: &Path,
+    plan: &Plan,
+    kind: ExchangeKind,
+    view_of: Option<u16>,
+) -> Result<Meta, SessionFileError> {
+    if file.version() != VERSION {
+        return Err(mismatch(
+            path,
+            format!(
+                "session format {}, this build reads {VERSION}; save it again with `switchgnn shard`",
+                file.version()
+            ),
+        ));
+    }
+    let meta: Meta = file.json("meta")?;
+    if meta.kind != kind.name() {
+        return Err(mismatch(
+            path,
+            format!(
+                "it holds the {} exchange, the job runs {}",
+                meta.kind,
+                kind.name()
+            ),
+        ));
+    }
+    if meta.view_of != view_of {
+        let what = |v: Option<u16>| match v {
+            None => "the whole session".to_string(),
+            Some(r) => format!("worker {r}'s view"),
+        };
+        return Err(mismatch(
+            path,
+            format!("it holds {}, not {}", what(meta.view_of), what(view_of)),
+        ));
+    }
+    if meta.graph_fingerprint != plan.manifest.dataset.fingerprint
+        || meta.assignment_fingerprint != assignment_fingerprint(plan.assignment.parts())
+    {
+        return Err(mismatch(
+            path,
+            "it was saved for another plan (graph or assignment fingerprint differs); save it \
+             again with `switchgnn shard`"
+                .into(),
+        ));
+    }
+    Ok(meta)
+}
+
+/// Layer `l`'s exchange plan: its blocks cut from the layer's arrays by their saved lengths,
+/// every entry accounted for, and the owner of every vertex.
+fn read_layer(
+    file: &Container,
+    l: usize,
+    lm: &LayerMeta,
+    plan: &Plan,
+    view_of: Option<u16>,
+) -> Result<ExchangePlan, SessionFileError> {
+    let bad = |section: String, why: String| -> SessionFileError {
+        file.bad(format!("section `{section}`"), why).into()
+    };
+    let mode = mode_named(&lm.mode)
+        .ok_or_else(|| bad("meta".into(), format!("unknown mode `{}`", lm.mode)))?;
+    let lens = file.u64s(&format!("L{l}.lens"))?;
+    if lens.len() != lm.blocks * ARRAYS {
+        return Err(bad(
+            format!("L{l}.lens"),
+            format!("{} lengths for {} blocks", lens.len(), lm.blocks),
+        ));
+    }
+    let mut narrow = Vec::with_capacity(ARRAYS_U32.len());
+    for name in ARRAYS_U32 {
+        narrow.push(Column {
+            data: file.u32s(&format!("L{l}.{name}"))?,
+            used: 0,
+        });
+    }
+    let mut wide = Vec::with_capacity(ARRAYS_U64.len());
+    for name in ARRAYS_U64 {
+        wide.push(Column {
+            data: file.u64s(&format!("L{l}.{name}"))?,
+            used: 0,
+        });
+    }
+    let short = |b: usize| {
+        bad(
+            format!("L{l}.lens"),
+            format!("block {b} runs past its arrays"),
+        )
+    };
+    let mut blocks = Vec::with_capacity(lm.blocks);
+    for (b, block_lens) in lens.chunks_exact(ARRAYS).enumerate() {
+        let mut n: Vec<Vec<u32>> = Vec::with_capacity(ARRAYS_U32.len());
+        for (column, &len) in narrow.iter_mut().zip(block_lens) {
+            n.push(column.take(len as usize).ok_or_else(|| short(b))?);
+        }
+        let mut w: Vec<Vec<u64>> = Vec::with_capacity(ARRAYS_U64.len());
+        for (column, &len) in wide.iter_mut().zip(&block_lens[ARRAYS_U32.len()..]) {
+            w.push(column.take(len as usize).ok_or_else(|| short(b))?);
+        }
+        let block =
+            read_block(n, w, (l, b), lm, mode, plan, view_of).map_err(|(s, why)| bad(s, why))?;
+        blocks.push(block);
+    }
+    if !narrow.iter().all(Column::finished) || !wide.iter().all(Column::finished) {
+        return Err(bad(
+            format!("L{l}.lens"),
+            "the block lengths do not account for every array entry".into(),
+        ));
+    }
+    let owner = file.u16s(&format!("L{l}.owner"))?;
+    if owner.len() != plan.manifest.dataset.vertices {
+        return Err(bad(
+            format!("L{l}.owner"),
+            format!(
+                "{} owners for the plan's {} vertices",
+                owner.len(),
+                plan.manifest.dataset.vertices
+            ),
+        ));
+    }
+    ExchangePlan::new(mode, lm.width, u32::from(lm.workers), owner, blocks)
+        .map_err(|e| bad(format!("L{l}.order"), e.to_string()))
+}
+
+/// Block `b` of layer `l` from its eight `u32` and three `u64` arrays: its table checked, and
+/// built as a view's block, a hybrid's (with partial sums and multicast) or a plain one. A
+/// failure names the section at fault and why.
+fn read_block(
+    narrow: Vec<Vec<u32>>,
+    wide: Vec<Vec<u64>>,
+    (l, b): (usize, usize),
+    lm: &LayerMeta,
+    mode: Mode,
+    plan: &Plan,
+    view_of: Option<u16>,
+) -> Result<PlanBlock, (String, String)> {
+    let [vertices, workers, expected, slots, order, sources, m_vertices, m_rows]: [Vec<u32>; 8] =
+        narrow.try_into().expect("eight arrays");
+    let [offsets, starts, m_offsets]: [Vec<u64>; 3] = wide.try_into().expect("three arrays");
+    let table = BlockTable {
+        vertices,
+        workers,
+        expected,
+        offsets,
+        slots,
+    };
+    let slot_bound = if mode.pre_aggregated() {
+        usize::from(lm.workers)
+    } else {
+        table.len()
+    };
+    table
+        .check(u32::from(lm.workers), slot_bound)
+        .map_err(|why| (format!("L{l}.vertices"), format!("block {b}: {why}")))?;
+    let partials = Partials { starts, sources };
+    let multicast = Multicast {
+        vertices: m_vertices,
+        offsets: m_offsets,
+        rows: m_rows,
+    };
+    let block = if view_of.is_some() {
+        view_block(table, order, partials, multicast, mode, plan)
+    } else if mode.pre_aggregated() {
+        PlanBlock::hybrid(table, &order, partials, multicast)
+    } else if partials != Partials::default() || multicast != Multicast::default() {
+        return Err((
+            format!("L{l}.p.sources"),
+            format!("block {b} of a {} layer has partial sums", mode.name()),
+        ));
+    } else {
+        PlanBlock::new(table, &order)
+    };
+    block.map_err(|e| (format!("L{l}.order"), format!("block {b}: {e}")))
 }
 
 /// A view's block from its arrays, checked for shape: `order` lists table rows (a view stores

@@ -22,10 +22,14 @@ pub struct Workload<'a> {
     width: usize,
     from_dataset: bool,
     seed: u64,
+    /// The fixed-point scale the values are encoded at (fits every row's sums).
     pub scale: Scale,
 }
 
 impl<'a> Workload<'a> {
+    /// The values of exchange `id` at `width` per row: the dataset's features where they fit
+    /// (the first layer's forward exchange, at their width), else values seeded by `seed`;
+    /// fails when no scale fits.
     pub fn new(
         dataset: &'a Dataset,
         id: ExchangeId,
@@ -133,12 +137,16 @@ impl<'a> Workload<'a> {
 /// A worker's own vertices and their rows, ready for an engine.
 #[derive(Debug)]
 pub struct OwnedRows {
+    /// The vertices whose rows the worker sends, ascending.
     pub vertices: Vec<u32>,
+    /// Values per row.
     pub width: usize,
+    /// Their rows, row-major.
     pub values: Vec<f32>,
 }
 
 impl OwnedRows {
+    /// Worker `rank`'s rows of `workload` under `plan`.
     pub fn of(plan: &ExchangePlan, rank: u16, workload: &Workload<'_>) -> OwnedRows {
         // Only the vertices the worker sends need values.
         let vertices = plan.receivers(rank);
@@ -150,6 +158,7 @@ impl OwnedRows {
         }
     }
 
+    /// The rows as an engine takes them.
     pub fn local(&self) -> LocalFeatures<'_> {
         LocalFeatures {
             vertices: &self.vertices,

@@ -14,7 +14,7 @@ use switchgnn_datasets::{LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::loopback::{run_allreduce_job, run_allreduce_jobs};
 use switchgnn_transport::server::{AllReducePool, ServedJob, ServerConfig};
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::{ExchangeKind, Session, Timeouts};
 
 const WORKERS: u16 = support::overload::WORKERS;

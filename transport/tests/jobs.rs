@@ -19,7 +19,7 @@ use switchgnn_datasets::{LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::loopback::{run_exchanges_together, run_single_exchange, ExchangeJob};
 use switchgnn_transport::server::{ServedJob, ServerConfig};
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::{ExchangeKind, Session, Timeouts};
 
 const WIDTH: usize = 24;

@@ -15,7 +15,7 @@ use switchgnn_datasets::{Dataset, LoadOptions, NoProgress, Source};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_transport::runner::{run_worker, RunError, RunOptions, WorkerReport};
 use switchgnn_transport::server::{ServerConfig, ServerError, ServerReport, SwitchServer};
-use switchgnn_transport::socket::ShimConfig;
+use switchgnn_transport::ShimConfig;
 use switchgnn_transport::WorkerError;
 use switchgnn_transport::{ExchangeKind, Link, Session, Timeouts, WorkerClient, WorkerConfig};
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use switchgnn_dataplane::control::Control;
 use switchgnn_dataplane::wire::{Flags, PacketType, Repr, FIELDS, VERSION};
 use switchgnn_transport::capture::Capture;
-use switchgnn_transport::socket::{Endpoint, ShimConfig};
+use switchgnn_transport::{Endpoint, ShimConfig};
 
 fn dissector() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/wireshark/switchgnn.lua")

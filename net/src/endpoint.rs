@@ -9,23 +9,19 @@
 //!   run;
 //! - record a capture, when asked.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
 
 use crate::capture::{Capture, CaptureStats};
-use crate::datapath::{Datapath, Outgoing, Sent, SideSender};
-use crate::job::{DpdkSettings, Role};
-use crate::udp::{UdpDatapath, SOCKET_BUFFER};
-use serde::{Deserialize, Serialize};
-use switchgnn_dataplane::fault::{FaultError, FaultInjector, Faults};
+use crate::datapath::{
+    Datagram, Datapath, EcnCodepoint, Outgoing, RxBacklog, Sent, SideSender, MAX_DATAGRAM,
+};
+use crate::shim::{Shim, ShimConfig, ShimStats};
 
-pub use crate::datapath::{Datagram, EcnCodepoint};
-
-/// Largest datagram the endpoint receives: the host exchange's packed copies at the largest
-/// MTU a job may set (switch packets are at most 288 bytes; control messages stay below 2 KiB).
-pub const MAX_DATAGRAM: usize = switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 /// Receive batches read per call before control returns to the driver.
 const BATCHES_PER_CALL: usize = 16;
 /// Addresses the endpoint keeps traffic counters for, at most. Anyone can send a datagram from
@@ -36,9 +32,13 @@ pub const MAX_PEERS: usize = 1024;
 /// Traffic exchanged with one peer, as it crossed the socket (after the fault shim).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerCounters {
+    /// Datagrams that left for the peer.
     pub packets_sent: u64,
+    /// Their payload bytes.
     pub bytes_sent: u64,
+    /// Datagrams that came from the peer.
     pub packets_received: u64,
+    /// Their payload bytes.
     pub bytes_received: u64,
     /// Received with the congestion-experienced codepoint.
     pub ce_received: u64,
@@ -57,23 +57,12 @@ impl std::ops::AddAssign<&PeerCounters> for PeerCounters {
     }
 }
 
-/// The receive queue below the endpoint — the kernel's socket queue, or a NIC's receive ring —
-/// what waits to be read, what it may hold, and what it dropped because it was full.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RxBacklog {
-    /// Bytes queued, as the kernel accounts them (each datagram with its buffer overhead).
-    pub queued_bytes: u64,
-    /// The receive buffer: the kernel drops datagrams once `queued_bytes` would pass it.
-    pub buffer_bytes: u64,
-    /// Datagrams dropped at this socket since it was bound.
-    pub drops: u64,
-}
-
 /// Counters of the endpoint itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointStats {
     /// Send system calls (each may carry several datagrams).
     pub send_calls: u64,
+    /// Receive calls (each may read several datagrams).
     pub recv_calls: u64,
     /// Sends that found the socket buffer full and waited.
     pub send_blocked: u64,
@@ -103,99 +92,8 @@ pub struct EndpointStats {
     /// ...and the traffic they had, together.
     #[serde(default)]
     pub forgotten: PeerCounters,
+    /// What the fault shim did (all zero without one).
     pub shim: ShimStats,
-}
-
-/// Seeded faults applied to every datagram this endpoint sends.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ShimConfig {
-    /// Probability a datagram is dropped.
-    pub loss: f64,
-    /// Probability a datagram is sent twice.
-    pub duplicate: f64,
-    /// Probability a datagram is held back by up to `reorder_delay_us`, which reorders it.
-    pub reorder: f64,
-    pub reorder_delay_us: u64,
-    pub seed: u64,
-}
-
-impl ShimConfig {
-    /// The same faults for the shared injector (delays in nanoseconds).
-    pub fn faults(&self) -> Faults {
-        Faults {
-            loss: self.loss,
-            duplicate: self.duplicate,
-            reorder: self.reorder,
-            reorder_delay: self.reorder_delay_us.saturating_mul(1_000),
-            ..Faults::none()
-        }
-    }
-
-    pub fn is_active(&self) -> bool {
-        self.faults().is_active()
-    }
-
-    /// Check the probabilities are probabilities.
-    pub fn validate(&self) -> Result<(), FaultError> {
-        self.faults().validate()
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShimStats {
-    pub lost: u64,
-    pub duplicated: u64,
-    pub delayed: u64,
-}
-
-/// The fault injector on the send path: the dataplane's [`FaultInjector`], with the copies it
-/// holds back kept here until they are due.
-#[derive(Debug)]
-struct Shim {
-    injector: FaultInjector,
-    /// Held-back datagrams by release time (and a sequence number to keep them apart).
-    delayed: BTreeMap<(Instant, u64), Outgoing>,
-    seq: u64,
-}
-
-impl Shim {
-    /// Queue what goes now of one datagram; held-back copies are kept.
-    fn apply(&mut self, out: Outgoing, now: Instant, queue: &mut VecDeque<Outgoing>) {
-        let Outgoing { to, ecn, bytes } = out;
-        let (delayed, seq) = (&mut self.delayed, &mut self.seq);
-        self.injector.apply(bytes, |bytes, delay| {
-            let copy = Outgoing { to, ecn, bytes };
-            if delay == 0 {
-                queue.push_back(copy);
-            } else {
-                *seq += 1;
-                delayed.insert((now + Duration::from_nanos(delay), *seq), copy);
-            }
-        });
-    }
-
-    fn stats(&self) -> ShimStats {
-        let s = self.injector.stats();
-        ShimStats {
-            lost: s.lost,
-            duplicated: s.duplicated,
-            delayed: s.reordered,
-        }
-    }
-
-    fn release(&mut self, now: Instant, queue: &mut VecDeque<Outgoing>) {
-        while let Some(entry) = self.delayed.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            queue.push_back(entry.remove());
-        }
-    }
-
-    fn next_release(&self) -> Option<Instant> {
-        self.delayed.keys().next().map(|k| k.0)
-    }
 }
 
 /// A datapath with batching, ECN, counters, a fault shim and captures.
@@ -212,46 +110,6 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Bind a UDP socket to `addr` (port 0 picks a free port).
-    pub fn bind(addr: SocketAddr, shim: ShimConfig) -> io::Result<Endpoint> {
-        Endpoint::bind_with_buffer(addr, shim, SOCKET_BUFFER)
-    }
-
-    /// [`Endpoint::bind`], asking the kernel for a receive buffer of `recv_buffer` bytes (it
-    /// may cap it at `net.core.rmem_max`; tests ask for small ones to provoke an overload).
-    pub fn bind_with_buffer(
-        addr: SocketAddr,
-        shim: ShimConfig,
-        recv_buffer: usize,
-    ) -> io::Result<Endpoint> {
-        Endpoint::over(Box::new(UdpDatapath::bind(addr, recv_buffer)?), shim)
-    }
-
-    /// An endpoint over DPDK for `role` of a job of `world` workers, answering at `local`
-    /// (a build without the `dpdk` feature says so).
-    pub fn dpdk(
-        settings: &DpdkSettings,
-        job: u16,
-        world: u16,
-        role: Role,
-        local: SocketAddr,
-        shim: ShimConfig,
-    ) -> io::Result<Endpoint> {
-        #[cfg(feature = "dpdk")]
-        {
-            let datapath = crate::dpdk::DpdkDatapath::open(settings, job, world, role, local)?;
-            Endpoint::over(Box::new(datapath), shim)
-        }
-        #[cfg(not(feature = "dpdk"))]
-        {
-            let _ = (settings, job, world, role, local, shim);
-            Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "this build has no DPDK datapath (cargo build --release --features dpdk)",
-            ))
-        }
-    }
-
     /// An endpoint over `datapath`.
     pub fn over(datapath: Box<dyn Datapath>, shim: ShimConfig) -> io::Result<Endpoint> {
         shim.validate()
@@ -260,11 +118,7 @@ impl Endpoint {
         Ok(Endpoint {
             datapath,
             queue: VecDeque::new(),
-            shim: shim.is_active().then(|| Shim {
-                injector: FaultInjector::new(shim.faults(), shim.seed),
-                delayed: BTreeMap::new(),
-                seq: 0,
-            }),
+            shim: shim.is_active().then(|| Shim::new(&shim)),
             peers: Peers::default(),
             stats: EndpointStats::default(),
             capture: None,
@@ -308,10 +162,12 @@ impl Endpoint {
         out
     }
 
+    /// The address peers send to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.local)
     }
 
+    /// The endpoint's own counters so far.
     pub fn stats(&self) -> &EndpointStats {
         &self.stats
     }
@@ -486,6 +342,8 @@ impl Peers {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// The `i`-th address of a [`Flood`].
@@ -565,49 +423,5 @@ mod tests {
                 .sum::<u64>();
         assert_eq!(counted, u64::from(sources));
         assert!(e.stats().forgotten_peers >= u64::from(sources) - MAX_PEERS as u64);
-    }
-
-    /// The kernel's queue accounting is read back: datagrams left unread grow the backlog,
-    /// a full small buffer drops and says so, and reading drains it.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn backlog_and_drops_are_read_from_the_kernel() {
-        let local = SocketAddr::from(([127, 0, 0, 1], 0));
-        let mut rx = Endpoint::bind_with_buffer(local, ShimConfig::default(), 16 << 10).unwrap();
-        let to = rx.local_addr().unwrap();
-        let before = rx.backlog().expect("Linux reports SO_MEMINFO");
-        assert_eq!(before.queued_bytes, 0);
-        assert_eq!(before.drops, 0);
-        assert!(before.buffer_bytes > 0);
-        let tx = std::net::UdpSocket::bind(local).unwrap();
-        let sent = 2_000;
-        for _ in 0..sent {
-            tx.send_to(&[7u8; 160], to).unwrap();
-        }
-        let full = rx.backlog().unwrap();
-        assert!(full.queued_bytes > 0, "{full:?}");
-        assert!(
-            full.drops > 0,
-            "a 16 KiB buffer cannot hold {sent} datagrams: {full:?}"
-        );
-        let mut got = 0;
-        while got + full.drops < sent {
-            rx.wait(Some(Instant::now() + Duration::from_millis(100)))
-                .unwrap();
-            let n = rx.recv(|_| {}).unwrap();
-            if n == 0 {
-                break;
-            }
-            got += n as u64;
-        }
-        assert_eq!(
-            got + full.drops,
-            sent,
-            "every datagram was read or counted as dropped"
-        );
-        let after = rx.backlog().unwrap();
-        assert_eq!(after.queued_bytes, 0);
-        assert_eq!(rx.stats().rx_queue_drops, full.drops);
-        assert!(rx.stats().peak_rx_queue_bytes >= full.queued_bytes);
     }
 }

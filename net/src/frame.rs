@@ -157,6 +157,7 @@ pub fn frame(
 /// Why a received frame was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FrameError {
+    /// A length or header that does not add up (etherparse's words for it).
     #[error("malformed frame: {0}")]
     Malformed(String),
     /// Well formed, but not IPv4 / UDP (ARP, IPv6, LLDP...): not for us.
@@ -170,10 +171,15 @@ pub enum FrameError {
 /// A received IPv4 / UDP frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Received<'a> {
+    /// The sender's Ethernet address: where replies to `from` go.
     pub src_mac: Mac,
+    /// The sender's IPv4 address and port.
     pub from: SocketAddrV4,
+    /// The receiver's IPv4 address and port.
     pub to: SocketAddrV4,
+    /// The IPv4 header's codepoint.
     pub ecn: Option<EcnCodepoint>,
+    /// The UDP payload.
     pub payload: &'a [u8],
 }
 

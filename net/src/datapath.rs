@@ -1,4 +1,4 @@
-//! The packet I/O under an [`Endpoint`](crate::socket::Endpoint): what differs between the
+//! The packet I/O under an [`Endpoint`](crate::endpoint::Endpoint): what differs between the
 //! kernel's UDP stack and a kernel-bypass NIC. The endpoint above keeps everything else once —
 //! the send queue, the fault shim, per-peer counters, captures — so the switch process and the
 //! worker run unchanged over either.
@@ -13,21 +13,45 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 pub use quinn_udp::EcnCodepoint;
+
+/// Largest datagram an endpoint receives: the host exchange's packed copies at the largest
+/// MTU a job may set (switch packets are at most 288 bytes; control messages stay below 2 KiB).
+pub const MAX_DATAGRAM: usize = switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
+
+/// The receive queue below the endpoint — the kernel's socket queue, or a NIC's receive ring —
+/// what waits to be read, what it may hold, and what it dropped because it was full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RxBacklog {
+    /// Bytes queued, as the kernel accounts them (each datagram with its buffer overhead).
+    pub queued_bytes: u64,
+    /// The receive buffer: the kernel drops datagrams once `queued_bytes` would pass it.
+    pub buffer_bytes: u64,
+    /// Datagrams dropped at this socket since it was bound.
+    pub drops: u64,
+}
 
 /// One received datagram, borrowed from the datapath's buffers.
 #[derive(Debug, Clone, Copy)]
 pub struct Datagram<'a> {
+    /// The sender's address.
     pub from: SocketAddr,
+    /// The codepoint the IP header carried.
     pub ecn: Option<EcnCodepoint>,
+    /// The UDP payload.
     pub bytes: &'a [u8],
 }
 
 /// One datagram waiting to leave.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
+    /// The peer's address.
     pub to: SocketAddr,
+    /// The codepoint to set in the IP header.
     pub ecn: Option<EcnCodepoint>,
+    /// The UDP payload.
     pub bytes: Vec<u8>,
 }
 
@@ -63,13 +87,13 @@ pub trait Datapath: Debug + Send {
     fn is_drained(&self) -> bool;
 
     /// The largest datagram (UDP payload) this datapath can send. The kernel's takes any
-    /// [`crate::socket::MAX_DATAGRAM`] and says at the send when a link cannot carry it.
+    /// [`MAX_DATAGRAM`] and says at the send when a link cannot carry it.
     fn max_datagram(&self) -> usize {
-        crate::socket::MAX_DATAGRAM
+        MAX_DATAGRAM
     }
 
     /// The receive queue the system keeps for us, where it says (the kernel's socket queue).
-    fn backlog(&mut self) -> Option<crate::socket::RxBacklog> {
+    fn backlog(&mut self) -> Option<RxBacklog> {
         None
     }
 
@@ -90,7 +114,7 @@ pub trait Datapath: Debug + Send {
 }
 
 /// Frames a datapath dropped below the endpoint (a kernel socket has none: the kernel counts
-/// its own). Frames dropped for a full receive queue are [`RxBacklog::drops`](crate::socket::RxBacklog).
+/// its own). Frames dropped for a full receive queue are [`RxBacklog::drops`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DatapathCounters {
     /// Frames that did not parse (bad lengths, chained buffers).
@@ -101,6 +125,7 @@ pub struct DatapathCounters {
 
 /// Sends single datagrams from another thread.
 pub trait SideSender: Send {
+    /// Send `bytes` to `to` now, or say why not (a full queue is `WouldBlock`).
     fn send_to(&mut self, bytes: &[u8], to: SocketAddr) -> io::Result<()>;
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use serde::{Deserialize, Serialize};
 
-use crate::socket::EcnCodepoint;
+use crate::datapath::EcnCodepoint;
 
 /// What a finished capture holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,7 +124,7 @@ impl Drop for Capture {
     }
 }
 
-pub use crate::frame::frame;
+use crate::frame::frame;
 
 #[cfg(test)]
 mod tests {

@@ -23,10 +23,12 @@ use std::time::{Duration, Instant};
 
 use dpdk_sys as sys;
 
-use crate::datapath::{Datagram, Datapath, DatapathCounters, Outgoing, Sent, SideSender};
+use super::affinity;
+use super::settings::{DpdkSettings, Role};
+use crate::datapath::{
+    Datagram, Datapath, DatapathCounters, Outgoing, RxBacklog, Sent, SideSender,
+};
 use crate::frame::{self, Mac, BROADCAST, HEADERS_V4};
-use crate::job::{DpdkSettings, JobError, Role};
-use crate::socket::RxBacklog;
 
 /// Frames taken from a ring, or handed to one, per call.
 const BURST: usize = 32;
@@ -90,12 +92,12 @@ fn init_eal(args: &[String]) -> io::Result<()> {
     let mut ptrs: Vec<*mut libc::c_char> = argv.iter_mut().map(|a| a.as_ptr().cast_mut()).collect();
     // EAL pins the calling thread to its main lcore's CPUs, and every thread it starts later
     // (a trainer's, the heartbeat) would inherit that: give the thread its CPUs back.
-    let cpus = crate::affinity::get();
+    let cpus = affinity::get();
     // SAFETY: argv points at NUL-terminated strings that outlive the call; the EAL may
     // permute the pointer array, which is ours.
     let rc = unsafe { sys::rte_eal_init(ptrs.len() as i32, ptrs.as_mut_ptr()) };
     if let Some(cpus) = cpus {
-        crate::affinity::set(&cpus);
+        affinity::set(&cpus);
     }
     if rc < 0 {
         // SAFETY: reads the thread's DPDK error number.
@@ -331,7 +333,7 @@ impl DpdkDatapath {
         };
         let arp = settings
             .arp_table()
-            .map_err(|e: JobError| error(e.to_string()))?;
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let args = settings.eal_args(job, world, role);
         let devices = args
             .iter()

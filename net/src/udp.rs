@@ -17,7 +17,7 @@ use mio::{Events, Interest, Poll, Token};
 use quinn_udp::{RecvMeta, UdpSocketState};
 
 use crate::datapath::{Datagram, Datapath, Outgoing, Sent, SideSender};
-use crate::socket::{RxBacklog, MAX_DATAGRAM};
+use crate::datapath::{RxBacklog, MAX_DATAGRAM};
 
 const SOCKET: Token = Token(0);
 /// The most bytes one GSO send may carry: a UDP datagram's payload over IPv4 (65,535 less the
@@ -257,7 +257,7 @@ mod errqueue {
     use std::os::fd::AsRawFd;
 
     /// Keep ICMP errors on the error queue, with the destination they concern.
-    pub fn enable(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    pub(super) fn enable(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
         let on: libc::c_int = 1;
         let (level, name) = if ipv6 {
             (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
@@ -284,7 +284,7 @@ mod errqueue {
     /// Read every queued error; a refused datagram (a closed port) adds its destination to
     /// `closed`. Other errors (an unreachable host, a too-big datagram) are left to the
     /// protocol's timers.
-    pub fn drain(socket: &impl AsRawFd, closed: &mut Vec<SocketAddr>) {
+    pub(super) fn drain(socket: &impl AsRawFd, closed: &mut Vec<SocketAddr>) {
         loop {
             // SAFETY: zeroed C structs are valid; every pointer below points into this frame
             // and lives through the call.
@@ -374,11 +374,11 @@ mod errqueue {
     use std::io;
     use std::net::SocketAddr;
 
-    pub fn enable<T>(_: &T, _: bool) -> io::Result<()> {
+    pub(super) fn enable<T>(_: &T, _: bool) -> io::Result<()> {
         Ok(())
     }
 
-    pub fn drain<T>(_: &T, _: &mut Vec<SocketAddr>) {}
+    pub(super) fn drain<T>(_: &T, _: &mut Vec<SocketAddr>) {}
 }
 
 /// `getsockopt(SO_MEMINFO)`: the socket's memory accounting, where Linux keeps the receive
@@ -387,7 +387,7 @@ mod errqueue {
 mod meminfo {
     use std::os::fd::AsRawFd;
 
-    use crate::socket::RxBacklog;
+    use crate::datapath::RxBacklog;
 
     // Indexes into the kernel's `sk_meminfo` array (include/uapi/linux/sock_diag.h).
     const RMEM_ALLOC: usize = 0;
@@ -395,7 +395,7 @@ mod meminfo {
     const DROPS: usize = 8;
     const VARS: usize = 9;
 
-    pub fn read(socket: &impl AsRawFd) -> Option<RxBacklog> {
+    pub(super) fn read(socket: &impl AsRawFd) -> Option<RxBacklog> {
         let mut info = [0u32; VARS];
         let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
         // SAFETY: the buffer and its length are valid for the call; the kernel writes at
@@ -422,9 +422,9 @@ mod meminfo {
 
 #[cfg(not(target_os = "linux"))]
 mod meminfo {
-    use crate::socket::RxBacklog;
+    use crate::datapath::RxBacklog;
 
-    pub fn read(_socket: &impl std::os::fd::AsRawFd) -> Option<RxBacklog> {
+    pub(super) fn read(_socket: &impl std::os::fd::AsRawFd) -> Option<RxBacklog> {
         None
     }
 }
