@@ -11,26 +11,26 @@ use switchgnn_scheduler::exchange::PlanOptions;
 use switchgnn_scheduler::planner::{layer_choice, weigh, CANDIDATES};
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct ChipArgs {
+pub(crate) struct ChipArgs {
     /// Switch chip: tofino1-32, tofino1-64, tofino2, or ideal (the paper's switch, where
     /// aggregator passes and recirculation cost nothing). Default: the smallest real chip that
     /// hosts the workers at the link rate.
     #[arg(long)]
-    pub chip: Option<String>,
+    pub(crate) chip: Option<String>,
     /// Front-panel ports put in loopback as recirculation paths: more recirculation bandwidth,
     /// fewer worker ports. A number, or `spare`: every port no worker needs. Default: spare for
     /// `analyze` and `prepare` (what a switch with idle ports can spend); 0 for `simulate` and
     /// `p4 resources`, as `p4 entries` installs by default.
     #[arg(long, value_name = "N|spare")]
-    pub loopback_ports: Option<LoopedPorts>,
+    pub(crate) loopback_ports: Option<LoopedPorts>,
     /// Dedicated recirculation ports the program uses (default: all, one per pipe).
     #[arg(long)]
-    pub recirculation_ports: Option<u32>,
+    pub(crate) recirculation_ports: Option<u32>,
 }
 
 /// `--loopback-ports`: a count, or every port no worker needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoopedPorts {
+pub(crate) enum LoopedPorts {
     Ports(u32),
     Spare,
 }
@@ -51,7 +51,7 @@ impl std::str::FromStr for LoopedPorts {
 
 impl ChipArgs {
     /// The chip choice, with `default` looped ports where `--loopback-ports` is not given.
-    pub fn choice(&self, default: LoopedPorts) -> Result<ChipChoice> {
+    pub(crate) fn choice(&self, default: LoopedPorts) -> Result<ChipChoice> {
         let looped = self.loopback_ports.unwrap_or(default);
         Ok(ChipChoice {
             preset: self.chip.as_deref().map(str::parse).transpose()?,
@@ -66,7 +66,7 @@ impl ChipArgs {
 
     /// The looped ports as a count, for a command that loops what the P4 program installs
     /// (`p4 resources`: `spare` depends on the chip and the cabling, so it takes a number).
-    pub fn loopback_count(&self) -> Result<u32> {
+    pub(crate) fn loopback_count(&self) -> Result<u32> {
         match self.loopback_ports.unwrap_or(LoopedPorts::Ports(0)) {
             LoopedPorts::Ports(n) => Ok(n),
             LoopedPorts::Spare => bail!(
@@ -77,7 +77,7 @@ impl ChipArgs {
 }
 
 /// Say once per chip when `spare` looped its idle ports, so that no figure hides it.
-pub fn note_spare(choice: &ChipChoice, chip: &Chip, workers: u32) {
+pub(crate) fn note_spare(choice: &ChipChoice, chip: &Chip, workers: u32) {
     if choice.spare_loopback && chip.loopback_ports > 0 {
         eprintln!(
             "{} with {workers} workers: the {} front-panel ports no worker needs are looped back \
@@ -91,23 +91,23 @@ pub fn note_spare(choice: &ChipChoice, chip: &Chip, workers: u32) {
 /// The options of a command that prints verdicts (`analyze`, `prepare`): the chip and what the
 /// bounds charge each host.
 #[derive(Debug, Clone, clap::Args)]
-pub struct VerdictArgs {
+pub(crate) struct VerdictArgs {
     #[command(flatten)]
-    pub chip: ChipArgs,
+    pub(crate) chip: ChipArgs,
     /// Host link rate, Gbit/s (for the verdict).
     #[arg(long, default_value_t = 100.0)]
-    pub gbps: f64,
+    pub(crate) gbps: f64,
     /// Host processing cost per packet sent and per packet received, ns (for the verdict).
     #[arg(long, default_value_t = 20.0)]
-    pub host_packet_ns: f64,
+    pub(crate) host_packet_ns: f64,
     /// How the host-only baseline frames its copies.
     #[command(flatten)]
-    pub framing: crate::framing_args::FramingArgs,
+    pub(crate) framing: crate::framing_args::FramingArgs,
 }
 
 impl VerdictArgs {
     /// What the bounds charge each host.
-    pub fn cost(&self) -> Result<HostCost> {
+    pub(crate) fn cost(&self) -> Result<HostCost> {
         if !(self.gbps > 0.0 && self.host_packet_ns >= 0.0) {
             bail!("--gbps must be positive and --host-packet-ns not negative");
         }
@@ -122,7 +122,7 @@ impl VerdictArgs {
 
 /// Per layer: the planner's pick (`auto`) or the named kind, with every candidate's predicted
 /// lower bound on `chip`.
-pub fn choose_exchanges(
+pub(crate) fn choose_exchanges(
     plan: &Plan,
     graph: &Graph,
     exchange: ExchangeKind,
@@ -166,7 +166,7 @@ pub fn choose_exchanges(
 /// The `auto` choice with every default (the smallest real chip that hosts the workers at
 /// 100 Gb/s, 20 ns per packet): what a plan prepared on the fly records. `None` when no chip
 /// hosts that many workers.
-pub fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<ExchangeChoice>> {
+pub(crate) fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<ExchangeChoice>> {
     let cost = HostCost {
         link_gbps: 100.0,
         per_packet_ns: 20.0,

@@ -9,58 +9,58 @@ use switchgnn_datasets::{BuildOptions, Dataset, Format, LoadOptions, Source, Spl
 use crate::progress::Bars;
 
 #[derive(Debug, Args)]
-pub struct DatasetArgs {
+pub(crate) struct DatasetArgs {
     /// A dataset file or folder (gnn-benchmark or Yandex .npz, MUSAE folder, OGB raw folder,
     /// edge list, switchgnn cache), or `synthetic:<preset>[,scale=S][,seed=N]` with a preset of
     /// small, reddit-like, products-like, yelp-like.
-    pub dataset: String,
+    pub(crate) dataset: String,
     /// Read the path as this format instead of detecting it.
     #[arg(long, value_parser = ["gnn-benchmark", "yandex", "musae", "ogb", "edge-list", "cache"])]
-    pub format: Option<String>,
+    pub(crate) format: Option<String>,
     /// Keep self-loop edges (dropped by default: GCN adds its own).
     #[arg(long)]
-    pub keep_self_loops: bool,
+    pub(crate) keep_self_loops: bool,
     /// Seed of the random split drawn for datasets that ship none.
     #[arg(long, default_value_t = 0)]
-    pub split_seed: u64,
+    pub(crate) split_seed: u64,
     /// Train and validation fractions of that random split; the test set gets the rest.
     #[arg(long, value_name = "TRAIN,VAL", default_value = "0.6,0.2")]
-    pub split_fractions: String,
+    pub(crate) split_fractions: String,
     /// Which fixed split of a Yandex dataset (they ship ten).
     #[arg(long, default_value_t = 0)]
-    pub split_index: usize,
+    pub(crate) split_index: usize,
     /// Which `split/<name>` folder of an OGB dataset.
     #[arg(long)]
-    pub split_name: Option<String>,
+    pub(crate) split_name: Option<String>,
     /// Edge lists: number vertices 0..n in order of their ids instead of using ids as given.
     #[arg(long)]
-    pub relabel: bool,
+    pub(crate) relabel: bool,
     /// Edge lists: a file of `id x1 x2 ...` feature rows.
     #[arg(long, value_name = "FILE")]
-    pub features: Option<PathBuf>,
+    pub(crate) features: Option<PathBuf>,
     /// Edge lists: a file of `id class` lines.
     #[arg(long, value_name = "FILE")]
-    pub labels: Option<PathBuf>,
+    pub(crate) labels: Option<PathBuf>,
     /// MUSAE target files: the vertex id column (header name or 0-based index; default: from
     /// the header's layout, e.g. `new_id` for Twitch, else the first column).
     #[arg(long, value_name = "COLUMN")]
-    pub id_column: Option<String>,
+    pub(crate) id_column: Option<String>,
     /// MUSAE target files: the class column (default: from the header's layout, e.g. `mature`
     /// for Twitch, else the last column).
     #[arg(long, value_name = "COLUMN")]
-    pub label_column: Option<String>,
+    pub(crate) label_column: Option<String>,
     /// MUSAE and OGB folders: accept an edge file with no edges (refused by default, as
     /// damage; a plain edge list without edges is always refused: it has no vertices).
     #[arg(long)]
-    pub allow_empty: bool,
+    pub(crate) allow_empty: bool,
 }
 
 impl DatasetArgs {
-    pub fn source(&self) -> Result<Source> {
+    pub(crate) fn source(&self) -> Result<Source> {
         Ok(self.dataset.parse()?)
     }
 
-    pub fn options(&self) -> Result<LoadOptions> {
+    pub(crate) fn options(&self) -> Result<LoadOptions> {
         let (train, val) = self
             .split_fractions
             .split_once(',')
@@ -94,7 +94,7 @@ impl DatasetArgs {
     }
 
     /// Load or generate the dataset, with progress bars for long work.
-    pub fn load(&self) -> Result<Dataset> {
+    pub(crate) fn load(&self) -> Result<Dataset> {
         let source = self.source()?;
         let options = self.options()?;
         let bars = Bars::new();

@@ -4,21 +4,21 @@
 use switchgnn_dataplane::framing::HostFraming;
 
 #[derive(Debug, Clone, Copy, clap::Args)]
-pub struct FramingArgs {
+pub(crate) struct FramingArgs {
     /// The host links' MTU, bytes (1500; 9000 for jumbo frames): the host exchange packs as
     /// many rows into a packet as fit it, as TCP or a tuned datagram transport sends them.
     #[arg(long, default_value_t = HostFraming::default().mtu,
           value_parser = clap::value_parser!(u32).range(i64::from(HostFraming::MIN_MTU)..=i64::from(HostFraming::MAX_MTU)))]
-    pub mtu: u32,
+    pub(crate) mtu: u32,
     /// The host exchange's receivers acknowledge once per this many packets from a sender
     /// (sooner at a gap, a duplicate or the end of a burst; 1: an ack per packet).
     #[arg(long, default_value_t = HostFraming::default().ack_every,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub ack_every: u32,
+    pub(crate) ack_every: u32,
 }
 
 impl FramingArgs {
-    pub fn framing(&self) -> HostFraming {
+    pub(crate) fn framing(&self) -> HostFraming {
         HostFraming {
             mtu: self.mtu,
             ack_every: self.ack_every,

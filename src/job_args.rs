@@ -12,46 +12,42 @@ use switchgnn_partition::shard::{shard_path, Cutter, DataShard, SHARDS_DIR};
 use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::Plan;
 use switchgnn_transport::job::{self, ExchangeVia};
-use switchgnn_transport::{session_file, ExchangeKind, JobFile, Session};
+use switchgnn_transport::{ExchangeKind, JobFile, PlanDir, Session};
 
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
-pub struct JobArgs {
+pub(crate) struct JobArgs {
     /// The job file (TOML): plan, exchange mode, switch address, world size, timeouts, link,
     /// faults. Without one, the flags below describe the job.
     #[arg(long, value_name = "FILE")]
-    pub job: Option<PathBuf>,
+    pub(crate) job: Option<PathBuf>,
     /// The plan directory written by `switchgnn prepare` (without a job file).
     #[arg(long, value_name = "DIR", conflicts_with = "job")]
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
     /// The exchange: switch (SwitchGNN blocks), host, g3, host-reduce (host-only partial
     /// sums), host-hybrid (per worker pair, raw copies or partial sums, the fewer rows),
     /// host-two-level (its rack proxies need racks: with none, one rack, host-reduce's sums),
     /// strawman, reduce (partial sums added in the switch), auto (each layer the kind its plan
     /// records) or tcp (the host exchange over TCP between the workers); without a job file.
     #[arg(long, default_value = "switch", conflicts_with = "job")]
-    pub exchange: String,
+    pub(crate) exchange: String,
     /// The dataset argument (default: the one the plan was prepared from).
     #[arg(long)]
-    pub dataset: Option<String>,
+    pub(crate) dataset: Option<String>,
 }
 
 impl JobArgs {
     /// The job: read from the file, or assembled from the flags with `switch` as the switch's
     /// address and the plan's worker count as the world size.
-    pub fn job(&self, switch: Option<SocketAddr>) -> Result<JobFile> {
+    pub(crate) fn job(&self, switch: Option<SocketAddr>) -> Result<JobFile> {
         let mut job = match (&self.job, &self.plan) {
             (Some(path), _) => JobFile::read(path)?,
             (None, Some(plan)) => {
                 let (mode, via) = parse_exchange(&self.exchange)?;
                 let switch = switch.context("without --job, give the switch's address")?;
-                let workers = Plan::read(plan)
-                    .with_context(|| format!("cannot read the plan in {}", plan.display()))?
-                    .manifest
-                    .spec
-                    .workers;
-                let mut job = JobFile::loopback(plan.clone(), mode, switch, workers as u16);
+                let workers = PlanDir::open_summary(plan)?.workers();
+                let mut job = JobFile::loopback(plan.clone(), mode, switch, workers);
                 job.bind = None;
                 job.exchange_via = via;
                 job
@@ -68,7 +64,7 @@ impl JobArgs {
     }
 }
 
-pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
+pub(crate) fn parse_mode(name: &str) -> Result<ExchangeKind> {
     ExchangeKind::parse(name).with_context(|| {
         format!(
             "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, host-hybrid, \
@@ -79,7 +75,7 @@ pub fn parse_mode(name: &str) -> Result<ExchangeKind> {
 
 /// An exchange of the command line: a kind through the switch, or `tcp` (the host exchange
 /// over TCP between the workers).
-pub fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
+pub(crate) fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
     job::parse_exchange(name).with_context(|| {
         format!(
             "unknown exchange `{name}` (one of: switch, host, g3, host-reduce, host-hybrid, \
@@ -90,13 +86,13 @@ pub fn parse_exchange(name: &str) -> Result<(ExchangeKind, ExchangeVia)> {
 
 /// A job's dataset, plan and exchange plans, checked against each other.
 #[derive(Debug)]
-pub struct Loaded {
-    pub dataset: switchgnn_datasets::Dataset,
-    pub plan: Plan,
-    pub session: Arc<Session>,
+pub(crate) struct Loaded {
+    pub(crate) dataset: switchgnn_datasets::Dataset,
+    pub(crate) plan: Plan,
+    pub(crate) session: Arc<Session>,
 }
 
-pub fn load(job: &JobFile) -> Result<Loaded> {
+pub(crate) fn load(job: &JobFile) -> Result<Loaded> {
     let plan = read_plan(&job.plan)?;
     check_world(job, &plan)?;
     let name = job
@@ -117,15 +113,15 @@ pub fn load(job: &JobFile) -> Result<Loaded> {
 /// What one training worker reads: its shard when the plan directory has shards (written by
 /// `switchgnn shard`), else the whole dataset, of which it keeps only its own part.
 #[derive(Debug)]
-pub struct WorkerInputs {
-    pub plan: Plan,
-    pub shard: DataShard,
-    pub session: Arc<Session>,
+pub(crate) struct WorkerInputs {
+    pub(crate) plan: Plan,
+    pub(crate) shard: DataShard,
+    pub(crate) session: Arc<Session>,
     /// Where the worker's data came from, for the log.
-    pub source: String,
+    pub(crate) source: String,
 }
 
-pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
+pub(crate) fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
     let path = shard_path(&job.plan, u32::from(rank));
     if !path.exists() {
         let loaded = load(job)?;
@@ -145,33 +141,28 @@ pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
         });
     }
     // With this worker's saved view of the exchange, the plan's blocks are not needed.
-    let view = session_file::view_path(&job.plan, job.mode, rank);
-    let has_view = view.exists();
-    let plan = if has_view {
-        Plan::read_summary(&job.plan)
-            .with_context(|| format!("cannot read the plan in {}", job.plan.display()))?
+    let summary = PlanDir::open_summary(&job.plan)?;
+    let has_view = summary.has_view(job.mode, rank);
+    let dir = if has_view {
+        summary
     } else {
-        read_plan(&job.plan)?
+        PlanDir::open(&job.plan)?
     };
-    check_world(job, &plan)?;
+    check_world(job, dir.plan())?;
     let shard = DataShard::read(&path)?;
-    shard.check_plan(&plan, u32::from(rank), &path)?;
-    let session = if has_view {
-        session_file::read_view(&view, &plan, job.mode, rank)?
-    } else {
-        saved_session(job, &plan)?
-            .with_context(|| {
-                format!(
-                    "{} holds shards but no saved {} exchange plans, which a worker without \
-                     the graph cannot build; run `switchgnn shard --plan {} --exchange {}`",
-                    job.plan.join(SHARDS_DIR).display(),
-                    job.mode.name(),
-                    job.plan.display(),
-                    job.mode.name()
-                )
-            })?
-            .for_worker(rank)
-    };
+    shard.check_plan(dir.plan(), u32::from(rank), &path)?;
+    let view = dir.view_path(job.mode, rank);
+    let session = dir.saved_view(job.mode, rank)?.with_context(|| {
+        format!(
+            "{} holds shards but no saved {} exchange plans, which a worker without the \
+             graph cannot build; run `switchgnn shard --plan {} --exchange {}`",
+            job.plan.join(SHARDS_DIR).display(),
+            job.mode.name(),
+            job.plan.display(),
+            job.mode.name()
+        )
+    })?;
+    let plan = dir.into_plan();
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let view_note = if has_view {
         format!(
@@ -193,28 +184,14 @@ pub fn load_worker(job: &JobFile, rank: u16) -> Result<WorkerInputs> {
     })
 }
 
-/// The job's exchange plans without the graph: SwitchGNN's from the plan directory, another
-/// kind's from the file `switchgnn shard` saved; `None` when neither is there.
-pub fn saved_session(job: &JobFile, plan: &Plan) -> Result<Option<Session>> {
-    if job.mode == ExchangeKind::Switchgnn {
-        let session = Session::switchgnn(plan)
-            .with_context(|| format!("cannot read the exchange plans of {}", job.plan.display()))?;
-        return Ok(Some(session));
-    }
-    let path = session_file::session_path(&job.plan, job.mode);
-    if !path.exists() {
-        return Ok(None);
-    }
-    Ok(Some(session_file::read(&path, plan, job.mode)?))
-}
-
 /// The job's plan and exchange plans, loading the dataset only when nothing saved serves:
-/// what the switch process needs.
-pub fn load_session(job: &JobFile) -> Result<(Plan, Arc<Session>)> {
-    let plan = read_plan(&job.plan)?;
-    check_world(job, &plan)?;
-    if let Some(session) = saved_session(job, &plan)? {
-        return Ok((plan, Arc::new(session)));
+/// what the switch process needs. The saved plans: SwitchGNN's from the plan directory,
+/// another kind's from the file `switchgnn shard` (or Python's `switchgnn.prepare`) saved.
+pub(crate) fn load_session(job: &JobFile) -> Result<(Plan, Arc<Session>)> {
+    let dir = PlanDir::open(&job.plan)?;
+    check_world(job, dir.plan())?;
+    if let Some(session) = dir.saved_session(job.mode)? {
+        return Ok((dir.into_plan(), Arc::new(session)));
     }
     let loaded = load(job)?;
     Ok((loaded.plan, loaded.session))
@@ -232,12 +209,13 @@ fn check_world(job: &JobFile, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-pub fn read_plan(dir: &Path) -> Result<Plan> {
-    Plan::read(dir).with_context(|| format!("cannot read the plan in {}", dir.display()))
+/// The whole plan of a plan folder.
+pub(crate) fn read_plan(dir: &Path) -> Result<Plan> {
+    Ok(PlanDir::open(dir)?.into_plan())
 }
 
 /// Load a dataset argument with default options.
-pub fn load_dataset(name: &str) -> Result<switchgnn_datasets::Dataset> {
+pub(crate) fn load_dataset(name: &str) -> Result<switchgnn_datasets::Dataset> {
     let source: Source = name.parse()?;
     let bars = Bars::new();
     let dataset = source
@@ -248,7 +226,11 @@ pub fn load_dataset(name: &str) -> Result<switchgnn_datasets::Dataset> {
 }
 
 /// A plan applies only to the graph it was prepared for.
-pub fn check_plan_fits(plan: &Plan, graph: &switchgnn_datasets::Graph, dir: &Path) -> Result<()> {
+pub(crate) fn check_plan_fits(
+    plan: &Plan,
+    graph: &switchgnn_datasets::Graph,
+    dir: &Path,
+) -> Result<()> {
     let want = plan.manifest.dataset.fingerprint;
     let got = graph_fingerprint(graph);
     if want != got {
@@ -267,7 +249,7 @@ pub fn check_plan_fits(plan: &Plan, graph: &switchgnn_datasets::Graph, dir: &Pat
 }
 
 /// Write `value` as pretty JSON, atomically.
-pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let json = serde_json::to_vec_pretty(value)?;
     switchgnn_datasets::atomic::write_atomically(path, |w| std::io::Write::write_all(w, &json))
         .with_context(|| format!("cannot write {}", path.display()))

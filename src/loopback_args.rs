@@ -7,25 +7,25 @@ use switchgnn_transport::ShimConfig;
 use switchgnn_transport::Link;
 
 #[derive(Debug, clap::Args)]
-pub struct LoopbackArgs {
+pub(crate) struct LoopbackArgs {
     /// Aggregator memory of the switch (e.g. 10MB).
     #[arg(long, default_value = "100MB")]
-    pub switch_memory: String,
+    pub(crate) switch_memory: String,
     /// Probability that the fault shim drops a datagram, on every sender.
     #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
+    pub(crate) loss: f64,
     /// Seed of the fault shim.
     #[arg(long, default_value_t = 1)]
-    pub fault_seed: u64,
+    pub(crate) fault_seed: u64,
     /// Rate cap (Gbit/s) of every worker and switch port.
     #[arg(long, default_value_t = 10.0)]
-    pub gbps: f64,
+    pub(crate) gbps: f64,
     #[command(flatten)]
-    pub framing: crate::framing_args::FramingArgs,
+    pub(crate) framing: crate::framing_args::FramingArgs,
 }
 
 impl LoopbackArgs {
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if !(0.0..1.0).contains(&self.loss) {
             bail!("--loss {} must be in [0, 1)", self.loss);
         }
@@ -34,7 +34,7 @@ impl LoopbackArgs {
 
     /// `--exchange tcp` takes no faults: the shim drops UDP datagrams, and the TCP exchange
     /// sends none (the kernel's TCP recovers its own losses).
-    pub fn check_tcp(&self) -> Result<()> {
+    pub(crate) fn check_tcp(&self) -> Result<()> {
         if self.loss > 0.0 {
             bail!(
                 "--loss drops UDP datagrams, and --exchange tcp sends none (the kernel's TCP \
@@ -45,12 +45,12 @@ impl LoopbackArgs {
     }
 
     /// The switch memory in bytes.
-    pub fn memory(&self) -> Result<u64> {
+    pub(crate) fn memory(&self) -> Result<u64> {
         Ok(parse_bytes(&self.switch_memory)?)
     }
 
     /// The links: `--gbps`, the rest as a job file's defaults.
-    pub fn link(&self) -> Link {
+    pub(crate) fn link(&self) -> Link {
         Link {
             gbps: self.gbps,
             mtu: self.framing.mtu,
@@ -59,7 +59,7 @@ impl LoopbackArgs {
         }
     }
 
-    pub fn faults(&self) -> ShimConfig {
+    pub(crate) fn faults(&self) -> ShimConfig {
         ShimConfig {
             loss: self.loss,
             seed: self.fault_seed,

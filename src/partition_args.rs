@@ -14,44 +14,44 @@ use crate::progress::Bars;
 
 /// A graph and how to partition it: the inputs of every command that plans.
 #[derive(Debug, Args)]
-pub struct PlanInputs {
+pub(crate) struct PlanInputs {
     #[command(flatten)]
-    pub dataset: crate::dataset_args::DatasetArgs,
+    pub(crate) dataset: crate::dataset_args::DatasetArgs,
     #[command(flatten)]
-    pub partition: PartitionArgs,
+    pub(crate) partition: PartitionArgs,
 }
 
 #[derive(Debug, Args)]
-pub struct PartitionArgs {
+pub(crate) struct PartitionArgs {
     /// metis, random, hash, or the path of a file with one part id per vertex (from ParMETIS,
     /// DGL, gpmetis...).
     #[arg(long, default_value = "metis")]
-    pub partitioner: String,
+    pub(crate) partitioner: String,
     /// Seed of METIS and of the random partitioner.
     #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Largest part over the mean part that METIS may produce.
     #[arg(long, default_value_t = 1.03)]
-    pub imbalance: f64,
+    pub(crate) imbalance: f64,
     /// What METIS minimises: edge cut or communication volume.
     #[arg(long, default_value = "cut", value_parser = ["cut", "volume"])]
-    pub objective: String,
+    pub(crate) objective: String,
     /// How blocks are cut: `vertices` (METIS on the boundary graph: least traffic) or `parts`
     /// (group whole worker parts: much faster with many workers, more traffic).
     #[arg(long, default_value = "vertices", value_parser = ["vertices", "parts"])]
-    pub block_method: String,
+    pub(crate) block_method: String,
     /// Most switch table entries one block may need ((vertex, aggregator) pairs plus
     /// destinations): a Tofino's exact-match tables hold far fewer pairs than a large graph
     /// has, so larger blocks are cut (`switchgnn p4 resources` says what a plan needs).
     #[arg(long, value_name = "N")]
-    pub table_entries: Option<u64>,
+    pub(crate) table_entries: Option<u64>,
     /// Share of the aggregator memory each block part aims at; the rest absorbs imbalance.
     #[arg(long, default_value_t = 0.9)]
-    pub fill_target: f64,
+    pub(crate) fill_target: f64,
 }
 
 impl PartitionArgs {
-    pub fn metis_options(&self) -> MetisOptions {
+    pub(crate) fn metis_options(&self) -> MetisOptions {
         MetisOptions {
             seed: (self.seed % i32::MAX as u64) as i32,
             imbalance: self.imbalance,
@@ -63,7 +63,7 @@ impl PartitionArgs {
         }
     }
 
-    pub fn block_method(&self) -> BlockMethod {
+    pub(crate) fn block_method(&self) -> BlockMethod {
         if self.block_method == "parts" {
             BlockMethod::Parts
         } else {
@@ -72,7 +72,7 @@ impl PartitionArgs {
     }
 
     /// The plan to prepare for `dataset` (the dataset argument as given) with these options.
-    pub fn plan_spec(
+    pub(crate) fn plan_spec(
         &self,
         dataset: &str,
         workers: u32,
@@ -89,7 +89,7 @@ impl PartitionArgs {
     }
 
     /// Block partitioning parameters for a switch memory and feature width.
-    pub fn block_params(&self, switch_memory: u64, width: usize) -> BlockParams {
+    pub(crate) fn block_params(&self, switch_memory: u64, width: usize) -> BlockParams {
         BlockParams {
             switch_memory,
             width,
@@ -100,7 +100,7 @@ impl PartitionArgs {
         }
     }
 
-    pub fn method(&self) -> Method {
+    pub(crate) fn method(&self) -> Method {
         match self.partitioner.as_str() {
             "metis" => Method::Metis(self.metis_options()),
             "random" => Method::Random { seed: self.seed },
@@ -114,12 +114,12 @@ impl PartitionArgs {
 
 /// Feature width to plan for when none is given: the dataset's, or 128 (a common hidden width)
 /// for a graph without features.
-pub fn default_width(dataset: &switchgnn_datasets::Dataset) -> usize {
+pub(crate) fn default_width(dataset: &switchgnn_datasets::Dataset) -> usize {
     dataset.features.as_ref().map_or(128, |f| f.cols())
 }
 
 /// Comma-separated positive integers, e.g. `32,64,128`.
-pub fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
+pub(crate) fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
     let items: Option<Vec<T>> = text.split(',').map(|x| x.trim().parse().ok()).collect();
     match items {
         Some(v) if !v.is_empty() => Ok(v),
@@ -128,7 +128,7 @@ pub fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>
 }
 
 /// Comma-separated sizes, e.g. `10MB,100MB`.
-pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
+pub(crate) fn parse_sizes(text: &str) -> Result<Vec<u64>> {
     text.split(',').map(|s| Ok(parse_bytes(s)?)).collect()
 }
 
@@ -136,7 +136,7 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
 /// memory); else a new one, prepared and written there. A plan in `dir` for another graph or
 /// request is an error, unless `replace` allows overwriting it (a folder the program chose
 /// itself).
-pub fn reuse_or_prepare(
+pub(crate) fn reuse_or_prepare(
     dataset: &switchgnn_datasets::Dataset,
     spec: &PlanSpec,
     dir: &Path,

@@ -8,17 +8,17 @@ use switchgnn_datasets::Progress;
 
 /// One bar per stage; a new stage finishes the previous bar.
 #[derive(Debug, Default)]
-pub struct Bars {
+pub(crate) struct Bars {
     current: Mutex<Option<ProgressBar>>,
 }
 
 impl Bars {
-    pub fn new() -> Bars {
+    pub(crate) fn new() -> Bars {
         Bars::default()
     }
 
     /// Close the last bar.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = self.current.lock().expect("progress lock").take() {
             bar.finish_and_clear();
         }

@@ -7,6 +7,8 @@
 //! Every blocking call (connecting, an exchange, an all-reduce, waiting for the switch) runs
 //! with the GIL released, so workers in threads of one process overlap.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod plan;
 
 use std::net::SocketAddr;
@@ -23,16 +25,15 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use switchgnn_dataplane::control::Secret;
-use switchgnn_dataplane::switch::AGGREGATOR_BYTES;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_transport::client::WorkerWire;
 use switchgnn_transport::collective::{ReduceOp, RunningService, ServiceConfig};
 use switchgnn_transport::job::AllReduceVia;
 use switchgnn_transport::server::{ServerConfig, ServerReport, SwitchServer};
 use switchgnn_transport::ShimConfig;
-use switchgnn_transport::{JobFile, Participant, ParticipantError, Timeouts};
+use switchgnn_transport::{JobFile, Participant, ParticipantError, PlanDir, Timeouts};
 
-use crate::plan::{Failure, PrepareArgs, Prepared};
+use crate::plan::{Failure, PrepareArgs};
 
 create_exception!(
     switchgnn,
@@ -71,7 +72,7 @@ fn kind(name: &str) -> PyResult<ExchangeKind> {
 
 /// The settings of one side of a job, from keyword arguments.
 struct JobArgs<'a> {
-    plan: &'a Prepared,
+    plan: &'a PlanDir,
     kind: ExchangeKind,
     switch: SocketAddr,
     job: u16,
@@ -108,7 +109,7 @@ impl JobArgs<'_> {
             }
         };
         let mut job = JobFile::loopback(
-            self.plan.dir.clone(),
+            self.plan.dir().to_path_buf(),
             self.kind,
             self.switch,
             self.plan.workers(),
@@ -129,7 +130,7 @@ impl JobArgs<'_> {
 }
 
 /// A job file and the plan it names (written by `switchgnn.prepare`), its secret read.
-fn job_and_plan(path: &std::path::Path) -> Result<(JobFile, Prepared, Option<Secret>), PyErr> {
+fn job_and_plan(path: &std::path::Path) -> Result<(JobFile, PlanDir, Option<Secret>), PyErr> {
     let job = JobFile::read(path).map_err(|e| PyValueError::new_err(e.to_string()))?;
     if job.transport != switchgnn_transport::job::TransportKind::Udp {
         return Err(PyValueError::new_err(format!(
@@ -145,14 +146,14 @@ fn job_and_plan(path: &std::path::Path) -> Result<(JobFile, Prepared, Option<Sec
             path.display()
         )));
     }
-    let prepared = Prepared::read(&job.plan)?;
-    if u32::from(job.world) != prepared.plan.manifest.spec.workers {
+    let prepared = plan::open(&job.plan)?;
+    if u32::from(job.world) != prepared.plan().manifest.spec.workers {
         return Err(PyValueError::new_err(format!(
             "{}: world = {}, but the plan in {} is for {} workers",
             path.display(),
             job.world,
             job.plan.display(),
-            prepared.plan.manifest.spec.workers
+            prepared.plan().manifest.spec.workers
         )));
     }
     let secret = job
@@ -206,15 +207,18 @@ fn prepare(
 /// vertex is read separately ([`owners`]).
 #[pyfunction]
 fn plan_info(py: Python<'_>, plan: PathBuf) -> PyResult<String> {
-    let p = py.detach(|| Prepared::read(&plan))?;
-    let m = &p.plan.manifest;
+    let p = py.detach(|| plan::open(&plan))?;
+    let m = &p.plan().manifest;
+    let kinds: Vec<&str> = p.saved_kinds().iter().map(|k| k.name()).collect();
+    // `None` for a folder without shards (`switchgnn prepare` alone): no worker can join it.
+    let contributions = p.contributions().ok();
     Ok(serde_json::json!({
         "workers": m.spec.workers,
         "vertices": m.dataset.vertices,
         "edges": m.dataset.edges,
         "feature_dims": m.spec.feature_dims,
-        "kinds": p.meta.kinds,
-        "contributions": p.meta.contributions,
+        "kinds": kinds,
+        "contributions": contributions,
         "boundary_vertices": m.boundary.boundary_vertices,
     })
     .to_string())
@@ -223,8 +227,8 @@ fn plan_info(py: Python<'_>, plan: PathBuf) -> PyResult<String> {
 /// The owner of every vertex of a plan.
 #[pyfunction]
 fn owners<'py>(py: Python<'py>, plan: PathBuf) -> PyResult<Bound<'py, PyArray1<u32>>> {
-    let p = py.detach(|| Prepared::read(&plan))?;
-    Ok(PyArray1::from_slice(py, p.plan.assignment.parts()))
+    let p = py.detach(|| plan::open(&plan))?;
+    Ok(PyArray1::from_slice(py, p.plan().assignment.parts()))
 }
 
 type Served = (Result<(), String>, ServerReport);
@@ -269,7 +273,7 @@ impl Switch {
     ) -> PyResult<Switch> {
         let listen = self::address(address, "address")?;
         let kind = self::kind(kind)?;
-        let prepared = py.detach(|| Prepared::read(&plan))?;
+        let prepared = py.detach(|| plan::open(&plan))?;
         let args = JobArgs {
             plan: &prepared,
             kind,
@@ -340,7 +344,7 @@ impl Switch {
     /// Start serving `job` on `prepared`.
     fn serve(
         py: Python<'_>,
-        prepared: &Prepared,
+        prepared: &PlanDir,
         job: &JobFile,
         secret: Option<Secret>,
         switch_memory: Option<String>,
@@ -349,20 +353,12 @@ impl Switch {
         let memory = match &switch_memory {
             Some(text) => switchgnn_partition::size::parse_bytes(text)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?,
-            None => prepared.plan.manifest.spec.switch_memory,
+            None => prepared.plan().manifest.spec.switch_memory,
         };
-        let session = py.detach(|| prepared.session(kind))?;
+        let session = py.detach(|| prepared.session(kind).map(Arc::new).map_err(Failure::from))?;
         let service =
             ServiceConfig::of(job.job, job.world, &job.timeouts).with_secret(secret.clone());
-        let cfg = ServerConfig {
-            secret,
-            timeouts: job.timeouts,
-            link: job.link,
-            faults: job.faults,
-            listen,
-            allreduce_slots: job.allreduce.slots,
-            ..ServerConfig::loopback(job.job, job.world, (memory / AGGREGATOR_BYTES) as usize)
-        };
+        let cfg = ServerConfig::of_job(job, listen, memory, secret);
         let (mut server, collective) = SwitchServer::bind_with_service(cfg, session, service)
             .map_err(|e| SwitchgnnError::new_err(format!("cannot serve on {listen}: {e}")))?;
         let address = server
@@ -495,7 +491,7 @@ impl Worker {
         })?;
         let bind = address(bind, "bind")?;
         let kind = self::kind(kind)?;
-        let prepared = py.detach(|| Prepared::read(&plan))?;
+        let prepared = py.detach(|| plan::open(&plan))?;
         let args = JobArgs {
             plan: &prepared,
             kind,
@@ -665,7 +661,7 @@ impl Worker {
     /// Join `job` on `prepared` as worker `rank`.
     fn join(
         py: Python<'_>,
-        prepared: &Prepared,
+        prepared: &PlanDir,
         job: &JobFile,
         rank: i64,
         secret: Option<Secret>,
@@ -681,17 +677,22 @@ impl Worker {
                     world - 1
                 ))
             })?;
-        let session = py.detach(|| prepared.view(kind, rank))?;
+        let session = py.detach(|| {
+            prepared
+                .view(kind, rank)
+                .map(Arc::new)
+                .map_err(Failure::from)
+        })?;
+        let contributions = prepared.contributions().map_err(Failure::from)?;
         // Workers must agree on the plans and on the scale's term count.
-        let agreement = session.checksum ^ prepared.meta.contributions.rotate_left(17);
-        let contributions = prepared.meta.contributions;
+        let agreement = session.checksum ^ contributions.rotate_left(17);
         let participant = py
             .detach(|| {
                 Participant::connect(job, session, rank, switch, agreement, contributions, secret)
             })
             .map_err(participant_error)?;
         let vertices = prepared
-            .plan
+            .plan()
             .assignment
             .parts()
             .iter()
@@ -700,7 +701,7 @@ impl Worker {
             .map(|(v, _)| v as u32)
             .collect();
         Ok(Worker {
-            widths: prepared.plan.manifest.spec.feature_dims.clone(),
+            widths: prepared.plan().manifest.spec.feature_dims.clone(),
             boundary: participant.boundary().to_vec(),
             participant: Mutex::new(Some(participant)),
             rank,

@@ -1,44 +1,22 @@
 //! `switchgnn.prepare`: a plan directory from a graph given as arrays and the owner of every
-//! vertex (a partition made elsewhere, e.g. by DGL), with every exchange kind's plans saved so
-//! that neither the switch nor a worker needs the graph again; and reading it back.
-//!
-//! Beside the plan the directory holds `python.json`: what a worker needs that the plan does
-//! not say (the most remote neighbours any vertex has, which sets the fixed-point scale every
-//! worker must agree on) and the kinds saved.
+//! vertex (a partition made elsewhere, e.g. by DGL), with its shards and every exchange kind's
+//! plans saved so that neither the switch nor a worker needs the graph again. The folder is the
+//! one `switchgnn prepare` and `switchgnn shard` write, through the same [`PlanDir`]: the
+//! command's `switch`, `worker` and `exchange` run on it, and Python opens theirs.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split, SplitSource};
-use switchgnn_partition::plan::graph_fingerprint;
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::blocks::set_plan_orders;
 use switchgnn_scheduler::OrderKind;
-use switchgnn_transport::{session_file, Session};
-
-pub const META_FILE: &str = "python.json";
-pub const META_VERSION: u32 = 1;
-
-/// What `python.json` holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Meta {
-    pub format_version: u32,
-    /// The plan's graph, as its manifest records it.
-    pub graph_fingerprint: u64,
-    /// The most remote neighbours any vertex has: every sum's largest number of terms.
-    pub contributions: u64,
-    /// The exchange kinds whose plans were saved.
-    pub kinds: Vec<String>,
-    pub created_by: String,
-}
+use switchgnn_transport::{PlanDir, PlanDirError};
 
 /// A caller's mistake (a Python `ValueError`) or a failure on the way (a `SwitchgnnError`).
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     Usage(String),
     Failed(String),
 }
@@ -49,27 +27,37 @@ impl Failure {
     }
 }
 
+/// A kind the folder lacks is the caller's to fix; anything else failed on the way.
+impl From<PlanDirError> for Failure {
+    fn from(e: PlanDirError) -> Failure {
+        match e {
+            PlanDirError::NoKind { .. } => Failure::Usage(e.to_string()),
+            other => Failure::failed(other),
+        }
+    }
+}
+
 /// Everything `prepare` is asked for.
 #[derive(Debug)]
-pub struct PrepareArgs {
-    pub num_vertices: usize,
-    pub src: Vec<i64>,
-    pub dst: Vec<i64>,
-    pub owner: Vec<i64>,
-    pub workers: Option<u32>,
-    pub feature_dims: Vec<usize>,
-    pub out_dir: PathBuf,
-    pub switch_memory: String,
-    pub kinds: Vec<String>,
-    pub order: String,
-    pub order_seed: u64,
-    pub name: String,
-    pub symmetrize: bool,
+pub(crate) struct PrepareArgs {
+    pub(crate) num_vertices: usize,
+    pub(crate) src: Vec<i64>,
+    pub(crate) dst: Vec<i64>,
+    pub(crate) owner: Vec<i64>,
+    pub(crate) workers: Option<u32>,
+    pub(crate) feature_dims: Vec<usize>,
+    pub(crate) out_dir: PathBuf,
+    pub(crate) switch_memory: String,
+    pub(crate) kinds: Vec<String>,
+    pub(crate) order: String,
+    pub(crate) order_seed: u64,
+    pub(crate) name: String,
+    pub(crate) symmetrize: bool,
 }
 
 /// The kinds a plan from Python can carry: `hybrid` and `auto` need a chip's verdict, which the
 /// `switchgnn prepare` command makes.
-pub fn parse_kind(name: &str) -> Result<ExchangeKind, Failure> {
+pub(crate) fn parse_kind(name: &str) -> Result<ExchangeKind, Failure> {
     match ExchangeKind::parse(name) {
         Some(k @ (ExchangeKind::Hybrid | ExchangeKind::Auto)) => Err(Failure::Usage(format!(
             "the `{}` exchange needs a chip model's verdict; prepare such a plan with the \
@@ -181,7 +169,7 @@ fn assignment_of(args: &PrepareArgs) -> Result<Assignment, Failure> {
 }
 
 /// Write the plan and every kind's exchange plans; a JSON summary of what was written.
-pub fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
+pub(crate) fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
     if args.feature_dims.is_empty() || args.feature_dims.contains(&0) {
         return Err(Failure::Usage(
             "feature_dims must list one positive width per layer".into(),
@@ -207,8 +195,6 @@ pub fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
     let graph = graph_of(args)?;
     let assignment = assignment_of(args)?;
     let workers = assignment.num_parts();
-    let contributions =
-        switchgnn_partition::shard::most_remote_neighbours(&graph, assignment.parts());
     let split = Split {
         train: Vec::new(),
         val: Vec::new(),
@@ -224,53 +210,33 @@ pub fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
     let mut plan =
         Plan::prepare_with(&dataset, &spec, assignment, &|_| {}).map_err(Failure::failed)?;
     set_plan_orders(&mut plan, order, args.order_seed).map_err(Failure::failed)?;
-    let dir = &args.out_dir;
-    plan.write(dir)
-        .map_err(|e| Failure::Failed(format!("cannot write the plan to {}: {e}", dir.display())))?;
+    let dir = PlanDir::create(&args.out_dir, plan, &dataset, &|_| {})?;
+    // A `python.json` of an older build would contradict the folder's own files.
+    let legacy = args
+        .out_dir
+        .join(switchgnn_transport::plan_dir::LEGACY_PYTHON_META);
+    if legacy.exists() {
+        std::fs::remove_file(&legacy)
+            .map_err(|e| Failure::Failed(format!("cannot remove {}: {e}", legacy.display())))?;
+    }
     for &kind in &kinds {
-        save_kind(&plan, &dataset.graph, kind, dir)?;
+        // SwitchGNN's plans are the plan's own blocks.
+        if kind != ExchangeKind::Switchgnn {
+            let session = dir.build_session(&dataset.graph, kind).map_err(|e| {
+                Failure::Failed(format!(
+                    "cannot build the {} exchange plans: {e}",
+                    kind.name()
+                ))
+            })?;
+            dir.save_kind(&session)?;
+        }
     }
-    let meta = Meta {
-        format_version: META_VERSION,
-        graph_fingerprint: graph_fingerprint(&dataset.graph),
-        contributions,
-        kinds: kinds.iter().map(|k| k.name().to_string()).collect(),
-        created_by: concat!("switchgnn ", env!("CARGO_PKG_VERSION")).into(),
-    };
-    let path = dir.join(META_FILE);
-    let json = serde_json::to_vec_pretty(&meta).expect("the metadata serialises");
-    switchgnn_datasets::atomic::write_atomically(&path, |w| w.write_all(&json))
-        .map_err(Failure::failed)?;
-    Ok(summary(&plan, &meta, dir))
+    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    Ok(summary(&dir, dir.contributions()?, &names))
 }
 
-/// Save the exchange plans of `kind` (the switch's and each worker's view); SwitchGNN's come
-/// from the plan directory itself.
-fn save_kind(plan: &Plan, graph: &Graph, kind: ExchangeKind, dir: &Path) -> Result<(), Failure> {
-    if kind == ExchangeKind::Switchgnn {
-        return Ok(());
-    }
-    let shards = dir.join(switchgnn_partition::shard::SHARDS_DIR);
-    std::fs::create_dir_all(&shards)
-        .map_err(|e| Failure::Failed(format!("cannot create {}: {e}", shards.display())))?;
-    let session = Session::new(plan, graph, kind).map_err(|e| {
-        Failure::Failed(format!(
-            "cannot build the {} exchange plans: {e}",
-            kind.name()
-        ))
-    })?;
-    session_file::write(&session, plan, &session_file::session_path(dir, kind))
-        .map_err(Failure::failed)?;
-    for rank in 0..plan.manifest.spec.workers as u16 {
-        let path = session_file::view_path(dir, kind, rank);
-        session_file::write_view(&session.for_worker(rank), rank, plan, &path)
-            .map_err(Failure::failed)?;
-    }
-    Ok(())
-}
-
-fn summary(plan: &Plan, meta: &Meta, dir: &Path) -> String {
-    let m = &plan.manifest;
+fn summary(dir: &PlanDir, contributions: u64, kinds: &[&str]) -> String {
+    let m = &dir.plan().manifest;
     let layers: Vec<serde_json::Value> = m
         .traffic
         .iter()
@@ -290,100 +256,20 @@ fn summary(plan: &Plan, meta: &Meta, dir: &Path) -> String {
         })
         .collect();
     serde_json::json!({
-        "dir": dir.display().to_string(),
+        "dir": dir.dir().display().to_string(),
         "workers": m.spec.workers,
         "vertices": m.dataset.vertices,
         "edges": m.dataset.edges,
         "boundary_vertices": m.boundary.boundary_vertices,
         "cross_edges": m.boundary.cross_edges,
-        "contributions": meta.contributions,
-        "kinds": meta.kinds,
+        "contributions": contributions,
+        "kinds": kinds,
         "layers": layers,
     })
     .to_string()
 }
 
-/// A plan directory written by [`prepare`], read and checked.
-#[derive(Debug)]
-pub struct Prepared {
-    pub dir: PathBuf,
-    pub plan: Plan,
-    pub meta: Meta,
-}
-
-impl Prepared {
-    pub fn read(dir: &Path) -> Result<Prepared, Failure> {
-        let plan = Plan::read(dir).map_err(|e| {
-            Failure::Failed(format!("cannot read the plan in {}: {e}", dir.display()))
-        })?;
-        let path = dir.join(META_FILE);
-        let text = std::fs::read(&path).map_err(|e| {
-            Failure::Failed(format!(
-                "cannot read {}: {e} (was the plan written by switchgnn.prepare?)",
-                path.display()
-            ))
-        })?;
-        let meta: Meta = serde_json::from_slice(&text)
-            .map_err(|e| Failure::Failed(format!("{}: {e}", path.display())))?;
-        if meta.format_version != META_VERSION {
-            return Err(Failure::Failed(format!(
-                "{}: format {}, this build reads {META_VERSION}; prepare the plan again",
-                path.display(),
-                meta.format_version
-            )));
-        }
-        if meta.graph_fingerprint != plan.manifest.dataset.fingerprint {
-            return Err(Failure::Failed(format!(
-                "{} belongs to another graph than the plan beside it; prepare the plan again",
-                path.display()
-            )));
-        }
-        Ok(Prepared {
-            dir: dir.to_path_buf(),
-            plan,
-            meta,
-        })
-    }
-
-    pub fn workers(&self) -> u16 {
-        self.plan.manifest.spec.workers as u16
-    }
-
-    fn check_kind(&self, kind: ExchangeKind) -> Result<(), Failure> {
-        if kind == ExchangeKind::Switchgnn || self.meta.kinds.iter().any(|k| k == kind.name()) {
-            return Ok(());
-        }
-        Err(Failure::Usage(format!(
-            "the plan in {} has no {} exchange plans (it has: {}); prepare it with that kind",
-            self.dir.display(),
-            kind.name(),
-            self.meta.kinds.join(", ")
-        )))
-    }
-
-    /// The whole session of `kind`: what the switch installs.
-    pub fn session(&self, kind: ExchangeKind) -> Result<Arc<Session>, Failure> {
-        self.check_kind(kind)?;
-        let session = if kind == ExchangeKind::Switchgnn {
-            Session::switchgnn(&self.plan).map_err(Failure::failed)?
-        } else {
-            let path = session_file::session_path(&self.dir, kind);
-            session_file::read(&path, &self.plan, kind).map_err(Failure::failed)?
-        };
-        Ok(Arc::new(session))
-    }
-
-    /// Worker `rank`'s view of the session of `kind`.
-    pub fn view(&self, kind: ExchangeKind, rank: u16) -> Result<Arc<Session>, Failure> {
-        self.check_kind(kind)?;
-        let session = if kind == ExchangeKind::Switchgnn {
-            Session::switchgnn(&self.plan)
-                .map_err(Failure::failed)?
-                .for_worker(rank)
-        } else {
-            let path = session_file::view_path(&self.dir, kind, rank);
-            session_file::read_view(&path, &self.plan, kind, rank).map_err(Failure::failed)?
-        };
-        Ok(Arc::new(session))
-    }
+/// Open a plan folder (from [`prepare`], or `switchgnn prepare` and `shard`).
+pub(crate) fn open(dir: &Path) -> Result<PlanDir, Failure> {
+    Ok(PlanDir::open(dir)?)
 }

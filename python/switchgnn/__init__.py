@@ -113,8 +113,9 @@ def prepare(
     the worker that holds vertex ``v``; ``feature_dims`` the width each layer exchanges. The
     exchange sums each vertex's remote neighbours once over an undirected graph, so an edge
     list with repeats or with edges lacking their reverse is refused (``symmetrize=True``
-    adds the missing reverses instead). The plans of every kind in ``kinds`` are saved, so
-    neither the switch nor a worker needs the graph again.
+    adds the missing reverses instead). The plans of every kind in ``kinds`` are saved, with
+    every worker's shard, so neither the switch nor a worker needs the graph again: the folder
+    is the one ``switchgnn prepare`` and ``switchgnn shard`` write, and the command runs on it.
     """
     summary = _native.prepare(
         int(num_vertices),
@@ -135,7 +136,8 @@ def prepare(
 
 
 def plan_info(plan: "os.PathLike[str] | str") -> dict:
-    """What a plan directory holds: workers, vertices, edges, feature dims, kinds."""
+    """What a plan directory holds: workers, vertices, edges, feature dims, the kinds whose
+    plans were saved, and the fixed-point term count (``None`` before the folder is sharded)."""
     return json.loads(_native.plan_info(os.fspath(plan)))
 
 

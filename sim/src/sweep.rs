@@ -201,6 +201,37 @@ impl SweepSpec {
             fault_seed: self.seed,
         })
     }
+
+    /// Whether the spec describes a sweep that can run: worker counts (at least two each,
+    /// each with a chip of enough ports), modes and positive feature widths, a memory for the
+    /// in-network modes, a positive link rate and a loss probability below 1.
+    pub fn validate(&self) -> Result<(), SweepError> {
+        let usage = |why: String| Err(SweepError::Usage(why));
+        if self.workers.is_empty() || self.modes.is_empty() || self.feature_dims.is_empty() {
+            return usage("a sweep needs worker counts, modes and feature widths".into());
+        }
+        if self.workers.iter().any(|&w| w < 2) {
+            return usage("every worker count must be at least 2".into());
+        }
+        if self.memories.is_empty() && self.modes.iter().any(|m| m.uses_memory()) {
+            return usage("in-network modes need at least one switch memory".into());
+        }
+        if self.feature_dims.contains(&0) {
+            return usage("feature widths must be positive".into());
+        }
+        if self.link.gbps.is_nan() || self.link.gbps <= 0.0 || self.sample_ns == 0 {
+            return usage("the link rate and the sampling period must be positive".into());
+        }
+        if !(0.0..1.0).contains(&self.loss) {
+            return usage(format!("loss {} must be in [0, 1)", self.loss));
+        }
+        for &w in &self.workers {
+            self.chip
+                .resolve(u32::from(w), self.link.gbps)
+                .map_err(|source| SweepError::ChipFor { workers: w, source })?;
+        }
+        Ok(())
+    }
 }
 
 /// One simulated exchange of the grid (a row of `runs.csv`).
@@ -419,6 +450,14 @@ pub enum SweepError {
     /// A worker count's chip could not be chosen.
     #[error("chip: {0}")]
     Chip(#[from] ChipError),
+    /// No chip of the choice serves this many workers.
+    #[error("{workers} workers: {source}")]
+    ChipFor {
+        /// The worker count.
+        workers: u16,
+        /// Why the choice has no chip for it.
+        source: ChipError,
+    },
     /// The error names the file.
     #[error("cannot write the capture: {source}")]
     Capture {
@@ -429,190 +468,24 @@ pub enum SweepError {
     },
 }
 
-/// Run the sweep. `plan_spec(workers, memory)` gives the partitioning options.
+/// Run the sweep, [`SweepSpec::validate`]d first. `plan_spec(workers, memory)` gives the
+/// partitioning options. Each worker count's runs come from [`sweep_workers`].
 pub fn sweep(
     dataset: &Dataset,
     spec: &SweepSpec,
     plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
     progress: &(dyn Progress + Sync),
 ) -> Result<SweepResult, SweepError> {
-    if spec.workers.is_empty() || spec.modes.is_empty() || spec.feature_dims.is_empty() {
-        return Err(SweepError::Usage(
-            "a sweep needs worker counts, modes and feature widths".into(),
-        ));
-    }
-    if spec.memories.is_empty() && spec.modes.iter().any(|m| m.uses_memory()) {
-        return Err(SweepError::Usage(
-            "in-network modes need at least one switch memory".into(),
-        ));
-    }
-    let scale = scale_for(&dataset.graph);
-    let mut widths: Vec<(usize, usize)> = Vec::new(); // (width, first layer with it)
-    for (l, &w) in spec.feature_dims.iter().enumerate() {
-        if !widths.iter().any(|&(x, _)| x == w) {
-            widths.push((w, l));
-        }
-    }
+    spec.validate()?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(spec.jobs.max(1))
         .build()
         .map_err(|e| SweepError::Usage(format!("thread pool: {e}")))?;
     let mut runs = Vec::new();
     for &workers in &spec.workers {
-        progress.stage(&format!("{workers} workers: partition"), None);
-        let first = plan_spec(workers, spec.memories.first().copied().unwrap_or(0));
-        let assignment =
-            Assignment::compute(&dataset.graph, u32::from(workers), &first.partitioner)?;
-        // One entry per memory; `None` when the sweep has no memories (host modes only).
-        let memories: Vec<Option<u64>> = if spec.memories.is_empty() {
-            vec![None]
-        } else {
-            spec.memories.iter().map(|&m| Some(m)).collect()
-        };
-        let cfg = spec.config(workers)?;
-        let done = Mutex::new(Vec::new());
-        // One memory's plan at a time (a plan of a large graph is gigabytes); the modes without
-        // aggregators run with the first.
-        for (mi, &memory) in memories.iter().enumerate() {
-            progress.stage(
-                &format!(
-                    "{workers} workers: blocks for {}",
-                    memory.map_or("-".into(), switchgnn_partition::size::format_bytes)
-                ),
-                None,
-            );
-            let ps = plan_spec(workers, memory.unwrap_or(first.switch_memory));
-            let plan = Plan::prepare_with(dataset, &ps, assignment.clone(), &|_| {})?;
-            let jobs: Vec<(SimMode, usize)> = spec
-                .modes
-                .iter()
-                .filter(|m| m.uses_memory() || mi == 0)
-                .flat_map(|&m| (0..widths.len()).map(move |wi| (m, wi)))
-                .collect();
-            progress.stage(
-                &format!(
-                    "{workers} workers, {}: {} simulations",
-                    memory.map_or("-".into(), switchgnn_partition::size::format_bytes),
-                    jobs.len()
-                ),
-                Some(jobs.len() as u64),
-            );
-            pool.install(|| {
-                jobs.par_iter().try_for_each(|&(mode, wi)| {
-                    let plan = &plan;
-                    let (width, layer) = widths[wi];
-                    let what = format!(
-                        "{workers} workers, {}, {}, width {width}",
-                        mode.name(),
-                        memory.map_or(
-                            "no aggregators".into(),
-                            switchgnn_partition::size::format_bytes
-                        )
-                    );
-                    let wrap = |source: ModeError| SweepError::Run {
-                        what: what.clone(),
-                        source,
-                    };
-                    // `auto` runs what the planner picks on this chip, `best-host` the
-                    // host-only kind it would pick.
-                    let candidates: Option<&[ExchangeKind]> = match mode {
-                        SimMode::Auto => Some(&CANDIDATES),
-                        SimMode::BestHost => Some(&HOST_ONLY),
-                        _ => None,
-                    };
-                    let (kind, xplan) = if let Some(candidates) = candidates {
-                        let options = PlanOptions {
-                            seed: spec.seed,
-                            ..PlanOptions::default()
-                        };
-                        let (_, kind, xplan) = choose(
-                            &dataset.graph,
-                            plan,
-                            layer,
-                            candidates,
-                            &cfg.switch.chip,
-                            &host_cost(&cfg),
-                            options,
-                        )
-                        .map_err(|e| wrap(e.into()))?;
-                        (kind, xplan)
-                    } else {
-                        // The hybrid is chosen for this run's chip.
-                        let on = Some((cfg.switch.chip, host_cost(&cfg)));
-                        let xplan = exchange_plan(mode, &dataset.graph, plan, layer, spec.seed, on)
-                            .map_err(wrap)?;
-                        (mode.kind(), xplan)
-                    };
-                    let setup = ExchangeSetup {
-                        mode,
-                        switch_memory: memory.unwrap_or(0),
-                        bundle: spec.bundle,
-                        window: spec.window,
-                        timers: spec.timers,
-                        layer: layer as u8,
-                        backward: false,
-                        control: None,
-                        rate_control: spec.rate_control,
-                        two_level: false,
-                        chip_floor: true,
-                        framing: cfg.host.framing,
-                    };
-                    let load = Load::of(&xplan, cfg.frame_overhead);
-                    let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(&cfg));
-                    let mut capture = match &spec.pcap {
-                        Some(p) => {
-                            let id = RunRow::id_of(
-                                workers,
-                                memory.filter(|_| mode.uses_memory()),
-                                mode,
-                                width,
-                            );
-                            let file = p.file(&id);
-                            let c = Capture::create(&file, p.packets).map_err(|source| {
-                                SweepError::Capture {
-                                    path: file.clone(),
-                                    source,
-                                }
-                            })?;
-                            Some((SimCapture(c), file))
-                        }
-                        None => None,
-                    };
-                    let tap = capture.as_mut().map(|(c, _)| c as &mut dyn Tap);
-                    let (sim, _) =
-                        simulate_exchange_tapped(xplan, &cfg, &setup, scale, tap).map_err(wrap)?;
-                    if let Some((SimCapture(c), file)) = capture {
-                        c.finish()
-                            .map_err(|source| SweepError::Capture { path: file, source })?;
-                    }
-                    let row = RunRow::of(
-                        workers,
-                        memory.filter(|_| mode.uses_memory()),
-                        mode,
-                        width,
-                        sim,
-                        (&cfg.switch.chip, bound),
-                    );
-                    let row = RunRow {
-                        kind: kind.name().to_string(),
-                        ..row
-                    };
-                    tracing::info!(
-                        run = row.id(),
-                        comm_ms = row.comm_ns as f64 / 1e6,
-                        events = row.events,
-                        wall_s = row.wall_seconds,
-                        "simulated"
-                    );
-                    done.lock().expect("results lock").push(row);
-                    progress.advance(1);
-                    Ok::<(), SweepError>(())
-                })
-            })?;
-        }
-        let mut rows = done.into_inner().expect("results lock");
-        rows.sort_by_key(|r| (r.mode, r.switch_memory, r.width));
-        runs.extend(rows);
+        runs.extend(sweep_workers(
+            dataset, spec, workers, plan_spec, &pool, progress,
+        )?);
     }
     let (layers, epochs) = epochs(spec, &runs);
     Ok(SweepResult {
@@ -621,6 +494,209 @@ pub fn sweep(
         layers,
         epochs,
     })
+}
+
+/// Each distinct width of `feature_dims` and the first layer that has it: a layer's exchange
+/// depends only on its width, so each is simulated once.
+fn distinct_widths(feature_dims: &[usize]) -> Vec<(usize, usize)> {
+    let mut widths: Vec<(usize, usize)> = Vec::new();
+    for (l, &w) in feature_dims.iter().enumerate() {
+        if !widths.iter().any(|&(x, _)| x == w) {
+            widths.push((w, l));
+        }
+    }
+    widths
+}
+
+/// The runs of one worker count: one partition; for each memory the block plan (one at a
+/// time: a plan of a large graph is gigabytes) and the runs of every mode that uses it (the
+/// modes without aggregators run with the first), at each distinct width, `spec.jobs` at once.
+fn sweep_workers(
+    dataset: &Dataset,
+    spec: &SweepSpec,
+    workers: u16,
+    plan_spec: &dyn Fn(u16, u64) -> PlanSpec,
+    pool: &rayon::ThreadPool,
+    progress: &(dyn Progress + Sync),
+) -> Result<Vec<RunRow>, SweepError> {
+    let widths = distinct_widths(&spec.feature_dims);
+    let scale = scale_for(&dataset.graph);
+    progress.stage(&format!("{workers} workers: partition"), None);
+    let first = plan_spec(workers, spec.memories.first().copied().unwrap_or(0));
+    let assignment = Assignment::compute(&dataset.graph, u32::from(workers), &first.partitioner)?;
+    // One entry per memory; `None` when the sweep has no memories (host modes only).
+    let memories: Vec<Option<u64>> = if spec.memories.is_empty() {
+        vec![None]
+    } else {
+        spec.memories.iter().map(|&m| Some(m)).collect()
+    };
+    let cfg = spec.config(workers)?;
+    let done = Mutex::new(Vec::new());
+    for (mi, &memory) in memories.iter().enumerate() {
+        let memory_name = memory.map_or("-".into(), switchgnn_partition::size::format_bytes);
+        progress.stage(
+            &format!("{workers} workers: blocks for {memory_name}"),
+            None,
+        );
+        let ps = plan_spec(workers, memory.unwrap_or(first.switch_memory));
+        let plan = Plan::prepare_with(dataset, &ps, assignment.clone(), &|_| {})?;
+        let jobs: Vec<(SimMode, usize)> = spec
+            .modes
+            .iter()
+            .filter(|m| m.uses_memory() || mi == 0)
+            .flat_map(|&m| (0..widths.len()).map(move |wi| (m, wi)))
+            .collect();
+        progress.stage(
+            &format!(
+                "{workers} workers, {memory_name}: {} simulations",
+                jobs.len()
+            ),
+            Some(jobs.len() as u64),
+        );
+        let grid = GridRun {
+            dataset,
+            spec,
+            plan: &plan,
+            cfg: &cfg,
+            workers,
+            memory,
+            scale,
+        };
+        pool.install(|| {
+            jobs.par_iter().try_for_each(|&(mode, wi)| {
+                let (width, layer) = widths[wi];
+                let row = grid.run(mode, width, layer)?;
+                done.lock().expect("results lock").push(row);
+                progress.advance(1);
+                Ok::<(), SweepError>(())
+            })
+        })?;
+    }
+    let mut rows = done.into_inner().expect("results lock");
+    rows.sort_by_key(|r| (r.mode, r.switch_memory, r.width));
+    Ok(rows)
+}
+
+/// What every run of one worker count and memory shares.
+struct GridRun<'a> {
+    dataset: &'a Dataset,
+    spec: &'a SweepSpec,
+    plan: &'a Plan,
+    cfg: &'a SimConfig,
+    workers: u16,
+    memory: Option<u64>,
+    scale: switchgnn_dataplane::fixed::Scale,
+}
+
+impl GridRun<'_> {
+    /// Simulate `mode`'s exchange of the layer `layer` (of width `width`), capturing it if
+    /// the spec asks; its row of `runs.csv`.
+    fn run(&self, mode: SimMode, width: usize, layer: usize) -> Result<RunRow, SweepError> {
+        let (spec, cfg, workers, memory) = (self.spec, self.cfg, self.workers, self.memory);
+        let what = format!(
+            "{workers} workers, {}, {}, width {width}",
+            mode.name(),
+            memory.map_or(
+                "no aggregators".into(),
+                switchgnn_partition::size::format_bytes
+            )
+        );
+        let wrap = |source: ModeError| SweepError::Run {
+            what: what.clone(),
+            source,
+        };
+        let (kind, xplan) = self.exchange(mode, layer).map_err(wrap)?;
+        let setup = ExchangeSetup {
+            mode,
+            switch_memory: memory.unwrap_or(0),
+            bundle: spec.bundle,
+            window: spec.window,
+            timers: spec.timers,
+            layer: layer as u8,
+            backward: false,
+            control: None,
+            rate_control: spec.rate_control,
+            two_level: false,
+            chip_floor: true,
+            framing: cfg.host.framing,
+        };
+        let load = Load::of(&xplan, cfg.frame_overhead);
+        let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(cfg));
+        let memory_used = memory.filter(|_| mode.uses_memory());
+        let mut capture = match &spec.pcap {
+            Some(p) => {
+                let file = p.file(&RunRow::id_of(workers, memory_used, mode, width));
+                let c =
+                    Capture::create(&file, p.packets).map_err(|source| SweepError::Capture {
+                        path: file.clone(),
+                        source,
+                    })?;
+                Some((SimCapture(c), file))
+            }
+            None => None,
+        };
+        let tap = capture.as_mut().map(|(c, _)| c as &mut dyn Tap);
+        let (sim, _) =
+            simulate_exchange_tapped(xplan, cfg, &setup, self.scale, tap).map_err(wrap)?;
+        if let Some((SimCapture(c), file)) = capture {
+            c.finish()
+                .map_err(|source| SweepError::Capture { path: file, source })?;
+        }
+        let row = RunRow {
+            kind: kind.name().to_string(),
+            ..RunRow::of(
+                workers,
+                memory_used,
+                mode,
+                width,
+                sim,
+                (&cfg.switch.chip, bound),
+            )
+        };
+        tracing::info!(
+            run = row.id(),
+            comm_ms = row.comm_ns as f64 / 1e6,
+            events = row.events,
+            wall_s = row.wall_seconds,
+            "simulated"
+        );
+        Ok(row)
+    }
+
+    /// The kind `mode` runs at `layer` and its exchange plan: `auto` runs what the planner
+    /// picks on this chip, `best-host` the host-only kind it would pick, the hybrid is chosen
+    /// for this run's chip, every other mode is its own kind.
+    fn exchange(
+        &self,
+        mode: SimMode,
+        layer: usize,
+    ) -> Result<(ExchangeKind, switchgnn_dataplane::plan::ExchangePlan), ModeError> {
+        let graph = &self.dataset.graph;
+        let candidates: Option<&[ExchangeKind]> = match mode {
+            SimMode::Auto => Some(&CANDIDATES),
+            SimMode::BestHost => Some(&HOST_ONLY),
+            _ => None,
+        };
+        if let Some(candidates) = candidates {
+            let options = PlanOptions {
+                seed: self.spec.seed,
+                ..PlanOptions::default()
+            };
+            let (_, kind, xplan) = choose(
+                graph,
+                self.plan,
+                layer,
+                candidates,
+                &self.cfg.switch.chip,
+                &host_cost(self.cfg),
+                options,
+            )?;
+            return Ok((kind, xplan));
+        }
+        let on = Some((self.cfg.switch.chip, host_cost(self.cfg)));
+        let xplan = exchange_plan(mode, graph, self.plan, layer, self.spec.seed, on)?;
+        Ok((mode.kind(), xplan))
+    }
 }
 
 /// What the chip model's bound charges the hosts of `cfg`.

@@ -11,6 +11,7 @@ use switchgnn_chip::{Chip, Choice, HostCost, Load, Verdict};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode};
 use switchgnn_dataplane::switch::{spine_traffic, Racks, SpineTraffic};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
+use switchgnn_datasets::Graph;
 use switchgnn_datasets::Progress;
 use switchgnn_partition::size::format_bytes;
 use switchgnn_partition::traffic::{reduction, row_bytes};
@@ -28,32 +29,32 @@ use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub input: PlanInputs,
+    pub(crate) input: PlanInputs,
     /// Worker counts to analyse, comma-separated.
     #[arg(long, default_value = "4")]
-    pub workers: String,
+    pub(crate) workers: String,
     /// Feature width of the exchanged layer (default: the dataset's feature width).
     #[arg(long)]
-    pub width: Option<usize>,
+    pub(crate) width: Option<usize>,
     /// Switch aggregator memories to plan blocks for, comma-separated (e.g. 10MB,100MB).
     #[arg(long)]
-    pub switch_memory: Option<String>,
+    pub(crate) switch_memory: Option<String>,
     #[command(flatten)]
-    pub verdict: VerdictArgs,
+    pub(crate) verdict: VerdictArgs,
     /// Also count what crosses the spine layer of leaf-spine fabrics of these rack counts
     /// (comma-separated, workers in racks of consecutive ranks) with two-level aggregation,
     /// for the host exchange, switchgnn and reduce (one block each).
     #[arg(long, value_name = "RACKS")]
-    pub racks: Option<String>,
+    pub(crate) racks: Option<String>,
     /// Also judge every kind at these host costs per packet, ns, comma-separated (e.g.
     /// 0,5,10,20,40): which verdicts flip with the hosts' per-packet cost.
     #[arg(long, value_name = "NS")]
-    pub sweep_packet_ns: Option<String>,
+    pub(crate) sweep_packet_ns: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -147,46 +148,69 @@ struct PlanRow {
     verdict: Verdict,
 }
 
-pub fn run(args: Args) -> Result<()> {
+/// What `analyze` was asked, checked: the worker counts, memories, rack counts and host costs
+/// of its flags.
+#[derive(Debug)]
+pub(crate) struct Request {
+    workers: Vec<u32>,
+    memories: Vec<u64>,
+    rack_counts: Vec<u16>,
+    packet_costs: Vec<f64>,
+}
+
+impl TryFrom<&Args> for Request {
+    type Error = anyhow::Error;
+
+    fn try_from(args: &Args) -> Result<Request> {
+        let workers: Vec<u32> = parse_list(&args.workers, "--workers")?;
+        let memories = match &args.switch_memory {
+            Some(s) => parse_sizes(s)?,
+            None => Vec::new(),
+        };
+        let rack_counts: Vec<u16> = match &args.racks {
+            Some(s) => parse_list(s, "--racks")?,
+            None => Vec::new(),
+        };
+        if let Some(&(r, m)) = rack_counts
+            .iter()
+            .flat_map(|&r| workers.iter().map(move |&m| (r, m)))
+            .find(|&(r, m)| r == 0 || u32::from(r) > m)
+            .as_ref()
+        {
+            anyhow::bail!("--racks {r}: {m} workers cannot fill {r} racks");
+        }
+        let packet_costs: Vec<f64> = match &args.sweep_packet_ns {
+            Some(s) => parse_list(s, "--sweep-packet-ns")?,
+            None => Vec::new(),
+        };
+        if packet_costs
+            .iter()
+            .any(|ns| !(*ns >= 0.0 && ns.is_finite()))
+        {
+            anyhow::bail!(
+                "--sweep-packet-ns: every cost must be a finite number of ns, not negative"
+            );
+        }
+        Ok(Request {
+            workers,
+            memories,
+            rack_counts,
+            packet_costs,
+        })
+    }
+}
+
+pub(crate) fn run(args: Args) -> Result<()> {
+    let request = Request::try_from(&args)?;
     let dataset = args.input.dataset.load()?;
     let width = args.width.unwrap_or_else(|| default_width(&dataset));
-    let workers: Vec<u32> = parse_list(&args.workers, "--workers")?;
-    let memories = match &args.switch_memory {
-        Some(s) => parse_sizes(s)?,
-        None => Vec::new(),
-    };
-    let rack_counts: Vec<u16> = match &args.racks {
-        Some(s) => parse_list(s, "--racks")?,
-        None => Vec::new(),
-    };
-    if let Some(&(r, m)) = rack_counts
-        .iter()
-        .flat_map(|&r| workers.iter().map(move |&m| (r, m)))
-        .find(|&(r, m)| r == 0 || u32::from(r) > m)
-        .as_ref()
-    {
-        anyhow::bail!("--racks {r}: {m} workers cannot fill {r} racks");
-    }
-    let method = args.input.partition.method();
     let choice = args.verdict.chip.choice(LoopedPorts::Spare)?;
     let cost = args.verdict.cost()?;
-    let packet_costs: Vec<f64> = match &args.sweep_packet_ns {
-        Some(s) => parse_list(s, "--sweep-packet-ns")?,
-        None => Vec::new(),
-    };
-    if packet_costs
-        .iter()
-        .any(|ns| !(*ns >= 0.0 && ns.is_finite()))
-    {
-        anyhow::bail!("--sweep-packet-ns: every cost must be a finite number of ns, not negative");
-    }
     let bars = Bars::new();
     let mut rows = Vec::new();
-    for &m in &workers {
+    for &m in &request.workers {
         bars.stage(&format!("{m} workers: partition"), None);
-        let assignment = Assignment::compute(&dataset.graph, m, &method)?;
-        let boundary = Boundary::analyze(&dataset.graph, &assignment);
-        let traffic = Traffic::estimate(&boundary, width);
+        let assignment = Assignment::compute(&dataset.graph, m, &args.input.partition.method())?;
         let chip = choice
             .resolve(m, cost.link_gbps)
             .with_context(|| format!("{m} workers"))?;
@@ -195,170 +219,16 @@ pub fn run(args: Args) -> Result<()> {
             &format!("{m} workers: loads on {}", chip.preset.name()),
             None,
         );
-        let whole = |mode| {
-            ExchangePlan::whole_graph(
-                &dataset.graph,
-                &assignment,
-                width,
-                mode,
-                OrderKind::Random,
-                0,
-            )
-        };
-        let fabrics_of = |plan: &ExchangePlan| -> Result<Vec<SpineTraffic>> {
-            rack_counts
-                .iter()
-                .map(|&r| {
-                    Ok(spine_traffic(
-                        plan,
-                        &Racks::even(m as u16, r)?,
-                        FRAME_OVERHEAD,
-                        cost.framing,
-                    ))
-                })
-                .collect()
-        };
-        let host_plan = whole(Mode::Host)?;
-        let host_load = Load::for_cost(&host_plan, &cost);
-        let host_fabrics = fabrics_of(&host_plan)?;
-        drop(host_plan);
-        let partials_plan = host_reduce_plan(&dataset.graph, &assignment, width)?;
-        let partials_load = Load::for_cost(&partials_plan, &cost);
-        let partials_fabrics = fabrics_of(&partials_plan)?;
-        drop(partials_plan);
-        let mixed_plan = host_hybrid_plan(&dataset.graph, &assignment, width)?;
-        let mixed_load = Load::for_cost(&mixed_plan, &cost);
-        let mixed_fabrics = fabrics_of(&mixed_plan)?;
-        drop(mixed_plan);
-        // Its plan depends on the racks (who proxies for whom): one per rack count.
-        let two_level_fabrics = rack_counts
-            .iter()
-            .map(|&r| {
-                let racks = Racks::even(m as u16, r)?;
-                let plan = host_two_level_plan(&dataset.graph, &assignment, width, &racks)?;
-                Ok(spine_traffic(&plan, &racks, FRAME_OVERHEAD, cost.framing))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        // Every verdict's baseline: the fastest host-only kind at this cost.
-        let host_only = |cost: &HostCost| {
-            let kinds = [
-                ("host", &host_load),
-                ("host-reduce", &partials_load),
-                ("host-hybrid", &mixed_load),
-            ];
-            let best = Pick::among(&chip, cost, kinds);
-            let (_, load) = kinds
-                .into_iter()
-                .find(|(kind, _)| *kind == best.kind)
-                .expect("the pick is a candidate");
-            (best, load)
-        };
-        let (best_host_only, base_load) = host_only(&cost);
-        let host = (best_host_only.kind.as_str(), base_load);
-        let reduce_xplan = reduce_plan(&dataset.graph, &assignment, width, usize::MAX)?;
-        let reduce_load = Load::of(&reduce_xplan, FRAME_OVERHEAD);
-        let reduce_fabrics = fabrics_of(&reduce_xplan)?;
-        drop(reduce_xplan);
-        let reduce = Verdict::of(&chip, &reduce_load, host, &cost);
-        let hybrid_load = Load::of(
-            &hybrid_plan(&dataset.graph, &assignment, width, usize::MAX, &chip, &cost)?,
-            FRAME_OVERHEAD,
-        );
-        let hybrid = Verdict::of(&chip, &hybrid_load, host, &cost);
-        let blocks_xplan = whole(Mode::Blocks)?;
-        let blocks_load = Load::of(&blocks_xplan, FRAME_OVERHEAD);
-        let blocks_fabrics = fabrics_of(&blocks_xplan)?;
-        drop(blocks_xplan);
-        let fabrics = rack_counts
-            .iter()
-            .enumerate()
-            .map(|(i, &racks)| FabricRow {
-                racks,
-                host: host_fabrics[i],
-                host_reduce: partials_fabrics[i],
-                host_hybrid: mixed_fabrics[i],
-                host_two_level: two_level_fabrics[i],
-                switchgnn: blocks_fabrics[i],
-                reduce: reduce_fabrics[i],
-            })
-            .collect();
-        let verdict = Verdict::of(&chip, &blocks_load, host, &cost);
-        // What `prepare --exchange auto` would pick (with every destination in one block).
-        let pick_at = |cost: &HostCost| {
-            Pick::among(
-                &chip,
-                cost,
-                [
-                    ("host", &host_load),
-                    ("host-reduce", &partials_load),
-                    ("host-hybrid", &mixed_load),
-                    ("switchgnn", &blocks_load),
-                    ("reduce", &reduce_load),
-                    ("hybrid", &hybrid_load),
-                ],
-            )
-        };
-        let pick = pick_at(&cost);
-        let sweep = packet_costs
-            .iter()
-            .map(|&ns| {
-                let at = HostCost {
-                    per_packet_ns: ns,
-                    ..cost
-                };
-                let (best_host_only, load) = host_only(&at);
-                let versus = |x: &Load| {
-                    let base = (best_host_only.kind.as_str(), load);
-                    1.0 / Verdict::of(&chip, x, base, &at).speedup_at_best
-                };
-                let (switchgnn_vs_host, reduce_vs_host) =
-                    (versus(&blocks_load), versus(&reduce_load));
-                SweepRow {
-                    host_packet_ns: ns,
-                    best_host_only,
-                    switchgnn_vs_host,
-                    reduce_vs_host,
-                    pick: pick_at(&at),
-                }
-            })
-            .collect();
-        drop(blocks_load);
-        let mut plans = Vec::new();
-        for &memory in &memories {
-            bars.stage(
-                &format!("{m} workers: blocks for {}", format_bytes(memory)),
-                None,
-            );
-            let params = args.input.partition.block_params(memory, width);
-            let blocks = Blocks::build(&dataset.graph, &assignment, &params)?;
-            let fill = blocks.fill();
-            // Every block endpoint sends once and receives once.
-            let bytes = 2 * row_bytes(fill.vertex_slots, width);
-            let load = Load::of(&blocks_plan(&blocks, &assignment, width)?, FRAME_OVERHEAD);
-            plans.push(PlanRow {
-                switch_memory: memory,
-                blocks: fill.blocks,
-                levels: blocks.levels,
-                mean_fill: fill.mean,
-                bytes,
-                reduction: reduction(bytes, traffic.host_bytes),
-                verdict: Verdict::of(&chip, &load, host, &cost),
-            });
-        }
-        rows.push(Row {
+        let layer = Layer {
+            graph: &dataset.graph,
+            assignment: &assignment,
+            width,
             workers: m,
-            chip: chip.preset.name().to_string(),
-            boundary,
-            best_host_only,
-            verdict,
-            reduce,
-            hybrid,
-            pick,
-            sweep,
-            traffic,
-            plans,
-            fabrics,
-        });
+            rack_counts: &request.rack_counts,
+            chip: &chip,
+            cost: &cost,
+        };
+        rows.push(layer.row(&args, &request, &bars)?);
     }
     bars.finish();
     if args.json {
@@ -371,7 +241,287 @@ pub fn run(args: Args) -> Result<()> {
         dataset.num_vertices(),
         dataset.graph.num_edges()
     );
-    println!("{}", table(&rows, &memories));
+    println!("{}", table(&rows, &request.memories));
+    print_verdicts(&rows, &cost);
+    Ok(())
+}
+
+/// One layer of one worker count on its chip: what every row is computed from.
+struct Layer<'a> {
+    graph: &'a Graph,
+    assignment: &'a Assignment,
+    width: usize,
+    workers: u32,
+    rack_counts: &'a [u16],
+    chip: &'a Chip,
+    cost: &'a HostCost,
+}
+
+/// A kind's load on the chip and what it sends across the spine layer of each rack count.
+struct Measured {
+    load: Load,
+    fabrics: Vec<SpineTraffic>,
+}
+
+/// The host-only kinds, measured: every verdict's baseline is the fastest of them.
+struct HostOnly {
+    host: Measured,
+    partials: Measured,
+    mixed: Measured,
+    /// Per rack count: the host two-level exchange, its proxies chosen for those racks.
+    two_level: Vec<SpineTraffic>,
+}
+
+impl HostOnly {
+    /// The fastest host-only kind at `cost` and its load.
+    fn best(&self, chip: &Chip, cost: &HostCost) -> (Pick, &Load) {
+        let kinds = [
+            ("host", &self.host.load),
+            ("host-reduce", &self.partials.load),
+            ("host-hybrid", &self.mixed.load),
+        ];
+        let best = Pick::among(chip, cost, kinds);
+        let (_, load) = kinds
+            .into_iter()
+            .find(|(kind, _)| *kind == best.kind)
+            .expect("the pick is a candidate");
+        (best, load)
+    }
+}
+
+/// The in-network kinds, every destination in one block.
+struct InNetwork {
+    /// The pre-aggregated exchange (`reduce`).
+    reduce: Measured,
+    /// The hybrid, chosen for the chip and host cost (its fabrics are not counted).
+    hybrid: Load,
+    /// SwitchGNN's blocks.
+    blocks: Measured,
+}
+
+impl Layer<'_> {
+    /// The row of this worker count: the kinds measured, judged against the best host-only
+    /// one, at the sweep's costs, and with blocks for each memory asked for.
+    fn row(&self, args: &Args, request: &Request, bars: &Bars) -> Result<Row> {
+        let boundary = Boundary::analyze(self.graph, self.assignment);
+        let traffic = Traffic::estimate(&boundary, self.width);
+        let host_only = self.host_only()?;
+        let (best_host_only, base_load) = host_only.best(self.chip, self.cost);
+        let host = (best_host_only.kind.as_str(), base_load);
+        let in_network = self.in_network()?;
+        let (chip, cost) = (self.chip, self.cost);
+        let fabrics = self
+            .rack_counts
+            .iter()
+            .enumerate()
+            .map(|(i, &racks)| FabricRow {
+                racks,
+                host: host_only.host.fabrics[i],
+                host_reduce: host_only.partials.fabrics[i],
+                host_hybrid: host_only.mixed.fabrics[i],
+                host_two_level: host_only.two_level[i],
+                switchgnn: in_network.blocks.fabrics[i],
+                reduce: in_network.reduce.fabrics[i],
+            })
+            .collect();
+        let plans = self.plan_rows(args, &request.memories, host, traffic.host_bytes, bars)?;
+        Ok(Row {
+            workers: self.workers,
+            chip: chip.preset.name().to_string(),
+            boundary,
+            verdict: Verdict::of(chip, &in_network.blocks.load, host, cost),
+            reduce: Verdict::of(chip, &in_network.reduce.load, host, cost),
+            hybrid: Verdict::of(chip, &in_network.hybrid, host, cost),
+            pick: self.pick(&host_only, &in_network, cost),
+            sweep: self.sweep(&host_only, &in_network, &request.packet_costs),
+            best_host_only,
+            traffic,
+            plans,
+            fabrics,
+        })
+    }
+
+    /// What `plan` sends across the spine layer of each rack count.
+    fn fabrics(&self, plan: &ExchangePlan) -> Result<Vec<SpineTraffic>> {
+        self.rack_counts
+            .iter()
+            .map(|&r| {
+                Ok(spine_traffic(
+                    plan,
+                    &Racks::even(self.workers as u16, r)?,
+                    FRAME_OVERHEAD,
+                    self.cost.framing,
+                ))
+            })
+            .collect()
+    }
+
+    /// A kind's load at the host cost (packets each host handles) and its fabrics; the plan is
+    /// dropped before the next kind's is built.
+    fn measure_at_cost(&self, plan: &ExchangePlan) -> Result<Measured> {
+        Ok(Measured {
+            load: Load::for_cost(plan, self.cost),
+            fabrics: self.fabrics(plan)?,
+        })
+    }
+
+    fn host_only(&self) -> Result<HostOnly> {
+        let (graph, assignment, width) = (self.graph, self.assignment, self.width);
+        let host = self.measure_at_cost(&ExchangePlan::whole_graph(
+            graph,
+            assignment,
+            width,
+            Mode::Host,
+            OrderKind::Random,
+            0,
+        )?)?;
+        let partials = self.measure_at_cost(&host_reduce_plan(graph, assignment, width)?)?;
+        let mixed = self.measure_at_cost(&host_hybrid_plan(graph, assignment, width)?)?;
+        // Its plan depends on the racks (who proxies for whom): one per rack count.
+        let two_level = self
+            .rack_counts
+            .iter()
+            .map(|&r| {
+                let racks = Racks::even(self.workers as u16, r)?;
+                let plan = host_two_level_plan(graph, assignment, width, &racks)?;
+                Ok(spine_traffic(
+                    &plan,
+                    &racks,
+                    FRAME_OVERHEAD,
+                    self.cost.framing,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HostOnly {
+            host,
+            partials,
+            mixed,
+            two_level,
+        })
+    }
+
+    fn in_network(&self) -> Result<InNetwork> {
+        let (graph, assignment, width) = (self.graph, self.assignment, self.width);
+        let measure = |plan: &ExchangePlan| -> Result<Measured> {
+            Ok(Measured {
+                load: Load::of(plan, FRAME_OVERHEAD),
+                fabrics: self.fabrics(plan)?,
+            })
+        };
+        let reduce = measure(&reduce_plan(graph, assignment, width, usize::MAX)?)?;
+        let hybrid = Load::of(
+            &hybrid_plan(graph, assignment, width, usize::MAX, self.chip, self.cost)?,
+            FRAME_OVERHEAD,
+        );
+        let blocks = measure(&ExchangePlan::whole_graph(
+            graph,
+            assignment,
+            width,
+            Mode::Blocks,
+            OrderKind::Random,
+            0,
+        )?)?;
+        Ok(InNetwork {
+            reduce,
+            hybrid,
+            blocks,
+        })
+    }
+
+    /// What `prepare --exchange auto` would pick at `cost` (with every destination in one
+    /// block).
+    fn pick(&self, host_only: &HostOnly, in_network: &InNetwork, cost: &HostCost) -> Pick {
+        Pick::among(
+            self.chip,
+            cost,
+            [
+                ("host", &host_only.host.load),
+                ("host-reduce", &host_only.partials.load),
+                ("host-hybrid", &host_only.mixed.load),
+                ("switchgnn", &in_network.blocks.load),
+                ("reduce", &in_network.reduce.load),
+                ("hybrid", &in_network.hybrid),
+            ],
+        )
+    }
+
+    /// The one-block verdicts again at each host cost per packet of `--sweep-packet-ns`.
+    fn sweep(
+        &self,
+        host_only: &HostOnly,
+        in_network: &InNetwork,
+        packet_costs: &[f64],
+    ) -> Vec<SweepRow> {
+        packet_costs
+            .iter()
+            .map(|&ns| {
+                let at = HostCost {
+                    per_packet_ns: ns,
+                    ..*self.cost
+                };
+                let (best_host_only, load) = host_only.best(self.chip, &at);
+                let versus = |x: &Load| {
+                    let base = (best_host_only.kind.as_str(), load);
+                    1.0 / Verdict::of(self.chip, x, base, &at).speedup_at_best
+                };
+                let (switchgnn_vs_host, reduce_vs_host) = (
+                    versus(&in_network.blocks.load),
+                    versus(&in_network.reduce.load),
+                );
+                SweepRow {
+                    host_packet_ns: ns,
+                    best_host_only,
+                    switchgnn_vs_host,
+                    reduce_vs_host,
+                    pick: self.pick(host_only, in_network, &at),
+                }
+            })
+            .collect()
+    }
+
+    /// Blocks for each switch memory, judged against the best host-only kind `host`.
+    fn plan_rows(
+        &self,
+        args: &Args,
+        memories: &[u64],
+        host: (&str, &Load),
+        host_bytes: u64,
+        bars: &Bars,
+    ) -> Result<Vec<PlanRow>> {
+        let (graph, assignment, width) = (self.graph, self.assignment, self.width);
+        let mut plans = Vec::new();
+        for &memory in memories {
+            bars.stage(
+                &format!(
+                    "{} workers: blocks for {}",
+                    self.workers,
+                    format_bytes(memory)
+                ),
+                None,
+            );
+            let params = args.input.partition.block_params(memory, width);
+            let blocks = Blocks::build(graph, assignment, &params)?;
+            let fill = blocks.fill();
+            // Every block endpoint sends once and receives once.
+            let bytes = 2 * row_bytes(fill.vertex_slots, width);
+            let load = Load::of(&blocks_plan(&blocks, assignment, width)?, FRAME_OVERHEAD);
+            plans.push(PlanRow {
+                switch_memory: memory,
+                blocks: fill.blocks,
+                levels: blocks.levels,
+                mean_fill: fill.mean,
+                bytes,
+                reduction: reduction(bytes, host_bytes),
+                verdict: Verdict::of(self.chip, &load, host, self.cost),
+            });
+        }
+        Ok(plans)
+    }
+}
+
+/// The sentences under the table: each row's verdicts, sweep and fabrics, and the chip
+/// model's sources.
+fn print_verdicts(rows: &[Row], cost: &HostCost) {
     println!(
         "every ratio is against the best host-only kind, by its bound: the host exchange (each \
          boundary row once to every worker that needs it), host-only pre-aggregation \
@@ -381,77 +531,80 @@ pub fn run(args: Args) -> Result<()> {
          Gb/s links (--mtu, --ack-every, --host-packet-ns, --gbps)",
         cost.framing.mtu, cost.framing.ack_every, cost.per_packet_ns, cost.link_gbps
     );
-    for r in &rows {
-        println!(
-            "{} workers on {}: in-network aggregation {} (one block; the best host-only kind, \
-             {}, bound {:.3} ms; the in-network one's {:.3} ms)",
-            r.workers,
-            r.verdict.chip,
-            r.verdict.sentence(),
-            r.best_host_only.kind,
-            r.verdict.host_exchange.seconds * 1e3,
-            r.verdict.in_network.seconds * 1e3
-        );
-        for p in &r.plans {
-            println!(
-                "  with {} of aggregators: {}",
-                format_bytes(p.switch_memory),
-                p.verdict.sentence()
-            );
-        }
-        println!(
-            "  pre-aggregated (`reduce`: one partial sum per worker and destination): {}",
-            r.reduce.sentence()
-        );
-        println!(
-            "  the hybrid (per source and destination worker, multicast or a partial sum, chosen \
-             for this chip): {}",
-            r.hybrid.sentence()
-        );
-        println!(
-            "  the planner's pick among host, host-reduce, host-hybrid, switchgnn, reduce and \
-             hybrid (one block): {} ({:.3} ms, {:.3}x the best host-only kind's)",
-            r.pick.kind,
-            r.pick.seconds * 1e3,
-            r.pick.seconds / r.best_host_only.seconds
-        );
-        for w in &r.sweep {
-            println!(
-                "  at {} ns per packet: best host-only {}; switchgnn {:.3}x its time, reduce \
-                 {:.3}x, the pick {}",
-                w.host_packet_ns,
-                w.best_host_only.kind,
-                w.switchgnn_vs_host,
-                w.reduce_vs_host,
-                w.pick.kind
-            );
-        }
-        for f in &r.fabrics {
-            let versus = |t: &SpineTraffic| t.bytes as f64 / f.host.bytes.max(1) as f64;
-            println!(
-                "  across the spine layer of {} racks, two-level aggregation (frames, one \
-                 block): host exchange {}, host-reduce {} ({:.2}×), host-hybrid {} ({:.2}×), \
-                 host-two-level {} ({:.2}×), switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
-                f.racks,
-                format_bytes(f.host.bytes),
-                format_bytes(f.host_reduce.bytes),
-                versus(&f.host_reduce),
-                format_bytes(f.host_hybrid.bytes),
-                versus(&f.host_hybrid),
-                format_bytes(f.host_two_level.bytes),
-                versus(&f.host_two_level),
-                format_bytes(f.switchgnn.bytes),
-                versus(&f.switchgnn),
-                format_bytes(f.reduce.bytes),
-                versus(&f.reduce)
-            );
-        }
+    for r in rows {
+        print_row(r);
     }
     println!("the chip model's figures and their sources:");
     for s in switchgnn_chip::SOURCES {
         println!("  {}: {} ({})", s.figure, s.value, s.source);
     }
-    Ok(())
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "{} workers on {}: in-network aggregation {} (one block; the best host-only kind, \
+         {}, bound {:.3} ms; the in-network one's {:.3} ms)",
+        r.workers,
+        r.verdict.chip,
+        r.verdict.sentence(),
+        r.best_host_only.kind,
+        r.verdict.host_exchange.seconds * 1e3,
+        r.verdict.in_network.seconds * 1e3
+    );
+    for p in &r.plans {
+        println!(
+            "  with {} of aggregators: {}",
+            format_bytes(p.switch_memory),
+            p.verdict.sentence()
+        );
+    }
+    println!(
+        "  pre-aggregated (`reduce`: one partial sum per worker and destination): {}",
+        r.reduce.sentence()
+    );
+    println!(
+        "  the hybrid (per source and destination worker, multicast or a partial sum, chosen \
+         for this chip): {}",
+        r.hybrid.sentence()
+    );
+    println!(
+        "  the planner's pick among host, host-reduce, host-hybrid, switchgnn, reduce and \
+         hybrid (one block): {} ({:.3} ms, {:.3}x the best host-only kind's)",
+        r.pick.kind,
+        r.pick.seconds * 1e3,
+        r.pick.seconds / r.best_host_only.seconds
+    );
+    for w in &r.sweep {
+        println!(
+            "  at {} ns per packet: best host-only {}; switchgnn {:.3}x its time, reduce \
+             {:.3}x, the pick {}",
+            w.host_packet_ns,
+            w.best_host_only.kind,
+            w.switchgnn_vs_host,
+            w.reduce_vs_host,
+            w.pick.kind
+        );
+    }
+    for f in &r.fabrics {
+        let versus = |t: &SpineTraffic| t.bytes as f64 / f.host.bytes.max(1) as f64;
+        println!(
+            "  across the spine layer of {} racks, two-level aggregation (frames, one \
+             block): host exchange {}, host-reduce {} ({:.2}×), host-hybrid {} ({:.2}×), \
+             host-two-level {} ({:.2}×), switchgnn {} ({:.2}×), reduce {} ({:.2}×)",
+            f.racks,
+            format_bytes(f.host.bytes),
+            format_bytes(f.host_reduce.bytes),
+            versus(&f.host_reduce),
+            format_bytes(f.host_hybrid.bytes),
+            versus(&f.host_hybrid),
+            format_bytes(f.host_two_level.bytes),
+            versus(&f.host_two_level),
+            format_bytes(f.switchgnn.bytes),
+            versus(&f.switchgnn),
+            format_bytes(f.reduce.bytes),
+            versus(&f.reduce)
+        );
+    }
 }
 
 /// The in-network bound over the best host-only kind's: below 1, in-network aggregation can

@@ -8,15 +8,15 @@ use switchgnn_datasets::cache;
 use crate::dataset_args::DatasetArgs;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
+    pub(crate) dataset: DatasetArgs,
     /// Where to write the cache (written atomically: a temporary file, then a rename).
     #[arg(long, short)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let dataset = args.dataset.load()?;
     cache::write(&dataset, &args.out)
         .with_context(|| format!("cannot write cache {}", args.out.display()))?;

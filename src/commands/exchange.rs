@@ -25,84 +25,84 @@ use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{parse_list, reuse_or_prepare, PlanInputs};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub input: PlanInputs,
+    pub(crate) input: PlanInputs,
     /// Number of worker processes.
     #[arg(long, default_value_t = 4)]
-    pub workers: u32,
+    pub(crate) workers: u32,
     /// Exchanges to run, comma-separated: switch (SwitchGNN blocks), host, g3, host-reduce,
     /// host-hybrid, host-two-level (one rack here: host-reduce's sums), strawman, reduce, hybrid, auto (per layer, the kind the planner picks), tcp (the host
     /// exchange over TCP between the workers, the kernel's own transport: the baseline; over
     /// udp only).
     #[arg(long, default_value = "switch,host")]
-    pub exchange: String,
+    pub(crate) exchange: String,
     /// Width exchanged at each layer, comma-separated (default: the dataset's feature width,
     /// then 16, a two-layer GCN's hidden width).
     #[arg(long)]
-    pub feature_dims: Option<String>,
+    pub(crate) feature_dims: Option<String>,
     /// Plan directory to reuse, or to create when it does not exist.
     #[arg(long, value_name = "DIR")]
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
     #[command(flatten)]
-    pub net: LoopbackArgs,
+    pub(crate) net: LoopbackArgs,
     /// Rounds of the schedule (every layer forward, then backward).
     #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
+    pub(crate) epochs: u32,
     /// Keep the run folder (job files, logs, reports) here instead of a temporary one.
     #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Write the summary as JSON.
     #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Give up on a mode after this many seconds.
     #[arg(long, default_value_t = 600)]
-    pub timeout: u64,
+    pub(crate) timeout: u64,
     /// Cores of the switch process's model (`switch --cores`): its aggregators spread over
     /// this many shards by destination, each on a core of its own.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub switch_cores: u16,
+    pub(crate) switch_cores: u16,
     /// The datapath: udp (the kernel's loopback), or dpdk (a build with the `dpdk` feature:
     /// DPDK's memif between the processes, without hugepages or PCI devices).
     #[arg(long, default_value = "udp")]
-    pub transport: String,
+    pub(crate) transport: String,
 }
 
 /// One mode's measured run, per exchange and in total.
 #[derive(Debug, Clone, Serialize)]
-pub struct ModeSummary {
-    pub mode: String,
-    pub seconds: f64,
-    pub exchanges: Vec<ExchangeRow>,
+pub(crate) struct ModeSummary {
+    pub(crate) mode: String,
+    pub(crate) seconds: f64,
+    pub(crate) exchanges: Vec<ExchangeRow>,
     /// UDP payload bytes (headers included) of every packet, counted at the workers'
     /// sockets in both directions, control messages included; over TCP, plus the stream
     /// bytes of the workers' connections (packets: plus the kernel's TCP segments).
-    pub wire_bytes: u64,
-    pub wire_packets: u64,
-    pub switch: ServerReport,
+    pub(crate) wire_bytes: u64,
+    pub(crate) wire_packets: u64,
+    pub(crate) switch: ServerReport,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct ExchangeRow {
-    pub seq: u32,
-    pub name: String,
-    pub width: usize,
-    pub blocks: usize,
+pub(crate) struct ExchangeRow {
+    pub(crate) seq: u32,
+    pub(crate) name: String,
+    pub(crate) width: usize,
+    pub(crate) blocks: usize,
     /// The slowest worker's time.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Dataplane packets and bytes (header + lanes) sent plus received by the workers; over
     /// TCP, the kernel's segments and the stream bytes (frames: vertex ids and lanes).
-    pub packets: u64,
-    pub bytes: u64,
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
     /// Feature payload (4 B per lane) up and down, first sends and resends.
-    pub payload: u64,
+    pub(crate) payload: u64,
     /// The partition crate's traffic model for this layer and mode (none for the hybrid
     /// exchange, whose mix the model does not know).
-    pub model: Option<u64>,
-    pub exact: bool,
+    pub(crate) model: Option<u64>,
+    pub(crate) exact: bool,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let modes: Vec<(ExchangeKind, ExchangeVia)> = args
         .exchange
         .split(',')

@@ -9,21 +9,21 @@ use switchgnn_datasets::{cache, Stats};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// small, reddit-like, products-like or yelp-like.
-    pub preset: String,
+    pub(crate) preset: String,
     /// Multiply vertex and edge counts (the average degree stays).
     #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    pub(crate) scale: f64,
     /// Seed of every random choice; the same seed gives the same graph on any machine.
     #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Where to write the cache.
     #[arg(long, short)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let spec = Preset::from_name(&args.preset)?.spec(args.scale, args.seed)?;
     tracing::info!(?spec, "generating");
     let bars = Bars::new();

@@ -7,15 +7,15 @@ use switchgnn_datasets::{SplitSource, Stats};
 use crate::dataset_args::DatasetArgs;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
+    pub(crate) dataset: DatasetArgs,
     /// Print the statistics as JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let dataset = args.dataset.load()?;
     let stats = Stats::of(&dataset);
     if args.json {

@@ -12,32 +12,32 @@ use super::prepare::order_kind;
 use crate::partition_args::{default_width, parse_list, PlanInputs};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub input: PlanInputs,
+    pub(crate) input: PlanInputs,
     /// Orders to compare, comma-separated.
     #[arg(long, default_value = "priority-bfs,random,bfs,degree")]
-    pub order: String,
+    pub(crate) order: String,
     /// Packets entering (and results leaving) the switch per time slot.
     #[arg(long, default_value_t = 1)]
-    pub k: u64,
+    pub(crate) k: u64,
     /// Seed of the orders.
     #[arg(long, default_value_t = 0)]
-    pub order_seed: u64,
+    pub(crate) order_seed: u64,
     /// Score the blocks of a plan for this many workers instead of the whole graph.
     #[arg(long)]
-    pub workers: Option<u32>,
+    pub(crate) workers: Option<u32>,
     /// Switch aggregator memory of that plan.
     #[arg(long, default_value = "100MB")]
-    pub switch_memory: String,
+    pub(crate) switch_memory: String,
     /// Feature width of that plan's blocks (default: the dataset's feature width).
     #[arg(long)]
-    pub width: Option<usize>,
+    pub(crate) width: Option<usize>,
     /// Print every block, not only the totals.
     #[arg(long)]
-    pub per_block: bool,
+    pub(crate) per_block: bool,
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -50,7 +50,7 @@ struct Scored {
     idle_outputs: u64,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let dataset = args.input.dataset.load()?;
     let kinds: Vec<OrderKind> = parse_list::<String>(&args.order, "--order")?
         .iter()

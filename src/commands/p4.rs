@@ -15,13 +15,13 @@ use switchgnn_transport::{ExchangeKind, Session};
 use crate::job_args::{load_dataset, parse_mode, read_plan, write_json};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
-    pub command: P4Command,
+    pub(crate) command: P4Command,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum P4Command {
+pub(crate) enum P4Command {
     /// What one or more plans need of a Tofino 1 running p4/switchgnn.p4 (stages, register
     /// memory, table entries, recirculation, reloads), against its limits, with the planner
     /// options that make a plan fit.
@@ -32,40 +32,40 @@ pub enum P4Command {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ResourcesArgs {
+pub(crate) struct ResourcesArgs {
     /// Plan directories written by `switchgnn prepare`.
     #[arg(long = "plan", value_name = "DIR", required = true)]
-    pub plans: Vec<PathBuf>,
+    pub(crate) plans: Vec<PathBuf>,
     /// Also write the reports as JSON.
     #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Assumed usable share of an exact-match table's words.
     #[arg(long, default_value_t = 0.8)]
-    pub load_factor: f64,
+    pub(crate) load_factor: f64,
     /// Assumed table entries the control plane installs per second.
     #[arg(long, default_value_t = 100_000.0)]
-    pub entry_rate: f64,
+    pub(crate) entry_rate: f64,
     /// Host link rate, Gb/s.
     #[arg(long, default_value_t = 100.0)]
-    pub link_gbps: f64,
+    pub(crate) link_gbps: f64,
     /// Bandwidth of each pipe's internal recirculation port, Gb/s.
     #[arg(long, default_value_t = 100.0)]
-    pub recirc_gbps: f64,
+    pub(crate) recirc_gbps: f64,
     /// Pipes the program spreads aggregators and passes over (4 on a Tofino 1, 2 on its
     /// 32-port parts).
     #[arg(long, default_value_t = switchgnn_p4::program::MAX_PIPES)]
-    pub pipes: u8,
+    pub(crate) pipes: u8,
     /// The chip whose bound is reported beside (default: the smallest real chip that hosts
     /// the plan's workers).
     #[command(flatten)]
-    pub chip: crate::chip_args::ChipArgs,
+    pub(crate) chip: crate::chip_args::ChipArgs,
     /// Host processing cost per packet sent and per packet received, ns (for the bound).
     #[arg(long, default_value_t = 20.0)]
-    pub host_packet_ns: f64,
+    pub(crate) host_packet_ns: f64,
     /// Slots of the job's all-reduce region, as `p4 entries --allreduce-slots` installs it
     /// (its banks take aggregators of the home pipe).
     #[arg(long, default_value_t = switchgnn_transport::job::AllReduce::default().slots)]
-    pub allreduce_slots: u16,
+    pub(crate) allreduce_slots: u16,
 }
 
 /// One plan's report with the chip model's bound on each layer's exchange.
@@ -115,84 +115,84 @@ fn layer_bounds(
 }
 
 #[derive(Debug, clap::Args)]
-pub struct EntriesArgs {
+pub(crate) struct EntriesArgs {
     /// The plan directory.
     #[arg(long, value_name = "DIR")]
-    pub plan: PathBuf,
+    pub(crate) plan: PathBuf,
     /// `p4runtime` (JSON WriteRequests) or `bfrt` (a bfrt_python script).
     #[arg(long, value_parser = ["p4runtime", "bfrt"])]
-    pub format: String,
+    pub(crate) format: String,
     /// Where to write them.
     #[arg(long, short, value_name = "FILE")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The exchange: switch (SwitchGNN blocks), reduce (pre-aggregated partial sums) or host
     /// (plain forwarding).
     #[arg(long, default_value = "switch")]
-    pub exchange: String,
+    pub(crate) exchange: String,
     /// The job id (as in the job file).
     #[arg(long, default_value_t = 1)]
-    pub job: u16,
+    pub(crate) job: u16,
     /// The dataset (host and reduce exchanges; default: the one the plan was prepared from).
     #[arg(long)]
-    pub dataset: Option<String>,
+    pub(crate) dataset: Option<String>,
     /// Worker ports and addresses: CSV with the header `rank,port,mac,ip,udp_port` (default:
     /// Tofino 1 front-panel ports in order, MACs 02:53:47:00:*, IPs 10.0.*.*, UDP 47000).
     #[arg(long, value_name = "FILE")]
-    pub hosts: Option<PathBuf>,
+    pub(crate) hosts: Option<PathBuf>,
     /// The switch's own IPv4 address (the job file's switch address).
     #[arg(long, default_value = "10.0.255.254")]
-    pub switch_ip: Ipv4Addr,
+    pub(crate) switch_ip: Ipv4Addr,
     /// The job's index in the program's per-job registers (0-63); jobs sharing a switch need
     /// distinct slots and disjoint aggregator ranges.
     #[arg(long, default_value_t = 0)]
-    pub job_slot: u16,
+    pub(crate) job_slot: u16,
     /// First aggregator of the job's range.
     #[arg(long, default_value_t = 0)]
-    pub agg_base: u64,
+    pub(crate) agg_base: u64,
     /// The internal recirculation port of the job's home pipe, where its first passes and its
     /// barrier run (68, 196, 324 or 452: the port of pipe 0, 1, 2 or 3).
     #[arg(long, default_value_t = 68)]
-    pub recirc_port: u16,
+    pub(crate) recirc_port: u16,
     /// Pipes whose registers hold the job's aggregators, each reached through its own
     /// recirculation port (4 on a Tofino 1; 2 on its 32-port parts).
     #[arg(long, default_value_t = switchgnn_p4::program::MAX_PIPES)]
-    pub pipes: u8,
+    pub(crate) pipes: u8,
     /// First multicast group id of the job: its block go, then its pass groups (1 + 256 ids
     /// per recirculation path). Jobs sharing a switch need disjoint ranges.
     #[arg(long, default_value_t = 1)]
-    pub group_base: u16,
+    pub(crate) group_base: u16,
     /// Front-panel ports to put in loopback as recirculation paths, the same local numbers in
     /// each of the --pipes pipes (so a multiple of --pipes): the lowest 100G ports no worker
     /// uses. The bfrt script loops them; a P4Runtime file lists them for the operator.
     #[arg(long, default_value_t = 0)]
-    pub loopback_ports: u32,
+    pub(crate) loopback_ports: u32,
     /// Slots of the job's in-switch all-reduce region (a power of two; the job file's
     /// `[allreduce] slots` default): 0 installs none, and the workers sum over tcp.
     #[arg(long, default_value_t = switchgnn_transport::job::AllReduce::default().slots)]
-    pub allreduce_slots: u16,
+    pub(crate) allreduce_slots: u16,
     /// First aggregator of the all-reduce's banks in the home pipe (default: counted down from
     /// the top of the pipe as the bank words count up, above the exchange's aggregators).
     #[arg(long)]
-    pub allreduce_base: Option<u64>,
+    pub(crate) allreduce_base: Option<u64>,
     /// First word of the job's region in the program's bank registers (default: --job-slot
     /// x 2 x slots); jobs sharing a switch need disjoint ranges of 2 x slots words.
     #[arg(long)]
-    pub allreduce_bank_base: Option<u64>,
+    pub(crate) allreduce_bank_base: Option<u64>,
     /// Egress queue depth that marks ECN (e.g. 64KiB, the job file's default).
     #[arg(long, default_value = "64KiB")]
-    pub ecn_threshold: String,
+    pub(crate) ecn_threshold: String,
     /// Which entries: `all` (every block's tables stay loaded), `static` (what the job needs
     /// whatever block runs), or `S:B` (the tables of block B of block set S, within half of
     /// each table) for a control plane that reloads blocks.
     #[arg(long, default_value = "all")]
-    pub part: String,
+    pub(crate) part: String,
     /// bfrt only: a script that deletes these table rows instead of adding them (for the
     /// block a reloading control plane is done with).
     #[arg(long)]
-    pub remove: bool,
+    pub(crate) remove: bool,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     match args.command {
         P4Command::Resources(a) => resources_cmd(a),
         P4Command::Entries(a) => entries_cmd(a),

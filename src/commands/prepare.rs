@@ -19,38 +19,38 @@ use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub input: PlanInputs,
+    pub(crate) input: PlanInputs,
     /// Number of workers.
     #[arg(long)]
-    pub workers: u32,
+    pub(crate) workers: u32,
     /// Aggregator memory of the switch (e.g. 100MB, 10MiB).
     #[arg(long, default_value = "100MB")]
-    pub switch_memory: String,
+    pub(crate) switch_memory: String,
     /// Width exchanged at each layer, comma-separated (default: the dataset's feature width).
     #[arg(long)]
-    pub feature_dims: Option<String>,
+    pub(crate) feature_dims: Option<String>,
     /// Send order of every block: priority-bfs (graph-aware reordering), priority-bfs-maxdeg,
     /// random, bfs or degree.
     #[arg(long, default_value = "priority-bfs")]
-    pub order: String,
+    pub(crate) order: String,
     /// Seed of the send order (block b uses seed + b).
     #[arg(long, default_value_t = 0)]
-    pub order_seed: u64,
+    pub(crate) order_seed: u64,
     /// The exchange each layer runs, recorded in the plan for `--exchange auto` at run time:
     /// auto (per layer, the kind with the least predicted time on the chip among host,
     /// switchgnn and reduce), switch, reduce or host.
     #[arg(long, default_value = "auto")]
-    pub exchange: String,
+    pub(crate) exchange: String,
     #[command(flatten)]
-    pub verdict: VerdictArgs,
+    pub(crate) verdict: VerdictArgs,
     /// The plan directory to write.
     #[arg(long, short)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let mut dataset = args.input.dataset.load()?;
     let feature_dims = match &args.feature_dims {
         Some(text) => parse_list(text, "--feature-dims")?,
@@ -170,14 +170,14 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Parse an order name, listing the valid ones on error.
-pub fn order_kind(name: &str) -> Result<OrderKind> {
+pub(crate) fn order_kind(name: &str) -> Result<OrderKind> {
     OrderKind::from_name(name).with_context(|| {
         let names: Vec<_> = OrderKind::ALL.iter().map(|k| k.name()).collect();
         format!("unknown order `{name}` (one of: {})", names.join(", "))
     })
 }
 
-pub fn summary(plan: &Plan) -> Table {
+pub(crate) fn summary(plan: &Plan) -> Table {
     let m = &plan.manifest;
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);

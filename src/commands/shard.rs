@@ -6,32 +6,33 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use switchgnn_datasets::Progress;
-use switchgnn_partition::shard::{write_shards, SHARDS_DIR};
+use switchgnn_partition::shard::SHARDS_DIR;
 use switchgnn_partition::size::format_bytes;
-use switchgnn_transport::{session_file, ExchangeKind, Session};
+use switchgnn_transport::{ExchangeKind, PlanDir};
 
-use crate::job_args::{check_plan_fits, load_dataset, parse_mode, read_plan};
+use crate::job_args::{check_plan_fits, load_dataset, parse_mode};
 use crate::partition_args::parse_list;
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The plan directory written by `switchgnn prepare`; the shards go to its `shards/`.
     #[arg(long, value_name = "DIR")]
-    pub plan: PathBuf,
+    pub(crate) plan: PathBuf,
     /// The dataset argument (default: the one the plan was prepared from).
     #[arg(long)]
-    pub dataset: Option<String>,
+    pub(crate) dataset: Option<String>,
     /// Exchanges to save plans for, comma-separated (switch, host, g3, host-reduce,
     /// host-hybrid, strawman, reduce, hybrid, auto): each worker's view of them (only the rows
     /// its engine reads), and for the kinds computed from the graph the whole plans for the
     /// switch process.
     #[arg(long, value_name = "KINDS", default_value = "switch,host,auto")]
-    pub exchange: String,
+    pub(crate) exchange: String,
 }
 
-pub fn run(args: Args) -> Result<()> {
-    let plan = read_plan(&args.plan)?;
+pub(crate) fn run(args: Args) -> Result<()> {
+    let dir = PlanDir::open(&args.plan)?;
+    let plan = dir.plan();
     let kinds = parse_list::<String>(&args.exchange, "--exchange")?
         .iter()
         .map(|k| parse_mode(k))
@@ -41,12 +42,13 @@ pub fn run(args: Args) -> Result<()> {
         .clone()
         .unwrap_or_else(|| plan.manifest.spec.dataset.clone());
     let dataset = load_dataset(&name)?;
-    check_plan_fits(&plan, &dataset.graph, &args.plan)?;
+    check_plan_fits(plan, &dataset.graph, &args.plan)?;
 
     let bars = Bars::new();
     let workers = plan.manifest.spec.workers;
     bars.stage("cutting shards", Some(u64::from(workers)));
-    let bytes = write_shards(&dataset, &plan, &args.plan, &|_| bars.advance(1))
+    let bytes = dir
+        .write_shards(&dataset, &|_| bars.advance(1))
         .with_context(|| format!("cannot write the shards of {}", args.plan.display()))?;
     let mut saved = Vec::new();
     for kind in kinds {
@@ -54,36 +56,7 @@ pub fn run(args: Args) -> Result<()> {
             tracing::warn!("the plan records no exchange per layer; no `auto` plans saved");
             continue;
         }
-        bars.stage(&format!("{} exchange plans", kind.name()), None);
-        let session = if kind == ExchangeKind::Switchgnn {
-            Session::switchgnn(&plan)
-        } else {
-            Session::new(&plan, &dataset.graph, kind)
-        }
-        .with_context(|| format!("cannot build the {} exchange plans", kind.name()))?;
-        // The switch's copy (SwitchGNN's switch reads the plan directory itself).
-        let switch = if kind == ExchangeKind::Switchgnn {
-            String::new()
-        } else {
-            let path = session_file::session_path(&args.plan, kind);
-            session_file::write(&session, &plan, &path)?;
-            format!("switch {}, ", format_bytes(std::fs::metadata(&path)?.len()))
-        };
-        bars.stage(&format!("{} views", kind.name()), Some(u64::from(workers)));
-        let views: u64 = (0..workers as u16)
-            .into_par_iter()
-            .map(|rank| -> Result<u64> {
-                let path = session_file::view_path(&args.plan, kind, rank);
-                session_file::write_view(&session.for_worker(rank), rank, &plan, &path)?;
-                bars.advance(1);
-                Ok(std::fs::metadata(&path)?.len())
-            })
-            .sum::<Result<u64>>()?;
-        saved.push(format!(
-            "{} ({switch}each worker's view {} on average)",
-            kind.name(),
-            format_bytes(views / u64::from(workers.max(1)))
-        ));
+        saved.push(save_kind(&dir, &dataset, kind, &bars)?);
     }
     bars.finish();
     println!(
@@ -96,6 +69,40 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("exchange plans saved: {}", saved.join(", "));
     Ok(())
+}
+
+/// Save the exchange plans of `kind`: the switch's copy, and every worker's view, several at
+/// once; what was saved, for the summary line.
+fn save_kind(
+    dir: &PlanDir,
+    dataset: &switchgnn_datasets::Dataset,
+    kind: ExchangeKind,
+    bars: &Bars,
+) -> Result<String> {
+    let workers = dir.workers();
+    bars.stage(&format!("{} exchange plans", kind.name()), None);
+    let session = dir
+        .build_session(&dataset.graph, kind)
+        .with_context(|| format!("cannot build the {} exchange plans", kind.name()))?;
+    // The switch's copy (SwitchGNN's switch reads the plan directory itself).
+    let switch = match dir.save_session(&session)? {
+        Some(bytes) => format!("switch {}, ", format_bytes(bytes)),
+        None => String::new(),
+    };
+    bars.stage(&format!("{} views", kind.name()), Some(u64::from(workers)));
+    let views: u64 = (0..workers)
+        .into_par_iter()
+        .map(|rank| -> Result<u64> {
+            let bytes = dir.save_view(&session, rank)?;
+            bars.advance(1);
+            Ok(bytes)
+        })
+        .sum::<Result<u64>>()?;
+    Ok(format!(
+        "{} ({switch}each worker's view {} on average)",
+        kind.name(),
+        format_bytes(views / u64::from(workers.max(1)))
+    ))
 }
 
 /// The dataset's arrays in bytes, as a reader holds them.

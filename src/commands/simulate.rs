@@ -25,15 +25,15 @@ use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub input: PlanInputs,
+    pub(crate) input: PlanInputs,
     /// Worker counts, comma-separated (one host per worker on the star).
     #[arg(long, default_value = "32,64,96,128")]
-    pub workers: String,
+    pub(crate) workers: String,
     /// Switch aggregator memories, comma-separated.
     #[arg(long, default_value = "10MB,100MB")]
-    pub switch_memory: String,
+    pub(crate) switch_memory: String,
     /// Modes, comma-separated: host, g3, host-reduce (host-only partial sums), host-hybrid
     /// (per worker pair, raw copies or partial sums, the fewer rows), strawman, switchgnn,
     /// switchgnn-nogamr, reduce (partial sums added in the switch), hybrid (per source and
@@ -42,104 +42,104 @@ pub struct Args {
     /// switchgnn, reduce and hybrid), best-host (per run, the fastest host-only kind by the
     /// chip model: the baseline).
     #[arg(long, default_value = "host,g3,strawman,switchgnn,reduce,hybrid,auto")]
-    pub modes: String,
+    pub(crate) modes: String,
     /// Width exchanged at each layer (default: the paper's 4-layer GCN with 128 hidden units,
     /// each layer exchanging the narrower of its input and output: min(F,128),128,128,min(128,C)).
     #[arg(long)]
-    pub feature_dims: Option<String>,
+    pub(crate) feature_dims: Option<String>,
     /// Compute time of one epoch, ms (what `switchgnn train` logs as train minus comm seconds).
     #[arg(long, default_value_t = 0.0)]
-    pub compute_ms: f64,
+    pub(crate) compute_ms: f64,
     /// Link bandwidth, Gbit/s.
     #[arg(long, default_value_t = 100.0)]
-    pub gbps: f64,
+    pub(crate) gbps: f64,
     /// One-way link delay, µs.
     #[arg(long, default_value_t = 2.0)]
-    pub delay_us: f64,
+    pub(crate) delay_us: f64,
     /// Buffer of each switch egress queue (drop-tail).
     #[arg(long, default_value = "10MB")]
-    pub buffer: String,
+    pub(crate) buffer: String,
     /// Egress backlog above which the switch marks ECN.
     #[arg(long, default_value = "100KB")]
-    pub ecn_threshold: String,
+    pub(crate) ecn_threshold: String,
     #[command(flatten)]
-    pub chip: crate::chip_args::ChipArgs,
+    pub(crate) chip: crate::chip_args::ChipArgs,
     /// Host processing cost per packet sent and per packet received, ns.
     #[arg(long, default_value_t = 20)]
-    pub host_packet_ns: u64,
+    pub(crate) host_packet_ns: u64,
     #[command(flatten)]
-    pub framing: crate::framing_args::FramingArgs,
+    pub(crate) framing: crate::framing_args::FramingArgs,
     /// Data chunks a worker keeps unacknowledged.
     #[arg(long, default_value_t = 512)]
-    pub window: usize,
+    pub(crate) window: usize,
     /// How the workers' rate control answers ECN echoes: halve (the rate halves, once per
     /// cut interval), proportional (by half the fraction of acks that came back marked, as
     /// DCTCP does), off (echoes ignored).
     #[arg(long, default_value = "halve", value_parser = parse_rate_control)]
-    pub rate_control: RateControl,
+    pub(crate) rate_control: RateControl,
     /// Retransmission timeout floor of the engines, µs.
     #[arg(long, default_value_t = 50.0)]
-    pub rto_us: f64,
+    pub(crate) rto_us: f64,
     /// A worker that receives no contribution for this long fetches what is missing, µs.
     #[arg(long, default_value_t = 200.0)]
-    pub result_timeout_us: f64,
+    pub(crate) result_timeout_us: f64,
     /// Width of a time-series bucket, µs.
     #[arg(long, default_value_t = 10.0)]
-    pub sample_us: f64,
+    pub(crate) sample_us: f64,
     /// Simulate every 32-lane chunk as its own packet (slower; the default sends one packet per
     /// vertex standing for all of its chunks, which the tests show changes times by at most 2.1%).
     #[arg(long)]
-    pub exact_chunks: bool,
+    pub(crate) exact_chunks: bool,
     /// Probability that a packet is lost on each hop (seeded by --seed): the engines'
     /// retransmissions and fetches under loss.
     #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
+    pub(crate) loss: f64,
     /// Simulations run at once (each holds its plan and engines in memory).
     #[arg(long, default_value_t = 2)]
-    pub jobs: usize,
+    pub(crate) jobs: usize,
     /// Capture each run's packets at the switch's ports (Ethernet, IP, UDP and the switchgnn
     /// header; decode with tools/wireshark/switchgnn.lua): one pcap per run, named FILE with
     /// the run's id before the extension; simulated time from 0. Bundled runs capture one
     /// packet per bundle (use --exact-chunks for every chunk).
     #[arg(long, value_name = "FILE")]
-    pub pcap: Option<PathBuf>,
+    pub(crate) pcap: Option<PathBuf>,
     /// Stop each run's capture after this many packets.
     #[arg(long, default_value_t = 100_000, value_name = "N")]
-    pub pcap_packets: u64,
+    pub(crate) pcap_packets: u64,
     /// Instead of the sweep: run each exchange (first layer) beside background TCP flows of
     /// these flow-size distributions (websearch, hadoop), in each setting of the workers' ECN
     /// rate control (halve, proportional, off), against the exchange alone, its share bound
     /// and the flows alone; writes contention.json, contention.md and contention.svg. With
     /// --racks, on each of those leaf-spine fabrics instead of the star.
     #[arg(long, value_name = "SIZES")]
-    pub background: Option<String>,
+    pub(crate) background: Option<String>,
     /// Background load: the fraction of each host's link the flows offer.
     #[arg(long, default_value_t = 0.5)]
-    pub load: f64,
+    pub(crate) load: f64,
     /// Background flows arrive over this span (default: each exchange's time alone).
     #[arg(long, value_name = "MS")]
-    pub background_ms: Option<f64>,
+    pub(crate) background_ms: Option<f64>,
     /// Instead of the sweep: run each exchange (first layer) on the star and on leaf-spine
     /// fabrics of these rack counts (comma-separated; each must divide the worker counts),
     /// with two-level aggregation: every leaf sums its rack's contributions, spine 0 finishes;
     /// writes fabric.json, fabric.md and fabric.svg. With --background: the background study
     /// on each of these fabrics instead of the star.
     #[arg(long, value_name = "RACKS")]
-    pub racks: Option<String>,
+    pub(crate) racks: Option<String>,
     /// Spine switches of the leaf-spine fabrics.
     #[arg(long, default_value_t = 2, value_name = "N")]
-    pub spines: u16,
+    pub(crate) spines: u16,
     /// Oversubscriptions of the leaf-spine fabrics, comma-separated: a rack's hosts' bandwidth
     /// over its uplinks' (2 = 2:1).
     #[arg(long, default_value = "1,2", value_name = "RATIOS")]
-    pub oversubscription: String,
+    pub(crate) oversubscription: String,
     /// With --racks: one level of aggregation instead of two (the leaves only forward, the
     /// exchange's one switch is spine 0).
     #[arg(long, requires = "racks")]
-    pub one_level: bool,
+    pub(crate) one_level: bool,
     /// Report folder.
     #[arg(short, long)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
 fn parse_rate_control(name: &str) -> Result<RateControl, String> {
@@ -164,32 +164,70 @@ fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
         .collect()
 }
 
-pub fn run(args: Args) -> Result<()> {
-    let modes = parse_modes(&args.modes)?;
-    if let Some(dir) = args.pcap.as_ref().and_then(|p| p.parent()) {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {} for the captures", dir.display()))?;
-        }
+/// What `simulate` studies besides the plain grid, from its flags.
+#[derive(Debug)]
+pub(crate) enum Study {
+    /// The grid of the sweep on the star.
+    Grid,
+    /// Each exchange on leaf-spine fabrics (`--racks`).
+    Fabrics(FabricSpec),
+    /// Each exchange beside background TCP flows (`--background`), on the star or on the
+    /// fabrics of `--racks`.
+    Contention(ContentionSpec),
+}
+
+impl TryFrom<&Args> for Study {
+    type Error = anyhow::Error;
+
+    fn try_from(args: &Args) -> Result<Study> {
+        let fabrics = match &args.racks {
+            Some(text) => Some(FabricSpec {
+                racks: parse_list(text, "--racks")?,
+                spines: args.spines,
+                oversubscription: args
+                    .oversubscription
+                    .split(',')
+                    .map(|x| {
+                        x.trim().parse::<f64>().with_context(|| {
+                            format!("--oversubscription: `{x}` is not a ratio like 2 or 1.5")
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+                two_level: !args.one_level,
+            }),
+            None => None,
+        };
+        let Some(text) = &args.background else {
+            return Ok(fabrics.map_or(Study::Grid, Study::Fabrics));
+        };
+        let sizes = text
+            .split(',')
+            .map(|s| {
+                FlowSizes::from_name(s.trim())
+                    .with_context(|| format!("unknown flow sizes `{s}` (websearch or hadoop)"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let duration_ns = match args.background_ms {
+            Some(ms) if ms > 0.0 && ms.is_finite() => Some((ms * 1e6).round() as u64),
+            Some(ms) => bail!("--background-ms {ms} must be positive"),
+            None => None,
+        };
+        Ok(Study::Contention(ContentionSpec {
+            sizes,
+            load: args.load,
+            duration_ns,
+            fabrics,
+        }))
     }
-    let workers: Vec<u16> = parse_list(&args.workers, "--workers")?;
-    if workers.iter().any(|&w| w < 2) {
-        bail!("--workers: every count must be at least 2");
-    }
-    let memories = parse_sizes(&args.switch_memory)?;
-    if !(args.gbps > 0.0 && args.sample_us > 0.0) {
-        bail!("--gbps and --sample-us must be positive");
-    }
-    let chip = args.chip.choice(crate::chip_args::LoopedPorts::Ports(0))?;
-    for &w in &workers {
-        chip.resolve(u32::from(w), args.gbps)
-            .with_context(|| format!("{w} workers"))?;
-    }
-    let mut dataset = args.input.dataset.load()?;
+}
+
+/// The sweep's settings from the flags and the dataset (its name, and its widths when
+/// `--feature-dims` names none), checked by [`SweepSpec::validate`].
+fn sweep_spec(args: &Args, dataset: &switchgnn_datasets::Dataset) -> Result<SweepSpec> {
     let feature_dims = match &args.feature_dims {
         Some(s) => parse_list(s, "--feature-dims")?,
         None => {
-            let f = default_width(&dataset);
+            let f = default_width(dataset);
             let c = dataset
                 .labels
                 .as_ref()
@@ -197,21 +235,12 @@ pub fn run(args: Args) -> Result<()> {
             vec![f.min(128), 128, 128, c.min(128)]
         }
     };
-    if feature_dims.contains(&0) {
-        bail!("--feature-dims: widths must be positive");
-    }
-    if !(0.0..1.0).contains(&args.loss) {
-        bail!("--loss {} must be in [0, 1)", args.loss);
-    }
-    // The simulator sends made-up values of the right width: the dataset's own features would
-    // only take memory (Reddit's are 0.56 GB).
-    dataset.features = None;
     let spec = SweepSpec {
         dataset: dataset.name.clone(),
-        workers,
-        memories,
-        modes,
-        feature_dims: feature_dims.clone(),
+        workers: parse_list(&args.workers, "--workers")?,
+        memories: parse_sizes(&args.switch_memory)?,
+        modes: parse_modes(&args.modes)?,
+        feature_dims,
         compute_ms: args.compute_ms,
         link: LinkSpec {
             gbps: args.gbps,
@@ -219,7 +248,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         buffer_bytes: parse_bytes(&args.buffer)?,
         ecn_threshold: parse_bytes(&args.ecn_threshold)?,
-        chip,
+        chip: args.chip.choice(crate::chip_args::LoopedPorts::Ports(0))?,
         host: HostSpec {
             nic_gbps: args.gbps,
             per_packet_ns: args.host_packet_ns,
@@ -243,106 +272,120 @@ pub fn run(args: Args) -> Result<()> {
             packets: args.pcap_packets,
         }),
     };
+    if args.sample_us.is_nan() || args.sample_us <= 0.0 {
+        bail!("--gbps and --sample-us must be positive");
+    }
+    spec.validate()?;
+    Ok(spec)
+}
+
+pub(crate) fn run(args: Args) -> Result<()> {
+    let study = Study::try_from(&args)?;
+    if let Some(dir) = args.pcap.as_ref().and_then(|p| p.parent()) {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {} for the captures", dir.display()))?;
+        }
+    }
+    let mut dataset = args.input.dataset.load()?;
+    let spec = sweep_spec(&args, &dataset)?;
+    // The simulator sends made-up values of the right width: the dataset's own features would
+    // only take memory (Reddit's are 0.56 GB).
+    dataset.features = None;
     let bars = Bars::new();
     let plan_spec = |w: u16, memory: u64| {
         args.input.partition.plan_spec(
             &args.input.dataset.dataset,
             u32::from(w),
             memory,
-            feature_dims.clone(),
+            spec.feature_dims.clone(),
         )
     };
     let started = std::time::Instant::now();
-    let fabrics = match &args.racks {
-        Some(text) => Some(FabricSpec {
-            racks: parse_list(text, "--racks")?,
-            spines: args.spines,
-            oversubscription: args
-                .oversubscription
-                .split(',')
-                .map(|x| {
-                    x.trim().parse::<f64>().with_context(|| {
-                        format!("--oversubscription: `{x}` is not a ratio like 2 or 1.5")
-                    })
-                })
-                .collect::<Result<_>>()?,
-            two_level: !args.one_level,
-        }),
-        None => None,
-    };
-    if let Some(text) = &args.background {
-        let sizes = text
-            .split(',')
-            .map(|s| {
-                FlowSizes::from_name(s.trim())
-                    .with_context(|| format!("unknown flow sizes `{s}` (websearch or hadoop)"))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let duration_ns = match args.background_ms {
-            Some(ms) if ms > 0.0 && ms.is_finite() => Some((ms * 1e6).round() as u64),
-            Some(ms) => bail!("--background-ms {ms} must be positive"),
-            None => None,
-        };
-        let background = ContentionSpec {
-            sizes,
-            load: args.load,
-            duration_ns,
-            fabrics,
-        };
-        let studies = contention_sweep(&dataset, &spec, &background, &plan_spec, &bars)?;
-        bars.finish();
-        let table = contention_table(&studies);
-        write_study(
-            &args.out,
-            "contention",
-            "The exchange beside background traffic",
-            "Times on the chip each row names; slowdowns are completion times over each flow's \
-             time on an empty fabric; `p99 ×` is the flows' p99 slowdown over theirs with no \
-             exchange running.",
-            &table,
-            &studies,
-            &switchgnn_sim::plot::contention_figure(&studies)?,
-            started,
-        )?;
-        return Ok(());
+    match study {
+        Study::Contention(background) => {
+            let studies = contention_sweep(&dataset, &spec, &background, &plan_spec, &bars)?;
+            bars.finish();
+            write_contention(&args.out, &studies, started)
+        }
+        Study::Fabrics(fabrics) => {
+            let studies = rack_sweep(&dataset, &spec, &fabrics, &plan_spec, &bars)?;
+            bars.finish();
+            write_fabrics(&args.out, &fabrics, &studies, started)
+        }
+        Study::Grid => {
+            let result = sweep(&dataset, &spec, &plan_spec, &bars)?;
+            bars.finish();
+            write_grid(&args.out, &result, started)
+        }
     }
-    if let Some(fabrics) = fabrics {
-        let studies = rack_sweep(&dataset, &spec, &fabrics, &plan_spec, &bars)?;
-        bars.finish();
-        let table = rack_table(&studies);
-        write_study(
-            &args.out,
-            "fabric",
-            "The exchange on leaf-spine fabrics",
-            if fabrics.two_level {
-                "Times on the chip each row names. Two-level aggregation: every leaf is such a \
-                 chip running the switch model for its rack (it sums its workers' \
-                 contributions, finishes the sums they alone feed, relays the rest and sends \
-                 partial sums up) and spine 0 finishes the other sums; the other spines \
-                 forward. `× star`: over the same exchange on the star. `spine layer`: frame \
-                 bytes on the links between leaves and spines, both directions; `spine × \
-                 host`: over the host exchange's on the same fabric."
-            } else {
-                "Times on the chip each row names, which is the exchange's switch on spine 0 \
-                 (one level of aggregation: every packet goes up to it and down again); leaves \
-                 and the other spines forward. `× star`: over the same exchange on the star. \
-                 `spine layer`: frame bytes on the links between leaves and spines, both \
-                 directions; `spine × host`: over the host exchange's on the same fabric."
-            },
-            &table,
-            &studies,
-            &switchgnn_sim::plot::rack_figure(&studies)?,
-            started,
-        )?;
-        return Ok(());
-    }
-    let result = sweep(&dataset, &spec, &plan_spec, &bars)?;
-    bars.finish();
+}
+
+/// The contention study's report.
+fn write_contention(
+    out: &std::path::Path,
+    studies: &[switchgnn_sim::contention::Contention],
+    started: std::time::Instant,
+) -> Result<()> {
+    let table = contention_table(studies);
+    write_study(
+        out,
+        "contention",
+        "The exchange beside background traffic",
+        "Times on the chip each row names; slowdowns are completion times over each flow's \
+         time on an empty fabric; `p99 ×` is the flows' p99 slowdown over theirs with no \
+         exchange running.",
+        &table,
+        studies,
+        &switchgnn_sim::plot::contention_figure(studies)?,
+        started,
+    )
+}
+
+/// The fabric study's report.
+fn write_fabrics(
+    out: &std::path::Path,
+    fabrics: &FabricSpec,
+    studies: &[switchgnn_sim::racks::RackStudy],
+    started: std::time::Instant,
+) -> Result<()> {
+    let table = rack_table(studies);
+    write_study(
+        out,
+        "fabric",
+        "The exchange on leaf-spine fabrics",
+        if fabrics.two_level {
+            "Times on the chip each row names. Two-level aggregation: every leaf is such a \
+             chip running the switch model for its rack (it sums its workers' \
+             contributions, finishes the sums they alone feed, relays the rest and sends \
+             partial sums up) and spine 0 finishes the other sums; the other spines \
+             forward. `× star`: over the same exchange on the star. `spine layer`: frame \
+             bytes on the links between leaves and spines, both directions; `spine × \
+             host`: over the host exchange's on the same fabric."
+        } else {
+            "Times on the chip each row names, which is the exchange's switch on spine 0 \
+             (one level of aggregation: every packet goes up to it and down again); leaves \
+             and the other spines forward. `× star`: over the same exchange on the star. \
+             `spine layer`: frame bytes on the links between leaves and spines, both \
+             directions; `spine × host`: over the host exchange's on the same fabric."
+        },
+        &table,
+        studies,
+        &switchgnn_sim::plot::rack_figure(studies)?,
+        started,
+    )
+}
+
+/// The grid's report folder, its epoch table and the simulator's pace.
+fn write_grid(
+    out: &std::path::Path,
+    result: &switchgnn_sim::sweep::SweepResult,
+    started: std::time::Instant,
+) -> Result<()> {
     let command: Vec<String> = std::env::args().collect();
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    write_report(&args.out, &result, &command.join(" "))?;
-    println!("{}", epoch_table(&result));
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    write_report(out, result, &command.join(" "))?;
+    println!("{}", epoch_table(result));
     let events: u64 = result.runs.iter().map(|r| r.events).sum();
     let sim_seconds: f64 = result.runs.iter().map(|r| r.wall_seconds).sum();
     println!(
@@ -351,7 +394,7 @@ pub fn run(args: Args) -> Result<()> {
         events as f64 / 1e6,
         events as f64 / sim_seconds.max(1e-9) / 1e6,
         started.elapsed().as_secs_f64(),
-        args.out.display()
+        out.display()
     );
     Ok(())
 }

@@ -20,68 +20,68 @@ use switchgnn_transport::{JobFile, Session};
 use crate::job_args::{load_session, parse_mode, write_json, JobArgs};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub job: JobArgs,
+    pub(crate) job: JobArgs,
     /// Address to listen on (default: the job file's switch address).
     #[arg(long)]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// Write the address actually bound (useful with port 0) to this file once listening.
     #[arg(long, value_name = "FILE")]
-    pub ready_file: Option<PathBuf>,
+    pub(crate) ready_file: Option<PathBuf>,
     /// Write the final counters as JSON to this file.
     #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Print the status line every this many seconds (SIGUSR1 prints it at any time).
     #[arg(long, value_name = "SECS")]
-    pub status_every: Option<f64>,
+    pub(crate) status_every: Option<f64>,
     /// Aggregator memory (e.g. 10MB; default: the memory the plan was prepared for, or the
     /// Tofino program's 16 MiB on 4 pipes with --entries).
     #[arg(long)]
-    pub switch_memory: Option<String>,
+    pub(crate) switch_memory: Option<String>,
     /// Cores of the switch model: its aggregators spread over this many shards by destination,
     /// the first on the thread that moves packets, each other on a thread of its own (1 to 64;
     /// a leaf or spine of a two-level fabric runs on one).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub cores: u16,
+    pub(crate) cores: u16,
     /// Take the switch's tables from a P4Runtime entries file (`switchgnn p4 entries --format
     /// p4runtime`) instead of the plan: the job id, workers, exchange, ECN threshold and plan
     /// checksum come from the file; the job file (if any) gives addresses and timeouts.
     #[arg(long, value_name = "FILE")]
-    pub entries: Option<PathBuf>,
+    pub(crate) entries: Option<PathBuf>,
     /// Serve this job file's job too, at the same time and address (repeat for more): each
     /// job gets its own switch ports, admission, secret and all-reduce region, and shares the
     /// aggregator pool (the sum of the jobs' plan memories unless --switch-memory says).
     /// Over UDP only; the first job's file gives the address, link and faults.
     #[arg(long, value_name = "FILE")]
-    pub also_job: Vec<PathBuf>,
+    pub(crate) also_job: Vec<PathBuf>,
     /// Slots of the all-reduce pool that best-effort jobs (`allreduce.best_effort = true`)
     /// share (ATP); what it cannot take, the switch's host finishes. Default: 256 when a job
     /// asks for best-effort, none otherwise.
     #[arg(long, value_name = "SLOTS")]
-    pub allreduce_pool: Option<u32>,
+    pub(crate) allreduce_pool: Option<u32>,
     /// A shared slot whose slice has not progressed for this long may be taken by another
     /// (ATP's leak timeout).
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
-    pub allreduce_leak_ms: f64,
+    pub(crate) allreduce_leak_ms: f64,
     /// Run as one switch of the job file's two-level fabric (its `[fabric]` section): the
     /// `leaf` of --rack (listening on its `fabric.leaves` address, joining the spine) or the
     /// `spine` (listening on the job's `switch`, the all-reduce service beside it).
     #[arg(long, value_enum, conflicts_with_all = ["entries", "also_job"])]
-    pub tier: Option<TierArg>,
+    pub(crate) tier: Option<TierArg>,
     /// With --tier leaf: the leaf's rack.
     #[arg(long, requires = "tier")]
-    pub rack: Option<u16>,
+    pub(crate) rack: Option<u16>,
     /// With --tier leaf: the spine's address (default: the job file's `switch`).
     #[arg(long, requires = "tier")]
-    pub spine: Option<SocketAddr>,
+    pub(crate) spine: Option<SocketAddr>,
     #[command(flatten)]
-    pub capture: crate::capture_args::CaptureArgs,
+    pub(crate) capture: crate::capture_args::CaptureArgs,
 }
 
 /// Which switch of a two-level fabric `switch --tier` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TierArg {
+pub(crate) enum TierArg {
     Leaf,
     Spine,
 }
@@ -238,8 +238,10 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
             )
         }
     };
+    // A fabric's all-reduce runs at the spine's service, never in a leaf's pool.
     let cfg = ServerConfig {
         allreduce_best_effort: false,
+        allreduce_pool: None,
         ..server_config(args, &job, listen, memory)?
     };
     let listening = || format!("cannot listen on {listen}");
@@ -297,8 +299,8 @@ fn run_tier(args: &Args, tier: TierArg) -> Result<()> {
     Ok(())
 }
 
-/// The switch of `job` listening on `listen` with `memory` of aggregators: no pool, no quotas,
-/// serving until every worker has left.
+/// The switch of `job` listening on `listen` with `memory` of aggregators on the cores asked
+/// for: the job file's own switch ([`ServerConfig::of_job`]).
 fn server_config(
     args: &Args,
     job: &JobFile,
@@ -307,21 +309,7 @@ fn server_config(
 ) -> Result<ServerConfig> {
     Ok(ServerConfig {
         cores: args.cores,
-        job: job.job,
-        world: job.world,
-        listen,
-        timeouts: job.timeouts,
-        link: job.link,
-        faults: job.faults,
-        aggregators: (memory / switchgnn_dataplane::switch::AGGREGATOR_BYTES) as usize,
-        stop_after_exchanges: None,
-        overload: Default::default(),
-        transport: job.transport(),
-        secret: job.secret()?,
-        allreduce_slots: job.allreduce.slots,
-        allreduce_best_effort: job.allreduce.best_effort,
-        allreduce_pool: None,
-        aggregator_quotas: Default::default(),
+        ..ServerConfig::of_job(job, listen, memory, job.secret()?)
     })
 }
 
@@ -390,7 +378,7 @@ fn finish(args: &Args, server: &mut SwitchServer) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     if let Some(tier) = args.tier {
         return run_tier(&args, tier);
     }
@@ -400,26 +388,11 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|path| also_job(path, job.switch))
         .collect::<Result<Vec<_>>>()?;
-    let memory = match &args.switch_memory {
-        Some(text) => switchgnn_partition::size::parse_bytes(text)?,
-        // Each plan's blocks were cut to fit its memory: together they get the sum.
-        None => plan_memory + also.iter().map(|(_, _, m)| m).sum::<u64>(),
-    };
-    let cfg = ServerConfig {
-        // Several jobs: each holds at most the aggregators its plan was cut for.
-        aggregator_quotas: if also.is_empty() {
-            Default::default()
-        } else {
-            std::iter::once((job.job, plan_memory))
-                .chain(also.iter().map(|(j, _, m)| (j.job, *m)))
-                .map(|(id, m)| {
-                    let quota = m / switchgnn_dataplane::switch::AGGREGATOR_BYTES;
-                    (id, quota as usize)
-                })
-                .collect()
-        },
-        ..server_config(&args, &job, job.switch, memory)?
-    };
+    let files: Vec<JobFile> = std::iter::once(job.clone())
+        .chain(also.iter().map(|(j, _, _)| j.clone()))
+        .collect();
+    let best_effort = files.iter().any(|j| j.allreduce.best_effort);
+    let cfg = jobs_config(&args, &job, plan_memory, &also, best_effort)?;
     let more = also
         .iter()
         .map(|(j, session, _)| {
@@ -434,56 +407,7 @@ pub fn run(args: Args) -> Result<()> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let files: Vec<JobFile> = std::iter::once(job.clone())
-        .chain(also.iter().map(|(j, _, _)| j.clone()))
-        .collect();
-    let best_effort = files.iter().any(|j| j.allreduce.best_effort);
-    if !(args.allreduce_leak_ms.is_finite() && args.allreduce_leak_ms > 0.0) {
-        bail!("--allreduce-leak-ms must be positive");
-    }
-    let cfg = ServerConfig {
-        allreduce_pool: match (args.allreduce_pool, best_effort) {
-            (Some(slots), _) => Some(AllReducePool {
-                slots,
-                leak: Duration::from_secs_f64(args.allreduce_leak_ms / 1e3),
-            }),
-            (None, true) => Some(AllReducePool {
-                leak: Duration::from_secs_f64(args.allreduce_leak_ms / 1e3),
-                ..AllReducePool::default()
-            }),
-            (None, false) => None,
-        },
-        ..cfg
-    };
-    // Training jobs all-reduce through a service beside the switch: TCP on the switch's
-    // address, or the job's `collective` address.
-    let mut services = services(&files)?;
-    let listening = || format!("cannot listen on {}", job.switch);
-    let (mut server, mut collective) = match services.remove(&None) {
-        Some(beside) => {
-            let (server, running) =
-                SwitchServer::bind_jobs_with_service(cfg, session.clone(), more, beside)
-                    .with_context(listening)?;
-            (server, vec![running])
-        }
-        None => (
-            SwitchServer::bind_jobs(cfg, session.clone(), more).with_context(listening)?,
-            Vec::new(),
-        ),
-    };
-    for (at, jobs) in services {
-        let at = at.expect("the switch's own address was taken out");
-        let jobs = jobs
-            .into_iter()
-            .map(|s| {
-                let liveness = server.liveness_of(s.job);
-                (s, liveness)
-            })
-            .collect();
-        let running = RunningService::start_jobs(at, jobs)
-            .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?;
-        collective.push(running);
-    }
+    let (mut server, collective) = bind_jobs(cfg, &session, more, &files)?;
     announce(&args, &mut server, "job", &job, &session)?;
     for (j, session, _) in &also {
         eprintln!(
@@ -512,6 +436,101 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
+    print_outcome(&outcome, &files, best_effort);
+    Ok(())
+}
+
+/// The switch serving the first job and the `also` jobs: the memory they share (the sum of
+/// their plans' unless --switch-memory says), each one's quota of it when there are several,
+/// and the best-effort all-reduce pool when any asks for one (or --allreduce-pool sizes it).
+fn jobs_config(
+    args: &Args,
+    job: &JobFile,
+    plan_memory: u64,
+    also: &[(JobFile, Arc<Session>, u64)],
+    best_effort: bool,
+) -> Result<ServerConfig> {
+    let memory = match &args.switch_memory {
+        Some(text) => switchgnn_partition::size::parse_bytes(text)?,
+        // Each plan's blocks were cut to fit its memory: together they get the sum.
+        None => plan_memory + also.iter().map(|(_, _, m)| m).sum::<u64>(),
+    };
+    if !(args.allreduce_leak_ms.is_finite() && args.allreduce_leak_ms > 0.0) {
+        bail!("--allreduce-leak-ms must be positive");
+    }
+    let leak = Duration::from_secs_f64(args.allreduce_leak_ms / 1e3);
+    Ok(ServerConfig {
+        // Several jobs: each holds at most the aggregators its plan was cut for.
+        aggregator_quotas: if also.is_empty() {
+            Default::default()
+        } else {
+            std::iter::once((job.job, plan_memory))
+                .chain(also.iter().map(|(j, _, m)| (j.job, *m)))
+                .map(|(id, m)| {
+                    let quota = m / switchgnn_dataplane::switch::AGGREGATOR_BYTES;
+                    (id, quota as usize)
+                })
+                .collect()
+        },
+        allreduce_pool: match (args.allreduce_pool, best_effort) {
+            (Some(slots), _) => Some(AllReducePool { slots, leak }),
+            (None, true) => Some(AllReducePool {
+                leak,
+                ..AllReducePool::default()
+            }),
+            (None, false) => None,
+        },
+        ..server_config(args, job, job.switch, memory)?
+    })
+}
+
+/// Bind the switch of `cfg` serving `session` and the `more` jobs, with the all-reduce
+/// services the job `files` need: TCP on the switch's address, or each job's `collective`
+/// address.
+fn bind_jobs(
+    cfg: ServerConfig,
+    session: &Arc<Session>,
+    more: Vec<ServedJob>,
+    files: &[JobFile],
+) -> Result<(SwitchServer, Vec<RunningService>)> {
+    let listen = cfg.listen;
+    let mut services = services(files)?;
+    let listening = || format!("cannot listen on {listen}");
+    let (server, mut collective) = match services.remove(&None) {
+        Some(beside) => {
+            let (server, running) =
+                SwitchServer::bind_jobs_with_service(cfg, session.clone(), more, beside)
+                    .with_context(listening)?;
+            (server, vec![running])
+        }
+        None => (
+            SwitchServer::bind_jobs(cfg, session.clone(), more).with_context(listening)?,
+            Vec::new(),
+        ),
+    };
+    for (at, jobs) in services {
+        let at = at.expect("the switch's own address was taken out");
+        let jobs = jobs
+            .into_iter()
+            .map(|s| {
+                let liveness = server.liveness_of(s.job);
+                (s, liveness)
+            })
+            .collect();
+        let running = RunningService::start_jobs(at, jobs)
+            .with_context(|| format!("cannot listen on TCP {at} for the collective service"))?;
+        collective.push(running);
+    }
+    Ok((server, collective))
+}
+
+/// The closing lines: the best-effort pool's spills, the in-switch all-reduce, the traffic,
+/// each core's share.
+fn print_outcome(
+    outcome: &switchgnn_transport::ServerReport,
+    files: &[JobFile],
+    best_effort: bool,
+) {
     let k = &outcome.counters;
     if best_effort {
         eprintln!(
@@ -554,5 +573,4 @@ pub fn run(args: Args) -> Result<()> {
             per_core.join(", ")
         );
     }
-    Ok(())
 }

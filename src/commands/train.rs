@@ -29,88 +29,88 @@ use crate::loopback_args::LoopbackArgs;
 use crate::partition_args::{reuse_or_prepare, PartitionArgs};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub dataset: DatasetArgs,
+    pub(crate) dataset: DatasetArgs,
     /// gcn (Kipf & Welling) or sage (GraphSAGE, mean aggregator).
     #[arg(long, default_value = "gcn")]
-    pub model: String,
+    pub(crate) model: String,
     /// Graph convolution layers.
     #[arg(long, default_value_t = 2)]
-    pub layers: usize,
+    pub(crate) layers: usize,
     /// Width of the hidden layers.
     #[arg(long, default_value_t = 16)]
-    pub hidden: usize,
+    pub(crate) hidden: usize,
     /// Dropout rate on every layer's input.
     #[arg(long, default_value_t = 0.5)]
-    pub dropout: f64,
+    pub(crate) dropout: f64,
     /// Adam's learning rate.
     #[arg(long, default_value_t = 0.01)]
-    pub lr: f64,
+    pub(crate) lr: f64,
     /// L2 penalty on the first layer's parameters.
     #[arg(long, default_value_t = 5e-4)]
-    pub weight_decay: f64,
+    pub(crate) weight_decay: f64,
     #[arg(long, default_value_t = 200)]
-    pub epochs: usize,
+    pub(crate) epochs: usize,
     /// Stop after this many epochs without a better validation accuracy (default: run all).
     #[arg(long)]
-    pub patience: Option<usize>,
+    pub(crate) patience: Option<usize>,
     /// Seed of the first run's weights and dropout masks.
     #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Train this many models, seeds `seed`, `seed + 1`, ..., and report mean ± std.
     #[arg(long, default_value_t = 1)]
-    pub runs: u64,
+    pub(crate) runs: u64,
     /// Input feature scaling: row (divide each row by its sum), none, or auto (row when no
     /// feature is negative).
     #[arg(long, default_value = "auto")]
-    pub feature_norm: String,
+    pub(crate) feature_norm: String,
     /// libtorch's intra-op threads (default: libtorch's choice, one per core).
     #[arg(long)]
-    pub threads: Option<i32>,
+    pub(crate) threads: Option<i32>,
     /// Folder for log.csv, log.json and curves.svg (default results/train-<dataset>-<model>).
     #[arg(long, short)]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Print a line every this many epochs (the last epoch always).
     #[arg(long, default_value_t = 10)]
-    pub print_every: usize,
+    pub(crate) print_every: usize,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Workers: 1 trains in this process (the reference); more run the distributed trainer
     /// over the software switch on loopback.
     #[arg(long, default_value_t = 4)]
-    pub workers: u32,
+    pub(crate) workers: u32,
     /// The exchange of a distributed run: switch (SwitchGNN blocks), host, g3, host-reduce
     /// (host-only partial sums), host-hybrid (per worker pair, raw copies or partial sums, the
     /// fewer rows), strawman, reduce (partial sums added in the switch), auto (per layer, the
     /// kind the planner picks) or tcp (the host exchange over TCP between the workers, the
     /// kernel's transport).
     #[arg(long, default_value = "switch")]
-    pub exchange: String,
+    pub(crate) exchange: String,
     /// Where the gradient all-reduce runs: switch (in the switch's slots, SwitchML's protocol)
     /// or tcp (the parameter-server service beside it). Default: the job file's, else switch.
     #[arg(long, value_name = "switch|tcp")]
-    pub allreduce: Option<String>,
+    pub(crate) allreduce: Option<String>,
     /// Plan folder to reuse, or to create when it does not exist (default: `plan-<M>` in the
     /// output folder, re-prepared when it does not fit).
     #[arg(long, value_name = "DIR")]
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
     #[command(flatten)]
-    pub net: LoopbackArgs,
+    pub(crate) net: LoopbackArgs,
     /// Run as one worker of the job in this file (its plan must be prepared for the model's
     /// aggregated widths); the rank comes from --rank or the launcher's variables.
     #[arg(long, value_name = "FILE")]
-    pub job: Option<PathBuf>,
+    pub(crate) job: Option<PathBuf>,
     /// This worker's rank (with --job).
     #[arg(long, requires = "job")]
-    pub rank: Option<u16>,
+    pub(crate) rank: Option<u16>,
     /// The switch's address (with --job; default: the job file's).
     #[arg(long, requires = "job")]
-    pub switch: Option<SocketAddr>,
+    pub(crate) switch: Option<SocketAddr>,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let model = ModelConfig {
         kind: args.model.parse::<ModelKind>()?,
         layers: args.layers,

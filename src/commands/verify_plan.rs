@@ -8,15 +8,15 @@ use switchgnn_partition::Plan;
 use switchgnn_scheduler::exchange::chosen_kind;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The plan directory.
-    pub plan: PathBuf,
+    pub(crate) plan: PathBuf,
     /// The dataset to check against (default: the one recorded in the plan).
     #[arg(long)]
-    pub dataset: Option<String>,
+    pub(crate) dataset: Option<String>,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let plan = Plan::read(&args.plan)
         .with_context(|| format!("plan {} is damaged", args.plan.display()))?;
     println!("checksums of {} files: ok", plan.manifest.files.len());

@@ -16,31 +16,31 @@ use switchgnn_transport::{JobFile, Session, WorkerClient, WorkerConfig};
 use crate::job_args::{load, write_json, JobArgs};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
-    pub job: JobArgs,
+    pub(crate) job: JobArgs,
     /// This worker's rank (default: from SLURM_PROCID, RANK, OMPI_COMM_WORLD_RANK or
     /// PMI_RANK).
     #[arg(long)]
-    pub rank: Option<u16>,
+    pub(crate) rank: Option<u16>,
     /// The switch's address (default: the job file's; on a two-level fabric, the leaf of this
     /// worker's rack).
     #[arg(long)]
-    pub switch: Option<SocketAddr>,
+    pub(crate) switch: Option<SocketAddr>,
     /// Address to bind (default: the job file's, else any address and a free port).
     #[arg(long)]
-    pub bind: Option<SocketAddr>,
+    pub(crate) bind: Option<SocketAddr>,
     /// Rounds of the exchange schedule (every layer forward, then backward).
     #[arg(long, default_value_t = 1)]
-    pub epochs: u32,
+    pub(crate) epochs: u32,
     /// Write this worker's report (per exchange: time, packets, bytes, exactness) as JSON.
     #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     #[command(flatten)]
-    pub capture: crate::capture_args::CaptureArgs,
+    pub(crate) capture: crate::capture_args::CaptureArgs,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args) -> Result<()> {
     let job = args.job.job(args.switch)?;
     let rank = resolve_rank(args.rank, job.world, &|k| std::env::var(k).ok())?;
     // On a two-level fabric, the leaf switch of the worker's rack.

@@ -17,6 +17,8 @@
 //! - [`loopback`]: a whole exchange job in one process (switch and workers as threads);
 //! - [`tcp_exchange`]: the host exchange over TCP between the workers, the kernel's own
 //!   transport as a baseline;
+//! - [`plan_dir`]: the prepared plan folder (plan, shards, saved exchange plans), read and
+//!   written;
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
 #![warn(missing_docs, unreachable_pub)]
@@ -27,8 +29,10 @@ pub mod job;
 pub mod liveness;
 pub mod loopback;
 pub mod participant;
+pub mod plan_dir;
 pub mod runner;
 pub mod server;
+mod server_config;
 pub mod session;
 pub mod session_file;
 pub mod tcp_exchange;
@@ -37,6 +41,7 @@ pub mod workload;
 pub use client::{WorkerClient, WorkerConfig, WorkerError};
 pub use job::{JobFile, Link, Timeouts};
 pub use participant::{Participant, ParticipantError};
+pub use plan_dir::{PlanDir, PlanDirError};
 pub use server::{Overload, ServerConfig, ServerError, ServerReport, SwitchServer};
 pub use session::Session;
 pub use switchgnn_dataplane::ExchangeKind;
