@@ -61,9 +61,13 @@ pub struct Load {
 /// Switch work, of the kinds [`Load`] counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SwitchWork {
+    /// Pipeline passes, as in [`Load::passes`].
     pub passes: u64,
+    /// Passes after a packet's first, as in [`Load::recirculations`].
     pub recirculations: u64,
+    /// Bytes those recirculated passes carry.
     pub recirculated_bytes: u64,
+    /// int32 additions into aggregators.
     pub lane_updates: u64,
 }
 

@@ -163,11 +163,12 @@ impl ChipChoice {
             chip = chip.with_loopback_ports(per_pipe * chip.pipes, link_gbps)?;
         }
         if chip.worker_ports(link_gbps) < workers {
-            return Err(ChipError::Options(format!(
-                "{} has {} ports of {link_gbps} Gb/s for workers, fewer than {workers}",
-                chip.preset.name(),
-                chip.worker_ports(link_gbps)
-            )));
+            return Err(ChipError::TooFewWorkerPorts {
+                chip: chip.preset.name(),
+                ports: chip.worker_ports(link_gbps),
+                gbps: link_gbps,
+                workers,
+            });
         }
         match self.recirculation_ports {
             Some(n) => chip.with_recirculation_ports(n),
@@ -220,9 +221,41 @@ pub enum ChipError {
     /// No such preset.
     #[error("unknown chip `{0}` (one of: tofino1-32, tofino1-64, tofino2, ideal)")]
     Unknown(String),
-    /// The options ask for more than the chip has.
-    #[error("{0}")]
-    Options(String),
+    /// Fewer ports of the link rate are left for workers (after loopback) than there are
+    /// workers.
+    #[error("{chip} has {ports} ports of {gbps} Gb/s for workers, fewer than {workers}")]
+    TooFewWorkerPorts {
+        /// The preset's name.
+        chip: &'static str,
+        /// Ports of `gbps` left for workers.
+        ports: u32,
+        /// The workers' link rate, Gb/s.
+        gbps: f64,
+        /// Workers asked for.
+        workers: u32,
+    },
+    /// More front-panel ports asked to be put in loopback than the chip has at that rate.
+    #[error("{chip} has {ports} ports of {gbps} Gb/s, fewer than the {looped} to put in loopback")]
+    TooFewPortsToLoop {
+        /// The preset's name.
+        chip: &'static str,
+        /// Ports the chip has at `gbps`.
+        ports: u32,
+        /// The looped ports' rate, Gb/s.
+        gbps: f64,
+        /// Ports asked to be looped.
+        looped: u32,
+    },
+    /// More dedicated recirculation ports asked for than the chip has (one per pipe).
+    #[error("{chip} has {has} recirculation ports, not {asked}")]
+    TooManyRecirculationPorts {
+        /// The preset's name.
+        chip: &'static str,
+        /// Recirculation ports the chip has.
+        has: u32,
+        /// Recirculation ports asked for.
+        asked: u32,
+    },
     /// No real chip hosts this many workers at this rate.
     #[error(
         "no chip preset hosts {workers} workers at {gbps} Gb/s (tofino2 has 128 ports of 100 \
@@ -319,11 +352,12 @@ impl Chip {
             return Ok(self);
         }
         if self.ports_at(gbps) < ports {
-            return Err(ChipError::Options(format!(
-                "{} has {} ports of {gbps} Gb/s, fewer than the {ports} to put in loopback",
-                self.preset.name(),
-                self.ports_at(gbps)
-            )));
+            return Err(ChipError::TooFewPortsToLoop {
+                chip: self.preset.name(),
+                ports: self.ports_at(gbps),
+                gbps,
+                looped: ports,
+            });
         }
         Ok(self)
     }
@@ -331,11 +365,11 @@ impl Chip {
     /// Use `ports` of the dedicated recirculation ports (at most one per pipe).
     pub fn with_recirculation_ports(mut self, ports: u32) -> Result<Chip, ChipError> {
         if ports > self.pipes && !self.is_ideal() {
-            return Err(ChipError::Options(format!(
-                "{} has {} recirculation ports, not {ports}",
-                self.preset.name(),
-                self.pipes
-            )));
+            return Err(ChipError::TooManyRecirculationPorts {
+                chip: self.preset.name(),
+                has: self.pipes,
+                asked: ports,
+            });
         }
         self.recirculation_ports = ports;
         Ok(self)

@@ -1,3 +1,5 @@
+#![warn(missing_docs, unreachable_pub)]
+
 //! One conformance suite for every driver of the protocol (burn's parameterised collective
 //! tests are the model): one list of cases — every exchange kind × a set of network conditions
 //! × forward and backward — and one [`Driver`] trait that the in-memory network, the
@@ -35,14 +37,19 @@ use switchgnn_transport::loopback::{run_single_exchange, run_single_exchange_two
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::ShimConfig;
 use switchgnn_transport::{Link, Timeouts};
+use thiserror::Error;
 
 /// A network condition of the suite. Delays of held-back packets are the driver's to choose
 /// (a few round trips of its own links).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Condition {
+    /// How the suite's reports name it.
     pub name: &'static str,
+    /// Probability that a link drops a packet.
     pub loss: f64,
+    /// Probability that a link delivers a packet twice.
     pub duplicate: f64,
+    /// Probability that a link holds a packet back, so later ones overtake it.
     pub reorder: f64,
     /// A fixed-point scale for one contribution, so that sums overflow int32 in the switch and
     /// fall back to the hosts.
@@ -120,8 +127,11 @@ pub const CONDITIONS: [Condition; 7] = [
 /// One case of the suite.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Case {
+    /// The exchange kind whose plan runs.
     pub kind: ExchangeKind,
+    /// The network it runs under.
     pub condition: Condition,
+    /// The backward pass's exchange (its own exchange id), not the forward one.
     pub backward: bool,
 }
 
@@ -156,10 +166,15 @@ pub fn cases() -> Vec<Case> {
 /// vertex's row of `features`, under `scale`, on a switch with `aggregators`.
 #[derive(Debug, Clone, Copy)]
 pub struct Run<'a> {
+    /// The case to run.
     pub case: Case,
+    /// The plan of the case's kind.
     pub plan: &'a Arc<ExchangePlan>,
+    /// Every vertex's features, row-major, `plan.width` to a row.
     pub features: &'a [f32],
+    /// The fixed-point scale that every host encodes with.
     pub scale: Scale,
+    /// Aggregators in the switch (in every switch of a two-level fabric).
     pub aggregators: usize,
     /// Seeds the driver's faults.
     pub seed: u64,
@@ -169,14 +184,18 @@ pub struct Run<'a> {
 /// case's condition was felt.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
+    /// Each worker's received sums, in rank order.
     pub outputs: Vec<ExchangeOutput>,
+    /// What the faults and the switch did during the run.
     pub felt: Felt,
 }
 
 /// Counts a driver reports of what its faults and its switch did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Felt {
+    /// Packets the faults dropped.
     pub lost: u64,
+    /// Packets the faults delivered twice.
     pub duplicated: u64,
     /// Aggregators released by a lane overflow.
     pub overflows: u64,
@@ -214,10 +233,53 @@ impl std::ops::AddAssign for Felt {
     }
 }
 
+/// Why a driver could not finish a run: its own error (the in-memory network's, the
+/// simulator's, the UDP processes'), boxed so that every driver fits one trait.
+pub type DriverError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a case failed: the driver did not finish, or its sums differ from the direct ones.
+#[derive(Debug, Error)]
+pub enum CheckError {
+    /// The driver could not finish the run.
+    #[error("{0}")]
+    Driver(DriverError),
+    /// The driver returned another number of outputs than there are workers.
+    #[error("{got} outputs for {want} workers")]
+    Outputs {
+        /// Outputs returned.
+        got: usize,
+        /// Workers of the plan.
+        want: usize,
+    },
+    /// A worker received sums for another set of vertices than it should.
+    #[error("worker {worker}: other receiving vertices")]
+    Vertices {
+        /// The worker's rank.
+        worker: usize,
+    },
+    /// A lane of a sum differs from the direct computation (the first such lane).
+    #[error("worker {worker}: vertex {vertex} lane {lane} is {got}, the direct sum {want}")]
+    Sum {
+        /// The worker's rank.
+        worker: usize,
+        /// The receiving vertex.
+        vertex: u32,
+        /// The feature column.
+        lane: usize,
+        /// The fixed-point sum the driver delivered.
+        got: i64,
+        /// The direct fixed-point sum.
+        want: i64,
+    },
+}
+
 /// A way of running the protocol.
 pub trait Driver {
+    /// How the suite's reports name the driver.
     fn name(&self) -> &'static str;
-    fn run(&self, run: &Run<'_>) -> Result<Outcome, String>;
+    /// Run one exchange as `run` describes; `Err` when the driver could not finish it (a
+    /// timeout, a socket error), not when its sums are wrong: [`Fixture::check`] judges those.
+    fn run(&self, run: &Run<'_>) -> Result<Outcome, DriverError>;
 }
 
 /// The in-memory network (`dataplane::network`): 100 Gb/s, 2 µs links; the workers join
@@ -230,7 +292,7 @@ impl Driver for InMemory {
         "in-memory"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let setup = in_memory_setup(r);
         // The workers join through the control plane first, over the same faulty links.
         let run = run_exchange_controlled(
@@ -239,8 +301,7 @@ impl Driver for InMemory {
             r.features,
             &setup,
             ControlTimers::default(),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(Outcome {
             felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,
@@ -252,6 +313,7 @@ impl Driver for InMemory {
 /// destination, `switch::ShardedSwitch`), driven packet by packet; the workers start joined.
 #[derive(Debug, Clone, Copy)]
 pub struct InMemorySharded {
+    /// Shards of the switch model, each with its share of the destinations.
     pub shards: u16,
 }
 
@@ -260,11 +322,10 @@ impl Driver for InMemorySharded {
         "in-memory sharded"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let setup = in_memory_setup(r);
         let run =
-            run_exchange_sharded(r.case.kind, r.plan.clone(), r.features, &setup, self.shards)
-                .map_err(|e| e.to_string())?;
+            run_exchange_sharded(r.case.kind, r.plan.clone(), r.features, &setup, self.shards)?;
         Ok(Outcome {
             felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,
@@ -278,6 +339,7 @@ impl Driver for InMemorySharded {
 /// aggregators, every link (the leaf-spine ones too) 100 Gb/s with the case's faults.
 #[derive(Debug, Clone, Copy)]
 pub struct InMemoryTwoLevel {
+    /// Leaf switches, each over a rack of consecutive ranks.
     pub racks: u16,
 }
 
@@ -286,11 +348,10 @@ impl Driver for InMemoryTwoLevel {
         "in-memory two-level"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let setup = in_memory_setup(r);
         let (run, _) =
-            run_exchange_two_level(r.case.kind, r.plan.clone(), r.features, &setup, self.racks)
-                .map_err(|e| e.to_string())?;
+            run_exchange_two_level(r.case.kind, r.plan.clone(), r.features, &setup, self.racks)?;
         Ok(Outcome {
             felt: Felt::of(run.network.lost, run.network.duplicated, &run.switch),
             outputs: run.outputs,
@@ -308,7 +369,7 @@ impl Driver for Simulator {
         "simulator"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let cfg = SimConfig {
             faults: faults(&r.case.condition, 20_000),
             fault_seed: r.seed,
@@ -340,6 +401,7 @@ impl Driver for Simulator {
 /// runs it).
 #[derive(Debug, Clone, Copy)]
 pub struct SimulatorTwoLevel {
+    /// Racks (leaf switches), each of `workers / racks` consecutive ranks.
     pub racks: u16,
 }
 
@@ -348,7 +410,7 @@ impl Driver for SimulatorTwoLevel {
         "simulator two-level"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let workers = r.plan.workers;
         let topology = switchgnn_sim::fabric::Topology::leaf_spine(
             self.racks,
@@ -388,7 +450,7 @@ impl Driver for Udp {
         "udp"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         run_over_udp(r, udp_server(r))
     }
 }
@@ -397,6 +459,7 @@ impl Driver for Udp {
 /// aggregators spread over threads by destination.
 #[derive(Debug, Clone, Copy)]
 pub struct UdpSharded {
+    /// Threads of the switch process's model.
     pub cores: u16,
 }
 
@@ -405,7 +468,7 @@ impl Driver for UdpSharded {
         "udp sharded"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let server = ServerConfig {
             cores: self.cores,
             ..udp_server(r)
@@ -415,7 +478,7 @@ impl Driver for UdpSharded {
 }
 
 /// Run `r` with a switch process of `server` and a worker thread per rank over UDP.
-fn run_over_udp(r: &Run<'_>, server: ServerConfig) -> Result<Outcome, String> {
+fn run_over_udp(r: &Run<'_>, server: ServerConfig) -> Result<Outcome, DriverError> {
     let (switch, outputs) = run_single_exchange(
         r.case.kind,
         r.plan.clone(),
@@ -423,8 +486,7 @@ fn run_over_udp(r: &Run<'_>, server: ServerConfig) -> Result<Outcome, String> {
         r.scale,
         server,
         r.case.backward,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     // The switch's own sends pass the same shim: its figures show the faults were felt.
     let shim = &switch.endpoint.shim;
     Ok(Outcome {
@@ -435,9 +497,8 @@ fn run_over_udp(r: &Run<'_>, server: ServerConfig) -> Result<Outcome, String> {
 
 /// Simulate run `r` on `cfg` with `setup`: each worker's output and what the faults did. The
 /// simulator's hosts hold `sim::modes::feature` values: the suite uses the same.
-fn simulated(r: &Run<'_>, cfg: &SimConfig, setup: &ExchangeSetup) -> Result<Outcome, String> {
-    let (sim, outputs) =
-        simulate_exchange((**r.plan).clone(), cfg, setup, r.scale).map_err(|e| e.to_string())?;
+fn simulated(r: &Run<'_>, cfg: &SimConfig, setup: &ExchangeSetup) -> Result<Outcome, DriverError> {
+    let (sim, outputs) = simulate_exchange((**r.plan).clone(), cfg, setup, r.scale)?;
     let faults = sim.run.faults;
     Ok(Outcome {
         outputs,
@@ -507,6 +568,7 @@ fn udp_server(r: &Run<'_>) -> ServerConfig {
 /// (`transport::loopback::run_single_exchange_two_level`), the fault shim on every sender.
 #[derive(Debug, Clone, Copy)]
 pub struct UdpTwoLevel {
+    /// Leaf processes, each over a rack of consecutive ranks.
     pub racks: u16,
 }
 
@@ -515,7 +577,7 @@ impl Driver for UdpTwoLevel {
         "udp two-level"
     }
 
-    fn run(&self, r: &Run<'_>) -> Result<Outcome, String> {
+    fn run(&self, r: &Run<'_>) -> Result<Outcome, DriverError> {
         let (spine, leaves, outputs) = run_single_exchange_two_level(
             r.case.kind,
             r.plan.clone(),
@@ -524,8 +586,7 @@ impl Driver for UdpTwoLevel {
             udp_server(r),
             r.case.backward,
             self.racks,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         // Every switch's sends pass the shim: their figures show the faults were felt.
         let mut felt = Felt::default();
         for report in std::iter::once(&spine).chain(&leaves) {
@@ -536,6 +597,7 @@ impl Driver for UdpTwoLevel {
     }
 }
 
+/// The suite's exchange: job 1, epoch 0, layer 0, forward or `backward`.
 fn exchange_id(backward: bool) -> ExchangeId {
     ExchangeId {
         job: 1,
@@ -559,8 +621,11 @@ fn faults(c: &Condition, reorder_delay: u64) -> Faults {
 /// The suite's graph and plans: `graph` partitioned by `assignment`, one plan per kind.
 #[derive(Debug)]
 pub struct Fixture {
+    /// The dataset's graph, whose direct remote sums are the expected results.
     pub graph: Graph,
+    /// Each vertex's worker (METIS).
     pub assignment: Assignment,
+    /// One plan per exchange kind, in [`ExchangeKind::ALL`]'s order.
     pub plans: Vec<(ExchangeKind, Arc<ExchangePlan>)>,
     /// The simulator's feature values for every vertex, row-major.
     pub features: Vec<f32>,
@@ -602,6 +667,7 @@ impl Fixture {
         }
     }
 
+    /// The plan of `kind`.
     pub fn plan(&self, kind: ExchangeKind) -> &Arc<ExchangePlan> {
         &self
             .plans
@@ -661,7 +727,7 @@ impl Fixture {
 
     /// Run `case` on `driver` and compare every worker's sums with the direct computation;
     /// `Err` says what differed. Returns what the driver felt.
-    pub fn check(&self, driver: &dyn Driver, case: &Case, seed: u64) -> Result<Felt, String> {
+    pub fn check(&self, driver: &dyn Driver, case: &Case, seed: u64) -> Result<Felt, CheckError> {
         let plan = self.plan(case.kind);
         let scale = self.scale(case);
         let aggregators = if case.condition.tiny_pool {
@@ -677,24 +743,27 @@ impl Fixture {
             aggregators,
             seed,
         };
-        let Outcome { outputs: got, felt } = driver.run(&run)?;
+        let Outcome { outputs: got, felt } = driver.run(&run).map_err(CheckError::Driver)?;
         let (encoded, _) = encode_matrix(&scale, &self.features, plan.width);
         let want = remote_sums(&self.graph, &self.assignment, plan.width, &encoded);
         if got.len() != want.len() {
-            return Err(format!("{} outputs for {} workers", got.len(), want.len()));
+            return Err(CheckError::Outputs {
+                got: got.len(),
+                want: want.len(),
+            });
         }
         for (w, (g, e)) in got.iter().zip(&want).enumerate() {
             if g.vertices != e.vertices {
-                return Err(format!("worker {w}: other receiving vertices"));
+                return Err(CheckError::Vertices { worker: w });
             }
             if let Some(i) = g.sums.iter().zip(&e.sums).position(|(a, b)| a != b) {
-                return Err(format!(
-                    "worker {w}: vertex {} lane {} is {}, the direct sum {}",
-                    g.vertices[i / plan.width],
-                    i % plan.width,
-                    g.sums[i],
-                    e.sums[i]
-                ));
+                return Err(CheckError::Sum {
+                    worker: w,
+                    vertex: g.vertices[i / plan.width],
+                    lane: i % plan.width,
+                    got: g.sums[i],
+                    want: e.sums[i],
+                });
             }
         }
         Ok(felt)

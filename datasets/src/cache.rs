@@ -20,6 +20,7 @@ use crate::features::{DenseFeatures, Features, SparseFeatures};
 use crate::graph::Graph;
 use crate::split::{Split, SplitSource};
 
+/// The container kind of a dataset cache file: its first eight bytes.
 pub const MAGIC: &[u8; 8] = b"SGNNDSET";
 /// Bump on any change of layout or meaning; older files are then refused with a clear message.
 pub const VERSION: u32 = 1;

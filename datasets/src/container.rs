@@ -43,10 +43,15 @@ compile_error!("switchgnn's binary files store little-endian arrays and are read
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Elem {
+    /// Bytes (also JSON text).
     U8 = 1,
+    /// Little-endian `u32`.
     U32 = 2,
+    /// Little-endian `u64`.
     U64 = 3,
+    /// Little-endian IEEE `f32`.
     F32 = 4,
+    /// Little-endian `u16`.
     U16 = 5,
 }
 
@@ -72,11 +77,17 @@ impl Elem {
 pub struct Section<'a> {
     /// At most [`NAME_LEN`] bytes, unique in the file.
     pub name: String,
+    /// How to read `bytes`.
     pub elem: Elem,
+    /// The array's raw little-endian bytes; a whole number of `elem`s.
     pub bytes: &'a [u8],
 }
 
 impl<'a> Section<'a> {
+    /// A section of raw `bytes`.
+    ///
+    /// # Panics
+    /// If `name` is longer than [`NAME_LEN`] bytes.
     pub fn new(name: impl Into<String>, elem: Elem, bytes: &'a [u8]) -> Section<'a> {
         let name = name.into();
         assert!(
@@ -86,18 +97,23 @@ impl<'a> Section<'a> {
         Section { name, elem, bytes }
     }
 
+    /// A byte section (raw bytes or JSON text).
     pub fn u8s(name: impl Into<String>, v: &'a [u8]) -> Section<'a> {
         Section::new(name, Elem::U8, v)
     }
+    /// A `u16` section.
     pub fn u16s(name: impl Into<String>, v: &'a [u16]) -> Section<'a> {
         Section::new(name, Elem::U16, bytemuck::cast_slice(v))
     }
+    /// A `u32` section.
     pub fn u32s(name: impl Into<String>, v: &'a [u32]) -> Section<'a> {
         Section::new(name, Elem::U32, bytemuck::cast_slice(v))
     }
+    /// A `u64` section.
     pub fn u64s(name: impl Into<String>, v: &'a [u64]) -> Section<'a> {
         Section::new(name, Elem::U64, bytemuck::cast_slice(v))
     }
+    /// An `f32` section.
     pub fn f32s(name: impl Into<String>, v: &'a [f32]) -> Section<'a> {
         Section::new(name, Elem::F32, bytemuck::cast_slice(v))
     }
@@ -251,6 +267,7 @@ impl Container {
         Ok(c)
     }
 
+    /// The file this container was opened from (errors name it).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -303,18 +320,23 @@ impl Container {
         Ok(out)
     }
 
+    /// Byte section `name`, checksum verified.
     pub fn u8s(&self, name: &str) -> Result<Vec<u8>> {
         self.get(name, Elem::U8)
     }
+    /// `u16` section `name`, checksum verified.
     pub fn u16s(&self, name: &str) -> Result<Vec<u16>> {
         self.get(name, Elem::U16)
     }
+    /// `u32` section `name`, checksum verified.
     pub fn u32s(&self, name: &str) -> Result<Vec<u32>> {
         self.get(name, Elem::U32)
     }
+    /// `u64` section `name`, checksum verified.
     pub fn u64s(&self, name: &str) -> Result<Vec<u64>> {
         self.get(name, Elem::U64)
     }
+    /// `f32` section `name`, checksum verified.
     pub fn f32s(&self, name: &str) -> Result<Vec<f32>> {
         self.get(name, Elem::F32)
     }

@@ -56,14 +56,17 @@ impl Labels {
         Labels::new(raw.iter().map(|&c| c as u32).collect(), num_classes, None)
     }
 
+    /// Each vertex's class id, below [`Labels::num_classes`].
     pub fn values(&self) -> &[u32] {
         &self.values
     }
 
+    /// Classes, including any that no vertex has.
     pub fn num_classes(&self) -> u32 {
         self.num_classes
     }
 
+    /// Human names of the classes, by id, where the dataset ships them.
     pub fn class_names(&self) -> Option<&[String]> {
         self.class_names.as_deref()
     }
@@ -81,10 +84,15 @@ impl Labels {
 /// Everything a node-classification run needs about its graph.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
+    /// How results and caches name the dataset.
     pub name: String,
+    /// The symmetric graph the GNN aggregates over.
     pub graph: Graph,
+    /// Input features, one row per vertex; `None` for a bare graph.
     pub features: Option<Features>,
+    /// Class of every vertex; `None` for a graph without a task.
     pub labels: Option<Labels>,
+    /// Train, validation and test vertices.
     pub split: Split,
 }
 
@@ -124,6 +132,7 @@ impl Dataset {
         })
     }
 
+    /// Vertices of the graph (features, labels and split agree with it).
     pub fn num_vertices(&self) -> usize {
         self.graph.num_vertices()
     }

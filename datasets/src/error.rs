@@ -9,15 +9,19 @@ pub enum Error {
     /// The operating system refused a read or write.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file operated on.
         path: PathBuf,
+        /// What the operating system said.
         source: std::io::Error,
     },
     /// A file was readable but one of its records is wrong.
     #[error("{}: {record}: {reason}", path.display())]
     Malformed {
+        /// The file read.
         path: PathBuf,
         /// Which record: a line number, an array name, an edge index, a section.
         record: String,
+        /// What is wrong with it.
         reason: String,
     },
     /// A cache file written by another version of the format.
@@ -26,8 +30,11 @@ pub enum Error {
         path.display()
     )]
     CacheVersion {
+        /// The cache file.
         path: PathBuf,
+        /// The file's version.
         found: u32,
+        /// The version this build reads and writes.
         expected: u32,
     },
     /// An in-memory dataset breaks an invariant (no file involved).
@@ -42,11 +49,14 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{record}: {reason}")]
 pub struct Invalid {
+    /// Which part: a vertex, an edge, a section, a row.
     pub record: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
 impl Invalid {
+    /// A violation at `record`, because of `reason`.
     pub fn new(record: impl Into<String>, reason: impl Into<String>) -> Self {
         Invalid {
             record: record.into(),
@@ -83,4 +93,5 @@ impl Error {
     }
 }
 
+/// The datasets crate's result: [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

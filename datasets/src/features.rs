@@ -29,9 +29,12 @@ pub struct SparseFeatures {
     values: Vec<f32>,
 }
 
+/// A vertex feature matrix, one row per vertex, dense or sparse.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Features {
+    /// Every entry stored.
     Dense(DenseFeatures),
+    /// Non-zeros only, as CSR.
     Sparse(SparseFeatures),
 }
 
@@ -60,14 +63,17 @@ impl DenseFeatures {
         Ok(DenseFeatures { rows, cols, values })
     }
 
+    /// Feature width.
     pub fn cols(&self) -> usize {
         self.cols
     }
 
+    /// Row `i`'s values.
     pub fn row(&self, i: usize) -> &[f32] {
         &self.values[i * self.cols..(i + 1) * self.cols]
     }
 
+    /// All values, row-major.
     pub fn values(&self) -> &[f32] {
         &self.values
     }
@@ -156,24 +162,29 @@ impl SparseFeatures {
         (&self.indices[range.clone()], &self.values[range])
     }
 
+    /// Feature width.
     pub fn cols(&self) -> usize {
         self.cols
     }
 
+    /// Row `i`'s entries are `indptr[i]..indptr[i + 1]` (`rows + 1` offsets).
     pub fn indptr(&self) -> &[u64] {
         &self.indptr
     }
 
+    /// Column id of each stored entry.
     pub fn indices(&self) -> &[u32] {
         &self.indices
     }
 
+    /// Value of each stored entry.
     pub fn values(&self) -> &[f32] {
         &self.values
     }
 }
 
 impl Features {
+    /// Rows: one per vertex.
     pub fn rows(&self) -> usize {
         match self {
             Features::Dense(d) => d.rows,
@@ -181,6 +192,7 @@ impl Features {
         }
     }
 
+    /// Feature width.
     pub fn cols(&self) -> usize {
         match self {
             Features::Dense(d) => d.cols,
@@ -206,6 +218,7 @@ impl Features {
         }
     }
 
+    /// Whether the matrix is stored as CSR.
     pub fn is_sparse(&self) -> bool {
         matches!(self, Features::Sparse(_))
     }

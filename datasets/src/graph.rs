@@ -178,6 +178,7 @@ impl Graph {
         forward == backward
     }
 
+    /// Vertices, numbered `0..num_vertices`.
     pub fn num_vertices(&self) -> usize {
         self.offsets.len() - 1
     }
@@ -192,19 +193,23 @@ impl Graph {
         self.neighbors.len() as u64
     }
 
+    /// Vertices with an edge to themselves.
     pub fn num_self_loops(&self) -> u64 {
         self.self_loops
     }
 
+    /// Adjacency entries of `v` (a self-loop counts once).
     pub fn degree(&self, v: u32) -> u64 {
         self.offsets[v as usize + 1] - self.offsets[v as usize]
     }
 
+    /// `v`'s neighbours, sorted ascending, without duplicates.
     pub fn neighbors(&self, v: u32) -> &[u32] {
         let v = v as usize;
         &self.neighbors[self.offsets[v] as usize..self.offsets[v + 1] as usize]
     }
 
+    /// Whether `u` and `v` are adjacent (binary search in `u`'s row).
     pub fn has_edge(&self, u: u32, v: u32) -> bool {
         self.neighbors(u).binary_search(&v).is_ok()
     }

@@ -11,11 +11,15 @@ use crate::synthetic::{generate, Preset};
 /// A parsed dataset argument.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
+    /// A file or folder in one of the [`crate::Format`]s.
     Path(PathBuf),
     /// `synthetic:<preset>[,scale=S][,seed=N]`
     Synthetic {
+        /// The parameter set.
         preset: Preset,
+        /// Multiplies the preset's vertex and edge counts (1 when not given).
         scale: f64,
+        /// Seeds the generator (0 when not given).
         seed: u64,
     },
 }

@@ -12,24 +12,40 @@ use crate::error::Invalid;
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum SplitSource {
     /// Shipped with the dataset (e.g. Planetoid masks, Yandex split 0, OGB `split/<name>`).
-    Given { name: String },
+    Given {
+        /// The shipped split's name, as its loader calls it.
+        name: String,
+    },
     /// Drawn by [`Split::random`].
-    Random { seed: u64, train: f64, val: f64 },
+    Random {
+        /// The seed it was drawn with.
+        seed: u64,
+        /// Share of vertices drawn for training.
+        train: f64,
+        /// Share of vertices drawn for validation.
+        val: f64,
+    },
 }
 
 /// Sorted, disjoint vertex id lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {
+    /// Vertices the loss is computed on.
     pub train: Vec<u32>,
+    /// Vertices for model selection and early stopping.
     pub val: Vec<u32>,
+    /// Vertices for the reported accuracy.
     pub test: Vec<u32>,
+    /// Where the split came from.
     pub source: SplitSource,
 }
 
 /// Fractions for a random split; the test set gets the rest.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SplitFractions {
+    /// Share of vertices in the training set.
     pub train: f64,
+    /// Share of vertices in the validation set.
     pub val: f64,
 }
 
@@ -44,6 +60,7 @@ impl Default for SplitFractions {
 }
 
 impl SplitFractions {
+    /// Both fractions in `[0, 1]`, their sum at most 1.
     pub fn check(&self) -> Result<(), Invalid> {
         let ok = |x: f64| (0.0..=1.0).contains(&x);
         if !ok(self.train) || !ok(self.val) || self.train + self.val > 1.0 {

@@ -8,26 +8,41 @@ use serde::Serialize;
 use crate::dataset::Dataset;
 use crate::split::SplitSource;
 
+/// A dataset's statistics, as `switchgnn stats` prints them (serialised as JSON too).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Stats {
+    /// The dataset's name.
     pub name: String,
+    /// Vertices.
     pub vertices: usize,
     /// Undirected edges, each counted once.
     pub edges: u64,
+    /// Vertices with an edge to themselves.
     pub self_loops: u64,
+    /// Vertices without any edge.
     pub isolated_vertices: u64,
+    /// Connected components (an isolated vertex is one).
     pub components: u64,
+    /// Vertices of the largest component.
     pub largest_component: u64,
+    /// How degrees are spread.
     pub degree: DegreeStats,
+    /// The feature matrix, if any.
     pub features: Option<FeatureStats>,
+    /// The labels, if any.
     pub classes: Option<ClassStats>,
+    /// The split's sizes and source.
     pub split: SplitStats,
 }
 
+/// Degree distribution: the skew that decides how unevenly boundary traffic falls.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DegreeStats {
+    /// Mean adjacency entries per vertex.
     pub mean: f64,
+    /// Median degree.
     pub median: f64,
+    /// Largest degree.
     pub max: u64,
     /// Share of all adjacency entries held by the 20% highest-degree vertices.
     pub top20_share: f64,
@@ -35,20 +50,29 @@ pub struct DegreeStats {
     pub gini: f64,
 }
 
+/// Size and sparsity of the features.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FeatureStats {
+    /// Columns.
     pub width: usize,
+    /// Whether stored as CSR.
     pub sparse: bool,
+    /// Non-zero entries.
     pub nonzeros: u64,
     /// Share of entries that are non-zero.
     pub density: f64,
+    /// Bytes the arrays hold in memory.
     pub bytes: u64,
 }
 
+/// Class balance and how much the graph's edges follow the classes.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ClassStats {
+    /// Classes.
     pub count: u32,
+    /// Vertices per class, by class id.
     pub sizes: Vec<u64>,
+    /// Class names, where the dataset ships them.
     pub names: Option<Vec<String>>,
     /// Share of vertices in the largest class (the accuracy of always guessing it).
     pub majority_share: f64,
@@ -58,15 +82,21 @@ pub struct ClassStats {
     pub edge_homophily: f64,
 }
 
+/// Sizes of the split's sets.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SplitStats {
+    /// Training vertices.
     pub train: usize,
+    /// Validation vertices.
     pub val: usize,
+    /// Test vertices.
     pub test: usize,
+    /// Where the split came from.
     pub source: SplitSource,
 }
 
 impl Stats {
+    /// Compute every statistic of `dataset` (linear in its size, in parallel).
     pub fn of(dataset: &Dataset) -> Stats {
         let g = &dataset.graph;
         let n = g.num_vertices();

@@ -49,6 +49,7 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// Every preset, smallest first.
     pub const ALL: [Preset; 4] = [
         Preset::Small,
         Preset::RedditLike,
@@ -56,6 +57,7 @@ impl Preset {
         Preset::YelpLike,
     ];
 
+    /// The preset's name on the command line (`synthetic:<name>`).
     pub fn name(self) -> &'static str {
         match self {
             Preset::Small => "small",
@@ -65,6 +67,7 @@ impl Preset {
         }
     }
 
+    /// The preset called `name`; a usage error lists the names.
     pub fn from_name(name: &str) -> Result<Preset> {
         Preset::ALL
             .into_iter()
@@ -120,11 +123,15 @@ impl Preset {
 /// Every parameter of the generator.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SyntheticSpec {
+    /// The generated dataset's name (`<preset>@<scale>` when scaled).
     pub name: String,
+    /// Vertices to generate.
     pub vertices: usize,
     /// Undirected edges, exact after deduplication.
     pub edges: u64,
+    /// Feature width.
     pub features: usize,
+    /// Classes (planted communities).
     pub classes: usize,
     /// Probability that an edge's second endpoint comes from the first endpoint's community.
     pub homophily: f64,
@@ -138,12 +145,15 @@ pub struct SyntheticSpec {
     pub feature_signal: f64,
     /// Share of vertices whose features are drawn around another class's centre.
     pub label_noise: f64,
+    /// Fractions of the random split drawn for the dataset.
     #[serde(skip)]
     pub split: SplitFractions,
+    /// Seeds every random draw: the same spec gives the same dataset.
     pub seed: u64,
 }
 
 impl SyntheticSpec {
+    /// Parameters the generator can honour: enough vertices per class, an edge count the vertices can hold, fractions and probabilities in range.
     pub fn check(&self) -> Result<()> {
         let fail = |msg: String| Err(Error::Usage(format!("synthetic `{}`: {msg}", self.name)));
         let n = self.vertices;

@@ -26,11 +26,17 @@ pub enum Method {
     /// METIS k-way: few cut edges, balanced vertex counts.
     Metis(MetisOptions),
     /// Uniformly random owner per vertex (seeded): the worst case for boundary size.
-    Random { seed: u64 },
+    Random {
+        /// Seeds the draw: the same seed gives the same owners.
+        seed: u64,
+    },
     /// Owner = vertex id mod parts, the default of many systems without a partitioner.
     Hash,
     /// Read from a text file, one part id per line (see [`Assignment::read_text`]).
-    File { path: std::path::PathBuf },
+    File {
+        /// The part file.
+        path: std::path::PathBuf,
+    },
 }
 
 impl Assignment {
@@ -116,14 +122,17 @@ impl Assignment {
         Ok(())
     }
 
+    /// The worker that owns vertex `v`.
     pub fn part(&self, v: u32) -> u32 {
         self.parts[v as usize]
     }
 
+    /// Each vertex's worker, by vertex id.
     pub fn parts(&self) -> &[u32] {
         &self.parts
     }
 
+    /// Workers (parts), including any that own no vertex.
     pub fn num_parts(&self) -> u32 {
         self.num_parts
     }

@@ -65,7 +65,9 @@ pub struct BlockParams {
     pub width: usize,
     /// Target share of capacity per METIS part; the rest absorbs METIS's imbalance.
     pub fill_target: f64,
+    /// METIS options of the block cuts.
     pub metis: MetisOptions,
+    /// How blocks are cut.
     pub method: BlockMethod,
     /// Most switch table entries a block may need: its (vertex, aggregator) pairs (twice its
     /// edges) plus its destinations. A block above it is cut into runs of its edges.
@@ -73,6 +75,7 @@ pub struct BlockParams {
 }
 
 impl BlockParams {
+    /// Aggregators one destination of width [`BlockParams::width`] takes.
     pub fn aggregators_per_vertex(&self) -> u64 {
         aggregators_per_vertex(self.width)
     }
@@ -88,6 +91,7 @@ impl BlockParams {
 pub struct Block {
     /// The level that placed it (1 = the first METIS split).
     pub level: u32,
+    /// The block's cross-worker edges.
     pub edges: Vec<(u32, u32)>,
 }
 
@@ -104,17 +108,22 @@ impl Block {
 /// The blocks of one feature width.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Blocks {
+    /// What the blocks were cut for.
     pub params: BlockParams,
+    /// Every cross-worker edge lies in exactly one of them.
     pub blocks: Vec<Block>,
+    /// Deepest level of the multi-level cut (1 when one split sufficed).
     pub levels: u32,
 }
 
 /// How well blocks use the aggregator memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fill {
+    /// Blocks.
     pub blocks: usize,
     /// Destinations over capacity, averaged over blocks.
     pub mean: f64,
+    /// The least-filled block's destinations over capacity.
     pub min: f64,
     /// Blocks per level.
     pub per_level: Vec<usize>,
@@ -258,6 +267,7 @@ impl Blocks {
         })
     }
 
+    /// How full the blocks are, against [`BlockParams::capacity_vertices`].
     pub fn fill(&self) -> Fill {
         let capacity = self.params.capacity_vertices().max(1) as f64;
         let sizes: Vec<u64> = self

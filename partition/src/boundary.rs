@@ -16,6 +16,7 @@ use crate::assignment::Assignment;
 /// Figures of one worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WorkerBoundary {
+    /// Vertices the worker owns.
     pub vertices: u64,
     /// Vertices whose neighbours all live on this worker.
     pub inner: u64,
@@ -30,10 +31,12 @@ pub struct WorkerBoundary {
 /// Boundary figures of a whole assignment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Boundary {
+    /// Per worker, by rank.
     pub workers: Vec<WorkerBoundary>,
     /// Per vertex: distinct remote workers among its neighbours (0 for inner vertices).
     #[serde(skip)]
     pub fanout: Vec<u32>,
+    /// Vertices with a neighbour on another worker (summed over workers).
     pub boundary_vertices: u64,
     /// Undirected edges whose endpoints live on different workers.
     pub cross_edges: u64,
@@ -41,18 +44,23 @@ pub struct Boundary {
     pub total_fanout: u64,
     /// `fanout_histogram[k]`: vertices with fan-out `k`.
     pub fanout_histogram: Vec<u64>,
+    /// Components of the boundary graph: how far blocks can split it.
     pub components: BoundaryComponents,
 }
 
 /// Connected components of the boundary graph (cross-worker edges only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BoundaryComponents {
+    /// Components with at least one edge.
     pub count: u64,
+    /// Vertices of the largest component.
     pub largest_vertices: u64,
+    /// Edges of the largest component.
     pub largest_edges: u64,
 }
 
 impl Boundary {
+    /// Measure `assignment`'s boundary on `graph` (in parallel over vertex ranges).
     pub fn analyze(graph: &Graph, assignment: &Assignment) -> Boundary {
         let m = assignment.num_parts() as usize;
         let parts = assignment.parts();

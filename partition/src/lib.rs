@@ -1,3 +1,5 @@
+#![warn(missing_docs, unreachable_pub)]
+
 //! Offline preprocessing for switchgnn: split a graph across workers, measure its boundary,
 //! model the traffic of each exchange, and cut the boundary graph into blocks that fit the
 //! switch's aggregator memory.
@@ -24,7 +26,7 @@ pub mod traffic;
 pub use assignment::{Assignment, Method};
 pub use blocks::{Block, BlockMethod, BlockParams, Blocks, Fill};
 pub use boundary::Boundary;
-pub use error::{PartitionError, PlanCheckError, Result};
+pub use error::{ExchangeChoiceError, PartitionError, PlanCheckError, Result, ShardMismatch};
 pub use metis_kway::{MetisOptions, Objective};
 pub use plan::{ExchangeChoice, LayerChoice, OrderInfo, Plan, PlanSpec, PlannedOn};
 pub use switchgnn_dataplane::table::BlockTable;

@@ -18,9 +18,11 @@ pub enum Objective {
 /// Options passed through to METIS.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetisOptions {
+    /// METIS's random seed: the same seed gives the same partition.
     pub seed: i32,
     /// Allowed largest part over the mean part (METIS's ufactor is (imbalance − 1) · 1000).
     pub imbalance: f64,
+    /// What METIS minimises.
     pub objective: Objective,
 }
 
@@ -44,7 +46,7 @@ pub(crate) struct MetisCsr {
 
 impl MetisCsr {
     /// Copy a `u64`/`u32` CSR (symmetric, no self-loops) into METIS's index type.
-    pub fn from_csr(offsets: &[u64], neighbors: &[u32], what: &str) -> Result<MetisCsr> {
+    pub(crate) fn from_csr(offsets: &[u64], neighbors: &[u32], what: &str) -> Result<MetisCsr> {
         check_entries(neighbors.len(), what)?;
         Ok(MetisCsr {
             xadj: offsets.iter().map(|&o| o as metis::Idx).collect(),
@@ -54,7 +56,7 @@ impl MetisCsr {
 
     /// The graph of `edges` (pairs of compact ids below `vertices`, each edge once): each edge
     /// appears in both endpoints' rows, in the order of `edges`.
-    pub fn from_edges(
+    pub(crate) fn from_edges(
         vertices: usize,
         edges: impl Iterator<Item = (u32, u32)> + Clone,
         entries: usize,
@@ -80,18 +82,20 @@ impl MetisCsr {
         Ok(MetisCsr { xadj, adjncy })
     }
 
-    pub fn vertices(&self) -> usize {
+    /// Vertices of the graph.
+    pub(crate) fn vertices(&self) -> usize {
         self.xadj.len() - 1
     }
 
-    pub fn neighbors(&self, v: usize) -> impl Iterator<Item = usize> + '_ {
+    /// `v`'s neighbours.
+    pub(crate) fn neighbors(&self, v: usize) -> impl Iterator<Item = usize> + '_ {
         self.adjncy[self.xadj[v] as usize..self.xadj[v + 1] as usize]
             .iter()
             .map(|&u| u as usize)
     }
 
     /// Every edge once as compact ids `(a, b)` with `a < b`, in row order.
-    pub fn edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+    pub(crate) fn edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         (0..self.vertices()).flat_map(move |a| {
             self.neighbors(a)
                 .filter(move |&b| b > a)
@@ -130,7 +134,9 @@ pub(crate) fn metis_kway(
 /// Vertex weights (what each part's weight sums) and edge weights (what the cut sums), in the
 /// same order as the graph's adjacency entries.
 pub(crate) struct Weights<'a> {
+    /// One weight per vertex.
     pub vertex: &'a [i64],
+    /// One weight per adjacency entry.
     pub edge: &'a [i64],
 }
 

@@ -32,9 +32,10 @@ use switchgnn_datasets::container::{Container, Section};
 use switchgnn_datasets::{Dataset, DenseFeatures, Features, Graph, SparseFeatures, SplitSource};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::error::{PartitionError, Result};
+use crate::error::{PartitionError, Result, ShardMismatch};
 use crate::plan::{graph_fingerprint, Plan};
 
+/// The container kind of a shard file.
 pub const MAGIC: &[u8; 8] = b"SGNNSHRD";
 /// Bump on any change of layout or meaning; older shards are refused with the command to rerun.
 pub const VERSION: u32 = 1;
@@ -55,7 +56,9 @@ pub fn assignment_fingerprint(parts: &[u32]) -> u64 {
 /// What a shard records about itself and about the whole graph.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardMeta {
+    /// The worker this shard is for.
     pub rank: u32,
+    /// Workers of the job.
     pub workers: u32,
     /// The dataset's name.
     pub dataset: String,
@@ -63,36 +66,50 @@ pub struct ShardMeta {
     pub vertices: usize,
     /// Undirected edges of the whole graph, self-loops included.
     pub edges: u64,
+    /// Self-loops of the whole graph.
     pub self_loops: u64,
+    /// The whole graph's fingerprint ([`crate::plan::graph_fingerprint`]): the plan's graph.
     pub graph_fingerprint: u64,
+    /// [`assignment_fingerprint`] of the plan's assignment: who owns which vertex.
     pub assignment_fingerprint: u64,
+    /// The whole feature matrix's shape, if the dataset has features.
     pub features: Option<FeatureShape>,
+    /// The classes, if the dataset has labels.
     pub labels: Option<LabelShape>,
+    /// Where the split came from.
     pub split: SplitSource,
     /// Train, validation and test vertices of the whole graph.
     pub split_sizes: [usize; 3],
     /// The most neighbours on other workers that any vertex of the graph has.
     pub max_remote_degree: u64,
+    /// The switchgnn version that wrote the shard.
     pub writer: String,
 }
 
+/// The whole feature matrix, as far as a worker needs to know it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureShape {
+    /// Feature width.
     pub cols: usize,
+    /// Stored as CSR.
     pub sparse: bool,
     /// No feature of the whole matrix is negative.
     pub nonnegative: bool,
 }
 
+/// The whole dataset's classes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabelShape {
+    /// Classes: the model's output width.
     pub num_classes: u32,
+    /// Class names, where the dataset ships them.
     pub class_names: Option<Vec<String>>,
 }
 
 /// One worker's part of a dataset. See the module docs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataShard {
+    /// What the shard says about itself and the whole graph.
     pub meta: ShardMeta,
     /// The worker's vertices, ascending.
     pub ids: Vec<u32>,
@@ -101,16 +118,20 @@ pub struct DataShard {
     /// The graph among the worker's vertices: row `i`'s neighbours are the positions
     /// `local_columns[local_offsets[i]..local_offsets[i + 1]]`, ascending.
     pub local_offsets: Vec<u64>,
+    /// Neighbour positions, row after row.
     pub local_columns: Vec<u32>,
     /// The worker's feature rows.
     pub features: Option<Features>,
     /// Where each row's values start in the whole feature matrix's values.
     pub feature_starts: Vec<u64>,
+    /// Each vertex's class, if the dataset has labels.
     pub labels: Option<Vec<u32>>,
     /// Positions in `ids` of the split's vertices, in the order the dataset lists them (the
     /// order losses are summed in).
     pub train: Vec<u32>,
+    /// Positions of the validation vertices, as `train`.
     pub val: Vec<u32>,
+    /// Positions of the test vertices, as `train`.
     pub test: Vec<u32>,
 }
 
@@ -326,6 +347,7 @@ impl DataShard {
         self.ids.len()
     }
 
+    /// Whether the worker owns no vertex.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
@@ -513,30 +535,34 @@ impl DataShard {
         let want_graph = plan.manifest.dataset.fingerprint;
         let want_assignment = assignment_fingerprint(plan.assignment.parts());
         let why = if m.graph_fingerprint != want_graph {
-            Some(format!(
-                "it was cut from another graph ({}, fingerprint {:#018x}; the plan's is {want_graph:#018x})",
-                m.dataset, m.graph_fingerprint
-            ))
+            Some(ShardMismatch::OtherGraph {
+                dataset: m.dataset.clone(),
+                found: m.graph_fingerprint,
+                want: want_graph,
+            })
         } else if m.workers != plan.manifest.spec.workers
             || m.assignment_fingerprint != want_assignment
         {
-            Some(format!(
-                "it was cut for another partition ({} workers, fingerprint {:#018x}; the plan \
-                 has {} workers, fingerprint {want_assignment:#018x})",
-                m.workers, m.assignment_fingerprint, plan.manifest.spec.workers
-            ))
+            Some(ShardMismatch::OtherPartition {
+                workers: m.workers,
+                found: m.assignment_fingerprint,
+                plan_workers: plan.manifest.spec.workers,
+                want: want_assignment,
+            })
         } else if m.rank != rank {
-            Some(format!("it is worker {}'s, not worker {rank}'s", m.rank))
+            Some(ShardMismatch::OtherWorker {
+                found: m.rank,
+                want: rank,
+            })
         } else {
             None
         };
         match why {
             None => Ok(()),
-            Some(why) => Err(PartitionError::Usage(format!(
-                "{}: this shard does not match the plan: {why}; write the shards again with \
-                 `switchgnn shard`",
-                path.display()
-            ))),
+            Some(why) => Err(PartitionError::ShardMismatch {
+                path: path.to_path_buf(),
+                why,
+            }),
         }
     }
 }

@@ -39,10 +39,13 @@ pub fn aggregators_per_vertex(width: usize) -> u64 {
 /// Traffic of one layer and direction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Traffic {
+    /// Feature width exchanged.
     pub width: usize,
     /// Host exchange, uplinks plus downlinks.
     pub host_bytes: u64,
+    /// Ideal in-network aggregation, uplinks: each boundary vertex sent once.
     pub ideal_up_bytes: u64,
+    /// Ideal in-network aggregation, downlinks: each boundary vertex's sum received once.
     pub ideal_down_bytes: u64,
     /// Aggregator memory needed to hold every destination at once (the ideal's assumption).
     pub ideal_aggregator_bytes: u64,
@@ -51,6 +54,7 @@ pub struct Traffic {
 }
 
 impl Traffic {
+    /// The traffic of one layer of `width` over `boundary`.
     pub fn estimate(boundary: &Boundary, width: usize) -> Traffic {
         let per_vertex_memory = aggregators_per_vertex(width) * AGGREGATOR_BYTES;
         Traffic {
@@ -64,6 +68,7 @@ impl Traffic {
         }
     }
 
+    /// Ideal in-network aggregation, both directions.
     pub fn ideal_bytes(&self) -> u64 {
         self.ideal_up_bytes + self.ideal_down_bytes
     }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchgnn_datasets::Dataset;
-use switchgnn_trainer::distributed::cluster::{run_worker, LoopbackJob};
+use switchgnn_trainer::distributed::cluster::{run_training_worker, LoopbackJob};
 use switchgnn_trainer::distributed::Shard;
 use switchgnn_trainer::plot::write_svg;
 use switchgnn_trainer::{
@@ -483,7 +483,7 @@ fn run_job_worker(args: &Args, path: &Path, config: &TrainConfig) -> Result<()> 
         }
     };
     let shard = Shard::new(inputs.shard, config.model.kind, config.feature_norm)?;
-    let outcome = run_worker(
+    let outcome = run_training_worker(
         shard,
         inputs.session.clone(),
         &job,

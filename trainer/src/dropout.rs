@@ -60,6 +60,11 @@ impl Dropout {
         Dropout::with_layout(p, seed, MaskLayout::whole())
     }
 
+    /// [`Dropout::new`] for the rows `layout` names: each mask entry is the whole graph's entry
+    /// at the same position, so every worker drops what the reference would.
+    ///
+    /// # Panics
+    /// If `p` is not in `[0, 1)`.
     pub fn with_layout(p: f64, seed: u64, layout: MaskLayout) -> Dropout {
         assert!((0.0..1.0).contains(&p), "dropout rate {p} not in [0, 1)");
         Dropout {
@@ -70,6 +75,7 @@ impl Dropout {
         }
     }
 
+    /// The share of entries dropped.
     pub fn rate(&self) -> f64 {
         self.p
     }

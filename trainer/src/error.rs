@@ -36,30 +36,43 @@ pub enum CommError {
     /// The worker's connection to the switch (handshake, an exchange, goodbye).
     #[error("worker {rank}: {cause}")]
     Worker {
+        /// The worker's rank.
         rank: u16,
+        /// The transport's error.
         cause: switchgnn_transport::WorkerError,
     },
     /// The worker's connection to the all-reduce service.
     #[error("worker {rank}: {cause}")]
     Collective {
+        /// The worker's rank.
         rank: u16,
+        /// The collective client's error.
         cause: switchgnn_transport::collective::CollectiveError,
     },
     /// An exchange engine refused its inputs.
     #[error("{during}: {cause}")]
     Engine {
+        /// The exchange being set up (layer and direction).
         during: String,
+        /// The engine's error.
         cause: switchgnn_dataplane::engine::EngineError,
     },
     /// No fixed-point scale fits the values of a layer.
     #[error("layer {layer}: {cause}")]
     Scale {
+        /// The layer, from 0.
         layer: usize,
+        /// Why no scale fits.
         cause: switchgnn_dataplane::fixed::FixedError,
     },
     /// An exchange returned something else than the plan says.
     #[error("{during}: {what}")]
-    Mismatch { during: String, what: String },
+    Mismatch {
+        /// The exchange (layer and direction).
+        during: String,
+        /// What differs.
+        what: String,
+    },
     /// No fixed-point scale fits the values of an in-switch all-reduce.
     #[error(transparent)]
     AllReduce(switchgnn_transport::ParticipantError),
@@ -75,9 +88,12 @@ pub enum CommError {
     /// A socket of a loopback run could not be opened.
     #[error("{what}: {cause}")]
     Io {
+        /// The socket's purpose.
         what: &'static str,
+        /// What the operating system said.
         cause: std::io::Error,
     },
 }
 
+/// The trainer's result: [`TrainError`] unless said otherwise.
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;

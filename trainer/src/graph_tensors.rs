@@ -97,6 +97,7 @@ impl Propagation {
         &self.forward
     }
 
+    /// Rows of `P`: the vertices it aggregates into.
     pub fn rows(&self) -> usize {
         self.rows
     }
@@ -120,6 +121,7 @@ pub struct LocalGraph<'a> {
 }
 
 impl<'a> LocalGraph<'a> {
+    /// Every vertex of `graph`.
     pub fn whole(graph: &'a Graph) -> LocalGraph<'a> {
         LocalGraph {
             offsets: graph.offsets(),
@@ -128,6 +130,7 @@ impl<'a> LocalGraph<'a> {
         }
     }
 
+    /// A worker's vertices, from its shard.
     pub fn of_shard(shard: &'a DataShard) -> LocalGraph<'a> {
         LocalGraph {
             offsets: &shard.local_offsets,
@@ -136,10 +139,12 @@ impl<'a> LocalGraph<'a> {
         }
     }
 
+    /// Rows.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
 
+    /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -267,6 +272,7 @@ impl FeatureNorm {
         }
     }
 
+    /// The normalisation's name on the command line and in logs.
     pub fn name(self) -> &'static str {
         match self {
             FeatureNorm::None => "none",
@@ -294,7 +300,9 @@ impl std::str::FromStr for FeatureNorm {
 /// Input features as tensors: dense, or CSR kept sparse.
 #[derive(Debug)]
 pub enum FeatureMatrix {
+    /// A dense `f32` matrix, one row per vertex.
     Dense(Tensor),
+    /// CSR, multiplied as such.
     Sparse(SparseInput),
 }
 
@@ -450,6 +458,7 @@ impl FeatureMatrix {
         }
     }
 
+    /// Rows: one per vertex held.
     pub fn rows(&self) -> usize {
         match self {
             FeatureMatrix::Dense(t) => t.size()[0] as usize,
@@ -457,6 +466,7 @@ impl FeatureMatrix {
         }
     }
 
+    /// Feature width.
     pub fn cols(&self) -> usize {
         match self {
             FeatureMatrix::Dense(t) => t.size()[1] as usize,
@@ -513,16 +523,25 @@ impl FeatureMatrix {
 pub struct Targets {
     /// Class of every vertex (`i64`).
     pub labels: Tensor,
+    /// Classes: the model's output width.
     pub num_classes: usize,
+    /// Rows of the training vertices (`i64`).
     pub train: Tensor,
+    /// Rows of the validation vertices (`i64`).
     pub val: Tensor,
+    /// Rows of the test vertices (`i64`).
     pub test: Tensor,
+    /// Training vertices of the whole graph: the loss is a mean over them.
     pub train_len: usize,
+    /// Validation vertices of the whole graph.
     pub val_len: usize,
+    /// Test vertices of the whole graph.
     pub test_len: usize,
 }
 
 impl Targets {
+    /// The whole dataset's labels and split; an error when it has no labels or an empty
+    /// training or validation set.
     pub fn new(dataset: &Dataset) -> Result<Targets> {
         let labels = dataset.labels.as_ref().ok_or(TrainError::NoLabels)?;
         let split = &dataset.split;

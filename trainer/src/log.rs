@@ -16,15 +16,23 @@ use crate::train::{RunReport, TrainConfig};
 /// What the log says about the data a model was trained on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatasetSummary {
+    /// The dataset's name.
     pub name: String,
+    /// Vertices.
     pub vertices: usize,
     /// Undirected edges, self-loops excluded.
     pub edges: u64,
+    /// Feature width.
     pub features: usize,
+    /// Whether the features were multiplied as CSR.
     pub sparse_features: bool,
+    /// Classes.
     pub classes: usize,
+    /// Training vertices.
     pub train: usize,
+    /// Validation vertices.
     pub val: usize,
+    /// Test vertices.
     pub test: usize,
     /// Where the split came from, e.g. `given (planetoid)` or `random 0.6/0.2/rest, seed 0`.
     pub split: String,
@@ -47,6 +55,7 @@ impl DatasetSummary {
         }
     }
 
+    /// The summary of a whole dataset in memory.
     pub fn of(dataset: &Dataset) -> DatasetSummary {
         let s = &dataset.split;
         DatasetSummary {
@@ -79,11 +88,14 @@ fn split_name(source: &SplitSource) -> String {
 /// Mean and sample standard deviation (n − 1; zero for a single run).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MeanStd {
+    /// The mean; NaN over no values.
     pub mean: f64,
+    /// The sample standard deviation; NaN over no values.
     pub std: f64,
 }
 
 impl MeanStd {
+    /// Of `values`.
     pub fn of(values: &[f64]) -> MeanStd {
         let n = values.len() as f64;
         if values.is_empty() {
@@ -105,15 +117,20 @@ impl MeanStd {
 /// Figures over all runs, each taken at the run's selected epoch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Runs (seeds) summarised.
     pub runs: usize,
+    /// Test accuracy; `None` when the split has no test vertices.
     pub test_accuracy: Option<MeanStd>,
+    /// Validation accuracy.
     pub val_accuracy: MeanStd,
+    /// The selected epoch.
     pub best_epoch: MeanStd,
     /// Forward + backward + step, per epoch.
     pub train_seconds_per_epoch: MeanStd,
 }
 
 impl Summary {
+    /// Summarise `runs`.
     pub fn of(runs: &[RunReport]) -> Summary {
         let test: Option<Vec<f64>> = runs.iter().map(|r| r.best().test_accuracy).collect();
         let over =
@@ -131,11 +148,13 @@ impl Summary {
 /// Everything one `train` invocation did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainLog {
+    /// The data trained on.
     pub dataset: DatasetSummary,
     /// Settings of the first run; later runs differ in the seed only.
     pub config: TrainConfig,
     /// The feature normalisation applied (`auto` resolved).
     pub feature_norm: FeatureNorm,
+    /// Trainable scalars of the model.
     pub parameters: usize,
     /// libtorch's intra-op threads.
     pub threads: i32,
@@ -148,7 +167,9 @@ pub struct TrainLog {
     /// Where a distributed run's all-reduce ran: `switch` or `tcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allreduce: Option<String>,
+    /// Figures over all runs.
     pub summary: Summary,
+    /// Every run, every epoch.
     pub runs: Vec<RunReport>,
 }
 

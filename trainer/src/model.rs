@@ -24,7 +24,9 @@ use crate::graph_tensors::{FeatureMatrix, Propagation};
 /// The neighbourhood step of a layer: `Y = P · Z` forward and `∂Z = Pᵀ · ∂Y` backward.
 /// A distributed implementation may fail (a lost peer), so both return a `Result`.
 pub trait Aggregate {
+    /// `P · z` for layer `layer` (rows of `z`: the vertices held).
     fn forward(&mut self, layer: usize, z: &Tensor) -> Result<Tensor>;
+    /// `Pᵀ · grad` for layer `layer`: the gradient flowing back through the aggregation.
     fn backward(&mut self, layer: usize, grad: &Tensor) -> Result<Tensor>;
 }
 
@@ -39,6 +41,7 @@ impl Aggregate for Propagation {
     }
 }
 
+/// The layer type of a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ModelKind {
@@ -49,6 +52,7 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    /// The kind's name on the command line and in logs.
     pub fn name(self) -> &'static str {
         match self {
             ModelKind::Gcn => "gcn",
@@ -79,8 +83,10 @@ impl std::str::FromStr for ModelKind {
     }
 }
 
+/// The shape of a model; the input and output widths come from the data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
+    /// The layer type.
     pub kind: ModelKind,
     /// Graph convolution layers (at least 1).
     pub layers: usize,
@@ -139,6 +145,7 @@ impl ModelConfig {
             .collect()
     }
 
+    /// A usable shape: at least one layer, a positive hidden width, dropout in `[0, 1)`.
     pub fn check(&self) -> Result<()> {
         if self.layers == 0 {
             return Err(TrainError::Config(
@@ -242,10 +249,12 @@ impl Model {
         })
     }
 
+    /// The shape the model was built with.
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }
 
+    /// The model's parameters (libtorch's variable store).
     pub fn var_store(&self) -> &VarStore {
         &self.vs
     }

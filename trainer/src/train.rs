@@ -16,8 +16,11 @@ use crate::model::{
     Aggregate, Model, ModelConfig, ModelKind, FIRST_LAYER_GROUP, OTHER_LAYERS_GROUP,
 };
 
+/// Everything one training run is set up with (the single-process and distributed runs
+/// alike).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
+    /// The model's shape.
     pub model: ModelConfig,
     /// Most epochs to run.
     pub epochs: usize,
@@ -30,6 +33,7 @@ pub struct TrainConfig {
     pub patience: Option<usize>,
     /// Seed of the weights and the dropout masks.
     pub seed: u64,
+    /// How input features are normalised before training.
     pub feature_norm: FeatureNorm,
 }
 
@@ -49,6 +53,8 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// Settings a run can use: the model's, at least one epoch, a positive learning rate, a
+    /// non-negative weight decay, a patience of at least 1.
     pub fn check(&self) -> Result<()> {
         self.model.check()?;
         if self.epochs == 0 {
@@ -79,9 +85,13 @@ impl TrainConfig {
 pub struct EpochRecord {
     /// 1-based.
     pub epoch: usize,
+    /// Cross-entropy over the training vertices, as minimised.
     pub train_loss: f64,
+    /// Cross-entropy over the validation vertices.
     pub val_loss: f64,
+    /// Share of training vertices classified right.
     pub train_accuracy: f64,
+    /// Share of validation vertices classified right.
     pub val_accuracy: f64,
     /// `None` when the split has no test vertices.
     pub test_accuracy: Option<f64>,
@@ -95,6 +105,7 @@ pub struct EpochRecord {
     /// Bytes this worker sent and received in the epoch: exchange packets and all-reduces.
     #[serde(default)]
     pub bytes_sent: u64,
+    /// Bytes this worker received in the epoch.
     #[serde(default)]
     pub bytes_received: u64,
 }
@@ -111,10 +122,13 @@ impl EpochRecord {
 /// One training run (one seed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
+    /// The seed of the weights and dropout masks.
     pub seed: u64,
+    /// Every epoch run, in order.
     pub epochs: Vec<EpochRecord>,
     /// The selected epoch (1-based): best validation accuracy, ties to the lower validation loss.
     pub best_epoch: usize,
+    /// Whether patience ran out before the last epoch.
     pub stopped_early: bool,
 }
 
@@ -139,8 +153,11 @@ impl RunReport {
 /// A dataset turned into tensors for one model kind, shared by every run over it.
 #[derive(Debug)]
 pub struct Prepared {
+    /// Input features, normalised.
     pub features: FeatureMatrix,
+    /// The propagation matrix of the model kind.
     pub propagation: Propagation,
+    /// Labels and split.
     pub targets: Targets,
     /// The normalisation actually applied (`Auto` resolved).
     pub feature_norm: FeatureNorm,
@@ -149,6 +166,8 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// Check `config` and turn `dataset` into tensors; an error when it has no features or
+    /// labels.
     pub fn new(dataset: &Dataset, config: &TrainConfig) -> Result<Prepared> {
         config.check()?;
         let features = dataset
@@ -192,7 +211,9 @@ pub trait Collective {
 pub struct Traffic {
     /// Time spent in exchanges and all-reduces.
     pub seconds: f64,
+    /// Bytes sent.
     pub bytes_sent: u64,
+    /// Bytes received.
     pub bytes_received: u64,
 }
 
@@ -216,7 +237,9 @@ impl Collective for Propagation {
 /// The rows a training process holds: all of them (the reference) or a worker's.
 #[derive(Debug)]
 pub struct Local<'a> {
+    /// Its feature rows.
     pub features: &'a FeatureMatrix,
+    /// Its labels and split positions.
     pub targets: &'a Targets,
     /// Where its dropout mask entries sit among the whole graph's.
     pub layout: MaskLayout,

@@ -36,6 +36,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in the order detection tries them.
     pub const ALL: [Format; 6] = [
         Format::GnnBenchmark,
         Format::Yandex,
@@ -45,6 +46,7 @@ impl Format {
         Format::Cache,
     ];
 
+    /// The format's name for `--format`.
     pub fn name(self) -> &'static str {
         match self {
             Format::GnnBenchmark => "gnn-benchmark",
@@ -79,9 +81,11 @@ impl std::str::FromStr for Format {
 pub struct LoadOptions {
     /// Skip detection and read the path as this format.
     pub format: Option<Format>,
+    /// How to build the graph from the file's edges.
     pub build: BuildOptions,
     /// Seed and fractions of the random split drawn when a dataset ships none.
     pub split_seed: u64,
+    /// Fractions of that random split.
     pub split_fractions: SplitFractions,
     /// Which of several fixed splits (Yandex ships ten).
     pub split_index: usize,

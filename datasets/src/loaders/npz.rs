@@ -25,7 +25,7 @@ pub(crate) struct Array<T> {
 }
 
 impl Npz {
-    pub fn open(path: &Path) -> Result<Npz> {
+    pub(super) fn open(path: &Path) -> Result<Npz> {
         File::open(path).map_err(|e| Error::io(path, e))?;
         let archive = NpzArchive::open(path).map_err(|e| {
             Error::malformed(
@@ -43,15 +43,15 @@ impl Npz {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
-    pub fn has(&self, name: &str) -> bool {
+    pub(super) fn has(&self, name: &str) -> bool {
         self.names.iter().any(|n| n == name)
     }
 
-    pub fn names(&self) -> &[String] {
+    pub(super) fn names(&self) -> &[String] {
         &self.names
     }
 
@@ -91,7 +91,7 @@ impl Npz {
     }
 
     /// Check the CRC of every array not read so far, so damage anywhere in the file is found.
-    pub fn verify_rest(&mut self) -> Result<()> {
+    pub(super) fn verify_rest(&mut self) -> Result<()> {
         for name in self.unread.clone() {
             self.entry(&name)?;
         }
@@ -113,7 +113,7 @@ impl Npz {
     }
 
     /// Any integer array, widened to `i64`.
-    pub fn ints(&mut self, name: &str) -> Result<Array<i64>> {
+    pub(super) fn ints(&mut self, name: &str) -> Result<Array<i64>> {
         let bytes = self.entry(name)?;
         let (npy, code) = self.header(name, &bytes)?;
         let (shape, order) = (npy.shape().to_vec(), npy.order());
@@ -148,7 +148,7 @@ impl Npz {
     }
 
     /// Any float (or integer) array, as `f32`.
-    pub fn floats(&mut self, name: &str) -> Result<Array<f32>> {
+    pub(super) fn floats(&mut self, name: &str) -> Result<Array<f32>> {
         let bytes = self.entry(name)?;
         let (npy, code) = self.header(name, &bytes)?;
         let (shape, order) = (npy.shape().to_vec(), npy.order());
@@ -172,7 +172,7 @@ impl Npz {
     }
 
     /// A boolean array (numpy `|b1`; integer 0/1 arrays are accepted too).
-    pub fn bools(&mut self, name: &str) -> Result<Array<bool>> {
+    pub(super) fn bools(&mut self, name: &str) -> Result<Array<bool>> {
         let bytes = self.entry(name)?;
         let (npy, code) = self.header(name, &bytes)?;
         let (shape, order) = (npy.shape().to_vec(), npy.order());
@@ -211,7 +211,7 @@ impl Npz {
     }
 
     /// A 1-D array of exactly `len` entries.
-    pub fn expect_len<T>(&self, name: &str, array: &Array<T>, len: usize) -> Result<()> {
+    pub(super) fn expect_len<T>(&self, name: &str, array: &Array<T>, len: usize) -> Result<()> {
         if array.shape.len() != 1 || array.data.len() != len {
             return Err(self.malformed(name, format!("shape {:?}, expected ({len},)", array.shape)));
         }

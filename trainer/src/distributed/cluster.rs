@@ -1,6 +1,6 @@
-//! A training job's processes: one worker ([`run_worker`], what `switchgnn train --job` runs on
-//! each host) and a whole job on one machine ([`run_loopback`]: the software switch with its
-//! collective service and every worker as threads, over loopback UDP and TCP).
+//! A training job's processes: one worker ([`run_training_worker`], what `switchgnn train
+//! --job` runs on each host) and a whole job on one machine ([`run_loopback`]: the software
+//! switch with its collective service and every worker as threads, over loopback UDP and TCP).
 
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
@@ -26,21 +26,30 @@ use switchgnn_transport::participant::ExchangeTotals;
 /// What one worker did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerOutcome {
+    /// The worker's rank.
     pub rank: u16,
+    /// Its training run (the figures are global, the same on every worker).
     pub report: RunReport,
+    /// What its exchanges did.
     pub totals: ExchangeTotals,
+    /// Its traffic as its sockets saw it.
     pub wire: WorkerWire,
     /// The feature normalisation applied (`auto` resolved).
     pub feature_norm: FeatureNorm,
+    /// Vertices it owned.
     pub vertices: usize,
+    /// Of those, vertices with a neighbour on another worker.
     pub boundary: usize,
 }
 
 /// What a whole loopback job did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClusterOutcome {
+    /// Each worker, by rank.
     pub workers: Vec<WorkerOutcome>,
+    /// The software switch.
     pub switch: ServerReport,
+    /// The all-reduce service.
     pub collective: CollectiveReport,
 }
 
@@ -59,7 +68,7 @@ fn agreement(config: &TrainConfig, session: &Session) -> u64 {
 /// dataset with [`Shard::new`]) against the switch at
 /// `switch`: join, train, say goodbye. `observe` hears every epoch (the figures are global:
 /// every worker sees the same ones).
-pub fn run_worker(
+pub fn run_training_worker(
     shard: Shard,
     session: Arc<Session>,
     job: &JobFile,
@@ -166,7 +175,7 @@ pub fn run_loopback(
                     let shard = Shard::new(data.clone(), config.model.kind, config.feature_norm)?;
                     // Each worker runs on its own view of the plans, as a real worker does.
                     let view = Arc::new(session.for_worker(rank as u16));
-                    run_worker(shard, view, job, addr, config, &mut hear)
+                    run_training_worker(shard, view, job, addr, config, &mut hear)
                 })
             })
             .collect();
@@ -260,6 +269,7 @@ impl LoopbackJob {
         self.last.as_ref()
     }
 
+    /// The job file the workers and the switch share.
     pub fn job(&self) -> &JobFile {
         &self.job
     }

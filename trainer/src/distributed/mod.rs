@@ -32,11 +32,15 @@ use crate::train::{Collective, Local, Traffic};
 /// One worker's part of the graph.
 #[derive(Debug)]
 pub struct Shard {
+    /// The worker's rank.
     pub rank: u16,
+    /// Workers of the job.
     pub workers: u16,
     /// The worker's vertices (global ids), ascending.
     pub ids: Vec<u32>,
+    /// The worker's feature rows, normalised.
     pub features: FeatureMatrix,
+    /// Its labels and split positions.
     pub targets: Targets,
     /// The normalisation applied to the features (`auto` resolved over the whole graph).
     pub feature_norm: FeatureNorm,
@@ -151,6 +155,7 @@ impl Shard {
 
 /// What a shard needs from the other workers.
 pub trait RemoteSums: std::fmt::Debug {
+    /// Workers of the job, this one included.
     fn workers(&self) -> usize;
     /// Every worker passes `rows`, the row-major `width`-wide values of its boundary vertices
     /// (ascending id); each gets back, for each of its boundary vertices, the sum of the values
@@ -162,14 +167,19 @@ pub trait RemoteSums: std::fmt::Debug {
         width: usize,
         rows: &[f32],
     ) -> Result<Vec<f32>>;
+    /// Sum `values` element-wise over every worker, in place (see
+    /// [`Collective::all_reduce_sum`]).
     fn all_reduce_sum(&mut self, values: &mut [f32]) -> Result<()>;
+    /// Communication so far.
     fn traffic(&self) -> Traffic;
 }
 
 /// A shard and its connection to the others: the training loop's backend on a worker.
 #[derive(Debug)]
 pub struct ShardBackend<'a> {
+    /// The worker's part of the graph.
     pub shard: &'a Shard,
+    /// Its connection to the other workers.
     pub remote: &'a mut dyn RemoteSums,
 }
 

@@ -30,6 +30,7 @@ impl NetworkSums {
         Ok(NetworkSums { participant })
     }
 
+    /// What the worker's exchanges did so far.
     pub fn totals(&self) -> &ExchangeTotals {
         &self.participant.totals
     }
