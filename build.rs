@@ -1,3 +1,4 @@
-// The `switchgnn` binary links libtorch through the trainer; give it the same rpath as the
-// trainer's own test binaries (see trainer/build.rs).
-include!("trainer/build.rs");
+//! The `switchgnn` binary's build script: it links libtorch through the trainer, so it gets the
+//! same rpath as the trainer's own test binaries (see trainer/rpath.rs).
+
+include!("trainer/rpath.rs");

@@ -3,8 +3,8 @@
 
 use anyhow::{bail, Result};
 use switchgnn_partition::size::parse_bytes;
-use switchgnn_transport::ShimConfig;
 use switchgnn_transport::Link;
+use switchgnn_transport::ShimConfig;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct LoopbackArgs {

@@ -1,16 +1,3 @@
-// Give the test and bench binaries of this crate an rpath to libtorch's libraries, so they run
-// without LD_LIBRARY_PATH. torch-sys links against `$LIBTORCH/lib` (or `$LIBTORCH_LIB/lib`) but
-// leaves the run-time search path to the user; this repeats its lookup. The root crate's
-// build script includes this file for the `switchgnn` binary.
+//! The trainer's build script: an rpath to libtorch for its test and bench binaries.
 
-fn main() {
-    println!("cargo:rerun-if-env-changed=LIBTORCH");
-    println!("cargo:rerun-if-env-changed=LIBTORCH_LIB");
-    let base = std::env::var("LIBTORCH_LIB").or_else(|_| std::env::var("LIBTORCH"));
-    if let Ok(base) = base {
-        let lib = std::path::Path::new(&base).join("lib");
-        if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("windows") {
-            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
-        }
-    }
-}
+include!("rpath.rs");

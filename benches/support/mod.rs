@@ -8,7 +8,7 @@ use serde_json::Value;
 /// Run `switchgnn exchange <dataset> --workers <workers> <args> --plan <plan> --json <json>`,
 /// fail with `what` if it fails, and return its summary: one object per exchange kind, whose
 /// every exchange was checked exact.
-pub fn exchange(
+pub(crate) fn exchange(
     dataset: &str,
     workers: u32,
     args: &[&str],
@@ -40,7 +40,7 @@ pub fn exchange(
 }
 
 /// The summed exchange time of one kind's summary (each exchange's slowest worker), seconds.
-pub fn seconds(mode: &Value) -> f64 {
+pub(crate) fn seconds(mode: &Value) -> f64 {
     mode["exchanges"]
         .as_array()
         .unwrap()

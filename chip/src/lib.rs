@@ -1,5 +1,3 @@
-#![warn(missing_docs, unreachable_pub)]
-
 //! What a switch chip can do for an exchange, and what it cannot.
 //!
 //! SwitchGNN aggregates a source's contribution into each destination's aggregator with one

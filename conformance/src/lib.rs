@@ -1,5 +1,3 @@
-#![warn(missing_docs, unreachable_pub)]
-
 //! One conformance suite for every driver of the protocol (burn's parameterised collective
 //! tests are the model): one list of cases — every exchange kind × a set of network conditions
 //! × forward and backward — and one [`Driver`] trait that the in-memory network, the

@@ -1,4 +1,3 @@
-#![warn(missing_docs, unreachable_pub)]
 //! The switchgnn dataplane: everything that moves a feature, as sans-IO state machines.
 //!
 //! - [`wire`]: the header (`Packet` view, `Repr`) and its int32 lanes;

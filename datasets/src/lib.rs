@@ -1,5 +1,3 @@
-#![warn(missing_docs, unreachable_pub)]
-
 //! Graph datasets for switchgnn: a symmetric CSR [`Graph`], dense or sparse [`Features`],
 //! [`Labels`] and a [`Split`], bundled as a [`Dataset`].
 //!

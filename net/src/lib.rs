@@ -9,8 +9,6 @@
 //!   files of what an endpoint sends and receives;
 //! - [`endpoint`]: batching, per-peer counters, the shim and captures over any datapath;
 //! - [`open`](mod@open): a transport setting turned into an endpoint.
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod capture;
 pub mod datapath;
 pub mod dpdk;

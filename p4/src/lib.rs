@@ -3,8 +3,6 @@
 //! ([`p4runtime`]) or a bfrt_python script ([`bfrt`]) and read back for the software switch,
 //! where a job sits on the switch ([`ports`]), and the resource model ([`resources`]).
 
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod bfrt;
 pub mod entries;
 pub mod p4runtime;

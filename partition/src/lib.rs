@@ -1,5 +1,3 @@
-#![warn(missing_docs, unreachable_pub)]
-
 //! Offline preprocessing for switchgnn: split a graph across workers, measure its boundary,
 //! model the traffic of each exchange, and cut the boundary graph into blocks that fit the
 //! switch's aggregator memory.

@@ -11,8 +11,6 @@
 //! Both work on [`Adjacency`], a borrowed CSR view, so a whole graph and a block's table are
 //! ordered and scored by the same code.
 
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod blocks;
 pub mod exchange;
 pub mod hybrid;

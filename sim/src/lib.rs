@@ -16,8 +16,6 @@
 //!   studies' grids;
 //! - [`report`], [`plot`]: CSV / JSON tables and SVG / PNG figures.
 
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod allreduce;
 pub mod background;
 pub mod contention;

@@ -16,10 +16,10 @@ use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::node::{Address, Nanos};
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::{Dataset, Progress};
+use switchgnn_net::capture::Capture;
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::PlanOptions;
 use switchgnn_scheduler::planner::{choose, CANDIDATES, HOST_ONLY};
-use switchgnn_net::capture::Capture;
 use thiserror::Error;
 
 use crate::driver::SimConfig;

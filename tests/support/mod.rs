@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 /// Run `switchgnn` with `args` to the end.
-pub fn switchgnn(args: &[&str]) -> Output {
+pub(crate) fn switchgnn(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_switchgnn"))
         .args(args)
         .output()
@@ -14,7 +14,7 @@ pub fn switchgnn(args: &[&str]) -> Output {
 }
 
 /// Start `switchgnn` with `args` in the background, output captured.
-pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_switchgnn"))
         .args(args)
         .envs(env.iter().copied())
@@ -27,7 +27,7 @@ pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
 /// Wait until `child` (started with `RUST_LOG=info`) logs that it joined its switch, so that
 /// killing it then kills a member of the job, however slowly a loaded machine started it
 /// (up to 60 s). Its stderr is read up to that line.
-pub fn wait_until_joined(child: &mut Child) {
+pub(crate) fn wait_until_joined(child: &mut Child) {
     use std::io::BufRead;
     let stderr = child.stderr.take().expect("stderr piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -45,7 +45,7 @@ pub fn wait_until_joined(child: &mut Child) {
 }
 
 /// The JSON string a process writes to `path` once it is ready (waits up to 30 s).
-pub fn wait_for_file(path: &Path) -> String {
+pub(crate) fn wait_for_file(path: &Path) -> String {
     for _ in 0..1500 {
         if let Ok(text) = std::fs::read_to_string(path) {
             return serde_json::from_str(&text).unwrap();
@@ -57,13 +57,18 @@ pub fn wait_for_file(path: &Path) -> String {
 
 /// Start `switchgnn switch` for `job` (its report in `dir/switch.json`) with `extra` options;
 /// returns the process and the address it listens on.
-pub fn start_switch(dir: &Path, job: &str, extra: &[&str]) -> (Child, String) {
+pub(crate) fn start_switch(dir: &Path, job: &str, extra: &[&str]) -> (Child, String) {
     start_switch_as(dir, "switch", job, extra)
 }
 
 /// [`start_switch`] with its files named after `name` (`dir/name.addr`, `dir/name.json`): one
 /// of several switch processes.
-pub fn start_switch_as(dir: &Path, name: &str, job: &str, extra: &[&str]) -> (Child, String) {
+pub(crate) fn start_switch_as(
+    dir: &Path,
+    name: &str,
+    job: &str,
+    extra: &[&str],
+) -> (Child, String) {
     let ready = dir.join(format!("{name}.addr"));
     let report = dir.join(format!("{name}.json"));
     let mut args = vec![
@@ -82,7 +87,7 @@ pub fn start_switch_as(dir: &Path, name: &str, job: &str, extra: &[&str]) -> (Ch
 
 /// After worker 1 of a two-worker job was killed: the switch and worker 0 both fail, the
 /// switch naming worker 1 and worker 0 told by an abort that names it.
-pub fn assert_worker_1_named(switch: Child, w0: Child) {
+pub(crate) fn assert_worker_1_named(switch: Child, w0: Child) {
     let switch = switch.wait_with_output().unwrap();
     let w0 = w0.wait_with_output().unwrap();
     let switch_err = String::from_utf8_lossy(&switch.stderr);
@@ -99,7 +104,7 @@ pub fn assert_worker_1_named(switch: Child, w0: Child) {
 }
 
 /// The training losses of the first run in a training log.
-pub fn losses(log: &Path) -> Vec<f64> {
+pub(crate) fn losses(log: &Path) -> Vec<f64> {
     let log: serde_json::Value = serde_json::from_slice(&std::fs::read(log).unwrap()).unwrap();
     log["runs"][0]["epochs"]
         .as_array()
@@ -112,7 +117,7 @@ pub fn losses(log: &Path) -> Vec<f64> {
 /// Train `data` on the loopback launcher with `workers` workers, `exchange` and the saved
 /// `plan`, the log in `out`, with `extra` options: the losses of its first run (what a job
 /// started by hand must equal).
-pub fn loopback_losses(
+pub(crate) fn loopback_losses(
     data: &str,
     workers: &str,
     exchange: &str,
@@ -144,7 +149,7 @@ pub fn loopback_losses(
 
 /// Wait for a job's workers, then its switch: each must succeed. Each one's name ("worker 0",
 /// …, "switch") and standard error, in that order.
-pub fn wait_job(workers: Vec<Child>, switch: Child) -> Vec<(String, String)> {
+pub(crate) fn wait_job(workers: Vec<Child>, switch: Child) -> Vec<(String, String)> {
     wait_all(
         workers
             .into_iter()
@@ -155,7 +160,7 @@ pub fn wait_job(workers: Vec<Child>, switch: Child) -> Vec<(String, String)> {
 }
 
 /// Wait for each named process in turn: each must succeed. Its name and standard error.
-pub fn wait_all(named: impl IntoIterator<Item = (String, Child)>) -> Vec<(String, String)> {
+pub(crate) fn wait_all(named: impl IntoIterator<Item = (String, Child)>) -> Vec<(String, String)> {
     named
         .into_iter()
         .map(|(name, child)| {

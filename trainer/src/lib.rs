@@ -1,5 +1,3 @@
-#![warn(missing_docs, unreachable_pub)]
-
 //! switchgnn's GCN trainer on libtorch (through `tch`).
 //!
 //! The single-process **reference** trainer: GCN (Kipf & Welling: symmetric normalisation with

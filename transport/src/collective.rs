@@ -163,9 +163,9 @@ mod tests {
 
     use super::admission::{Complaints, Pending, HELLO_WAIT, PENDING_PER_IP};
     use super::frames::HELLO_LEN;
-    use crate::liveness::Liveness;
     use super::service::KEEPALIVE_EVERY;
     use super::*;
+    use crate::liveness::Liveness;
 
     fn service(
         world: u16,

@@ -21,8 +21,6 @@
 //!   written;
 //! - [`runner`]: a worker's whole run of `switchgnn exchange` (values, engines, the check);
 //! - [`workload`]: the values exchanged and the direct computation they are checked against.
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod client;
 pub mod collective;
 pub mod job;

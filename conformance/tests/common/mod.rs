@@ -21,7 +21,7 @@ use switchgnn_partition::{Method, MetisOptions, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{remote_sums, ExchangePlans};
 
 /// An Erdős–Rényi-style graph with a few hubs (so some aggregators expect many inputs).
-pub fn random_graph(n: usize, edges: usize, seed: u64) -> Graph {
+pub(crate) fn random_graph(n: usize, edges: usize, seed: u64) -> Graph {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let hubs = (n / 20).max(1) as u32;
     let list: Vec<(u32, u32)> = (0..edges)
@@ -37,7 +37,7 @@ pub fn random_graph(n: usize, edges: usize, seed: u64) -> Graph {
     Graph::from_edges(n, &list, BuildOptions::default()).unwrap()
 }
 
-pub fn dataset_of(graph: Graph) -> Dataset {
+pub(crate) fn dataset_of(graph: Graph) -> Dataset {
     let n = graph.num_vertices();
     let split = Split::random(n, SplitFractions::default(), 0).unwrap();
     Dataset::new("test", graph, None, None, split).unwrap()
@@ -45,7 +45,7 @@ pub fn dataset_of(graph: Graph) -> Dataset {
 
 /// A SwitchGNN plan of `workers` workers for one layer of `width`, with `memory` bytes of
 /// aggregators.
-pub fn block_plan(
+pub(crate) fn block_plan(
     dataset: &Dataset,
     workers: u32,
     width: usize,
@@ -59,12 +59,12 @@ pub fn block_plan(
     Arc::new(ExchangePlan::from_plan(&plan, 0).unwrap())
 }
 
-pub fn metis() -> Method {
+pub(crate) fn metis() -> Method {
     Method::Metis(MetisOptions::default())
 }
 
 /// Features uniform in [-1, 1].
-pub fn features(n: usize, width: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn features(n: usize, width: usize, seed: u64) -> Vec<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n * width)
         .map(|_| rng.random_range(-1.0..=1.0))
@@ -72,7 +72,7 @@ pub fn features(n: usize, width: usize, seed: u64) -> Vec<f32> {
 }
 
 /// The no-overflow scale for features bounded by 1 and the graph's largest degree.
-pub fn scale_for(graph: &Graph) -> Scale {
+pub(crate) fn scale_for(graph: &Graph) -> Scale {
     let most = (0..graph.num_vertices() as u32)
         .map(|v| graph.degree(v))
         .max()
@@ -80,7 +80,13 @@ pub fn scale_for(graph: &Graph) -> Scale {
     Scale::for_bound(1.0, most).unwrap()
 }
 
-pub fn setup(scale: Scale, memory: u64, faults: Faults, seed: u64, backward: bool) -> RunSetup {
+pub(crate) fn setup(
+    scale: Scale,
+    memory: u64,
+    faults: Faults,
+    seed: u64,
+    backward: bool,
+) -> RunSetup {
     let mut network = NetworkConfig::new(faults, seed);
     // Termination is checked by counting events, never by wall time.
     network.max_events = 5_000_000;
@@ -106,7 +112,7 @@ pub fn setup(scale: Scale, memory: u64, faults: Faults, seed: u64, backward: boo
 }
 
 /// Run the exchange and assert every worker's sums equal the direct computation exactly.
-pub fn run_exact(
+pub(crate) fn run_exact(
     graph: &Graph,
     plan: &Arc<ExchangePlan>,
     values: &[f32],
@@ -118,7 +124,7 @@ pub fn run_exact(
 }
 
 /// [`run_exact`] on a two-level fabric of `racks` racks in the switch's place.
-pub fn run_exact_two_level(
+pub(crate) fn run_exact_two_level(
     graph: &Graph,
     plan: &Arc<ExchangePlan>,
     values: &[f32],
@@ -139,7 +145,7 @@ pub fn run_exact_two_level(
 }
 
 /// Assert that `run`'s sums equal the direct computation exactly.
-pub fn assert_exact(
+pub(crate) fn assert_exact(
     graph: &Graph,
     plan: &Arc<ExchangePlan>,
     values: &[f32],
@@ -177,12 +183,17 @@ pub fn assert_exact(
 }
 
 /// Hand `r` with `lanes` to switch `s` on `port` at time 0; everything it sends in return.
-pub fn send(s: &mut Switch, port: u16, r: &Repr, lanes: &[i32]) -> Vec<(Address, Repr, Vec<i32>)> {
+pub(crate) fn send(
+    s: &mut Switch,
+    port: u16,
+    r: &Repr,
+    lanes: &[i32],
+) -> Vec<(Address, Repr, Vec<i32>)> {
     send_from(s, Address::Worker(port), r, lanes)
 }
 
 /// [`send`] from any address: a port, or (at a leaf) the uplink from the spine.
-pub fn send_from(
+pub(crate) fn send_from(
     s: &mut Switch,
     from: Address,
     r: &Repr,

@@ -6,7 +6,7 @@ use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split};
 
 /// A random graph of `n` vertices whose first twentieth are hubs (a third of the edges start
 /// there), so that some aggregators expect many contributions.
-pub fn synthetic(n: usize, edges: usize, seed: u64) -> Dataset {
+pub(crate) fn synthetic(n: usize, edges: usize, seed: u64) -> Dataset {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let list: Vec<(u32, u32)> = (0..edges)
         .map(|i| {

@@ -1,1 +1,1 @@
-pub mod overload;
+pub(crate) mod overload;

@@ -11,9 +11,9 @@ use switchgnn_transport::loopback::{run_exchange_job, LoopbackOutcome};
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::{ExchangeKind, Link, Overload, Session, Timeouts};
 
-pub const WORKERS: u16 = 8;
+pub(crate) const WORKERS: u16 = 8;
 
-pub fn session(mode: ExchangeKind, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
+pub(crate) fn session(mode: ExchangeKind, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
     let source: Source = format!("synthetic:small,scale={scale}").parse().unwrap();
     let dataset = source.load(&LoadOptions::default(), &NoProgress).unwrap();
     let spec =
@@ -27,7 +27,11 @@ pub fn session(mode: ExchangeKind, scale: f64) -> (Arc<Dataset>, Arc<Session>) {
 /// `WORKERS` senders at 10 Gb/s each.
 /// With `backlog_signal`, the switch marks ECN on a deep backlog and caps windows in its
 /// welcome; with `congestion_window`, the workers keep one.
-pub fn slow_switch(delay: Duration, backlog_signal: bool, congestion_window: bool) -> ServerConfig {
+pub(crate) fn slow_switch(
+    delay: Duration,
+    backlog_signal: bool,
+    congestion_window: bool,
+) -> ServerConfig {
     ServerConfig {
         timeouts: Timeouts::loopback(),
         link: Link {
@@ -47,7 +51,7 @@ pub fn slow_switch(delay: Duration, backlog_signal: bool, congestion_window: boo
     }
 }
 
-pub fn run(
+pub(crate) fn run(
     mode: ExchangeKind,
     scale: f64,
     delay: Duration,
@@ -61,7 +65,7 @@ pub fn run(
 
 /// Exchange time: per exchange, the slowest worker's (start-up, handshakes and the final check
 /// are left out), summed.
-pub fn exchange_seconds(o: &LoopbackOutcome) -> f64 {
+pub(crate) fn exchange_seconds(o: &LoopbackOutcome) -> f64 {
     let workers: Vec<_> = o.workers.iter().flatten().collect();
     let Some(first) = workers.first() else {
         return o.seconds;
@@ -78,7 +82,7 @@ pub fn exchange_seconds(o: &LoopbackOutcome) -> f64 {
 
 /// Print what the run did; returns (exchange seconds, seconds the switch's capacity allows,
 /// kernel drops, datagrams sent to the switch).
-pub fn report(what: &str, o: &LoopbackOutcome) -> (f64, f64, u64, u64) {
+pub(crate) fn report(what: &str, o: &LoopbackOutcome) -> (f64, f64, u64, u64) {
     let i = &o.switch.ingress;
     let packets = o.switch.counters.packets_in + o.switch.malformed_control;
     let allowed = i.datagrams as f64 / i.capacity();
