@@ -30,7 +30,7 @@ use switchgnn_datasets::{Dataset, Graph};
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::exchange::{exchange_plan, remote_sums, PlanOptions};
 use switchgnn_sim::driver::SimConfig;
-use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimMode};
+use switchgnn_sim::modes::{feature, simulate_exchange, ExchangeSetup, SimKind, SimMode};
 use switchgnn_transport::loopback::{run_single_exchange, run_single_exchange_two_level};
 use switchgnn_transport::server::ServerConfig;
 use switchgnn_transport::ShimConfig;
@@ -506,18 +506,19 @@ fn simulated(r: &Run<'_>, cfg: &SimConfig, setup: &ExchangeSetup) -> Result<Outc
 
 /// The simulator's name for an exchange kind.
 fn sim_mode(kind: ExchangeKind) -> SimMode {
-    match kind {
-        ExchangeKind::Switchgnn => SimMode::SwitchGnn,
-        ExchangeKind::Strawman => SimMode::Strawman,
-        ExchangeKind::Host => SimMode::Host,
-        ExchangeKind::BalancedHost => SimMode::G3,
-        ExchangeKind::HostReduce => SimMode::HostReduce,
-        ExchangeKind::HostHybrid => SimMode::HostHybrid,
-        ExchangeKind::HostTwoLevel => SimMode::HostTwoLevel,
-        ExchangeKind::Reduce => SimMode::Reduce,
-        ExchangeKind::Hybrid => SimMode::Hybrid,
-        ExchangeKind::Auto => SimMode::Auto,
-    }
+    let kind = match kind {
+        ExchangeKind::Switchgnn => SimKind::SwitchGnn,
+        ExchangeKind::Strawman => SimKind::Strawman,
+        ExchangeKind::Host => SimKind::Host,
+        ExchangeKind::BalancedHost => SimKind::G3,
+        ExchangeKind::HostReduce => SimKind::HostReduce,
+        ExchangeKind::HostHybrid => SimKind::HostHybrid,
+        ExchangeKind::HostTwoLevel => SimKind::HostTwoLevel,
+        ExchangeKind::Reduce => SimKind::Reduce,
+        ExchangeKind::Hybrid => SimKind::Hybrid,
+        ExchangeKind::Auto => SimKind::Auto,
+    };
+    kind.into()
 }
 
 /// The in-memory drivers' setup of run `r`: 100 Gb/s, 2 µs links with the case's faults.

@@ -31,4 +31,4 @@ pub mod sweep;
 
 pub use driver::{run, Bundle, HostNode, RunResult, SimConfig, SimError, SwitchNode};
 pub use fabric::{HostSpec, LinkSpec, SwitchSpec, Topology};
-pub use modes::SimMode;
+pub use modes::{SendOrder, SimKind, SimMode};

@@ -45,34 +45,30 @@ use crate::driver::{
 use crate::fabric::Topology;
 
 /// An exchange kind the simulator runs, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SimMode {
-    /// Every boundary vertex sent once to each remote worker, host to host (BNS-GCN).
+/// What the simulator runs for one exchange: an exchange kind, or the best host-only kind
+/// picked per run, before it is planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SimKind {
+    /// The host exchange: raw copies (BNS-GCN with p = 1).
     Host,
-    /// The host exchange in G3's balanced rounds (each worker sends to one peer at a time).
+    /// The host exchange in G3's balanced rounds.
     G3,
-    /// Host-only pre-aggregation: partial sums host to host.
+    /// Host-only pre-aggregation: one partial sum per remote destination.
     HostReduce,
-    /// The host hybrid: partial sums or raw copies host to host, per unit.
+    /// Per worker pair, raw copies or partial sums, whichever is fewer rows.
     HostHybrid,
     /// The host two-level exchange: its plan is made for the racks it runs on (on the star,
     /// one rack: host-reduce's partial sums).
     HostTwoLevel,
-    /// In-network aggregation with one block of every cross edge: aggregators from a free
-    /// pool, the overflow to the hosts.
+    /// One block, best-effort aggregators, overflow to the hosts.
     Strawman,
-    /// SwitchGNN: blocks that fit the aggregators, senders in graph-aware order.
-    #[serde(rename = "switchgnn")]
+    /// SwitchGNN's blocks and per-edge multicast.
     SwitchGnn,
-    /// SwitchGNN without graph-aware ordering.
-    #[serde(rename = "switchgnn-nogamr")]
-    SwitchGnnNoGamr,
-    /// Pre-aggregation in the switch: workers' partial sums into destinations' aggregators.
+    /// Partial sums added in the switch.
     Reduce,
-    /// The hybrid: per unit, multicast into the switch or pre-aggregated.
+    /// Reduce with multicast senders where the chip favours them.
     Hybrid,
-    /// The fastest kind by the chip model's bound, chosen per run.
+    /// The planner's pick on the run's chip.
     Auto,
     /// The fastest host-only kind by the chip model's bound (the host exchange, host-only
     /// pre-aggregation or the host hybrid): the baseline every in-network kind is judged
@@ -80,74 +76,144 @@ pub enum SimMode {
     BestHost,
 }
 
-impl SimMode {
-    /// Every mode that runs one kind (`auto` picks one of them per run, in the sweep).
-    pub const ALL: [SimMode; 10] = [
-        SimMode::Host,
-        SimMode::G3,
-        SimMode::HostReduce,
-        SimMode::HostHybrid,
-        SimMode::HostTwoLevel,
-        SimMode::Strawman,
-        SimMode::SwitchGnn,
-        SimMode::SwitchGnnNoGamr,
-        SimMode::Reduce,
-        SimMode::Hybrid,
-    ];
-
-    /// The mode's name on the command line and in reports.
+impl SimKind {
+    /// The name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            SimMode::Host => "host",
-            SimMode::G3 => "g3",
-            SimMode::HostReduce => "host-reduce",
-            SimMode::HostHybrid => "host-hybrid",
-            SimMode::HostTwoLevel => "host-two-level",
-            SimMode::Strawman => "strawman",
-            SimMode::SwitchGnn => "switchgnn",
-            SimMode::SwitchGnnNoGamr => "switchgnn-nogamr",
-            SimMode::Reduce => "reduce",
-            SimMode::Hybrid => "hybrid",
-            SimMode::Auto => "auto",
-            SimMode::BestHost => "best-host",
+            SimKind::Host => "host",
+            SimKind::G3 => "g3",
+            SimKind::HostReduce => "host-reduce",
+            SimKind::HostHybrid => "host-hybrid",
+            SimKind::HostTwoLevel => "host-two-level",
+            SimKind::Strawman => "strawman",
+            SimKind::SwitchGnn => "switchgnn",
+            SimKind::Reduce => "reduce",
+            SimKind::Hybrid => "hybrid",
+            SimKind::Auto => "auto",
+            SimKind::BestHost => "best-host",
         }
     }
 
-    /// The mode called `name` (see [`SimMode::name`]).
+    /// The exchange kind it plans and runs.
+    pub fn exchange_kind(self) -> ExchangeKind {
+        match self {
+            SimKind::Host => ExchangeKind::Host,
+            SimKind::G3 => ExchangeKind::BalancedHost,
+            SimKind::HostReduce => ExchangeKind::HostReduce,
+            SimKind::HostHybrid => ExchangeKind::HostHybrid,
+            SimKind::HostTwoLevel => ExchangeKind::HostTwoLevel,
+            SimKind::Strawman => ExchangeKind::Strawman,
+            SimKind::SwitchGnn => ExchangeKind::Switchgnn,
+            SimKind::Reduce => ExchangeKind::Reduce,
+            SimKind::Hybrid => ExchangeKind::Hybrid,
+            SimKind::Auto => ExchangeKind::Auto,
+            // One of the host-only kinds, chosen per run: the host exchange stands for both.
+            SimKind::BestHost => ExchangeKind::Host,
+        }
+    }
+}
+
+/// The order a block's senders follow. An option of the plan, not a kind: only the kinds that
+/// run a prepared plan's blocks have one to choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum SendOrder {
+    /// The plan's graph-aware order (priority BFS, SwitchGNN's GAMR).
+    #[default]
+    GraphAware,
+    /// A seeded random order (SwitchGNN without GAMR, for comparison).
+    Random,
+}
+
+/// A simulated exchange: a kind and, for SwitchGNN's blocks, a send order. Named as on the
+/// command line and in reports (`switchgnn-nogamr` is SwitchGNN's blocks in random order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SimMode {
+    /// What is planned and run.
+    pub kind: SimKind,
+    /// How a block's senders are ordered (only SwitchGNN's blocks are ever random).
+    pub order: SendOrder,
+}
+
+impl From<SimKind> for SimMode {
+    fn from(kind: SimKind) -> SimMode {
+        SimMode::of(kind)
+    }
+}
+
+impl SimMode {
+    /// `kind` in its graph-aware order (the only order every kind has).
+    pub const fn of(kind: SimKind) -> SimMode {
+        SimMode {
+            kind,
+            order: SendOrder::GraphAware,
+        }
+    }
+
+    /// SwitchGNN's blocks sent in random order: what GAMR's order is worth.
+    pub const SWITCHGNN_NOGAMR: SimMode = SimMode {
+        kind: SimKind::SwitchGnn,
+        order: SendOrder::Random,
+    };
+
+    /// Every mode that runs one kind (`auto` and `best-host` pick one of them per run, in the
+    /// sweep).
+    pub const ALL: [SimMode; 10] = [
+        SimMode::of(SimKind::Host),
+        SimMode::of(SimKind::G3),
+        SimMode::of(SimKind::HostReduce),
+        SimMode::of(SimKind::HostHybrid),
+        SimMode::of(SimKind::HostTwoLevel),
+        SimMode::of(SimKind::Strawman),
+        SimMode::of(SimKind::SwitchGnn),
+        SimMode::SWITCHGNN_NOGAMR,
+        SimMode::of(SimKind::Reduce),
+        SimMode::of(SimKind::Hybrid),
+    ];
+
+    /// The name on the command line and in reports. A random order means something only for
+    /// SwitchGNN's blocks; any other kind is named (and runs) as itself.
+    pub fn name(self) -> &'static str {
+        match (self.kind, self.order) {
+            (SimKind::SwitchGnn, SendOrder::Random) => "switchgnn-nogamr",
+            (kind, _) => kind.name(),
+        }
+    }
+
+    /// The mode a name stands for, if any.
     pub fn from_name(name: &str) -> Option<SimMode> {
         SimMode::ALL
             .into_iter()
-            .chain([SimMode::Auto, SimMode::BestHost])
+            .chain([SimKind::Auto.into(), SimKind::BestHost.into()])
             .find(|m| m.name() == name)
     }
 
-    /// The exchange kind the mode runs (`switchgnn-nogamr` is SwitchGNN without graph-aware
-    /// ordering: an option of the plan, not a kind).
-    pub fn kind(self) -> ExchangeKind {
-        match self {
-            SimMode::Host => ExchangeKind::Host,
-            SimMode::G3 => ExchangeKind::BalancedHost,
-            SimMode::HostReduce => ExchangeKind::HostReduce,
-            SimMode::HostHybrid => ExchangeKind::HostHybrid,
-            SimMode::HostTwoLevel => ExchangeKind::HostTwoLevel,
-            SimMode::Strawman => ExchangeKind::Strawman,
-            SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr => ExchangeKind::Switchgnn,
-            SimMode::Reduce => ExchangeKind::Reduce,
-            SimMode::Hybrid => ExchangeKind::Hybrid,
-            SimMode::Auto => ExchangeKind::Auto,
-            // One of the host-only kinds, chosen per run: the host exchange stands for both.
-            SimMode::BestHost => ExchangeKind::Host,
-        }
+    /// The exchange kind the mode runs.
+    pub fn exchange_kind(self) -> ExchangeKind {
+        self.kind.exchange_kind()
     }
 
     /// Whether the switch's aggregator memory changes what the mode does.
     pub fn uses_memory(self) -> bool {
-        self.kind().in_network()
+        self.exchange_kind().in_network()
     }
 
     /// Whether the mode runs a prepared plan's blocks.
     pub fn uses_blocks(self) -> bool {
-        matches!(self, SimMode::SwitchGnn | SimMode::SwitchGnnNoGamr)
+        self.kind == SimKind::SwitchGnn
+    }
+}
+
+impl From<SimMode> for String {
+    fn from(mode: SimMode) -> String {
+        mode.name().to_string()
+    }
+}
+
+impl TryFrom<String> for SimMode {
+    type Error = String;
+    fn try_from(name: String) -> Result<SimMode, String> {
+        SimMode::from_name(&name).ok_or_else(|| format!("unknown simulated exchange `{name}`"))
     }
 }
 
@@ -206,13 +272,13 @@ pub fn exchange_plan_on(
 ) -> Result<ExchangePlan, ModeError> {
     let options = PlanOptions {
         seed,
-        graph_aware_order: mode != SimMode::SwitchGnnNoGamr,
+        graph_aware_order: mode.order == SendOrder::GraphAware,
         chip,
         counted_only: false,
         racks,
     };
     Ok(switchgnn_scheduler::exchange::exchange_plan(
-        mode.kind(),
+        mode.exchange_kind(),
         graph,
         plan,
         layer,
@@ -367,8 +433,13 @@ fn run_controlled(
     tap: Option<&mut dyn Tap>,
     background: Option<&mut crate::background::Background>,
 ) -> Result<Ran, ModeError> {
-    let (mut switch, workers) =
-        controlled_star(switch, engines, 1, setup.mode.kind().name(), timers);
+    let (mut switch, workers) = controlled_star(
+        switch,
+        engines,
+        1,
+        setup.mode.exchange_kind().name(),
+        timers,
+    );
     let mut hosts: Vec<Box<ControlledWorker>> = workers.into_iter().map(Box::new).collect();
     let result = run_with_background(cfg, bundle, &mut switch, &mut hosts, tap, background)?;
     let engines = hosts
@@ -610,9 +681,9 @@ fn engines_of(
         let cc = setup.rate_control.controller(pace);
         let p = plan.clone();
         // A mode that chooses per run (`auto`, `best-host`) runs what its plan is.
-        let kind = match setup.mode {
-            SimMode::Auto | SimMode::BestHost => ExchangeKind::Auto,
-            m => m.kind(),
+        let kind = match setup.mode.kind {
+            SimKind::Auto | SimKind::BestHost => ExchangeKind::Auto,
+            k => k.exchange_kind(),
         };
         let mut engine = kind.engine(ecfg, p, local, cc, 0)?;
         engine.set_block_floors(floors.to_vec());

@@ -17,7 +17,7 @@ use switchgnn_dataplane::Nanos;
 
 use crate::driver::SimConfig;
 use crate::fabric::Topology;
-use crate::modes::{simulate_exchange, ExchangeSetup, ModeError, SimMode};
+use crate::modes::{simulate_exchange, ExchangeSetup, ModeError, SimKind, SimMode};
 
 /// The fabrics a study runs: every rack count with every oversubscription.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,7 +269,7 @@ pub fn rack_table(studies: &[RackStudy]) -> String {
     let host_bytes = |workers: u16, f: &OnFabric| {
         studies
             .iter()
-            .filter(|s| s.mode == SimMode::Host && s.workers == workers)
+            .filter(|s| s.mode.kind == SimKind::Host && s.workers == workers)
             .flat_map(|s| &s.fabrics)
             .find(|h| {
                 h.racks == f.racks

@@ -279,7 +279,7 @@ pub fn epoch_table(result: &SweepResult) -> String {
             result
                 .epochs
                 .iter()
-                .filter(|h| h.workers == e.workers && !h.mode.kind().in_network())
+                .filter(|h| h.workers == e.workers && !h.mode.exchange_kind().in_network())
         };
         let base = host_only().min_by(|a, b| a.epoch_ms.total_cmp(&b.epoch_ms));
         let least_bound = host_only().map(|h| h.bound_ms).min_by(f64::total_cmp);

@@ -27,7 +27,7 @@ use crate::driver::Tap;
 use crate::fabric::{HostSpec, LinkSpec, PortStats, SwitchSpec, Topology};
 use crate::modes::{
     exchange_plan, scale_for, simulate_exchange_tapped, ExchangeSetup, ExchangeSim, ModeError,
-    RateControl, SimMode,
+    RateControl, SimKind, SimMode,
 };
 use crate::series::Series;
 
@@ -317,7 +317,7 @@ impl RunRow {
             chip: chip.preset.name().to_string(),
             switch_memory,
             mode,
-            kind: mode.kind().name().to_string(),
+            kind: mode.exchange_kind().name().to_string(),
             width,
             comm_ns: r.finish_ns,
             bound_ns: (bound.seconds * 1e9).ceil() as u64,
@@ -672,9 +672,9 @@ impl GridRun<'_> {
         layer: usize,
     ) -> Result<(ExchangeKind, switchgnn_dataplane::plan::ExchangePlan), ModeError> {
         let graph = &self.dataset.graph;
-        let candidates: Option<&[ExchangeKind]> = match mode {
-            SimMode::Auto => Some(&CANDIDATES),
-            SimMode::BestHost => Some(&HOST_ONLY),
+        let candidates: Option<&[ExchangeKind]> = match mode.kind {
+            SimKind::Auto => Some(&CANDIDATES),
+            SimKind::BestHost => Some(&HOST_ONLY),
             _ => None,
         };
         if let Some(candidates) = candidates {
@@ -695,7 +695,7 @@ impl GridRun<'_> {
         }
         let on = Some((self.cfg.switch.chip, host_cost(self.cfg)));
         let xplan = exchange_plan(mode, graph, self.plan, layer, self.spec.seed, on)?;
-        Ok((mode.kind(), xplan))
+        Ok((mode.exchange_kind(), xplan))
     }
 }
 
@@ -823,7 +823,7 @@ pub fn contention_sweep(
         &|xplan, replan, mode, cfg, setup, scale, (sizes, fabric)| {
             // The host two-level exchange's proxies are chosen for the fabric's racks.
             let on_racks = match fabric {
-                Some(f) if mode == SimMode::HostTwoLevel => Some(replan(f.racks)?),
+                Some(f) if mode.kind == SimKind::HostTwoLevel => Some(replan(f.racks)?),
                 _ => None,
             };
             crate::contention::contention(
@@ -900,7 +900,9 @@ fn studies<V: Copy + Send + Sync, S: Send>(
     describe: &(dyn Fn(V) -> String + Sync),
     study: &Study<'_, V, S>,
 ) -> Result<Vec<S>, SweepError> {
-    if spec.modes.contains(&SimMode::Auto) || spec.modes.contains(&SimMode::BestHost) {
+    if spec.modes.contains(&SimMode::of(SimKind::Auto))
+        || spec.modes.contains(&SimMode::of(SimKind::BestHost))
+    {
         return Err(SweepError::Usage(format!(
             "the {what} study compares one kind at a time: leave `auto` and `best-host` out of \
              --modes"
@@ -967,7 +969,7 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                             framing: cfg.host.framing,
                         };
                         let replan = |racks: u16| {
-                            if mode == SimMode::HostTwoLevel {
+                            if mode.kind == SimKind::HostTwoLevel {
                                 crate::modes::exchange_plan_on(
                                     mode,
                                     &dataset.graph,

@@ -12,7 +12,7 @@ use switchgnn_sim::modes::{
     direct_sums, exchange_plan, scale_for, simulate_exchange_beside, ExchangeSetup, RateControl,
 };
 use switchgnn_sim::racks::FabricShape;
-use switchgnn_sim::{SimConfig, SimMode};
+use switchgnn_sim::{SimConfig, SimKind, SimMode};
 
 const WORKERS: u16 = 16;
 
@@ -69,7 +69,7 @@ fn flows_alone_take_their_ideal_time_at_low_load_and_ecn_keeps_queues_short() {
 /// The width an exchange of [`graph`]'s plan runs at: bundled, one 64-lane chunk stands for
 /// the 128 lanes of the in-network kinds; the host kinds pack their copies and run at 128.
 fn simulated_width(mode: SimMode) -> usize {
-    if mode.kind().in_network() {
+    if mode.exchange_kind().in_network() {
         switchgnn_dataplane::wire::MAX_LANES
     } else {
         128
@@ -88,7 +88,7 @@ fn graph() -> (Dataset, Plan) {
 fn the_exchange_stays_exact_beside_background_flows() {
     let (d, p) = graph();
     let cfg = SimConfig::paper(WORKERS);
-    for mode in [SimMode::Host, SimMode::SwitchGnn] {
+    for mode in [SimMode::of(SimKind::Host), SimMode::of(SimKind::SwitchGnn)] {
         for rate_control in RateControl::ALL {
             let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
             let mut b = flows(&cfg, FlowSizes::WebSearch, 0.5, true);
@@ -115,7 +115,7 @@ fn the_contention_study_measures_both_sides() {
     let (d, p) = graph();
     let cfg = SimConfig::paper(WORKERS);
     let mut studies = Vec::new();
-    for mode in [SimMode::Host, SimMode::SwitchGnn] {
+    for mode in [SimMode::of(SimKind::Host), SimMode::of(SimKind::SwitchGnn)] {
         let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
         let scale = scale_for(&d.graph);
         let c = contention(
@@ -237,7 +237,11 @@ fn the_contention_study_runs_on_a_leaf_spine() {
     };
     let cfg = fabric.config(&star);
     let scale = scale_for(&d.graph);
-    for mode in [SimMode::Host, SimMode::SwitchGnn, SimMode::Reduce] {
+    for mode in [
+        SimMode::of(SimKind::Host),
+        SimMode::of(SimKind::SwitchGnn),
+        SimMode::of(SimKind::Reduce),
+    ] {
         let xplan = exchange_plan(mode, &d.graph, &p, 0, 7, None).unwrap();
         let mut b = flows(&cfg, FlowSizes::Hadoop, 0.5, true);
         let setup = ExchangeSetup {
@@ -254,13 +258,13 @@ fn the_contention_study_runs_on_a_leaf_spine() {
             assert!(got == want, "{}: worker {worker}", mode.name());
         }
     }
-    let xplan = exchange_plan(SimMode::Host, &d.graph, &p, 0, 7, None).unwrap();
+    let xplan = exchange_plan(SimMode::of(SimKind::Host), &d.graph, &p, 0, 7, None).unwrap();
     let study = |fabric: Option<FabricShape>| {
         contention(
             &xplan,
-            SimMode::Host,
+            SimMode::of(SimKind::Host),
             &star,
-            &setup(SimMode::Host),
+            &setup(SimMode::of(SimKind::Host)),
             scale,
             fabric,
             FlowSizes::Hadoop,

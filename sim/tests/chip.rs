@@ -13,7 +13,7 @@ use switchgnn_sim::modes::{
     block_floors, direct_sums, exchange_plan, scale_for, simulate_exchange, ExchangeSetup,
 };
 use switchgnn_sim::sweep::host_cost;
-use switchgnn_sim::{HostSpec, LinkSpec, SimConfig, SimMode, SwitchSpec, Topology};
+use switchgnn_sim::{HostSpec, LinkSpec, SimConfig, SimKind, SimMode, SwitchSpec, Topology};
 
 const WORKERS: u16 = 8;
 const WIDTH: usize = 64;
@@ -110,7 +110,7 @@ fn the_simulator_meets_the_bound_where_one_resource_dominates() {
         .unwrap()
         .with_recirculation_ports(1)
         .unwrap();
-    let (t, b) = run(&d, &p, SimMode::SwitchGnn, one_port, 20, 2_000);
+    let (t, b) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), one_port, 20, 2_000);
     assert_follows("recirculation", t, &b, Term::Recirculation);
     // The same on a Tofino 2 port of the same rate, which reads a 64-lane sum out in one pass:
     // the simulator and the bound count the same, fewer, readouts.
@@ -118,14 +118,14 @@ fn the_simulator_meets_the_bound_where_one_resource_dominates() {
         .unwrap()
         .with_recirculation_ports(1)
         .unwrap();
-    let (t2, b2) = run(&d, &p, SimMode::SwitchGnn, pairs, 20, 2_000);
+    let (t2, b2) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), pairs, 20, 2_000);
     assert_follows("recirculation, pair readouts", t2, &b2, Term::Recirculation);
     assert!(b2.recirculation_s < b.recirculation_s && t2 < t);
     // The ideal chip, hosts that spend nothing per packet, and short links (the bound counts
     // no propagation delay, and this exchange takes only tens of microseconds): the links'
     // bandwidth bounds it.
     let ideal = Chip::preset("ideal").unwrap();
-    let (t, b) = run(&d, &p, SimMode::SwitchGnn, ideal, 0, 100);
+    let (t, b) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), ideal, 0, 100);
     assert_follows("host links", t, &b, Term::HostLink);
     // A chip with a slow pipeline and free recirculation: the pass rate.
     let slow = Chip {
@@ -133,7 +133,7 @@ fn the_simulator_meets_the_bound_where_one_resource_dominates() {
         recirculation_gbps: f64::INFINITY,
         ..Chip::preset("tofino1-32").unwrap()
     };
-    let (t, b) = run(&d, &p, SimMode::SwitchGnn, slow, 20, 2_000);
+    let (t, b) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), slow, 20, 2_000);
     assert_follows("pass rate", t, &b, Term::Passes);
 }
 
@@ -142,12 +142,12 @@ fn the_ideal_chip_leaves_only_the_hosts() {
     let d = dataset();
     let p = plan(&d);
     let ideal = Chip::preset("ideal").unwrap();
-    let (t, b) = run(&d, &p, SimMode::SwitchGnn, ideal, 20, 2_000);
+    let (t, b) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), ideal, 20, 2_000);
     assert!(matches!(b.dominant, Term::HostLink | Term::HostPackets));
     assert!(t >= b.seconds * 1e9);
     // On a real chip the same exchange is slower: passes and recirculation cost time.
     let real = Chip::preset("tofino1-32").unwrap();
-    let (t_real, b_real) = run(&d, &p, SimMode::SwitchGnn, real, 20, 2_000);
+    let (t_real, b_real) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), real, 20, 2_000);
     assert!(t_real > t && b_real.seconds > b.seconds);
 }
 
@@ -169,7 +169,8 @@ fn receivers_wait_out_a_slow_chip_instead_of_fetching() {
     let scale = scale_for(&d.graph);
     let want = direct_sums(&d.graph, &p.assignment, WIDTH, &scale);
     let run = |chip_floor: bool, faults: Faults| {
-        let xplan = exchange_plan(SimMode::SwitchGnn, &d.graph, &p, 0, 7, None).unwrap();
+        let xplan =
+            exchange_plan(SimMode::of(SimKind::SwitchGnn), &d.graph, &p, 0, 7, None).unwrap();
         let cfg = SimConfig {
             switch: SwitchSpec::on(Chip::preset("tofino1-32").unwrap()),
             faults,
@@ -179,7 +180,7 @@ fn receivers_wait_out_a_slow_chip_instead_of_fetching() {
         let floor = block_floors(&xplan, &cfg, false).into_iter().max().unwrap();
         let setup = ExchangeSetup {
             chip_floor,
-            ..ExchangeSetup::new(SimMode::SwitchGnn, 100_000_000)
+            ..ExchangeSetup::new(SimMode::of(SimKind::SwitchGnn), 100_000_000)
         };
         let (sim, outputs) = simulate_exchange(xplan, &cfg, &setup, scale).unwrap();
         for (w, (got, want)) in outputs.iter().zip(&want).enumerate() {

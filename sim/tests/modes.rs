@@ -9,7 +9,7 @@ use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{
     direct_sums, exchange_plan, scale_for, simulate_exchange, ExchangeSetup, ExchangeSim,
 };
-use switchgnn_sim::{SimConfig, SimMode};
+use switchgnn_sim::{SimConfig, SimKind, SimMode};
 
 const WORKERS: u16 = 8;
 
@@ -48,7 +48,7 @@ fn simulate_on(
         .unwrap_or_else(|e| panic!("{}: {e}", mode.name()));
     // The sums the workers hold equal the direct computation over the simulated width (the
     // host kinds pack their copies instead of bundling them: they run at the real width).
-    let w = if bundle && mode.kind().in_network() {
+    let w = if bundle && mode.exchange_kind().in_network() {
         width.min(switchgnn_dataplane::wire::MAX_LANES)
     } else {
         width
@@ -184,10 +184,10 @@ fn blocks_move_fewer_bytes_than_the_strawman_which_overflows_a_small_switch() {
     let memory = 16 * 1024;
     // Two 64-lane chunks per vertex, bundled: each bundled aggregator stands for two.
     let p = plan(&d, memory, 128);
-    let host = simulate(&d, &p, SimMode::Host, memory, true);
-    let g3 = simulate(&d, &p, SimMode::G3, memory, true);
-    let ours = simulate(&d, &p, SimMode::SwitchGnn, memory, true);
-    let straw = simulate(&d, &p, SimMode::Strawman, memory, true);
+    let host = simulate(&d, &p, SimMode::of(SimKind::Host), memory, true);
+    let g3 = simulate(&d, &p, SimMode::of(SimKind::G3), memory, true);
+    let ours = simulate(&d, &p, SimMode::of(SimKind::SwitchGnn), memory, true);
+    let straw = simulate(&d, &p, SimMode::of(SimKind::Strawman), memory, true);
     // G3 sends the same copies in another order.
     assert_eq!(host.run.delivered.raw, g3.run.delivered.raw);
     assert_eq!(host.run.delivered.aggregated, 0);

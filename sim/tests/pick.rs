@@ -22,7 +22,7 @@ use switchgnn_chip::{ChipChoice, Preset};
 use switchgnn_datasets::testdata::shared_dataset;
 use switchgnn_datasets::{load_path, LoadOptions, NoProgress};
 use switchgnn_partition::PlanSpec;
-use switchgnn_sim::modes::SimMode;
+use switchgnn_sim::modes::{SimKind, SimMode};
 use switchgnn_sim::sweep::{sweep, RunRow, SweepSpec};
 
 const GRAPHS: [&str; 11] = [
@@ -45,7 +45,11 @@ const PRESETS: [Preset; 4] = [
     Preset::Tofino2,
     Preset::Ideal,
 ];
-const HOST_ONLY: [SimMode; 3] = [SimMode::Host, SimMode::HostReduce, SimMode::HostHybrid];
+const HOST_ONLY: [SimMode; 3] = [
+    SimMode::of(SimKind::Host),
+    SimMode::of(SimKind::HostReduce),
+    SimMode::of(SimKind::HostHybrid),
+];
 const MEMORY: u64 = 10_000_000;
 const WIDTH: usize = 128;
 
@@ -54,7 +58,11 @@ fn spec(name: &str, preset: Preset, workers: Vec<u16>) -> SweepSpec {
         preset: Some(preset),
         ..ChipChoice::default()
     };
-    let modes = HOST_ONLY.iter().copied().chain([SimMode::Auto]).collect();
+    let modes = HOST_ONLY
+        .iter()
+        .copied()
+        .chain([SimMode::of(SimKind::Auto)])
+        .collect();
     SweepSpec {
         jobs: 2,
         ..SweepSpec::paper(name, workers, vec![MEMORY], modes, vec![WIDTH], chip)
@@ -105,7 +113,7 @@ fn cases() -> Vec<Case> {
                         .find(|r| r.workers == w && r.mode == mode)
                         .unwrap_or_else(|| panic!("{file} {w} {mode:?}: no run"))
                 };
-                let pick = run(SimMode::Auto);
+                let pick = run(SimMode::of(SimKind::Auto));
                 let host_only: Vec<&RunRow> = HOST_ONLY.iter().map(|&m| run(m)).collect();
                 let case = Case {
                     what: format!("{file}, {w} workers, {}: pick {}", preset.name(), pick.kind),

@@ -5,7 +5,7 @@ use switchgnn_datasets::{Dataset, NoProgress};
 use switchgnn_partition::{Plan, PlanSpec};
 use switchgnn_sim::modes::{exchange_plan, scale_for, ExchangeSetup};
 use switchgnn_sim::racks::{rack_study, rack_table, FabricSpec};
-use switchgnn_sim::{SimConfig, SimMode};
+use switchgnn_sim::{SimConfig, SimKind, SimMode};
 
 const WORKERS: u16 = 8;
 
@@ -52,7 +52,7 @@ fn oversubscribed_racks_slow_a_link_bound_exchange() {
         two_level: false,
     };
     let mut studies = Vec::new();
-    for mode in [SimMode::Host, SimMode::Reduce] {
+    for mode in [SimMode::of(SimKind::Host), SimMode::of(SimKind::Reduce)] {
         let s = study_on(mode, &d, &p, &cfg, &fabrics);
         assert_eq!(s.fabrics.len(), 4);
         for f in &s.fabrics {
@@ -109,10 +109,14 @@ fn with_two_levels_leaves_aggregate_and_keep_rack_traffic_in_the_rack() {
         two_level: true,
     };
     let mut studies = Vec::new();
-    for mode in [SimMode::Host, SimMode::SwitchGnn, SimMode::Reduce] {
+    for mode in [
+        SimMode::of(SimKind::Host),
+        SimMode::of(SimKind::SwitchGnn),
+        SimMode::of(SimKind::Reduce),
+    ] {
         let s = study_on(mode, &d, &p, &cfg, &fabrics);
         assert!(s.two_level);
-        if mode == SimMode::Host {
+        if mode.kind == SimKind::Host {
             for f in &s.fabrics {
                 // Copies between the hosts of a rack never reach the spine layer (with one
                 // level, everything does: spine bytes = host-link bytes).

@@ -19,7 +19,7 @@ use switchgnn_sim::report::{epoch_table, write_report};
 use switchgnn_sim::sweep::{
     contention_sweep, rack_sweep, sweep, ContentionSpec, PcapSpec, SweepSpec,
 };
-use switchgnn_sim::{HostSpec, LinkSpec, SimMode};
+use switchgnn_sim::{HostSpec, LinkSpec, SimKind, SimMode};
 
 use crate::partition_args::{default_width, parse_list, parse_sizes, PlanInputs};
 use crate::progress::Bars;
@@ -155,7 +155,7 @@ fn parse_modes(text: &str) -> Result<Vec<SimMode>> {
             SimMode::from_name(m.trim()).with_context(|| {
                 let names: Vec<_> = SimMode::ALL
                     .iter()
-                    .chain(&[SimMode::Auto, SimMode::BestHost])
+                    .chain(&[SimMode::of(SimKind::Auto), SimMode::of(SimKind::BestHost)])
                     .map(|m| m.name())
                     .collect();
                 format!("unknown mode `{m}` (one of: {})", names.join(", "))
