@@ -202,6 +202,31 @@ impl SweepSpec {
         })
     }
 
+    /// One forward exchange of `mode` at `layer` as the sweep runs it: the spec's bundling,
+    /// window, timers and rate control, the run's host framing, no control plane, one level.
+    fn setup(
+        &self,
+        mode: SimMode,
+        switch_memory: u64,
+        layer: u8,
+        cfg: &SimConfig,
+    ) -> ExchangeSetup {
+        ExchangeSetup {
+            mode,
+            switch_memory,
+            bundle: self.bundle,
+            window: self.window,
+            timers: self.timers,
+            layer,
+            backward: false,
+            control: None,
+            rate_control: self.rate_control,
+            two_level: false,
+            chip_floor: true,
+            framing: cfg.host.framing,
+        }
+    }
+
     /// Whether the spec describes a sweep that can run: worker counts (at least two each,
     /// each with a chip of enough ports), modes and positive feature widths, a memory for the
     /// in-network modes, a positive link rate and a loss probability below 1.
@@ -606,20 +631,7 @@ impl GridRun<'_> {
             source,
         };
         let (kind, xplan) = self.exchange(mode, layer).map_err(wrap)?;
-        let setup = ExchangeSetup {
-            mode,
-            switch_memory: memory.unwrap_or(0),
-            bundle: spec.bundle,
-            window: spec.window,
-            timers: spec.timers,
-            layer: layer as u8,
-            backward: false,
-            control: None,
-            rate_control: spec.rate_control,
-            two_level: false,
-            chip_floor: true,
-            framing: cfg.host.framing,
-        };
+        let setup = spec.setup(mode, memory.unwrap_or(0), layer as u8, cfg);
         let load = Load::of(&xplan, cfg.frame_overhead);
         let bound = Bound::of(&cfg.switch.chip, &load, &host_cost(cfg));
         let memory_used = memory.filter(|_| mode.uses_memory());
@@ -954,20 +966,7 @@ fn studies<V: Copy + Send + Sync, S: Send>(
                         let on = Some((cfg.switch.chip, host_cost(&cfg)));
                         let xplan = exchange_plan(mode, &dataset.graph, &plan, 0, spec.seed, on)
                             .map_err(wrap)?;
-                        let setup = ExchangeSetup {
-                            mode,
-                            switch_memory: memory,
-                            bundle: spec.bundle,
-                            window: spec.window,
-                            timers: spec.timers,
-                            layer: 0,
-                            backward: false,
-                            control: None,
-                            rate_control: spec.rate_control,
-                            two_level: false,
-                            chip_floor: true,
-                            framing: cfg.host.framing,
-                        };
+                        let setup = spec.setup(mode, memory, 0, &cfg);
                         let replan = |racks: u16| {
                             if mode.kind == SimKind::HostTwoLevel {
                                 crate::modes::exchange_plan_on(

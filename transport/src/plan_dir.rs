@@ -130,22 +130,22 @@ impl PlanDir {
     /// Open the folder and read its whole plan (blocks included): what the switch, and a
     /// worker that builds its exchange plans itself, need.
     pub fn open(dir: &Path) -> Result<PlanDir, PlanDirError> {
-        Self::refuse_legacy(dir)?;
-        let plan = Plan::read(dir).map_err(|source| PlanDirError::ReadPlan {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        Ok(PlanDir {
-            dir: dir.to_path_buf(),
-            plan,
-        })
+        Self::open_with(dir, Plan::read)
     }
 
     /// Open the folder reading only the plan's summary (no blocks): enough for a worker that
     /// reads its saved view of the exchange.
     pub fn open_summary(dir: &Path) -> Result<PlanDir, PlanDirError> {
+        Self::open_with(dir, Plan::read_summary)
+    }
+
+    /// A folder that is not of the old Python layout, its plan read by `read`.
+    fn open_with(
+        dir: &Path,
+        read: impl FnOnce(&Path) -> Result<Plan, PartitionError>,
+    ) -> Result<PlanDir, PlanDirError> {
         Self::refuse_legacy(dir)?;
-        let plan = Plan::read_summary(dir).map_err(|source| PlanDirError::ReadPlan {
+        let plan = read(dir).map_err(|source| PlanDirError::ReadPlan {
             dir: dir.to_path_buf(),
             source,
         })?;
