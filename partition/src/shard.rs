@@ -396,19 +396,7 @@ impl DataShard {
 
     /// Read and check a shard file.
     pub fn read(path: &Path) -> Result<DataShard> {
-        let file = Container::open(path, MAGIC, "switchgnn shard")?;
-        if file.version() != VERSION {
-            return Err(file
-                .bad(
-                    "header",
-                    format!(
-                        "shard format {}, this build reads {VERSION}; write the shards again \
-                         with `switchgnn shard`",
-                        file.version()
-                    ),
-                )
-                .into());
-        }
+        let file = open_shard(path)?;
         let meta: ShardMeta = file.json("meta")?;
         let ids = file.u32s("ids")?;
         let n = ids.len();
@@ -531,7 +519,38 @@ impl DataShard {
 
     /// Refuse a shard (read from `path`) that was not cut for worker `rank` of `plan`.
     pub fn check_plan(&self, plan: &Plan, rank: u32, path: &Path) -> Result<()> {
-        let m = &self.meta;
+        self.meta.check_plan(plan, rank, path)
+    }
+}
+
+/// A shard file opened and its format version checked.
+fn open_shard(path: &Path) -> Result<Container> {
+    let file = Container::open(path, MAGIC, "switchgnn shard")?;
+    if file.version() != VERSION {
+        return Err(file
+            .bad(
+                "header",
+                format!(
+                    "shard format {}, this build reads {VERSION}; write the shards again \
+                     with `switchgnn shard`",
+                    file.version()
+                ),
+            )
+            .into());
+    }
+    Ok(file)
+}
+
+impl ShardMeta {
+    /// Read only the header of the shard at `path`: what a reader that needs the whole graph's
+    /// figures (the fixed-point term count) takes without loading the rows.
+    pub fn read(path: &Path) -> Result<ShardMeta> {
+        Ok(open_shard(path)?.json("meta")?)
+    }
+
+    /// Refuse a shard (read from `path`) that was not cut for worker `rank` of `plan`.
+    pub fn check_plan(&self, plan: &Plan, rank: u32, path: &Path) -> Result<()> {
+        let m = self;
         let want_graph = plan.manifest.dataset.fingerprint;
         let want_assignment = assignment_fingerprint(plan.assignment.parts());
         let why = if m.graph_fingerprint != want_graph {

@@ -21,7 +21,6 @@
 
 use std::path::{Path, PathBuf};
 
-use switchgnn_datasets::container::Container;
 use switchgnn_datasets::Dataset;
 use switchgnn_partition::shard::{self, shard_path, ShardMeta, SHARDS_DIR};
 use switchgnn_partition::{PartitionError, Plan};
@@ -75,13 +74,13 @@ pub enum PlanDirError {
         /// The folder.
         dir: PathBuf,
     },
-    /// A shard that does not belong to the plan beside it.
-    #[error("{}: {why}; write the shards again with `switchgnn shard`", path.display())]
-    ShardMismatch {
-        /// The shard file.
-        path: PathBuf,
-        /// What disagrees.
-        why: String,
+    /// A shard that cannot be read or does not belong to the plan beside it.
+    #[error("the shards in {}: {source}", dir.display())]
+    Shard {
+        /// The folder.
+        dir: PathBuf,
+        /// What the shard reader said (the file, and what disagrees).
+        source: PartitionError,
     },
     /// No plans of the exchange kind asked for were saved in the folder.
     #[error(
@@ -229,30 +228,16 @@ impl PlanDir {
                 dir: self.dir.clone(),
             });
         }
-        let file = Container::open(&path, shard::MAGIC, "switchgnn shard")
-            .map_err(|e| self.bad_shard(&path, e.to_string()))?;
-        let meta: ShardMeta = file
-            .json("meta")
-            .map_err(|e| self.bad_shard(&path, e.to_string()))?;
-        let m = &self.plan.manifest;
-        if meta.graph_fingerprint != m.dataset.fingerprint || meta.workers != m.spec.workers {
-            return Err(self.bad_shard(
-                &path,
-                format!(
-                    "cut for another plan ({} workers, graph {:#018x}; the plan: {} workers, \
-                     graph {:#018x})",
-                    meta.workers, meta.graph_fingerprint, m.spec.workers, m.dataset.fingerprint
-                ),
-            ));
-        }
+        let meta = ShardMeta::read(&path).map_err(|source| PlanDirError::Shard {
+            dir: self.dir.clone(),
+            source,
+        })?;
+        meta.check_plan(&self.plan, 0, &path)
+            .map_err(|source| PlanDirError::Shard {
+                dir: self.dir.clone(),
+                source,
+            })?;
         Ok(meta.max_remote_degree)
-    }
-
-    fn bad_shard(&self, path: &Path, why: String) -> PlanDirError {
-        PlanDirError::ShardMismatch {
-            path: path.to_path_buf(),
-            why,
-        }
     }
 
     /// The exchange kinds whose plans the folder holds: SwitchGNN's always (they are the
