@@ -139,16 +139,19 @@ pub fn checked_add(lane: i32, value: i32) -> Option<i32> {
 
 /// [`checked_add`] for a whole aggregator: adds `values` into `lanes` and returns true, or
 /// returns false and leaves `lanes` as they were if any sum would leave the lane's range (no
-/// partial update). Branch-free in each loop, so the compiler vectorises both: this is the
-/// switch model's hottest loop.
+/// partial update). The switch model's hottest loop, so it stays in 32-bit lanes, which every
+/// x86-64 vectorises (a 64-bit magnitude check needs SSE4.2): a sum leaves the range exactly
+/// when the 32-bit addition overflows (both operands' signs differ from the wrapped sum's) or
+/// lands on `i32::MIN`, the one 32-bit value beyond [`LIMIT`].
 pub fn checked_add_lanes(lanes: &mut [i32], values: &[i32]) -> bool {
     debug_assert_eq!(lanes.len(), values.len());
-    let mut out_of_range = 0u32;
+    let mut bad = 0i32;
     for (&x, &y) in lanes.iter().zip(values) {
-        let sum = i64::from(x) + i64::from(y);
-        out_of_range |= u32::from(sum.unsigned_abs() > LIMIT as u64);
+        let s = x.wrapping_add(y);
+        bad |= (x ^ s) & (y ^ s);
+        bad |= -i32::from(s == i32::MIN);
     }
-    if out_of_range != 0 {
+    if bad < 0 {
         return false;
     }
     for (x, &y) in lanes.iter_mut().zip(values) {
@@ -279,6 +282,33 @@ mod tests {
                     prop_assert_eq!(lanes, before);
                 }
             }
+        }
+    }
+
+    /// The range's edges, which random pairs rarely hit: a sum of exactly `i32::MIN` fits 32
+    /// bits but not the range; `±LIMIT` fit.
+    #[test]
+    fn whole_aggregator_add_at_the_range_edges() {
+        let min = -(LIMIT as i32);
+        for (x, y, fits) in [
+            (i32::MAX - 1, 1, true),
+            (i32::MAX, 1, false),
+            (min + 1, -1, true),
+            (min, -1, false),
+            (-(1 << 30), -(1 << 30), false),
+            (1 << 30, 1 << 30, false),
+            (min, i32::MAX, true),
+        ] {
+            let mut lanes = vec![7, x, 0];
+            let added = checked_add_lanes(&mut lanes, &[1, y, 0]);
+            assert_eq!(added, fits, "{x} + {y}");
+            assert_eq!(added, checked_add(x, y).is_some());
+            let want = if fits {
+                vec![8, x + y, 0]
+            } else {
+                vec![7, x, 0]
+            };
+            assert_eq!(lanes, want);
         }
     }
 
