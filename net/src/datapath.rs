@@ -97,7 +97,8 @@ pub trait Datapath: Debug + Send {
         None
     }
 
-    /// Frames this datapath dropped before the endpoint saw them.
+    /// Frames this datapath dropped before the endpoint saw them, and the system calls it
+    /// made.
     fn counters(&mut self) -> DatapathCounters {
         DatapathCounters::default()
     }
@@ -114,13 +115,30 @@ pub trait Datapath: Debug + Send {
 }
 
 /// Frames a datapath dropped below the endpoint (a kernel socket has none: the kernel counts
-/// its own). Frames dropped for a full receive queue are [`RxBacklog::drops`].
+/// its own; frames dropped for a full receive queue are [`RxBacklog::drops`]), and the system
+/// calls a kernel datapath made (a kernel-bypass one makes none per packet).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DatapathCounters {
     /// Frames that did not parse (bad lengths, chained buffers).
     pub malformed: u64,
     /// Well-formed frames not for this endpoint (other protocols, other addresses).
     pub foreign: u64,
+    /// Send system calls (one GSO send carries several datagrams).
+    pub send_calls: u64,
+    /// Receive system calls (one reads a batch; each buffer may hold coalesced datagrams).
+    pub recv_calls: u64,
+    /// Readiness waits that reached the kernel (a wait skipped because data may be waiting is
+    /// not one).
+    pub polls: u64,
+    /// Receive-queue readings ([`Datapath::backlog`]).
+    pub backlog_reads: u64,
+}
+
+impl DatapathCounters {
+    /// Every system call counted.
+    pub fn syscalls(&self) -> u64 {
+        self.send_calls + self.recv_calls + self.polls + self.backlog_reads
+    }
 }
 
 /// Sends single datagrams from another thread.

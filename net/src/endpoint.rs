@@ -83,6 +83,16 @@ pub struct EndpointStats {
     /// Frames a kernel-bypass datapath dropped as not for this endpoint.
     #[serde(default)]
     pub foreign_frames: u64,
+    /// Datagrams that left, to every peer.
+    #[serde(default)]
+    pub datagrams_sent: u64,
+    /// Datagrams received and handed on, from every address.
+    #[serde(default)]
+    pub datagrams_received: u64,
+    /// System calls the datapath made (sends, receives, readiness waits, queue readings; a
+    /// kernel-bypass datapath makes none per packet), as last read.
+    #[serde(default)]
+    pub syscalls: u64,
     /// Empty datagrams received (they are handed on like any other).
     #[serde(default)]
     pub empty: u64,
@@ -94,6 +104,13 @@ pub struct EndpointStats {
     pub forgotten: PeerCounters,
     /// What the fault shim did (all zero without one).
     pub shim: ShimStats,
+}
+
+impl EndpointStats {
+    /// Datagrams sent and received.
+    pub fn datagrams(&self) -> u64 {
+        self.datagrams_sent + self.datagrams_received
+    }
 }
 
 /// A datapath with batching, ECN, counters, a fault shim and captures.
@@ -207,15 +224,28 @@ impl Endpoint {
     }
 
     /// Send what is queued, in batches, until done or the datapath is full.
+    ///
+    /// What is queued leaves grouped by peer, and within a peer the longer datagrams first,
+    /// so that one segmentation-offload send carries a whole group (a switch's multicast
+    /// queues its copies peer after peer; acknowledgements come between data packets). Order
+    /// between datagrams of one length to one peer is kept; the protocol tolerates any other
+    /// reordering, as it must over UDP.
     pub fn flush(&mut self) -> io::Result<()> {
         if let Some(shim) = &mut self.shim {
             shim.release(Instant::now(), &mut self.queue);
+        }
+        if self.queue.len() > 1 {
+            // Stable: equal keys keep their order.
+            self.queue
+                .make_contiguous()
+                .sort_by_key(|o| (o.to, ecn_rank(o.ecn), std::cmp::Reverse(o.bytes.len())));
         }
         while !self.queue.is_empty() {
             self.stats.send_calls += 1;
             let sent = self.datapath.send(self.queue.make_contiguous())?;
             match sent {
                 Sent::Left(n) => {
+                    self.stats.datagrams_sent += n as u64;
                     for o in self.queue.drain(..n) {
                         if let Some(capture) = self.capture.as_mut() {
                             capture.record(self.local, o.to, o.ecn, &o.bytes);
@@ -233,10 +263,11 @@ impl Endpoint {
                 }
                 Sent::Blocked => {
                     self.stats.send_blocked += 1;
-                    return Ok(());
+                    break;
                 }
             }
         }
+        self.stats.syscalls = self.datapath.counters().syscalls();
         Ok(())
     }
 
@@ -292,17 +323,24 @@ impl Endpoint {
                 c.bytes_received += bytes.len() as u64;
                 c.ce_received += u64::from(ecn == Some(EcnCodepoint::Ce));
                 total += 1;
+                stats.datagrams_received += 1;
                 if let Some(capture) = capture.as_mut() {
                     capture.record(from, local, ecn, bytes);
                 }
                 f(Datagram { from, ecn, bytes });
             };
-            if self.datapath.recv(&mut each)?.is_none() {
+            if self.datapath.recv(&mut each)?.is_none() || self.datapath.is_drained() {
                 break;
             }
         }
+        self.stats.syscalls = self.datapath.counters().syscalls();
         Ok(total)
     }
+}
+
+/// A sort key for a codepoint (the codepoint type has no order of its own).
+fn ecn_rank(ecn: Option<EcnCodepoint>) -> u8 {
+    ecn.map_or(0, |e| e as u8)
 }
 
 /// Traffic counters per address, bounded by [`MAX_PEERS`] (pinned addresses apart).

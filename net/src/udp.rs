@@ -5,21 +5,22 @@
 //! - send in batches: consecutive datagrams to the same peer of the same size leave in one
 //!   GSO send, each with the ECN codepoint the caller chose.
 //!
-//! quinn-udp does the system calls; mio waits for readiness with a deadline. mio is
-//! edge-triggered, so the datapath remembers when it stopped reading before the socket was
-//! drained and does not sleep in that case.
+//! quinn-udp does the system calls; `ppoll` waits for readiness with a deadline of nanosecond
+//! precision (epoll's millisecond timeouts would turn a pacer's 30 µs wait into a 1 ms
+//! sleep). A receive that fills its whole batch may have left data behind: the next wait then
+//! returns at once, without a system call. One that fills less found the queue empty
+//! (recvmmsg stops at the first "would block"), so the datapath knows it is drained without
+//! another, empty, receive call.
 
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mio::{Events, Interest, Poll, Token};
 use quinn_udp::{RecvMeta, UdpSocketState};
 
-use crate::datapath::{Datagram, Datapath, Outgoing, Sent, SideSender};
+use crate::datapath::{Datagram, Datapath, DatapathCounters, Outgoing, Sent, SideSender};
 use crate::datapath::{RxBacklog, MAX_DATAGRAM};
 
-const SOCKET: Token = Token(0);
 /// The most bytes one GSO send may carry: a UDP datagram's payload over IPv4 (65,535 less the
 /// IP and UDP headers).
 const MAX_GSO_BYTES: usize = 65_507;
@@ -29,10 +30,8 @@ pub const SOCKET_BUFFER: usize = 4 << 20;
 /// A bound, non-blocking UDP socket.
 #[derive(Debug)]
 pub struct UdpDatapath {
-    socket: mio::net::UdpSocket,
+    socket: std::net::UdpSocket,
     state: UdpSocketState,
-    poll: Poll,
-    events: Events,
     rx_bufs: Vec<Vec<u8>>,
     rx_meta: Vec<RecvMeta>,
     /// The last read stopped before the socket said "would block": read again before sleeping.
@@ -42,15 +41,16 @@ pub struct UdpDatapath {
     drops_at_bind: u64,
     /// Peers whose port the kernel said is closed (ICMP port unreachable), not yet taken.
     closed: Vec<SocketAddr>,
+    /// System calls made so far, by kind.
+    counters: DatapathCounters,
 }
 
 impl UdpDatapath {
     /// Bind `addr` (port 0 picks a free port), asking the kernel for a receive buffer of
     /// `recv_buffer` bytes (it may cap it at `net.core.rmem_max`).
     pub fn bind(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpDatapath> {
-        let std_socket = std::net::UdpSocket::bind(addr)?;
-        std_socket.set_nonblocking(true)?;
-        let mut socket = mio::net::UdpSocket::from_std(std_socket);
+        let socket = std::net::UdpSocket::bind(addr)?;
+        socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
         // Best effort: a smaller buffer only means more kernel drops under load.
         let _ = state.set_recv_buffer_size((&socket).into(), recv_buffer);
@@ -58,23 +58,19 @@ impl UdpDatapath {
         let drops_at_bind = meminfo::read(&socket).map_or(0, |m| m.drops);
         // Best effort: with it, a datagram refused by a closed port says which peer it was.
         let _ = errqueue::enable(&socket, addr.is_ipv6());
-        let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut socket, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
         let batch = quinn_udp::BATCH_SIZE;
         // GRO may coalesce up to 64 KiB of equal-sized datagrams into one buffer.
         let buf_len = (state.gro_segments() * MAX_DATAGRAM).clamp(MAX_DATAGRAM, 1 << 16);
         Ok(UdpDatapath {
             socket,
             state,
-            poll,
-            events: Events::with_capacity(16),
             rx_bufs: (0..batch).map(|_| vec![0; buf_len]).collect(),
             rx_meta: vec![RecvMeta::default(); batch],
             maybe_readable: true,
             gso: Vec::with_capacity(1 << 16),
             drops_at_bind,
             closed: Vec::new(),
+            counters: DatapathCounters::default(),
         })
     }
 }
@@ -120,6 +116,7 @@ impl Datapath for UdpDatapath {
         };
         let mut refused = 0;
         loop {
+            self.counters.send_calls += 1;
             return match self.state.try_send((&self.socket).into(), &transmit) {
                 Ok(()) => Ok(Sent::Left(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Sent::Blocked),
@@ -156,6 +153,7 @@ impl Datapath for UdpDatapath {
                 .iter_mut()
                 .map(|b| IoSliceMut::new(b))
                 .collect();
+            self.counters.recv_calls += 1;
             let n = match self
                 .state
                 .recv((&self.socket).into(), &mut slices, &mut self.rx_meta)
@@ -198,27 +196,24 @@ impl Datapath for UdpDatapath {
                     });
                 }
             }
-            // Stopped with data possibly left: the next wait must not sleep.
-            self.maybe_readable = true;
+            // A full batch may have left data behind: the next wait must not sleep. A partial
+            // one met an empty queue.
+            self.maybe_readable = n == self.rx_bufs.len();
             return Ok(Some(total));
         }
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let timeout = if self.maybe_readable {
-            Some(Duration::ZERO)
-        } else {
-            timeout
-        };
-        match self.poll.poll(&mut self.events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+        if self.maybe_readable {
+            // Data may wait: read it first. A pending socket error surfaces on that read too.
+            return Ok(());
         }
-        if self.events.iter().any(|e| e.is_readable()) {
+        self.counters.polls += 1;
+        let events = readiness::wait(&self.socket, timeout)?;
+        if events.readable {
             self.maybe_readable = true;
         }
-        if self.events.iter().any(|e| e.is_error()) {
+        if events.error {
             errqueue::drain(&self.socket, &mut self.closed);
         }
         Ok(())
@@ -228,22 +223,84 @@ impl Datapath for UdpDatapath {
         out.append(&mut self.closed);
     }
 
+    fn counters(&mut self) -> DatapathCounters {
+        self.counters
+    }
+
     fn is_drained(&self) -> bool {
         !self.maybe_readable
     }
 
     fn backlog(&mut self) -> Option<RxBacklog> {
+        self.counters.backlog_reads += 1;
         let mut b = meminfo::read(&self.socket)?;
         b.drops = b.drops.saturating_sub(self.drops_at_bind);
         Some(b)
     }
 
     fn side_sender(&self) -> io::Result<Box<dyn SideSender>> {
-        use std::os::fd::{AsFd, FromRawFd, IntoRawFd};
-        let fd = self.socket.as_fd().try_clone_to_owned()?;
-        // SAFETY: `fd` is a freshly duplicated descriptor of a UDP socket that we own.
-        let socket = unsafe { std::net::UdpSocket::from_raw_fd(fd.into_raw_fd()) };
-        Ok(Box::new(socket))
+        Ok(Box::new(self.socket.try_clone()?))
+    }
+}
+
+/// Waiting for a socket to become readable, with a deadline of nanosecond precision.
+mod readiness {
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    /// What a wait found.
+    pub(super) struct Events {
+        /// A datagram waits.
+        pub(super) readable: bool,
+        /// An error waits on the socket's error queue.
+        pub(super) error: bool,
+    }
+
+    /// Sleep until `socket` is readable, has an error, or `timeout` has passed (`None`: no
+    /// limit).
+    pub(super) fn wait(socket: &impl AsRawFd, timeout: Option<Duration>) -> io::Result<Events> {
+        let mut fd = libc::pollfd {
+            fd: socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let r = poll_one(&mut fd, timeout);
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+            fd.revents = 0;
+        }
+        Ok(Events {
+            readable: fd.revents & libc::POLLIN != 0,
+            error: fd.revents & libc::POLLERR != 0,
+        })
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    fn poll_one(fd: &mut libc::pollfd, timeout: Option<Duration>) -> libc::c_int {
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: one valid pollfd, and a timespec (or null) that outlives the call.
+        unsafe { libc::ppoll(fd, 1, ts_ptr, std::ptr::null()) }
+    }
+
+    /// Elsewhere, `poll` with its millisecond timeout, rounded up so that a short wait is not
+    /// a busy loop.
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+    fn poll_one(fd: &mut libc::pollfd, timeout: Option<Duration>) -> libc::c_int {
+        let ms = timeout.map_or(-1, |t| {
+            libc::c_int::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
+        });
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(fd, 1, ms) }
     }
 }
 
