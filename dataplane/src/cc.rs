@@ -21,6 +21,13 @@ pub trait Controller: Debug + Send {
     /// A packet left. Lets a controller recover its rate where no acknowledgements come
     /// back (the host exchange).
     fn on_sent(&mut self, _now: Nanos) {}
+    /// Bytes a paced sender may send ahead of its rate: it sends in bursts of up to this many
+    /// bytes, the rate still holding on average. 0 (the default) paces packet by packet, as a
+    /// simulated link with exact timers can; a real host wakes up every few tens of
+    /// microseconds at best, and sends what is due in one batch (as TCP's TSO bursts do).
+    fn burst(&self) -> usize {
+        0
+    }
 }
 
 /// No pacing at all: every packet goes as soon as it is ready (tests, and links that cannot
@@ -56,6 +63,9 @@ impl<C: Controller> Controller for IgnoreEcn<C> {
     }
     fn on_sent(&mut self, now: Nanos) {
         self.0.on_sent(now);
+    }
+    fn burst(&self) -> usize {
+        self.0.burst()
     }
 }
 
@@ -94,6 +104,8 @@ pub struct Aimd {
     cwnd: Option<(f64, usize)>,
     /// The marked fraction an ECN cut scales by; `None`: ECN cuts halve.
     marked: Option<MarkedFraction>,
+    /// Bytes the sender may run ahead of the rate ([`Controller::burst`]); 0 by default.
+    pub burst: usize,
 }
 
 /// The payload bytes of one packet of a congestion window: a full chunk, 64 lanes of 4 bytes.
@@ -141,6 +153,7 @@ impl Aimd {
             last_growth: 0,
             cwnd: None,
             marked: None,
+            burst: 0,
         }
     }
 
@@ -207,6 +220,10 @@ impl Controller for Aimd {
 
     fn window(&self) -> usize {
         self.cwnd.map_or(usize::MAX, |(w, _)| w as usize)
+    }
+
+    fn burst(&self) -> usize {
+        self.burst
     }
 
     fn on_ack(&mut self, now: Nanos, bytes: usize, ecn: bool) {

@@ -317,12 +317,18 @@ pub fn chip_floors(chip: Option<&Chip>, session: &Session) -> Vec<Vec<Nanos>> {
         .collect()
 }
 
+/// Bytes a worker sends at once ahead of its pacer: one segmentation-offload send's worth
+/// (64 KiB). A process wakes up every few tens of microseconds at best; paced packet by
+/// packet, it would send one datagram per wake-up and one system call per datagram.
+pub const PACING_BURST: usize = 64 << 10;
+
 /// AIMD at the link rate, its intervals scaled to a real network's round trips (the
-/// defaults assume a 2 µs fabric): at most one halving per retransmission timeout, and back to
-/// the line rate within about 64 control intervals.
+/// defaults assume a 2 µs fabric): at most one halving per retransmission timeout, back to
+/// the line rate within about 64 control intervals, and bursts of [`PACING_BURST`].
 fn aimd(line_rate: f64, timers: &switchgnn_dataplane::engine::Timers) -> Aimd {
     let mut a = Aimd::new(line_rate);
     a.cut_interval = timers.rto;
     a.increase_interval = (timers.control / 8).max(1);
+    a.burst = PACING_BURST;
     a
 }

@@ -413,7 +413,7 @@ impl<S: SendStrategy> Node for Engine<S> {
             self.count_sent(t.len);
             return Some(t);
         }
-        if now < self.next_send {
+        if now.saturating_add(self.pacing_slack()) < self.next_send {
             return None;
         }
         let t = if let Some(t) = self.recovery.pop_into(buf) {
@@ -438,7 +438,7 @@ impl<S: SendStrategy> Node for Engine<S> {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        let paced = self.has_paced_work().then_some(self.next_send);
+        let paced = self.has_paced_work().then(|| self.pacing_deadline());
         [
             self.control_due,
             self.progress_deadline(),

@@ -17,6 +17,22 @@ impl<S: SendStrategy> Engine<S> {
         self.next_send = self.next_send.max(self.now) + gap;
     }
 
+    /// How far ahead of the pacer's schedule a packet may leave, ns: the controller's burst at
+    /// the current rate.
+    pub(super) fn pacing_slack(&self) -> Nanos {
+        let (burst, rate) = (self.cc.burst(), self.cc.rate());
+        if burst == 0 || !rate.is_finite() || rate <= 0.0 {
+            return 0;
+        }
+        (burst as f64 / rate * 1e9) as Nanos
+    }
+
+    /// When the pacer next lets something go: once half a burst is due, so that a sender
+    /// that wakes up for it sends a batch, not one packet per wake-up.
+    pub(super) fn pacing_deadline(&self) -> Nanos {
+        self.next_send.saturating_sub(self.pacing_slack() / 2)
+    }
+
     /// Let the congestion controller's window bound what the sender has outstanding.
     pub(super) fn sync_window(&mut self) {
         let w = self.cc.window();
