@@ -519,7 +519,13 @@ impl SwitchServer {
             // The round's dataplane packets, through the switch model's cores at once.
             core.switch.run_batch(core.nanos(now));
             let busy = now.elapsed();
-            let backlog = self.endpoint.backlog();
+            // A drained socket has no backlog to mark for; its reading would only cost a
+            // system call per round.
+            let backlog = if self.endpoint.is_drained() {
+                None
+            } else {
+                self.endpoint.backlog()
+            };
             self.core
                 .on_backlog(backlog, n, busy, self.endpoint.is_drained());
             let c = &mut self.core;
@@ -579,6 +585,10 @@ impl SwitchServer {
                     .is_none_or(|up| *up.control.state() == WorkerState::Left);
             if over || stop.load(Ordering::Relaxed) {
                 self.endpoint.flush()?;
+                // Rounds that found the socket drained did not read it: the last figures.
+                if let Some(b) = self.endpoint.backlog() {
+                    self.core.note_backlog(b);
+                }
                 if let Some(failure) = self.core.jobs.iter().find_map(|j| j.control.failure()) {
                     return Err(failure.clone().into());
                 }

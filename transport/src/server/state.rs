@@ -26,6 +26,11 @@ pub(super) const TICK: Duration = Duration::from_millis(20);
 /// enough that the senders' cut takes effect (one round trip, itself this backlog's delay)
 /// long before the buffer is full.
 pub(super) const BACKLOG_MARK_FRACTION: u64 = 8;
+/// An egress port releases its packets up to this long before the link model says they have
+/// left, and is woken when half of that is due: the process sends a port's packets in
+/// batches (one segmentation-offload send each) instead of one per wake-up, as a NIC's
+/// queue takes a burst and drains it at the link rate. The emulated rate holds on average.
+pub(super) const EGRESS_SEND_AHEAD: Nanos = 50_000;
 /// One egress port: the dataplane's link model decides when each packet has left at the
 /// link rate; the packets wait here until then.
 #[derive(Debug)]
@@ -43,8 +48,9 @@ impl Egress {
         }
     }
 
-    /// Send to `to` every packet that has left by `t` (nanoseconds), marked
-    /// congestion-experienced while the queue is above `threshold` bytes: whether any left.
+    /// Send to `to` every packet that has left by `t` (nanoseconds), or will within
+    /// [`EGRESS_SEND_AHEAD`], marked congestion-experienced while the queue is above
+    /// `threshold` bytes: whether any left.
     pub(super) fn drain(
         &mut self,
         t: Nanos,
@@ -54,7 +60,8 @@ impl Egress {
     ) -> bool {
         let now_ps = to_picos(t);
         let mut sent = false;
-        while self.queue.front().is_some_and(|&(left, _)| left <= t) {
+        let until = t.saturating_add(EGRESS_SEND_AHEAD);
+        while self.queue.front().is_some_and(|&(left, _)| left <= until) {
             let (_, bytes) = self.queue.pop_front().expect("front");
             let ecn = if self.port.backlog(now_ps) > threshold {
                 EcnCodepoint::Ce
@@ -168,33 +175,43 @@ impl Core {
         busy: Duration,
         drained: bool,
     ) {
-        let ingress = &mut self.ingress;
-        ingress.rounds += 1;
-        ingress.datagrams += n as u64;
+        self.ingress.rounds += 1;
+        self.ingress.datagrams += n as u64;
         if n > 0 {
-            ingress.busy_s += busy.as_secs_f64();
+            self.ingress.busy_s += busy.as_secs_f64();
         }
         let deep = match backlog {
             Some(b) => {
-                ingress.peak_backlog_bytes = ingress.peak_backlog_bytes.max(b.queued_bytes);
-                ingress.socket_drops = b.drops;
-                ingress.buffer_bytes = b.buffer_bytes;
+                self.note_backlog(b);
                 b.queued_bytes > b.buffer_bytes / BACKLOG_MARK_FRACTION
             }
             None => !drained,
         };
         let congested = deep && self.cfg.overload.backlog_signal;
-        ingress.congested_rounds += u64::from(congested);
+        self.ingress.congested_rounds += u64::from(congested);
         self.switch.set_ingress_congested(congested);
+    }
+
+    /// Keep the socket's figures from a reading of its receive queue.
+    pub(super) fn note_backlog(&mut self, b: RxBacklog) {
+        let ingress = &mut self.ingress;
+        ingress.peak_backlog_bytes = ingress.peak_backlog_bytes.max(b.queued_bytes);
+        ingress.socket_drops = b.drops;
+        ingress.buffer_bytes = b.buffer_bytes;
     }
 
     pub(super) fn next_deadline(&self, now: Instant) -> Instant {
         let egress = self
             .egress
             .iter()
-            .filter_map(|e| e.queue.front().map(|&(t, _)| t));
+            .filter_map(|e| e.queue.front().map(|&(t, _)| t))
+            .map(|t| t.saturating_sub(EGRESS_SEND_AHEAD / 2));
         let uplink = self.uplink.iter().flat_map(|up| {
-            let queued = up.egress.queue.front().map(|&(t, _)| t);
+            let queued = up
+                .egress
+                .queue
+                .front()
+                .map(|&(t, _)| t.saturating_sub(EGRESS_SEND_AHEAD / 2));
             queued.into_iter().chain(up.control.poll_timeout())
         });
         let due = egress
