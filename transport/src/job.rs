@@ -26,7 +26,7 @@
 //! [link]
 //! gbps = 10.0                    # sending rate cap of a worker and of each switch port
 //! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
-//! window = 64                    # data chunks a worker keeps unacknowledged at most
+//! window = 512                   # data chunks a worker keeps unacknowledged at most
 //! congestion_window = true       # and a TCP-like congestion window below that
 //! mtu = 1500                     # the host exchange packs its copies into packets this large
 //! ack_every = 8                  # and its receivers ack once per this many packets

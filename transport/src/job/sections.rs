@@ -134,7 +134,7 @@ impl Default for Link {
         Link {
             gbps: 10.0,
             ecn_threshold_bytes: 64 * 1024,
-            window: 64,
+            window: 512,
             congestion_window: true,
             mtu: HostFraming::default().mtu,
             ack_every: HostFraming::default().ack_every,
