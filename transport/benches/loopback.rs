@@ -99,14 +99,16 @@ fn main() {
         mem_pps / 1e6,
         mem_lanes_s / 1e6
     );
+    println!("UDP / in-memory: {:.3}× packets/s", udp_pps / mem_pps);
+    let e = &report.endpoint;
+    let datagrams = e.datagrams();
     println!(
-        "UDP / in-memory: {:.3}× packets/s; send calls {} and receive calls {} at the switch for \
-         {} datagrams out and {} in",
-        udp_pps / mem_pps,
-        report.endpoint.send_calls,
-        report.endpoint.recv_calls,
-        k.packets_out,
-        k.packets_in
+        "the switch's system calls: {} for {datagrams} datagrams in and out = {:.3} per datagram \
+         ({} send calls, {} receive calls, waits and queue readings the rest)",
+        e.syscalls,
+        e.syscalls as f64 / datagrams as f64,
+        e.send_calls,
+        e.recv_calls,
     );
     let most: u16 = std::env::var("SWITCHGNN_BENCH_CORES")
         .ok()
@@ -156,6 +158,26 @@ fn over_udp(
             "inexact"
         );
     }
+    let (calls, datagrams) = reports.iter().fold((0, 0), |(c, d), r| {
+        (
+            c + r.wire.endpoint.syscalls,
+            d + r.wire.endpoint.datagrams(),
+        )
+    });
+    println!(
+        "the workers' system calls: {calls} for {datagrams} datagrams = {:.3} per datagram",
+        calls as f64 / datagrams as f64
+    );
+    let engines: Vec<_> = reports
+        .iter()
+        .flat_map(|r| &r.exchanges)
+        .map(|x| &x.engine)
+        .collect();
+    println!(
+        "the workers' engines: smoothed round trip {:.0} µs on average, {} ECN echoes",
+        engines.iter().map(|e| e.srtt_ns as f64).sum::<f64>() / engines.len() as f64 / 1e3,
+        engines.iter().map(|e| e.ecn_echoes).sum::<u64>()
+    );
     let k = &report.counters;
     let udp_pps = k.packets_in as f64 / udp_seconds;
     let udp_lanes = k.lane_updates as f64 / udp_seconds;
