@@ -237,6 +237,8 @@ type Served = (Result<(), String>, ServerReport);
 #[pyclass(module = "switchgnn._native")]
 struct Switch {
     address: SocketAddr,
+    /// The plan folder it serves.
+    plan: PathBuf,
     stop: Arc<AtomicBool>,
     state: Mutex<Serving>,
 }
@@ -301,6 +303,12 @@ impl Switch {
     #[getter]
     fn address(&self) -> String {
         self.address.to_string()
+    }
+
+    /// The plan folder it serves (the job file's, for a switch from a job file).
+    #[getter]
+    fn plan(&self) -> PathBuf {
+        self.plan.clone()
     }
 
     /// Whether the switch still serves the job.
@@ -376,6 +384,7 @@ impl Switch {
             .map_err(|e| SwitchgnnError::new_err(e.to_string()))?;
         Ok(Switch {
             address,
+            plan: prepared.dir().to_path_buf(),
             stop,
             state: Mutex::new(Serving {
                 running: Some(running),

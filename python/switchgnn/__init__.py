@@ -201,6 +201,11 @@ class Switch:
         return self._native.address
 
     @property
+    def plan(self) -> str:
+        """The plan folder it serves (a worker of the job opens the same folder)."""
+        return os.fspath(self._native.plan)
+
+    @property
     def running(self) -> bool:
         return self._native.running
 

@@ -15,22 +15,42 @@ changes in two places, both served by helpers here:
   divided its rows by its own out-norm (the Buffer does it, with the norm given here).
 
 Everything else in the training script stays: the GCN layer still computes
-``h_U / out_norm``, sums over the per-epoch graph and divides by ``in_norm``.
+``h_U / out_norm``, sums over the per-epoch graph and divides by ``in_norm``. BNS-GCN's
+``use_pp`` precomputation sends raw features outside the buffer; :func:`precompute` does it
+through the buffer instead.
+
+The buffer reports its communication time through BNS-GCN's ``comm_timer`` (its
+``helper.timer.timer`` module) when the trainer has one, so the ``Comm(s)`` column counts the
+switch's exchanges; and a failed exchange names the trainer's epoch (counted as the trainer
+counts it: a training forward pass of the first exchanged layer starts one).
 
 Sampling (BNS's boundary ratio ``p < 1``) is refused: a plan fixes which rows cross the switch,
-and cannot follow a fresh sample every epoch.
+and cannot follow a fresh sample every epoch. Attention (GAT) is refused too: it needs each
+halo vertex's own row, and the switch returns sums.
 """
 
 from __future__ import annotations
 
+import sys
+import time
+from contextlib import contextmanager
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
-from . import Worker
+from . import SwitchgnnError, Worker
 
-__all__ = ["Buffer", "Reducer", "construct_graph", "construct_out_norm"]
+__all__ = ["Buffer", "Reducer", "construct_graph", "construct_out_norm", "precompute"]
+
+#: The module BNS-GCN keeps its communication timer in (``comm_timer``, a ``CommTimer``).
+BNS_TIMER_MODULE = "helper.timer.timer"
+
+
+def _bns_comm_timer():
+    """BNS-GCN's ``comm_timer`` if the trainer imported it, else ``None``."""
+    module = sys.modules.get(BNS_TIMER_MODULE)
+    return getattr(module, "comm_timer", None)
 
 
 class _Exchange(torch.autograd.Function):
@@ -42,18 +62,21 @@ class _Exchange(torch.autograd.Function):
     def forward(ctx, feat, buffer, layer):
         ctx.buffer, ctx.layer, ctx.rows = buffer, layer, feat.shape[0]
         local = buffer.on(feat.device)
-        rows = feat.detach()[local] / buffer.out_norm.to(feat.device)[local, None]
-        sums = buffer.worker.exchange(layer, rows.cpu().numpy())
-        return torch.cat([feat, torch.from_numpy(sums).to(feat.device, feat.dtype)])
+        with buffer.communicating(layer, backward=False):
+            rows = feat.detach()[local] / buffer.out_norm.to(feat.device)[local, None]
+            sums = buffer.worker.exchange(layer, rows.cpu().numpy())
+            sums = torch.from_numpy(sums).to(feat.device, feat.dtype)
+        return torch.cat([feat, sums])
 
     @staticmethod
     def backward(ctx, grad):
         buffer = ctx.buffer
         grad_feat = grad[: ctx.rows].clone()
-        back = buffer.worker.exchange(
-            ctx.layer, grad[ctx.rows :].contiguous().cpu().numpy(), backward=True
-        )
-        back = torch.from_numpy(back).to(grad.device, grad.dtype)
+        with buffer.communicating(ctx.layer, backward=True):
+            back = buffer.worker.exchange(
+                ctx.layer, grad[ctx.rows :].contiguous().cpu().numpy(), backward=True
+            )
+            back = torch.from_numpy(back).to(grad.device, grad.dtype)
         local = buffer.on(grad.device)
         grad_feat.index_add_(0, local, back / buffer.out_norm.to(grad.device)[local, None])
         return grad_feat, None, None
@@ -64,10 +87,22 @@ class Buffer:
 
     ``inner_ids`` are the global ids (the plan's, e.g. DGL's reshuffled ids) of the local
     rows ``update`` receives, in row order; the worker's boundary vertices must be among them.
+
+    ``comm_timer`` receives the time of every exchange as BNS-GCN's ``CommTimer`` does
+    (``forward_<layer>``, ``backward_<layer>``); by default BNS-GCN's own
+    (``helper.timer.timer.comm_timer``) when the trainer imported it. :attr:`comm_seconds`
+    totals the time either way.
     """
 
-    def __init__(self, worker: Worker, inner_ids):
+    def __init__(self, worker: Worker, inner_ids, comm_timer=None):
         self.worker = worker
+        self.comm_timer = comm_timer
+        #: Seconds spent in exchanges so far (sending, waiting, receiving, converting).
+        self.comm_seconds = 0.0
+        #: The trainer's epoch: training forward passes started so far, less one (-1 before
+        #: the first: ``use_pp``'s precomputation).
+        self.epoch = -1
+        self._first_layer = 0
         if isinstance(inner_ids, torch.Tensor):
             inner_ids = inner_ids.detach().cpu().numpy()
         inner = np.asarray(inner_ids, dtype=np.int64)
@@ -111,17 +146,31 @@ class Buffer:
     ) -> None:
         """BNS-GCN's setup call. The switch's plan decides what is sent and received, so
         ``f_send_shape`` and ``f_recv_shape`` are not needed; ``ratio`` must be 1 for every
-        peer (no sampling), ``num_in`` the number of local rows."""
+        peer (no sampling; this worker's own entry is ignored), ``num_in`` the number of local
+        rows, and ``layer_size`` (the widths the layers exchange) the plan's."""
         if num_in != self.num_in:
             raise ValueError(f"num_in {num_in}, but the buffer was made for {self.num_in} rows")
-        sampled = [r for r in ratio if r not in (0, 1)]
+        sampled = [
+            (peer, r) for peer, r in enumerate(ratio) if peer != self.worker.rank and r != 1
+        ]
         if sampled:
+            peer, r = sampled[0]
             raise ValueError(
-                f"boundary sampling ratio {sampled[0]} < 1 is not supported by the switch: its "
-                "plan fixes which rows cross it and cannot follow a per-epoch sample (use p = 1)"
+                f"boundary sampling (ratio {r} for peer {peer}, sampling rate p < 1) is not "
+                "supported by the switch: its plan fixes which rows cross it and cannot follow "
+                "a per-epoch sample; train with p = 1 (--sampling-rate 1)"
             )
-        self._layers = len(layer_size)
+        widths = [int(w) for w in layer_size]
+        planned = list(getattr(self.worker, "widths", widths))
+        if widths != planned:
+            raise ValueError(
+                f"the layers exchange widths {widths}, but the plan was made for {planned}: "
+                "prepare it with the trainer's hidden width and layer count "
+                "(switchgnn.dgl.serve(..., hidden=n_hidden, layers=n_layers - n_linear))"
+            )
+        self._layers = len(widths)
         self.use_pp = use_pp
+        self._first_layer = 1 if use_pp else 0
 
     def set_selected(self, selected) -> None:
         """BNS-GCN's per-epoch choice of boundary rows: with ``p = 1`` every row is sent, which
@@ -139,7 +188,47 @@ class Buffer:
             )
         if feat.shape[0] != self.num_in:
             raise ValueError(f"update got {feat.shape[0]} rows, the buffer has {self.num_in}")
+        if layer == self._first_layer and torch.is_grad_enabled() and feat.requires_grad:
+            self.epoch += 1
         return _Exchange.apply(feat, self, layer)
+
+    def when(self, layer: int, backward: bool) -> str:
+        """Where the trainer stands, in its own terms: ``epoch 12, layer 1 backward``."""
+        step = f"layer {layer} {'backward' if backward else 'forward'}"
+        if self.epoch < 0:
+            return f"before the first epoch (use_pp's precomputation), {step}"
+        return f"epoch {self.epoch}, {step}"
+
+    @contextmanager
+    def communicating(self, layer: int, backward: bool):
+        """Time one exchange into :attr:`comm_seconds` and the trainer's ``comm_timer``; a
+        failure is raised again naming the trainer's epoch."""
+        timer = self.comm_timer if self.comm_timer is not None else _bns_comm_timer()
+        name = f"{'backward' if backward else 'forward'}_{layer}"
+        # BNS-GCN's CommTimer keeps (start, end) per name in `_time` and refuses a name twice
+        # in one epoch; entered directly there, so that an evaluation pass through the buffer
+        # gets a name of its own. Any other timer is used as a context manager.
+        entries = getattr(timer, "_time", None)
+        started = time.time()
+        try:
+            if timer is not None and not isinstance(entries, dict):
+                with timer.timer(name):
+                    yield
+            else:
+                yield
+        except SwitchgnnError as e:
+            raise SwitchgnnError(
+                f"worker {self.worker.rank}, {self.when(layer, backward)}: {e}"
+            ) from e
+        finally:
+            ended = time.time()
+            self.comm_seconds += ended - started
+        if isinstance(entries, dict):
+            unique, n = name, 1
+            while unique in entries:
+                n += 1
+                unique = f"{name}#{n}"
+            entries[unique] = (started, ended)
 
 
 def construct_graph(in_graph, buffer: Buffer):
@@ -165,9 +254,12 @@ def construct_graph(in_graph, buffer: Buffer):
 def construct_out_norm(out_norm: torch.Tensor, buffer: Buffer) -> torch.Tensor:
     """The out-norm of every source of :func:`construct_graph`: the local vertices' own, then 1
     for each virtual source (its rows were divided by their senders' norms). The buffer keeps
-    ``out_norm`` to scale the rows it sends."""
-    if out_norm.shape[0] != buffer.num_in:
+    ``out_norm`` to scale the rows it sends. ``out_norm`` may run on past the local rows, as
+    BNS-GCN's does once ``collect_out_degree`` appended the halo's degrees: its first rows are
+    the local vertices' (DGL puts a partition's inner vertices first)."""
+    if out_norm.shape[0] < buffer.num_in:
         raise ValueError(f"out_norm has {out_norm.shape[0]} rows, the buffer {buffer.num_in}")
+    out_norm = out_norm[: buffer.num_in]
     # Layers without an out-norm (GraphSAGE's mean over in-neighbours) pass ones.
     buffer.out_norm = out_norm.detach().to(torch.float32)
     ones = torch.ones(buffer.num_virtual, dtype=out_norm.dtype, device=out_norm.device)
@@ -207,3 +299,38 @@ class Reducer:
             size = grad.numel()
             param.grad = summed[at : at + size].view_as(grad).to(grad.device, grad.dtype).clone()
             at += size
+
+
+def precompute(in_graph, node_dict, buffer: Buffer, model: str = "gcn") -> torch.Tensor:
+    """BNS-GCN's ``use_pp`` step through the switch: the first layer's aggregation, once, of
+    ``node_dict['feat']`` over the local graph ``in_graph`` plus each boundary vertex's sum of
+    remote neighbours (exchanged as layer 0). ``gcn``: the sum of ``h / sqrt(out_deg)`` over
+    in-neighbours divided by ``sqrt(in_deg)``; ``graphsage``: the features followed by the mean
+    over in-neighbours (the sum divided by ``in_deg``). ``node_dict`` holds BNS-GCN's
+    ``feat``, ``in_deg`` and ``out_deg`` (whose first rows are the local vertices'). Also sets
+    the buffer's out-norm for the layers that follow (ones for GraphSAGE, which has none).
+    GAT is refused: attention needs each halo vertex's own row."""
+    import dgl.function as fn
+
+    if model == "gat":
+        raise ValueError(
+            "GAT cannot train through the switch: attention weighs each halo vertex's own row "
+            "against its destination's, and the switch returns only sums of remote rows"
+        )
+    if model not in ("gcn", "graphsage"):
+        raise ValueError(f"unknown model {model!r} (gcn or graphsage)")
+    feat = node_dict["feat"]
+    in_deg = node_dict["in_deg"][: buffer.num_in].to(feat.dtype)
+    if model == "gcn":
+        norm = construct_out_norm(node_dict["out_deg"].to(feat.dtype).sqrt(), buffer)
+        in_norm = in_deg.sqrt()
+    else:
+        ones = torch.ones(buffer.num_in, dtype=feat.dtype, device=feat.device)
+        norm = construct_out_norm(ones, buffer)
+        in_norm = in_deg
+    graph = construct_graph(in_graph, buffer)
+    with torch.no_grad(), graph.local_scope():
+        graph.nodes["_U"].data["h"] = buffer.update(0, feat) / norm[:, None]
+        graph["_E"].update_all(fn.copy_u("h", "m"), fn.sum("m", "h"), etype="_E")
+        summed = graph.nodes["_V"].data["h"] / in_norm[:, None]
+    return summed if model == "gcn" else torch.cat([feat, summed], dim=1)

@@ -4,6 +4,11 @@ DGL reshuffles vertex ids so that partition ``i`` owns one contiguous range of t
 ``node_map``); each partition's graph holds its inner vertices' in-edges, with every vertex's
 reshuffled global id in ``ndata[dgl.NID]``. The plan is made in those global ids, so a worker's
 :attr:`switchgnn.Worker.boundary` is directly a set of DGL global ids.
+
+A launcher of a BNS-GCN-style trainer needs two lines: :func:`serve` writes the plan beside the
+partitions (the feature width from the folder's ``meta.json``, as BNS-GCN's partitioning writes
+it, or from the partitions' own features) and starts the switch; the workers get its
+:attr:`~switchgnn.Switch.plan` and :attr:`~switchgnn.Switch.address`.
 """
 
 from __future__ import annotations
@@ -11,12 +16,64 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
-from . import KINDS, prepare
+from . import KINDS, Switch, prepare
 
-__all__ = ["global_edges", "prepare_partitions"]
+__all__ = [
+    "feature_width",
+    "global_edges",
+    "layer_widths",
+    "part_config",
+    "prepare_partitions",
+    "serve",
+]
+
+#: Where :func:`prepare_partitions` writes the plan unless told: this folder, beside the
+#: partitions' own.
+PLAN_FOLDER = "switchgnn-plan"
+
+
+def part_config(partitions: "os.PathLike[str] | str") -> Path:
+    """The JSON file ``partition_graph`` wrote: ``partitions`` itself, or the one such file in
+    the folder ``partitions`` (BNS-GCN's ``<part_path>/<graph_name>``, which also holds its
+    ``meta.json``)."""
+    path = Path(partitions)
+    if not path.is_dir():
+        return path
+    found = [p for p in sorted(path.glob("*.json")) if p.name != "meta.json"]
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise ValueError(
+            f"{path}: expected one partition config (the .json that partition_graph writes) "
+            f"besides meta.json, found {names}; pass the config file itself"
+        )
+    return found[0]
+
+
+def feature_width(partitions: "os.PathLike[str] | str") -> int:
+    """The input features' width: ``n_feat`` of the ``meta.json`` beside the partition config
+    (BNS-GCN's partitioning writes ``{"n_feat", "n_class", "n_train"}`` there), or else the
+    width of partition 0's ``feat`` node data."""
+    config = part_config(partitions)
+    meta = config.parent / "meta.json"
+    if meta.exists():
+        values = json.loads(meta.read_text())
+        if "n_feat" not in values:
+            raise ValueError(f"{meta} has no n_feat (BNS-GCN writes n_feat, n_class, n_train)")
+        return int(values["n_feat"])
+    import dgl
+
+    node_feats, _ = dgl.distributed.load_partition_feats(str(config), 0, load_edges=False)
+    widths = {k: v.shape[1] for k, v in node_feats.items() if k.split("/")[-1] == "feat"}
+    if len(widths) != 1:
+        raise ValueError(
+            f"{config}: no meta.json beside it and no single 'feat' node data in partition 0 "
+            f"(found {sorted(node_feats)}); give feature_dims"
+        )
+    return int(next(iter(widths.values())))
 
 
 def global_edges(part_config: "os.PathLike[str] | str"):
@@ -49,16 +106,58 @@ def global_edges(part_config: "os.PathLike[str] | str"):
     return num_vertices, np.concatenate(src), np.concatenate(dst), owner
 
 
+def layer_widths(partitions, hidden: int, layers: int) -> list:
+    """The width each layer exchanges in a BNS-GCN-style model of ``layers`` aggregating
+    layers: the input features' (:func:`feature_width`; with ``use_pp``, the precomputation's
+    exchange), then ``hidden`` for every other layer. This is BNS-GCN's
+    ``layer_size[:n_layers - n_linear]``, the list its ``init_buffer`` gets."""
+    if int(layers) < 1 or int(hidden) < 1:
+        raise ValueError(f"layers ({layers}) and hidden ({hidden}) must be at least 1")
+    return [feature_width(partitions)] + [int(hidden)] * (int(layers) - 1)
+
+
 def prepare_partitions(
-    part_config: "os.PathLike[str] | str",
-    out_dir: "os.PathLike[str] | str",
-    feature_dims,
+    partitions: "os.PathLike[str] | str",
+    out_dir: "Optional[os.PathLike[str] | str]" = None,
+    feature_dims=None,
     *,
+    hidden: Optional[int] = None,
+    layers: Optional[int] = None,
     kinds=KINDS,
     **options,
 ) -> dict:
-    """Write the plan of a DGL-partitioned graph (``part_config``: the JSON file
-    ``partition_graph`` wrote) to ``out_dir``; see :func:`switchgnn.prepare` for the options.
-    Self-loops (which BNS-GCN adds) are ignored: they never cross workers."""
-    n, src, dst, owner = global_edges(part_config)
-    return prepare(n, src, dst, owner, feature_dims, out_dir, kinds=kinds, **options)
+    """Write the plan of a DGL-partitioned graph to ``out_dir`` (by default ``switchgnn-plan``
+    in the partitions' folder); see :func:`switchgnn.prepare` for the options. ``partitions``
+    is the JSON file ``partition_graph`` wrote or its folder. The widths are ``feature_dims``,
+    or else :func:`layer_widths` of ``hidden`` and ``layers`` (the feature width read from the
+    folder). Self-loops (which BNS-GCN adds) are ignored: they never cross workers. The
+    summary's ``plan`` is the folder written."""
+    config = part_config(partitions)
+    if feature_dims is None:
+        if hidden is None or layers is None:
+            raise ValueError("give feature_dims, or hidden and layers (the feature width is read)")
+        feature_dims = layer_widths(config, hidden, layers)
+    elif hidden is not None or layers is not None:
+        raise ValueError("give feature_dims or hidden and layers, not both")
+    out = Path(out_dir) if out_dir is not None else config.parent / PLAN_FOLDER
+    n, src, dst, owner = global_edges(config)
+    summary = prepare(n, src, dst, owner, feature_dims, out, kinds=kinds, **options)
+    summary["plan"] = os.fspath(out)
+    return summary
+
+
+def serve(
+    partitions: "os.PathLike[str] | str",
+    *,
+    hidden: int,
+    layers: int,
+    kind: str = "switchgnn",
+    out_dir: "Optional[os.PathLike[str] | str]" = None,
+    **switch_options,
+) -> Switch:
+    """The launcher's line: the plan of ``partitions`` for ``layers`` aggregating layers of
+    width ``hidden`` (:func:`prepare_partitions`, the one ``kind``), and its switch, serving
+    in a thread of this process. Give the workers ``switch.plan`` and ``switch.address``; the
+    other keywords go to :class:`switchgnn.Switch`."""
+    summary = prepare_partitions(partitions, out_dir, hidden=hidden, layers=layers, kinds=[kind])
+    return Switch(summary["plan"], kind, **switch_options)

@@ -115,9 +115,82 @@ except ValueError as e:
     assert "not among the local rows" in str(e), e
 else:
     raise SystemExit("a boundary outside the local rows was accepted")
+try:
+    bns.precompute(None, {}, buffer, "gat")
+except ValueError as e:
+    assert "GAT" in str(e), e
+else:
+    raise SystemExit("GAT was accepted")
+print("ok")
+"""
+
+# A worker whose seventh exchange fails (use_pp's one, then per epoch a training forward, an
+# evaluation forward and a backward: epoch 1's backward), to see the error name the trainer's
+# epoch, and a timer shaped like BNS-GCN's CommTimer (a name twice in an epoch refused)
+# getting every exchange.
+BNS_EPOCHS_AND_TIMER = """
+import contextlib, sys, types, numpy as np, torch
+import switchgnn
+from switchgnn import bns
+
+class FlakyWorker:
+    rank, widths, calls = 2, [6, 4], 0
+    boundary = np.array([1, 3], dtype=np.uint32)
+    def exchange(self, layer, rows, backward=False):
+        self.calls += 1
+        if self.calls == 7:
+            raise switchgnn.SwitchgnnError("the switch aborted the job: exchange 7 (layer 1 backward)")
+        return np.ones_like(rows)
+
+class CommTimer:
+    def __init__(self):
+        self._time = {}
+    @contextlib.contextmanager
+    def timer(self, name):
+        if name in self._time:
+            raise Exception(name + " already exists")
+        yield
+
+timer_module = types.ModuleType("helper.timer.timer")
+timer_module.comm_timer = CommTimer()
+sys.modules["helper.timer.timer"] = timer_module
+
+buffer = bns.Buffer(FlakyWorker(), np.arange(5))
+try:
+    buffer.init_buffer(5, [1, 1, 0], None, None, [6, 8], use_pp=True)
+except ValueError as e:
+    assert "the plan was made for [6, 4]" in str(e), e
+else:
+    raise SystemExit("widths other than the plan's were accepted")
+buffer.init_buffer(5, [1, 1, 0], None, None, [6, 4], use_pp=True)
+bns.construct_out_norm(torch.ones(7), buffer)
+with torch.no_grad():
+    buffer.update(0, torch.zeros(5, 6))
+assert buffer.epoch == -1
+weight = torch.ones(5, 4, requires_grad=True)
+for epoch in range(3):
+    out = buffer.update(1, weight * 2)
+    with torch.no_grad():
+        buffer.update(1, weight * 2)  # an evaluation pass: not an epoch, but timed
+    try:
+        out.sum().backward()
+    except switchgnn.SwitchgnnError as e:
+        assert epoch == 1, epoch
+        assert str(e).startswith("worker 2, epoch 1, layer 1 backward: the switch aborted"), e
+        break
+else:
+    raise SystemExit("the sixth exchange did not fail")
+names = sorted(timer_module.comm_timer._time)
+assert names == ["backward_1", "forward_0", "forward_1", "forward_1#2", "forward_1#3",
+                 "forward_1#4"], names
+assert buffer.comm_seconds > 0
 print("ok")
 """
 
 
 def test_bns_refuses_what_a_plan_cannot_do():
     assert run_in_dgl(["-c", BNS_GUARDS]).strip().endswith("ok")
+
+
+def test_bns_names_the_trainers_epoch_and_times_exchanges():
+    assert run_in_dgl(["-c", BNS_EPOCHS_AND_TIMER]).strip().endswith("ok")

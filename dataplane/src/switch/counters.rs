@@ -258,19 +258,22 @@ pub struct JobStatus {
     pub waiting_for: Vec<u16>,
 }
 
-/// `exchange 3 (epoch 1, layer 0 forward), block 3 of 9, waiting for workers [2] to finish
-/// it`: where the job stands, for status lines and errors.
+/// `exchange 3 (layer 0 forward), block 3 of 9, waiting for workers [2] to finish it`: where
+/// the job stands, for status lines and errors. The packets' epoch field is named only where it
+/// differs from the sequence number: workers over the transport tag each exchange with its
+/// sequence number (a trainer's epoch has several exchanges, so calling that count an epoch
+/// would mislead; the Python buffer names the trainer's epoch itself).
 impl std::fmt::Display for JobStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let Some(id) = self.exchange else {
             return f.write_str("no exchange started yet");
         };
         let dir = if id.backward { "backward" } else { "forward" };
-        write!(
-            f,
-            "exchange {} (epoch {}, layer {} {dir})",
-            self.seq, id.epoch, id.layer
-        )?;
+        write!(f, "exchange {} (", self.seq)?;
+        if id.epoch != self.seq {
+            write!(f, "epoch field {}, ", id.epoch)?;
+        }
+        write!(f, "layer {} {dir})", id.layer)?;
         if self.finished {
             return f.write_str(" complete");
         }
@@ -282,5 +285,42 @@ impl std::fmt::Display for JobStatus {
             ", block {} of {}, waiting for workers {:?} to finish it",
             self.block, self.blocks, self.waiting_for
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(epoch: u32, seq: u32) -> JobStatus {
+        JobStatus {
+            job: 1,
+            workers: 4,
+            exchange: Some(ExchangeId {
+                job: 1,
+                epoch,
+                layer: 1,
+                backward: true,
+            }),
+            seq,
+            started: true,
+            block: 3,
+            blocks: 9,
+            finished: false,
+            waiting_for: vec![2],
+        }
+    }
+
+    #[test]
+    fn the_exchange_count_is_not_called_an_epoch() {
+        assert_eq!(
+            status(27, 27).to_string(),
+            "exchange 27 (layer 1 backward), block 3 of 9, waiting for workers [2] to finish it"
+        );
+        assert_eq!(
+            status(5, 27).to_string(),
+            "exchange 27 (epoch field 5, layer 1 backward), block 3 of 9, waiting for workers \
+             [2] to finish it"
+        );
     }
 }

@@ -1,0 +1,99 @@
+"""Epoch time of a BNS-GCN-shaped trainer through switchgnn against the same trainer over gloo.
+
+The trainer is python/tests/bns_trainer (BNS-GCN's layout on the CPU); the switch run is that
+trainer with docs/python.md's diff applied, read from the docs. Both run in this invocation on
+the same partitions, alternately (stock, switch, stock, switch, ...), and each reports rank 0's
+mean epoch time over the epochs after the fifth, as BNS-GCN does. Printed per graph: the
+figures of every round, the means, and switch / gloo. Run it in the DGL environment
+(scripts/dgl.sh) after building the package optimised (scripts/python.sh):
+
+    $(bash scripts/dgl.sh)/bin/python python/benches/bns_epoch.py
+
+A bench, not a test: the figures depend on the machine and what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parents[1] / "tests"))
+from recipe import trainer_copy  # noqa: E402
+
+SHARED = Path(os.environ.get("SWITCHGNN_DATASETS", HERE.parents[3] / "shared" / "datasets"))
+CASES = {"cora": ("cora.npz", 2), "amazon-computers": ("amazon-computers.npz", 4)}
+SKIP = 5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(folder: Path, data: Path, parts: int, args, out: Path, partition: bool) -> dict:
+    command = [sys.executable, "main.py", "--dataset", str(data), "--part-path",
+               str(folder.parent / "parts"), "--n-partitions", str(parts), "--n-epochs",
+               str(args.epochs), "--n-hidden", str(args.hidden), "--n-layers", str(args.layers),
+               "--use-pp", "--port", str(free_port()), "--out", str(out), "--log-every",
+               str(args.epochs + 1)]
+    if not partition:
+        command.append("--skip-partition")
+    env = dict(os.environ, DGLBACKEND="pytorch")
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"{folder.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    figures = json.loads(out.read_text())
+    times = figures["epoch_s"][SKIP:]
+    comm = figures["comm_s"][SKIP:]
+    return dict(epoch=sum(times) / len(times), comm=sum(comm) / len(comm))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES))
+    p.add_argument("--epochs", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=2, help="stock/switch pairs per graph")
+    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--layers", type=int, default=2)
+    args = p.parse_args(argv)
+    if args.epochs <= SKIP:
+        sys.exit(f"--epochs must exceed {SKIP} (the first {SKIP} are not timed)")
+    import switchgnn
+
+    print(f"switchgnn {switchgnn.__version__} from {Path(switchgnn.__file__).parent}; "
+          f"{args.epochs} epochs (mean of those after the {SKIP}th), hidden {args.hidden}, "
+          f"{args.layers} layers, use_pp", flush=True)
+    for case in args.cases:
+        name, parts = CASES[case]
+        data = SHARED / name
+        if not data.exists():
+            sys.exit(f"{data} not found (the shared datasets, or $SWITCHGNN_DATASETS)")
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            stock = trainer_copy(tmp / "stock", with_switchgnn=False)
+            switch = trainer_copy(tmp / "switch", with_switchgnn=True)
+            rounds = []
+            for r in range(args.rounds):
+                gloo = run(stock, data, parts, args, tmp / "stock.json", partition=r == 0)
+                ours = run(switch, data, parts, args, tmp / "switch.json", partition=False)
+                rounds.append((gloo, ours))
+                print(f"{case} x {parts} round {r}: gloo {gloo['epoch'] * 1e3:.1f} ms/epoch "
+                      f"(comm {gloo['comm'] * 1e3:.1f} ms), switchgnn {ours['epoch'] * 1e3:.1f} "
+                      f"ms/epoch (comm {ours['comm'] * 1e3:.1f} ms), ratio "
+                      f"{ours['epoch'] / gloo['epoch']:.3f}", flush=True)
+            gloo = sum(g["epoch"] for g, _ in rounds) / len(rounds)
+            ours = sum(o["epoch"] for _, o in rounds) / len(rounds)
+            print(f"{case} x {parts}: gloo {gloo * 1e3:.1f} ms/epoch, switchgnn "
+                  f"{ours * 1e3:.1f} ms/epoch, switchgnn / gloo = {ours / gloo:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
