@@ -18,13 +18,15 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     /// How far ahead of the pacer's schedule a packet may leave, ns: the controller's burst at
-    /// the current rate.
+    /// the current rate, and never more than a millisecond of it (as the kernel sizes TCP's
+    /// offload bursts): on a slow link a burst of 64 KiB would be a long stretch unpaced.
     pub(super) fn pacing_slack(&self) -> Nanos {
+        const MOST: Nanos = 1_000_000;
         let (burst, rate) = (self.cc.burst(), self.cc.rate());
         if burst == 0 || !rate.is_finite() || rate <= 0.0 {
             return 0;
         }
-        (burst as f64 / rate * 1e9) as Nanos
+        ((burst as f64 / rate * 1e9) as Nanos).min(MOST)
     }
 
     /// When the pacer next lets something go: once half a burst is due, so that a sender
