@@ -16,12 +16,16 @@
 //! - [`Choice`]: the planner's pick among exchange kinds — the least bound, the host exchange
 //!   on a tie;
 //! - [`block_floors`]: the least time the chip needs for each block, under which a receiver
-//!   does not fetch.
+//!   does not fetch;
+//! - [`paths`]: where the P4 program runs a packet's passes — the pipe of each destination's
+//!   aggregators, a source's chains over the pipes, and the recirculation path of each pass —
+//!   which `p4 entries` installs and the simulator's chip follows.
 
 mod bound;
 mod choice;
 mod floor;
 mod load;
+pub mod paths;
 mod preset;
 
 pub use bound::{Bound, Term, Verdict};

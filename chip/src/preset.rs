@@ -152,16 +152,23 @@ impl ChipChoice {
             self.loopback_ports
         };
         let mut chip = match self.preset {
-            Some(p) => Chip::preset(p.name())?.with_loopback_ports(looped, link_gbps)?,
+            Some(p) => Chip::preset(p.name())?,
             None => Chip::for_workers(workers, link_gbps, looped)?,
         };
-        if self.spare_loopback && !chip.is_ideal() {
-            // The P4 program loops the same local port numbers in every pipe (at most 31, its
-            // value set's size): the idle ports, rounded down to a multiple of the pipes.
-            let per_pipe = (chip.ports_at(link_gbps).saturating_sub(workers) / chip.pipes)
-                .min(MAX_LOOPED_PER_PIPE);
-            chip = chip.with_loopback_ports(per_pipe * chip.pipes, link_gbps)?;
+        if let Some(n) = self.recirculation_ports {
+            chip = chip
+                .with_loopback_ports(0, link_gbps)?
+                .with_recirculation_ports(n)?;
         }
+        let looped = if self.spare_loopback && !chip.is_ideal() {
+            // The P4 program loops the same local port numbers in every pipe it uses (at most
+            // 31, its value set's size): the idle ports of a pipe, in each pipe used.
+            (chip.ports_at(link_gbps).saturating_sub(workers) / chip.pipes).min(MAX_LOOPED_PER_PIPE)
+                * chip.aggregator_pipes()
+        } else {
+            looped
+        };
+        chip = chip.with_loopback_ports(looped, link_gbps)?;
         if chip.worker_ports(link_gbps) < workers {
             return Err(ChipError::TooFewWorkerPorts {
                 chip: chip.preset.name(),
@@ -170,10 +177,7 @@ impl ChipChoice {
                 workers,
             });
         }
-        match self.recirculation_ports {
-            Some(n) => chip.with_recirculation_ports(n),
-            None => Ok(chip),
-        }
+        Ok(chip)
     }
 }
 
@@ -246,8 +250,8 @@ pub enum ChipError {
         /// Ports asked to be looped.
         looped: u32,
     },
-    /// More dedicated recirculation ports asked for than the chip has (one per pipe).
-    #[error("{chip} has {has} recirculation ports, not {asked}")]
+    /// More dedicated recirculation ports asked for than the chip has (one per pipe), or none.
+    #[error("{chip} has {has} recirculation ports (one per pipe): use 1 to {has}, not {asked}")]
     TooManyRecirculationPorts {
         /// The preset's name.
         chip: &'static str,
@@ -255,6 +259,20 @@ pub enum ChipError {
         has: u32,
         /// Recirculation ports asked for.
         asked: u32,
+    },
+    /// Looped ports that do not spread evenly over the pipes used: the P4 program loops the
+    /// same local port numbers in each of them.
+    #[error(
+        "{looped} looped ports over the {pipes} pipes {chip} uses: the program loops the same \
+         port numbers in every pipe, so give a multiple of {pipes}"
+    )]
+    LoopedNotPerPipe {
+        /// The preset's name.
+        chip: &'static str,
+        /// Ports asked to be looped.
+        looped: u32,
+        /// Pipes used (one recirculation port each).
+        pipes: u32,
     },
     /// No real chip hosts this many workers at this rate.
     #[error(
@@ -333,15 +351,15 @@ impl Chip {
     /// The smallest real chip that hosts `workers` at `gbps` each (after `loopback_ports`
     /// front-panel ports go to loopback).
     pub fn for_workers(workers: u32, gbps: f64, loopback_ports: u32) -> Result<Chip, ChipError> {
+        let mut uneven = None;
         for name in ["tofino1-32", "tofino1-64", "tofino2"] {
-            let chip = Chip::preset(name)?.with_loopback_ports(loopback_ports, gbps);
-            if let Ok(chip) = chip {
-                if chip.worker_ports(gbps) >= workers {
-                    return Ok(chip);
-                }
+            match Chip::preset(name)?.with_loopback_ports(loopback_ports, gbps) {
+                Ok(chip) if chip.worker_ports(gbps) >= workers => return Ok(chip),
+                Err(e @ ChipError::LoopedNotPerPipe { .. }) => uneven = Some(e),
+                _ => {}
             }
         }
-        Err(ChipError::TooManyWorkers { workers, gbps })
+        Err(uneven.unwrap_or(ChipError::TooManyWorkers { workers, gbps }))
     }
 
     /// `ports` front-panel ports of `gbps` put in loopback.
@@ -359,12 +377,25 @@ impl Chip {
                 looped: ports,
             });
         }
+        self.looped_spread()?;
         Ok(self)
+    }
+
+    /// The looped ports are a whole number per pipe used.
+    fn looped_spread(&self) -> Result<(), ChipError> {
+        if self.is_ideal() || self.loopback_ports % self.aggregator_pipes() == 0 {
+            return Ok(());
+        }
+        Err(ChipError::LoopedNotPerPipe {
+            chip: self.preset.name(),
+            looped: self.loopback_ports,
+            pipes: self.aggregator_pipes(),
+        })
     }
 
     /// Use `ports` of the dedicated recirculation ports (at most one per pipe).
     pub fn with_recirculation_ports(mut self, ports: u32) -> Result<Chip, ChipError> {
-        if ports > self.pipes && !self.is_ideal() {
+        if (ports > self.pipes || ports == 0) && !self.is_ideal() {
             return Err(ChipError::TooManyRecirculationPorts {
                 chip: self.preset.name(),
                 has: self.pipes,
@@ -372,6 +403,7 @@ impl Chip {
             });
         }
         self.recirculation_ports = ports;
+        self.looped_spread()?;
         Ok(self)
     }
 
@@ -415,6 +447,29 @@ impl Chip {
             + f64::from(self.loopback_ports) * self.loopback_port_gbps)
             * 1e9
             / 8.0
+    }
+
+    /// Pipes the program spreads a job's aggregators over (its `--pipes`): one per dedicated
+    /// recirculation port used, each pipe's passes going around that pipe's own paths.
+    pub fn aggregator_pipes(&self) -> u32 {
+        self.recirculation_ports.max(1)
+    }
+
+    /// Recirculation paths of each pipe used: its internal port (path 0), then the front-panel
+    /// ports looped in it (the same number in every pipe).
+    pub fn paths_per_pipe(&self) -> u32 {
+        1 + self.loopback_ports / self.aggregator_pipes()
+    }
+
+    /// Bytes per second recirculation path `path` of a pipe carries: the internal port's rate
+    /// for path 0, a looped port's for the others.
+    pub fn path_bytes_per_s(&self, path: u32) -> f64 {
+        let gbps = if path == 0 {
+            self.recirculation_gbps
+        } else {
+            self.loopback_port_gbps
+        };
+        gbps * 1e9 / 8.0
     }
 
     /// One line naming the chip and its options, for every report.
@@ -541,5 +596,39 @@ mod tests {
             .unwrap()
             .with_recirculation_ports(3)
             .is_err());
+    }
+
+    #[test]
+    fn looped_ports_are_a_whole_number_per_pipe_used() {
+        let t1 = Chip::preset("tofino1-32").unwrap();
+        let looped = t1.with_loopback_ports(24, 100.0).unwrap();
+        assert_eq!(
+            (looped.aggregator_pipes(), looped.paths_per_pipe()),
+            (2, 13)
+        );
+        assert_eq!(looped.path_bytes_per_s(0), looped.path_bytes_per_s(5));
+        assert!(matches!(
+            t1.with_loopback_ports(5, 100.0),
+            Err(ChipError::LoopedNotPerPipe { pipes: 2, .. })
+        ));
+        // One pipe used: all its looped ports there.
+        let one = t1.with_recirculation_ports(1).unwrap();
+        assert_eq!(
+            one.with_loopback_ports(5, 100.0).unwrap().paths_per_pipe(),
+            6
+        );
+        assert!(t1.with_recirculation_ports(0).is_err());
+        // Spare ports in each pipe used.
+        let spare = ChipChoice {
+            preset: Some(Preset::Tofino2),
+            spare_loopback: true,
+            recirculation_ports: Some(1),
+            ..ChipChoice::default()
+        }
+        .resolve(32, 100.0)
+        .unwrap();
+        assert_eq!((spare.loopback_ports, spare.paths_per_pipe()), (24, 25));
+        let err = Chip::for_workers(8, 100.0, 3).unwrap_err().to_string();
+        assert!(err.contains("multiple of"), "{err}");
     }
 }

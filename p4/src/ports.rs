@@ -93,10 +93,7 @@ pub fn pipe_of(port: u64) -> u8 {
     (port >> 7) as u8
 }
 
-/// The bit mask of `pipes` (bit `p`: pipe `p`), as `fanout` fields carry them.
-pub fn pipe_mask(pipes: impl IntoIterator<Item = u8>) -> u8 {
-    pipes.into_iter().fold(0, |mask, p| mask | 1 << p)
-}
+pub use switchgnn_chip::paths::pipe_mask;
 
 /// The copies a pass sends on, which a pass group replicates when there are several.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -368,7 +368,7 @@ pub const LOOPED_LOCALS: u64 = 31;
 /// P4Runtime id of that value set (`IngressParser.looped_ports`; id prefix 0x03).
 pub const LOOPED_PORTS_ID: u32 = 0x0300_0001;
 /// Hash slots of `recirculation_path` per job: the control plane spreads them over the paths.
-pub const PATH_SLOTS: u64 = 256;
+pub const PATH_SLOTS: u64 = switchgnn_chip::paths::PATH_SLOTS;
 /// Entries of `recirculation_path`: 16 jobs with looped ports.
 pub const PATH_SIZE: u64 = 4096;
 /// A pass group per path: the job's group ids span `paths · PASS_GROUPS_PER_PATH` after its

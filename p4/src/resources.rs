@@ -157,8 +157,12 @@ impl Assumptions {
 /// `internal_gbps`, and `looped` front-panel ports at `looped_gbps`): the slots are equal
 /// shares of the passes, so the path with the most slots for its rate fills first.
 pub fn path_gbps(looped: u32, internal_gbps: f64, looped_gbps: f64) -> f64 {
-    let paths = u64::from(looped) + 1;
-    let slots = |path: u64| (program::PATH_SLOTS - path).div_ceil(paths);
+    let paths = looped + 1;
+    let slots = |path: u32| {
+        (0..program::PATH_SLOTS)
+            .filter(|&s| switchgnn_chip::paths::slot_path(s, paths) == path)
+            .count()
+    };
     let fill = (0..paths)
         .map(|p| {
             let rate = if p == 0 { internal_gbps } else { looped_gbps };

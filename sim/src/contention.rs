@@ -150,6 +150,7 @@ pub fn background_alone(
         &mut idle,
         None,
         Some(background),
+        None,
     )?)
 }
 

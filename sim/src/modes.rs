@@ -40,7 +40,7 @@ use switchgnn_scheduler::exchange::PlanOptions;
 use thiserror::Error;
 
 use crate::driver::{
-    run_two_level, run_with_background, Bundle, RunResult, SimConfig, SimError, Tap,
+    run_two_level, run_with_background, Bundle, PassPipes, RunResult, SimConfig, SimError, Tap,
 };
 use crate::fabric::Topology;
 
@@ -432,6 +432,7 @@ fn run_controlled(
     engines: Vec<Box<dyn Exchange>>,
     tap: Option<&mut dyn Tap>,
     background: Option<&mut crate::background::Background>,
+    pass_pipes: &PassPipes,
 ) -> Result<Ran, ModeError> {
     let (mut switch, workers) = controlled_star(
         switch,
@@ -441,7 +442,15 @@ fn run_controlled(
         timers,
     );
     let mut hosts: Vec<Box<ControlledWorker>> = workers.into_iter().map(Box::new).collect();
-    let result = run_with_background(cfg, bundle, &mut switch, &mut hosts, tap, background)?;
+    let result = run_with_background(
+        cfg,
+        bundle,
+        &mut switch,
+        &mut hosts,
+        tap,
+        background,
+        Some(pass_pipes),
+    )?;
     let engines = hosts
         .iter_mut()
         .map(|h| {
@@ -566,6 +575,7 @@ pub fn simulate_exchange_beside(
         layer: setup.layer,
         backward: setup.backward,
     };
+    let pass_pipes = PassPipes::new(plan.clone(), &cfg.switch.chip, switch_config.aggregators);
     let job = JobConfig::new(1, (0..=setup.layer).map(|_| plan.clone()).collect());
     // With two levels the exchange's switch is the spine, and every rack has a leaf.
     let (mut switch, mut leaves) = if setup.two_level {
@@ -610,17 +620,33 @@ pub fn simulate_exchange_beside(
                 &mut engines,
                 tap,
                 background,
+                Some(&pass_pipes),
             )?;
             (switch, engines, result)
         }
         None => {
-            let result =
-                run_with_background(cfg, bundle, &mut switch, &mut engines, tap, background)?;
+            let result = run_with_background(
+                cfg,
+                bundle,
+                &mut switch,
+                &mut engines,
+                tap,
+                background,
+                Some(&pass_pipes),
+            )?;
             (switch, engines, result)
         }
-        Some(timers) => {
-            run_controlled(cfg, bundle, setup, timers, switch, engines, tap, background)?
-        }
+        Some(timers) => run_controlled(
+            cfg,
+            bundle,
+            setup,
+            timers,
+            switch,
+            engines,
+            tap,
+            background,
+            &pass_pipes,
+        )?,
     };
     let sum = |f: fn(&switchgnn_dataplane::engine::EngineStats) -> u64| -> u64 {
         engines.iter().map(|e| f(e.stats())).sum()

@@ -1,6 +1,6 @@
 //! Time series of a run, in fixed buckets of simulated time, filled as events happen (no
 //! sampling events): what was sent and delivered, how deep the egress queues got, how many
-//! aggregators were held and how busy the recirculation port was.
+//! aggregators were held and how busy the recirculation paths were.
 
 use serde::{Deserialize, Serialize};
 use switchgnn_dataplane::wire::{Packet, PacketType};
@@ -85,7 +85,8 @@ pub struct Bucket {
     pub queue_max: u64,
     /// Most aggregators held at once.
     pub aggregators_max: usize,
-    /// Time the recirculation port was busy within the bucket.
+    /// Time the recirculation paths were busy within the bucket, as a share of their whole
+    /// capacity.
     pub recirculation_ns: f64,
 }
 
@@ -142,14 +143,15 @@ impl Series {
         b.aggregators_max = b.aggregators_max.max(in_use);
     }
 
-    /// The recirculation port is busy from `from_ns` to `to_ns`: each bucket gets its part.
-    pub fn recirculated(&mut self, from_ns: f64, to_ns: f64) {
+    /// A recirculation path that is `share` of the chip's recirculation capacity is busy from
+    /// `from_ns` to `to_ns`: each bucket gets its part of the time, times that share.
+    pub fn recirculated(&mut self, from_ns: f64, to_ns: f64, share: f64) {
         let width = self.bucket_ns as f64;
         let mut t = from_ns;
         while t < to_ns {
             let end = ((t / width).floor() + 1.0) * width;
             let piece = end.min(to_ns) - t;
-            self.at(t as Nanos).recirculation_ns += piece;
+            self.at(t as Nanos).recirculation_ns += piece * share;
             t = end;
         }
     }
@@ -167,10 +169,12 @@ mod tests {
     #[test]
     fn recirculation_time_is_split_across_buckets() {
         let mut s = Series::new(100);
-        s.recirculated(50.0, 320.0);
+        s.recirculated(50.0, 320.0, 1.0);
         let busy: Vec<f64> = s.buckets.iter().map(|b| b.recirculation_ns).collect();
         assert_eq!(busy, vec![50.0, 100.0, 100.0, 20.0]);
-        s.recirculated(320.0, 320.0);
+        s.recirculated(320.0, 320.0, 1.0);
+        s.recirculated(0.0, 100.0, 0.25);
+        assert_eq!(s.buckets[0].recirculation_ns, 75.0);
         assert_eq!(s.buckets.len(), 4);
     }
 }

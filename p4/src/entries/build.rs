@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use switchgnn_chip::paths::{self, SourcePass};
 use switchgnn_dataplane::plan::{ExchangePlan, Mode, PlanBlock};
 
 use super::{
@@ -14,20 +15,12 @@ use super::{
 use crate::ports::{pipe_mask, Copies, HostAddress, Install};
 use crate::program::{self, Table};
 
-/// Where a block's destinations keep their aggregators: the pipe of each (in slot order) and
-/// its slot among that pipe's destinations.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
-    /// The pipe of each destination, in slot order.
-    pub pipe: Vec<u8>,
-    /// Its slot among that pipe's destinations.
-    pub slot: Vec<u32>,
-}
+pub use switchgnn_chip::paths::Placement;
 
 /// Place the destinations of a block, expecting `expected[s]` contributions each (the passes
-/// that add into its aggregators), over the job's pipes: most passes first, each to the pipe
-/// with the fewest passes so far that has room for `chunks` more aggregators, so that the
-/// pipes' chains, which run at once, come out even.
+/// that add into its aggregators), over the job's pipes, `chunks` aggregators each
+/// ([`switchgnn_chip::paths::place`]: most passes first, each to the pipe with the fewest passes
+/// so far that has room, so that the pipes' chains, which run at once, come out even).
 pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placement, EntriesError> {
     let pipes = usize::from(install.pipes);
     // The home pipe may hold the all-reduce's banks above the exchange's aggregators.
@@ -51,29 +44,7 @@ pub fn place(expected: &[u32], chunks: u64, install: &Install) -> Result<Placeme
             program::switch_memory_for(have)
         ),
     )?;
-    let mut by_passes: Vec<usize> = (0..expected.len()).collect();
-    by_passes.sort_by_key(|&s| (std::cmp::Reverse(expected[s]), s));
-    let mut load = vec![0u64; pipes];
-    let mut used = vec![0u64; pipes];
-    let mut pipe = vec![0u8; expected.len()];
-    for s in by_passes {
-        let p = (0..pipes)
-            .filter(|&p| used[p] < room[p])
-            .min_by_key(|&p| (load[p], p))
-            .expect("the capacity check leaves room");
-        pipe[s] = p as u8;
-        load[p] += u64::from(expected[s]);
-        used[p] += 1;
-    }
-    let mut next = vec![0u32; pipes];
-    let slot = pipe
-        .iter()
-        .map(|&p| {
-            next[usize::from(p)] += 1;
-            next[usize::from(p)] - 1
-        })
-        .collect();
-    Ok(Placement { pipe, slot })
+    Ok(paths::place(expected, &room).expect("the capacity check leaves room"))
 }
 
 /// A block's `seen` words fit the program's register after the job's base.
@@ -148,60 +119,15 @@ fn reduce_block(
     Ok(())
 }
 
-/// One `vertex_aggregators` entry of a source: its pipe and index in that pipe's chain, the
-/// destination slot it adds into (`None`: the home pipe's pass 0 of a source with no
-/// destination there, which only fans out), the other pipes pass 0 starts, and whether it
-/// ends its chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SourcePass {
-    pipe: u8,
-    index: u64,
-    slot: Option<usize>,
-    fanout: u8,
-    last: bool,
-}
-
-/// The passes of a source feeding `slots` (in row order), each destination's aggregator in
-/// pipe `pipe_of(slot)`: one chain per pipe, slots in row order within it, pass 0 in the home
-/// pipe naming the other pipes' chains.
+/// The `vertex_aggregators` entries of a source feeding `slots` (in row order), each
+/// destination's aggregator in pipe `pipe_of(slot)` ([`paths::source_passes`] over the job's
+/// pipes from its home pipe).
 fn source_passes(
     slots: &[u32],
     pipe_of: impl Fn(usize) -> u8,
     install: &Install,
 ) -> Vec<SourcePass> {
-    let home = install.home_pipe();
-    let mut chains: Vec<Vec<usize>> = vec![Vec::new(); usize::from(install.pipes)];
-    for &s in slots {
-        chains[usize::from(pipe_of(s as usize))].push(s as usize);
-    }
-    let fanout =
-        pipe_mask((0..install.pipes).filter(|&p| p != home && !chains[usize::from(p)].is_empty()));
-    let mut out = Vec::with_capacity(slots.len() + 1);
-    if chains[usize::from(home)].is_empty() {
-        out.push(SourcePass {
-            pipe: home,
-            index: 0,
-            slot: None,
-            fanout,
-            last: true,
-        });
-    }
-    for (p, chain) in chains.iter().enumerate() {
-        for (i, &s) in chain.iter().enumerate() {
-            out.push(SourcePass {
-                pipe: p as u8,
-                index: i as u64,
-                slot: Some(s),
-                fanout: if p == usize::from(home) && i == 0 {
-                    fanout
-                } else {
-                    0
-                },
-                last: i + 1 == chain.len(),
-            });
-        }
-    }
-    out
+    paths::source_passes(slots, pipe_of, install.home_pipe(), install.pipes)
 }
 
 /// The pass group a pass in `pipe` on recirculation path `path` sends `copies` through, its id
@@ -264,14 +190,14 @@ fn pass_groups(install: &Install) -> Vec<MulticastGroup> {
     groups
 }
 
-/// The recirculation path of each hash slot: the slots spread evenly over the paths, in turn
-/// (path, local port number).
+/// The recirculation path of each hash slot ([`paths::slot_path`]: the slots spread evenly
+/// over the paths, in turn): (path, local port number).
 pub fn slot_paths(install: &Install) -> Vec<(u8, u16)> {
     let locals = install.path_locals();
-    (0..program::PATH_SLOTS as usize)
+    (0..program::PATH_SLOTS)
         .map(|slot| {
-            let path = slot % locals.len();
-            (path as u8, locals[path])
+            let path = paths::slot_path(slot, locals.len() as u32);
+            (path as u8, locals[path as usize])
         })
         .collect()
 }

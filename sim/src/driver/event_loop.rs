@@ -3,13 +3,13 @@
 
 use std::time::Instant;
 
-use switchgnn_chip::PASS_HEADER;
 use switchgnn_dataplane::fault::FaultInjector;
 use switchgnn_dataplane::switch::Switch;
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 
 use super::flight::{End, Event, Flight, Hop, Origin, Route};
+use super::pipes::{ChipServers, PassPipes, Passes};
 use super::{Bundle, HostNode, Recirculation, RunResult, SimConfig, SwitchNode, Tap};
 use crate::background::Background;
 use crate::fabric::{ceil_nanos, to_picos, FabricPorts, Picos, Topology};
@@ -35,10 +35,11 @@ pub(super) struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     timers: Vec<(Option<Nanos>, u32)>,
     switch_timer: (Option<Nanos>, u32),
     reported: Vec<u64>,
-    /// Per switch (the exchange's, then each leaf): when its recirculation paths and its
-    /// pipes are next free.
-    recirculation_free: Vec<Picos>,
-    pipeline_free: Vec<Picos>,
+    /// Per switch (the exchange's, then each leaf): when its pipes and their recirculation
+    /// paths are next free.
+    chips: Vec<ChipServers>,
+    /// Where the chips run each packet's passes (`None`: all in the home pipe).
+    pass_pipes: Option<&'a PassPipes>,
     recirculation: Recirculation,
     peak_aggregators: usize,
     delivered: Traffic,
@@ -60,6 +61,7 @@ const SEND_BUFFER: usize = 9216;
 
 impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
     /// A loop over these nodes at time 0, nothing scheduled yet.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         cfg: &'a SimConfig,
         bundle: Option<Bundle>,
@@ -68,6 +70,7 @@ impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
         hosts: &'a mut [Box<H>],
         tap: Option<&'a mut dyn Tap>,
         background: Option<&'a mut Background>,
+        pass_pipes: Option<&'a PassPipes>,
     ) -> Self {
         let n = hosts.len();
         let switches = 1 + leaves.len();
@@ -90,8 +93,8 @@ impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
             timers: vec![(None, 0); n],
             switch_timer: (None, 0),
             reported: vec![0; n],
-            recirculation_free: vec![0; switches],
-            pipeline_free: vec![0; switches],
+            chips: vec![ChipServers::new(&cfg.switch.chip); switches],
+            pass_pipes,
             recirculation: Recirculation::default(),
             peak_aggregators: 0,
             delivered: Traffic::default(),
@@ -419,7 +422,8 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
                 out.push((t.to, self.flight(self.buf[..t.len].to_vec())));
             }
         }
-        self.after_pass(Origin::Switch, now_ps, passes, &f, out);
+        let from_worker = !self.two_level();
+        self.after_pass(Origin::Switch, now_ps, passes, &f, out, from_worker);
     }
 
     /// `f` reaches the leaf of `rack` from `from` (one of its hosts, or the spine): the switch
@@ -447,11 +451,13 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         while let Some(t) = self.leaves[usize::from(rack)].poll_transmit(self.now, &mut self.buf) {
             out.push((t.to, self.flight(self.buf[..t.len].to_vec())));
         }
-        self.after_pass(Origin::Leaf(rack), now_ps, passes, &f, out);
+        let from_worker = matches!(from, Address::Worker(_));
+        self.after_pass(Origin::Leaf(rack), now_ps, passes, &f, out, from_worker);
     }
 
-    /// A switch (`origin`) made `passes` aggregator passes for `f`, which arrived at `now_ps`:
-    /// note the aggregators in use, and send `out` once the chip is done.
+    /// A switch (`origin`) made `passes` aggregator passes for `f`, which arrived at `now_ps`
+    /// (from a worker, or from another switch): note the aggregators in use, and send `out` once
+    /// the chip is done.
     fn after_pass(
         &mut self,
         origin: Origin,
@@ -459,6 +465,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         passes: u64,
         f: &Flight,
         out: Vec<(Address, Flight)>,
+        from_worker: bool,
     ) {
         let in_use = self.switch.aggregators_in_use()
             + self
@@ -473,7 +480,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             Origin::Switch => 0,
             Origin::Leaf(r) => 1 + usize::from(r),
         };
-        let done = self.switch_time(chip, now_ps, passes, f);
+        let done = self.switch_time(chip, now_ps, passes, f, &out, from_worker);
         // Less than a nanosecond of pipeline time is not worth an event.
         if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
             self.release(origin, out);
@@ -513,46 +520,54 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         }
     }
 
-    /// When the switch is done with `f` after `passes` aggregator passes, arriving at `now_ps`:
-    /// every pass (at least one) takes a slot of the pipes' packet rate, and every pass after
-    /// the first goes around the recirculation paths first. The chip's pipes act as one server
-    /// of their summed rate and its looped ports as one of their summed bandwidth, which is
-    /// what passes spread evenly over every pipe amount to (the chip model's bound assumes the
-    /// same). The ideal chip takes no time.
-    fn switch_time(&mut self, chip_index: usize, now_ps: Picos, passes: u64, f: &Flight) -> Picos {
+    /// When the switch is done with `f` after `passes` aggregator passes, arriving at `now_ps`
+    /// and sending `out`: every pass (at least one) takes a slot of its pipe's packet rate, and
+    /// every pass after the first goes around its pipe's recirculation path that the packet's
+    /// hash picks (`pipes.rs`). A packet from a worker makes its passes in the pipes the plan's
+    /// placement gives its destinations; any other in the home pipe. The ideal chip takes no
+    /// time.
+    fn switch_time(
+        &mut self,
+        chip_index: usize,
+        now_ps: Picos,
+        passes: u64,
+        f: &Flight,
+        out: &[(Address, Flight)],
+        from_worker: bool,
+    ) -> Picos {
         let chip = self.cfg.switch.chip;
+        let count = u64::from(f.count);
         if chip.is_ideal() {
-            let extra = passes.saturating_sub(1) * u64::from(f.count);
+            let extra = passes.saturating_sub(1) * count;
             self.recirculation.recirculations += extra;
             return now_ps;
         }
-        let count = u64::from(f.count);
-        let extra = passes.saturating_sub(1);
-        let mut ready = now_ps;
-        if extra > 0 {
-            let bytes = extra * (f.wire + count * PASS_HEADER);
-            let ps = (bytes as f64 * 1e12 / chip.loopback_bytes_per_s()).round() as Picos;
-            let free = &mut self.recirculation_free[chip_index];
-            let start = (*free).max(now_ps);
-            *free = start + ps;
-            self.recirculation.recirculations += extra * count;
-            self.recirculation.bytes += bytes;
-            self.recirculation.busy_ns += ps as f64 / 1_000.0;
-            let wait = (start - now_ps) as f64 / 1_000.0;
-            self.recirculation.max_wait_ns = self.recirculation.max_wait_ns.max(wait);
-            self.series
-                .recirculated(start as f64 / 1_000.0, (start + ps) as f64 / 1_000.0);
-            ready = start + ps;
+        let servers = &mut self.chips[chip_index];
+        let mut per_pipe = servers.take_split();
+        match self.pass_pipes.filter(|_| from_worker) {
+            Some(at) => at.split(
+                &f.bytes,
+                passes,
+                out.iter().map(|o| &o.1.bytes[..]),
+                &mut per_pipe,
+            ),
+            None => {
+                per_pipe.fill(0);
+                per_pipe[usize::from(super::pipes::HOME_PIPE)] = passes.max(1);
+            }
         }
-        let slots = passes.max(1) * count;
-        let ps = (slots as f64 * 1e12 / chip.pass_rate()).round() as Picos;
-        let free = &mut self.pipeline_free[chip_index];
-        let start = (*free).max(now_ps);
-        *free = start + ps;
-        self.recirculation.pipeline_busy_ns += ps as f64 / 1_000.0;
-        let wait = (start - now_ps) as f64 / 1_000.0;
-        self.recirculation.pipeline_max_wait_ns = self.recirculation.pipeline_max_wait_ns.max(wait);
-        ready.max(start + ps)
+        let path = Packet::new_checked(&f.bytes[..]).map_or(0, |p| {
+            switchgnn_chip::paths::path_of(p.src(), p.dst(), chip.paths_per_pipe())
+        });
+        let p = Passes {
+            per_pipe: &per_pipe,
+            path,
+            wire: f.wire,
+            count,
+        };
+        let ready = servers.run(&chip, now_ps, &p, &mut self.recirculation, &mut self.series);
+        servers.put_split(per_pipe);
+        ready
     }
 
     /// Re-arm the switch's timer when its deadline moved.

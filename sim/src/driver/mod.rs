@@ -14,6 +14,9 @@ use thiserror::Error;
 
 mod event_loop;
 mod flight;
+mod pipes;
+
+pub use pipes::{PassPipes, HOME_PIPE};
 
 use event_loop::Loop;
 
@@ -129,11 +132,13 @@ pub struct Recirculation {
     pub recirculations: u64,
     /// Bytes those trips carried (with the pass header).
     pub bytes: u64,
-    /// Time the recirculation paths were busy.
+    /// Time the recirculation paths were busy, each path's time weighed by its share of their
+    /// whole bandwidth (the time one server of that bandwidth would be busy).
     pub busy_ns: f64,
     /// Longest wait of a packet for the recirculation paths.
     pub max_wait_ns: f64,
-    /// Time the pipes were busy with passes (all pipes as one server of their summed rate).
+    /// Time the pipes were busy with passes, each pipe's time weighed by its share of the
+    /// pipes used (the time one server of their summed rate would be busy).
     #[serde(default)]
     pub pipeline_busy_ns: f64,
     /// Longest wait of a packet for a pipeline slot.
@@ -245,13 +250,14 @@ pub fn run_tapped<S: SwitchNode, H: HostNode + ?Sized>(
     hosts: &mut [Box<H>],
     tap: Option<&mut dyn Tap>,
 ) -> Result<RunResult, SimError> {
-    run_with_background(cfg, bundle, switch, hosts, tap, None)
+    run_with_background(cfg, bundle, switch, hosts, tap, None, None)
 }
 
 /// [`run_tapped`] with `background` flows between the hosts beside them: they share the
 /// hosts' uplinks and the switch's egress queues (marked with ECN above the threshold, as
 /// the exchange's packets are), and the run goes on until they have all completed too. The
-/// result's `finish_ns` is still when the last host finished.
+/// result's `finish_ns` is still when the last host finished. `pass_pipes` places the chip's
+/// passes on its pipes as the P4 program does (`None`: every pass in the home pipe).
 pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
     cfg: &SimConfig,
     bundle: Option<Bundle>,
@@ -259,16 +265,28 @@ pub fn run_with_background<S: SwitchNode, H: HostNode + ?Sized>(
     hosts: &mut [Box<H>],
     tap: Option<&mut dyn Tap>,
     background: Option<&mut Background>,
+    pass_pipes: Option<&PassPipes>,
 ) -> Result<RunResult, SimError> {
-    run_fabric(cfg, bundle, switch, &mut [], hosts, tap, background)
+    run_fabric(
+        cfg,
+        bundle,
+        switch,
+        &mut [],
+        hosts,
+        tap,
+        background,
+        pass_pipes,
+    )
 }
 
 /// [`run_with_background`] with two-level aggregation on a leaf-spine: `spine` (spine 0) is
 /// the exchange's switch with a leaf on each port (rack `r` on port `r`), and every host's
 /// packets go to `leaves[rack]` first, the switch model in its leaf tier, which sums what its
 /// rack contributes, sends partial sums up and relays the rest. Each leaf is a chip of
-/// `cfg.switch`'s kind with pipes and recirculation paths of its own. `tap` sees the leaves'
-/// ports towards the hosts.
+/// `cfg.switch`'s kind with pipes and recirculation paths of its own, and `pass_pipes` places
+/// the passes of its hosts' packets (the spine's, of the leaves' partial sums, run in its home
+/// pipe). `tap` sees the leaves' ports towards the hosts.
+#[allow(clippy::too_many_arguments)]
 pub fn run_two_level<S: SwitchNode, H: HostNode + ?Sized>(
     cfg: &SimConfig,
     bundle: Option<Bundle>,
@@ -277,11 +295,12 @@ pub fn run_two_level<S: SwitchNode, H: HostNode + ?Sized>(
     hosts: &mut [Box<H>],
     tap: Option<&mut dyn Tap>,
     background: Option<&mut Background>,
+    pass_pipes: Option<&PassPipes>,
 ) -> Result<RunResult, SimError> {
     match cfg.topology {
-        Topology::LeafSpine { racks, .. } if usize::from(racks) == leaves.len() => {
-            run_fabric(cfg, bundle, spine, leaves, hosts, tap, background)
-        }
+        Topology::LeafSpine { racks, .. } if usize::from(racks) == leaves.len() => run_fabric(
+            cfg, bundle, spine, leaves, hosts, tap, background, pass_pipes,
+        ),
         Topology::LeafSpine { racks, .. } => Err(SimError::Leaves {
             racks,
             given: leaves.len(),
@@ -295,6 +314,7 @@ pub fn run_two_level<S: SwitchNode, H: HostNode + ?Sized>(
 
 /// The event loop behind every `run_*`: set up the loop, prime every node's first events,
 /// then pop and dispatch events until every host (and background flow) is done.
+#[allow(clippy::too_many_arguments)]
 fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
     cfg: &SimConfig,
     bundle: Option<Bundle>,
@@ -303,6 +323,7 @@ fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
     hosts: &mut [Box<H>],
     tap: Option<&mut dyn Tap>,
     background: Option<&mut Background>,
+    pass_pipes: Option<&PassPipes>,
 ) -> Result<RunResult, SimError> {
     if hosts.len() != usize::from(cfg.topology.hosts()) {
         return Err(SimError::Hosts {
@@ -313,7 +334,9 @@ fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
     let started = Instant::now();
     // A tap of any lifetime, shortened to the loop's.
     let tap = tap.map(|t| t as &mut dyn Tap);
-    let mut l = Loop::new(cfg, bundle, switch, leaves, hosts, tap, background);
+    let mut l = Loop::new(
+        cfg, bundle, switch, leaves, hosts, tap, background, pass_pipes,
+    );
     l.prime();
     let mut events = 0u64;
     while l.unfinished > 0 || l.background.as_ref().is_some_and(|b| !b.is_done()) {
