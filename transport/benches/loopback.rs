@@ -49,7 +49,6 @@ fn main() {
 
     // Over loopback UDP.
     let (udp_pps, report) = over_udp(&dataset, &session, 1);
-    let k = &report.counters;
 
     // The same exchanges through the in-memory network: protocol work only.
     let scale_for =
