@@ -145,7 +145,11 @@ fn a_burst_leaves_at_once_and_the_rate_still_holds() {
         most >= burst / len,
         "at most {most} packets at once, burst {burst} B of {len} B packets"
     );
-    assert!(sends.len() < total / 4, "{} sends for {total} packets", sends.len());
+    assert!(
+        sends.len() < total / 4,
+        "{} sends for {total} packets",
+        sends.len()
+    );
     // Never ahead of the rate by more than the burst (and one packet).
     let start = sends[0].0;
     let mut sent = 0;
