@@ -225,20 +225,16 @@ impl Endpoint {
 
     /// Send what is queued, in batches, until done or the datapath is full.
     ///
-    /// What is queued leaves grouped by peer, and within a peer the longer datagrams first,
-    /// so that one segmentation-offload send carries a whole group (a switch's multicast
-    /// queues its copies peer after peer; acknowledgements come between data packets). Order
-    /// between datagrams of one length to one peer is kept; the protocol tolerates any other
-    /// reordering, as it must over UDP.
+    /// What is queued leaves grouped by peer, in the order it was queued for each peer, so that
+    /// one segmentation-offload send carries a peer's run of equal-sized datagrams (a round's
+    /// sends to several peers may interleave; the order between peers means nothing).
     pub fn flush(&mut self) -> io::Result<()> {
         if let Some(shim) = &mut self.shim {
             shim.release(Instant::now(), &mut self.queue);
         }
         if self.queue.len() > 1 {
-            // Stable: equal keys keep their order.
-            self.queue
-                .make_contiguous()
-                .sort_by_key(|o| (o.to, ecn_rank(o.ecn), std::cmp::Reverse(o.bytes.len())));
+            // Stable: each peer's datagrams keep their order.
+            self.queue.make_contiguous().sort_by_key(|o| o.to);
         }
         while !self.queue.is_empty() {
             self.stats.send_calls += 1;
@@ -336,11 +332,6 @@ impl Endpoint {
         self.stats.syscalls = self.datapath.counters().syscalls();
         Ok(total)
     }
-}
-
-/// A sort key for a codepoint (the codepoint type has no order of its own).
-fn ecn_rank(ecn: Option<EcnCodepoint>) -> u8 {
-    ecn.map_or(0, |e| e as u8)
 }
 
 /// Traffic counters per address, bounded by [`MAX_PEERS`] (pinned addresses apart).
