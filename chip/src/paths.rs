@@ -19,21 +19,11 @@ pub fn path_slot(src: u32, dst: u32) -> u8 {
     let mut bytes = [0u8; 8];
     bytes[..4].copy_from_slice(&src.to_be_bytes());
     bytes[4..].copy_from_slice(&dst.to_be_bytes());
-    crc16_arc(&bytes) as u8
+    CRC16.checksum(&bytes) as u8
 }
 
-/// CRC-16/ARC of `bytes` (reflected polynomial 0xA001).
-fn crc16_arc(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &b| {
-        (0..8).fold(crc ^ u16::from(b), |c, _| {
-            if c & 1 != 0 {
-                c >> 1 ^ 0xA001
-            } else {
-                c >> 1
-            }
-        })
-    })
-}
+/// Tofino's CRC16.
+const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_ARC);
 
 /// The recirculation path of hash slot `slot` among `paths` (path 0 the internal port, then the
 /// looped ports): the control plane gives the slots to the paths in turn (`p4 entries`,
@@ -165,7 +155,7 @@ mod tests {
     #[test]
     fn the_hash_is_crc16_arc_and_spreads_the_slots() {
         // The catalogue's check value of CRC-16/ARC.
-        assert_eq!(crc16_arc(b"123456789"), 0xBB3D);
+        assert_eq!(CRC16.checksum(b"123456789"), 0xBB3D);
         assert_eq!(path_slot(0, 0), 0);
         // Consecutive sources fill every slot, each about equally.
         let mut hits = [0u32; PATH_SLOTS as usize];
