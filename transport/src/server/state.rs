@@ -48,6 +48,13 @@ impl Egress {
         }
     }
 
+    /// When the process should next wake for this port: once half of [`EGRESS_SEND_AHEAD`]
+    /// before its first packet leaves (`None`: nothing queued).
+    pub(super) fn wake_at(&self) -> Option<Nanos> {
+        let &(left, _) = self.queue.front()?;
+        Some(left.saturating_sub(EGRESS_SEND_AHEAD / 2))
+    }
+
     /// Send to `to` every packet that has left by `t` (nanoseconds), or will within
     /// [`EGRESS_SEND_AHEAD`], marked congestion-experienced while the queue is above
     /// `threshold` bytes: whether any left.
@@ -201,18 +208,12 @@ impl Core {
     }
 
     pub(super) fn next_deadline(&self, now: Instant) -> Instant {
-        let egress = self
-            .egress
-            .iter()
-            .filter_map(|e| e.queue.front().map(|&(t, _)| t))
-            .map(|t| t.saturating_sub(EGRESS_SEND_AHEAD / 2));
+        let egress = self.egress.iter().filter_map(Egress::wake_at);
         let uplink = self.uplink.iter().flat_map(|up| {
-            let queued = up
-                .egress
-                .queue
-                .front()
-                .map(|&(t, _)| t.saturating_sub(EGRESS_SEND_AHEAD / 2));
-            queued.into_iter().chain(up.control.poll_timeout())
+            up.egress
+                .wake_at()
+                .into_iter()
+                .chain(up.control.poll_timeout())
         });
         let due = egress
             .chain(self.jobs.iter().filter_map(|j| j.control.poll_timeout()))
