@@ -14,10 +14,10 @@ use switchgnn_dataplane::engine::Exchange;
 use switchgnn_dataplane::fixed::Scale;
 use switchgnn_dataplane::node::MAX_DATAGRAM_LEN;
 use switchgnn_dataplane::switch::{JobConfig, Switch, SwitchConfig};
-use switchgnn_dataplane::wire::{Packet, PacketType, Repr};
+use switchgnn_dataplane::wire::{Packet, PacketType, Repr, HEADER_LEN, MAX_PACKET_LEN};
 use switchgnn_dataplane::{Address, ExchangeId, ExchangeKind, Nanos, Node};
 
-/// 1 Gb/s: a 288-byte packet every 2.3 µs.
+/// 1 Gb/s: a full 288-byte packet every 2.3 µs.
 const RATE: f64 = 125e6;
 
 type Queue = VecDeque<(Address, Address, Vec<u8>)>;
@@ -105,7 +105,7 @@ fn run(burst: usize) -> (Vec<(Nanos, usize)>, usize) {
             sends.push((now, data[0]));
         }
         if engines.iter().all(|e| e.is_finished()) {
-            let len = 32 + 4 * plan.width.min(64);
+            let len = HEADER_LEN + 4 * plan.width.min(64);
             return (sends, len);
         }
         let next = engines
@@ -136,7 +136,7 @@ fn without_a_burst_one_data_packet_leaves_per_instant() {
 
 #[test]
 fn a_burst_leaves_at_once_and_the_rate_still_holds() {
-    let burst = 16 * 288;
+    let burst = 16 * MAX_PACKET_LEN;
     let (sends, len) = run(burst);
     let total: usize = sends.iter().map(|s| s.1).sum();
     let most = sends.iter().map(|s| s.1).max().unwrap();

@@ -21,10 +21,11 @@ pub trait Controller: Debug + Send {
     /// A packet left. Lets a controller recover its rate where no acknowledgements come
     /// back (the host exchange).
     fn on_sent(&mut self, _now: Nanos) {}
-    /// Bytes a paced sender may send ahead of its rate (at most a millisecond's worth of
-    /// it): it sends in bursts of up to this many bytes, the rate still holding on average. 0 (the default) paces packet by packet, as a
-    /// simulated link with exact timers can; a real host wakes up every few tens of
-    /// microseconds at best, and sends what is due in one batch (as TCP's TSO bursts do).
+    /// Bytes a paced sender may send ahead of its rate (the engine caps it at a millisecond's
+    /// worth): it sends in bursts of up to this many bytes, the rate still holding on average.
+    /// 0 (the default) paces packet by packet, as a simulated link with exact timers can; a
+    /// real host wakes up every few tens of microseconds at best, and sends what is due in one
+    /// batch (as TCP's TSO bursts do).
     fn burst(&self) -> usize {
         0
     }
