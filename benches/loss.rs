@@ -76,6 +76,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3)
         .max(1);
+    support::print_background_load();
     for dataset in &datasets {
         let dir = tempfile::tempdir().unwrap();
         let plan = dir.path().join("plan");

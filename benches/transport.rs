@@ -142,6 +142,7 @@ fn main() {
          processes on this machine; widths: the dataset's and 16, forward and backward",
         switch_cores()
     );
+    support::print_background_load();
     for pass in &PASSES {
         let rows: Vec<Row> = transports
             .iter()

@@ -177,6 +177,7 @@ impl<S: SendStrategy> Engine<S> {
             self.stats.srtt_ns = self.sender.srtt().unwrap_or(0);
         }
         if lost {
+            self.stats.ack_losses += 1;
             self.cc.on_timeout(self.now);
         }
         self.sync_window();

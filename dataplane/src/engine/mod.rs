@@ -401,6 +401,7 @@ impl<S: SendStrategy> Node for Engine<S> {
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
+            self.stats.timer_losses += 1;
             self.cc.on_timeout(now);
             self.sync_window();
         }

@@ -55,6 +55,14 @@ pub struct EngineStats {
     /// (the requester asks again).
     #[serde(default)]
     pub fetches_shed: u64,
+    /// Times the retransmission timer found packets lost (timed out, or overtaken by later
+    /// ones): each is one congestion signal, however many packets it sends again.
+    #[serde(default)]
+    pub timer_losses: u64,
+    /// Acknowledgements that showed earlier packets on their path overtaken (RACK): each is
+    /// one congestion signal.
+    #[serde(default)]
+    pub ack_losses: u64,
 }
 
 /// Why the engine dropped a packet, counted in [`EngineStats::drops`] as the switch counts
