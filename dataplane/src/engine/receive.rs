@@ -80,6 +80,67 @@ struct Pending {
     raw_sum: [i64; MAX_LANES],
 }
 
+/// The destination chunks whose sums are on their way, found by key (destination position ×
+/// chunks + chunk) through a dense index into a slab whose slots completed chunks free for
+/// the next: no hashing per contribution, and a [`Pending`] (about 1.3 KB) written once in
+/// place rather than moved as a hash table grows.
+#[derive(Debug, Default)]
+struct PendingSlab {
+    /// Per key, its slot in `slots`, or [`PendingSlab::NONE`].
+    index: Vec<u32>,
+    slots: Vec<Pending>,
+    /// Slots of completed chunks, to be reused.
+    free: Vec<u32>,
+}
+
+impl PendingSlab {
+    const NONE: u32 = u32::MAX;
+
+    fn new(keys: usize) -> PendingSlab {
+        PendingSlab {
+            index: vec![Self::NONE; keys],
+            ..PendingSlab::default()
+        }
+    }
+
+    fn get(&self, key: usize) -> Option<&Pending> {
+        match self.index[key] {
+            Self::NONE => None,
+            slot => Some(&self.slots[slot as usize]),
+        }
+    }
+
+    fn contains(&self, key: usize) -> bool {
+        self.index[key] != Self::NONE
+    }
+
+    fn get_or_insert_with(&mut self, key: usize, new: impl FnOnce() -> Pending) -> &mut Pending {
+        if self.index[key] == Self::NONE {
+            let slot = match self.free.pop() {
+                Some(slot) => {
+                    self.slots[slot as usize] = new();
+                    slot
+                }
+                None => {
+                    self.slots.push(new());
+                    (self.slots.len() - 1) as u32
+                }
+            };
+            self.index[key] = slot;
+        }
+        &mut self.slots[self.index[key] as usize]
+    }
+
+    /// Forget `key`'s chunk: its slot goes to the free list, its contents stay readable
+    /// (the returned slot) until the next insertion.
+    fn release(&mut self, key: usize) -> usize {
+        let slot = std::mem::replace(&mut self.index[key], Self::NONE);
+        debug_assert_ne!(slot, Self::NONE, "released a chunk that is not pending");
+        self.free.push(slot);
+        slot as usize
+    }
+}
+
 /// Which way a destination's sum completed.
 #[derive(Debug, Clone, Copy)]
 enum Way {
@@ -171,7 +232,7 @@ pub(super) struct Receiver {
     out_rows: Vec<u32>,
     done: BitVec,
     left: usize,
-    pending: HashMap<usize, Pending>,
+    pending: PendingSlab,
     /// [`Mode::Host`]: per destination chunk, the sources seen and how many. The host way is
     /// that mode's only one, so its raw features add straight into the output row: no
     /// [`Pending`] (about 1.3 KB, hashed and moved per destination chunk) and no copy of the
@@ -263,6 +324,12 @@ impl Receiver {
         } else {
             Vec::new()
         };
+        // The host exchange keeps no Pending (see `host`).
+        let pending = PendingSlab::new(if plan.mode == Mode::Host {
+            0
+        } else {
+            dests.len() * chunks
+        });
         Receiver {
             host,
             multicast_in,
@@ -273,7 +340,7 @@ impl Receiver {
             done: BitVec::repeat(false, dests.len() * chunks),
             dests,
             out_rows,
-            pending: HashMap::new(),
+            pending,
             by_source,
             source_ranges,
         }
@@ -353,16 +420,27 @@ impl Receiver {
         let switch_sums = self.plan.mode.switch_aggregates();
         let Some(way) = self
             .pending
-            .get(&key)
+            .get(key)
             .and_then(|p| p.complete(senders, sources, switch_sums))
         else {
             return;
         };
-        let p = self.pending.remove(&key).expect("just looked up");
-        match way {
-            Way::Switch => self.finish(key, p.switch_sum(), p.overflow_count > 0, output, stats),
-            Way::Host => self.finish(key, p.raw_sum(), true, output, stats),
-        }
+        let slot = self.pending.release(key);
+        let p = &self.pending.slots[slot];
+        // Copied out, so that `finish` may borrow the receiver.
+        let mut sum = [0i64; MAX_LANES];
+        let host = match way {
+            Way::Switch => {
+                sum.iter_mut().zip(p.switch_sum()).for_each(|(s, x)| *s = x);
+                p.overflow_count > 0
+            }
+            Way::Host => {
+                sum.iter_mut().zip(p.raw_sum()).for_each(|(s, x)| *s = x);
+                true
+            }
+        };
+        let lanes = p.lanes;
+        self.finish(key, sum[..lanes].iter().copied(), host, output, stats);
     }
 
     fn pending(&mut self, key: usize) -> &mut Pending {
@@ -370,8 +448,7 @@ impl Receiver {
         let (senders, sources) = (self.expected(pos) as usize, self.sources(pos) as usize);
         let lanes = self.plan.chunk_lanes(key % self.chunks);
         self.pending
-            .entry(key)
-            .or_insert_with(|| Pending::new(senders, sources, lanes))
+            .get_or_insert_with(key, || Pending::new(senders, sources, lanes))
     }
 
     /// The switch's sum of `count` contributions for `(v, c)`.
@@ -397,7 +474,7 @@ impl Receiver {
         if u32::from(count) > self.expected(pos) {
             return None;
         }
-        if u32::from(count) == self.expected(pos) && !self.pending.contains_key(&key) {
+        if u32::from(count) == self.expected(pos) && !self.pending.contains(key) {
             // The common case: the whole sum in one packet.
             self.finish(
                 key,
@@ -626,7 +703,7 @@ impl Receiver {
         let v = b.table.vertices[row];
         let seen = match self.host.get(key) {
             Some((seen, _)) => Some(seen),
-            None => self.pending.get(&key).map(|p| &p.raw_seen),
+            None => self.pending.get(key).map(|p| &p.raw_seen),
         };
         // In reduce mode the sources are the partials' (grouped by worker, each group
         // ascending, as `source_index` counts them).
@@ -677,5 +754,28 @@ impl Receiver {
     /// How many (destination, chunk) pairs are not complete.
     pub(super) fn left(&self) -> usize {
         self.left
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slab_reuses_a_released_slot_and_forgets_its_key() {
+        let mut slab = PendingSlab::new(4);
+        slab.get_or_insert_with(1, || Pending::new(2, 3, 8))
+            .raw_count = 5;
+        slab.get_or_insert_with(3, || Pending::new(2, 3, 8));
+        assert_eq!(slab.get(1).map(|p| p.raw_count), Some(5));
+        // Asking again keeps what is there.
+        assert_eq!(slab.get_or_insert_with(1, || unreachable!()).raw_count, 5);
+        let slot = slab.release(1);
+        assert!(!slab.contains(1) && slab.get(1).is_none() && slab.contains(3));
+        // The next new chunk takes the freed slot, fresh.
+        let p = slab.get_or_insert_with(2, || Pending::new(2, 3, 16));
+        assert_eq!((p.raw_count, p.lanes), (0, 16));
+        assert_eq!(slab.index[2] as usize, slot);
+        assert_eq!(slab.slots.len(), 2);
     }
 }
