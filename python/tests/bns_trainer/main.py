@@ -28,6 +28,14 @@ if __name__ == '__main__':
                      for rank in range(args.n_partitions)]
         for p in processes:
             p.start()
+        # Unlike the published launcher, stop the others once one fails: a rank that dies
+        # before or during gloo's rendezvous would leave the rest waiting for it for good (and
+        # a test with them, until its own timeout).
+        while any(p.is_alive() for p in processes):
+            if any(p.exitcode not in (None, 0) for p in processes):
+                for p in processes:
+                    p.terminate()
+            processes[0].join(0.2)
         for p in processes:
             p.join()
         failed = {rank: p.exitcode for rank, p in enumerate(processes) if p.exitcode != 0}
