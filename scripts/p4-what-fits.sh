@@ -2,7 +2,10 @@
 # The table of p4/README.md#what-fits: each dataset at 32 and 128 workers, exchanging 128-wide
 # features, planned as the paper plans (100 MB of aggregators) and as the resource model advises
 # (the program's aggregators on every pipe, blocks within half the per-block tables); then
-# `switchgnn p4 resources` on all twelve plans, printed as the README's markdown table.
+# `switchgnn p4 resources` on all twelve plans with no port looped (each on the smallest chip
+# that hosts its workers), and the 32-worker plans once more on a tofino2 with its 96 ports no
+# worker needs looped back (the 128-worker plans leave none), printed as the README's markdown
+# table.
 #
 #   bash scripts/p4-what-fits.sh [WORK_DIR]     # release build; reddit-like takes minutes
 #
@@ -40,15 +43,25 @@ for dataset in cora amazon-computers reddit-like; do
   done
 done
 "$bin" p4 resources "${plans[@]}" --json "$work/resources.json" >"$work/resources.txt"
-python3 - "$work/resources.json" <<'EOF'
+looped_plans=()
+for ((i = 0; i < ${#plans[@]}; i += 2)); do
+  case "${plans[i + 1]}" in *-32-*) looped_plans+=(--plan "${plans[i + 1]}") ;; esac
+done
+"$bin" p4 resources "${looped_plans[@]}" --chip tofino2 --loopback-ports 96 \
+  --json "$work/resources-looped.json" >"$work/resources-looped.txt"
+python3 - "$work/resources.json" "$work/resources-looped.json" <<'EOF'
 import json, sys
-rows = json.load(open(sys.argv[1]))
+# Each plan as planned, followed by its looped row where it has one.
+plain, looped = (json.load(open(path)) for path in sys.argv[1:])
+key = lambda r: (r["dataset"], r["workers"], r["switch_memory"])
+extra = {key(r): r for r in looped}
+rows = [x for r in plain for x in ([r, extra[key(r)]] if key(r) in extra else [r])]
 terms = {"LaneUpdates": "lane updates", "Passes": "passes", "Recirculation": "recirculation",
          "HostLink": "host link", "HostPackets": "host packets"}
-print("| dataset | workers | planned as | blocks | largest block: aggregators / pass entries / "
-      "vertices | all blocks: pass entries / vertices | uploads at line rate | recirculation "
-      "(4 × 100 Gb/s) | table loads | fits | bound, layer 0 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| dataset | workers | planned as | looped ports | blocks | largest block: aggregators / "
+      "pass entries / vertices | all blocks: pass entries / vertices | uploads at line rate | "
+      "recirculation | table loads | fits | bound, layer 0 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     s = r["sets"][0]
     memory = r["switch_memory"]
@@ -56,7 +69,9 @@ for r in rows:
         f"{memory >> 20} MiB, ≤{r['table_entries']} entries"
     fits = "resident" if r["fits_resident"] else ("with reloads" if r["fits_with_reloads"] else "no")
     b = r["bounds"][0]
-    print(f"| {r['dataset']} | {r['workers']} | {planned} | {s['blocks']} | "
+    a = r["assumptions"]
+    looped = a["looped_per_pipe"] * a["pipes"]
+    print(f"| {r['dataset']} | {r['workers']} | {planned} | {looped} | {s['blocks']} | "
           f"{s['peak_aggregators']} / {s['pairs_peak']} / {s['vertices_peak']} | "
           f"{s['pairs_total']} / {s['vertices_total']} | {s['host_s'] * 1e3:.3f} ms | "
           f"{s['recirc_s'] * 1e3:.3f} ms | {s['reload_s']:.2f} s | {fits} | "
