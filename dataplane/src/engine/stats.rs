@@ -59,8 +59,9 @@ pub struct EngineStats {
     /// ones): each is one congestion signal, however many packets it sends again.
     #[serde(default)]
     pub timer_losses: u64,
-    /// Acknowledgements that showed earlier packets on their path overtaken (RACK): each is
-    /// one congestion signal.
+    /// The host kinds' acknowledgements that showed earlier packets to the same receiver
+    /// overtaken (RACK per receiver): each is one congestion signal. (The in-network kinds'
+    /// overtaken chunks are found by the timer and count in `timer_losses`.)
     #[serde(default)]
     pub ack_losses: u64,
 }
