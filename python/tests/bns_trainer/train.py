@@ -3,7 +3,6 @@ bookkeeping over gloo, ``use_pp``'s precomputed first layer, per epoch a fresh s
 boundary and the per-epoch ('_U', '_E', '_V') graph, the loss a sum over local training
 vertices, gradients through the reducer), on the CPU, with figures for the tests and the bench.
 """
-import datetime
 import json
 import numpy as np
 import torch
@@ -258,10 +257,8 @@ def run(graph, node_dict, gpb, args):
 
 
 def init_processes(rank, size, args):
-    # A bounded rendezvous (gloo's default waits 30 minutes): a peer that never comes fails
-    # the run within a minute, with gloo's own message.
     dist.init_process_group(args.backend, init_method=f'tcp://127.0.0.1:{args.port}',
-                            rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
+                            rank=rank, world_size=size)
     g, node_dict, gpb = load_partition(args, rank)
     run(g, node_dict, gpb, args)
 
