@@ -261,6 +261,7 @@ def init_processes(rank, size, args):
                             rank=rank, world_size=size)
     g, node_dict, gpb = load_partition(args, rank)
     run(g, node_dict, gpb, args)
+
     # Every rank leaves together: rank 0 evaluates after training, and a rank that tore its
     # group down meanwhile left rank 0's teardown hanging now and then (1 run in 6 on Cora).
     dist.barrier()
