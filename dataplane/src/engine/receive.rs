@@ -401,12 +401,21 @@ impl Receiver {
         output: &mut ExchangeOutput,
         stats: &mut EngineStats,
     ) {
-        let (pos, c) = (key / self.chunks, key % self.chunks);
-        let row = self.out_rows[pos] as usize;
-        let start = row * output.width + c * MAX_LANES;
+        let start = self.output_start(key, output.width);
         for (o, s) in output.sums[start..].iter_mut().zip(sum) {
             *o += s;
         }
+        self.mark_done(key, host, stats);
+    }
+
+    /// Where destination chunk `key`'s lanes start in the output's sums.
+    fn output_start(&self, key: usize, width: usize) -> usize {
+        let (pos, c) = (key / self.chunks, key % self.chunks);
+        self.out_rows[pos] as usize * width + c * MAX_LANES
+    }
+
+    /// Destination chunk `key` is complete (`host`: from raw contributions).
+    fn mark_done(&mut self, key: usize, host: bool, stats: &mut EngineStats) {
         self.done.set(key, true);
         self.left -= 1;
         if host {
@@ -463,7 +472,7 @@ impl Receiver {
     ) -> Option<()> {
         // The host exchange's sums are the receiver's own: a switch sum there is unexpected
         // (and would count twice beside the rows added straight into the output).
-        if !self.host.is_empty() {
+        if self.plan.mode == Mode::Host {
             return None;
         }
         let pos = self.position(v)?;
@@ -665,13 +674,10 @@ impl Receiver {
             }
             *count += 1;
             let complete = *count == self.expected(pos);
-            let row = self.out_rows[pos] as usize;
-            let start = row * output.width + c * MAX_LANES;
+            let start = self.output_start(key, output.width);
             add(&mut output.sums[start..start + values.len()], values);
             if complete {
-                self.done.set(key, true);
-                self.left -= 1;
-                stats.host_aggregated += 1;
+                self.mark_done(key, true, stats);
             }
             return true;
         }
