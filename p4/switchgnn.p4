@@ -137,6 +137,18 @@ control Ingress(inout headers_t hdr,
             if (!meta.drop) {
                 aggregate = true;
             }
+        } else if (!meta.drop && hdr.sg.packet_type == SG_STAMPS) {
+            /* answer_stamps(): a worker asks where the numbering of its port stands. The reply
+             * goes back to it, and the egress fills in the next number as it leaves, behind
+             * everything numbered before it (egress.p4). */
+            if ((hdr.sg.flags & SG_FLAG_ACK) != 0) {
+                drop_with(DROP_WRONG_DIRECTION);
+            } else if (hdr.sg.lanes != 0) {
+                drop_with(DROP_BAD_LANES);
+            } else {
+                hdr.sg.flags = hdr.sg.flags | SG_FLAG_ACK;
+                forward(hdr.pass.sender_port, hdr.sg.worker);
+            }
         } else if (!meta.drop) {
             running.apply(hdr, meta);
             if (hdr.sg.packet_type == SG_JOIN || hdr.sg.packet_type == SG_BLOCK_DONE) {

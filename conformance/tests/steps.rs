@@ -229,26 +229,34 @@ fn is(p: &InFlight, t: PacketType) -> bool {
     p.repr.packet_type == t
 }
 
-/// Everything to worker 1 is lost until after its first join has timed out (the go, and the
-/// packets of the block that would have told it the go was sent): it joins again after the
-/// control interval, the switch repeats the go, and the exchange completes.
+/// Everything to worker 1 is lost until its third join (the go, and the packets of the block
+/// that would have told it the go was sent): it joins again, sooner than the control interval
+/// at first and less often each time, the switch repeats the go, and the exchange completes.
 #[test]
 fn a_lost_go_is_repeated_on_the_next_join() {
     let mut h = Harness::new(ExchangeKind::Switchgnn, 3, 16, None, TIMERS, None);
-    let mut cut = true;
+    let mut joins_seen = 0;
     h.lose = Box::new(move |p| {
-        // The connection comes back with worker 1's second join.
-        if is(p, PacketType::Join) && p.from == Address::Worker(1) && p.at > TIMERS.control {
-            cut = false;
+        if is(p, PacketType::Join) && p.from == Address::Worker(1) {
+            joins_seen += 1;
         }
-        cut && p.to == Address::Worker(1)
+        joins_seen < 3 && p.to == Address::Worker(1)
     });
     h.finish(1_000_000);
-    let joins = h.sent_by(1, PacketType::Join);
-    assert!(joins.len() >= 2, "worker 1 joined again");
+    let joins: Vec<u64> = h
+        .sent_by(1, PacketType::Join)
+        .iter()
+        .map(|p| p.at)
+        .collect();
+    assert!(joins.len() >= 3, "worker 1 joined again: {joins:?}");
+    let gaps: Vec<u64> = joins.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(
-        joins[1].at - joins[0].at >= TIMERS.control,
-        "after the control interval"
+        gaps[0] < TIMERS.control,
+        "the first repeat comes soon: {gaps:?}"
+    );
+    assert!(
+        gaps.windows(2).all(|g| g[1] >= g[0]) && gaps.iter().all(|&g| g <= TIMERS.control),
+        "then less often, never rarer than the control interval: {gaps:?}"
     );
     let gos = h
         .log
@@ -432,10 +440,12 @@ fn an_overflow_notice_starts_a_fetch() {
     assert!(fetched > 0, "the notices started fetches (or cache hits)");
 }
 
-/// One sum to worker 0 is lost and later ones arrive: the hole in the switch's numbers of
-/// what it sends worker 0 tells it of the loss, and it fetches within a few round trips of
-/// quiet — well before the result timeout, which it waits out when the sum lost is the last
-/// one it gets (no hole shows then).
+/// One sum to worker 0 is lost: the hole in the switch's numbers of what it sends worker 0
+/// tells it of the loss, and it fetches within a few round trips of quiet — well before the
+/// result timeout. So when the lost sum is the first of the exchange (the switch's reply to
+/// the question asked with the join says where the numbers start) and when it is the last
+/// (nothing comes after it: the reply to the question asked once the stream falls quiet
+/// shows the hole).
 #[test]
 fn a_hole_in_the_switchs_numbers_starts_the_fetch_early() {
     let to_0 = |p: &InFlight| is(p, PacketType::Result) && p.to == Address::Worker(0);
@@ -455,20 +465,18 @@ fn a_hole_in_the_switchs_numbers_starts_the_fetch_early() {
         let lost = h.log.iter().filter(|p| to_0(p)).nth(n - 1).unwrap().at;
         let fetches = h.sent_by(0, PacketType::Fetch);
         assert!(!fetches.is_empty(), "worker 0 fetched what it lost");
-        fetches[0].at - lost
+        let asked = h.sent_by(0, PacketType::Stamps).len();
+        (fetches[0].at - lost, asked)
     };
-    // (Not the first: a worker takes the first number it sees as where the numbers start.)
-    let early = wait(2);
-    assert!(
-        early < TIMERS.result / 2,
-        "a hole: fetched {early} ns after the loss (result timeout {} ns)",
-        TIMERS.result
-    );
-    let last = wait(sums);
-    assert!(
-        last >= TIMERS.result * 3 / 4,
-        "no hole: fetched {last} ns after the loss, before the result timeout"
-    );
+    for (what, n) in [("the first", 1), ("a middle one", 2), ("the last", sums)] {
+        let (wait, asked) = wait(n);
+        assert!(
+            wait < TIMERS.result / 2,
+            "{what} sum lost: fetched {wait} ns after the loss (result timeout {} ns; \
+             {asked} questions to the switch)",
+            TIMERS.result
+        );
+    }
 }
 
 /// Every sum and raw copy to worker 0 is lost for 20 ms, and worker 0 leaves slower than its

@@ -174,6 +174,13 @@ pub enum PacketType {
     /// header (`lanes` 0), `dst` a vertex of the receiving worker, `src` the first record's;
     /// with the ack flag, the receiver's [`AckRanges`] of the sender's sequences.
     Rows = 10,
+    /// Header only. From a worker: where does the switch's numbering of the sums and raw
+    /// copies it sends this worker stand? From the switch (the ack flag set): in `sequence`,
+    /// the number the next of them will carry, so every number below it has been sent — a
+    /// worker that has not seen one of those lost it, even when nothing came after it (the
+    /// tail of a stream). The switch fills in the number as the reply leaves, behind whatever
+    /// was numbered before it (`switch/stamp.rs`).
+    Stamps = 11,
 }
 
 impl PacketType {
@@ -181,7 +188,7 @@ impl PacketType {
     pub fn from_u8(x: u8) -> Option<PacketType> {
         use PacketType::*;
         [
-            Data, Result, Raw, Fetch, BlockDone, BlockGo, Join, Reduce, Reduced, Rows,
+            Data, Result, Raw, Fetch, BlockDone, BlockGo, Join, Reduce, Reduced, Rows, Stamps,
         ]
         .into_iter()
         .find(|t| *t as u8 == x)

@@ -129,7 +129,7 @@ control Admission(inout headers_t hdr,
                 drop_with(DROP_TRUNCATED);
             } else if ((hdr.sg.flags & SG_FLAG_RESERVED) != 0) {
                 drop_with(DROP_RESERVED_FLAGS);
-            } else if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_ROWS) {
+            } else if (hdr.sg.packet_type == 0 || hdr.sg.packet_type > SG_STAMPS) {
                 drop_with(DROP_UNKNOWN_TYPE);
             } else if ((hdr.sg.flags & SG_FLAG_PARTIAL) != 0) {
                 /* a leaf's partial sum: this program is a star's switch, never a spine */

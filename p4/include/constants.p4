@@ -25,6 +25,7 @@ const bit<8> SG_JOIN       = 7;
 const bit<8> SG_REDUCE     = 8;   /* in-switch all-reduce (allreduce.p4) */
 const bit<8> SG_REDUCED    = 9;
 const bit<8> SG_ROWS       = 10;  /* packed host copies, or their ack of ranges: forwarded whole */
+const bit<8> SG_STAMPS     = 11;  /* where the egress numbering of the asker's port stands */
 
 /* flag bits (wire::Flags) */
 const bit<8> SG_FLAG_ACK      = 0x01;

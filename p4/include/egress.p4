@@ -9,8 +9,10 @@
  *
  * Sums and raw copies are numbered per egress port as they leave (switch/stamp.rs): workers do
  * not acknowledge them, and a hole in the numbers tells a worker that one was lost, so that it
- * fetches after a few round trips instead of its whole result timeout. The register starts
- * wherever it is: a worker takes the first number it sees as its base.
+ * fetches after a round trip or two instead of its whole result timeout. A worker's question
+ * (SG_STAMPS, reflected by the ingress) leaves with the next number, not taken: it shows the
+ * loss of the last packets of a stream, after which nothing comes, and, asked when a worker
+ * joins, where its exchange's numbers start (the register starts wherever it is).
  */
 #ifndef SWITCHGNN_EGRESS_P4
 #define SWITCHGNN_EGRESS_P4
@@ -54,6 +56,10 @@ control Egress(inout headers_t hdr,
     Register<bit<32>, bit<32>>(512) stamps;
     RegisterAction<bit<32>, bit<32>, bit<32>>(stamps) next_stamp = {
         void apply(inout bit<32> value, out bit<32> old) { old = value; value = value + 1; }
+    };
+    /* A worker's question (SG_STAMPS): the next number, not taken. */
+    RegisterAction<bit<32>, bit<32>, bit<32>>(stamps) peek_stamp = {
+        void apply(inout bit<32> value, out bit<32> next) { next = value; }
     };
 
     /* (the queue depth by an identity hash into a field of its own: the saturating
@@ -178,6 +184,8 @@ control Egress(inout headers_t hdr,
         worker_address.apply();
         if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_RAW) {
             hdr.sg.sequence = next_stamp.execute((bit<32>) eg_intr_md.egress_port);
+        } else if (hdr.sg.packet_type == SG_STAMPS) {
+            hdr.sg.sequence = peek_stamp.execute((bit<32>) eg_intr_md.egress_port);
         }
         meta.payload = 6w0 ++ hdr.sg.lanes ++ 2w0;   /* lanes · 4 */
         hdr.ipv4.total_len = 20 + 8 + 32 + meta.payload;

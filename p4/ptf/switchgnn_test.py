@@ -36,10 +36,11 @@ from ptf.base_tests import BaseTest
 from ptf.mask import Mask
 from scapy.all import IP, UDP, Ether, Raw
 
-MAGIC, VERSION, UDP_PORT, MAX_LANES = 0x5347, 2, 47000, 64
+MAGIC, VERSION, UDP_PORT, MAX_LANES = 0x5347, 3, 47000, 64
 DATA, RESULT, RAW, FETCH, BLOCK_DONE, BLOCK_GO, JOIN = 1, 2, 3, 4, 5, 6, 7
 SEQUENCE_OFFSET = 28   # of the header's sequence field (dataplane/src/wire.rs `field::SEQUENCE`)
 REDUCE, REDUCED = 8, 9
+STAMPS = 11
 ACK, ECN = 0x01, 0x04
 MODE_REDUCE = 3
 HEADER = struct.Struct("!HBBBBHIIHHHBBII")
@@ -144,7 +145,7 @@ class SwitchgnnTest(BaseTest):
         m = Mask(pkt)
         for field in ("id", "ttl", "chksum", "tos", "flags"):
             m.set_do_not_care_scapy(IP, field)
-        if payload[3] in (RESULT, RAW):
+        if payload[3] in (RESULT, RAW, STAMPS):
             # Sums and raw copies carry the egress port's running number (egress.p4 `stamps`),
             # not the sequence the test wrote: its value depends on what earlier tests sent.
             m.set_do_not_care(8 * (len(pkt) - len(payload) + SEQUENCE_OFFSET), 32)
@@ -196,6 +197,17 @@ class MalformedAndUnadmittedAreDropped(SwitchgnnTest):
         if self.job.workers > 1:
             # Worker 1's packet on worker 0's port.
             self.send(1, self.packet(JOIN, 1, sequence=1), port=self.job.port[0])
+        testutils.verify_no_other_packets(self)
+
+
+class StampsAreAnsweredWithTheNextNumberUntaken(SwitchgnnTest):
+    def runTest(self):
+        # A worker's question comes back to it with the ack flag; its number (the egress
+        # port's next, masked by from_switch) depends on what earlier tests sent. The switch
+        # sends no question of its own: one with the ack flag set is dropped.
+        self.send(0, self.packet(STAMPS, 0))
+        self.expect(0, self.packet(STAMPS, 0, flags=ACK))
+        self.send(0, self.packet(STAMPS, 0, flags=ACK))
         testutils.verify_no_other_packets(self)
 
 

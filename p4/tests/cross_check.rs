@@ -181,12 +181,13 @@ fn protocol_constants_match_the_rust_definitions() {
         ("SG_REDUCE", PacketType::Reduce),
         ("SG_REDUCED", PacketType::Reduced),
         ("SG_ROWS", PacketType::Rows),
+        ("SG_STAMPS", PacketType::Stamps),
     ] {
         assert_eq!(get(name), t as u64, "{name}");
     }
     assert!(
-        PacketType::from_u8(get("SG_ROWS") as u8 + 1).is_none(),
-        "a type past SG_ROWS"
+        PacketType::from_u8(get("SG_STAMPS") as u8 + 1).is_none(),
+        "a type past SG_STAMPS"
     );
     let one = |f: fn(&mut Flags)| {
         let mut flags = Flags::default();

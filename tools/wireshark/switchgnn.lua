@@ -13,7 +13,7 @@ local proto = Proto("switchgnn", "switchgnn exchange")
 local types = {
     [1] = "data", [2] = "result", [3] = "raw", [4] = "fetch",
     [5] = "block done", [6] = "block go", [7] = "join", [8] = "reduce", [9] = "reduced",
-    [10] = "rows",
+    [10] = "rows", [11] = "stamps",
 }
 
 -- name, offset, length: the header as dataplane/src/wire.rs lays it out.

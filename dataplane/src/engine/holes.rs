@@ -47,6 +47,34 @@ impl StreamHoles {
         }
     }
 
+    /// The switch reports that it has numbered everything below `next` for this worker
+    /// (`PacketType::Stamps`): what was not seen of it is a hole too, even with nothing after
+    /// it. The first report, before anything was seen, is where the stream starts.
+    pub(super) fn reported(&mut self, next: u32) {
+        let Some(n) = self.next else {
+            self.next = Some(next);
+            return;
+        };
+        let ahead = next.wrapping_sub(n);
+        if ahead < MAX_JUMP {
+            self.open.extend((0..ahead).map(|i| n.wrapping_add(i)));
+            while self.open.len() > MAX_JUMP as usize {
+                self.open.pop_first();
+            }
+            self.next = Some(next);
+        } else if n.wrapping_sub(next) > MAX_JUMP {
+            // A numbering that started over (see `saw`).
+            self.open.clear();
+            self.next = Some(next);
+        }
+        // (Behind what was seen: a report overtaken by later packets tells nothing new.)
+    }
+
+    /// Whether the start of the stream is known (a report or a packet came).
+    pub(super) fn started(&self) -> bool {
+        self.next.is_some()
+    }
+
     /// How many holes are open: at most that many packets were lost.
     pub(super) fn count(&self) -> usize {
         self.open.len()
@@ -75,6 +103,27 @@ mod tests {
         assert_eq!(h.count(), 2, "12 and 13");
         h.saw(12);
         assert_eq!(h.count(), 1);
+    }
+
+    #[test]
+    fn a_report_opens_the_tail_and_sets_the_start() {
+        let mut h = StreamHoles::default();
+        assert!(!h.started());
+        h.reported(20);
+        assert!(h.started());
+        // 20 was lost; 21 came.
+        h.saw(21);
+        assert_eq!(h.count(), 1, "the first packet of the stream");
+        // 22 and 23 sent, both lost: nothing after them but the switch's report.
+        h.reported(24);
+        assert_eq!(h.count(), 3);
+        h.saw(23);
+        assert_eq!(h.count(), 2, "23 was late, not lost");
+        // An older report, overtaken: nothing changes.
+        h.reported(22);
+        assert_eq!(h.count(), 2);
+        h.reported(24);
+        assert_eq!(h.count(), 2, "nothing new numbered");
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl<S: SendStrategy> Engine<S> {
                 self.observe_block(repr.block);
             }
             PacketType::Data if repr.flags.ack => self.on_data_ack(&repr)?,
+            PacketType::Stamps if repr.flags.ack => self.holes.reported(repr.sequence),
             PacketType::Fetch => {
                 if self.recovery.len() >= self.reply_queue_limit() {
                     // Behind on replies already: the requester asks again later (waiting
@@ -98,6 +99,15 @@ impl<S: SendStrategy> Engine<S> {
     fn answer_fetch(&mut self, repr: &Repr) -> Result<(), EngineDrop> {
         use EngineDrop::*;
         let c = usize::from(repr.chunk);
+        tracing::trace!(
+            rank = self.cfg.rank,
+            now = self.now,
+            from = repr.worker,
+            u = repr.src,
+            v = repr.dst,
+            c,
+            "fetch answered"
+        );
         // A receiver missed this contribution. Not a congestion signal for this
         // sender: what was lost is as likely the switch's sum on the receiver's link as
         // this worker's packet, and this worker's own losses show in its own acks (a
@@ -194,6 +204,9 @@ impl<S: SendStrategy> Engine<S> {
         let values = copy_lanes(packet, &mut lanes);
         self.observe_block(repr.block);
         let for_block = self.current_block() == Some(repr.block);
+        if for_block && repr.flags.resend {
+            self.sample_fetch(repr.src, repr.dst, repr.chunk);
+        }
         if for_block {
             let receiver = self.receiver.as_mut().ok_or(Stale)?;
             let raw = Raw {
@@ -204,6 +217,16 @@ impl<S: SendStrategy> Engine<S> {
                 overflow: !repr.flags.resend,
             };
             let progressed = receiver.on_raw(raw, &mut self.output, &mut self.stats);
+            tracing::trace!(
+                rank = self.cfg.rank,
+                now = self.now,
+                u = repr.src,
+                v = repr.dst,
+                c,
+                resend = repr.flags.resend,
+                progressed,
+                "raw copy"
+            );
             if progressed {
                 self.last_progress = self.now;
             }

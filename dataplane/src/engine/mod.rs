@@ -59,7 +59,7 @@ pub use config::{EngineConfig, EngineError, LocalFeatures, Timers};
 use holes::StreamHoles;
 pub use output::{EncodedRows, ExchangeOutput};
 use receive::Receiver;
-use recovery::Ask;
+use recovery::{Ask, Asked};
 pub use reliable::{Reliable, RttEstimator};
 use rows::RowAcks;
 pub use send::{
@@ -126,6 +126,8 @@ pub struct Engine<S: SendStrategy> {
     phase: Phase,
     control: Outbox,
     control_due: Option<Nanos>,
+    /// How often the pending join or block-done report has been sent (its repeats back off).
+    control_sent: u32,
     /// Fetch requests and fetch replies: paced like data (a fetch round can ask for many
     /// contributions at once) and sent ahead of it.
     recovery: Outbox,
@@ -138,12 +140,19 @@ pub struct Engine<S: SendStrategy> {
     acks: RowAcks,
     /// When each contribution (source, destination, chunk) fetched in this block may be asked
     /// for again, and how often it has been asked for.
-    requested: HashMap<(u32, u32, u8), (Nanos, u32)>,
+    requested: HashMap<(u32, u32, u8), Asked>,
+    /// The round trip of a fetch and its reply (first requests only, Karn's rule): when an
+    /// unanswered fetch is asked again.
+    fetch_rtt: RttEstimator,
     /// When the earliest of those falls due (see `Engine::refetch_deadline`).
     fetch_due: Option<Nanos>,
     /// Holes in the switch's numbering of the sums and raw copies it sent here: evidence of
     /// loss, which shortens the wait before a fetch round.
     holes: StreamHoles,
+    /// Questions to the switch about its numbering since `last_progress` was
+    /// `stamps_progress` (they back off while nothing arrives).
+    stamps_asked: u32,
+    stamps_progress: Nanos,
     output: ExchangeOutput,
     last_progress: Nanos,
     /// When the running block started here.
@@ -251,6 +260,7 @@ impl<S: SendStrategy> Engine<S> {
             phase: Phase::Joining,
             control: Outbox::default(),
             control_due: None,
+            control_sent: 0,
             recovery: Outbox::default(),
             next_send: now,
             cc,
@@ -258,7 +268,10 @@ impl<S: SendStrategy> Engine<S> {
             cache: RawCache::default(),
             acks: RowAcks::new(plan.workers),
             requested: HashMap::new(),
+            fetch_rtt: RttEstimator::default(),
             holes: StreamHoles::default(),
+            stamps_asked: 0,
+            stamps_progress: now,
             fetch_due: None,
             output,
             last_progress: now,
@@ -288,7 +301,20 @@ impl<S: SendStrategy> Engine<S> {
         let mut r = self.header(PacketType::Join);
         r.sequence = self.cfg.seq;
         self.control.push_repr(Address::Switch, &r, &[]);
-        self.control_due = Some(self.now + self.cfg.timers.control);
+        self.control_due = Some(self.now + self.control_interval());
+        // Where this exchange's numbered packets start: without it the loss of the first
+        // of them shows no hole.
+        if self.plan.mode.switch_aggregates() && !self.holes.started() {
+            self.ask_stamps();
+        }
+    }
+
+    /// Ask the switch where its numbering of what it sends this worker stands.
+    fn ask_stamps(&mut self) {
+        let mut r = self.header(PacketType::Stamps);
+        r.block = self.current_block().unwrap_or(0);
+        self.control.push_repr(Address::Switch, &r, &[]);
+        self.stats.stamp_queries += 1;
     }
 
     fn send_done(&mut self, block: u16) {
@@ -296,18 +322,25 @@ impl<S: SendStrategy> Engine<S> {
         r.block = block;
         r.sequence = self.cfg.seq;
         self.control.push_repr(Address::Switch, &r, &[]);
-        self.control_due = Some(self.now + self.cfg.timers.control);
+        self.control_due = Some(self.now + self.control_interval());
     }
 
     /// Move to block `b` (or finish when `b` is past the last block).
     fn start_block(&mut self, b: u16) {
         self.control_due = None;
+        self.control_sent = 0;
         if usize::from(b) >= self.plan.blocks.len() {
             self.phase = Phase::Finished;
             self.receiver = None;
             self.sender.finish();
             return;
         }
+        tracing::debug!(
+            rank = self.cfg.rank,
+            now = self.now,
+            block = b,
+            "block starts"
+        );
         self.phase = Phase::Running(b);
         self.acks.forget_held();
         self.last_progress = self.now;
@@ -341,6 +374,12 @@ impl<S: SendStrategy> Engine<S> {
                 // Acks held back go now, ahead of the report: once every worker's report is
                 // in the switch moves on, and an ack after that would be dropped as stale
                 // (its sender stops resending at the go anyway).
+                tracing::debug!(
+                    rank = self.cfg.rank,
+                    now = self.now,
+                    block = b,
+                    "block complete"
+                );
                 self.flush_acks();
                 self.send_done(b);
             }
@@ -369,11 +408,26 @@ impl<S: SendStrategy> Node for Engine<S> {
     fn handle_timeout(&mut self, now: Nanos) {
         self.now = self.now.max(now);
         if self.control_due.is_some_and(|t| t <= now) {
+            tracing::debug!(rank = self.cfg.rank, now, phase = ?self.phase, "control report repeated");
             match self.phase {
                 Phase::Joining => self.send_join(),
                 Phase::Running(b) => self.send_done(b),
                 Phase::Finished => self.control_due = None,
             }
+        }
+        if self.stamps_deadline().is_some_and(|t| t <= now) {
+            if self.stamps_progress != self.last_progress {
+                self.stamps_progress = self.last_progress;
+                self.stamps_asked = 0;
+            }
+            self.stamps_asked += 1;
+            tracing::debug!(
+                rank = self.cfg.rank,
+                now,
+                asked = self.stamps_asked,
+                "numbering asked"
+            );
+            self.ask_stamps();
         }
         let quiet = self.progress_deadline().is_some_and(|t| t <= now);
         let again = self.refetch_deadline().is_some_and(|t| t <= now);
@@ -397,10 +451,21 @@ impl<S: SendStrategy> Node for Engine<S> {
                 self.last_progress = now;
             }
             let ask = if quiet { Ask::Any } else { Ask::Again };
+            tracing::debug!(
+                rank = self.cfg.rank,
+                now,
+                quiet,
+                left = self.receiver.as_ref().map_or(0, Receiver::left),
+                holes = self.holes.count(),
+                wants = wants.len(),
+                budget,
+                "fetch round"
+            );
             self.fetch(wants, budget, ask);
             self.check_block_done();
         }
         if self.sender.on_timeout(now, self.cfg.timers.rto) {
+            tracing::debug!(rank = self.cfg.rank, now, "retransmission timeout");
             self.stats.timer_losses += 1;
             self.cc.on_timeout(now);
             self.sync_window();
@@ -419,6 +484,7 @@ impl<S: SendStrategy> Node for Engine<S> {
         }
         let t = if let Some(t) = self.recovery.pop_into(buf) {
             self.stats.payload_resent += (t.len - crate::wire::HEADER_LEN) as u64;
+            self.fetch_left(&buf[..t.len]);
             t
         } else {
             let header = self.header(PacketType::Data);
@@ -443,6 +509,7 @@ impl<S: SendStrategy> Node for Engine<S> {
         [
             self.control_due,
             self.progress_deadline(),
+            self.stamps_deadline(),
             self.refetch_deadline(),
             self.sender.deadline(self.cfg.timers.rto),
             self.acks.deadline(),

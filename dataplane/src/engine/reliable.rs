@@ -120,6 +120,11 @@ impl Reliable {
         self.ready = ready.min(self.acked.len());
     }
 
+    /// Whether every sequence of the block has been sent at least once.
+    pub fn all_sent(&self) -> bool {
+        self.cursor >= self.acked.len()
+    }
+
     /// Sequences in the running block.
     pub fn sequences(&self) -> usize {
         self.acked.len()

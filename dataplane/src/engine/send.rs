@@ -215,6 +215,11 @@ pub struct SendQueue {
 }
 
 impl SendQueue {
+    /// Whether every packet of the block has left at least once.
+    pub(super) fn all_sent(&self) -> bool {
+        self.rel.all_sent()
+    }
+
     /// Whether worker `w` sends this one, as its rack's proxy for `v`, a share of `v`.
     pub(super) fn expects_share(&self, v: u32, w: u16) -> bool {
         self.relay.expects(v, w)

@@ -64,6 +64,11 @@ pub struct EngineStats {
     /// overtaken chunks are found by the timer and count in `timer_losses`.)
     #[serde(default)]
     pub ack_losses: u64,
+    /// Questions to the switch where its numbering of what it sends here stands
+    /// ([`crate::wire::PacketType::Stamps`]): one when joining, then one per quiet spell that
+    /// the holes seen so far do not explain, backing off.
+    #[serde(default)]
+    pub stamp_queries: u64,
 }
 
 /// Why the engine dropped a packet, counted in [`EngineStats::drops`] as the switch counts

@@ -597,12 +597,32 @@ impl Switch {
             PacketType::Raw => raw(job, f, &repr, bytes),
             PacketType::Rows => rows(job, f, &repr, bytes),
             PacketType::Fetch => fetch(job, f, &repr, bytes),
+            // A spine numbers nothing for workers: their leaves do.
+            PacketType::Stamps if !repr.flags.ack && !matches!(job.tier, Tier::Spine(_)) => {
+                answer_stamps(f, &repr)
+            }
+            PacketType::Stamps => Err(DropReason::WrongDirection),
             // (The all-reduce types were taken care of above.)
             PacketType::Result | PacketType::BlockGo | PacketType::Reduce | PacketType::Reduced => {
                 Err(DropReason::WrongDirection)
             }
         }
     }
+}
+
+/// A worker asks where the numbering of what this switch sends it stands: the reply goes back
+/// at once, and its number is filled in as it leaves, behind everything numbered before it
+/// (`stamp.rs`).
+fn answer_stamps(f: &mut Pipeline, repr: &Repr) -> Result<(), DropReason> {
+    if repr.lanes != 0 {
+        return Err(DropReason::BadLanes);
+    }
+    let mut reply = *repr;
+    reply.flags.ack = true;
+    let mut buf = [0u8; crate::wire::HEADER_LEN];
+    reply.emit(&mut Packet::new_unchecked(&mut buf[..]));
+    f.forward(repr.worker, &buf);
+    Ok(())
 }
 
 impl Switch {

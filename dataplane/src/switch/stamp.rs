@@ -7,6 +7,11 @@
 //! timeout before it fetches. With them, a hole in the numbers that is still open once the
 //! stream falls quiet is a loss ([`crate::engine`] then recovers within a few round trips).
 //! The P4 program does the same in its egress (`p4/include/egress.p4`, register `stamps`).
+//!
+//! The numbers cannot show the loss of the last packets of a stream (nothing comes after
+//! them), nor of the first ones of an exchange (its engine does not know where its stream
+//! began). So a worker may ask ([`PacketType::Stamps`]): the reply leaves behind everything
+//! numbered before it and carries the next number, unused.
 
 use crate::node::{Address, Transmit};
 use crate::wire::{Packet, PacketType};
@@ -26,7 +31,10 @@ impl EgressStamps {
         let Ok(mut packet) = Packet::new_checked(&mut buf[..t.len]) else {
             return;
         };
-        if !PacketType::from_u8(packet.packet_type()).is_some_and(PacketType::is_stamped) {
+        let Some(t) = PacketType::from_u8(packet.packet_type()) else {
+            return;
+        };
+        if !t.is_stamped() && t != PacketType::Stamps {
             return;
         }
         let port = usize::from(port);
@@ -34,7 +42,10 @@ impl EgressStamps {
             self.next.resize(port + 1, 0);
         }
         packet.set_sequence(self.next[port]);
-        self.next[port] = self.next[port].wrapping_add(1);
+        // A reply to a worker's question tells the next number without taking it.
+        if t.is_stamped() {
+            self.next[port] = self.next[port].wrapping_add(1);
+        }
     }
 }
 
@@ -65,7 +76,7 @@ mod tests {
     }
 
     #[test]
-    fn numbers_sums_and_raw_copies_per_port_and_nothing_else() {
+    fn numbers_sums_and_raw_copies_per_port_and_tells_the_next_number() {
         let mut stamps = EgressStamps::default();
         let mut seqs = Vec::new();
         for (t, to) in [
@@ -75,13 +86,15 @@ mod tests {
             (PacketType::Result, Address::Worker(3)),
             (PacketType::BlockGo, Address::Worker(1)),
             (PacketType::Result, Address::Switch), // up to a spine: numbered at the leaf
+            (PacketType::Stamps, Address::Worker(1)), // the next number, not taken
             (PacketType::Result, Address::Worker(1)),
+            (PacketType::Stamps, Address::Worker(3)),
         ] {
             let mut buf = packet(t, 777);
             let len = buf.len();
             stamps.stamp(&Transmit { to, len }, &mut buf);
             seqs.push(Packet::new_checked(&buf[..]).unwrap().sequence());
         }
-        assert_eq!(seqs, [0, 1, 777, 0, 777, 777, 2]);
+        assert_eq!(seqs, [0, 1, 777, 0, 777, 777, 2, 2, 1]);
     }
 }

@@ -271,6 +271,8 @@ pub(super) fn leaf(
         PacketType::Raw => raw(job, f, repr, bytes),
         PacketType::Rows => rows(job, f, repr, bytes),
         PacketType::Fetch => fetch(job, f, repr, bytes),
+        // The leaf numbers what it sends its workers: it answers.
+        PacketType::Stamps if up && !repr.flags.ack => super::answer_stamps(f, repr),
         // Down to one of the rack's workers.
         PacketType::BlockGo | PacketType::Result | PacketType::Reduced if !up => {
             if !own {

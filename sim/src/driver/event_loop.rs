@@ -40,6 +40,12 @@ pub(super) struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     chips: Vec<ChipServers>,
     /// Where the chips run each packet's passes (`None`: all in the home pipe).
     pass_pipes: Option<&'a PassPipes>,
+    /// Per switch and worker port: when the latest packet the switch numbered for that port
+    /// (a sum, a raw copy) leaves the chip. The model numbers packets as the switch emits
+    /// them, before their passes; a chip numbers them in its egress. So an answer about the
+    /// numbering (`PacketType::Stamps`), which makes no passes, waits for those: on the
+    /// chip it could not overtake them.
+    numbered_until: Vec<Vec<Picos>>,
     recirculation: Recirculation,
     peak_aggregators: usize,
     delivered: Traffic,
@@ -95,6 +101,7 @@ impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
             reported: vec![0; n],
             chips: vec![ChipServers::new(&cfg.switch.chip); switches],
             pass_pipes,
+            numbered_until: vec![vec![0; n]; switches],
             recirculation: Recirculation::default(),
             peak_aggregators: 0,
             delivered: Traffic::default(),
@@ -480,7 +487,18 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             Origin::Switch => 0,
             Origin::Leaf(r) => 1 + usize::from(r),
         };
-        let done = self.switch_time(chip, now_ps, passes, f, &out, from_worker);
+        let mut done = self.switch_time(chip, now_ps, passes, f, &out, from_worker);
+        for (to, f) in &out {
+            let (Address::Worker(w), Some(t)) = (to, packet_type(f)) else {
+                continue;
+            };
+            let until = &mut self.numbered_until[chip][usize::from(*w)];
+            if t.is_stamped() {
+                *until = (*until).max(done);
+            } else if t == PacketType::Stamps {
+                done = done.max(*until);
+            }
+        }
         // Less than a nanosecond of pipeline time is not worth an event.
         if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
             self.release(origin, out);
@@ -761,6 +779,12 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 
 /// Passes `switch` has made on a chip that reads a 64-lane sum out in one pass (`reads_pairs`,
 /// Tofino 2) or in two (Tofino 1, and the P4 program as written).
+/// The type of the protocol packet `f` carries (`None` for a background segment).
+fn packet_type(f: &Flight) -> Option<PacketType> {
+    let packet = Packet::new_checked(&f.bytes[..]).ok()?;
+    PacketType::from_u8(packet.packet_type())
+}
+
 fn passes_on<S: SwitchNode + ?Sized>(switch: &S, reads_pairs: bool) -> u64 {
     if reads_pairs {
         switch.passes_reading_pairs()
