@@ -26,48 +26,43 @@ pub(super) struct StreamHoles {
 impl StreamHoles {
     /// Note packet number `seq`.
     pub(super) fn saw(&mut self, seq: u32) {
-        let Some(next) = self.next else {
+        if self.advance_to(seq) {
             self.next = Some(seq.wrapping_add(1));
-            return;
-        };
-        let ahead = seq.wrapping_sub(next);
-        if ahead < MAX_JUMP {
-            // In order, or past a hole: every number skipped is open.
-            self.open.extend((0..ahead).map(|i| next.wrapping_add(i)));
-            while self.open.len() > MAX_JUMP as usize {
-                self.open.pop_first();
-            }
-            self.next = Some(seq.wrapping_add(1));
-        } else if next.wrapping_sub(seq) <= MAX_JUMP {
+        } else {
             // Behind: a late packet closes its hole (or a duplicate, which changes nothing).
             self.open.remove(&seq);
-        } else {
-            self.open.clear();
-            self.next = Some(seq.wrapping_add(1));
         }
     }
 
     /// The switch reports that it has numbered everything below `next` for this worker
     /// (`PacketType::Stamps`): what was not seen of it is a hole too, even with nothing after
-    /// it. The first report, before anything was seen, is where the stream starts.
+    /// it. The first report, before anything was seen, is where the stream starts. (A report
+    /// behind what was seen, overtaken by later packets, tells nothing new.)
     pub(super) fn reported(&mut self, next: u32) {
-        let Some(n) = self.next else {
-            self.next = Some(next);
-            return;
+        self.advance_to(next);
+    }
+
+    /// Move the end of what was numbered to `to`, every number skipped on the way a hole;
+    /// false when `to` is behind it (then nothing changes). A jump too far either way is a
+    /// numbering that started over: the tracker starts again from `to`.
+    fn advance_to(&mut self, to: u32) -> bool {
+        let Some(next) = self.next else {
+            self.next = Some(to);
+            return true;
         };
-        let ahead = next.wrapping_sub(n);
+        let ahead = to.wrapping_sub(next);
         if ahead < MAX_JUMP {
-            self.open.extend((0..ahead).map(|i| n.wrapping_add(i)));
+            self.open.extend((0..ahead).map(|i| next.wrapping_add(i)));
             while self.open.len() > MAX_JUMP as usize {
                 self.open.pop_first();
             }
-            self.next = Some(next);
-        } else if n.wrapping_sub(next) > MAX_JUMP {
-            // A numbering that started over (see `saw`).
+        } else if next.wrapping_sub(to) <= MAX_JUMP {
+            return false;
+        } else {
             self.open.clear();
-            self.next = Some(next);
         }
-        // (Behind what was seen: a report overtaken by later packets tells nothing new.)
+        self.next = Some(to);
+        true
     }
 
     /// Whether the start of the stream is known (a report or a packet came).
