@@ -18,12 +18,14 @@
 //!   has run for at least the switch's known least time for it
 //!   ([`Exchange::set_block_floors`]), fetch the missing raw
 //!   contributions from their owners — at most a window of them unanswered at once, each asked
-//!   again when its reply is overdue (twice a loss's patience: a fetch is answered at once;
-//!   the replies carry the resend flag, which releases the switch's aggregator); a switch that
-//!   reports an overflow triggers the same fetch at once. The switch numbers the sums and raw
-//!   copies it sends each worker (`switch/stamp.rs`): holes in those numbers as many as the
-//!   sums still missing are evidence that those were lost, and then a few round trips of quiet
-//!   are enough before the round (`holes.rs`);
+//!   again when its reply is overdue (by the fetches' measured round trip: a fetch is answered
+//!   at once; the replies carry the resend flag, which releases the switch's aggregator); a
+//!   switch that reports an overflow triggers the same fetch at once. The switch numbers the
+//!   sums and raw copies it sends each worker (`switch/stamp.rs`): holes in those numbers as
+//!   many as the sums still missing are evidence that those were lost, and then a round trip
+//!   of quiet is enough before the round (`holes.rs`). The worker asks the switch where that
+//!   numbering stands ([`PacketType::Stamps`]) when it joins and when a quiet spell is not
+//!   explained by holes: the reply shows the holes at the tail of the stream;
 //! - **barrier**: report the block done, and start the next block on the switch's go (or on
 //!   any packet of the next block, which proves the go was sent).
 //!

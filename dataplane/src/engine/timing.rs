@@ -149,11 +149,10 @@ impl<S: SendStrategy> Engine<S> {
 
     /// When to ask the switch where its numbering of what it sends here stands, once this
     /// worker's rows are all out: a loss's patience into a quiet spell that the holes seen
-    /// do not explain, then twice, four
-    /// times … that long (a slow chip sends late sums far apart), and never once the quiet
-    /// deadline is due (the round goes out then anyway). The reply shows the holes at the
-    /// tail of the stream, where no later packet can; then the round need not wait for the
-    /// result timeout.
+    /// do not explain, then twice, four times … that long (a slow chip sends late sums far
+    /// apart), and never once the quiet deadline is due (the round goes out then anyway).
+    /// The reply shows the holes at the tail of the stream, where no later packet can; then
+    /// the round need not wait for the result timeout.
     pub(super) fn stamps_deadline(&self) -> Option<Nanos> {
         if !self.plan.mode.switch_aggregates()
             || !self.sender.queue().all_sent()
@@ -174,7 +173,8 @@ impl<S: SendStrategy> Engine<S> {
     }
 
     /// When the fetches still unanswered are due again: a fetch is answered at once by its
-    /// owner, so one unanswered for twice a loss's patience was lost.
+    /// owner, so one unanswered for longer than the fetches' round trips take was lost
+    /// (`refetch_wait`).
     pub(super) fn refetch_deadline(&self) -> Option<Nanos> {
         match (self.phase, &self.receiver) {
             (Phase::Running(_), Some(r)) if !r.is_complete() => self.fetch_due,
