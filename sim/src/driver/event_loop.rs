@@ -40,12 +40,13 @@ pub(super) struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     chips: Vec<ChipServers>,
     /// Where the chips run each packet's passes (`None`: all in the home pipe).
     pass_pipes: Option<&'a PassPipes>,
-    /// Per switch and worker port: when the latest packet the switch numbered for that port
-    /// (a sum, a raw copy) leaves the chip. The model numbers packets as the switch emits
-    /// them, before their passes; a chip numbers them in its egress. So an answer about the
-    /// numbering (`PacketType::Stamps`), which makes no passes, waits for those: on the
-    /// chip it could not overtake them.
-    numbered_until: Vec<Vec<Picos>>,
+    /// Per switch and worker port: the number the next sum or raw copy leaving the chip
+    /// through that port carries. The switch model numbers packets as it emits them, before
+    /// the chip's passes, which finish out of that order; a chip numbers them in its egress,
+    /// as they leave (`switch/stamp.rs`). So the loop numbers them again as they leave the
+    /// simulated chip, and an answer about the numbering (`PacketType::Stamps`) carries the
+    /// next number then.
+    egress_numbers: Vec<Vec<u32>>,
     recirculation: Recirculation,
     peak_aggregators: usize,
     delivered: Traffic,
@@ -101,7 +102,7 @@ impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
             reported: vec![0; n],
             chips: vec![ChipServers::new(&cfg.switch.chip); switches],
             pass_pipes,
-            numbered_until: vec![vec![0; n]; switches],
+            egress_numbers: vec![vec![0; n]; switches],
             recirculation: Recirculation::default(),
             peak_aggregators: 0,
             delivered: Traffic::default(),
@@ -487,18 +488,7 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             Origin::Switch => 0,
             Origin::Leaf(r) => 1 + usize::from(r),
         };
-        let mut done = self.switch_time(chip, now_ps, passes, f, &out, from_worker);
-        for (to, f) in &out {
-            let (Address::Worker(w), Some(t)) = (to, packet_type(f)) else {
-                continue;
-            };
-            let until = &mut self.numbered_until[chip][usize::from(*w)];
-            if t.is_stamped() {
-                *until = (*until).max(done);
-            } else if t == PacketType::Stamps {
-                done = done.max(*until);
-            }
-        }
+        let done = self.switch_time(chip, now_ps, passes, f, &out, from_worker);
         // Less than a nanosecond of pipeline time is not worth an event.
         if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
             self.release(origin, out);
@@ -508,9 +498,35 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         self.events.push(ceil_nanos(done), Event::Release { batch });
     }
 
-    /// Packets a switch is done with leave it.
+    /// A sum or raw copy leaving switch `chip` through port `w` takes that port's next
+    /// number; an answer about the numbering carries it untaken (see `egress_numbers`).
+    fn number_at_egress(&mut self, chip: usize, w: u16, f: &mut Flight) {
+        let Some(next) = self.egress_numbers[chip].get_mut(usize::from(w)) else {
+            return;
+        };
+        let Ok(mut packet) = Packet::new_checked(&mut f.bytes[..]) else {
+            return;
+        };
+        match PacketType::from_u8(packet.packet_type()) {
+            Some(t) if t.is_stamped() => {
+                packet.set_sequence(*next);
+                *next = next.wrapping_add(1);
+            }
+            Some(PacketType::Stamps) => packet.set_sequence(*next),
+            _ => {}
+        }
+    }
+
+    /// Packets a switch is done with leave it, numbered as its egress numbers them.
     fn release(&mut self, origin: Origin, out: Vec<(Address, Flight)>) {
-        for (to, f) in out {
+        let chip = match origin {
+            Origin::Switch => 0,
+            Origin::Leaf(r) => 1 + usize::from(r),
+        };
+        for (to, mut f) in out {
+            if let Address::Worker(w) = to {
+                self.number_at_egress(chip, w, &mut f);
+            }
             match (origin, to) {
                 (Origin::Switch, Address::Worker(w)) => self.switch_sends(w, f),
                 (Origin::Leaf(rack), to) => self.leaf_sends(rack, to, f),
@@ -779,11 +795,6 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 
 /// Passes `switch` has made on a chip that reads a 64-lane sum out in one pass (`reads_pairs`,
 /// Tofino 2) or in two (Tofino 1, and the P4 program as written).
-/// The type of the protocol packet `f` carries (`None` for a background segment).
-fn packet_type(f: &Flight) -> Option<PacketType> {
-    let packet = Packet::new_checked(&f.bytes[..]).ok()?;
-    PacketType::from_u8(packet.packet_type())
-}
 
 fn passes_on<S: SwitchNode + ?Sized>(switch: &S, reads_pairs: bool) -> u64 {
     if reads_pairs {
