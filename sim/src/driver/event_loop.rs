@@ -795,7 +795,6 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
 
 /// Passes `switch` has made on a chip that reads a 64-lane sum out in one pass (`reads_pairs`,
 /// Tofino 2) or in two (Tofino 1, and the P4 program as written).
-
 fn passes_on<S: SwitchNode + ?Sized>(switch: &S, reads_pairs: bool) -> u64 {
     if reads_pairs {
         switch.passes_reading_pairs()
