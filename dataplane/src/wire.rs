@@ -186,13 +186,19 @@ pub enum PacketType {
 impl PacketType {
     /// The type with wire code `x`, if there is one.
     pub fn from_u8(x: u8) -> Option<PacketType> {
+        PacketType::ALL.into_iter().find(|t| *t as u8 == x)
+    }
+
+    /// Every type, in code order (codes run from 1 to [`PacketType::CODES`] − 1).
+    pub const ALL: [PacketType; 11] = {
         use PacketType::*;
         [
             Data, Result, Raw, Fetch, BlockDone, BlockGo, Join, Reduce, Reduced, Rows, Stamps,
         ]
-        .into_iter()
-        .find(|t| *t as u8 == x)
-    }
+    };
+
+    /// One past the highest code: the length of a table indexed by code.
+    pub const CODES: usize = PacketType::Stamps as usize + 1;
 
     /// Whether the switch numbers packets of this type per worker port as they leave
     /// (`sequence`, see `switch/stamp.rs`): the ones their receivers do not acknowledge.
@@ -741,6 +747,14 @@ pub fn emit_ack_ranges(ranges: &[(u32, u32)], buf: &mut [u8]) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn every_code_below_codes_is_a_type_and_none_past_it() {
+        let codes: Vec<usize> = PacketType::ALL.iter().map(|&t| t as usize).collect();
+        assert_eq!(codes, (1..PacketType::CODES).collect::<Vec<_>>());
+        assert!(PacketType::from_u8(PacketType::CODES as u8).is_none());
+        assert!(PacketType::from_u8(0).is_none());
+    }
 
     fn sample() -> Repr {
         Repr {

@@ -303,7 +303,7 @@ impl<S: SendStrategy> Engine<S> {
         let mut r = self.header(PacketType::Join);
         r.sequence = self.cfg.seq;
         self.control.push_repr(Address::Switch, &r, &[]);
-        self.control_due = Some(self.now + self.control_interval());
+        self.control_due = Some(self.now + self.next_control_interval());
         // Where this exchange's numbered packets start: without it the loss of the first
         // of them shows no hole.
         if self.plan.mode.switch_aggregates() && !self.holes.started() {
@@ -324,7 +324,7 @@ impl<S: SendStrategy> Engine<S> {
         r.block = block;
         r.sequence = self.cfg.seq;
         self.control.push_repr(Address::Switch, &r, &[]);
-        self.control_due = Some(self.now + self.control_interval());
+        self.control_due = Some(self.now + self.next_control_interval());
     }
 
     /// Move to block `b` (or finish when `b` is past the last block).

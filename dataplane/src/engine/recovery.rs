@@ -78,6 +78,8 @@ impl<S: SendStrategy> Engine<S> {
             }
             budget -= 1;
             let due = match asked_before {
+                // Still in this worker's queue: due once it has left (`fetch_left`).
+                Some(Asked { sent: None, .. }) => continue,
                 // Asked for, and the reply may still come.
                 Some(a) if self.now < a.due => a.due,
                 _ => {

@@ -102,7 +102,8 @@ impl<S: SendStrategy> Engine<S> {
         self.cfg.timers.rto / 32
     }
 
-    /// When the pending join or block-done report is sent again: after a loss's patience
+    /// How long until the join or block-done report just sent goes again (and count it
+    /// sent): after a loss's patience
     /// and at least an eighth of the control timer, doubling with every repeat up to the
     /// control timer. The switch answers neither until every worker has sent its own, so a
     /// lost report and a slow peer look alike: the first repeats come soon (a lost report
@@ -110,7 +111,7 @@ impl<S: SendStrategy> Engine<S> {
     /// for its peers sends few). Not sooner than that eighth: every repeat takes a pass of
     /// the switch's pipeline, and the simulated Tofino 2 with 32 workers ran the hybrid on
     /// Amazon-Computers 1.36× slower when 32 workers repeated every 1.5 µs at first.
-    pub(super) fn control_interval(&mut self) -> Nanos {
+    pub(super) fn next_control_interval(&mut self) -> Nanos {
         let n = self.control_sent.min(16);
         self.control_sent = self.control_sent.saturating_add(1);
         let control = self.cfg.timers.control;

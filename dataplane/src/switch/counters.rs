@@ -97,9 +97,9 @@ pub struct SwitchCounters {
     /// Bytes sent.
     pub bytes_out: u64,
     /// Valid packets in, by [`PacketType`] (index = type code).
-    pub in_by_type: [u64; 12],
+    pub in_by_type: [u64; PacketType::CODES],
     /// Packets out, by type.
-    pub out_by_type: [u64; 12],
+    pub out_by_type: [u64; PacketType::CODES],
     /// Aggregator passes (recirculations on Tofino).
     pub passes: u64,
     /// Passes a Tofino makes to read finished sums back out of its registers
