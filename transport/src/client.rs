@@ -503,8 +503,8 @@ impl WorkerClient {
             let mut sent = false;
             while let Some(out) = engine.poll_transmit(t, &mut buf) {
                 debug_assert_eq!(out.to, Address::Switch);
-                self.endpoint
-                    .send(switch, Some(EcnCodepoint::Ect0), buf[..out.len].to_vec());
+                let bytes = self.endpoint.buffer(&buf[..out.len]);
+                self.endpoint.send(switch, Some(EcnCodepoint::Ect0), bytes);
                 sent = true;
             }
             if sent {

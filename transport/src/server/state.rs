@@ -345,7 +345,7 @@ impl Core {
             match q.port.send(now_ps, out.len as u64) {
                 Some(left) => q
                     .queue
-                    .push_back((ceil_nanos(left), buf[..out.len].to_vec())),
+                    .push_back((ceil_nanos(left), endpoint.buffer(&buf[..out.len]))),
                 None => self.egress_drops += 1,
             }
         }
