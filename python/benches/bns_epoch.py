@@ -1,11 +1,13 @@
 """Epoch time of a BNS-GCN-shaped trainer through switchgnn against the same trainer over gloo.
 
 The trainer is python/tests/bns_trainer (BNS-GCN's layout on the CPU); the switch run is that
-trainer with docs/python.md's diff applied, read from the docs. Both run in this invocation on
-the same partitions, alternately (stock, switch, stock, switch, ...), and each reports rank 0's
-mean epoch time over the epochs after the fifth, as BNS-GCN does. Printed per graph: the
-figures of every round, the means, and switch / gloo. Run it in the DGL environment
-(scripts/dgl.sh) after building the package optimised (scripts/python.sh):
+trainer with docs/python.md's diff applied, read from the docs, once per exchange kind in
+``--kinds`` (the diff's ``serve`` given ``kind=``; by default serve's own kind, host-only
+pre-aggregation through the switch, and SwitchGNN's in-switch aggregation). All run in this
+invocation on the same partitions, in turn within each round (stock, then each kind), and each
+reports rank 0's mean epoch time over the epochs after the fifth, as BNS-GCN does. Printed per
+graph: the figures of every round, the means, and each kind / gloo. Run it in the DGL
+environment (scripts/dgl.sh) after building the package optimised (scripts/python.sh):
 
     $(bash scripts/dgl.sh)/bin/python python/benches/bns_epoch.py
 
@@ -38,6 +40,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def switch_copy(folder: Path, kind: str) -> Path:
+    """The trainer with the docs' diff, its switch serving ``kind``."""
+    trainer_copy(folder, with_switchgnn=True)
+    main = folder / "main.py"
+    lines = main.read_text().split("\n")
+    at = [i for i, line in enumerate(lines) if "switchgnn.dgl.serve(" in line and "hidden=" in line]
+    if len(at) != 1:
+        sys.exit("the docs' diff no longer calls switchgnn.dgl.serve(..., hidden=...) once")
+    lines[at[0]] = lines[at[0]].replace("hidden=", f"kind={kind!r}, hidden=", 1)
+    main.write_text("\n".join(lines))
+    return folder
+
+
 def run(folder: Path, data: Path, parts: int, args, out: Path, partition: bool) -> dict:
     command = [sys.executable, "main.py", "--dataset", str(data), "--part-path",
                str(folder.parent / "parts"), "--n-partitions", str(parts), "--n-epochs",
@@ -60,9 +75,11 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES))
     p.add_argument("--epochs", type=int, default=40)
-    p.add_argument("--rounds", type=int, default=2, help="stock/switch pairs per graph")
+    p.add_argument("--rounds", type=int, default=2, help="rounds per graph (stock, then each kind)")
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--kinds", nargs="+", default=["host-reduce", "switchgnn"],
+                   help="exchange kinds the switch runs, each its own run per round")
     args = p.parse_args(argv)
     if args.epochs <= SKIP:
         sys.exit(f"--epochs must exceed {SKIP} (the first {SKIP} are not timed)")
@@ -79,20 +96,24 @@ def main(argv=None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             stock = trainer_copy(tmp / "stock", with_switchgnn=False)
-            switch = trainer_copy(tmp / "switch", with_switchgnn=True)
+            switches = {kind: switch_copy(tmp / kind, kind) for kind in args.kinds}
             rounds = []
             for r in range(args.rounds):
                 gloo = run(stock, data, parts, args, tmp / "stock.json", partition=r == 0)
-                ours = run(switch, data, parts, args, tmp / "switch.json", partition=False)
+                ours = {kind: run(folder, data, parts, args, tmp / f"{kind}.json", partition=False)
+                        for kind, folder in switches.items()}
                 rounds.append((gloo, ours))
+                line = "; ".join(f"{kind} {o['epoch'] * 1e3:.1f} ms/epoch (comm "
+                                 f"{o['comm'] * 1e3:.1f} ms), {o['epoch'] / gloo['epoch']:.3f}x"
+                                 for kind, o in ours.items())
                 print(f"{case} x {parts} round {r}: gloo {gloo['epoch'] * 1e3:.1f} ms/epoch "
-                      f"(comm {gloo['comm'] * 1e3:.1f} ms), switchgnn {ours['epoch'] * 1e3:.1f} "
-                      f"ms/epoch (comm {ours['comm'] * 1e3:.1f} ms), ratio "
-                      f"{ours['epoch'] / gloo['epoch']:.3f}", flush=True)
+                      f"(comm {gloo['comm'] * 1e3:.1f} ms); {line}", flush=True)
             gloo = sum(g["epoch"] for g, _ in rounds) / len(rounds)
-            ours = sum(o["epoch"] for _, o in rounds) / len(rounds)
-            print(f"{case} x {parts}: gloo {gloo * 1e3:.1f} ms/epoch, switchgnn "
-                  f"{ours * 1e3:.1f} ms/epoch, switchgnn / gloo = {ours / gloo:.3f}", flush=True)
+            means = "; ".join(
+                f"{kind} {m * 1e3:.1f} ms/epoch, {kind} / gloo = {m / gloo:.3f}"
+                for kind in args.kinds
+                for m in [sum(o[kind]["epoch"] for _, o in rounds) / len(rounds)])
+            print(f"{case} x {parts}: gloo {gloo * 1e3:.1f} ms/epoch; {means}", flush=True)
 
 
 if __name__ == "__main__":

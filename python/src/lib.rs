@@ -239,6 +239,8 @@ struct Switch {
     address: SocketAddr,
     /// The plan folder it serves.
     plan: PathBuf,
+    /// The exchange kind it serves, which every worker of the job must run.
+    kind: ExchangeKind,
     stop: Arc<AtomicBool>,
     state: Mutex<Serving>,
 }
@@ -309,6 +311,12 @@ impl Switch {
     #[getter]
     fn plan(&self) -> PathBuf {
         self.plan.clone()
+    }
+
+    /// The exchange kind it serves (what its workers must be given).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.kind.name()
     }
 
     /// Whether the switch still serves the job.
@@ -385,6 +393,7 @@ impl Switch {
         Ok(Switch {
             address,
             plan: prepared.dir().to_path_buf(),
+            kind,
             stop,
             state: Mutex::new(Serving {
                 running: Some(running),

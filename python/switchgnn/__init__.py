@@ -206,6 +206,11 @@ class Switch:
         return os.fspath(self._native.plan)
 
     @property
+    def kind(self) -> str:
+        """The exchange kind it serves: give its workers the same (``Worker(..., kind)``)."""
+        return self._native.kind
+
+    @property
     def running(self) -> bool:
         return self._native.running
 

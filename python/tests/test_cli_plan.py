@@ -65,9 +65,10 @@ def test_a_plan_from_the_command_line_runs_in_python(tmp_path):
     values = np.random.default_rng(5).standard_normal((n, width)).astype(np.float32)
     for kind in ["switchgnn", "host"]:
         switch = switchgnn.Switch(plan, kind)
+        assert switch.kind == kind
 
         def worker(rank):
-            with switchgnn.Worker(plan, rank, switch.address, kind) as w:
+            with switchgnn.Worker(plan, rank, switch.address, switch.kind) as w:
                 b = w.boundary
                 return b, w.exchange(0, values[b])
 
