@@ -270,8 +270,7 @@ impl Endpoint {
                         c.packets_sent += 1;
                         c.bytes_sent += o.bytes.len() as u64;
                         c.ce_sent += u64::from(o.ecn == Some(EcnCodepoint::Ce));
-                        if self.spare.len() < SPARE_BUFFERS && o.bytes.capacity() <= MAX_DATAGRAM
-                        {
+                        if self.spare.len() < SPARE_BUFFERS && o.bytes.capacity() <= MAX_DATAGRAM {
                             self.spare.push(o.bytes);
                         }
                     }

@@ -227,7 +227,8 @@ pub struct SwitchControl<A> {
     /// (a launcher starts it first). Before the first hello it waits without a deadline.
     first_joined: Option<Nanos>,
     peers: Vec<Option<Peer<A>>>,
-    ranks: HashMap<A, u16>,
+    /// Looked up for every datagram the switch receives: foldhash, not std's SipHash.
+    ranks: HashMap<A, u16, foldhash::fast::RandomState>,
     out: VecDeque<(A, Control)>,
     /// The budget of replies to addresses that have not joined.
     replies: ReplyLimiter<A>,
@@ -251,7 +252,7 @@ impl<A: Clone + Eq + Hash + fmt::Display> SwitchControl<A> {
             peers: (0..cfg.world).map(|_| None).collect(),
             cfg,
             first_joined: None,
-            ranks: HashMap::new(),
+            ranks: HashMap::default(),
             out: VecDeque::new(),
             replies: ReplyLimiter::new(now),
             challenges: None,
