@@ -120,6 +120,11 @@ impl Reliable {
         self.ready = ready.min(self.acked.len());
     }
 
+    /// Whether sequence `s` has been acknowledged.
+    pub fn is_acked(&self, s: usize) -> bool {
+        self.acked.get(s).is_some_and(|b| *b)
+    }
+
     /// Whether every sequence of the block has been sent at least once.
     pub fn all_sent(&self) -> bool {
         self.cursor >= self.acked.len()
