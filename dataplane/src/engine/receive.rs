@@ -245,10 +245,13 @@ pub(super) struct Receiver {
     by_source: Vec<(u32, u32, u32)>,
     /// Host modes: where each source's entries start and end in `by_source` (a hash lookup
     /// instead of a binary search through a large array for every raw feature).
-    source_ranges: HashMap<u32, (u32, u32)>,
+    source_ranges: HashMap<u32, (u32, u32), foldhash::fast::RandomState>,
     /// Hybrid reduce blocks: (destination row, multicast sender) for this worker's
     /// destinations, sorted.
     multicast_in: Vec<(u32, u32)>,
+    /// Pre-aggregated modes: per destination position, the raw contributions its host way
+    /// needs (counted once here: asked for on every contribution received).
+    raw_sources: Vec<u32>,
 }
 
 impl Receiver {
@@ -304,12 +307,28 @@ impl Receiver {
             }
             by_source.sort_unstable();
         }
-        let mut source_ranges = HashMap::new();
+        let mut source_ranges = HashMap::default();
         let mut start = 0;
         for (i, e) in by_source.iter().enumerate() {
             if by_source.get(i + 1).is_none_or(|next| next.0 != e.0) {
                 source_ranges.insert(e.0, (start as u32, i as u32 + 1));
                 start = i + 1;
+            }
+        }
+        let mut raw_sources = Vec::new();
+        if plan.mode.pre_aggregated() {
+            raw_sources = dests
+                .iter()
+                .map(|&row| {
+                    let pairs = t.pairs_of(row as usize);
+                    (b.partials.starts[pairs.end] - b.partials.starts[pairs.start]) as u32
+                })
+                .collect();
+            for &(row, _) in &multicast_in {
+                let pos = dests
+                    .binary_search(&row)
+                    .expect("a destination of this worker");
+                raw_sources[pos] += 1;
             }
         }
         let chunks = plan.chunks();
@@ -333,6 +352,7 @@ impl Receiver {
         Receiver {
             host,
             multicast_in,
+            raw_sources,
             plan: Arc::clone(plan),
             block: usize::from(block),
             chunks,
@@ -387,7 +407,11 @@ impl Receiver {
     /// Raw contributions the host way needs for `pos`: one per remote source vertex.
     fn sources(&self, pos: usize) -> u32 {
         if self.plan.mode.pre_aggregated() {
-            (self.partial_sources(pos).len() + self.multicast_sources(pos).len()) as u32
+            debug_assert_eq!(
+                self.raw_sources[pos] as usize,
+                self.partial_sources(pos).len() + self.multicast_sources(pos).len()
+            );
+            self.raw_sources[pos]
         } else {
             self.expected(pos)
         }
