@@ -145,13 +145,16 @@ pub fn checked_add(lane: i32, value: i32) -> Option<i32> {
 /// lands on `i32::MIN`, the one 32-bit value beyond [`LIMIT`].
 pub fn checked_add_lanes(lanes: &mut [i32], values: &[i32]) -> bool {
     debug_assert_eq!(lanes.len(), values.len());
-    let mut bad = 0i32;
+    // In unsigned arithmetic: in signed, LLVM turns the overflow test back into an add and a
+    // jump on the overflow flag per lane, and the loop no longer vectorises (3x slower on 64
+    // lanes; 13% of a busy software switch's time).
+    let mut bad = 0u32;
     for (&x, &y) in lanes.iter().zip(values) {
+        let (x, y) = (x as u32, y as u32);
         let s = x.wrapping_add(y);
-        bad |= (x ^ s) & (y ^ s);
-        bad |= -i32::from(s == i32::MIN);
+        bad |= (x ^ s) & (y ^ s) | u32::from(s == i32::MIN as u32) << 31;
     }
-    if bad < 0 {
+    if bad >> 31 != 0 {
         return false;
     }
     for (x, &y) in lanes.iter_mut().zip(values) {
