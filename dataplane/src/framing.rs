@@ -11,6 +11,26 @@ use crate::wire::{record_len, HEADER_LEN};
 /// IPv4 and UDP headers, bytes: the part of the MTU that carries no switchgnn bytes.
 pub const IP_UDP_HEADERS: usize = 28;
 
+/// Rows to one receiver laid out together, chunk by chunk: the group's first chunks, then its
+/// second chunks, and so on. Records of one length then fill packets of one size, and a
+/// segmentation-offload send carries a run of equal-sized datagrams; row by row, a row's
+/// shorter last chunk made nearly every packet a different size (0.27 system calls per
+/// datagram at the software switch, against 0.03 for the one-chunk packets of the in-network
+/// kinds). Small enough that a destination's chunks still arrive close together.
+pub const ROW_GROUP: usize = 64;
+
+/// The rows `plan`'s packed streams group ([`ROW_GROUP`]); 1 (row by row) in the host
+/// two-level exchange, whose proxies must send their own rows before those that wait for
+/// their rack's shares (a group mixing both would hold a proxy's own rows back, and two
+/// proxies could wait on each other).
+pub fn row_group(plan: &ExchangePlan) -> usize {
+    if plan.mode == Mode::HostTwoLevel {
+        1
+    } else {
+        ROW_GROUP
+    }
+}
+
 /// The MTU and the packets per acknowledgement of the host exchange's packed copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostFraming {
@@ -50,11 +70,19 @@ impl HostFraming {
 
     /// Packets that carry `rows` rows of `plan`'s width from one host to another, and the
     /// bytes of their records (record headers and lanes, not the packet headers). A row goes
-    /// as its 64-lane chunks, a record each (the unit a receiver counts and a fetch asks for);
-    /// each packet takes records in order while they fit, then the next one opens.
+    /// as its 64-lane chunks, a record each (the unit a receiver counts and a fetch asks for),
+    /// laid out [`row_group`] rows at a time, chunk by chunk; each packet takes records in
+    /// order while they fit, then the next one opens.
     pub fn pack(&self, rows: u64, plan: &ExchangePlan) -> (u64, u64) {
-        let row = (0..plan.chunks()).map(|c| record_len(plan.chunk_lanes(c)));
-        self.pack_records((0..rows).flat_map(|_| row.clone()))
+        let group = row_group(plan) as u64;
+        let lens: Vec<usize> = (0..plan.chunks())
+            .map(|c| record_len(plan.chunk_lanes(c)))
+            .collect();
+        let groups = (0..rows.div_ceil(group)).map(|g| (rows - g * group).min(group));
+        self.pack_records(groups.flat_map(|n| {
+            lens.iter()
+                .flat_map(move |&len| std::iter::repeat_n(len, n as usize))
+        }))
     }
 
     /// Packets that carry records of the lengths `records` (bytes, in order) and their bytes:

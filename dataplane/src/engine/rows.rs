@@ -45,6 +45,8 @@ struct Open {
     records: Vec<(u32, u8)>,
     bytes: usize,
     dst: u32,
+    /// Pairs waiting for their group to fill ([`crate::framing::row_group`]).
+    group: Vec<(u32, u32)>,
 }
 
 impl Packing {
@@ -81,8 +83,10 @@ impl Packing {
             ..Open::default()
         });
         self.add(plan, first, room);
+        self.lay_out_groups(plan, room);
         let split = self.packets.len();
         self.add(plan, then, room);
+        self.lay_out_groups(plan, room);
         for to in 0..self.open.len() {
             if !self.open[to].records.is_empty() {
                 self.close(plan, to);
@@ -94,10 +98,29 @@ impl Packing {
     /// `pairs` into their receivers' open packets of `room` record bytes, closing each that
     /// cannot take the next record.
     fn add(&mut self, plan: &ExchangePlan, pairs: &[(u32, u32)], room: usize) {
+        let group = crate::framing::row_group(plan);
         for &(u, v) in pairs {
             let to = usize::from(plan.owner[v as usize]);
-            for c in 0..plan.chunks() {
-                let len = record_len(plan.chunk_lanes(c));
+            self.open[to].group.push((u, v));
+            if self.open[to].group.len() >= group {
+                self.lay_out_group(plan, to, room);
+            }
+        }
+    }
+
+    /// Every receiver's group so far into its packets, however short.
+    fn lay_out_groups(&mut self, plan: &ExchangePlan, room: usize) {
+        for to in 0..self.open.len() {
+            self.lay_out_group(plan, to, room);
+        }
+    }
+
+    /// Worker `to`'s group into its packets, chunk by chunk (see [`crate::framing::ROW_GROUP`]).
+    fn lay_out_group(&mut self, plan: &ExchangePlan, to: usize, room: usize) {
+        let group = std::mem::take(&mut self.open[to].group);
+        for c in 0..plan.chunks() {
+            let len = record_len(plan.chunk_lanes(c));
+            for &(u, v) in &group {
                 if self.open[to].bytes + len > room {
                     self.close(plan, to);
                 }
@@ -109,6 +132,9 @@ impl Packing {
                 open.bytes += len;
             }
         }
+        // The buffer is kept for the next group.
+        self.open[to].group = group;
+        self.open[to].group.clear();
     }
 
     /// Close worker `to`'s open packet: it takes the next sequence.
@@ -321,6 +347,50 @@ fn insert(ranges: &mut Vec<(u32, u32)>, seq: u32) -> (bool, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{Mode, PlanBlock};
+    use crate::table::BlockTable;
+
+    /// Vertices `0..n` on worker 0, each with a neighbour `n` on worker 1 (only the owners
+    /// matter to a layout); width 745, Amazon-Computers' features: 11 chunks of 64 lanes and
+    /// one of 41, a row longer than a packet.
+    fn fan_in(n: u32) -> ExchangePlan {
+        let table = BlockTable {
+            vertices: vec![0, n],
+            workers: vec![0, 1],
+            expected: vec![1, 1],
+            offsets: vec![0, 1, 2],
+            slots: vec![1, 0],
+        };
+        let block = PlanBlock::new(table, &[0, n]).unwrap();
+        let mut owner = vec![0; n as usize + 1];
+        owner[n as usize] = 1;
+        ExchangePlan::new(Mode::Host, 745, 2, owner, vec![block]).unwrap()
+    }
+
+    #[test]
+    fn a_layout_has_the_packets_the_model_counts_mostly_of_one_size() {
+        let framing = HostFraming::default();
+        for n in [1, 5, 63, 64, 65, 200] {
+            let plan = fan_in(n);
+            let pairs: Vec<(u32, u32)> = (0..n).map(|u| (u, n)).collect();
+            let mut packing = Packing::default();
+            packing.lay_out_then(&plan, &pairs, &[], framing);
+            let payload: u64 = packing.packets.iter().map(|p| p.payload).sum();
+            let (packets, _) = framing.pack(u64::from(n), &plan);
+            assert_eq!(packing.count_to(1) as u64, packets, "{n} rows");
+            assert_eq!(payload, u64::from(n) * 745 * 4, "{n} rows");
+            // Grouped chunk by chunk, a group's packets come in runs of one size (full
+            // records, then the shorter last chunks, and the packets between): four runs per
+            // group at most. Row by row, 200 rows made 400 runs of 480 packets (465 now).
+            let runs = 1 + packing
+                .packets
+                .windows(2)
+                .filter(|w| w[0].payload != w[1].payload)
+                .count();
+            let groups = n.div_ceil(crate::framing::ROW_GROUP as u32) as usize;
+            assert!(runs <= 4 * groups, "{n} rows: {runs} runs");
+        }
+    }
 
     #[test]
     fn ranges_merge_and_report_gaps_and_duplicates() {
