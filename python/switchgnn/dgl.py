@@ -151,8 +151,8 @@ def prepare_partitions(
 #: the owner of each remote destination one partial sum), forwarded by the switch. A software
 #: switch costs per packet, and the in-network kinds send a packet per boundary vertex (per 64
 #: lanes) where this kind packs rows into full frames: measured under BNS-GCN (hidden 16,
-#: docs/python.md), Amazon-Computers x 4 took 0.83x gloo's epoch with it and 1.2x with
-#: ``switchgnn``. A Tofino runs the in-network kinds at line rate; that is where they pay.
+#: docs/python.md), Amazon-Computers x 4 took 0.83-0.87x gloo's epoch with it and 1.11-1.21x
+#: with ``switchgnn``. A Tofino runs the in-network kinds at line rate; that is where they pay.
 SOFTWARE_SWITCH_KIND = "host-reduce"
 
 
