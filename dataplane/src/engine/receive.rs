@@ -228,6 +228,9 @@ pub(super) struct Receiver {
     chunks: usize,
     /// Table rows of this worker's vertices (ascending vertex id).
     dests: Vec<u32>,
+    /// Their vertex ids, side by side: searched for every sum received (through the table
+    /// each step of the search was a cache miss).
+    dest_vertices: Vec<u32>,
     /// Output row of each destination.
     out_rows: Vec<u32>,
     done: BitVec,
@@ -353,6 +356,7 @@ impl Receiver {
             host,
             multicast_in,
             raw_sources,
+            dest_vertices: dests.iter().map(|&row| t.vertices[row as usize]).collect(),
             plan: Arc::clone(plan),
             block: usize::from(block),
             chunks,
@@ -371,10 +375,7 @@ impl Receiver {
     }
 
     fn position(&self, v: u32) -> Option<usize> {
-        let t = &self.plan.blocks[self.block].table;
-        self.dests
-            .binary_search_by_key(&v, |&row| t.vertices[row as usize])
-            .ok()
+        self.dest_vertices.binary_search(&v).ok()
     }
 
     /// Contributions the switch adds up for destination position `pos` (partial sums in
