@@ -11,23 +11,28 @@ use crate::wire::{record_len, HEADER_LEN};
 /// IPv4 and UDP headers, bytes: the part of the MTU that carries no switchgnn bytes.
 pub const IP_UDP_HEADERS: usize = 28;
 
-/// Rows to one receiver laid out together, chunk by chunk: the group's first chunks, then its
-/// second chunks, and so on. Records of one length then fill packets of one size, and a
-/// segmentation-offload send carries a run of equal-sized datagrams; row by row, a row's
-/// shorter last chunk made nearly every packet a different size (0.27 system calls per
-/// datagram at the software switch, against 0.03 for the one-chunk packets of the in-network
-/// kinds). Small enough that a destination's chunks still arrive close together.
+/// Rows to one receiver laid out together, chunk by chunk, where a row's last chunk is
+/// shorter than the others: the group's first chunks, then its second chunks, and so on.
+/// Records of one length then fill packets of one size, and a segmentation-offload send
+/// carries a run of equal-sized datagrams; row by row, the short last chunk made nearly every
+/// packet a different size (0.27 system calls per datagram at the software switch at width
+/// 745, against 0.03 for the one-chunk packets of the in-network kinds). Small enough that a
+/// destination's chunks still arrive close together.
 pub const ROW_GROUP: usize = 64;
 
-/// The rows `plan`'s packed streams group ([`ROW_GROUP`]); 1 (row by row) in the host
-/// two-level exchange, whose proxies must send their own rows before those that wait for
-/// their rack's shares (a group mixing both would hold a proxy's own rows back, and two
-/// proxies could wait on each other).
+/// The rows `plan`'s packed streams group ([`ROW_GROUP`]), or 1 (row by row) where grouping
+/// gains nothing or must not be: a width of whole 64-lane chunks packs equal records either
+/// way (and in the simulator, at width 128 and 32 workers, grouping made the host hybrid's
+/// bursts to one receiver cross the ECN threshold: 1.4x slower), and the host two-level
+/// exchange's proxies must send their own rows before those that wait for their rack's shares
+/// (a group mixing both would hold a proxy's own rows back, and two proxies could wait on each
+/// other).
 pub fn row_group(plan: &ExchangePlan) -> usize {
-    if plan.mode == Mode::HostTwoLevel {
-        1
-    } else {
+    let uneven = plan.chunks() > 1 && plan.width % crate::wire::MAX_LANES != 0;
+    if uneven && plan.mode != Mode::HostTwoLevel {
         ROW_GROUP
+    } else {
+        1
     }
 }
 

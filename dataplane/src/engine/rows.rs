@@ -351,9 +351,9 @@ mod tests {
     use crate::table::BlockTable;
 
     /// Vertices `0..n` on worker 0, each with a neighbour `n` on worker 1 (only the owners
-    /// matter to a layout); width 745, Amazon-Computers' features: 11 chunks of 64 lanes and
-    /// one of 41, a row longer than a packet.
-    fn fan_in(n: u32) -> ExchangePlan {
+    /// matter to a layout), `width` lanes wide (745, Amazon-Computers' features: 11 chunks of
+    /// 64 lanes and one of 41, a row longer than a packet).
+    fn fan_in(n: u32, width: usize) -> ExchangePlan {
         let table = BlockTable {
             vertices: vec![0, n],
             workers: vec![0, 1],
@@ -364,14 +364,14 @@ mod tests {
         let block = PlanBlock::new(table, &[0, n]).unwrap();
         let mut owner = vec![0; n as usize + 1];
         owner[n as usize] = 1;
-        ExchangePlan::new(Mode::Host, 745, 2, owner, vec![block]).unwrap()
+        ExchangePlan::new(Mode::Host, width, 2, owner, vec![block]).unwrap()
     }
 
     #[test]
     fn a_layout_has_the_packets_the_model_counts_mostly_of_one_size() {
         let framing = HostFraming::default();
         for n in [1, 5, 63, 64, 65, 200] {
-            let plan = fan_in(n);
+            let plan = fan_in(n, 745);
             let pairs: Vec<(u32, u32)> = (0..n).map(|u| (u, n)).collect();
             let mut packing = Packing::default();
             packing.lay_out_then(&plan, &pairs, &[], framing);
@@ -390,6 +390,13 @@ mod tests {
             let groups = n.div_ceil(crate::framing::ROW_GROUP as u32) as usize;
             assert!(runs <= 4 * groups, "{n} rows: {runs} runs");
         }
+        // Whole 64-lane chunks pack equal records row by row: no grouping there.
+        assert_eq!(crate::framing::row_group(&fan_in(10, 128)), 1);
+        assert_eq!(crate::framing::row_group(&fan_in(10, 64)), 1);
+        assert_eq!(
+            crate::framing::row_group(&fan_in(10, 745)),
+            crate::framing::ROW_GROUP
+        );
     }
 
     #[test]
