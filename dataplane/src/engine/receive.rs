@@ -231,6 +231,8 @@ pub(super) struct Receiver {
     /// Their vertex ids, side by side: searched for every sum received (through the table
     /// each step of the search was a cache miss).
     dest_vertices: Vec<u32>,
+    /// Their contributions expected (the table's, side by side: read for every sum).
+    dest_expected: Vec<u32>,
     /// Output row of each destination.
     out_rows: Vec<u32>,
     done: BitVec,
@@ -357,6 +359,7 @@ impl Receiver {
             multicast_in,
             raw_sources,
             dest_vertices: dests.iter().map(|&row| t.vertices[row as usize]).collect(),
+            dest_expected: dests.iter().map(|&row| t.expected[row as usize]).collect(),
             plan: Arc::clone(plan),
             block: usize::from(block),
             chunks,
@@ -381,7 +384,7 @@ impl Receiver {
     /// Contributions the switch adds up for destination position `pos` (partial sums in
     /// reduce mode).
     fn expected(&self, pos: usize) -> u32 {
-        self.plan.blocks[self.block].table.expected[self.dests[pos] as usize]
+        self.dest_expected[pos]
     }
 
     /// Reduce mode: the range of `partials.sources` holding every source of `pos`, grouped by
