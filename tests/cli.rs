@@ -465,6 +465,52 @@ fn exchange_runs_every_mode_exactly_over_real_processes() {
     }
 }
 
+#[test]
+fn an_auto_exchange_says_what_it_ran_and_for_which_chip() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let text = stdout_ok(&[
+        "exchange",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "4",
+        "--feature-dims",
+        "40,16",
+        "--exchange",
+        "auto",
+        "--json",
+        summary.to_str().unwrap(),
+    ]);
+    let modes: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let picked = &modes[0]["picked"];
+    let kinds: Vec<&str> = picked["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 2, "{picked}");
+    assert!(kinds.iter().all(|k| *k != "auto"), "{picked}");
+    let chip = picked["chip"].as_str().unwrap();
+    assert!(chip.starts_with("tofino"), "{chip}");
+    let line = format!("auto ran {} (by layer)", kinds.join(", "));
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains("does not describe"), "{text}");
+    // A named kind prints no such line.
+    let named = stdout_ok(&[
+        "exchange",
+        "synthetic:small,scale=0.25",
+        "--workers",
+        "4",
+        "--feature-dims",
+        "40,16",
+        "--exchange",
+        "host",
+    ]);
+    assert!(!named.contains("auto ran"), "{named}");
+}
+
 /// Start `switchgnn worker` for `job` against the switch at `addr`.
 fn worker(job: &str, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
     let mut args = vec!["worker", "--job", job, "--switch", addr];

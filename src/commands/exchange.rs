@@ -80,6 +80,16 @@ pub(crate) struct ModeSummary {
     pub(crate) wire_bytes: u64,
     pub(crate) wire_packets: u64,
     pub(crate) switch: ServerReport,
+    /// `auto`: the kind each layer ran and the chip its pick was made for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) picked: Option<Picked>,
+}
+
+/// What `auto` ran: the plan's pick per layer, by the chip model's bound on `chip`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Picked {
+    pub(crate) kinds: Vec<String>,
+    pub(crate) chip: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -511,10 +521,18 @@ fn summarise(
     let wire = workers.iter().map(|w| &w.wire.to_switch);
     // Over TCP, the workers' connections besides their control traffic with the switch.
     let tcp = workers.iter().filter_map(|w| w.tcp.as_ref());
+    let picked = match (job.mode, &plan.manifest.exchange) {
+        (ExchangeKind::Auto, Some(choice)) => Some(Picked {
+            kinds: choice.layers.iter().map(|l| l.kind.clone()).collect(),
+            chip: choice.chip.clone(),
+        }),
+        _ => None,
+    };
     ModeSummary {
         mode: job.exchange_name().to_string(),
         seconds,
         exchanges,
+        picked,
         wire_bytes: wire
             .clone()
             .map(|c| c.bytes_sent + c.bytes_received)
@@ -570,6 +588,16 @@ fn print_mode(s: &ModeSummary) {
     }
     let k = &s.switch.counters;
     println!("\n{} exchange: {:.2} s in all", s.mode, s.seconds);
+    if let Some(p) = &s.picked {
+        // The pick is for a chip; say so where it runs on the software switch instead.
+        println!(
+            "auto ran {} (by layer): the planner's pick by the chip model's bound on {}; this \
+             run goes through the software switch, which that model does not describe: to \
+             find the fastest kind here, name several (--exchange host,host-reduce,switchgnn)",
+            p.kinds.join(", "),
+            p.chip
+        );
+    }
     println!("{t}");
     let what = if s.mode == "tcp" {
         "TCP segments and stream bytes between the workers, and UDP control with the switch"
