@@ -469,18 +469,20 @@ fn exchange_runs_every_mode_exactly_over_real_processes() {
 fn an_auto_exchange_says_what_it_ran_and_for_which_chip() {
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.json");
-    let text = stdout_ok(&[
-        "exchange",
-        "synthetic:small,scale=0.25",
-        "--workers",
-        "4",
-        "--feature-dims",
-        "40,16",
-        "--exchange",
-        "auto",
-        "--json",
-        summary.to_str().unwrap(),
-    ]);
+    let json = summary.to_str().unwrap();
+    let run = |kind: &str| {
+        let small = "synthetic:small,scale=0.25";
+        let args = [
+            "exchange",
+            small,
+            "--workers",
+            "4",
+            "--feature-dims",
+            "40,16",
+        ];
+        stdout_ok(&[&args[..], &["--exchange", kind, "--json", json]].concat())
+    };
+    let text = run("auto");
     let modes: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     let picked = &modes[0]["picked"];
@@ -498,17 +500,7 @@ fn an_auto_exchange_says_what_it_ran_and_for_which_chip() {
     assert!(text.contains(&line), "{text}");
     assert!(text.contains("does not describe"), "{text}");
     // A named kind prints no such line.
-    let named = stdout_ok(&[
-        "exchange",
-        "synthetic:small,scale=0.25",
-        "--workers",
-        "4",
-        "--feature-dims",
-        "40,16",
-        "--exchange",
-        "host",
-    ]);
-    assert!(!named.contains("auto ran"), "{named}");
+    assert!(!run("host").contains("auto ran"));
 }
 
 /// Start `switchgnn worker` for `job` against the switch at `addr`.
