@@ -50,7 +50,7 @@ if __name__ == '__main__':
             if processes[0].exitcode == 0:
                 ended = ended or time.monotonic()
                 if time.monotonic() - ended > TEARDOWN_GRACE:
-                    stuck = [processes.index(p) for p in alive]
+                    stuck = sorted(set(stuck) | {processes.index(p) for p in alive})
                     for p in alive:
                         p.terminate()
             # Wait on a rank still running: one that has exited returns at once.
