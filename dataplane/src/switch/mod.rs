@@ -57,6 +57,7 @@ pub use racks::{Racks, Tier, MAX_RACKS};
 pub use reduce::MAX_SLOTS;
 pub use sharded::{ShardedSwitch, MAX_SHARDS};
 pub use shared::MAX_POOL_SLOTS;
+pub use stamp::EgressStamps;
 pub use tier::{spine_traffic, two_level, SpineTraffic};
 
 use aggregate::{data, fetch, raw, rows};

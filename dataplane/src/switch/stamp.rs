@@ -16,15 +16,17 @@
 use crate::node::{Address, Transmit};
 use crate::wire::{Packet, PacketType};
 
-/// The next sequence number of each worker port.
+/// The next sequence number of each worker port. The switch model numbers what it emits; the
+/// simulator numbers again as packets leave its simulated chip, after the passes that finish
+/// out of emission order, as a chip's egress does.
 #[derive(Debug, Clone, Default)]
-pub(super) struct EgressStamps {
+pub struct EgressStamps {
     next: Vec<u32>,
 }
 
 impl EgressStamps {
     /// Number the packet `t` wrote at the front of `buf` when it is one the switch numbers.
-    pub(super) fn stamp(&mut self, t: &Transmit, buf: &mut [u8]) {
+    pub fn stamp(&mut self, t: &Transmit, buf: &mut [u8]) {
         let Address::Worker(port) = t.to else {
             return;
         };

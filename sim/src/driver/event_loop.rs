@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use switchgnn_dataplane::fault::FaultInjector;
-use switchgnn_dataplane::switch::Switch;
+use switchgnn_dataplane::switch::{EgressStamps, Switch};
 use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 
@@ -40,13 +40,12 @@ pub(super) struct Loop<'a, S: SwitchNode, H: HostNode + ?Sized> {
     chips: Vec<ChipServers>,
     /// Where the chips run each packet's passes (`None`: all in the home pipe).
     pass_pipes: Option<&'a PassPipes>,
-    /// Per switch and worker port: the number the next sum or raw copy leaving the chip
-    /// through that port carries. The switch model numbers packets as it emits them, before
-    /// the chip's passes, which finish out of that order; a chip numbers them in its egress,
-    /// as they leave (`switch/stamp.rs`). So the loop numbers them again as they leave the
-    /// simulated chip, and an answer about the numbering (`PacketType::Stamps`) carries the
-    /// next number then.
-    egress_numbers: Vec<Vec<u32>>,
+    /// Per switch, the numbering of its worker ports. The switch model numbers packets as it
+    /// emits them, before the chip's passes, which finish out of that order; a chip numbers
+    /// them in its egress, as they leave (`switch/stamp.rs`). So the loop numbers them again
+    /// as they leave the simulated chip, and an answer about the numbering
+    /// (`PacketType::Stamps`) carries the next number then.
+    egress_numbers: Vec<EgressStamps>,
     recirculation: Recirculation,
     peak_aggregators: usize,
     delivered: Traffic,
@@ -102,7 +101,7 @@ impl<'a, S: SwitchNode, H: HostNode + ?Sized> Loop<'a, S, H> {
             reported: vec![0; n],
             chips: vec![ChipServers::new(&cfg.switch.chip); switches],
             pass_pipes,
-            egress_numbers: vec![vec![0; n]; switches],
+            egress_numbers: vec![EgressStamps::default(); switches],
             recirculation: Recirculation::default(),
             peak_aggregators: 0,
             delivered: Traffic::default(),
@@ -498,25 +497,6 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         self.events.push(ceil_nanos(done), Event::Release { batch });
     }
 
-    /// A sum or raw copy leaving switch `chip` through port `w` takes that port's next
-    /// number; an answer about the numbering carries it untaken (see `egress_numbers`).
-    fn number_at_egress(&mut self, chip: usize, w: u16, f: &mut Flight) {
-        let Some(next) = self.egress_numbers[chip].get_mut(usize::from(w)) else {
-            return;
-        };
-        let Ok(mut packet) = Packet::new_checked(&mut f.bytes[..]) else {
-            return;
-        };
-        match PacketType::from_u8(packet.packet_type()) {
-            Some(t) if t.is_stamped() => {
-                packet.set_sequence(*next);
-                *next = next.wrapping_add(1);
-            }
-            Some(PacketType::Stamps) => packet.set_sequence(*next),
-            _ => {}
-        }
-    }
-
     /// Packets a switch is done with leave it, numbered as its egress numbers them.
     fn release(&mut self, origin: Origin, out: Vec<(Address, Flight)>) {
         let chip = match origin {
@@ -524,9 +504,8 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             Origin::Leaf(r) => 1 + usize::from(r),
         };
         for (to, mut f) in out {
-            if let Address::Worker(w) = to {
-                self.number_at_egress(chip, w, &mut f);
-            }
+            let len = f.bytes.len();
+            self.egress_numbers[chip].stamp(&Transmit { to, len }, &mut f.bytes);
             match (origin, to) {
                 (Origin::Switch, Address::Worker(w)) => self.switch_sends(w, f),
                 (Origin::Leaf(rack), to) => self.leaf_sends(rack, to, f),
