@@ -3,8 +3,10 @@
 //! `T ≥ max(lane updates / (pipes · stateful ALUs · lanes per ALU · f), passes / (pipes · f),
 //! recirculated bytes / loopback bandwidth, each host link's bytes / link rate, each host's
 //! packets × its per-packet cost)`: every resource the exchange needs, used at its full rate
-//! with nothing waiting for anything else. No schedule does better; the simulator's times are
-//! checked against it.
+//! with nothing waiting for anything else. Where the load was counted per pipe and path
+//! ([`crate::Spread`]), the busiest pipe's passes and additions and the busiest path's bytes,
+//! each at that one server's rate, bound it too. No schedule does better; the simulator's
+//! times are checked against it.
 
 use serde::Serialize;
 
@@ -91,17 +93,25 @@ impl Bound {
         lanes.max(passes).max(recirculation)
     }
 
-    /// Seconds of the stateful ALUs, the pipes' packet rate and the recirculation paths.
+    /// Seconds of the stateful ALUs, the pipes' packet rate and the recirculation paths:
+    /// pooled over the chip, or where the load was counted per pipe and path for this chip
+    /// ([`Load::spread_on`]) its busiest pipe and path when they need longer.
     fn switch_terms(chip: &Chip, load: &Load) -> [f64; 3] {
         let switch = load.switch_work_on(chip);
-        [
+        let mut terms = [
             time(switch.lane_updates as f64, chip.lane_rate()),
             time(switch.passes as f64, chip.pass_rate()),
             time(
                 switch.recirculated_bytes as f64,
                 chip.loopback_bytes_per_s(),
             ),
-        ]
+        ];
+        if let Some(spread) = load.spread.as_ref().filter(|s| s.fits(chip)) {
+            terms[0] = terms[0].max(spread.busiest_pipe_lanes_seconds(chip));
+            terms[1] = terms[1].max(spread.busiest_pipe_passes_seconds(chip));
+            terms[2] = terms[2].max(spread.busiest_path_seconds(chip));
+        }
+        terms
     }
 
     /// The bound of `load` on `chip` with hosts costing `host`.

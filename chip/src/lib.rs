@@ -19,7 +19,9 @@
 //!   does not fetch;
 //! - [`paths`]: where the P4 program runs a packet's passes — the pipe of each destination's
 //!   aggregators, a source's chains over the pipes, and the recirculation path of each pass —
-//!   which `p4 entries` installs and the simulator's chip follows.
+//!   which `p4 entries` installs and the simulator's chip follows;
+//! - [`Spread`]: how an exchange's passes and trips fall on those pipes and paths, whose
+//!   busiest one [`Bound`] counts beside the pooled figures.
 
 mod bound;
 mod choice;
@@ -27,6 +29,7 @@ mod floor;
 mod load;
 pub mod paths;
 mod preset;
+mod spread;
 
 pub use bound::{Bound, Term, Verdict};
 pub use choice::{Candidate, Choice};
@@ -35,3 +38,4 @@ pub use load::{HostCost, HostFraming, Load, SwitchWork, PASS_HEADER};
 pub use preset::{
     Chip, ChipChoice, ChipError, Preset, Source, MAX_LOOPED_PER_PIPE, PRESETS, SOURCES,
 };
+pub use spread::{pipe_room, place_block, Spread};

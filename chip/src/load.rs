@@ -9,6 +9,7 @@ use switchgnn_dataplane::wire::{ACK_RANGE_LEN, HEADER_LEN};
 use switchgnn_dataplane::framing::copies_per_pair;
 
 use crate::preset::Chip;
+use crate::spread::Spread;
 pub use switchgnn_dataplane::framing::HostFraming;
 
 /// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
@@ -56,6 +57,10 @@ pub struct Load {
     /// The switch's work that each host's uploads cause (their passes and additions), by
     /// sender: what the leaf switch of a rack takes on for its hosts.
     pub uploads: Vec<SwitchWork>,
+    /// The switch's work per pipe and per recirculation path of one chip
+    /// ([`Load::spread_on`]); `None` until counted, and for the kinds the switch only forwards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
 }
 
 /// Switch work, of the kinds [`Load`] counts.
@@ -104,6 +109,20 @@ impl Load {
             }
         }
         load
+    }
+
+    /// `self` with `plan`'s work counted per pipe and per path of `chip` ([`Spread::of`]:
+    /// `room` destinations per pipe, `u64::MAX` for as many as the blocks need), so that its
+    /// [`Bound`](crate::Bound) on that chip counts the busiest pipe and path too.
+    pub fn spread_on(
+        mut self,
+        plan: &ExchangePlan,
+        chip: &Chip,
+        room: u64,
+        frame_overhead: u64,
+    ) -> Load {
+        self.spread = Spread::of(plan, chip, room, frame_overhead);
+        self
     }
 
     /// The switch's work on `chip`: passes (readouts included), recirculations and their bytes,

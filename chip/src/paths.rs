@@ -5,6 +5,10 @@
 //! entries` installs these decisions and the simulator's chip runs its passes over them; this
 //! module is the one place that makes them.
 
+/// A job's home pipe: that of its recirculation port (`p4 entries`' default, pipe 0's), where
+/// its packets arrive and make their first passes.
+pub const HOME_PIPE: u8 = 0;
+
 /// Hash slots of `recirculation_path` per job (`PATH_SLOTS` in `p4/include/constants.p4`): the
 /// control plane spreads them over the paths.
 pub const PATH_SLOTS: u64 = 256;

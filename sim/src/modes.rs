@@ -40,7 +40,8 @@ use switchgnn_scheduler::exchange::PlanOptions;
 use thiserror::Error;
 
 use crate::driver::{
-    run_two_level, run_with_background, Bundle, PassPipes, RunResult, SimConfig, SimError, Tap,
+    pipe_room, run_two_level, run_with_background, Bundle, PassPipes, RunResult, SimConfig,
+    SimError, Tap,
 };
 use crate::fabric::Topology;
 
@@ -575,7 +576,12 @@ pub fn simulate_exchange_beside(
         layer: setup.layer,
         backward: setup.backward,
     };
-    let pass_pipes = PassPipes::new(plan.clone(), &cfg.switch.chip, switch_config.aggregators);
+    let room = pipe_room(
+        setup.switch_memory,
+        &cfg.switch.chip,
+        real_width.div_ceil(MAX_LANES),
+    );
+    let pass_pipes = PassPipes::new(plan.clone(), &cfg.switch.chip, room);
     let job = JobConfig::new(1, (0..=setup.layer).map(|_| plan.clone()).collect());
     // With two levels the exchange's switch is the spine, and every rack has a leaf.
     let (mut switch, mut leaves) = if setup.two_level {

@@ -3,7 +3,7 @@
 //! entries` installs): sums stay exact with passes over looped ports, and a plan whose trips
 //! sit on one pipe takes longer than one server of the chip's pooled bandwidth would.
 
-use switchgnn_chip::{Bound, Chip, Load, Term};
+use switchgnn_chip::{pipe_room, Bound, Chip, Load, Term};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_datasets::synthetic::{generate, Preset};
@@ -96,18 +96,19 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
             switch: SwitchSpec::on(chip),
             ..SimConfig::paper(WORKERS)
         };
-        let bound = Bound::of(
-            &chip,
-            &Load::of(&xplan, cfg.frame_overhead),
-            &host_cost(&cfg),
-        );
+        let load = Load::of(&xplan, cfg.frame_overhead);
+        let bound = Bound::of(&chip, &load, &host_cost(&cfg));
+        // Counted per pipe and path as the simulated chip places the destinations.
+        let room = pipe_room(MEMORY, &chip, xplan.chunks());
+        let spread = load.spread_on(&xplan, &chip, room, cfg.frame_overhead);
+        let per_path = Bound::of(&chip, &spread, &host_cost(&cfg));
         let (sim, outputs) = simulate_exchange(xplan, &cfg, &setup(), scale_for(&d.graph)).unwrap();
         assert!(outputs.iter().all(|o| !o.sums.is_empty()));
-        (sim.run.finish_ns as f64, bound)
+        (sim.run.finish_ns as f64, bound, per_path)
     };
     // Tofino 1, two pipes of one 100 Gb/s internal port each.
     let two_pipes = Chip::preset("tofino1-32").unwrap();
-    let (t, b) = run(two_pipes);
+    let (t, b, b_path) = run(two_pipes);
     // The pooled model: one server of both ports' 200 Gb/s, which is what one pipe with a port
     // of that rate is.
     let pooled = Chip {
@@ -116,7 +117,7 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
     }
     .with_recirculation_ports(1)
     .unwrap();
-    let (t_pooled, b_pooled) = run(pooled);
+    let (t_pooled, b_pooled, b_pooled_path) = run(pooled);
     eprintln!(
         "two pipes {:.1} µs (bound {:.1} µs, {}), pooled {:.1} µs (bound {:.1} µs)",
         t / 1e3,
@@ -135,4 +136,16 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
     assert!(t_pooled <= 1.1 * b_pooled.seconds * 1e9);
     assert!(t >= b.seconds * 1e9);
     assert!(t > 1.15 * t_pooled, "{t} ns against {t_pooled} ns pooled");
+    // Counted per pipe and path, the bound sees the one busy pipe and stays below the run;
+    // on the one-pipe chip there is nothing more to see.
+    eprintln!(
+        "per path: bound {:.1} µs ({}), pooled chip {:.1} µs",
+        b_path.seconds * 1e6,
+        b_path.dominant.name(),
+        b_pooled_path.seconds * 1e6
+    );
+    assert!(b_path.recirculation_s > 1.15 * b.recirculation_s);
+    assert!(t >= b_path.seconds * 1e9);
+    assert!(t <= 1.1 * b_path.seconds * 1e9);
+    assert_eq!(b_pooled_path.recirculation_s, b_pooled.recirculation_s);
 }

@@ -400,18 +400,24 @@ impl Layer<'_> {
         })
     }
 
+    /// An in-network kind's load, counted per pipe and path of the row's chip too (`room`
+    /// destinations per pipe; the one-block plans as many as they need).
+    fn on_chip(&self, plan: &ExchangePlan, room: u64) -> Load {
+        Load::of(plan, FRAME_OVERHEAD).spread_on(plan, self.chip, room, FRAME_OVERHEAD)
+    }
+
     fn in_network(&self) -> Result<InNetwork> {
         let (graph, assignment, width) = (self.graph, self.assignment, self.width);
         let measure = |plan: &ExchangePlan| -> Result<Measured> {
             Ok(Measured {
-                load: Load::of(plan, FRAME_OVERHEAD),
+                load: self.on_chip(plan, u64::MAX),
                 fabrics: self.fabrics(plan)?,
             })
         };
         let reduce = measure(&reduce_plan(graph, assignment, width, usize::MAX)?)?;
-        let hybrid = Load::of(
+        let hybrid = self.on_chip(
             &hybrid_plan(graph, assignment, width, usize::MAX, self.chip, self.cost)?,
-            FRAME_OVERHEAD,
+            u64::MAX,
         );
         let blocks = measure(&ExchangePlan::whole_graph(
             graph,
@@ -504,7 +510,9 @@ impl Layer<'_> {
             let fill = blocks.fill();
             // Every block endpoint sends once and receives once.
             let bytes = 2 * row_bytes(fill.vertex_slots, width);
-            let load = Load::of(&blocks_plan(&blocks, assignment, width)?, FRAME_OVERHEAD);
+            let xplan = blocks_plan(&blocks, assignment, width)?;
+            let room = switchgnn_chip::pipe_room(memory, self.chip, xplan.chunks());
+            let load = self.on_chip(&xplan, room);
             plans.push(PlanRow {
                 switch_memory: memory,
                 blocks: fill.blocks,

@@ -16,7 +16,7 @@ mod event_loop;
 mod flight;
 mod pipes;
 
-pub use pipes::{PassPipes, HOME_PIPE};
+pub use pipes::{pipe_room, PassPipes, HOME_PIPE};
 
 use event_loop::Loop;
 

@@ -17,9 +17,8 @@ use super::Recirculation;
 use crate::fabric::Picos;
 use crate::series::Series;
 
-/// The job's home pipe: that of its recirculation port (`p4 entries`' default, pipe 0's), where
-/// its first passes run.
-pub const HOME_PIPE: u8 = 0;
+pub use switchgnn_chip::paths::HOME_PIPE;
+pub use switchgnn_chip::pipe_room;
 
 /// Where a chip runs the passes of one exchange's packets: the pipe of every destination of
 /// every block, placed as the control plane places them.
@@ -32,29 +31,24 @@ pub struct PassPipes {
 }
 
 impl PassPipes {
-    /// The placement of `plan`'s blocks on `chip`, whose aggregator memory holds `aggregators`
-    /// 64-lane aggregators over the pipes it uses (each pipe a share of them, as room for whole
-    /// destinations; a block that does not fit those shares is placed without them).
-    pub fn new(plan: Arc<ExchangePlan>, chip: &Chip, aggregators: usize) -> PassPipes {
-        let pipes = chip.aggregator_pipes() as u8;
-        let chunks = plan.chunks().max(1) as u64;
-        let share = (aggregators as u64).div_ceil(u64::from(pipes)) / chunks;
+    /// The placement of `plan`'s blocks on `chip`, each pipe holding `room` destinations
+    /// ([`pipe_room`]; a block that does not fit is placed without it), as
+    /// [`switchgnn_chip::place_block`] places them for the bound.
+    pub fn new(plan: Arc<ExchangePlan>, chip: &Chip, room: u64) -> PassPipes {
+        let pipes = chip.aggregator_pipes();
         let placement = plan
             .blocks
             .iter()
             .map(|b| {
-                plan.mode.switch_aggregates().then(|| {
-                    let expected = &b.table.expected;
-                    paths::place(expected, &vec![share; usize::from(pipes)])
-                        .or_else(|| paths::place(expected, &vec![u64::MAX; usize::from(pipes)]))
-                        .expect("unbounded pipes hold every destination")
-                })
+                plan.mode
+                    .switch_aggregates()
+                    .then(|| switchgnn_chip::place_block(&b.table.expected, pipes, room))
             })
             .collect();
         PassPipes {
             plan,
             placement,
-            pipes,
+            pipes: pipes as u8,
         }
     }
 
@@ -282,7 +276,11 @@ mod tests {
             exchange_plan(SimMode::of(SimKind::SwitchGnn), &d.graph, &p, 0, 7, None).unwrap(),
         );
         let chip = Chip::preset("tofino1-64").unwrap();
-        let at = PassPipes::new(plan.clone(), &chip, 1 << 18);
+        let at = PassPipes::new(
+            plan.clone(),
+            &chip,
+            pipe_room(1 << 26, &chip, plan.chunks()),
+        );
         let mut per_pipe = vec![0; 4];
         let mut others = 0;
         for (b, block) in plan.blocks.iter().enumerate() {
