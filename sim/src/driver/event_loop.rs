@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use switchgnn_dataplane::fault::FaultInjector;
 use switchgnn_dataplane::switch::{EgressStamps, Switch};
-use switchgnn_dataplane::wire::{Packet, PacketType, HEADER_LEN};
+use switchgnn_dataplane::wire::{Flags, Packet, PacketType, HEADER_LEN};
 use switchgnn_dataplane::{Address, Nanos, Node, Transmit};
 
 use super::flight::{End, Event, Flight, Hop, Origin, Route};
-use super::pipes::{ChipServers, PassPipes, Passes};
+use super::pipes::{ChipServers, PassPipes, Passes, Ready};
 use super::{Bundle, HostNode, Recirculation, RunResult, SimConfig, SwitchNode, Tap};
 use crate::background::Background;
 use crate::fabric::{ceil_nanos, to_picos, FabricPorts, Picos, Topology};
@@ -488,13 +488,27 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
             Origin::Leaf(r) => 1 + usize::from(r),
         };
         let done = self.switch_time(chip, now_ps, passes, f, &out, from_worker);
-        // Less than a nanosecond of pipeline time is not worth an event.
-        if ceil_nanos(done) <= self.now + 1 || out.is_empty() {
+        // The program mirrors a data packet's acknowledgement on its first pass: it does not
+        // wait for the packet's trips, which on a busy path take tens of microseconds.
+        let (acks, rest): (Vec<_>, Vec<_>) =
+            out.into_iter().partition(|(_, o)| is_data_ack(&o.bytes));
+        self.release_at(origin, done.first, acks);
+        self.release_at(origin, done.last, rest);
+    }
+
+    /// Send `out` from `origin` at `at_ps` (at once when that is within a nanosecond: not
+    /// worth an event).
+    fn release_at(&mut self, origin: Origin, at_ps: Picos, out: Vec<(Address, Flight)>) {
+        if out.is_empty() {
+            return;
+        }
+        if ceil_nanos(at_ps) <= self.now + 1 {
             self.release(origin, out);
             return;
         }
         let batch = self.batches.insert((origin, out));
-        self.events.push(ceil_nanos(done), Event::Release { batch });
+        self.events
+            .push(ceil_nanos(at_ps), Event::Release { batch });
     }
 
     /// Packets a switch is done with leave it, numbered as its egress numbers them.
@@ -547,13 +561,16 @@ impl<S: SwitchNode, H: HostNode + ?Sized> Loop<'_, S, H> {
         f: &Flight,
         out: &[(Address, Flight)],
         from_worker: bool,
-    ) -> Picos {
+    ) -> Ready {
         let chip = self.cfg.switch.chip;
         let count = u64::from(f.count);
         if chip.is_ideal() {
             let extra = passes.saturating_sub(1) * count;
             self.recirculation.recirculations += extra;
-            return now_ps;
+            return Ready {
+                first: now_ps,
+                last: now_ps,
+            };
         }
         let servers = &mut self.chips[chip_index];
         let mut per_pipe = servers.take_split();
@@ -795,4 +812,11 @@ fn mark(bytes: &mut [u8]) {
             }
         }
     }
+}
+
+/// Whether `bytes` is a switch's acknowledgement of a data packet (its type, the ack flag).
+fn is_data_ack(bytes: &[u8]) -> bool {
+    Packet::new_checked(bytes).is_ok_and(|p| {
+        p.packet_type() == PacketType::Data as u8 && Flags::from_u8(p.flags()).is_ok_and(|f| f.ack)
+    })
 }

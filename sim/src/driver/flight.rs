@@ -43,6 +43,16 @@ pub(super) enum Event {
     },
 }
 
+impl Event {
+    /// A deadline rather than a packet on its way.
+    pub(super) fn is_timer(&self) -> bool {
+        matches!(
+            self,
+            Event::Timer { .. } | Event::SwitchTimer { .. } | Event::BackgroundTimer { .. }
+        )
+    }
+}
+
 /// The switch a batch of packets leaves: the exchange's (the star's, or the spine), or the
 /// leaf of a rack.
 #[derive(Debug, Clone, Copy)]

@@ -354,5 +354,18 @@ fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
         l.now = l.now.max(at);
         l.dispatch(event);
     }
+    // What is still on its way when the last host finishes arrives (no timer fires any more),
+    // so that every byte the hosts sent is counted on every link it crosses.
+    while let Some((at, event)) = l.events.pop() {
+        if event.is_timer() {
+            continue;
+        }
+        events += 1;
+        if events > cfg.max_events {
+            return Err(SimError::EventLimit(cfg.max_events));
+        }
+        l.now = l.now.max(at);
+        l.dispatch(event);
+    }
     Ok(l.result(events, started))
 }

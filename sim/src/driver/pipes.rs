@@ -182,7 +182,8 @@ impl ChipServers {
     /// pipe its passes take slots of the pipe's packet rate, and its trips (every pass there but
     /// the arrival) go around the pipe's port of its path first; the pipes' chains run at once.
     /// Busy times are recorded as shares of the chip's whole capacity (so that a fully used
-    /// chip is busy all the time).
+    /// chip is busy all the time). Also when its first pass (its arrival in the home pipe) is
+    /// done: the program mirrors the sender's acknowledgement there.
     pub(super) fn run(
         &mut self,
         chip: &Chip,
@@ -190,8 +191,9 @@ impl ChipServers {
         p: &Passes<'_>,
         rec: &mut Recirculation,
         series: &mut Series,
-    ) -> Picos {
+    ) -> Ready {
         let mut ready = now_ps;
+        let mut first = now_ps;
         let path = p.path as usize % self.paths[0].len();
         let path_rate = chip.path_bytes_per_s(path as u32);
         let pipes = self.pipes.len() as f64;
@@ -221,14 +223,26 @@ impl ChipServers {
             let ps = ((passes * p.count) as f64 * 1e12 / chip.pass_rate_per_pipe).round() as Picos;
             let free = &mut self.pipes[pipe];
             let start = (*free).max(now_ps);
+            if pipe == usize::from(HOME_PIPE) {
+                first = start + (p.count as f64 * 1e12 / chip.pass_rate_per_pipe).round() as Picos;
+            }
             *free = start + ps;
             rec.pipeline_busy_ns += ps as f64 / 1_000.0 / pipes;
             let wait = (start - now_ps) as f64 / 1_000.0;
             rec.pipeline_max_wait_ns = rec.pipeline_max_wait_ns.max(wait);
             ready = ready.max(start + ps);
         }
-        ready
+        Ready { first, last: ready }
     }
+}
+
+/// When a chip is done with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ready {
+    /// Its first pass, in the home pipe: the sender's acknowledgement leaves then.
+    pub(super) first: Picos,
+    /// Its last pass: everything else it makes leaves then.
+    pub(super) last: Picos,
 }
 
 #[cfg(test)]
@@ -331,7 +345,12 @@ mod tests {
             wire: 1000,
             count: 1,
         };
-        let ready = servers.run(&chip, 0, &p, &mut rec, &mut series);
+        let done = servers.run(&chip, 0, &p, &mut rec, &mut series);
+        let ready = done.last;
+        // Its first pass, the arrival in the home pipe, takes one slot of that pipe's rate.
+        let slot = (1e12 / chip.pass_rate_per_pipe).round() as Picos;
+        assert_eq!(done.first, slot);
+        assert!(done.first < done.last);
         // One trip in the home pipe (its first pass is the arrival), three in pipe 1, each on
         // that pipe's path 2 at a looped port's 100 Gb/s.
         let trip = ((1000 + PASS_HEADER) as f64 * 8.0 / 100.0 * 1_000.0).round() as Picos;
