@@ -471,10 +471,9 @@ pub(crate) mod tests {
         );
     }
 
-    #[test]
-    fn the_reduce_load_sends_one_partial_sum_per_worker_and_destination() {
-        // Destinations 0 and 2 hear from worker 1 (vertex 1), destination 1 from worker 0
-        // (vertices 0 and 2 summed into one partial).
+    /// [`plan`]'s graph pre-aggregated: destinations 0 and 2 hear from worker 1 (vertex 1),
+    /// destination 1 from worker 0 (vertices 0 and 2 summed into one partial, named by 0).
+    pub(crate) fn reduce_plan() -> ExchangePlan {
         let table = BlockTable {
             vertices: vec![0, 1, 2],
             workers: vec![0, 1, 0],
@@ -487,7 +486,12 @@ pub(crate) mod tests {
             sources: vec![1, 0, 2, 1],
         };
         let block = PlanBlock::reduce(table, &[0, 1, 2], partials).unwrap();
-        let plan = ExchangePlan::new(Mode::Reduce, 72, 2, vec![0, 1, 0], vec![block]).unwrap();
+        ExchangePlan::new(Mode::Reduce, 72, 2, vec![0, 1, 0], vec![block]).unwrap()
+    }
+
+    #[test]
+    fn the_reduce_load_sends_one_partial_sum_per_worker_and_destination() {
+        let plan = reduce_plan();
         let l = Load::of(&plan, 66);
         // Besides a join and a done each: worker 0 sends one partial per chunk, worker 1 two.
         assert_eq!(l.sent_packets, vec![2 + 2, 2 + 4]);

@@ -215,10 +215,8 @@ impl Sources<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::tests::plan;
+    use crate::load::tests::{plan, reduce_plan};
     use crate::{Bound, HostCost, Load, Term};
-    use switchgnn_dataplane::plan::Partials;
-    use switchgnn_dataplane::table::BlockTable;
 
     #[test]
     fn each_pass_counts_in_its_pipe_and_each_trip_on_its_path() {
@@ -277,21 +275,7 @@ mod tests {
             .with_loopback_ports(8, 100.0)
             .unwrap();
         assert_eq!((chip.aggregator_pipes(), chip.paths_per_pipe()), (4, 3));
-        // Destinations 0 and 2 hear from worker 1 (vertex 1), destination 1 from worker 0
-        // (vertices 0 and 2 summed, named by vertex 0).
-        let table = BlockTable {
-            vertices: vec![0, 1, 2],
-            workers: vec![0, 1, 0],
-            expected: vec![1, 1, 1],
-            offsets: vec![0, 1, 2, 3],
-            slots: vec![1, 0, 1],
-        };
-        let partials = Partials {
-            starts: vec![0, 1, 3, 4],
-            sources: vec![1, 0, 2, 1],
-        };
-        let block = PlanBlock::reduce(table, &[0, 1, 2], partials).unwrap();
-        let reduce = ExchangePlan::new(Mode::Reduce, 72, 2, vec![0, 1, 0], vec![block]).unwrap();
+        let reduce = reduce_plan();
         let s = Spread::of(&reduce, &chip, u64::MAX, 66).unwrap();
         // One destination per pipe: 0 in the home pipe (no trip), 1 and 2 a trip each.
         let trip = (66 + 32 + 256 + PASS_HEADER) + (66 + 32 + 32 + PASS_HEADER);
