@@ -8,13 +8,10 @@ use switchgnn_dataplane::wire::{ACK_RANGE_LEN, HEADER_LEN};
 
 use switchgnn_dataplane::framing::copies_per_pair;
 
+use crate::paths::PASS_HEADER;
 use crate::preset::Chip;
 use crate::spread::Spread;
 pub use switchgnn_dataplane::framing::HostFraming;
-
-/// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
-/// (`p4/include/headers.p4`).
-pub const PASS_HEADER: u64 = 32;
 
 /// The host side of an exchange's cost.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

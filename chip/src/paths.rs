@@ -5,6 +5,10 @@
 //! entries` installs these decisions and the simulator's chip runs its passes over them; this
 //! module is the one place that makes them.
 
+/// Bytes a recirculating copy carries besides the packet: the pass header the P4 program adds
+/// (`p4/include/headers.p4`).
+pub const PASS_HEADER: u64 = 32;
+
 /// A job's home pipe: that of its recirculation port (`p4 entries`' default, pipe 0's), where
 /// its packets arrive and make their first passes.
 pub const HOME_PIPE: u8 = 0;

@@ -20,8 +20,8 @@ use switchgnn_dataplane::switch::{
 };
 use switchgnn_dataplane::wire::{HEADER_LEN, MAX_LANES};
 
-use crate::paths::{self, Placement, HOME_PIPE};
-use crate::{Chip, PASS_HEADER};
+use crate::paths::{self, Placement, HOME_PIPE, PASS_HEADER};
+use crate::preset::Chip;
 
 /// One exchange's switch work per pipe and per recirculation path, for one chip's shape.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

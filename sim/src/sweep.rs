@@ -632,8 +632,7 @@ impl GridRun<'_> {
         };
         let (kind, xplan) = self.exchange(mode, layer).map_err(wrap)?;
         let setup = spec.setup(mode, memory.unwrap_or(0), layer as u8, cfg);
-        // Per pipe and path as the simulated chip places the blocks (the room of this run's
-        // switch memory).
+        // Per pipe and path as the simulated chip places the blocks in this run's memory.
         let chip = &cfg.switch.chip;
         let room = crate::driver::pipe_room(setup.switch_memory, chip, xplan.chunks());
         let load =
