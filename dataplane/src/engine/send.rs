@@ -820,8 +820,38 @@ impl SendStrategy for BalancedHostExchange {
 
 #[cfg(test)]
 mod tests {
-    use super::merge_evenly;
+    use super::{merge_evenly, PreAggregated, SendStrategy};
     use crate::engine::reliable::RttEstimator;
+    use crate::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock};
+    use crate::table::BlockTable;
+
+    #[test]
+    fn a_hybrid_block_sends_its_longest_multicast_chains_first() {
+        // Vertices 0 and 1 on worker 0, 2 and 3 on worker 1. Worker 0 multicasts vertex 0
+        // into destination 3 and vertex 1 into 2 and 3; worker 1 sends destination 0 a
+        // partial sum of vertex 2.
+        let table = BlockTable {
+            vertices: vec![0, 2, 3],
+            workers: vec![0, 1, 1],
+            expected: vec![1, 1, 2],
+            offsets: vec![0, 1, 1, 1],
+            slots: vec![1],
+        };
+        let partials = Partials {
+            starts: vec![0, 1],
+            sources: vec![2],
+        };
+        let multicast = Multicast {
+            vertices: vec![0, 1],
+            offsets: vec![0, 1, 3],
+            rows: vec![2, 1, 2],
+        };
+        let block = PlanBlock::hybrid(table, &[0, 2, 3], partials, multicast).unwrap();
+        let plan = ExchangePlan::new(Mode::Reduce, 64, 2, vec![0, 0, 1, 1], vec![block]).unwrap();
+        // Vertex 1 feeds two destinations, vertex 0 one: 1 goes first although 0 is lower.
+        assert_eq!(PreAggregated::pairs(&plan, 0, 0), [(1, 1), (0, 0)]);
+        assert_eq!(PreAggregated::pairs(&plan, 1, 0), [(2, 0)]);
+    }
 
     #[test]
     fn two_lists_merge_evenly_each_in_its_order() {
