@@ -184,7 +184,7 @@ fn job_and_session(args: &Args) -> Result<(JobFile, Arc<Session>, u64)> {
         job.allreduce.slots = tables.allreduce_slots;
         job
     };
-    job.link.ecn_threshold_bytes = tables.ecn_threshold_bytes;
+    job.link.ecn_threshold_bytes = Some(tables.ecn_threshold_bytes);
     let session = Session {
         mode,
         layers: tables.layers,

@@ -25,7 +25,8 @@
 //!
 //! [link]
 //! gbps = 10.0                    # sending rate cap of a worker and of each switch port
-//! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN
+//! ecn_threshold_bytes = 65536    # switch egress queue depth that marks ECN (default: 50 µs of
+//!                                # the link rate, at least 64 KiB)
 //! window = 512                   # data chunks a worker keeps unacknowledged at most
 //! congestion_window = true       # and a TCP-like congestion window below that
 //! mtu = 1500                     # the host exchange packs its copies into packets this large
@@ -67,7 +68,7 @@ use thiserror::Error;
 pub use rank::resolve_rank;
 pub use sections::{
     parse_exchange, AllReduce, AllReduceVia, ExchangeVia, Fabric, Link, MtuTooLarge, Timeouts,
-    TransportKind,
+    TransportKind, ECN_SOJOURN_US, ECN_THRESHOLD_FLOOR,
 };
 pub use switchgnn_net::dpdk::{DpdkSettings, Role};
 pub use switchgnn_net::Transport;
@@ -433,6 +434,25 @@ mod tests {
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn the_ecn_threshold_is_a_queueing_delay_unless_set() {
+        let at = |gbps: f64| Link {
+            gbps,
+            ..Link::default()
+        };
+        // 50 µs of the link rate, at least 64 KiB.
+        assert_eq!(at(10.0).ecn_threshold(), ECN_THRESHOLD_FLOOR);
+        assert_eq!(at(100.0).ecn_threshold(), 625_000);
+        assert_eq!(at(1000.0).ecn_threshold(), 6_250_000);
+        // A depth the job (or the P4 tables) sets is kept as it is.
+        let set = Link {
+            ecn_threshold_bytes: Some(4096),
+            ..at(1000.0)
+        };
+        assert_eq!(set.ecn_threshold(), 4096);
+        assert_eq!(ECN_SOJOURN_US, 50.0);
     }
 
     #[test]

@@ -616,7 +616,7 @@ fn open_endpoint(cfg: &ServerConfig) -> Result<Endpoint, OpenError> {
 fn switch_model(cfg: &ServerConfig, ports: u16) -> Result<ShardedSwitch, ServerError> {
     let config = SwitchConfig {
         aggregators: cfg.aggregators,
-        ecn_threshold: cfg.link.ecn_threshold_bytes,
+        ecn_threshold: cfg.link.ecn_threshold(),
         ports,
     };
     Ok(ShardedSwitch::new(config, cfg.cores)?)

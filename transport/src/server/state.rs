@@ -349,7 +349,7 @@ impl Core {
                 None => self.egress_drops += 1,
             }
         }
-        let threshold = self.cfg.link.ecn_threshold_bytes;
+        let threshold = self.cfg.link.ecn_threshold();
         for (port, q) in self.egress.iter_mut().enumerate() {
             let (index, rank) = self.ports[port];
             let job = &mut self.jobs[index];
