@@ -64,6 +64,17 @@ impl Spread {
     /// bytes beyond the header. `None` for a kind the switch does not aggregate and on the
     /// ideal chip (its passes cost nothing).
     pub fn of(plan: &ExchangePlan, chip: &Chip, room: u64, frame_overhead: u64) -> Option<Spread> {
+        Spread::of_blocks(plan, &plan.blocks, chip, room, frame_overhead)
+    }
+
+    /// [`Spread::of`] for `blocks` of `plan` alone.
+    pub fn of_blocks(
+        plan: &ExchangePlan,
+        blocks: &[PlanBlock],
+        chip: &Chip,
+        room: u64,
+        frame_overhead: u64,
+    ) -> Option<Spread> {
         if chip.is_ideal() || !plan.mode.switch_aggregates() {
             return None;
         }
@@ -84,7 +95,7 @@ impl Spread {
             LANES_READ_PER_PASS
         };
         let header = HEADER_LEN as u64 + frame_overhead;
-        for block in &plan.blocks {
+        for block in blocks {
             let at = place_block(&block.table.expected, pipes, room);
             let mut sources = Sources {
                 plan,
