@@ -76,8 +76,18 @@ mod tests {
         let chip = Chip::preset("tofino1-32").unwrap();
         let floors = block_floors(&chip, &plan(2), 66, None);
         assert_eq!(floors.len(), 2);
-        let one = Bound::switch_seconds(&chip, &Load::of_block(&plan(2), 0, 66));
+        // Its busiest pipe and path counted: vertex 1's trips and two sums' readouts all go
+        // around pipe 1's one port, longer than both ports pooled.
+        let p = plan(2);
+        let pooled = Bound::switch_seconds(&chip, &Load::of_block(&p, 0, 66));
+        let spread = Spread::of_blocks(&p, &p.blocks[..1], &chip, u64::MAX, 66);
+        let load = Load {
+            spread,
+            ..Load::of_block(&p, 0, 66)
+        };
+        let one = Bound::switch_seconds(&chip, &load);
         assert_eq!(floors[0], (one * 1e9) as u64);
+        assert!(one > pooled, "{one} against {pooled} pooled");
         assert!(floors[0] > 0 && floors[0] == floors[1]);
         assert!(block_floors(&Chip::preset("ideal").unwrap(), &plan(2), 66, None).is_empty());
     }
