@@ -3,7 +3,7 @@
 //! model's bound to within 10%, and it never beats the bound (which pools the pipes and their
 //! recirculation paths; the simulator runs every pass in its own pipe, `tests/pipes.rs`).
 
-use switchgnn_chip::{Bound, Chip, Load, Term};
+use switchgnn_chip::{pipe_room, Bound, Chip, Load, Term};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_datasets::synthetic::{generate, Preset};
@@ -58,11 +58,11 @@ fn run(
         },
         ..paper
     };
-    let bound = Bound::of(
-        &chip,
-        &Load::of(&xplan, cfg.frame_overhead),
-        &host_cost(&cfg),
-    );
+    // Counted per pipe and path as the simulated chip places the destinations.
+    let room = pipe_room(MEMORY, &chip, xplan.chunks());
+    let load =
+        Load::of(&xplan, cfg.frame_overhead).spread_on(&xplan, &chip, room, cfg.frame_overhead);
+    let bound = Bound::of(&chip, &load, &host_cost(&cfg));
     let setup = ExchangeSetup {
         mode,
         switch_memory: MEMORY,
@@ -139,21 +139,18 @@ fn the_simulator_meets_the_bound_where_one_resource_dominates() {
     .unwrap();
     let (t, b) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), slow, 20, 2_000);
     assert_follows("pass rate", t, &b, Term::Passes);
-    // On two pipes of half that rate the bound pools them, but every packet arrives in the
-    // home pipe and fans out from there (a pass of its own when none of its destinations is
-    // in it): the home pipe is the busier, and the simulator is slower than the bound.
+    // On two pipes of half that rate every packet arrives in the home pipe and fans out from
+    // there (a pass of its own when none of its destinations is in it): the home pipe is the
+    // busier, which the bound counts per pipe (pooled, it was below the run by more than a
+    // tenth), and the simulator meets it.
     let two = Chip {
         pass_rate_per_pipe: 2e7,
         recirculation_gbps: f64::INFINITY,
         ..Chip::preset("tofino1-32").unwrap()
     };
     let (t2, b2) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), two, 20, 2_000);
-    assert_eq!(b2.dominant, Term::Passes);
-    eprintln!(
-        "pass rate, two pipes: simulated {t2} ns, bound {} ns",
-        b2.seconds * 1e9
-    );
-    assert!(t2 >= b2.seconds * 1e9 && t2 > t);
+    assert_follows("pass rate, two pipes", t2, &b2, Term::Passes);
+    assert!(t2 > t);
 }
 
 #[test]
