@@ -45,7 +45,7 @@ pub fn block_floors(
                     // path (reddit-like at a quarter, 32 workers, tofino1-32, reduce: 125,000
                     // fetches, 44 ms).
                     let blocks = &plan.blocks[b..=b];
-                    let spread = Spread::of_blocks(plan, blocks, chip, u64::MAX, frame_overhead);
+                    let spread = Spread::of_blocks(plan, blocks, chip, None, frame_overhead);
                     switch_ns(&Load { spread, ..load })
                 }
                 Some(racks) => (0..racks.racks())
@@ -80,7 +80,7 @@ mod tests {
         // around pipe 1's one port, longer than both ports pooled.
         let p = plan(2);
         let pooled = Bound::switch_seconds(&chip, &Load::of_block(&p, 0, 66));
-        let spread = Spread::of_blocks(&p, &p.blocks[..1], &chip, u64::MAX, 66);
+        let spread = Spread::of_blocks(&p, &p.blocks[..1], &chip, None, 66);
         let load = Load {
             spread,
             ..Load::of_block(&p, 0, 66)

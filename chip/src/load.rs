@@ -108,17 +108,17 @@ impl Load {
         load
     }
 
-    /// `self` with `plan`'s work counted per pipe and per path of `chip` ([`Spread::of`]:
-    /// `room` destinations per pipe, `u64::MAX` for as many as the blocks need), so that its
+    /// `self` with `plan`'s work counted per pipe and per path of `chip`, its blocks placed in
+    /// `switch_memory` ([`Spread::of`]; `None`: as much as they need), so that its
     /// [`Bound`](crate::Bound) on that chip counts the busiest pipe and path too.
     pub fn spread_on(
         mut self,
         plan: &ExchangePlan,
         chip: &Chip,
-        room: u64,
+        switch_memory: Option<u64>,
         frame_overhead: u64,
     ) -> Load {
-        self.spread = Spread::of(plan, chip, room, frame_overhead);
+        self.spread = Spread::of(plan, chip, switch_memory, frame_overhead);
         self
     }
 

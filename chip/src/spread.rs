@@ -59,12 +59,17 @@ pub fn place_block(expected: &[u32], pipes: u32, room: u64) -> Placement {
 }
 
 impl Spread {
-    /// The work of `plan` on `chip`, its blocks' destinations placed with `room` destinations
-    /// per pipe (`u64::MAX`: as much as the plan's blocks need), frames of `frame_overhead`
-    /// bytes beyond the header. `None` for a kind the switch does not aggregate and on the
-    /// ideal chip (its passes cost nothing).
-    pub fn of(plan: &ExchangePlan, chip: &Chip, room: u64, frame_overhead: u64) -> Option<Spread> {
-        Spread::of_blocks(plan, &plan.blocks, chip, room, frame_overhead)
+    /// The work of `plan` on `chip`, its blocks' destinations placed in `switch_memory` bytes
+    /// of aggregators as [`pipe_room`] shares them over the pipes (`None`: as much as the
+    /// plan's blocks need), frames of `frame_overhead` bytes beyond the header. `None` for a
+    /// kind the switch does not aggregate and on the ideal chip (its passes cost nothing).
+    pub fn of(
+        plan: &ExchangePlan,
+        chip: &Chip,
+        switch_memory: Option<u64>,
+        frame_overhead: u64,
+    ) -> Option<Spread> {
+        Spread::of_blocks(plan, &plan.blocks, chip, switch_memory, frame_overhead)
     }
 
     /// [`Spread::of`] for `blocks` of `plan` alone.
@@ -72,12 +77,13 @@ impl Spread {
         plan: &ExchangePlan,
         blocks: &[PlanBlock],
         chip: &Chip,
-        room: u64,
+        switch_memory: Option<u64>,
         frame_overhead: u64,
     ) -> Option<Spread> {
         if chip.is_ideal() || !plan.mode.switch_aggregates() {
             return None;
         }
+        let room = switch_memory.map_or(u64::MAX, |m| pipe_room(m, chip, plan.chunks()));
         let pipes = chip.aggregator_pipes();
         let paths_per_pipe = chip.paths_per_pipe();
         let n = pipes as usize;
@@ -235,7 +241,7 @@ mod tests {
         let chip = Chip::preset("tofino1-32").unwrap();
         assert_eq!((chip.aggregator_pipes(), chip.paths_per_pipe()), (2, 1));
         let plan = plan(Mode::Blocks);
-        let s = Spread::of(&plan, &chip, u64::MAX, 66).unwrap();
+        let s = Spread::of(&plan, &chip, None, 66).unwrap();
         // Vertex 1 (two contributions) goes to pipe 0, vertices 0 and 2 to pipe 1. Vertex 1's
         // packets add into pipe 1 only: a pass of their own in the home pipe, then two trips
         // around pipe 1's path; vertices 0 and 2 add into pipe 0 on arrival.
@@ -260,7 +266,7 @@ mod tests {
         let pooled = Bound::of(&chip, &load, &cost);
         let spread = Bound::of(
             &chip,
-            &load.clone().spread_on(&plan, &chip, u64::MAX, 66),
+            &load.clone().spread_on(&plan, &chip, None, 66),
             &cost,
         );
         // Pipe 1's one path carries its trips and its two sums' readouts.
@@ -272,7 +278,7 @@ mod tests {
         // Counted for another chip's shape, it is left out.
         let tofino2 = Chip::preset("tofino2").unwrap();
         assert_eq!(
-            Bound::of(&tofino2, &load.spread_on(&plan, &chip, u64::MAX, 66), &cost),
+            Bound::of(&tofino2, &load.spread_on(&plan, &chip, None, 66), &cost),
             Bound::of(&tofino2, &Load::of(&plan, 66), &cost)
         );
         assert_ne!(spread.dominant, Term::HostPackets);
@@ -287,7 +293,7 @@ mod tests {
             .unwrap();
         assert_eq!((chip.aggregator_pipes(), chip.paths_per_pipe()), (4, 3));
         let reduce = reduce_plan();
-        let s = Spread::of(&reduce, &chip, u64::MAX, 66).unwrap();
+        let s = Spread::of(&reduce, &chip, None, 66).unwrap();
         // One destination per pipe: 0 in the home pipe (no trip), 1 and 2 a trip each.
         let trip = (66 + 32 + 256 + PASS_HEADER) + (66 + 32 + 32 + PASS_HEADER);
         let mut want = vec![0; 12];
@@ -297,7 +303,7 @@ mod tests {
         // Both chunks of each partial; the home pipe also takes the arrivals of the two that
         // add elsewhere. A Tofino 2 reads a 64-lane sum in the completing pass: no readouts.
         assert_eq!(s.passes, [2 + 4, 2, 2, 0]);
-        assert!(Spread::of(&plan(Mode::HostReduce), &chip, u64::MAX, 66).is_none());
-        assert!(Spread::of(&reduce, &Chip::preset("ideal").unwrap(), u64::MAX, 66).is_none());
+        assert!(Spread::of(&plan(Mode::HostReduce), &chip, None, 66).is_none());
+        assert!(Spread::of(&reduce, &Chip::preset("ideal").unwrap(), None, 66).is_none());
     }
 }

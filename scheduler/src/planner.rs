@@ -147,8 +147,8 @@ fn weigh_one(
     // coalesced acks), not as the engine's one chunk per packet.
     // Counted per pipe and path as the chip places the blocks in the plan's switch memory:
     // a source's trips all go around one path, which the pooled count does not see.
-    let room = switchgnn_chip::pipe_room(plan.manifest.spec.switch_memory, chip, xplan.chunks());
-    let load = Load::for_cost(&xplan, cost).spread_on(&xplan, chip, room, cost.frame_overhead);
+    let memory = Some(plan.manifest.spec.switch_memory);
+    let load = Load::for_cost(&xplan, cost).spread_on(&xplan, chip, memory, cost.frame_overhead);
     let seconds = switchgnn_chip::Bound::of(chip, &load, cost).seconds;
     tracing::debug!(kind = kind.name(), ?built, counted = ?started.elapsed() - built, "weighed");
     Ok((xplan, load, seconds))

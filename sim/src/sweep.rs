@@ -634,9 +634,13 @@ impl GridRun<'_> {
         let setup = spec.setup(mode, memory.unwrap_or(0), layer as u8, cfg);
         // Per pipe and path as the simulated chip places the blocks in this run's memory.
         let chip = &cfg.switch.chip;
-        let room = crate::driver::pipe_room(setup.switch_memory, chip, xplan.chunks());
-        let load =
-            Load::of(&xplan, cfg.frame_overhead).spread_on(&xplan, chip, room, cfg.frame_overhead);
+        let memory = Some(setup.switch_memory);
+        let load = Load::of(&xplan, cfg.frame_overhead).spread_on(
+            &xplan,
+            chip,
+            memory,
+            cfg.frame_overhead,
+        );
         let bound = Bound::of(chip, &load, &host_cost(cfg));
         let memory_used = memory.filter(|_| mode.uses_memory());
         let mut capture = match &spec.pcap {

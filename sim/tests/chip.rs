@@ -3,7 +3,7 @@
 //! model's bound to within 10%, and it never beats the bound (which pools the pipes and their
 //! recirculation paths; the simulator runs every pass in its own pipe, `tests/pipes.rs`).
 
-use switchgnn_chip::{pipe_room, Bound, Chip, Load, Term};
+use switchgnn_chip::{Bound, Chip, Load, Term};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_datasets::synthetic::{generate, Preset};
@@ -59,9 +59,12 @@ fn run(
         ..paper
     };
     // Counted per pipe and path as the simulated chip places the destinations.
-    let room = pipe_room(MEMORY, &chip, xplan.chunks());
-    let load =
-        Load::of(&xplan, cfg.frame_overhead).spread_on(&xplan, &chip, room, cfg.frame_overhead);
+    let load = Load::of(&xplan, cfg.frame_overhead).spread_on(
+        &xplan,
+        &chip,
+        Some(MEMORY),
+        cfg.frame_overhead,
+    );
     let bound = Bound::of(&chip, &load, &host_cost(&cfg));
     let setup = ExchangeSetup {
         mode,

@@ -3,7 +3,7 @@
 //! entries` installs): sums stay exact with passes over looped ports, and a plan whose trips
 //! sit on one pipe takes longer than one server of the chip's pooled bandwidth would.
 
-use switchgnn_chip::{pipe_room, Bound, Chip, Load, Term};
+use switchgnn_chip::{Bound, Chip, Load, Term};
 use switchgnn_dataplane::engine::Timers;
 use switchgnn_dataplane::fault::Faults;
 use switchgnn_datasets::synthetic::{generate, Preset};
@@ -99,8 +99,7 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
         let load = Load::of(&xplan, cfg.frame_overhead);
         let bound = Bound::of(&chip, &load, &host_cost(&cfg));
         // Counted per pipe and path as the simulated chip places the destinations.
-        let room = pipe_room(MEMORY, &chip, xplan.chunks());
-        let spread = load.spread_on(&xplan, &chip, room, cfg.frame_overhead);
+        let spread = load.spread_on(&xplan, &chip, Some(MEMORY), cfg.frame_overhead);
         let per_path = Bound::of(&chip, &spread, &host_cost(&cfg));
         let (sim, outputs) = simulate_exchange(xplan, &cfg, &setup(), scale_for(&d.graph)).unwrap();
         assert!(outputs.iter().all(|o| !o.sums.is_empty()));

@@ -400,24 +400,24 @@ impl Layer<'_> {
         })
     }
 
-    /// An in-network kind's load, counted per pipe and path of the row's chip too (`room`
-    /// destinations per pipe; the one-block plans as many as they need).
-    fn on_chip(&self, plan: &ExchangePlan, room: u64) -> Load {
-        Load::of(plan, FRAME_OVERHEAD).spread_on(plan, self.chip, room, FRAME_OVERHEAD)
+    /// An in-network kind's load, counted per pipe and path of the row's chip too (its blocks
+    /// in `switch_memory`; the one-block plans, `None`, in as much as they need).
+    fn on_chip(&self, plan: &ExchangePlan, switch_memory: Option<u64>) -> Load {
+        Load::of(plan, FRAME_OVERHEAD).spread_on(plan, self.chip, switch_memory, FRAME_OVERHEAD)
     }
 
     fn in_network(&self) -> Result<InNetwork> {
         let (graph, assignment, width) = (self.graph, self.assignment, self.width);
         let measure = |plan: &ExchangePlan| -> Result<Measured> {
             Ok(Measured {
-                load: self.on_chip(plan, u64::MAX),
+                load: self.on_chip(plan, None),
                 fabrics: self.fabrics(plan)?,
             })
         };
         let reduce = measure(&reduce_plan(graph, assignment, width, usize::MAX)?)?;
         let hybrid = self.on_chip(
             &hybrid_plan(graph, assignment, width, usize::MAX, self.chip, self.cost)?,
-            u64::MAX,
+            None,
         );
         let blocks = measure(&ExchangePlan::whole_graph(
             graph,
@@ -511,8 +511,7 @@ impl Layer<'_> {
             // Every block endpoint sends once and receives once.
             let bytes = 2 * row_bytes(fill.vertex_slots, width);
             let xplan = blocks_plan(&blocks, assignment, width)?;
-            let room = switchgnn_chip::pipe_room(memory, self.chip, xplan.chunks());
-            let load = self.on_chip(&xplan, room);
+            let load = self.on_chip(&xplan, Some(memory));
             plans.push(PlanRow {
                 switch_memory: memory,
                 blocks: fill.blocks,

@@ -104,12 +104,10 @@ fn layer_bounds(
     for (layer, &width) in plan.manifest.spec.feature_dims.iter().enumerate() {
         let xplan = switchgnn_dataplane::plan::ExchangePlan::from_plan(plan, layer)
             .context("cannot build the exchange plan")?;
-        let room =
-            switchgnn_chip::pipe_room(plan.manifest.spec.switch_memory, &chip, xplan.chunks());
         let load = switchgnn_chip::Load::of(&xplan, cost.frame_overhead).spread_on(
             &xplan,
             &chip,
-            room,
+            Some(plan.manifest.spec.switch_memory),
             cost.frame_overhead,
         );
         bounds.push(LayerBound {
