@@ -254,11 +254,7 @@ impl<S: SendStrategy> Engine<S> {
         let output = ExchangeOutput::zeros(receivers, width);
         let mut engine = Engine {
             sender: S::new(&plan, cfg.rank, cfg.window, cfg.framing),
-            rows: EncodedRows {
-                vertices,
-                width,
-                lanes,
-            },
+            rows: EncodedRows::new(&vertices, width, lanes),
             phase: Phase::Joining,
             control: Outbox::default(),
             control_due: None,
