@@ -633,14 +633,8 @@ impl GridRun<'_> {
         let (kind, xplan) = self.exchange(mode, layer).map_err(wrap)?;
         let setup = spec.setup(mode, memory.unwrap_or(0), layer as u8, cfg);
         // Per pipe and path as the simulated chip places the blocks in this run's memory.
-        let chip = &cfg.switch.chip;
-        let memory = Some(setup.switch_memory);
-        let load = Load::of(&xplan, cfg.frame_overhead).spread_on(
-            &xplan,
-            chip,
-            memory,
-            cfg.frame_overhead,
-        );
+        let (chip, fo) = (&cfg.switch.chip, cfg.frame_overhead);
+        let load = Load::of(&xplan, fo).spread_on(&xplan, chip, Some(setup.switch_memory), fo);
         let bound = Bound::of(chip, &load, &host_cost(cfg));
         let memory_used = memory.filter(|_| mode.uses_memory());
         let mut capture = match &spec.pcap {
