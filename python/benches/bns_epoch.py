@@ -6,7 +6,9 @@ trainer with docs/python.md's diff applied, read from the docs, once per exchang
 pre-aggregation through the switch, and SwitchGNN's in-switch aggregation). All run in this
 invocation on the same partitions, in turn within each round (stock, then each kind), and each
 reports rank 0's mean epoch time over the epochs after the fifth, as BNS-GCN does. Printed per
-graph: the figures of every round, the means, and each kind / gloo. Run it in the DGL
+graph: the figures of every round, the means, and each kind / gloo. ``--sampling-rate``
+below 1 samples the boundary in every run (BNS-GCN's ``p``; gloo then sends only the sampled
+rows, the switch a pair plan's every row, unsampled ones as zeros). Run it in the DGL
 environment (scripts/dgl.sh) after building the package optimised (scripts/python.sh):
 
     $(bash scripts/dgl.sh)/bin/python python/benches/bns_epoch.py
@@ -58,7 +60,7 @@ def run(folder: Path, data: Path, parts: int, args, out: Path, partition: bool) 
                str(folder.parent / "parts"), "--n-partitions", str(parts), "--n-epochs",
                str(args.epochs), "--n-hidden", str(args.hidden), "--n-layers", str(args.layers),
                "--use-pp", "--port", str(free_port()), "--out", str(out), "--log-every",
-               str(args.epochs + 1)]
+               str(args.epochs + 1), "--sampling-rate", str(args.sampling_rate)]
     if not partition:
         command.append("--skip-partition")
     env = dict(os.environ, DGLBACKEND="pytorch")
@@ -80,6 +82,9 @@ def main(argv=None) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--kinds", nargs="+", default=["host-reduce", "switchgnn"],
                    help="exchange kinds the switch runs, each its own run per round")
+    p.add_argument("--sampling-rate", type=float, default=1.0,
+                   help="BNS-GCN's boundary sampling rate p, for every run (below 1, the "
+                        "switch runs serve a pair plan)")
     args = p.parse_args(argv)
     if args.epochs <= SKIP:
         sys.exit(f"--epochs must exceed {SKIP} (the first {SKIP} are not timed)")
@@ -87,7 +92,7 @@ def main(argv=None) -> None:
 
     print(f"switchgnn {switchgnn.__version__} from {Path(switchgnn.__file__).parent}; "
           f"{args.epochs} epochs (mean of those after the {SKIP}th), hidden {args.hidden}, "
-          f"{args.layers} layers, use_pp", flush=True)
+          f"{args.layers} layers, use_pp, sampling rate {args.sampling_rate}", flush=True)
     for case in args.cases:
         name, parts = CASES[case]
         data = SHARED / name

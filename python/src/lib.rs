@@ -474,6 +474,8 @@ struct Worker {
     widths: Vec<usize>,
     boundary: Vec<u32>,
     vertices: Vec<u32>,
+    /// The plan folder the worker joined with.
+    plan: PathBuf,
     wire: Option<WorkerWire>,
 }
 
@@ -552,6 +554,12 @@ impl Worker {
     #[getter]
     fn world(&self) -> u16 {
         self.world
+    }
+
+    /// The plan folder this worker joined with.
+    #[getter]
+    fn plan(&self) -> PathBuf {
+        self.plan.clone()
     }
 
     /// The width each layer exchanges.
@@ -723,6 +731,7 @@ impl Worker {
             rank,
             world,
             vertices,
+            plan: prepared.dir().to_path_buf(),
             wire: None,
         })
     }

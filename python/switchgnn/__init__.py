@@ -310,6 +310,11 @@ class Worker:
         """The width each layer exchanges."""
         return self._native.widths
 
+    @property
+    def plan(self) -> str:
+        """The plan folder this worker joined with."""
+        return os.fspath(self._native.plan)
+
     def exchange(self, layer: int, rows, backward: bool = False, out=None) -> np.ndarray:
         """Exchange one layer: ``rows`` holds one row per boundary vertex (in the order of
         :attr:`boundary`, the layer's width wide); returns, per boundary vertex, the sum of

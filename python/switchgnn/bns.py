@@ -24,9 +24,12 @@ The buffer reports its communication time through BNS-GCN's ``comm_timer`` (its
 switch's exchanges; and a failed exchange names the trainer's epoch (counted as the trainer
 counts it: a training forward pass of the first exchanged layer starts one).
 
-Sampling (BNS's boundary ratio ``p < 1``) is refused: a plan fixes which rows cross the switch,
-and cannot follow a fresh sample every epoch. Attention (GAT) is refused too: it needs each
-halo vertex's own row, and the switch returns sums.
+Boundary sampling (BNS's ``p < 1``) needs a pair plan (:mod:`switchgnn.sampling`,
+``switchgnn.dgl.serve(..., sampling=True)``): each row is sent per receiving peer, so the buffer
+gives it that pair's factor ``1 / ratio`` (or 0 where the epoch's sample left it out), and
+scales what comes back per peer in the backward pass, as BNS-GCN does. With a plain plan the
+buffer refuses ``p < 1``. Attention (GAT) is refused: it needs each halo vertex's own row, and
+the switch returns sums.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import numpy as np
 import torch
 
 from . import SwitchgnnError, Worker
+from .sampling import read_pairs
 
 __all__ = ["Buffer", "Reducer", "construct_graph", "construct_out_norm", "precompute"]
 
@@ -56,16 +60,21 @@ def _bns_comm_timer():
 class _Exchange(torch.autograd.Function):
     """``cat([feat, sums])``: forward sends the scaled boundary rows and appends each boundary
     vertex's sum of remote rows; backward sends the sums' gradients back (the transposed
-    exchange) and adds them into the boundary rows' gradients."""
+    exchange) and adds them into the boundary rows' gradients. ``factor`` (pair plans only)
+    weighs each (vertex, peer) row: this epoch's sample."""
 
     @staticmethod
-    def forward(ctx, feat, buffer, layer):
-        ctx.buffer, ctx.layer, ctx.rows = buffer, layer, feat.shape[0]
+    def forward(ctx, feat, buffer, layer, factor):
+        ctx.buffer, ctx.layer, ctx.rows, ctx.factor = buffer, layer, feat.shape[0], factor
         local = buffer.on(feat.device)
         with buffer.communicating(layer, backward=False):
             rows = feat.detach()[local] / buffer.out_norm.to(feat.device)[local, None]
+            if buffer.pairs is not None:
+                rows = buffer.per_pair(rows, factor)
             sums = buffer.worker.exchange(layer, rows.cpu().numpy())
             sums = torch.from_numpy(sums).to(feat.device, feat.dtype)
+            if buffer.pairs is not None:
+                sums = buffer.per_vertex(sums, None)
         return torch.cat([feat, sums])
 
     @staticmethod
@@ -73,13 +82,18 @@ class _Exchange(torch.autograd.Function):
         buffer = ctx.buffer
         grad_feat = grad[: ctx.rows].clone()
         with buffer.communicating(ctx.layer, backward=True):
+            sent = grad[ctx.rows :]
+            if buffer.pairs is not None:
+                sent = buffer.per_pair(sent, None)
             back = buffer.worker.exchange(
-                ctx.layer, grad[ctx.rows :].contiguous().cpu().numpy(), backward=True
+                ctx.layer, sent.contiguous().cpu().numpy(), backward=True
             )
             back = torch.from_numpy(back).to(grad.device, grad.dtype)
+            if buffer.pairs is not None:
+                back = buffer.per_vertex(back, ctx.factor)
         local = buffer.on(grad.device)
         grad_feat.index_add_(0, local, back / buffer.out_norm.to(grad.device)[local, None])
-        return grad_feat, None, None
+        return grad_feat, None, None, None
 
 
 class Buffer:
@@ -106,11 +120,25 @@ class Buffer:
         if isinstance(inner_ids, torch.Tensor):
             inner_ids = inner_ids.detach().cpu().numpy()
         inner = np.asarray(inner_ids, dtype=np.int64)
+        plan = getattr(worker, "plan", None)
+        #: A pair plan's map of its vertices (:mod:`switchgnn.sampling`), or ``None``.
+        self.pairs = read_pairs(plan) if plan is not None else None
+        boundary = np.asarray(worker.boundary, dtype=np.int64)
+        if self.pairs is not None:
+            if (self.pairs.owner[boundary] != worker.rank).any():
+                raise ValueError(
+                    f"{plan}: worker {worker.rank}'s rows include another worker's vertices "
+                    "(a pair map of another plan?)"
+                )
+            # Each derived row is (vertex, peer): the rows of one vertex, peer by peer.
+            boundary, row = np.unique(self.pairs.vertex[boundary], return_inverse=True)
+            self._pair_row = torch.from_numpy(row.astype(np.int64))
+            self._pair_peer = torch.from_numpy(self.pairs.peer[worker.boundary].astype(np.int64))
         order = np.argsort(inner, kind="stable")
-        at = np.searchsorted(inner[order], worker.boundary)
-        found = (at < len(inner)) & (inner[order][np.minimum(at, len(inner) - 1)] == worker.boundary)
+        at = np.searchsorted(inner[order], boundary)
+        found = (at < len(inner)) & (inner[order][np.minimum(at, len(inner) - 1)] == boundary)
         if not found.all():
-            missing = worker.boundary[~found][:5].tolist()
+            missing = boundary[~found][:5].tolist()
             raise ValueError(
                 f"worker {worker.rank}'s boundary vertices {missing} are not among the local "
                 "rows (inner_ids): is the plan for this partition?"
@@ -121,6 +149,9 @@ class Buffer:
         self.out_norm: Optional[torch.Tensor] = None
         self._layers = 0
         self._local_on: dict = {}
+        self._ratio: Optional[list] = None
+        #: Per derived row of a pair plan, this epoch's factor (``None``: every row, as is).
+        self._factor: Optional[torch.Tensor] = None
 
     def on(self, device) -> torch.Tensor:
         """:attr:`local` on ``device`` (kept per device: CUDA trainers index on the GPU)."""
@@ -145,21 +176,28 @@ class Buffer:
         backend: str = "switchgnn",
     ) -> None:
         """BNS-GCN's setup call. The switch's plan decides what is sent and received, so
-        ``f_send_shape`` and ``f_recv_shape`` are not needed; ``ratio`` must be 1 for every
-        peer (no sampling; this worker's own entry is ignored), ``num_in`` the number of local
-        rows, and ``layer_size`` (the widths the layers exchange) the plan's."""
+        ``f_send_shape`` and ``f_recv_shape`` are not needed; ``ratio`` is BNS-GCN's per peer
+        (``int(p * n) / n`` of the ``n`` rows this worker has for that peer; this worker's own
+        entry is ignored): 1 everywhere unless the plan is a pair plan, which sampling needs.
+        ``num_in`` is the number of local rows, ``layer_size`` (the widths the layers exchange)
+        the plan's."""
         if num_in != self.num_in:
             raise ValueError(f"num_in {num_in}, but the buffer was made for {self.num_in} rows")
+        world = getattr(self.worker, "world", len(ratio))
+        if len(ratio) != world:
+            raise ValueError(f"ratio has {len(ratio)} entries for {world} workers")
         sampled = [
             (peer, r) for peer, r in enumerate(ratio) if peer != self.worker.rank and r != 1
         ]
-        if sampled:
+        if sampled and self.pairs is None:
             peer, r = sampled[0]
             raise ValueError(
-                f"boundary sampling (ratio {r} for peer {peer}, sampling rate p < 1) is not "
-                "supported by the switch: its plan fixes which rows cross it and cannot follow "
-                "a per-epoch sample; train with p = 1 (--sampling-rate 1)"
+                f"boundary sampling (ratio {r} for peer {peer}, sampling rate p < 1) needs a "
+                "pair plan, which sends each row per receiving peer: this plan sends one row "
+                "to every peer. Serve one with switchgnn.dgl.serve(..., sampling=True) (or "
+                "prepare_partitions(..., sampling=True)), or train with p = 1"
             )
+        self._ratio = [float(r) for r in ratio]
         widths = [int(w) for w in layer_size]
         planned = list(getattr(self.worker, "widths", widths))
         if widths != planned:
@@ -173,8 +211,49 @@ class Buffer:
         self._first_layer = 1 if use_pp else 0
 
     def set_selected(self, selected) -> None:
-        """BNS-GCN's per-epoch choice of boundary rows: with ``p = 1`` every row is sent, which
-        is what the plan does; nothing to record."""
+        """BNS-GCN's per-epoch sample: ``selected[j]`` the local rows sent to peer ``j`` this
+        epoch (``None`` for this worker). A pair plan sends each of them with the pair's
+        factor ``1 / ratio[j]`` and every other row of that pair as zeros; a plain plan sends
+        every row, which is the sample at ``p = 1``."""
+        if self.pairs is None:
+            return
+        if self._ratio is None:
+            raise RuntimeError("set_selected before init_buffer: the buffer has no ratio yet")
+        if len(selected) != len(self._ratio):
+            raise ValueError(f"selected has {len(selected)} entries for {len(self._ratio)} workers")
+        rows = self.local[self._pair_row]
+        factor = torch.zeros(len(rows), dtype=torch.float32)
+        for peer, chosen in enumerate(selected):
+            if peer == self.worker.rank or chosen is None:
+                continue
+            chosen = torch.as_tensor(chosen, dtype=torch.int64).cpu()
+            if len(chosen) and (chosen.min() < 0 or chosen.max() >= self.num_in):
+                raise ValueError(
+                    f"selected[{peer}] names local row {int(chosen.max())} of {self.num_in}"
+                )
+            ratio = self._ratio[peer]
+            mask = torch.zeros(self.num_in, dtype=torch.bool)
+            mask[chosen] = True
+            of_peer = self._pair_peer == peer
+            if ratio > 0:
+                factor[of_peer] = mask[rows[of_peer]].to(torch.float32) / ratio
+        self._factor = factor
+
+    def per_pair(self, rows: torch.Tensor, factor: Optional[torch.Tensor]) -> torch.Tensor:
+        """Pair plans: rows per local boundary vertex -> rows per (vertex, peer), times
+        ``factor`` when given."""
+        out = rows[self._pair_row.to(rows.device)]
+        if factor is not None:
+            out = out * factor.to(rows.device, rows.dtype)[:, None]
+        return out
+
+    def per_vertex(self, rows: torch.Tensor, factor: Optional[torch.Tensor]) -> torch.Tensor:
+        """Pair plans: rows per (vertex, peer), times ``factor`` when given, summed per local
+        boundary vertex."""
+        if factor is not None:
+            rows = rows * factor.to(rows.device, rows.dtype)[:, None]
+        out = torch.zeros((self.num_virtual, rows.shape[1]), dtype=rows.dtype, device=rows.device)
+        return out.index_add_(0, self._pair_row.to(rows.device), rows)
 
     def update(self, layer: int, feat: torch.Tensor) -> torch.Tensor:
         """``cat([feat, sums])``: the local rows, then per local boundary vertex (in the order
@@ -190,7 +269,14 @@ class Buffer:
             raise ValueError(f"update got {feat.shape[0]} rows, the buffer has {self.num_in}")
         if layer == self._first_layer and torch.is_grad_enabled() and feat.requires_grad:
             self.epoch += 1
-        return _Exchange.apply(feat, self, layer)
+        return _Exchange.apply(feat, self, layer, self._factor)
+
+    def update_all_rows(self, layer: int, feat: torch.Tensor) -> torch.Tensor:
+        """:meth:`update` with every boundary row sent as it is, whatever the epoch's sample:
+        BNS-GCN's ``use_pp`` precomputation uses the whole halo."""
+        if feat.shape[0] != self.num_in:
+            raise ValueError(f"update got {feat.shape[0]} rows, the buffer has {self.num_in}")
+        return _Exchange.apply(feat, self, layer, None)
 
     def when(self, layer: int, backward: bool) -> str:
         """Where the trainer stands, in its own terms: ``epoch 12, layer 1 backward``."""
@@ -330,7 +416,7 @@ def precompute(in_graph, node_dict, buffer: Buffer, model: str = "gcn") -> torch
         in_norm = in_deg
     graph = construct_graph(in_graph, buffer)
     with torch.no_grad(), graph.local_scope():
-        graph.nodes["_U"].data["h"] = buffer.update(0, feat) / norm[:, None]
+        graph.nodes["_U"].data["h"] = buffer.update_all_rows(0, feat) / norm[:, None]
         graph["_E"].update_all(fn.copy_u("h", "m"), fn.sum("m", "h"), etype="_E")
         summed = graph.nodes["_V"].data["h"] / in_norm[:, None]
     return summed if model == "gcn" else torch.cat([feat, summed], dim=1)

@@ -21,6 +21,7 @@ from typing import Optional
 import numpy as np
 
 from . import KINDS, Switch, prepare
+from .sampling import PAIRS_FILE, pair_graph, write_pairs
 
 __all__ = [
     "feature_width",
@@ -35,6 +36,8 @@ __all__ = [
 #: Where :func:`prepare_partitions` writes the plan unless told: this folder, beside the
 #: partitions' own.
 PLAN_FOLDER = "switchgnn-plan"
+#: Where it writes a pair plan (``sampling=True``) unless told.
+SAMPLING_PLAN_FOLDER = "switchgnn-plan-sampling"
 
 
 def part_config(partitions: "os.PathLike[str] | str") -> Path:
@@ -125,6 +128,7 @@ def prepare_partitions(
     hidden: Optional[int] = None,
     layers: Optional[int] = None,
     kinds=KINDS,
+    sampling: bool = False,
     **options,
 ) -> dict:
     """Write the plan of a DGL-partitioned graph to ``out_dir`` (by default ``switchgnn-plan``
@@ -132,7 +136,12 @@ def prepare_partitions(
     is the JSON file ``partition_graph`` wrote or its folder. The widths are ``feature_dims``,
     or else :func:`layer_widths` of ``hidden`` and ``layers`` (the feature width read from the
     folder). Self-loops (which BNS-GCN adds) are ignored: they never cross workers. The
-    summary's ``plan`` is the folder written."""
+    summary's ``plan`` is the folder written.
+
+    ``sampling=True`` writes a pair plan instead (:mod:`switchgnn.sampling`: one row per
+    boundary vertex and receiving peer, by default in ``switchgnn-plan-sampling``), which
+    BNS-GCN's boundary sampling (``p < 1``) needs; at ``p = 1`` the plain plan sends fewer
+    rows wherever a vertex has neighbours on several peers."""
     config = part_config(partitions)
     if feature_dims is None:
         if hidden is None or layers is None:
@@ -140,10 +149,21 @@ def prepare_partitions(
         feature_dims = layer_widths(config, hidden, layers)
     elif hidden is not None or layers is not None:
         raise ValueError("give feature_dims or hidden and layers, not both")
-    out = Path(out_dir) if out_dir is not None else config.parent / PLAN_FOLDER
+    folder = SAMPLING_PLAN_FOLDER if sampling else PLAN_FOLDER
+    out = Path(out_dir) if out_dir is not None else config.parent / folder
     n, src, dst, owner = global_edges(config)
+    workers = int(json.loads(config.read_text())["num_parts"])
+    if sampling:
+        n, src, dst, owner, pairs = pair_graph(n, src, dst, owner, workers)
+    options.setdefault("workers", workers)
     summary = prepare(n, src, dst, owner, feature_dims, out, kinds=kinds, **options)
+    if sampling:
+        write_pairs(out, pairs)
+    else:
+        # A pair map left by an earlier pair plan in this folder would describe another plan.
+        (out / PAIRS_FILE).unlink(missing_ok=True)
     summary["plan"] = os.fspath(out)
+    summary["sampling"] = bool(sampling)
     return summary
 
 
@@ -163,6 +183,7 @@ def serve(
     layers: int,
     kind: str = SOFTWARE_SWITCH_KIND,
     out_dir: "Optional[os.PathLike[str] | str]" = None,
+    sampling: bool = False,
     **switch_options,
 ) -> Switch:
     """The launcher's line: the plan of ``partitions`` for ``layers`` aggregating layers of
@@ -171,6 +192,10 @@ def serve(
     ``switch.kind``; the other keywords go to :class:`switchgnn.Switch`.
 
     The default kind is :data:`SOFTWARE_SWITCH_KIND`, the fastest through this software
-    switch; ``kind="switchgnn"`` runs SwitchGNN's in-switch aggregation instead."""
-    summary = prepare_partitions(partitions, out_dir, hidden=hidden, layers=layers, kinds=[kind])
+    switch; ``kind="switchgnn"`` runs SwitchGNN's in-switch aggregation instead.
+    ``sampling=True`` (BNS-GCN's ``--sampling-rate`` below 1) serves a pair plan
+    (:mod:`switchgnn.sampling`)."""
+    summary = prepare_partitions(
+        partitions, out_dir, hidden=hidden, layers=layers, kinds=[kind], sampling=sampling
+    )
     return Switch(summary["plan"], kind, **switch_options)

@@ -98,7 +98,7 @@ assert buffer.local.tolist() == [2, 5]
 try:
     buffer.init_buffer(10, [0, 0.5, 1], None, None, [8, 8], use_pp=True)
 except ValueError as e:
-    assert "not supported by the switch" in str(e), e
+    assert "needs a pair plan" in str(e) and "sampling=True" in str(e), e
 else:
     raise SystemExit("a sampling ratio below 1 was accepted")
 try:
