@@ -260,13 +260,7 @@ class Buffer:
         of :func:`construct_graph`'s virtual sources) the sum of its remote neighbours' rows,
         each already divided by its sender's out-norm. Differentiable: its backward runs the
         transposed exchange. Every worker must call it for the same layers in the same order."""
-        if self.out_norm is None:
-            raise RuntimeError(
-                "the buffer has no out-norm to scale the rows it sends: call "
-                "switchgnn.bns.construct_out_norm(out_norm, buffer) first"
-            )
-        if feat.shape[0] != self.num_in:
-            raise ValueError(f"update got {feat.shape[0]} rows, the buffer has {self.num_in}")
+        self._check(feat)
         if layer == self._first_layer and torch.is_grad_enabled() and feat.requires_grad:
             self.epoch += 1
         return _Exchange.apply(feat, self, layer, self._factor)
@@ -274,9 +268,17 @@ class Buffer:
     def update_all_rows(self, layer: int, feat: torch.Tensor) -> torch.Tensor:
         """:meth:`update` with every boundary row sent as it is, whatever the epoch's sample:
         BNS-GCN's ``use_pp`` precomputation uses the whole halo."""
+        self._check(feat)
+        return _Exchange.apply(feat, self, layer, None)
+
+    def _check(self, feat: torch.Tensor) -> None:
+        if self.out_norm is None:
+            raise RuntimeError(
+                "the buffer has no out-norm to scale the rows it sends: call "
+                "switchgnn.bns.construct_out_norm(out_norm, buffer) first"
+            )
         if feat.shape[0] != self.num_in:
             raise ValueError(f"update got {feat.shape[0]} rows, the buffer has {self.num_in}")
-        return _Exchange.apply(feat, self, layer, None)
 
     def when(self, layer: int, backward: bool) -> str:
         """Where the trainer stands, in its own terms: ``epoch 12, layer 1 backward``."""
