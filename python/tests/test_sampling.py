@@ -35,9 +35,12 @@ def test_every_derived_vertex_is_one_vertex_for_one_peer(pair_plan):
     assert read_pairs(pair_plan["dir"]) is not None
 
 
-def test_each_peer_sum_comes_apart_with_its_factor(pair_plan):
+@pytest.mark.parametrize("kind,loss", [("host-reduce", 0.0), ("host-reduce", 0.2),
+                                       ("switchgnn", 0.2)])
+def test_each_peer_sum_comes_apart_with_its_factor(pair_plan, kind, loss):
     """Rows of (u, j) scaled by a factor per (u, j); the sum at (v, i) must be peer i's part of
-    v's sum only, each term with its own factor."""
+    v's sum only, each term with its own factor — in-switch aggregation too, and with loss
+    (the pair plan is a plan like any other to the switch and the engines)."""
     n, src, dst, owner, pairs = (pair_plan[k] for k in ("n", "src", "dst", "owner", "pairs"))
     rng = np.random.default_rng(5)
     values = rng.standard_normal((n, 8)).astype(np.float32)
@@ -48,17 +51,22 @@ def test_each_peer_sum_comes_apart_with_its_factor(pair_plan):
     for u, v in zip(src.tolist(), dst.tolist()):
         if owner[u] != owner[v]:
             reference[key[(v, int(owner[u]))]] += rows[key[(u, int(owner[v]))]]
-    switch = switchgnn.Switch(pair_plan["dir"], "host-reduce")
+    switch = switchgnn.Switch(pair_plan["dir"], kind, loss=loss, seed=1)
 
     def worker(rank):
-        with switchgnn.Worker(pair_plan["dir"], rank, switch.address, "host-reduce") as w:
+        with switchgnn.Worker(pair_plan["dir"], rank, switch.address, kind, loss=loss,
+                              seed=rank) as w:
             assert w.plan == str(pair_plan["dir"])
-            return w.boundary, w.exchange(0, rows[w.boundary])
+            return w.boundary, w.exchange(0, rows[w.boundary]), w.stats()
 
     results = run_threads(WORKERS, worker)
     assert switch.wait(timeout=30) is not None
     largest = float(np.abs(rows).max())
-    for rank, (boundary, got) in enumerate(results):
+    if loss:
+        recovered = sum(s["totals"]["retransmits"] + s["totals"]["fetches_sent"]
+                        for _, _, s in results)
+        assert recovered > 0, "20% loss needed no recovery"
+    for rank, (boundary, got, _) in enumerate(results):
         assert (pairs.owner[boundary] == rank).all()
         want = reference[boundary]
         bound = error_bound(pair_plan["summary"]["contributions"], largest, want)
