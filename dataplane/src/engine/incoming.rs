@@ -124,6 +124,7 @@ impl<S: SendStrategy> Engine<S> {
                     PacketType::Raw,
                     plan,
                     rows,
+                    None,
                     repr.src,
                     repr.dst,
                     c,

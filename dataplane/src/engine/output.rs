@@ -66,7 +66,17 @@ impl EncodedRows {
 
     /// Lanes `c·64 .. c·64 + lanes` of vertex `v`, if the worker holds it.
     pub fn chunk(&self, v: u32, c: usize, lanes: usize) -> Option<&[i32]> {
-        let i = *self.index.get(&v)? as usize;
-        Some(&self.lanes[i * self.width + c * crate::wire::MAX_LANES..][..lanes])
+        Some(self.chunk_at(self.position(v)?, c, lanes))
+    }
+
+    /// Where vertex `v`'s row is kept, if the worker holds it: for [`EncodedRows::chunk_at`],
+    /// so that a row read chunk after chunk is looked up once.
+    pub(super) fn position(&self, v: u32) -> Option<u32> {
+        self.index.get(&v).copied()
+    }
+
+    /// [`EncodedRows::chunk`] of the row kept at `position`.
+    pub(super) fn chunk_at(&self, position: u32, c: usize, lanes: usize) -> &[i32] {
+        &self.lanes[position as usize * self.width + c * crate::wire::MAX_LANES..][..lanes]
     }
 }

@@ -8,7 +8,7 @@ use super::rows::Packing;
 use super::{EncodedRows, EngineStats};
 use crate::framing::HostFraming;
 use crate::node::Nanos;
-use crate::plan::{ExchangePlan, Mode};
+use crate::plan::{ExchangePlan, Mode, PlanBlock};
 use crate::wire::{emit_record, AckRanges, PacketType, Repr, MAX_LANES};
 
 /// How a worker puts its features on the wire: which (source, destination) pairs it sends in a
@@ -124,10 +124,11 @@ pub trait SendStrategy: Debug + Sized {
             let p = q.packing.packets[seq as usize];
             let last = p.nth as usize + 1 == q.packing.count_to(p.to);
             h.flags.resend = again || last || q.rel.fills_window();
-            rows_packet(&h, plan, rows, &q.packing, &q.relay, seq, buf)
+            rows_packet(&h, plan, rows, q, seq, buf)
         } else {
             let ((u, v), c) = (q.pairs[seq as usize / q.chunks], seq as usize % q.chunks);
-            feature_packet(&h, Self::KIND, plan, rows, u, v, c, seq, buf)
+            let sources = Some(&mut q.sources);
+            feature_packet(&h, Self::KIND, plan, rows, sources, u, v, c, seq, buf)
                 .expect("the worker encodes every row it sends")
         };
         if again {
@@ -230,6 +231,53 @@ pub struct SendQueue {
     acked_below: Vec<u32>,
     /// The host two-level exchange: the shares this worker gathers as a proxy.
     relay: Relay,
+    /// The pre-aggregated kinds: where the rows of each partial sum's sources are kept.
+    sources: SourceRows,
+}
+
+/// Per source of a block's partial sums ([`crate::plan::Partials`]), where [`EncodedRows`]
+/// keeps its row: found on a pair's first partial and kept for the block, so that a partial
+/// sent chunk after chunk (12 chunks at width 745) looks its sources up once, not per chunk.
+#[derive(Debug, Default)]
+pub(super) struct SourceRows {
+    /// The block the positions are of.
+    block: Option<u16>,
+    /// Per source of the block's partials, its row's position, or [`SourceRows::UNKNOWN`].
+    positions: Vec<u32>,
+}
+
+impl SourceRows {
+    const UNKNOWN: u32 = u32::MAX;
+
+    /// The positions in `rows` of the sources of pair `pair` of block `index` (`block`);
+    /// `None` when the worker does not hold one of them.
+    fn of(
+        &mut self,
+        index: u16,
+        block: &PlanBlock,
+        pair: usize,
+        rows: &EncodedRows,
+    ) -> Option<&[u32]> {
+        if self.block != Some(index) {
+            self.block = Some(index);
+            self.positions.clear();
+            self.positions
+                .resize(block.partials.sources.len(), Self::UNKNOWN);
+        }
+        let range = block.partials.starts[pair] as usize..block.partials.starts[pair + 1] as usize;
+        let positions = &mut self.positions[range.clone()];
+        if positions.first() == Some(&Self::UNKNOWN) {
+            for (p, &u) in positions.iter_mut().zip(&block.partials.sources[range]) {
+                *p = rows.position(u).unwrap_or(Self::UNKNOWN);
+            }
+            if positions.contains(&Self::UNKNOWN) {
+                // Asked again, it is looked up again (and refused again).
+                positions[0] = Self::UNKNOWN;
+                return None;
+            }
+        }
+        Some(positions)
+    }
 }
 
 impl SendQueue {
@@ -275,11 +323,11 @@ fn rows_packet(
     header: &Repr,
     plan: &ExchangePlan,
     rows: &EncodedRows,
-    packing: &Packing,
-    relay: &Relay,
+    q: &mut SendQueue,
     seq: u32,
     buf: &mut [u8],
 ) -> (usize, u64) {
+    let (packing, relay) = (&q.packing, &q.relay);
     let p = packing.packets[seq as usize];
     let records = packing.records_of(seq as usize);
     let mut r = *header;
@@ -313,7 +361,8 @@ fn rows_packet(
             // A partial sum beyond 32 bits goes as a record without lanes: its receiver
             // fetches the destination's plain features instead (as the switch's overflow
             // notice has it do in the reduce exchange).
-            let fits = partial_sum(plan, rows, header, u, usize::from(c), &mut partial[..lanes])
+            let out = &mut partial[..lanes];
+            let fits = partial_sum(plan, rows, &mut q.sources, header, u, usize::from(c), out)
                 .expect("the worker sends its own partials");
             &partial[..if fits { lanes } else { 0 }]
         } else {
@@ -417,13 +466,15 @@ fn two_level_sum(
 
 /// One chunk of vertex `src`'s feature as a `kind` packet built on `header` (count 1), written
 /// into `buf`: the packet's length and its payload bytes; `None` when the worker does not hold
-/// `src`.
+/// `src`. A reduce exchange's data packet carries the worker's partial sum for `dst`, its
+/// sources found through `sources` (the sender's; a fetch reply carries plain features).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn feature_packet(
     header: &Repr,
     kind: PacketType,
     plan: &ExchangePlan,
     rows: &EncodedRows,
+    sources: Option<&mut SourceRows>,
     src: u32,
     dst: u32,
     chunk: usize,
@@ -435,8 +486,18 @@ pub(super) fn feature_packet(
     let mut fits = true;
     // Reduce mode sends partial sums up; what a fetch is answered with stays a plain feature.
     // A hybrid block's multicast sender sends its own feature (source = destination).
-    let values = if plan.mode == Mode::Reduce && kind == PacketType::Data && src != dst {
-        fits = partial_sum(plan, rows, header, dst, chunk, &mut partial[..lanes])?;
+    let values = if let Some(sources) =
+        sources.filter(|_| plan.mode == Mode::Reduce && kind == PacketType::Data && src != dst)
+    {
+        fits = partial_sum(
+            plan,
+            rows,
+            sources,
+            header,
+            dst,
+            chunk,
+            &mut partial[..lanes],
+        )?;
         &partial[..lanes]
     } else {
         rows.chunk(src, chunk, lanes)?
@@ -462,6 +523,7 @@ pub(super) fn feature_packet(
 fn partial_sum(
     plan: &ExchangePlan,
     rows: &EncodedRows,
+    sources: &mut SourceRows,
     header: &Repr,
     dst: u32,
     chunk: usize,
@@ -470,8 +532,8 @@ fn partial_sum(
     let block = plan.blocks.get(usize::from(header.block))?;
     let pair = block.pair(block.row_of(dst)?, header.worker)?;
     let mut acc = [0i64; MAX_LANES];
-    for &u in block.partials.of(pair) {
-        for (a, &x) in acc.iter_mut().zip(rows.chunk(u, chunk, out.len())?) {
+    for &at in sources.of(header.block, block, pair, rows)? {
+        for (a, &x) in acc.iter_mut().zip(rows.chunk_at(at, chunk, out.len())) {
             *a += i64::from(x);
         }
     }
@@ -820,8 +882,9 @@ impl SendStrategy for BalancedHostExchange {
 
 #[cfg(test)]
 mod tests {
-    use super::{merge_evenly, PreAggregated, SendStrategy};
+    use super::{merge_evenly, PreAggregated, SendStrategy, SourceRows};
     use crate::engine::reliable::RttEstimator;
+    use crate::engine::EncodedRows;
     use crate::plan::{ExchangePlan, Mode, Multicast, Partials, PlanBlock};
     use crate::table::BlockTable;
 
@@ -851,6 +914,36 @@ mod tests {
         // Vertex 1 feeds two destinations, vertex 0 one: 1 goes first although 0 is lower.
         assert_eq!(PreAggregated::pairs(&plan, 0, 0), [(1, 1), (0, 0)]);
         assert_eq!(PreAggregated::pairs(&plan, 1, 0), [(2, 0)]);
+    }
+
+    #[test]
+    fn a_pairs_sources_are_found_once_and_refused_when_not_held() {
+        // Destination 0 (worker 0) gets one pair, from worker 1, of sources 2 and 3.
+        let table = BlockTable {
+            vertices: vec![0],
+            workers: vec![0],
+            expected: vec![1],
+            offsets: vec![0, 1],
+            slots: vec![1],
+        };
+        let partials = Partials {
+            starts: vec![0, 2],
+            sources: vec![2, 3],
+        };
+        let block = PlanBlock::reduce(table, &[0], partials).unwrap();
+        let held = EncodedRows::new(&[1, 2, 3], 1, vec![10, 20, 30]);
+        let mut sources = SourceRows::default();
+        assert_eq!(sources.of(0, &block, 0, &held), Some(&[1, 2][..]));
+        // Kept: a second lookup reads the positions found (they hold the rows of 2 and 3).
+        assert_eq!(sources.of(0, &block, 0, &held), Some(&[1, 2][..]));
+        assert_eq!(held.chunk_at(2, 0, 1), [30]);
+        // A worker that lacks source 3 gets none, each time it asks.
+        let lacking = EncodedRows::new(&[2], 1, vec![20]);
+        let mut sources = SourceRows::default();
+        assert_eq!(sources.of(0, &block, 0, &lacking), None);
+        assert_eq!(sources.of(0, &block, 0, &lacking), None);
+        // Another block starts afresh.
+        assert_eq!(sources.of(1, &block, 0, &held), Some(&[1, 2][..]));
     }
 
     #[test]
