@@ -83,18 +83,27 @@ struct Pending {
 /// The destination chunks whose sums are on their way, found by key (destination position ×
 /// chunks + chunk) through a dense index into a slab whose slots completed chunks free for
 /// the next: no hashing per contribution, and a [`Pending`] (about 1.3 KB) written once in
-/// place rather than moved as a hash table grows.
+/// place rather than moved as a hash table grows. The slab grows by segments that never move:
+/// as one vector it was copied at every doubling, and a host hybrid receiver holds 17,000 of
+/// its 29,000 chunks pending at once on Amazon-Computers × 4 at width 745 (24 MB, copied and
+/// its fresh pages zeroed by the kernel again: 15% of that run's samples).
 #[derive(Debug, Default)]
 struct PendingSlab {
-    /// Per key, its slot in `slots`, or [`PendingSlab::NONE`].
+    /// Per key, its slot, or [`PendingSlab::NONE`].
     index: Vec<u32>,
-    slots: Vec<Pending>,
+    /// The slots, [`PendingSlab::SEGMENT`] to a segment: slot `i` is
+    /// `segments[i / SEGMENT][i % SEGMENT]`.
+    segments: Vec<Vec<Pending>>,
+    /// Slots in use or freed so far.
+    len: u32,
     /// Slots of completed chunks, to be reused.
     free: Vec<u32>,
 }
 
 impl PendingSlab {
     const NONE: u32 = u32::MAX;
+    /// Slots per segment: 256 of about 1.3 KB, a third of a megabyte.
+    const SEGMENT: usize = 256;
 
     fn new(keys: usize) -> PendingSlab {
         PendingSlab {
@@ -103,10 +112,20 @@ impl PendingSlab {
         }
     }
 
+    fn slot(&self, slot: u32) -> &Pending {
+        let i = slot as usize;
+        &self.segments[i / Self::SEGMENT][i % Self::SEGMENT]
+    }
+
+    fn slot_mut(&mut self, slot: u32) -> &mut Pending {
+        let i = slot as usize;
+        &mut self.segments[i / Self::SEGMENT][i % Self::SEGMENT]
+    }
+
     fn get(&self, key: usize) -> Option<&Pending> {
         match self.index[key] {
             Self::NONE => None,
-            slot => Some(&self.slots[slot as usize]),
+            slot => Some(self.slot(slot)),
         }
     }
 
@@ -118,26 +137,35 @@ impl PendingSlab {
         if self.index[key] == Self::NONE {
             let slot = match self.free.pop() {
                 Some(slot) => {
-                    self.slots[slot as usize] = new();
+                    *self.slot_mut(slot) = new();
                     slot
                 }
                 None => {
-                    self.slots.push(new());
-                    (self.slots.len() - 1) as u32
+                    let slot = self.len;
+                    if slot as usize % Self::SEGMENT == 0 {
+                        self.segments.push(Vec::with_capacity(Self::SEGMENT));
+                    }
+                    self.segments
+                        .last_mut()
+                        .expect("a segment with room")
+                        .push(new());
+                    self.len += 1;
+                    slot
                 }
             };
             self.index[key] = slot;
         }
-        &mut self.slots[self.index[key] as usize]
+        let slot = self.index[key];
+        self.slot_mut(slot)
     }
 
     /// Forget `key`'s chunk: its slot goes to the free list, its contents stay readable
-    /// (the returned slot) until the next insertion.
-    fn release(&mut self, key: usize) -> usize {
+    /// (the returned slot, [`PendingSlab::slot`]) until the next insertion.
+    fn release(&mut self, key: usize) -> u32 {
         let slot = std::mem::replace(&mut self.index[key], Self::NONE);
         debug_assert_ne!(slot, Self::NONE, "released a chunk that is not pending");
         self.free.push(slot);
-        slot as usize
+        slot
     }
 }
 
@@ -463,7 +491,7 @@ impl Receiver {
             return;
         };
         let slot = self.pending.release(key);
-        let p = &self.pending.slots[slot];
+        let p = self.pending.slot(slot);
         // Copied out, so that `finish` may borrow the receiver.
         let mut sum = [0i64; MAX_LANES];
         let host = match way {
@@ -809,7 +837,23 @@ mod tests {
         // The next new chunk takes the freed slot, fresh.
         let p = slab.get_or_insert_with(2, || Pending::new(2, 3, 16));
         assert_eq!((p.raw_count, p.lanes), (0, 16));
-        assert_eq!(slab.index[2] as usize, slot);
-        assert_eq!(slab.slots.len(), 2);
+        assert_eq!(slab.index[2], slot);
+        assert_eq!(slab.len, 2);
+    }
+
+    #[test]
+    fn slab_slots_keep_their_contents_across_segments() {
+        let keys = 3 * PendingSlab::SEGMENT + 5;
+        let mut slab = PendingSlab::new(keys);
+        for key in 0..keys {
+            slab.get_or_insert_with(key, || Pending::new(1, 1, 8))
+                .raw_count = key as u32;
+        }
+        assert_eq!(slab.segments.len(), 4);
+        assert!((0..keys).all(|key| slab.get(key).map(|p| p.raw_count) == Some(key as u32)));
+        // A slot freed in the first segment is the next one taken, not a new one.
+        let slot = slab.release(7);
+        slab.get_or_insert_with(7, || Pending::new(1, 1, 8));
+        assert_eq!((slab.index[7], slab.len as usize), (slot, keys));
     }
 }
