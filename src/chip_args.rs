@@ -1,14 +1,13 @@
 //! The chip options of every command that judges a switch (`analyze`, `prepare`, `simulate`,
 //! `p4 resources`), and the verdicts they print.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use switchgnn_chip::{Chip, ChipChoice, HostCost};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
-use switchgnn_partition::{ExchangeChoice, Plan, PlannedOn};
-use switchgnn_scheduler::exchange::PlanOptions;
-use switchgnn_scheduler::planner::{layer_choice, weigh, CANDIDATES};
+use switchgnn_partition::{ExchangeChoice, Plan};
+use switchgnn_scheduler::planner;
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ChipArgs {
@@ -129,38 +128,9 @@ pub(crate) fn choose_exchanges(
     chip: &Chip,
     cost: &HostCost,
 ) -> Result<ExchangeChoice> {
-    let mut layers = Vec::new();
-    for layer in 0..plan.manifest.spec.feature_dims.len() {
-        let choice = weigh(
-            graph,
-            plan,
-            layer,
-            &CANDIDATES,
-            chip,
-            cost,
-            PlanOptions::default(),
-        )
-        .with_context(|| format!("cannot weigh the exchange kinds of layer {layer}"))?;
-        let mut entry = layer_choice(&choice);
-        if exchange != ExchangeKind::Auto {
-            entry.kind = exchange.name().to_string();
-        }
-        layers.push(entry);
-    }
-    Ok(ExchangeChoice {
-        by: exchange.name().to_string(),
-        chip: chip.describe(),
-        layers,
-        planned_on: Some(PlannedOn {
-            preset: chip.preset.name().to_string(),
-            loopback_ports: chip.loopback_ports,
-            recirculation_ports: Some(chip.recirculation_ports),
-            link_gbps: cost.link_gbps,
-            host_packet_ns: cost.per_packet_ns,
-            host_mtu: Some(cost.framing.mtu),
-            host_ack_every: Some(cost.framing.ack_every),
-        }),
-    })
+    Ok(planner::choose_exchanges(
+        plan, graph, exchange, chip, cost,
+    )?)
 }
 
 /// The `auto` choice with every default (the smallest real chip that hosts the workers at

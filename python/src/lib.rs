@@ -165,7 +165,8 @@ fn job_and_plan(path: &std::path::Path) -> Result<(JobFile, PlanDir, Option<Secr
 #[pyfunction]
 #[pyo3(signature = (num_vertices, src, dst, owner, feature_dims, out_dir, *, workers=None,
                     switch_memory="100MB".to_string(), kinds, order="priority-bfs".to_string(),
-                    order_seed=0, name="python".to_string(), symmetrize=false))]
+                    order_seed=0, name="python".to_string(), symmetrize=false, chip=None,
+                    loopback_ports="spare".to_string(), gbps=100.0, host_packet_ns=20.0))]
 #[allow(clippy::too_many_arguments)]
 fn prepare(
     py: Python<'_>,
@@ -182,6 +183,10 @@ fn prepare(
     order_seed: u64,
     name: String,
     symmetrize: bool,
+    chip: Option<String>,
+    loopback_ports: String,
+    gbps: f64,
+    host_packet_ns: f64,
 ) -> PyResult<String> {
     let args = PrepareArgs {
         num_vertices,
@@ -197,6 +202,10 @@ fn prepare(
         order_seed,
         name,
         symmetrize,
+        chip,
+        loopback_ports,
+        gbps,
+        host_packet_ns,
     };
     Ok(py.detach(|| plan::prepare(&args))?)
 }

@@ -6,11 +6,14 @@
 
 use std::path::{Path, PathBuf};
 
+use switchgnn_chip::{ChipChoice, HostCost};
+use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::{BuildOptions, Dataset, Graph, Split, SplitSource};
 use switchgnn_partition::size::parse_bytes;
 use switchgnn_partition::{Assignment, Plan, PlanSpec};
 use switchgnn_scheduler::blocks::set_plan_orders;
+use switchgnn_scheduler::planner::choose_exchanges;
 use switchgnn_scheduler::OrderKind;
 use switchgnn_transport::{PlanDir, PlanDirError};
 
@@ -53,23 +56,75 @@ pub(crate) struct PrepareArgs {
     pub(crate) order_seed: u64,
     pub(crate) name: String,
     pub(crate) symmetrize: bool,
+    /// The chip the planner weighs the kinds on (`None`: the smallest real one that hosts the
+    /// workers, when a kind needs a verdict).
+    pub(crate) chip: Option<String>,
+    /// Front-panel ports looped back as recirculation paths: a number, or `spare`.
+    pub(crate) loopback_ports: String,
+    /// What the verdict charges each host: its link rate and its cost per packet.
+    pub(crate) gbps: f64,
+    pub(crate) host_packet_ns: f64,
 }
 
-/// The kinds a plan from Python can carry: `hybrid` and `auto` need a chip's verdict, which the
-/// `switchgnn prepare` command makes.
+/// An exchange kind by name: every kind, `hybrid` and `auto` included (a plan that carries them
+/// records the planner's verdict, made by [`prepare`] on a chip).
 pub(crate) fn parse_kind(name: &str) -> Result<ExchangeKind, Failure> {
-    match ExchangeKind::parse(name) {
-        Some(k @ (ExchangeKind::Hybrid | ExchangeKind::Auto)) => Err(Failure::Usage(format!(
-            "the `{}` exchange needs a chip model's verdict; prepare such a plan with the \
-             `switchgnn prepare` command",
-            k.name()
-        ))),
-        Some(k) => Ok(k),
-        None => Err(Failure::Usage(format!(
+    ExchangeKind::parse(name).ok_or_else(|| {
+        Failure::Usage(format!(
             "unknown exchange kind `{name}` (one of: switchgnn, host, g3, host-reduce, \
-             host-hybrid, host-two-level, strawman, reduce)"
-        ))),
+             host-hybrid, host-two-level, strawman, reduce, hybrid, auto)"
+        ))
+    })
+}
+
+/// The planner's verdict for `plan` on the chip `args` names (or the smallest real chip that
+/// hosts the workers, every idle port looped, as `switchgnn prepare` does), with hosts as
+/// `args` costs them: what `hybrid` and `auto` need, recorded in the plan.
+fn verdict(args: &PrepareArgs, plan: &mut Plan, graph: &Graph) -> Result<(), Failure> {
+    let usage = |e: &dyn std::fmt::Display| Failure::Usage(e.to_string());
+    if !(args.gbps > 0.0 && args.host_packet_ns >= 0.0) {
+        return Err(Failure::Usage(
+            "gbps must be positive and host_packet_ns not negative".into(),
+        ));
     }
+    let spare = args.loopback_ports == "spare";
+    let loopback_ports = if spare {
+        0
+    } else {
+        args.loopback_ports.parse().map_err(|_| {
+            Failure::Usage(format!(
+                "loopback_ports `{}`: give a number of ports, or \"spare\"",
+                args.loopback_ports
+            ))
+        })?
+    };
+    let choice = ChipChoice {
+        preset: args
+            .chip
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| usage(&e))?,
+        loopback_ports,
+        recirculation_ports: None,
+        spare_loopback: spare,
+    };
+    let workers = plan.manifest.spec.workers;
+    let chip = choice.resolve(workers, args.gbps).map_err(|e| {
+        Failure::Usage(format!(
+            "no chip to weigh the exchange kinds on ({e}); `hybrid` and `auto` need the \
+             planner's verdict on one"
+        ))
+    })?;
+    let cost = HostCost {
+        link_gbps: args.gbps,
+        per_packet_ns: args.host_packet_ns,
+        frame_overhead: FRAME_OVERHEAD,
+        framing: Default::default(),
+    };
+    let choice =
+        choose_exchanges(plan, graph, ExchangeKind::Auto, &chip, &cost).map_err(Failure::failed)?;
+    plan.set_exchange(choice).map_err(Failure::failed)
 }
 
 /// Edge `i` as vertex ids, or why not.
@@ -210,6 +265,12 @@ pub(crate) fn prepare(args: &PrepareArgs) -> Result<String, Failure> {
     let mut plan =
         Plan::prepare_with(&dataset, &spec, assignment, &|_| {}).map_err(Failure::failed)?;
     set_plan_orders(&mut plan, order, args.order_seed).map_err(Failure::failed)?;
+    let judged = kinds
+        .iter()
+        .any(|k| matches!(k, ExchangeKind::Hybrid | ExchangeKind::Auto));
+    if judged || args.chip.is_some() {
+        verdict(args, &mut plan, &dataset.graph)?;
+    }
     let dir = PlanDir::create(&args.out_dir, plan, &dataset, &|_| {})?;
     // A `python.json` of an older build would contradict the folder's own files.
     let legacy = args
@@ -240,18 +301,23 @@ fn summary(dir: &PlanDir, contributions: u64, kinds: &[&str]) -> String {
     let layers: Vec<serde_json::Value> = m
         .traffic
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(layer, t)| {
             let blocks = m
                 .block_sets
                 .iter()
                 .find(|s| s.width >= t.width)
                 .map_or(0, |s| s.blocks);
+            // The planner's pick and every candidate's bound, where a verdict was made.
+            let choice = m.exchange.as_ref().and_then(|e| e.layers.get(layer));
             serde_json::json!({
                 "width": t.width,
                 "blocks": blocks,
                 "host_bytes": t.host_bytes,
                 "plan_bytes": t.plan_bytes,
                 "plan_reduction": t.plan_reduction,
+                "pick": choice.map(|c| c.kind.clone()),
+                "predicted_s": choice.map(|c| c.predicted_s.clone()),
             })
         })
         .collect();
@@ -265,6 +331,7 @@ fn summary(dir: &PlanDir, contributions: u64, kinds: &[&str]) -> String {
         "contributions": contributions,
         "kinds": kinds,
         "layers": layers,
+        "chip": m.exchange.as_ref().map(|e| e.chip.clone()),
     })
     .to_string()
 }

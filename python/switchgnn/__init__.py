@@ -43,13 +43,15 @@ __all__ = [
     "__version__",
 ]
 
-#: The exchange kinds a plan from Python carries: SwitchGNN's in-switch aggregation over the
-#: plan's blocks, the host exchange (every worker sends copies to every peer), G3's balanced
-#: host rounds, host-only pre-aggregation (one partial sum per remote destination, sent to its
-#: owner), the host hybrid (per ordered worker pair, raw copies or partial sums, whichever is
-#: fewer rows), the host two-level exchange (a rack's partial sums for another rack summed by a
-#: proxy worker of the rack; one rack without racks given), the strawman (first-come aggregators) and pre-aggregated partial sums summed in
-#: the switch.
+#: The exchange kinds a plan from Python carries by default: SwitchGNN's in-switch aggregation
+#: over the plan's blocks, the host exchange (every worker sends copies to every peer), G3's
+#: balanced host rounds, host-only pre-aggregation (one partial sum per remote destination,
+#: sent to its owner), the host hybrid (per ordered worker pair, raw copies or partial sums,
+#: whichever is fewer rows), the host two-level exchange (a rack's partial sums for another
+#: rack summed by a proxy worker of the rack; one rack without racks given), the strawman
+#: (first-come aggregators) and pre-aggregated partial sums summed in the switch. Two more need
+#: the planner's verdict on a chip (:func:`prepare`'s ``chip``): ``hybrid`` (per unit,
+#: multicast or pre-aggregation) and ``auto`` (the planner's pick per layer).
 KINDS = (
     "switchgnn",
     "host",
@@ -105,6 +107,10 @@ def prepare(
     order_seed: int = 0,
     name: str = "python",
     symmetrize: bool = False,
+    chip: Optional[str] = None,
+    loopback_ports="spare",
+    gbps: float = 100.0,
+    host_packet_ns: float = 20.0,
 ) -> dict:
     """Write the plan of a job to ``out_dir`` and return a summary.
 
@@ -116,6 +122,14 @@ def prepare(
     adds the missing reverses instead). The plans of every kind in ``kinds`` are saved, with
     every worker's shard, so neither the switch nor a worker needs the graph again: the folder
     is the one ``switchgnn prepare`` and ``switchgnn shard`` write, and the command runs on it.
+
+    ``hybrid`` and ``auto`` (the planner's pick per layer) need the planner's verdict on a
+    chip: ``chip`` (``tofino1-32``, ``tofino1-64``, ``tofino2`` or ``ideal``; by default the
+    smallest real chip that hosts the workers, as ``switchgnn prepare`` takes), with
+    ``loopback_ports`` front-panel ports looped back as recirculation paths (a number, or
+    ``"spare"``: every port no worker needs), hosts on ``gbps`` links costing
+    ``host_packet_ns`` per packet. Naming a chip records the verdict for any ``kinds``; the
+    summary's layers then carry the pick and every candidate's lower bound (``predicted_s``).
     """
     summary = _native.prepare(
         int(num_vertices),
@@ -131,6 +145,10 @@ def prepare(
         order_seed=int(order_seed),
         name=name,
         symmetrize=bool(symmetrize),
+        chip=chip,
+        loopback_ports=str(loopback_ports),
+        gbps=float(gbps),
+        host_packet_ns=float(host_packet_ns),
     )
     return json.loads(summary)
 

@@ -184,6 +184,7 @@ def serve(
     kind: str = SOFTWARE_SWITCH_KIND,
     out_dir: "Optional[os.PathLike[str] | str]" = None,
     sampling: bool = False,
+    chip: Optional[str] = None,
     **switch_options,
 ) -> Switch:
     """The launcher's line: the plan of ``partitions`` for ``layers`` aggregating layers of
@@ -194,8 +195,11 @@ def serve(
     The default kind is :data:`SOFTWARE_SWITCH_KIND`, the fastest through this software
     switch; ``kind="switchgnn"`` runs SwitchGNN's in-switch aggregation instead.
     ``sampling=True`` (BNS-GCN's ``--sampling-rate`` below 1) serves a pair plan
-    (:mod:`switchgnn.sampling`)."""
+    (:mod:`switchgnn.sampling`). ``kind="hybrid"`` or ``"auto"`` weighs the kinds on ``chip``
+    (see :func:`switchgnn.prepare`; by default the smallest real chip that hosts the workers)."""
+    verdict = {} if chip is None else {"chip": chip}
     summary = prepare_partitions(
-        partitions, out_dir, hidden=hidden, layers=layers, kinds=[kind], sampling=sampling
+        partitions, out_dir, hidden=hidden, layers=layers, kinds=[kind], sampling=sampling,
+        **verdict,
     )
     return Switch(summary["plan"], kind, **switch_options)

@@ -106,8 +106,8 @@ def test_bad_graphs_are_refused_by_name(tmp_path):
         bad = owner.copy()
         bad[3] = -1
         switchgnn.prepare(n, src, dst, bad, [8], tmp_path)
-    with pytest.raises(ValueError, match="needs a chip model"):
-        switchgnn.prepare(n, src, dst, owner, [8], tmp_path, kinds=["hybrid"])
+    with pytest.raises(ValueError, match="unknown exchange kind `hybird`"):
+        switchgnn.prepare(n, src, dst, owner, [8], tmp_path, kinds=["hybird"])
     with pytest.raises(ValueError, match="must hold integers"):
         switchgnn.prepare(n, src.astype(float), dst, owner, [8], tmp_path)
     # symmetrize=True takes the half edge list as the undirected graph.

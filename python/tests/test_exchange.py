@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import switchgnn
-from conftest import WORKERS, cora_graph, error_bound, remote_sums, run_threads
+from conftest import WORKERS, cora_graph, error_bound, remote_sums, run_threads, seeded_graph
 
 
 def values_for(n: int, width: int, seed: int) -> np.ndarray:
@@ -158,3 +158,39 @@ def test_all_reduce_is_exact_and_identical(seeded_plan, via):
     for total, most in results:
         assert np.array_equal(total, expected)
         assert np.array_equal(most.reshape(-1), np.max(parts, axis=0))
+
+@pytest.fixture(scope="module")
+def judged_plan(tmp_path_factory):
+    """The seeded graph's plan with the planner's verdict on a Tofino 1 (32 ports, the idle
+    ones looped): what `hybrid` and `auto` need."""
+    n, src, dst = seeded_graph()
+    owner = np.random.default_rng(3).integers(0, WORKERS, n)
+    out = tmp_path_factory.mktemp("judged-plan")
+    summary = switchgnn.prepare(n, src, dst, owner, [24, 70], out, kinds=["hybrid", "auto"],
+                                chip="tofino1-32")
+    return dict(dir=out, n=n, src=src, dst=dst, owner=owner, summary=summary)
+
+
+def test_the_planners_kinds_run_from_python_exact(judged_plan):
+    summary = judged_plan["summary"]
+    assert summary["chip"].startswith("tofino1-32"), summary["chip"]
+    for layer in summary["layers"]:
+        # Every candidate weighed, the pick among them and no slower than any by its bound.
+        bounds = layer["predicted_s"]
+        assert {"host", "host-reduce", "switchgnn", "hybrid"} <= set(bounds), bounds
+        assert bounds[layer["pick"]] == min(bounds.values()), layer
+    for kind in ["hybrid", "auto"]:
+        inputs, results, report = run_job(judged_plan, kind, 0.01)
+        check_exact(judged_plan, inputs, results)
+        assert report["counters"]["exchanges_completed"] == 3
+
+
+def test_a_verdict_needs_a_chip_that_exists(tmp_path):
+    n, src, dst = seeded_graph(60, 200)
+    owner = np.arange(n) % 2
+    with pytest.raises(ValueError, match="tofino9"):
+        switchgnn.prepare(n, src, dst, owner, [8], tmp_path / "a", kinds=["hybrid"],
+                          chip="tofino9")
+    with pytest.raises(ValueError, match="loopback_ports `many`"):
+        switchgnn.prepare(n, src, dst, owner, [8], tmp_path / "b", kinds=["auto"],
+                          loopback_ports="many")

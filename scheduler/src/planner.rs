@@ -10,7 +10,7 @@ use switchgnn_chip::{Chip, Choice, HostCost, Load};
 use switchgnn_dataplane::plan::{ExchangePlan, PlanError};
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
-use switchgnn_partition::{LayerChoice, Plan};
+use switchgnn_partition::{ExchangeChoice, LayerChoice, Plan, PlannedOn};
 
 use crate::exchange::{exchange_plan, PlanOptions};
 
@@ -168,4 +168,53 @@ pub fn layer_choice(choice: &Choice) -> LayerChoice {
             .map(|c| (c.kind.clone(), c.bound.seconds))
             .collect(),
     }
+}
+
+/// What a plan records of its exchange kinds: per layer the planner's pick on `chip` with
+/// hosts costing `cost` (every candidate's bound beside it), run as `exchange` (`auto`: the
+/// pick itself), and what the pick was made for, so that every process of a job rebuilds the
+/// same hybrid plan.
+pub fn choose_exchanges(
+    plan: &Plan,
+    graph: &Graph,
+    exchange: ExchangeKind,
+    chip: &Chip,
+    cost: &HostCost,
+) -> Result<ExchangeChoice, PlanError> {
+    let mut layers = Vec::new();
+    for layer in 0..plan.manifest.spec.feature_dims.len() {
+        let choice = weigh(
+            graph,
+            plan,
+            layer,
+            &CANDIDATES,
+            chip,
+            cost,
+            PlanOptions::default(),
+        )
+        .map_err(|e| {
+            PlanError::NoChoice(format!(
+                "cannot weigh the exchange kinds of layer {layer}: {e}"
+            ))
+        })?;
+        let mut entry = layer_choice(&choice);
+        if exchange != ExchangeKind::Auto {
+            entry.kind = exchange.name().to_string();
+        }
+        layers.push(entry);
+    }
+    Ok(ExchangeChoice {
+        by: exchange.name().to_string(),
+        chip: chip.describe(),
+        layers,
+        planned_on: Some(PlannedOn {
+            preset: chip.preset.name().to_string(),
+            loopback_ports: chip.loopback_ports,
+            recirculation_ports: Some(chip.recirculation_ports),
+            link_gbps: cost.link_gbps,
+            host_packet_ns: cost.per_packet_ns,
+            host_mtu: Some(cost.framing.mtu),
+            host_ack_every: Some(cost.framing.ack_every),
+        }),
+    })
 }
