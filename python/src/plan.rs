@@ -81,7 +81,6 @@ pub(crate) fn parse_kind(name: &str) -> Result<ExchangeKind, Failure> {
 /// hosts the workers, every idle port looped, as `switchgnn prepare` does), with hosts as
 /// `args` costs them: what `hybrid` and `auto` need, recorded in the plan.
 fn verdict(args: &PrepareArgs, plan: &mut Plan, graph: &Graph) -> Result<(), Failure> {
-    let usage = |e: &dyn std::fmt::Display| Failure::Usage(e.to_string());
     if !(args.gbps > 0.0 && args.host_packet_ns >= 0.0) {
         return Err(Failure::Usage(
             "gbps must be positive and host_packet_ns not negative".into(),
@@ -104,7 +103,7 @@ fn verdict(args: &PrepareArgs, plan: &mut Plan, graph: &Graph) -> Result<(), Fai
             .as_deref()
             .map(str::parse)
             .transpose()
-            .map_err(|e| usage(&e))?,
+            .map_err(|e: switchgnn_chip::ChipError| Failure::Usage(e.to_string()))?,
         loopback_ports,
         recirculation_ports: None,
         spare_loopback: spare,

@@ -486,9 +486,8 @@ pub(super) fn feature_packet(
     let mut fits = true;
     // Reduce mode sends partial sums up; what a fetch is answered with stays a plain feature.
     // A hybrid block's multicast sender sends its own feature (source = destination).
-    let values = if let Some(sources) =
-        sources.filter(|_| plan.mode == Mode::Reduce && kind == PacketType::Data && src != dst)
-    {
+    let values = if plan.mode == Mode::Reduce && kind == PacketType::Data && src != dst {
+        let sources = sources.expect("the sender builds its data packets with its source rows");
         fits = partial_sum(
             plan,
             rows,
