@@ -27,10 +27,10 @@
 //! | 28 | 4 | sequence | per-sender sequence number (duplicate detection, acks); on sums and raw copies from the switch, its running number per worker port |
 //! | 32 | 4·lanes | payload | int32 lanes |
 //!
-//! A [`PacketType::Rows`] packet (version 3) carries no lanes of its own (`lanes` is 0): after
+//! A [`PacketType::Rows`] packet (version 4) carries no lanes of its own (`lanes` is 0): after
 //! the header come `count` records, each one 64-lane chunk of one vertex's row — vertex (4
-//! bytes), chunk (1), lanes (1), two reserved zero bytes, then 4·lanes bytes of int32 lanes
-//! ([`Records`]). The switch only forwards such a packet, so it may fill a whole datagram of
+//! bytes), chunk (1), lanes (1), flags (1), a reserved zero byte, then 4·lanes bytes of int32
+//! lanes, or none for a zero record (flag [`RECORD_ZERO`]: every lane zero) ([`Records`]). The switch only forwards such a packet, so it may fill a whole datagram of
 //! the link's MTU. Its acknowledgement (the ack flag set) carries `count` ranges of the
 //! sequences the receiver holds, each first and last sequence (4 bytes each), ascending
 //! ([`AckRanges`]).
@@ -40,9 +40,10 @@ use thiserror::Error;
 /// The first two bytes of every header, “SG”.
 pub const MAGIC: u16 = 0x5347;
 /// The header version this crate reads and writes. Version 2: aggregators of 64 lanes (version 1
-/// had 32); version 3: host copies packed into [`PacketType::Rows`] packets with acks of ranges.
-/// A peer of another version is refused at its first packet.
-pub const VERSION: u8 = 3;
+/// had 32); version 3: host copies packed into [`PacketType::Rows`] packets with acks of ranges;
+/// version 4: their records may be zero records ([`RECORD_ZERO`]), which a version 3 peer
+/// would refuse as malformed. A peer of another version is refused at its first packet.
+pub const VERSION: u8 = 4;
 /// Bytes of the header; the lanes follow it.
 pub const HEADER_LEN: usize = 32;
 /// One aggregator: 64 int32 lanes = 256 bytes, what one pipeline pass of a Tofino adds with 32
@@ -592,9 +593,14 @@ impl Repr {
     }
 }
 
-/// Bytes of a record's own header in a [`PacketType::Rows`] packet: vertex, chunk, lanes and
-/// two reserved bytes.
+/// Bytes of a record's own header in a [`PacketType::Rows`] packet: vertex, chunk, lanes,
+/// flags and a reserved byte.
 pub const RECORD_HEADER_LEN: usize = 8;
+/// A record flag: every lane of the record is zero, and none is carried (its lane count says
+/// how many it stands for). A row of a worker's sample that was left out (BNS-GCN's boundary
+/// sampling sends it as zeros), a gradient that is zero: each costs a record header on the
+/// wire instead of 4 bytes a lane.
+pub const RECORD_ZERO: u8 = 1;
 /// Bytes of one acknowledged range: its first and last sequence.
 pub const ACK_RANGE_LEN: usize = 8;
 
@@ -605,24 +611,48 @@ pub struct Record<'a> {
     pub src: u32,
     /// Which 64-lane chunk of the row.
     pub chunk: u8,
+    /// Int32 lanes it stands for.
+    count: u8,
+    /// The lanes' bytes: none for a zero record ([`RECORD_ZERO`]).
     lanes: &'a [u8],
 }
 
 impl Record<'_> {
-    /// Int32 lanes the record carries.
+    /// Int32 lanes the record stands for (a zero record's are not carried).
     pub fn lane_count(&self) -> usize {
-        self.lanes.len() / 4
+        usize::from(self.count)
+    }
+
+    /// Bytes of lanes the record carries: 4 a lane, none for a zero record.
+    pub fn carried_bytes(&self) -> usize {
+        self.lanes.len()
     }
 
     /// The lanes decoded into the front of `out` (at least [`Record::lane_count`] long); the
     /// decoded part.
     pub fn lanes_into<'o>(&self, out: &'o mut [i32]) -> &'o [i32] {
         let n = self.lane_count();
+        if self.lanes.is_empty() {
+            out[..n].fill(0);
+        }
         for (v, b) in out[..n].iter_mut().zip(self.lanes.chunks_exact(4)) {
             *v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
         }
         &out[..n]
     }
+}
+
+/// A record header's lane count and the lane bytes that follow it, or `None` when its flags
+/// are not ones this build writes: a zero record ([`RECORD_ZERO`]) stands for at least one lane
+/// and carries none.
+fn record_shape(head: &[u8]) -> Option<(u8, usize)> {
+    let (count, flags) = (head[5], head[6]);
+    let carried = match flags {
+        0 => 4 * usize::from(count),
+        RECORD_ZERO if count > 0 => 0,
+        _ => return None,
+    };
+    (usize::from(count) <= MAX_LANES && head[7] == 0).then_some((count, carried))
 }
 
 /// The records after a [`PacketType::Rows`] header, checked as a whole before any is read: a
@@ -640,11 +670,8 @@ impl<'a> Records<'a> {
             let head = payload
                 .get(at..at + RECORD_HEADER_LEN)
                 .ok_or(Error::BadRecords { at })?;
-            let lanes = usize::from(head[5]);
-            if lanes > MAX_LANES || head[6] != 0 || head[7] != 0 {
-                return Err(Error::BadRecords { at });
-            }
-            at += RECORD_HEADER_LEN + 4 * lanes;
+            let (_, carried) = record_shape(head).ok_or(Error::BadRecords { at })?;
+            at += RECORD_HEADER_LEN + carried;
             if at > payload.len() {
                 return Err(Error::BadRecords { at: payload.len() });
             }
@@ -661,13 +688,15 @@ impl<'a> Iterator for Records<'a> {
 
     fn next(&mut self) -> Option<Record<'a>> {
         let head = self.rest.get(..RECORD_HEADER_LEN)?;
-        let lanes = 4 * usize::from(head[5]);
+        // Checked whole by `new_checked`.
+        let (count, carried) = record_shape(head)?;
         let record = Record {
             src: u32::from_be_bytes([head[0], head[1], head[2], head[3]]),
             chunk: head[4],
-            lanes: &self.rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + lanes],
+            count,
+            lanes: &self.rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + carried],
         };
-        self.rest = &self.rest[RECORD_HEADER_LEN + lanes..];
+        self.rest = &self.rest[RECORD_HEADER_LEN + carried..];
         Some(record)
     }
 }
@@ -675,6 +704,21 @@ impl<'a> Iterator for Records<'a> {
 /// Bytes one record of `lanes` lanes takes in a packet.
 pub fn record_len(lanes: usize) -> usize {
     RECORD_HEADER_LEN + 4 * lanes
+}
+
+/// Write a zero record ([`RECORD_ZERO`]) of vertex `src`'s chunk `chunk`, standing for `lanes`
+/// zero lanes (at least one), at the front of `buf`; its length, [`RECORD_HEADER_LEN`].
+///
+/// # Panics
+/// If `lanes` is 0 or more than [`MAX_LANES`], or `buf` is shorter than a record header.
+pub fn emit_zero_record(src: u32, chunk: u8, lanes: usize, buf: &mut [u8]) -> usize {
+    assert!((1..=MAX_LANES).contains(&lanes), "1 to {MAX_LANES} lanes");
+    buf[..4].copy_from_slice(&src.to_be_bytes());
+    buf[4] = chunk;
+    buf[5] = lanes as u8;
+    buf[6] = RECORD_ZERO;
+    buf[7] = 0;
+    RECORD_HEADER_LEN
 }
 
 /// Write a record of vertex `src`'s chunk `chunk` holding `lanes` at the front of `buf`; its
@@ -915,6 +959,30 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_record_carries_no_lanes_and_reads_as_zeros() {
+        let mut buf = [0u8; 200];
+        let mut len = emit_zero_record(9, 2, 64, &mut buf);
+        len += emit_record(7, 0, &[5, 6], &mut buf[len..]);
+        assert_eq!(len, 2 * RECORD_HEADER_LEN + 8);
+        let records: Vec<Record> = Records::new_checked(&buf[..len], 2).unwrap().collect();
+        assert_eq!((records[0].src, records[0].chunk), (9, 2));
+        assert_eq!(
+            (records[0].lane_count(), records[0].carried_bytes()),
+            (64, 0)
+        );
+        let mut out = [7i32; MAX_LANES];
+        assert_eq!(records[0].lanes_into(&mut out), &[0; 64][..]);
+        assert_eq!(records[1].lanes_into(&mut out), &[5, 6]);
+        // A zero record of no lanes, or another flag, is refused.
+        let mut bad = buf;
+        bad[5] = 0;
+        assert!(Records::new_checked(&bad[..len], 2).is_err());
+        let mut bad = buf;
+        bad[6] = 2;
+        assert!(Records::new_checked(&bad[..len], 2).is_err());
+    }
+
+    #[test]
     fn ack_ranges_must_ascend_apart() {
         let mut buf = [0u8; 64];
         let len = emit_ack_ranges(&[(0, 3), (5, 5), (9, 20)], &mut buf);
@@ -938,7 +1006,7 @@ mod tests {
             payload in proptest::collection::vec(any::<u8>(), 0..300), count in 0u16..8,
         ) {
             if let Ok(records) = Records::new_checked(&payload, count) {
-                let total: usize = records.map(|r| record_len(r.lane_count())).sum();
+                let total: usize = records.map(|r| RECORD_HEADER_LEN + r.carried_bytes()).sum();
                 prop_assert_eq!(total, payload.len());
             }
             if let Ok(ranges) = AckRanges::new_checked(&payload, count) {

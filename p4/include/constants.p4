@@ -10,7 +10,7 @@
 
 /* ---- wire format (wire.rs) ---- */
 const bit<16> SG_MAGIC      = 0x5347;
-const bit<8>  SG_VERSION    = 3;
+const bit<8>  SG_VERSION    = 4;
 const bit<16> SG_UDP_PORT   = 47000;   /* the switch's UDP port (job file `switch`) */
 const bit<8>  SG_MAX_LANES  = 64;      /* one aggregator: 64 int32 lanes = 256 bytes */
 

@@ -36,7 +36,7 @@ from ptf.base_tests import BaseTest
 from ptf.mask import Mask
 from scapy.all import IP, UDP, Ether, Raw
 
-MAGIC, VERSION, UDP_PORT, MAX_LANES = 0x5347, 3, 47000, 64
+MAGIC, VERSION, UDP_PORT, MAX_LANES = 0x5347, 4, 47000, 64
 DATA, RESULT, RAW, FETCH, BLOCK_DONE, BLOCK_GO, JOIN = 1, 2, 3, 4, 5, 6, 7
 SEQUENCE_OFFSET = 28   # of the header's sequence field (dataplane/src/wire.rs `field::SEQUENCE`)
 REDUCE, REDUCED = 8, 9

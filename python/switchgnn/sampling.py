@@ -12,8 +12,10 @@ edge ``u -- v`` between workers ``i`` and ``j``. Each derived vertex talks to on
 the sender gives the row of ``(u, j)`` the pair's factor (0 where ``u`` is not in this epoch's
 sample for ``j``), and the sum a receiver gets at ``(v, i)`` is peer ``i``'s alone, so the
 backward pass can apply the same factor to what comes back. The exchange itself is unchanged
-(any kind, loss recovery and exactly-once as for any plan); unsampled rows cross as zeros, so
-BNS-GCN's arithmetic is exact but its saving on the wire is not had.
+(any kind, loss recovery and exactly-once as for any plan). An unsampled row is a row of
+zeros: the host kinds send it as a zero record (a record header, no lanes), and a partial sum
+of such rows too, so the saving on the wire is had there; the in-network kinds still send its
+chunks in full.
 
 The map from derived vertices back to ``(vertex, peer)`` is saved beside the plan
 (:data:`PAIRS_FILE`), written atomically and checked against the plan when read.

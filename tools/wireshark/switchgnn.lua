@@ -37,7 +37,7 @@ local layout = {
 }
 local HEADER_LEN = 32
 -- The header version it decodes (wire::VERSION).
-local VERSION = 3
+local VERSION = 4
 
 local f = {
     magic = ProtoField.uint16("switchgnn.magic", "Magic", base.HEX),
@@ -107,8 +107,9 @@ local function dissect(buf, pinfo, tree)
             t:add(f.lane, buf(at, 4))
         end
     end
-    -- A rows packet (type 10): `count` records (vertex, chunk, lanes, 2 reserved bytes, lanes),
-    -- or with the ack flag `count` ranges of sequences (first, last).
+    -- A rows packet (type 10): `count` records (vertex, chunk, lanes, flags, a reserved byte,
+    -- lanes; flag 1: every lane zero and none carried), or with the ack flag `count` ranges of
+    -- sequences (first, last).
     if buf(3, 1):uint() == 10 then
         local at, count = HEADER_LEN, buf(18, 2):uint()
         local ack = buf(4, 1):uint() % 2 == 1
@@ -122,11 +123,22 @@ local function dissect(buf, pinfo, tree)
             else
                 if at + 8 > len then break end
                 local n = buf(at + 5, 1):uint()
-                local size = math.min(8 + 4 * n, len - at)
-                local r = t:add(proto, buf(at, size), "record")
+                local zero = buf(at + 6, 1):uint() == 1
+                local label = "record"
+                if zero then
+                    label = "zero record"
+                end
+                -- A zero record stands for `n` zero lanes and carries none.
+                local carried = n
+                if zero then
+                    carried = 0
+                end
+                local size = math.min(8 + 4 * carried, len - at)
+                local r = t:add(proto, buf(at, size), label)
                 r:add(f.record_src, buf(at, 4))
                 r:add(f.record_chunk, buf(at + 4, 1))
                 r:add(f.record_lanes, buf(at + 5, 1))
+                n = carried
                 for i = 0, n - 1 do
                     local l = at + 8 + 4 * i
                     if l + 4 <= len then

@@ -298,7 +298,7 @@ impl<S: SendStrategy> Engine<S> {
         let mut overflowed = Vec::new();
         for r in records {
             self.stats.raws += 1;
-            self.stats.payload_received += 4 * r.lane_count() as u64;
+            self.stats.payload_received += r.carried_bytes() as u64;
             let values = r.lanes_into(&mut lanes);
             let c = usize::from(r.chunk);
             if self.plan.mode == Mode::HostTwoLevel && self.plan.owner[r.src as usize] != me {

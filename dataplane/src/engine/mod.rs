@@ -346,7 +346,8 @@ impl<S: SendStrategy> Engine<S> {
         self.first_started.get_or_insert(self.now);
         self.requested.clear();
         self.fetch_due = None;
-        self.sender.start_block(&self.plan, self.cfg.rank, b);
+        self.sender
+            .start_block(&self.plan, self.cfg.rank, b, &self.rows);
         let receiver = Receiver::new(&self.plan, self.cfg.rank, b, &self.output);
         self.receiver = Some(receiver);
         self.check_block_done();

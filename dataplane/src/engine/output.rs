@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use bitvec::vec::BitVec;
+
 use serde::Serialize;
 
 use crate::fixed::Scale;
@@ -51,17 +53,40 @@ pub struct EncodedRows {
     /// with this map, 91–98 with an array over every vertex of the graph — which would cost 4
     /// bytes per graph vertex in every engine, one built per exchange (400 MB at 100 M).
     index: HashMap<u32, u32, foldhash::fast::RandomState>,
+    /// Per row and chunk (`position · chunks + chunk`), whether every lane is zero: such a
+    /// chunk goes as a zero record ([`crate::wire::RECORD_ZERO`]), and a partial sum of only
+    /// such chunks too.
+    zero: BitVec,
+    chunks: usize,
 }
 
 impl EncodedRows {
     /// `lanes` holds `width` lanes for each of `vertices`, in their order.
     pub(super) fn new(vertices: &[u32], width: usize, lanes: Vec<i32>) -> EncodedRows {
         let index = (0..).zip(vertices).map(|(i, &v)| (v, i)).collect();
+        let chunks = width.div_ceil(crate::wire::MAX_LANES).max(1);
+        let zero = lanes
+            .chunks(width.max(1))
+            .flat_map(|row| {
+                (0..chunks).map(move |c| {
+                    let at = (c * crate::wire::MAX_LANES).min(row.len());
+                    let end = (at + crate::wire::MAX_LANES).min(row.len());
+                    row[at..end].iter().all(|&x| x == 0)
+                })
+            })
+            .collect();
         EncodedRows {
             width,
             lanes,
             index,
+            zero,
+            chunks,
         }
+    }
+
+    /// Whether every lane of chunk `c` of the row kept at `position` is zero.
+    pub(super) fn is_zero_at(&self, position: u32, c: usize) -> bool {
+        self.zero[position as usize * self.chunks + c]
     }
 
     /// Lanes `c·64 .. c·64 + lanes` of vertex `v`, if the worker holds it.

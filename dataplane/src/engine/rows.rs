@@ -6,7 +6,7 @@
 use crate::framing::HostFraming;
 use crate::node::Nanos;
 use crate::plan::ExchangePlan;
-use crate::wire::{record_len, ACK_RANGE_LEN, HEADER_LEN};
+use crate::wire::{record_len, ACK_RANGE_LEN, HEADER_LEN, RECORD_HEADER_LEN};
 
 /// One packed packet of a block: its receiving worker, the vertex of that worker it is
 /// addressed to (the switch routes by it) and its records.
@@ -44,6 +44,8 @@ pub(super) struct Packing {
 struct Open {
     records: Vec<(u32, u8)>,
     bytes: usize,
+    /// Feature bytes of its records (zero records carry none).
+    payload: u64,
     dst: u32,
     /// Pairs waiting for their group to fill ([`crate::framing::row_group`]).
     group: Vec<(u32, u32)>,
@@ -58,13 +60,16 @@ impl Packing {
     /// record of `then`; each later one may mix both). The host two-level exchange's proxies
     /// lay out what must wait for their rack's shares as `then`: packed as one stream per
     /// receiver, as the chip model and the spine count pack it, while every packet before the
-    /// split can leave at once. The other strategies have no `then`.
+    /// split can leave at once. The other strategies have no `then`. A record for which
+    /// `zero(vertex, chunk)` holds goes as a zero record ([`crate::wire::RECORD_ZERO`]): a
+    /// record header, no lanes.
     pub(crate) fn lay_out_then(
         &mut self,
         plan: &ExchangePlan,
         first: &[(u32, u32)],
         then: &[(u32, u32)],
         framing: HostFraming,
+        zero: &mut dyn FnMut(u32, usize) -> bool,
     ) -> usize {
         self.packets.clear();
         self.records.clear();
@@ -82,14 +87,14 @@ impl Packing {
             records: Vec::with_capacity(per_packet),
             ..Open::default()
         });
-        self.add(plan, first, room);
-        self.lay_out_groups(plan, room);
+        self.add(plan, first, room, zero);
+        self.lay_out_groups(plan, room, zero);
         let split = self.packets.len();
-        self.add(plan, then, room);
-        self.lay_out_groups(plan, room);
+        self.add(plan, then, room, zero);
+        self.lay_out_groups(plan, room, zero);
         for to in 0..self.open.len() {
             if !self.open[to].records.is_empty() {
-                self.close(plan, to);
+                self.close(to);
             }
         }
         split
@@ -97,32 +102,54 @@ impl Packing {
 
     /// `pairs` into their receivers' open packets of `room` record bytes, closing each that
     /// cannot take the next record.
-    fn add(&mut self, plan: &ExchangePlan, pairs: &[(u32, u32)], room: usize) {
+    fn add(
+        &mut self,
+        plan: &ExchangePlan,
+        pairs: &[(u32, u32)],
+        room: usize,
+        zero: &mut dyn FnMut(u32, usize) -> bool,
+    ) {
         let group = crate::framing::row_group(plan);
         for &(u, v) in pairs {
             let to = usize::from(plan.owner[v as usize]);
             self.open[to].group.push((u, v));
             if self.open[to].group.len() >= group {
-                self.lay_out_group(plan, to, room);
+                self.lay_out_group(plan, to, room, zero);
             }
         }
     }
 
     /// Every receiver's group so far into its packets, however short.
-    fn lay_out_groups(&mut self, plan: &ExchangePlan, room: usize) {
+    fn lay_out_groups(
+        &mut self,
+        plan: &ExchangePlan,
+        room: usize,
+        zero: &mut dyn FnMut(u32, usize) -> bool,
+    ) {
         for to in 0..self.open.len() {
-            self.lay_out_group(plan, to, room);
+            self.lay_out_group(plan, to, room, zero);
         }
     }
 
     /// Worker `to`'s group into its packets, chunk by chunk (see [`crate::framing::ROW_GROUP`]).
-    fn lay_out_group(&mut self, plan: &ExchangePlan, to: usize, room: usize) {
+    fn lay_out_group(
+        &mut self,
+        plan: &ExchangePlan,
+        to: usize,
+        room: usize,
+        zero: &mut dyn FnMut(u32, usize) -> bool,
+    ) {
         let group = std::mem::take(&mut self.open[to].group);
         for c in 0..plan.chunks() {
-            let len = record_len(plan.chunk_lanes(c));
+            let lanes = plan.chunk_lanes(c);
             for &(u, v) in &group {
+                let (len, payload) = if zero(u, c) {
+                    (RECORD_HEADER_LEN, 0)
+                } else {
+                    (record_len(lanes), 4 * lanes as u64)
+                };
                 if self.open[to].bytes + len > room {
-                    self.close(plan, to);
+                    self.close(to);
                 }
                 let open = &mut self.open[to];
                 if open.records.is_empty() {
@@ -130,6 +157,7 @@ impl Packing {
                 }
                 open.records.push((u, c as u8));
                 open.bytes += len;
+                open.payload += payload;
             }
         }
         // The buffer is kept for the next group.
@@ -138,14 +166,10 @@ impl Packing {
     }
 
     /// Close worker `to`'s open packet: it takes the next sequence.
-    fn close(&mut self, plan: &ExchangePlan, to: usize) {
+    fn close(&mut self, to: usize) {
         let open = &mut self.open[to];
         let start = self.records.len() as u32;
-        let payload = open
-            .records
-            .iter()
-            .map(|&(_, c)| 4 * plan.chunk_lanes(usize::from(c)) as u64)
-            .sum();
+        let payload = std::mem::take(&mut open.payload);
         self.records.append(&mut open.records);
         let nth = self.by_receiver[to].len() as u32;
         self.by_receiver[to].push(self.packets.len() as u32);
@@ -374,7 +398,7 @@ mod tests {
             let plan = fan_in(n, 745);
             let pairs: Vec<(u32, u32)> = (0..n).map(|u| (u, n)).collect();
             let mut packing = Packing::default();
-            packing.lay_out_then(&plan, &pairs, &[], framing);
+            packing.lay_out_then(&plan, &pairs, &[], framing, &mut |_, _| false);
             let payload: u64 = packing.packets.iter().map(|p| p.payload).sum();
             let (packets, _) = framing.pack(u64::from(n), &plan);
             assert_eq!(packing.count_to(1) as u64, packets, "{n} rows");

@@ -9,7 +9,7 @@ use super::{EncodedRows, EngineStats};
 use crate::framing::HostFraming;
 use crate::node::Nanos;
 use crate::plan::{ExchangePlan, Mode, PlanBlock};
-use crate::wire::{emit_record, AckRanges, PacketType, Repr, MAX_LANES};
+use crate::wire::{emit_record, emit_zero_record, AckRanges, PacketType, Repr, MAX_LANES};
 
 /// How a worker puts its features on the wire: which (source, destination) pairs it sends in a
 /// block, and as what. The in-network strategies send every pair once per chunk (sequence
@@ -66,15 +66,17 @@ pub trait SendStrategy: Debug + Sized {
         })
     }
 
-    /// Forget the previous block and prepare block `block`.
-    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16) {
+    /// Forget the previous block and prepare block `block` of the worker's `rows`.
+    fn start_block(&mut self, plan: &ExchangePlan, rank: u16, block: u16, rows: &EncodedRows) {
         let pairs = Self::pairs(plan, rank, block);
         let q = self.queue_mut();
         q.block = block;
         if Self::KIND == PacketType::Rows {
             let deferred = Self::deferred(plan, rank, block);
+            let (packing, sources) = (&mut q.packing, &mut q.sources);
+            let mut zero = |u, c| is_zero_record(plan, rows, sources, rank, block, u, c);
             // Packets before the split hold no deferred record: they may leave at once.
-            q.ready = q.packing.lay_out_then(plan, &pairs, &deferred, q.framing);
+            q.ready = packing.lay_out_then(plan, &pairs, &deferred, q.framing, &mut zero);
             q.relay = Relay::new(plan, rank, block);
             q.rel.reset(q.packing.packets.len());
             q.rel.set_paths(q.packing.packets.iter().map(|p| p.to));
@@ -353,6 +355,12 @@ fn rows_packet(
     let mut partial = [0i32; MAX_LANES];
     for &(u, c) in records {
         let lanes = plan.chunk_lanes(usize::from(c));
+        // As the layout had it (the same test on the same rows).
+        let (worker, block) = (header.worker, header.block);
+        if is_zero_record(plan, rows, &mut q.sources, worker, block, u, usize::from(c)) {
+            len += emit_zero_record(u, c, lanes, &mut buf[len..]);
+            continue;
+        }
         let values = if two_level {
             let fits = two_level_sum(plan, rows, relay, header, u, usize::from(c), &mut partial)
                 .expect("the worker sends its own shares");
@@ -372,6 +380,37 @@ fn rows_packet(
         len += emit_record(u, c, values, &mut buf[len..]);
     }
     (len, p.payload)
+}
+
+/// Whether worker `worker`'s packed record of vertex `u`'s chunk `c` in block `block` is all
+/// zeros, sent as a zero record: a copy of a row whose chunk is zero, or a partial sum whose
+/// every source's chunk is (a rack's shares in the host two-level exchange are never: a
+/// proxy's sum waits for them). The layout sizes records by it and the packet is built by it,
+/// so the two agree.
+fn is_zero_record(
+    plan: &ExchangePlan,
+    rows: &EncodedRows,
+    sources: &mut SourceRows,
+    worker: u16,
+    block: u16,
+    u: u32,
+    c: usize,
+) -> bool {
+    if plan.mode == Mode::HostTwoLevel {
+        return false;
+    }
+    if !is_partial(plan, worker, u) {
+        return rows.position(u).is_some_and(|at| rows.is_zero_at(at, c));
+    }
+    let Some(b) = plan.blocks.get(usize::from(block)) else {
+        return false;
+    };
+    let Some(pair) = b.row_of(u).and_then(|row| b.pair(row, worker)) else {
+        return false;
+    };
+    sources
+        .of(block, b, pair, rows)
+        .is_some_and(|at| at.iter().all(|&p| rows.is_zero_at(p, c)))
 }
 
 /// Whether a packed record of worker `worker` naming vertex `v` is a partial sum (it then
