@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use switchgnn_dataplane::control::Control;
-use switchgnn_dataplane::wire::{Flags, PacketType, Repr, FIELDS, VERSION};
+use switchgnn_dataplane::wire::{
+    emit_record, emit_zero_record, Flags, PacketType, Repr, FIELDS, VERSION,
+};
 use switchgnn_transport::capture::Capture;
 use switchgnn_transport::{Endpoint, ShimConfig};
 
@@ -178,4 +180,54 @@ fn tshark_reads_back_what_an_endpoint_sent() {
         lines[sent.len()]
     );
     assert_eq!(lines[sent.len() + 1], expect(&sent[1].0, &sent[1].1));
+}
+
+#[test]
+fn tshark_reads_a_zero_record_without_lanes() {
+    if !tshark() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.pcap");
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut a = Endpoint::bind(any, ShimConfig::default()).unwrap();
+    let b = Endpoint::bind(any, ShimConfig::default()).unwrap();
+    a.capture_to(Capture::create(&path, 10).unwrap());
+    // A zero record of 64 lanes, then a record of two lanes.
+    let mut records = [0u8; 64];
+    let mut len = emit_zero_record(9, 1, 64, &mut records);
+    len += emit_record(7, 0, &[5, -6], &mut records[len..]);
+    let repr = Repr {
+        packet_type: PacketType::Rows,
+        count: 2,
+        lanes: 0,
+        ..packet(0).0
+    };
+    let mut bytes = repr.to_bytes(&[]);
+    bytes.extend_from_slice(&records[..len]);
+    a.send(b.local_addr().unwrap(), None, bytes);
+    a.flush().unwrap();
+    let stats = a.finish_capture().unwrap().expect("a capture");
+    assert_eq!(stats.packets, 1);
+    let mut tshark = Command::new("tshark");
+    tshark
+        .arg("-X")
+        .arg(format!("lua_script:{}", dissector().display()))
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "fields", "-E", "separator=;"]);
+    for f in ["record.src", "record.lanes", "lane"] {
+        tshark.arg("-e").arg(format!("switchgnn.{f}"));
+    }
+    let out = tshark.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Both records named with the lanes they stand for; only the second carries lanes.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        "9,7;64,2;5,-6"
+    );
 }
