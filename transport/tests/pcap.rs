@@ -60,6 +60,37 @@ fn the_dissector_lays_the_header_out_as_the_wire_module_does() {
     );
 }
 
+/// Two endpoints on loopback, the first capturing to `path` (at most `packets`).
+fn capturing_pair(path: &Path, packets: u64) -> (Endpoint, Endpoint) {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut a = Endpoint::bind(any, ShimConfig::default()).unwrap();
+    let b = Endpoint::bind(any, ShimConfig::default()).unwrap();
+    a.capture_to(Capture::create(path, packets).unwrap());
+    (a, b)
+}
+
+/// `tshark`'s reading of the capture at `path` with the project's dissector: the switchgnn
+/// `fields`, `;`-separated, a line per packet.
+fn tshark_fields(path: &Path, fields: &[&str]) -> String {
+    let mut tshark = Command::new("tshark");
+    tshark
+        .arg("-X")
+        .arg(format!("lua_script:{}", dissector().display()))
+        .arg("-r")
+        .arg(path)
+        .args(["-T", "fields", "-E", "separator=;"]);
+    for f in fields {
+        tshark.arg("-e").arg(format!("switchgnn.{f}"));
+    }
+    let out = tshark.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Header `i` of the test's packets: every field different, some flags, a few lanes.
 fn packet(i: u32) -> (Repr, Vec<i32>) {
     let lanes: Vec<i32> = (0..(i % 4) as i32).map(|k| k * 1000 - i as i32).collect();
@@ -94,10 +125,7 @@ fn tshark_reads_back_what_an_endpoint_sent() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("exchange.pcap");
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mut a = Endpoint::bind(any, ShimConfig::default()).unwrap();
-    let mut b = Endpoint::bind(any, ShimConfig::default()).unwrap();
-    a.capture_to(Capture::create(&path, 1_000).unwrap());
+    let (mut a, mut b) = capturing_pair(&path, 1_000);
     let to_b = b.local_addr().unwrap();
     let sent: Vec<(Repr, Vec<i32>)> = (0..24).map(packet).collect();
     for (r, lanes) in &sent {
@@ -134,23 +162,7 @@ fn tshark_reads_back_what_an_endpoint_sent() {
         "type", "flags", "layer", "job", "src", "dst", "block", "worker", "lanes", "epoch",
         "sequence", "lane", "control",
     ];
-    let mut tshark = Command::new("tshark");
-    tshark
-        .arg("-X")
-        .arg(format!("lua_script:{}", dissector().display()))
-        .arg("-r")
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=;"]);
-    for f in fields {
-        tshark.arg("-e").arg(format!("switchgnn.{f}"));
-    }
-    let out = tshark.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = tshark_fields(&path, &fields);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), sent.len() + 2, "{text}");
     let expect = |r: &Repr, lanes: &[i32]| {
@@ -189,10 +201,7 @@ fn tshark_reads_a_zero_record_without_lanes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.pcap");
-    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mut a = Endpoint::bind(any, ShimConfig::default()).unwrap();
-    let b = Endpoint::bind(any, ShimConfig::default()).unwrap();
-    a.capture_to(Capture::create(&path, 10).unwrap());
+    let (mut a, b) = capturing_pair(&path, 10);
     // A zero record of 64 lanes, then a record of two lanes.
     let mut records = [0u8; 64];
     let mut len = emit_zero_record(9, 1, 64, &mut records);
@@ -209,25 +218,7 @@ fn tshark_reads_a_zero_record_without_lanes() {
     a.flush().unwrap();
     let stats = a.finish_capture().unwrap().expect("a capture");
     assert_eq!(stats.packets, 1);
-    let mut tshark = Command::new("tshark");
-    tshark
-        .arg("-X")
-        .arg(format!("lua_script:{}", dissector().display()))
-        .arg("-r")
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=;"]);
-    for f in ["record.src", "record.lanes", "lane"] {
-        tshark.arg("-e").arg(format!("switchgnn.{f}"));
-    }
-    let out = tshark.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = tshark_fields(&path, &["record.src", "record.lanes", "lane"]);
     // Both records named with the lanes they stand for; only the second carries lanes.
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap().trim(),
-        "9,7;64,2;5,-6"
-    );
+    assert_eq!(text.trim(), "9,7;64,2;5,-6");
 }
