@@ -119,20 +119,6 @@ impl VerdictArgs {
     }
 }
 
-/// Per layer: the planner's pick (`auto`) or the named kind, with every candidate's predicted
-/// lower bound on `chip`.
-pub(crate) fn choose_exchanges(
-    plan: &Plan,
-    graph: &Graph,
-    exchange: ExchangeKind,
-    chip: &Chip,
-    cost: &HostCost,
-) -> Result<ExchangeChoice> {
-    Ok(planner::choose_exchanges(
-        plan, graph, exchange, chip, cost,
-    )?)
-}
-
 /// The `auto` choice with every default (the smallest real chip that hosts the workers at
 /// 100 Gb/s, 20 ns per packet): what a plan prepared on the fly records. `None` when no chip
 /// hosts that many workers.
@@ -151,5 +137,11 @@ pub(crate) fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<Exchan
     let Ok(chip) = choice.resolve(plan.manifest.spec.workers, cost.link_gbps) else {
         return Ok(None);
     };
-    choose_exchanges(plan, graph, ExchangeKind::Auto, &chip, &cost).map(Some)
+    Ok(Some(planner::choose_exchanges(
+        plan,
+        graph,
+        ExchangeKind::Auto,
+        &chip,
+        &cost,
+    )?))
 }

@@ -9,12 +9,13 @@ use switchgnn_partition::size::{format_bytes, parse_bytes};
 use switchgnn_partition::traffic::aggregators_per_vertex;
 use switchgnn_partition::Plan;
 use switchgnn_scheduler::blocks::set_plan_orders;
+use switchgnn_scheduler::planner::choose_exchanges;
 use switchgnn_scheduler::OrderKind;
 
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_partition::{ExchangeChoice, LayerChoice};
 
-use crate::chip_args::{choose_exchanges, note_spare, LoopedPorts, VerdictArgs};
+use crate::chip_args::{note_spare, LoopedPorts, VerdictArgs};
 use crate::partition_args::{default_width, parse_list, PlanInputs};
 use crate::progress::Bars;
 
