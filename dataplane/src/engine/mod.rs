@@ -254,7 +254,11 @@ impl<S: SendStrategy> Engine<S> {
         let output = ExchangeOutput::zeros(receivers, width);
         let mut engine = Engine {
             sender: S::new(&plan, cfg.rank, cfg.window, cfg.framing),
-            rows: EncodedRows::new(&vertices, width, lanes),
+            rows: if S::KIND == PacketType::Rows {
+                EncodedRows::new(&vertices, width, lanes).with_zero_chunks()
+            } else {
+                EncodedRows::new(&vertices, width, lanes)
+            },
             phase: Phase::Joining,
             control: Outbox::default(),
             control_due: None,

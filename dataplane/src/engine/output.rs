@@ -55,7 +55,7 @@ pub struct EncodedRows {
     index: HashMap<u32, u32, foldhash::fast::RandomState>,
     /// Per row and chunk (`position · chunks + chunk`), whether every lane is zero: such a
     /// chunk goes as a zero record ([`crate::wire::RECORD_ZERO`]), and a partial sum of only
-    /// such chunks too.
+    /// such chunks too. Empty unless [`EncodedRows::with_zero_chunks`] made it.
     zero: BitVec,
     chunks: usize,
 }
@@ -64,9 +64,22 @@ impl EncodedRows {
     /// `lanes` holds `width` lanes for each of `vertices`, in their order.
     pub(super) fn new(vertices: &[u32], width: usize, lanes: Vec<i32>) -> EncodedRows {
         let index = (0..).zip(vertices).map(|(i, &v)| (v, i)).collect();
-        let chunks = width.div_ceil(crate::wire::MAX_LANES).max(1);
-        let zero = lanes
-            .chunks(width.max(1))
+        EncodedRows {
+            width,
+            lanes,
+            index,
+            zero: BitVec::new(),
+            chunks: width.div_ceil(crate::wire::MAX_LANES).max(1),
+        }
+    }
+
+    /// `self` knowing which chunks are all zeros: what the packed host copies need (one pass
+    /// over the lanes), the in-network kinds not.
+    pub(super) fn with_zero_chunks(mut self) -> EncodedRows {
+        let chunks = self.chunks;
+        self.zero = self
+            .lanes
+            .chunks(self.width.max(1))
             .flat_map(|row| {
                 (0..chunks).map(move |c| {
                     let at = (c * crate::wire::MAX_LANES).min(row.len());
@@ -75,18 +88,15 @@ impl EncodedRows {
                 })
             })
             .collect();
-        EncodedRows {
-            width,
-            lanes,
-            index,
-            zero,
-            chunks,
-        }
+        self
     }
 
-    /// Whether every lane of chunk `c` of the row kept at `position` is zero.
+    /// Whether every lane of chunk `c` of the row kept at `position` is zero (false unless
+    /// [`EncodedRows::with_zero_chunks`] looked).
     pub(super) fn is_zero_at(&self, position: u32, c: usize) -> bool {
-        self.zero[position as usize * self.chunks + c]
+        self.zero
+            .get(position as usize * self.chunks + c)
+            .is_some_and(|z| *z)
     }
 
     /// Lanes `c·64 .. c·64 + lanes` of vertex `v`, if the worker holds it.

@@ -3,6 +3,9 @@
 //! how a receiver acknowledges them — one ack of ranges for every few packets from a sender,
 //! or at once at a gap or a duplicate, as QUIC's ACK frames do.
 
+use bitvec::slice::BitSlice;
+use bitvec::vec::BitVec;
+
 use crate::framing::HostFraming;
 use crate::node::Nanos;
 use crate::plan::ExchangePlan;
@@ -34,6 +37,8 @@ pub(super) struct Packing {
     pub packets: Vec<Packed>,
     /// (source vertex, chunk) of every record, packet after packet.
     pub records: Vec<(u32, u8)>,
+    /// Per record, whether it goes as a zero record (laid out so, built so).
+    zeros: BitVec,
     /// Per receiving worker, the packet being filled: its records, bytes and addressee.
     open: Vec<Open>,
     /// Per receiving worker, the indices of its packets in order.
@@ -43,6 +48,7 @@ pub(super) struct Packing {
 #[derive(Debug, Clone, Default)]
 struct Open {
     records: Vec<(u32, u8)>,
+    zeros: BitVec,
     bytes: usize,
     /// Feature bytes of its records (zero records carry none).
     payload: u64,
@@ -73,6 +79,7 @@ impl Packing {
     ) -> usize {
         self.packets.clear();
         self.records.clear();
+        self.zeros.clear();
         self.by_receiver
             .resize_with(usize::from(plan.workers), Vec::new);
         self.by_receiver.iter_mut().for_each(Vec::clear);
@@ -143,7 +150,8 @@ impl Packing {
         for c in 0..plan.chunks() {
             let lanes = plan.chunk_lanes(c);
             for &(u, v) in &group {
-                let (len, payload) = if zero(u, c) {
+                let is_zero = zero(u, c);
+                let (len, payload) = if is_zero {
                     (RECORD_HEADER_LEN, 0)
                 } else {
                     (record_len(lanes), 4 * lanes as u64)
@@ -156,6 +164,7 @@ impl Packing {
                     open.dst = v;
                 }
                 open.records.push((u, c as u8));
+                open.zeros.push(is_zero);
                 open.bytes += len;
                 open.payload += payload;
             }
@@ -171,6 +180,8 @@ impl Packing {
         let start = self.records.len() as u32;
         let payload = std::mem::take(&mut open.payload);
         self.records.append(&mut open.records);
+        self.zeros.extend_from_bitslice(&open.zeros);
+        open.zeros.clear();
         let nth = self.by_receiver[to].len() as u32;
         self.by_receiver[to].push(self.packets.len() as u32);
         self.packets.push(Packed {
@@ -204,6 +215,12 @@ impl Packing {
     pub(crate) fn records_of(&self, seq: usize) -> &[(u32, u8)] {
         let p = &self.packets[seq];
         &self.records[p.start as usize..p.end as usize]
+    }
+
+    /// Per record of packet `seq`, whether it goes as a zero record.
+    pub(crate) fn zeros_of(&self, seq: usize) -> &BitSlice {
+        let p = &self.packets[seq];
+        &self.zeros[p.start as usize..p.end as usize]
     }
 }
 
@@ -421,6 +438,30 @@ mod tests {
             crate::framing::row_group(&fan_in(10, 745)),
             crate::framing::ROW_GROUP
         );
+    }
+
+    #[test]
+    fn zero_records_are_laid_out_as_headers_and_kept_per_record() {
+        let framing = HostFraming::default();
+        let plan = fan_in(200, 128);
+        let pairs: Vec<(u32, u32)> = (0..200).map(|u| (u, 200)).collect();
+        let mut full = Packing::default();
+        full.lay_out_then(&plan, &pairs, &[], framing, &mut |_, _| false);
+        // Every even source's chunks are zeros.
+        let mut packing = Packing::default();
+        packing.lay_out_then(&plan, &pairs, &[], framing, &mut |u, _| u % 2 == 0);
+        let payload: u64 = packing.packets.iter().map(|p| p.payload).sum();
+        assert_eq!(payload, 100 * 128 * 4);
+        assert!(packing.packets.len() < full.packets.len());
+        for seq in 0..packing.packets.len() {
+            let zeros = packing.zeros_of(seq);
+            let records = packing.records_of(seq);
+            assert_eq!(zeros.len(), records.len());
+            assert!(records
+                .iter()
+                .zip(zeros)
+                .all(|(&(u, _), z)| *z == (u % 2 == 0)));
+        }
     }
 
     #[test]

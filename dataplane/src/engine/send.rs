@@ -353,11 +353,10 @@ fn rows_packet(
     r.sequence = p.nth;
     let mut len = r.emit_with_lanes(&[], buf);
     let mut partial = [0i32; MAX_LANES];
-    for &(u, c) in records {
+    for (&(u, c), zero) in records.iter().zip(packing.zeros_of(seq as usize)) {
         let lanes = plan.chunk_lanes(usize::from(c));
-        // As the layout had it (the same test on the same rows).
-        let (worker, block) = (header.worker, header.block);
-        if is_zero_record(plan, rows, &mut q.sources, worker, block, u, usize::from(c)) {
+        // As the layout had it.
+        if *zero {
             len += emit_zero_record(u, c, lanes, &mut buf[len..]);
             continue;
         }
@@ -385,8 +384,7 @@ fn rows_packet(
 /// Whether worker `worker`'s packed record of vertex `u`'s chunk `c` in block `block` is all
 /// zeros, sent as a zero record: a copy of a row whose chunk is zero, or a partial sum whose
 /// every source's chunk is (a rack's shares in the host two-level exchange are never: a
-/// proxy's sum waits for them). The layout sizes records by it and the packet is built by it,
-/// so the two agree.
+/// proxy's sum waits for them). The layout decides it once per record and keeps it.
 fn is_zero_record(
     plan: &ExchangePlan,
     rows: &EncodedRows,
