@@ -347,25 +347,31 @@ fn run_fabric<S: SwitchNode, H: HostNode + ?Sized>(
                 flows: l.background.as_ref().map_or(0, |b| b.unfinished()),
             });
         };
-        events += 1;
-        if events > cfg.max_events {
-            return Err(SimError::EventLimit(cfg.max_events));
-        }
-        l.now = l.now.max(at);
-        l.dispatch(event);
+        step(&mut l, at, event, &mut events, cfg.max_events)?;
     }
     // What is still on its way when the last host finishes arrives (no timer fires any more),
     // so that every byte the hosts sent is counted on every link it crosses.
     while let Some((at, event)) = l.events.pop() {
-        if event.is_timer() {
-            continue;
+        if !event.is_timer() {
+            step(&mut l, at, event, &mut events, cfg.max_events)?;
         }
-        events += 1;
-        if events > cfg.max_events {
-            return Err(SimError::EventLimit(cfg.max_events));
-        }
-        l.now = l.now.max(at);
-        l.dispatch(event);
     }
     Ok(l.result(events, started))
+}
+
+/// Handle `event`, due `at`, as the `events`th of at most `max`.
+fn step<S: SwitchNode, H: HostNode + ?Sized>(
+    l: &mut Loop<'_, S, H>,
+    at: Nanos,
+    event: flight::Event,
+    events: &mut u64,
+    max: u64,
+) -> Result<(), SimError> {
+    *events += 1;
+    if *events > max {
+        return Err(SimError::EventLimit(max));
+    }
+    l.now = l.now.max(at);
+    l.dispatch(event);
+    Ok(())
 }
