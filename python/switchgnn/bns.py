@@ -69,12 +69,9 @@ class _Exchange(torch.autograd.Function):
         local = buffer.on(feat.device)
         with buffer.communicating(layer, backward=False):
             rows = feat.detach()[local] / buffer.out_norm.to(feat.device)[local, None]
-            if buffer.pairs is not None:
-                rows = buffer.per_pair(rows, factor)
+            rows = buffer.per_pair(rows, factor)
             sums = buffer.worker.exchange(layer, rows.cpu().numpy())
-            sums = torch.from_numpy(sums).to(feat.device, feat.dtype)
-            if buffer.pairs is not None:
-                sums = buffer.per_vertex(sums, None)
+            sums = buffer.per_vertex(torch.from_numpy(sums).to(feat.device, feat.dtype), None)
         return torch.cat([feat, sums])
 
     @staticmethod
@@ -82,15 +79,12 @@ class _Exchange(torch.autograd.Function):
         buffer = ctx.buffer
         grad_feat = grad[: ctx.rows].clone()
         with buffer.communicating(ctx.layer, backward=True):
-            sent = grad[ctx.rows :]
-            if buffer.pairs is not None:
-                sent = buffer.per_pair(sent, None)
+            sent = buffer.per_pair(grad[ctx.rows :], None)
             back = buffer.worker.exchange(
                 ctx.layer, sent.contiguous().cpu().numpy(), backward=True
             )
             back = torch.from_numpy(back).to(grad.device, grad.dtype)
-            if buffer.pairs is not None:
-                back = buffer.per_vertex(back, ctx.factor)
+            back = buffer.per_vertex(back, ctx.factor)
         local = buffer.on(grad.device)
         grad_feat.index_add_(0, local, back / buffer.out_norm.to(grad.device)[local, None])
         return grad_feat, None, None, None
@@ -241,7 +235,9 @@ class Buffer:
 
     def per_pair(self, rows: torch.Tensor, factor: Optional[torch.Tensor]) -> torch.Tensor:
         """Pair plans: rows per local boundary vertex -> rows per (vertex, peer), times
-        ``factor`` when given."""
+        ``factor`` when given. A plain plan's rows are its vertices' already."""
+        if self.pairs is None:
+            return rows
         out = rows[self._pair_row.to(rows.device)]
         if factor is not None:
             out = out * factor.to(rows.device, rows.dtype)[:, None]
@@ -249,7 +245,9 @@ class Buffer:
 
     def per_vertex(self, rows: torch.Tensor, factor: Optional[torch.Tensor]) -> torch.Tensor:
         """Pair plans: rows per (vertex, peer), times ``factor`` when given, summed per local
-        boundary vertex."""
+        boundary vertex. A plain plan's rows are its vertices' already."""
+        if self.pairs is None:
+            return rows
         if factor is not None:
             rows = rows * factor.to(rows.device, rows.dtype)[:, None]
         out = torch.zeros((self.num_virtual, rows.shape[1]), dtype=rows.dtype, device=rows.device)
