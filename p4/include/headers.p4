@@ -81,7 +81,11 @@ header pass_h {
     bit<16> count;        /* contributions in the emitted sum */
     bit<7>  pad_sender_port;
     PortId_t sender_port; /* the worker's port (the ingress port of the first pass) */
-    bit<6>  pad_ack_session;
+#if __TARGET_TOFINO__ >= 2
+    bit<8>  pad_ack_session; /* (MirrorId_t is 8 bits on Tofino 2, 10 on Tofino 1: byte-aligned */
+#else
+    bit<6>  pad_ack_session; /*  either way, and the same 32 bytes) */
+#endif
     MirrorId_t ack_session; /* mirror session of acknowledgements to the sender */
 }
 

@@ -36,12 +36,64 @@ fn sources() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every file, as the preprocessor leaves it for Tofino 1.
 fn all_text() -> String {
+    for_target(&source_text(), 1)
+}
+
+/// Every file, target conditionals unresolved.
+fn source_text() -> String {
     sources()
         .into_iter()
         .map(|(_, t)| t)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The chip generations the program compiles for (`__TARGET_TOFINO__`).
+const TARGETS: [u32; 2] = [1, 2];
+
+/// `text` as the preprocessor leaves it for Tofino `generation`: the branches of
+/// `#if __TARGET_TOFINO__ >= N` that do not apply are dropped (other conditionals are kept, as
+/// they only guard includes).
+fn for_target(text: &str, generation: u32) -> String {
+    let target_if = Regex::new(r"^\s*#if\s+__TARGET_TOFINO__\s*>=\s*(\d+)").unwrap();
+    // One entry per open conditional: Some(taken) for a target test, None for any other.
+    let mut open: Vec<Option<bool>> = Vec::new();
+    let mut kept = String::new();
+    for line in text.lines() {
+        let directive = line.trim_start();
+        if let Some(c) = target_if.captures(line) {
+            open.push(Some(generation >= c[1].parse::<u32>().unwrap()));
+            continue;
+        }
+        if directive.starts_with("#if") {
+            open.push(None);
+        } else if directive.starts_with("#else") {
+            if let Some(Some(taken)) = open.last_mut() {
+                *taken = !*taken;
+                continue;
+            }
+        } else if directive.starts_with("#endif") {
+            if let Some(Some(_)) = open.pop() {
+                continue;
+            }
+        }
+        if open.iter().all(|c| c.unwrap_or(true)) {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    kept
+}
+
+/// Bits of TNA's mirror session id on Tofino `generation` (tna.p4: 10, t2na.p4: 8).
+fn mirror_id_bits(generation: u32) -> u32 {
+    if generation >= 2 {
+        8
+    } else {
+        10
+    }
 }
 
 fn number(text: &str) -> u64 {
@@ -79,8 +131,13 @@ fn braced(text: &str, at: usize) -> &str {
     panic!("unbalanced braces");
 }
 
-/// `header NAME { bit<N> field; ... }` as (field, bits) in order.
+/// `header NAME { bit<N> field; ... }` as (field, bits) in order, on Tofino 1.
 fn header(text: &str, name: &str) -> Vec<(String, u32)> {
+    header_for(text, name, 1)
+}
+
+/// `header NAME { ... }` as (field, bits) on Tofino `generation` (`text` already resolved for it).
+fn header_for(text: &str, name: &str, generation: u32) -> Vec<(String, u32)> {
     let at = text
         .find(&format!("header {name} "))
         .unwrap_or_else(|| panic!("header {name}"));
@@ -90,7 +147,7 @@ fn header(text: &str, name: &str) -> Vec<(String, u32)> {
         .map(|c| {
             let bits = match &c[1] {
                 "PortId_t" => program::PORT_BITS,
-                "MirrorId_t" => 10,
+                "MirrorId_t" => mirror_id_bits(generation),
                 _ => c[2].parse().unwrap(),
             };
             (c[3].to_string(), bits)
@@ -284,8 +341,20 @@ fn the_pass_header_is_what_the_chip_model_counts() {
         .map(|h| bytes(h))
         .sum();
     assert_eq!(1 + headers, switchgnn_p4::entries::ACK_TRUNCATE);
-    let bits: u32 = header(&text, "pass_h").iter().map(|(_, b)| b).sum();
-    assert_eq!(u64::from(bits) / 8, switchgnn_chip::PASS_HEADER);
+    // The same bytes on both chips, and whole bytes (Tofino 2 refuses a header that is not).
+    for generation in TARGETS {
+        let text = for_target(&source_text(), generation);
+        let bits: u32 = header_for(&text, "pass_h", generation)
+            .iter()
+            .map(|(_, b)| b)
+            .sum();
+        assert_eq!(bits % 8, 0, "pass_h on Tofino {generation}: {bits} bits");
+        assert_eq!(
+            u64::from(bits) / 8,
+            switchgnn_chip::PASS_HEADER,
+            "Tofino {generation}"
+        );
+    }
     // Lanes: stacks of 32 (a stack's validity bits share one container) that hold the wire's
     // most lanes between them, read back in place.
     let stack = Regex::new(r"lane_h\[(\d+)\]\s+(lanes\w*)\s*;").unwrap();
