@@ -2,7 +2,7 @@
 //! `p4 resources`), and the verdicts they print.
 
 use anyhow::{bail, Result};
-use switchgnn_chip::{Chip, ChipChoice, HostCost};
+use switchgnn_chip::{Chip, ChipChoice, Delays, HostCost};
 use switchgnn_dataplane::wire::FRAME_OVERHEAD;
 use switchgnn_dataplane::ExchangeKind;
 use switchgnn_datasets::Graph;
@@ -99,6 +99,11 @@ pub(crate) struct VerdictArgs {
     /// Host processing cost per packet sent and per packet received, ns (for the verdict).
     #[arg(long, default_value_t = 20.0)]
     pub(crate) host_packet_ns: f64,
+    /// One-way delay of a host's link to the switch, µs: each bound then adds the latency of
+    /// the exchange's messages, (2 + 4 × blocks) such delays, so that plans of many blocks
+    /// pay for their barriers (0: the resources alone; `simulate` counts its links' delay)
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) link_delay_us: f64,
     /// How the host-only baseline frames its copies.
     #[command(flatten)]
     pub(crate) framing: crate::framing_args::FramingArgs,
@@ -107,14 +112,15 @@ pub(crate) struct VerdictArgs {
 impl VerdictArgs {
     /// What the bounds charge each host.
     pub(crate) fn cost(&self) -> Result<HostCost> {
-        if !(self.gbps > 0.0 && self.host_packet_ns >= 0.0) {
-            bail!("--gbps must be positive and --host-packet-ns not negative");
+        if !(self.gbps > 0.0 && self.host_packet_ns >= 0.0 && self.link_delay_us >= 0.0) {
+            bail!("--gbps must be positive, and --host-packet-ns and --link-delay-us not negative");
         }
         Ok(HostCost {
             link_gbps: self.gbps,
             per_packet_ns: self.host_packet_ns,
             frame_overhead: FRAME_OVERHEAD,
             framing: self.framing.framing(),
+            delays: Delays::star(self.link_delay_us * 1e3),
         })
     }
 }
@@ -128,6 +134,7 @@ pub(crate) fn default_choice(plan: &Plan, graph: &Graph) -> Result<Option<Exchan
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,
         framing: Default::default(),
+        delays: Delays::NONE,
     };
     // As `prepare` chooses by default: every idle port looped.
     let choice = ChipChoice {

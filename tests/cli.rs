@@ -282,6 +282,40 @@ fn analyze_reports_traffic_per_worker_count() {
             );
         }
     }
+    // With the links' delay the bounds add the messages' latency: one block of SwitchGNN
+    // waits (2 + 4) delays of 5 µs, on top of at least the rows that fall between them, and
+    // never more than the resources' time plus it; a plan of many blocks 4 more per block.
+    let delayed = json(&[
+        "analyze",
+        "synthetic:small",
+        "--workers",
+        "2,8",
+        "--switch-memory",
+        "16KiB",
+        "--link-delay-us",
+        "5",
+        "--json",
+    ]);
+    for (plain, late) in rows.iter().zip(delayed.as_array().unwrap()) {
+        let s = |x: &serde_json::Value, k: &str| x[k].as_f64().unwrap();
+        let (a, b) = (
+            &plain["verdict"]["in_network"],
+            &late["verdict"]["in_network"],
+        );
+        assert_eq!(s(a, "latency_s"), 0.0);
+        assert!((s(b, "latency_s") - 30e-6).abs() < 1e-12, "{b}");
+        assert!(
+            s(b, "seconds") > s(a, "seconds") && s(b, "seconds") <= s(a, "seconds") + 30e-6,
+            "{a} {b}"
+        );
+        let blocks = late["plans"][0]["blocks"].as_f64().unwrap();
+        let many = &late["plans"][0]["verdict"]["in_network"];
+        assert!(blocks > 1.0, "{late}");
+        assert!(
+            (s(many, "latency_s") - (2.0 + 4.0 * blocks) * 5e-6).abs() < 1e-12,
+            "{many}"
+        );
+    }
 }
 
 /// `analyze --racks`: what crosses the spine layer with two-level aggregation, per kind.

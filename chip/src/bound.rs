@@ -5,7 +5,11 @@
 //! packets × its per-packet cost)`: every resource the exchange needs, used at its full rate
 //! with nothing waiting for anything else. Where the load was counted per pipe and path
 //! ([`crate::Spread`]), the busiest pipe's passes and additions and the busiest path's bytes,
-//! each at that one server's rate, bound it too. No schedule does better; the simulator's
+//! each at that one server's rate, bound it too. Where the hosts' delays are given
+//! ([`crate::Delays`]), the exchange's chain of messages (join, go, and per block rows, done,
+//! go) adds its latency: a block's rows cannot leave before its go nor its done before they
+//! arrive, so each block takes at least its messages' delays plus its resources' time, and the
+//! sum over blocks is at least the whole load's. No schedule does better; the simulator's
 //! times are checked against it.
 
 use serde::Serialize;
@@ -65,9 +69,12 @@ pub struct Bound {
     pub host_link_s: f64,
     /// Seconds the busiest host's packet processing needs.
     pub host_packets_s: f64,
-    /// The bound: the largest of the above.
+    /// Seconds the exchange's messages spend on their way, one after another (0 where the
+    /// delays are not given): [`crate::Delays::seconds`].
+    pub latency_s: f64,
+    /// The bound: the largest of the above resource terms, plus the latency.
     pub seconds: f64,
-    /// Which term it is.
+    /// Which resource term it is.
     pub dominant: Term,
     /// The hosts' largest term plus the switch's: the time if the switch's work did not
     /// overlap the hosts' at all. The exchange runs between `seconds` and this when both sides
@@ -93,6 +100,24 @@ impl Bound {
         lanes.max(passes).max(recirculation)
     }
 
+    /// [`Bound::switch_terms`] without the passes that may overlap the chain of messages
+    /// ([`Load::unchained`]): taken off the pooled passes, and off the busiest pipe's as if
+    /// they all ran there.
+    fn chained_switch_terms(chip: &Chip, load: &Load) -> [f64; 3] {
+        let mut terms = Bound::switch_terms(chip, load);
+        let switch = load.switch_work_on(chip);
+        let off = load.unchained.passes;
+        let mut passes = time(switch.passes.saturating_sub(off) as f64, chip.pass_rate());
+        if let Some(spread) = load.spread.as_ref().filter(|s| s.fits(chip)) {
+            let pipe = spread.busiest_pipe_passes_seconds(chip);
+            passes = passes
+                .max(pipe - time(off as f64, chip.pass_rate_per_pipe))
+                .max(0.0);
+        }
+        terms[1] = passes;
+        terms
+    }
+
     /// Seconds of the stateful ALUs, the pipes' packet rate and the recirculation paths:
     /// pooled over the chip, or where the load was counted per pipe and path for this chip
     /// ([`Load::spread_on`]) its busiest pipe and path when they need longer.
@@ -114,42 +139,110 @@ impl Bound {
         terms
     }
 
-    /// The bound of `load` on `chip` with hosts costing `host`.
+    /// The bound of `load` on `chip` with hosts costing `host`: the largest resource term,
+    /// or, where the hosts' delays are given, the chain of messages' latency plus the largest
+    /// term of the work that must fall between its messages, if that is longer.
     pub fn of(chip: &Chip, load: &Load, host: &HostCost) -> Bound {
-        let link = host.link_gbps * 1e9 / 8.0;
-        let busiest = |a: &[u64], b: &[u64]| {
-            a.iter().zip(b).map(|(x, y)| *x.max(y)).max().unwrap_or(0) as f64
-        };
-        let [lanes, passes, recirculation] = Bound::switch_terms(chip, load);
-        let terms = [
-            (Term::LaneUpdates, lanes),
-            (Term::Passes, passes),
-            (Term::Recirculation, recirculation),
-            (
-                Term::HostLink,
-                busiest(&load.sent_bytes, &load.received_bytes) / link,
-            ),
-            (
-                Term::HostPackets,
-                busiest(&load.sent_packets, &load.received_packets) * host.per_packet_ns * 1e-9,
-            ),
-        ];
-        let (dominant, seconds) =
-            terms.iter().copied().fold(
-                (Term::HostLink, 0.0),
-                |best, t| if t.1 > best.1 { t } else { best },
-            );
-        Bound {
+        let terms = Bound::terms(chip, load, host, false);
+        let latency = host.delays.seconds(load.blocks);
+        let mut bound = Bound {
             lane_updates_s: terms[0].1,
             passes_s: terms[1].1,
             recirculation_s: terms[2].1,
             host_link_s: terms[3].1,
             host_packets_s: terms[4].1,
-            seconds,
-            dominant,
-            serial_seconds: terms[3].1.max(terms[4].1) + terms[0].1.max(terms[1].1).max(terms[2].1),
+            latency_s: latency,
+            seconds: 0.0,
+            dominant: Term::HostLink,
+            serial_seconds: serial(&terms),
+        };
+        (bound.dominant, bound.seconds) = largest(&terms);
+        if latency > 0.0 {
+            let chained = Bound::terms(chip, load, host, true);
+            let (term, seconds) = largest(&chained);
+            if seconds + latency > bound.seconds {
+                (bound.dominant, bound.seconds) = (term, seconds + latency);
+            }
+            bound.serial_seconds = bound.serial_seconds.max(serial(&chained) + latency);
+        }
+        bound
+    }
+
+    /// Each resource's time, for all of `load` or (`chained`) without what may overlap the
+    /// chain of messages ([`Load::unchained`]).
+    fn terms(chip: &Chip, load: &Load, host: &HostCost, chained: bool) -> [(Term, f64); 5] {
+        let link = host.link_gbps * 1e9 / 8.0;
+        let u = &load.unchained;
+        // Per host, `x` less what may overlap the chain (nothing where none was counted).
+        let less = |x: &[u64], off: &[u64]| -> Vec<u64> {
+            let off = |i: usize| {
+                if chained {
+                    off.get(i).copied().unwrap_or(0)
+                } else {
+                    0
+                }
+            };
+            x.iter()
+                .enumerate()
+                .map(|(i, x)| x.saturating_sub(off(i)))
+                .collect()
+        };
+        let busiest = |a: Vec<u64>, b: Vec<u64>| {
+            a.iter().zip(&b).map(|(x, y)| *x.max(y)).max().unwrap_or(0) as f64
+        };
+        let [lanes, passes, recirculation] = if chained {
+            Bound::chained_switch_terms(chip, load)
+        } else {
+            Bound::switch_terms(chip, load)
+        };
+        let bytes = busiest(
+            less(&load.sent_bytes, &u.sent_bytes),
+            less(&load.received_bytes, &u.received_bytes),
+        );
+        let packets = busiest(
+            less(&load.sent_packets, &u.sent_packets),
+            less(&load.received_packets, &u.received_packets),
+        );
+        [
+            (Term::LaneUpdates, lanes),
+            (Term::Passes, passes),
+            (Term::Recirculation, recirculation),
+            (Term::HostLink, bytes / link),
+            (Term::HostPackets, packets * host.per_packet_ns * 1e-9),
+        ]
+    }
+
+    /// What the bound comes from, in words: the dominant term's name, with `+ latency` where
+    /// the messages' latency was added to it.
+    pub fn by(&self) -> String {
+        let largest = [
+            self.lane_updates_s,
+            self.passes_s,
+            self.recirculation_s,
+            self.host_link_s,
+            self.host_packets_s,
+        ]
+        .into_iter()
+        .fold(0.0, f64::max);
+        if self.latency_s > 0.0 && self.seconds > largest {
+            format!("{} + latency", self.dominant.name())
+        } else {
+            self.dominant.name().to_string()
         }
     }
+}
+
+/// The largest term and its time.
+fn largest(terms: &[(Term, f64); 5]) -> (Term, f64) {
+    terms.iter().copied().fold(
+        (Term::HostLink, 0.0),
+        |best, t| if t.1 > best.1 { t } else { best },
+    )
+}
+
+/// The hosts' largest term plus the switch's ([`Bound::serial_seconds`]).
+fn serial(terms: &[(Term, f64); 5]) -> f64 {
+    terms[3].1.max(terms[4].1) + terms[0].1.max(terms[1].1).max(terms[2].1)
 }
 
 /// Whether in-network aggregation can beat a host-only baseline (the best kind without it) on
@@ -201,8 +294,12 @@ impl Verdict {
     /// `at best 3.1x faster than host (bound: host link)` or `cannot beat host-reduce: at
     /// best 0.05x (bound: recirculation)`.
     pub fn sentence(&self) -> String {
-        let term = self.in_network.dominant;
-        let (by, base) = (format!("{}, {}", term.name(), term.basis()), &self.baseline);
+        let (b, term) = (&self.in_network, self.in_network.dominant);
+        let mut by = format!("{}, {}", term.name(), term.basis());
+        if b.by().ends_with("latency") {
+            by += &format!(", plus {:.1} µs of messages' latency", b.latency_s * 1e6);
+        }
+        let base = &self.baseline;
         if self.can_win {
             format!(
                 "at best {:.2}x faster than {base} (bound by {by})",
@@ -227,6 +324,7 @@ mod tests {
             per_packet_ns: 0.0,
             frame_overhead: 66,
             framing: Default::default(),
+            delays: crate::Delays::NONE,
         }
     }
 
@@ -266,6 +364,63 @@ mod tests {
             Bound::of(&t1, &load(250, 1), &slow).dominant,
             Term::HostPackets
         );
+    }
+
+    #[test]
+    fn the_latency_of_each_block_adds_to_the_resources() {
+        let t1 = Chip::preset("tofino1-32").unwrap();
+        let without = Bound::of(&t1, &load(250, 1000), &cost());
+        let star = HostCost {
+            delays: crate::Delays::star(2_000.0),
+            ..cost()
+        };
+        // One block: join and go, then rows up and down, done and the final go.
+        let one = Load {
+            blocks: 1,
+            ..load(250, 1000)
+        };
+        let b = Bound::of(&t1, &one, &star);
+        assert!((b.latency_s - 6.0 * 2e-6).abs() < 1e-15, "{b:?}");
+        assert!((b.seconds - (without.seconds + b.latency_s)).abs() < 1e-15);
+        assert!((b.serial_seconds - (without.serial_seconds + b.latency_s)).abs() < 1e-15);
+        assert_eq!(
+            b.dominant, without.dominant,
+            "the resource term stays the dominant one"
+        );
+        // Each further block four more delays; a switch's work alone (no blocks) none.
+        let three = Load {
+            blocks: 3,
+            ..one.clone()
+        };
+        let b3 = Bound::of(&t1, &three, &star);
+        assert!((b3.latency_s - 14.0 * 2e-6).abs() < 1e-15, "{b3:?}");
+        assert_eq!(Bound::of(&t1, &load(250, 1000), &star).latency_s, 0.0);
+        // What may overlap the chain (the barrier's messages, acks) adds no latency: a host
+        // whose every byte is such traffic is bound by its link or the latency, not their sum.
+        let ideal = Chip::preset("ideal").unwrap();
+        let mut acks = Load {
+            blocks: 1,
+            ..load(250_000, 1)
+        };
+        acks.unchained.sent_bytes = vec![250_000];
+        let a = Bound::of(&ideal, &acks, &star);
+        assert_eq!(a.seconds, a.host_link_s.max(a.latency_s), "{a:?}");
+        acks.unchained.sent_bytes = vec![50_000];
+        let a = Bound::of(&ideal, &acks, &star);
+        assert!(
+            (a.seconds - (200_000.0 / 12.5e9 + a.latency_s)).abs() < 1e-15,
+            "{a:?}"
+        );
+        // On a fabric the barrier's messages go the longer way, a host's rows the shorter.
+        let fabric = HostCost {
+            delays: crate::Delays {
+                to_switch_ns: 3_000.0,
+                host_to_host_ns: 4_000.0,
+            },
+            ..cost()
+        };
+        let f = Bound::of(&t1, &one, &fabric);
+        assert!((f.latency_s - (4.0 * 3e-6 + 4e-6)).abs() < 1e-15, "{f:?}");
     }
 
     #[test]

@@ -117,6 +117,7 @@ mod tests {
     fn the_least_bound_wins_and_a_tie_goes_to_the_first() {
         let chip = Chip::preset("tofino2").unwrap();
         let cost = HostCost {
+            delays: crate::Delays::NONE,
             link_gbps: 100.0,
             per_packet_ns: 0.0,
             frame_overhead: 0,

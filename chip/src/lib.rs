@@ -34,7 +34,7 @@ mod spread;
 pub use bound::{Bound, Term, Verdict};
 pub use choice::{Candidate, Choice};
 pub use floor::block_floors;
-pub use load::{HostCost, HostFraming, Load, SwitchWork};
+pub use load::{Delays, HostCost, HostFraming, Load, SwitchWork, Unchained};
 pub use paths::PASS_HEADER;
 pub use preset::{
     Chip, ChipChoice, ChipError, Preset, Source, MAX_LOOPED_PER_PIPE, PRESETS, SOURCES,

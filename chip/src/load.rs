@@ -26,6 +26,53 @@ pub struct HostCost {
     /// How the host exchange frames its copies (MTU packets, coalesced acks): the baseline
     /// every in-network kind is judged against.
     pub framing: HostFraming,
+    /// How long the exchange's messages take on their way ([`Delays::NONE`]: no latency
+    /// counted, the bound is the resources' alone).
+    pub delays: Delays,
+}
+
+/// One-way propagation delays an exchange waits on, ns: each of its steps is a message that
+/// must arrive before the next can start, whatever the bandwidth.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Delays {
+    /// From a host to the exchange's switch (its barrier and, in-network, its aggregators),
+    /// or back: the host link's delay on a star; host link and leaf uplink on a leaf-spine
+    /// fabric, whose exchange switch is a spine.
+    pub to_switch_ns: f64,
+    /// From a host to another, the shortest way (a host-only kind's copy between two hosts of
+    /// one rack turns at their leaf): two host links.
+    pub host_to_host_ns: f64,
+}
+
+impl Delays {
+    /// No latency: the bound counts the resources alone.
+    pub const NONE: Delays = Delays {
+        to_switch_ns: 0.0,
+        host_to_host_ns: 0.0,
+    };
+
+    /// A star of links with `link_ns` of one-way delay each.
+    pub fn star(link_ns: f64) -> Delays {
+        Delays {
+            to_switch_ns: link_ns,
+            host_to_host_ns: 2.0 * link_ns,
+        }
+    }
+
+    /// The least time an exchange of `blocks` blocks spends on messages, seconds: the join
+    /// goes up and the first go comes down; then per block its rows cross from host to host
+    /// (through the switch, or summed in it), the last receiver's done goes up and the next
+    /// go, or the final one, comes down. No engine sends a block before its go or reports it
+    /// done before its rows are in, so these steps follow one another: on a star,
+    /// `(2 + 4 · blocks)` link delays.
+    /// A load of no blocks (a switch's work alone) waits on nothing: 0.
+    pub fn seconds(&self, blocks: u64) -> f64 {
+        if blocks == 0 {
+            return 0.0;
+        }
+        let b = blocks as f64;
+        ((2.0 + 2.0 * b) * self.to_switch_ns + b * self.host_to_host_ns) * 1e-9
+    }
 }
 
 /// One exchange's work: per host, and at the switch.
@@ -58,6 +105,32 @@ pub struct Load {
     /// ([`Load::spread_on`]); `None` until counted, and for the kinds the switch only forwards.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// Blocks the exchange runs one after another (each a barrier round: [`Delays::seconds`]).
+    pub blocks: u64,
+    /// The part of the above that may overlap the exchange's chain of messages rather than
+    /// fall between them: the barrier's own messages; in the host-only kinds the acks a
+    /// sender receives (its receivers flush them just before they report the block done, so
+    /// they may arrive as the next go does) and every pass (a forwarding switch is busy until
+    /// the last done arrives). The latency of the chain adds to the rest only
+    /// ([`crate::Bound`]). The switch's acks of in-network data leave on the packet's first
+    /// pass, before the sums it feeds, and so arrive before the sums' receivers report.
+    pub unchained: Unchained,
+}
+
+/// Packets and bytes per host, and switch passes, that may overlap the chain of messages
+/// ([`Load::unchained`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Unchained {
+    /// Frame bytes each host sends.
+    pub sent_bytes: Vec<u64>,
+    /// Frame bytes each host receives.
+    pub received_bytes: Vec<u64>,
+    /// Packets each host sends.
+    pub sent_packets: Vec<u64>,
+    /// Packets each host receives.
+    pub received_packets: Vec<u64>,
+    /// Pipeline passes.
+    pub passes: u64,
 }
 
 /// Switch work, of the kinds [`Load`] counts.
@@ -83,9 +156,18 @@ impl std::ops::AddAssign for SwitchWork {
 }
 
 impl Load {
-    fn new(workers: u16) -> Load {
+    fn new(workers: u16, blocks: usize) -> Load {
         let n = usize::from(workers);
+        let per_host = vec![0; n];
         Load {
+            blocks: blocks as u64,
+            unchained: Unchained {
+                sent_bytes: per_host.clone(),
+                received_bytes: per_host.clone(),
+                sent_packets: per_host.clone(),
+                received_packets: per_host,
+                passes: 0,
+            },
             sent_bytes: vec![0; n],
             received_bytes: vec![0; n],
             sent_packets: vec![0; n],
@@ -166,6 +248,22 @@ impl Load {
         self.add_packets(from, to, 1, bytes);
     }
 
+    /// As [`Load::add_packets`], for packets that may overlap the chain of messages (the
+    /// barrier's): counted in [`Load::unchained`] too, on both hosts and at the switch.
+    fn add_unchained(&mut self, from: Option<u16>, to: Option<u16>, count: u64, bytes: u64) {
+        self.add_packets(from, to, count, bytes);
+        let u = &mut self.unchained;
+        if let Some(f) = from {
+            u.sent_bytes[usize::from(f)] += bytes;
+            u.sent_packets[usize::from(f)] += count;
+            u.passes += count;
+        }
+        if let Some(t) = to {
+            u.received_bytes[usize::from(t)] += bytes;
+            u.received_packets[usize::from(t)] += count;
+        }
+    }
+
     /// The in-network exchange of `plan` (SwitchGNN blocks or the strawman): every chunk of
     /// every row goes up once and makes one pass per destination aggregator it feeds; the
     /// switch acknowledges it, and sends each destination's sum to its owner once complete.
@@ -174,7 +272,7 @@ impl Load {
     }
 
     fn in_network_of(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
-        let mut load = Load::new(plan.workers);
+        let mut load = Load::new(plan.workers, blocks.len());
         let header = HEADER_LEN as u64 + frame_overhead;
         load.barriers(plan, blocks.len(), header);
         for block in blocks {
@@ -196,8 +294,8 @@ impl Load {
         let rounds = blocks + 1;
         for w in 0..plan.workers {
             for _ in 0..rounds {
-                self.packet(Some(w), None, header);
-                self.packet(None, Some(w), header);
+                self.add_unchained(Some(w), None, 1, header);
+                self.add_unchained(None, Some(w), 1, header);
             }
         }
     }
@@ -263,7 +361,7 @@ impl Load {
         frame_overhead: u64,
         framing: HostFraming,
     ) -> Load {
-        let mut load = Load::new(plan.workers);
+        let mut load = Load::new(plan.workers, blocks.len());
         let n = usize::from(plan.workers);
         let header = HEADER_LEN as u64 + frame_overhead;
         // Each block's copies are packed apart (a block's packets never carry the next's).
@@ -276,14 +374,14 @@ impl Load {
                 let (packets, bytes) = framing.pack(count, plan);
                 load.add_packets(Some(from), Some(to), packets, packets * header + bytes);
                 let acks = framing.acks(packets);
-                load.add_packets(
-                    Some(to),
-                    Some(from),
-                    acks,
-                    acks * (header + ACK_RANGE_LEN as u64),
-                );
+                let ack_bytes = acks * (header + ACK_RANGE_LEN as u64);
+                load.add_packets(Some(to), Some(from), acks, ack_bytes);
+                let u = &mut load.unchained;
+                u.received_bytes[usize::from(from)] += ack_bytes;
+                u.received_packets[usize::from(from)] += acks;
             }
         }
+        load.unchained.passes = load.passes;
         load
     }
 
@@ -297,7 +395,7 @@ impl Load {
     }
 
     fn reduce_of(plan: &ExchangePlan, blocks: &[PlanBlock], frame_overhead: u64) -> Load {
-        let mut load = Load::new(plan.workers);
+        let mut load = Load::new(plan.workers, blocks.len());
         let header = HEADER_LEN as u64 + frame_overhead;
         load.barriers(plan, blocks.len(), header);
         for block in blocks {
@@ -541,6 +639,7 @@ pub(crate) mod tests {
             ack_every: 1,
         };
         let cost = HostCost {
+            delays: Delays::NONE,
             link_gbps: 100.0,
             per_packet_ns: 20.0,
             frame_overhead: 66,

@@ -258,6 +258,7 @@ mod tests {
         // The bound's recirculation term is that path's time, above the pooled one.
         let load = Load::of(&plan, 66);
         let cost = HostCost {
+            delays: crate::Delays::NONE,
             link_gbps: 100.0,
             per_packet_ns: 0.0,
             frame_overhead: 66,

@@ -229,6 +229,7 @@ fn a_lossless_udp_exchange_moves_the_bytes_the_planner_predicts() {
     let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let chip = Chip::preset("tofino1-32").unwrap();
     let cost = HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,
@@ -315,6 +316,7 @@ fn the_hybrid_mixes_multicast_and_partial_sums_and_stays_exact() {
     let block = block_plan(&d, 4, width, 1 << 20, metis());
     let a = Assignment::new(block.owner.iter().map(|&w| u32::from(w)).collect(), 4).unwrap();
     let cost = HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,

@@ -116,6 +116,7 @@ fn verdict(args: &PrepareArgs, plan: &mut Plan, graph: &Graph) -> Result<(), Fai
         ))
     })?;
     let cost = HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: args.gbps,
         per_packet_ns: args.host_packet_ns,
         frame_overhead: FRAME_OVERHEAD,

@@ -30,6 +30,7 @@ const WIDTH: usize = 128;
 
 fn cost() -> HostCost {
     HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,

@@ -215,6 +215,8 @@ pub fn choose_exchanges(
             host_packet_ns: cost.per_packet_ns,
             host_mtu: Some(cost.framing.mtu),
             host_ack_every: Some(cost.framing.ack_every),
+            to_switch_delay_ns: cost.delays.to_switch_ns,
+            host_to_host_delay_ns: cost.delays.host_to_host_ns,
         }),
     })
 }

@@ -77,6 +77,7 @@ fn check(graph: &Graph, assignment: &Assignment, width: usize) -> ([u64; 3], usi
     }
     // No more bytes nor packets on any host either way, so a bound no higher on any chip.
     let cost = HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,

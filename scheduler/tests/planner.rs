@@ -20,6 +20,7 @@ fn weighing_counted_only_plans_predicts_what_the_running_plans_do() {
     let spec = PlanSpec::new(d.name.clone(), 8, vec![64]).switch_memory(256 << 10);
     let plan = Plan::prepare(&d, &spec, &|_| {}).unwrap();
     let cost = HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: 100.0,
         per_packet_ns: 20.0,
         frame_overhead: FRAME_OVERHEAD,

@@ -117,6 +117,19 @@ impl Topology {
         }
     }
 
+    /// The one-way delays the exchange's messages wait on: to its switch (a spine on a
+    /// fabric: host link and uplink) and, the shortest way, between two hosts.
+    pub fn delays(&self) -> switchgnn_chip::Delays {
+        let host = self.host_link().delay_ns as f64;
+        match *self {
+            Topology::Star { .. } => switchgnn_chip::Delays::star(host),
+            Topology::LeafSpine { uplink, .. } => switchgnn_chip::Delays {
+                to_switch_ns: host + uplink.delay_ns as f64,
+                host_to_host_ns: 2.0 * host,
+            },
+        }
+    }
+
     /// The rack host `h` is in.
     pub fn rack_of(&self, h: u16) -> u16 {
         match *self {

@@ -346,7 +346,7 @@ impl RunRow {
             width,
             comm_ns: r.finish_ns,
             bound_ns: (bound.seconds * 1e9).ceil() as u64,
-            bound_by: bound.dominant.name().to_string(),
+            bound_by: bound.by(),
             link_bytes: r.link_bytes(),
             uplink_bytes: bytes(&r.uplinks),
             downlink_bytes: bytes(&r.downlinks),
@@ -713,13 +713,14 @@ impl GridRun<'_> {
     }
 }
 
-/// What the chip model's bound charges the hosts of `cfg`.
+/// What the chip model's bound charges the hosts of `cfg`, their links' delays included.
 pub fn host_cost(cfg: &SimConfig) -> HostCost {
     HostCost {
         link_gbps: cfg.host.uplink_gbps(&cfg.topology),
         per_packet_ns: cfg.host.per_packet_ns as f64,
         frame_overhead: cfg.frame_overhead,
         framing: cfg.host.framing,
+        delays: cfg.topology.delays(),
     }
 }
 

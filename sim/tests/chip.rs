@@ -125,9 +125,9 @@ fn the_simulator_meets_the_bound_where_one_resource_dominates() {
     let (t2, b2) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), pairs, 20, 2_000);
     assert_follows("recirculation, pair readouts", t2, &b2, Term::Recirculation);
     assert!(b2.recirculation_s < b.recirculation_s && t2 < t);
-    // The ideal chip, hosts that spend nothing per packet, and short links (the bound counts
-    // no propagation delay, and this exchange takes only tens of microseconds): the links'
-    // bandwidth bounds it.
+    // The ideal chip, hosts that spend nothing per packet, and short links (this exchange
+    // takes only tens of microseconds, and its messages' latency, which the bound adds to
+    // the rows' time only, is under one): the links' bandwidth bounds it.
     let ideal = Chip::preset("ideal").unwrap();
     let (t, b) = run(&d, &p, SimMode::of(SimKind::SwitchGnn), ideal, 0, 100);
     assert_follows("host links", t, &b, Term::HostLink);

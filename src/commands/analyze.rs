@@ -538,6 +538,13 @@ fn print_verdicts(rows: &[Row], cost: &HostCost) {
          Gb/s links (--mtu, --ack-every, --host-packet-ns, --gbps)",
         cost.framing.mtu, cost.framing.ack_every, cost.per_packet_ns, cost.link_gbps
     );
+    if cost.delays.to_switch_ns > 0.0 {
+        println!(
+            "every bound adds the latency of the exchange's messages: (2 + 4 x blocks) one-way \
+             link delays of {:.1} µs (--link-delay-us), to what must fall between them",
+            cost.delays.to_switch_ns / 1e3
+        );
+    }
     for r in rows {
         print_row(r);
     }

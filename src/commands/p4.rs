@@ -95,6 +95,7 @@ fn layer_bounds(
         .choice(crate::chip_args::LoopedPorts::Ports(0))?
         .resolve(plan.manifest.spec.workers, args.link_gbps)?;
     let cost = switchgnn_chip::HostCost {
+        delays: switchgnn_chip::Delays::NONE,
         link_gbps: args.link_gbps,
         per_packet_ns: args.host_packet_ns,
         frame_overhead: switchgnn_dataplane::wire::FRAME_OVERHEAD,

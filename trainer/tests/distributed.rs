@@ -190,6 +190,8 @@ fn exchanges_agree_bit_for_bit_and_follow_the_reference() {
                 host_packet_ns: 20.0,
                 host_mtu: None,
                 host_ack_every: None,
+                to_switch_delay_ns: 0.0,
+                host_to_host_delay_ns: 0.0,
             }),
         })
         .unwrap();

@@ -224,6 +224,14 @@ pub struct PlannedOn {
     /// Packets per acknowledgement of that baseline; `None` as for `host_mtu`.
     #[serde(default)]
     pub host_ack_every: Option<u32>,
+    /// One-way delays whose latency the bounds added, ns (`switchgnn_chip::Delays`): from a
+    /// host to the exchange's switch, and between two hosts. 0, or absent in plans made before
+    /// bounds counted latency: none.
+    #[serde(default)]
+    pub to_switch_delay_ns: f64,
+    /// See `to_switch_delay_ns`.
+    #[serde(default)]
+    pub host_to_host_delay_ns: f64,
 }
 
 /// One layer's exchange kind, and the predicted time (seconds) of every kind weighed: the chip

@@ -60,6 +60,8 @@ pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
         host_packet_ns: 20.0,
         host_mtu: None,
         host_ack_every: None,
+        to_switch_delay_ns: 0.0,
+        host_to_host_delay_ns: 0.0,
     };
     let on = plan
         .manifest
@@ -88,6 +90,10 @@ pub fn planned_on(plan: &Plan) -> Result<(Chip, HostCost), PlanError> {
         .resolve(plan.manifest.spec.workers, on.link_gbps)
         .map_err(|e| bad(e.to_string()))?;
     let cost = HostCost {
+        delays: switchgnn_chip::Delays {
+            to_switch_ns: on.to_switch_delay_ns,
+            host_to_host_ns: on.host_to_host_delay_ns,
+        },
         link_gbps: on.link_gbps,
         per_packet_ns: on.host_packet_ns,
         frame_overhead: FRAME_OVERHEAD,
@@ -271,6 +277,7 @@ mod tests {
 
     fn cost() -> HostCost {
         HostCost {
+            delays: switchgnn_chip::Delays::NONE,
             link_gbps: 100.0,
             per_packet_ns: 20.0,
             frame_overhead: FRAME_OVERHEAD,
