@@ -72,12 +72,20 @@ pub struct Bound {
     /// Seconds the exchange's messages spend on their way, one after another (0 where the
     /// delays are not given): [`crate::Delays::seconds`].
     pub latency_s: f64,
-    /// The bound: the largest of the above resource terms, plus the latency.
+    /// The bound: the largest of the above resource terms, or the latency plus the largest
+    /// term of the work that must fall between the messages, whichever is longer.
     pub seconds: f64,
+    /// The largest resource term plus the whole latency: what the planner ranks kinds by
+    /// (an estimate, not a bound). It equals `seconds` without latency; with it, it charges
+    /// every kind the same messages' latency per block on top of its whole work, where the
+    /// bound may leave out work that could overlap them (the in-network acks a receive core
+    /// works through, which would otherwise rank a kind with an ack per packet ahead by
+    /// what it may, not what it does, hide).
+    pub estimate_seconds: f64,
     /// Which resource term it is.
     pub dominant: Term,
-    /// The hosts' largest term plus the switch's: the time if the switch's work did not
-    /// overlap the hosts' at all. The exchange runs between `seconds` and this when both sides
+    /// The hosts' largest term plus the switch's, plus the messages' latency: the time if
+    /// the switch's work did not overlap the hosts' nor either the messages at all. The exchange runs between `seconds` and this when both sides
     /// are busy (they overlap only in part: a destination's sum leaves only after its last
     /// pass); the planner ranks kinds by it.
     pub serial_seconds: f64,
@@ -153,8 +161,9 @@ impl Bound {
             host_packets_s: terms[4].1,
             latency_s: latency,
             seconds: 0.0,
+            estimate_seconds: largest(&terms).1 + latency,
             dominant: Term::HostLink,
-            serial_seconds: serial(&terms),
+            serial_seconds: serial(&terms) + latency,
         };
         (bound.dominant, bound.seconds) = largest(&terms);
         if latency > 0.0 {
@@ -163,7 +172,6 @@ impl Bound {
             if seconds + latency > bound.seconds {
                 (bound.dominant, bound.seconds) = (term, seconds + latency);
             }
-            bound.serial_seconds = bound.serial_seconds.max(serial(&chained) + latency);
         }
         bound
     }

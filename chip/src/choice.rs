@@ -41,7 +41,8 @@ pub struct Choice {
 
 impl Choice {
     /// The kind with the least lower bound among `candidates` (name and load); the first wins
-    /// a tie.
+    /// a tie. With the messages' latency counted, the least [`Bound::estimate_seconds`]: the
+    /// same latency on top of each kind's whole work.
     /// `None` when there is no candidate.
     pub fn of<'a, L: Borrow<Load>>(
         chip: &Chip,
@@ -57,7 +58,7 @@ impl Choice {
             .collect();
         let mut chosen = 0;
         for (i, c) in candidates.iter().enumerate() {
-            if c.bound.seconds < candidates[chosen].bound.seconds {
+            if c.bound.estimate_seconds < candidates[chosen].bound.estimate_seconds {
                 chosen = i;
             }
         }
@@ -138,5 +139,49 @@ mod tests {
         let tie = Choice::of(&chip, &cost, [("host", load(500)), ("reduce", load(500))]).unwrap();
         assert_eq!(tie.kind(), "host");
         assert!(Choice::of(&chip, &cost, [] as [(&str, Load); 0]).is_none());
+    }
+
+    #[test]
+    fn with_latency_more_blocks_cost_more_and_hidden_work_does_not_buy_a_pick() {
+        let chip = Chip::preset("tofino2").unwrap();
+        let cost = HostCost {
+            delays: crate::Delays::star(2_000.0),
+            link_gbps: 100.0,
+            per_packet_ns: 0.0,
+            frame_overhead: 0,
+            framing: Default::default(),
+        };
+        let blocks = |bytes, blocks| Load {
+            blocks,
+            ..load(bytes)
+        };
+        // Three blocks wait eight more delays (16 µs) than one: 100 KB more of the host link
+        // (8 µs at 100 Gb/s) in one block is the faster plan.
+        let c = Choice::of(
+            &chip,
+            &cost,
+            [
+                ("host", blocks(200_000, 1)),
+                ("switchgnn", blocks(100_000, 3)),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.kind(), "host");
+        // Work that may overlap the messages lowers a kind's bound, not its rank: the same
+        // whole work with half of it unchained is a tie, which goes to the first.
+        let mut hidden = blocks(100_000, 1);
+        hidden.unchained.sent_bytes = vec![50_000];
+        hidden.unchained.received_bytes = vec![50_000];
+        let c = Choice::of(
+            &chip,
+            &cost,
+            [("host", blocks(100_000, 1)), ("hybrid", hidden)],
+        )
+        .unwrap();
+        assert_eq!(c.kind(), "host");
+        assert!(
+            c.candidates[1].bound.seconds < c.candidates[0].bound.seconds,
+            "{c:?}"
+        );
     }
 }

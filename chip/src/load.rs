@@ -113,7 +113,9 @@ pub struct Load {
     /// they may arrive as the next go does) and every pass (a forwarding switch is busy until
     /// the last done arrives). The latency of the chain adds to the rest only
     /// ([`crate::Bound`]). The switch's acks of in-network data leave on the packet's first
-    /// pass, before the sums it feeds, and so arrive before the sums' receivers report.
+    /// pass, before the sums it feeds, so their bytes arrive before the sums' receivers
+    /// report; but a host may report its own sums in before its receive core has worked
+    /// through the acks behind them, so their packets are unchained.
     pub unchained: Unchained,
 }
 
@@ -309,6 +311,9 @@ impl Load {
             let bytes = header + 4 * lanes;
             self.packet(Some(owner), None, bytes);
             self.packet(None, Some(owner), header);
+            // The ack's bytes arrive before the sums it feeds leave, but the owner's receive
+            // core may still be working through it when it reports its own sums in.
+            self.unchained.received_packets[usize::from(owner)] += 1;
             let extra = aggregators.saturating_sub(1);
             let work = SwitchWork {
                 passes: extra,

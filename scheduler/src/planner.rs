@@ -149,7 +149,8 @@ fn weigh_one(
     // a source's trips all go around one path, which the pooled count does not see.
     let memory = Some(plan.manifest.spec.switch_memory);
     let load = Load::for_cost(&xplan, cost).spread_on(&xplan, chip, memory, cost.frame_overhead);
-    let seconds = switchgnn_chip::Bound::of(chip, &load, cost).seconds;
+    // What Choice ranks by (the bound itself where no latency is counted).
+    let seconds = switchgnn_chip::Bound::of(chip, &load, cost).estimate_seconds;
     tracing::debug!(kind = kind.name(), ?built, counted = ?started.elapsed() - built, "weighed");
     Ok((xplan, load, seconds))
 }
