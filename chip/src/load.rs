@@ -108,10 +108,10 @@ pub struct Load {
     /// Blocks the exchange runs one after another (each a barrier round: [`Delays::seconds`]).
     pub blocks: u64,
     /// The part of the above that may overlap the exchange's chain of messages rather than
-    /// fall between them: the barrier's own messages; in the host-only kinds the acks a
-    /// sender receives (its receivers flush them just before they report the block done, so
-    /// they may arrive as the next go does) and every pass (a forwarding switch is busy until
-    /// the last done arrives). The latency of the chain adds to the rest only
+    /// fall between them: the barrier's own messages; in the host-only kinds every ack (a
+    /// receiver sends them as the rows arrive, until just before it reports the block done,
+    /// so they may still be leaving it and arriving at their sender as the next go comes) and
+    /// every pass (a forwarding switch is busy until the last done arrives). The latency of the chain adds to the rest only
     /// ([`crate::Bound`]). The switch's acks of in-network data leave on the packet's first
     /// pass, before the sums it feeds, so their bytes arrive before the sums' receivers
     /// report; but a host may report its own sums in before its receive core has worked
@@ -251,7 +251,8 @@ impl Load {
     }
 
     /// As [`Load::add_packets`], for packets that may overlap the chain of messages (the
-    /// barrier's): counted in [`Load::unchained`] too, on both hosts and at the switch.
+    /// barrier's, the host-only kinds' acks): counted in [`Load::unchained`] too, on both
+    /// hosts and at the switch.
     fn add_unchained(&mut self, from: Option<u16>, to: Option<u16>, count: u64, bytes: u64) {
         self.add_packets(from, to, count, bytes);
         let u = &mut self.unchained;
@@ -380,10 +381,7 @@ impl Load {
                 load.add_packets(Some(from), Some(to), packets, packets * header + bytes);
                 let acks = framing.acks(packets);
                 let ack_bytes = acks * (header + ACK_RANGE_LEN as u64);
-                load.add_packets(Some(to), Some(from), acks, ack_bytes);
-                let u = &mut load.unchained;
-                u.received_bytes[usize::from(from)] += ack_bytes;
-                u.received_packets[usize::from(from)] += acks;
+                load.add_unchained(Some(to), Some(from), acks, ack_bytes);
             }
         }
         load.unchained.passes = load.passes;
