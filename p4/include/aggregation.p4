@@ -296,6 +296,15 @@ control Aggregation(inout headers_t hdr,
         }
     };
 
+    /* Mirror the acknowledgement to the sender. An action of its own: the back end would
+     * otherwise fold these constants into the action that runs the seen word's register,
+     * whose index goes through the hash unit, and a keyless table's action may take a hash
+     * or action data, not both (p4c, Tofino 2). */
+    action mark_ack() {
+        ig_dprsr_md.mirror_type = MIRROR_ACK;
+        meta.ack_kind = 0x80;
+    }
+
     /* counted > expected for the gateway, which compares two fields only for equality: the
      * excess, in place of the expected count once the equality has been tested (no PHV for
      * a field of its own). An action of its own keeps the subtraction out of the condition. */
@@ -447,8 +456,7 @@ control Aggregation(inout headers_t hdr,
         }
         if (hdr.pass.pass == 0) {
             /* Acknowledge once counted, and again for a duplicate. */
-            ig_dprsr_md.mirror_type = MIRROR_ACK;
-            meta.ack_kind = 0x80;
+            mark_ack();
             if (test_and_set.execute(meta.row_word) == 1) {
                 meta.drop = true;
                 meta.drop_reason = DROP_DUPLICATE;

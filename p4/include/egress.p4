@@ -91,31 +91,6 @@ control Egress(inout headers_t hdr,
         size = 512;
     }
 
-    action invalidate_lanes() {
-        hdr.lanes[0].setInvalid(); hdr.lanes[1].setInvalid(); hdr.lanes[2].setInvalid();
-        hdr.lanes[3].setInvalid(); hdr.lanes[4].setInvalid(); hdr.lanes[5].setInvalid();
-        hdr.lanes[6].setInvalid(); hdr.lanes[7].setInvalid(); hdr.lanes[8].setInvalid();
-        hdr.lanes[9].setInvalid(); hdr.lanes[10].setInvalid(); hdr.lanes[11].setInvalid();
-        hdr.lanes[12].setInvalid(); hdr.lanes[13].setInvalid(); hdr.lanes[14].setInvalid();
-        hdr.lanes[15].setInvalid(); hdr.lanes[16].setInvalid(); hdr.lanes[17].setInvalid();
-        hdr.lanes[18].setInvalid(); hdr.lanes[19].setInvalid(); hdr.lanes[20].setInvalid();
-        hdr.lanes[21].setInvalid(); hdr.lanes[22].setInvalid(); hdr.lanes[23].setInvalid();
-        hdr.lanes[24].setInvalid(); hdr.lanes[25].setInvalid(); hdr.lanes[26].setInvalid();
-        hdr.lanes[27].setInvalid(); hdr.lanes[28].setInvalid(); hdr.lanes[29].setInvalid();
-        hdr.lanes[30].setInvalid(); hdr.lanes[31].setInvalid(); hdr.lanes_high[0].setInvalid();
-        hdr.lanes_high[1].setInvalid(); hdr.lanes_high[2].setInvalid(); hdr.lanes_high[3].setInvalid();
-        hdr.lanes_high[4].setInvalid(); hdr.lanes_high[5].setInvalid(); hdr.lanes_high[6].setInvalid();
-        hdr.lanes_high[7].setInvalid(); hdr.lanes_high[8].setInvalid(); hdr.lanes_high[9].setInvalid();
-        hdr.lanes_high[10].setInvalid(); hdr.lanes_high[11].setInvalid(); hdr.lanes_high[12].setInvalid();
-        hdr.lanes_high[13].setInvalid(); hdr.lanes_high[14].setInvalid(); hdr.lanes_high[15].setInvalid();
-        hdr.lanes_high[16].setInvalid(); hdr.lanes_high[17].setInvalid(); hdr.lanes_high[18].setInvalid();
-        hdr.lanes_high[19].setInvalid(); hdr.lanes_high[20].setInvalid(); hdr.lanes_high[21].setInvalid();
-        hdr.lanes_high[22].setInvalid(); hdr.lanes_high[23].setInvalid(); hdr.lanes_high[24].setInvalid();
-        hdr.lanes_high[25].setInvalid(); hdr.lanes_high[26].setInvalid(); hdr.lanes_high[27].setInvalid();
-        hdr.lanes_high[28].setInvalid(); hdr.lanes_high[29].setInvalid(); hdr.lanes_high[30].setInvalid();
-        hdr.lanes_high[31].setInvalid();
-    }
-
     /* A finished sum, read out into the lanes by its readout passes, to its destination. */
     action emit_result() {
         hdr.sg.packet_type = SG_RESULT;
@@ -142,8 +117,7 @@ control Egress(inout headers_t hdr,
         if (meta.mirror_kind == 0x80) {
             /* The acknowledgement of a data packet, back to its sender. */
             hdr.sg.flags = hdr.sg.flags | SG_FLAG_ACK;
-            hdr.sg.lanes = 0;
-            invalidate_lanes();
+            hdr.sg.lanes = 0;   /* (the mirror was truncated after the header: no lanes follow) */
             to_worker = hdr.sg.worker;
         } else if (hdr.pass.out_kind == OUT_GO) {
             hdr.sg.worker = eg_intr_md.egress_rid;   /* the replica's worker rank */

@@ -249,8 +249,9 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.sg);
-        pkt.emit(hdr.lanes);
-        pkt.emit(hdr.lanes_high);
+        /* The lanes were never parsed in egress: they follow as the payload. Emitting (or
+         * invalidating) them here made the back end place 64 words of egress PHV it never
+         * fills, which Tofino 2, without Tofino 1's tagalong containers, has no room for. */
     }
 }
 
