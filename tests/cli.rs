@@ -201,15 +201,21 @@ fn prepare_then_verify_a_plan() {
 
 #[test]
 fn analyze_reports_traffic_per_worker_count() {
-    let rows = json(&[
-        "analyze",
-        "synthetic:small",
-        "--workers",
-        "2,8",
-        "--switch-memory",
-        "16KiB",
-        "--json",
-    ]);
+    // synthetic:small at 2 and 8 workers, 16 KiB of aggregators, with `extra` options.
+    let analyze = |extra: &[&str]| {
+        let mut args = vec![
+            "analyze",
+            "synthetic:small",
+            "--workers",
+            "2,8",
+            "--switch-memory",
+            "16KiB",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let rows = analyze(&[]);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for r in rows {
@@ -285,17 +291,7 @@ fn analyze_reports_traffic_per_worker_count() {
     // With the links' delay the bounds add the messages' latency: one block of SwitchGNN
     // waits (2 + 4) delays of 5 µs, on top of at least the rows that fall between them, and
     // never more than the resources' time plus it; a plan of many blocks 4 more per block.
-    let delayed = json(&[
-        "analyze",
-        "synthetic:small",
-        "--workers",
-        "2,8",
-        "--switch-memory",
-        "16KiB",
-        "--link-delay-us",
-        "5",
-        "--json",
-    ]);
+    let delayed = analyze(&["--link-delay-us", "5"]);
     for (plain, late) in rows.iter().zip(delayed.as_array().unwrap()) {
         let s = |x: &serde_json::Value, k: &str| x[k].as_f64().unwrap();
         let (a, b) = (
