@@ -85,9 +85,10 @@ pub struct Bound {
     /// Which resource term it is.
     pub dominant: Term,
     /// The hosts' largest term plus the switch's, plus the messages' latency: the time if
-    /// the switch's work did not overlap the hosts' nor either the messages at all. The exchange runs between `seconds` and this when both sides
-    /// are busy (they overlap only in part: a destination's sum leaves only after its last
-    /// pass); the planner ranks kinds by it.
+    /// neither the switch's work and the hosts' nor either of them and the messages overlapped
+    /// at all. The exchange runs between `seconds` and this when both sides are busy (they
+    /// overlap only in part: a destination's sum leaves only after its last pass); the
+    /// hybrid's search minimises it.
     pub serial_seconds: f64,
 }
 

@@ -80,7 +80,8 @@ impl Spread {
         switch_memory: Option<u64>,
         frame_overhead: u64,
     ) -> Option<Spread> {
-        if chip.is_ideal() || !plan.mode.switch_aggregates() {
+        // (The strawman's pool may overflow into raw copies that pass once: see Load::of.)
+        if chip.is_ideal() || !plan.mode.switch_aggregates() || plan.mode == Mode::Strawman {
             return None;
         }
         let room = switch_memory.map_or(u64::MAX, |m| pipe_room(m, chip, plan.chunks()));
