@@ -105,44 +105,34 @@ impl Bound {
     /// The switch's part of the bound of `load` on `chip`, seconds: the largest of its lane
     /// updates', passes' and recirculation's times.
     pub fn switch_seconds(chip: &Chip, load: &Load) -> f64 {
-        let [lanes, passes, recirculation] = Bound::switch_terms(chip, load);
+        let [lanes, passes, recirculation] = Bound::switch_terms(chip, load, 0);
         lanes.max(passes).max(recirculation)
-    }
-
-    /// [`Bound::switch_terms`] without the passes that may overlap the chain of messages
-    /// ([`Load::unchained`]): taken off the pooled passes, and off the busiest pipe's as if
-    /// they all ran there.
-    fn chained_switch_terms(chip: &Chip, load: &Load) -> [f64; 3] {
-        let mut terms = Bound::switch_terms(chip, load);
-        let switch = load.switch_work_on(chip);
-        let off = load.unchained.passes;
-        let mut passes = time(switch.passes.saturating_sub(off) as f64, chip.pass_rate());
-        if let Some(spread) = load.spread.as_ref().filter(|s| s.fits(chip)) {
-            let pipe = spread.busiest_pipe_passes_seconds(chip);
-            passes = passes
-                .max(pipe - time(off as f64, chip.pass_rate_per_pipe))
-                .max(0.0);
-        }
-        terms[1] = passes;
-        terms
     }
 
     /// Seconds of the stateful ALUs, the pipes' packet rate and the recirculation paths:
     /// pooled over the chip, or where the load was counted per pipe and path for this chip
-    /// ([`Load::spread_on`]) its busiest pipe and path when they need longer.
-    fn switch_terms(chip: &Chip, load: &Load) -> [f64; 3] {
+    /// ([`Load::spread_on`]) its busiest pipe and path when they need longer. `passes_off`
+    /// passes are left out (those that may overlap the chain of messages,
+    /// [`Load::unchained`]): off the pooled passes, and off the busiest pipe's as if they all
+    /// ran there.
+    fn switch_terms(chip: &Chip, load: &Load, passes_off: u64) -> [f64; 3] {
         let switch = load.switch_work_on(chip);
         let mut terms = [
             time(switch.lane_updates as f64, chip.lane_rate()),
-            time(switch.passes as f64, chip.pass_rate()),
+            time(
+                switch.passes.saturating_sub(passes_off) as f64,
+                chip.pass_rate(),
+            ),
             time(
                 switch.recirculated_bytes as f64,
                 chip.loopback_bytes_per_s(),
             ),
         ];
         if let Some(spread) = load.spread.as_ref().filter(|s| s.fits(chip)) {
+            let pipe = spread.busiest_pipe_passes_seconds(chip)
+                - time(passes_off as f64, chip.pass_rate_per_pipe);
             terms[0] = terms[0].max(spread.busiest_pipe_lanes_seconds(chip));
-            terms[1] = terms[1].max(spread.busiest_pipe_passes_seconds(chip));
+            terms[1] = terms[1].max(pipe);
             terms[2] = terms[2].max(spread.busiest_path_seconds(chip));
         }
         terms
@@ -181,36 +171,35 @@ impl Bound {
     /// chain of messages ([`Load::unchained`]).
     fn terms(chip: &Chip, load: &Load, host: &HostCost, chained: bool) -> [(Term, f64); 5] {
         let link = host.link_gbps * 1e9 / 8.0;
+        // What may overlap the chain, left out when `chained` (nothing where none was counted).
         let u = &load.unchained;
-        // Per host, `x` less what may overlap the chain (nothing where none was counted).
-        let less = |x: &[u64], off: &[u64]| -> Vec<u64> {
-            let off = |i: usize| {
-                if chained {
-                    off.get(i).copied().unwrap_or(0)
-                } else {
-                    0
-                }
+        fn off(chained: bool, v: &[u64]) -> &[u64] {
+            if chained {
+                v
+            } else {
+                &[]
+            }
+        }
+        // The busiest host's larger direction, less what is `off` of each.
+        let busiest = |(sent, sent_off): (&[u64], &[u64]),
+                       (received, received_off): (&[u64], &[u64])| {
+            let less = |x: &[u64], off: &[u64], i: usize| {
+                x[i].saturating_sub(off.get(i).copied().unwrap_or(0))
             };
-            x.iter()
-                .enumerate()
-                .map(|(i, x)| x.saturating_sub(off(i)))
-                .collect()
+            (0..sent.len())
+                .map(|i| less(sent, sent_off, i).max(less(received, received_off, i)))
+                .max()
+                .unwrap_or(0) as f64
         };
-        let busiest = |a: Vec<u64>, b: Vec<u64>| {
-            a.iter().zip(&b).map(|(x, y)| *x.max(y)).max().unwrap_or(0) as f64
-        };
-        let [lanes, passes, recirculation] = if chained {
-            Bound::chained_switch_terms(chip, load)
-        } else {
-            Bound::switch_terms(chip, load)
-        };
+        let passes_off = if chained { u.passes } else { 0 };
+        let [lanes, passes, recirculation] = Bound::switch_terms(chip, load, passes_off);
         let bytes = busiest(
-            less(&load.sent_bytes, &u.sent_bytes),
-            less(&load.received_bytes, &u.received_bytes),
+            (&load.sent_bytes, off(chained, &u.sent_bytes)),
+            (&load.received_bytes, off(chained, &u.received_bytes)),
         );
         let packets = busiest(
-            less(&load.sent_packets, &u.sent_packets),
-            less(&load.received_packets, &u.received_packets),
+            (&load.sent_packets, off(chained, &u.sent_packets)),
+            (&load.received_packets, off(chained, &u.received_packets)),
         );
         [
             (Term::LaneUpdates, lanes),

@@ -54,10 +54,10 @@ pub fn choose(
         chip,
         cost,
         options,
-        |kind, xplan, seconds| {
+        |kind, xplan, estimate| {
             // Keep only the best plan so far: large graphs' plans are big.
-            if best.as_ref().is_none_or(|b| seconds < b.2) {
-                best = Some((kind, xplan, seconds));
+            if best.as_ref().is_none_or(|b| estimate < b.2) {
+                best = Some((kind, xplan, estimate));
             }
         },
     )?;
@@ -104,7 +104,8 @@ pub fn weigh(
     Choice::of(chip, cost, loads).ok_or_else(no_kind)
 }
 
-/// Build each kind's plan in turn, count its load, and hand the plan and its bound to `each`.
+/// Build each kind's plan in turn, count its load, and hand the plan and its ranking
+/// estimate (`Bound::estimate_seconds`) to `each`.
 #[allow(clippy::too_many_arguments)]
 fn weigh_each(
     graph: &Graph,
@@ -118,14 +119,14 @@ fn weigh_each(
 ) -> Result<Choice, PlanError> {
     let mut loads = Vec::with_capacity(kinds.len());
     for &kind in kinds {
-        let (xplan, load, seconds) = weigh_one(graph, plan, layer, kind, chip, cost, options)?;
+        let (xplan, load, estimate) = weigh_one(graph, plan, layer, kind, chip, cost, options)?;
         loads.push((kind.name(), load));
-        each(kind, xplan, seconds);
+        each(kind, xplan, estimate);
     }
     Choice::of(chip, cost, loads).ok_or_else(no_kind)
 }
 
-/// Build `kind`'s plan, count its load and bound it on `chip`.
+/// Build `kind`'s plan, count its load and its ranking estimate on `chip`.
 fn weigh_one(
     graph: &Graph,
     plan: &Plan,
@@ -150,9 +151,9 @@ fn weigh_one(
     let memory = Some(plan.manifest.spec.switch_memory);
     let load = Load::for_cost(&xplan, cost).spread_on(&xplan, chip, memory, cost.frame_overhead);
     // What Choice ranks by (the bound itself where no latency is counted).
-    let seconds = switchgnn_chip::Bound::of(chip, &load, cost).estimate_seconds;
+    let estimate = switchgnn_chip::Bound::of(chip, &load, cost).estimate_seconds;
     tracing::debug!(kind = kind.name(), ?built, counted = ?started.elapsed() - built, "weighed");
-    Ok((xplan, load, seconds))
+    Ok((xplan, load, estimate))
 }
 
 fn no_kind() -> PlanError {
