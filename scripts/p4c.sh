@@ -38,6 +38,9 @@
 # - 0002: p4c links libcord when it uses the system's libgc, but Debian's libgc has none (and
 #   p4c calls none of it).
 # - 0003: use Debian's spdlog instead of downloading v1.8.3.
+# - 0004: table placement's "too many stages" error has a Boost format string written `%1`
+#   (not `%1%`), so instead of the message the compiler dies with boost::bad_format_string;
+#   fix it and name the table that could not be placed.
 #
 # Why Protobuf is built from source (as p4c does by default) rather than taken from Debian:
 # p4c's code hands its own string type (P4::cstring) to the generated setters of the P4Runtime
@@ -80,6 +83,10 @@ root="${SWITCHGNN_P4C:-${XDG_CACHE_HOME:-$HOME/.cache}/switchgnn/p4c-${p4c_commi
 root="${root%/}"
 stamp=".switchgnn-complete"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# The stamp names the patch set it was built with: a patch added later makes the build
+# incomplete again, and a rerun applies it and rebuilds only the files it touches.
+patches_id="patches $(cat "$here"/p4c/*.patch | sha256sum | cut -c1-16)"
+built() { [ -f "$install/$stamp" ] && grep -qxF "$patches_id" "$install/$stamp"; }
 
 usage() {
   sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -162,10 +169,14 @@ main() {
     if [ ! -f "$install/$stamp" ]; then
       say "not built yet (run scripts/p4c.sh without --path)"
       exit 1
+    elif ! built; then
+      say "built without the latest patches in scripts/p4c/ (run scripts/p4c.sh again:" \
+          "it rebuilds only what they touch)"
+      exit 1
     fi
     exit 0
   fi
-  if [ -f "$install/$stamp" ]; then
+  if built; then
     echo "$install"
     exit 0
   fi
@@ -197,7 +208,7 @@ main() {
   # One build at a time per cache folder; a run that waited here finds the other's result.
   exec 9>"$root/.lock"
   flock 9
-  if [ -f "$install/$stamp" ]; then
+  if built; then
     echo "$install"
     exit 0
   fi
@@ -346,6 +357,7 @@ REQ
     echo "p4c $p4c_commit with the Tofino back end," \
          "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - start)) s"
     echo "$version"
+    echo "$patches_id"
   } >"$install/$stamp"
   say "done in $((SECONDS - start)) s: $version"
   echo "$install"
