@@ -31,7 +31,9 @@
 #include "include/parser.p4"
 #include "include/admission.p4"
 #include "include/barrier.p4"
+#ifndef SWITCHGNN_NO_ALLREDUCE
 #include "include/allreduce.p4"
+#endif
 #include "include/aggregation.p4"
 #include "include/egress.p4"
 
@@ -44,7 +46,9 @@ control Ingress(inout headers_t hdr,
     Admission() check;
     RunningExchange() running;
     Barrier() barrier;
+#ifndef SWITCHGNN_NO_ALLREDUCE
     AllReduce() allreduce;
+#endif
     Aggregation() aggregation;
 
     /* Drops by reason: the model's `SwitchCounters::drops`, same order. */
@@ -115,11 +119,9 @@ control Ingress(inout headers_t hdr,
     }
 
     apply {
-        bool recirculated = hdr.pass.isValid();
-        /* Every path that aggregates only says so: the control is applied once, below (the
-         * compiler inlines each application, and a table may be applied in one place only). */
-        bool aggregate = false;
-        bool forward_raw = false;
+        /* Every path that aggregates leaves the packet undropped: the control is applied once,
+         * below (the compiler inlines each application, and a table may be applied in one
+         * place only). No flag says so: ingress PHV is short. */
         check.apply(hdr, meta, ig_intr_md);
         if (ig_prsr_md.parser_err != 0 && !meta.drop) {
             /* (if/else, not ?: — Tofino sets a field from a comparison only by branching) */
@@ -133,10 +135,11 @@ control Ingress(inout headers_t hdr,
             ig_tm_md.ucast_egress_port = meta.recirc_port;
         } else if (!meta.drop && hdr.sg.packet_type == SG_REDUCE) {
             /* All-reduce slices name no exchange: their job's region checks them. */
+#ifdef SWITCHGNN_NO_ALLREDUCE
+            drop_with(DROP_NO_ALLREDUCE);   /* built without the region: as a job without one */
+#else
             allreduce.apply(hdr, meta);
-            if (!meta.drop) {
-                aggregate = true;
-            }
+#endif
         } else if (!meta.drop && hdr.sg.packet_type == SG_STAMPS) {
             /* answer_stamps(): a worker asks where the numbering of its port stands. The reply
              * goes back to it, and the egress fills in the next number as it leaves, behind
@@ -153,20 +156,18 @@ control Ingress(inout headers_t hdr,
             running.apply(hdr, meta);
             if (hdr.sg.packet_type == SG_JOIN || hdr.sg.packet_type == SG_BLOCK_DONE) {
                 barrier.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-            } else if (!recirculated || hdr.pass.pass == 0) {
+            } else if (hdr.pass.pass == 0) {
+                /* (a first pass: admission made the pass header, pass 0) */
                 /* running(): data, raw and fetch belong to the running exchange. */
                 source_row.apply();
                 destination_slot.apply();
                 /* (the destination's aggregator, for a resend's release; a data packet's
                  * pass table writes its own over it) */
                 hdr.pass.agg_index = dst_aggregator.get({meta.dst_agg});
-                bit<8> want_lanes = SG_MAX_LANES;
-                if (meta.chunks_left == 1) {   /* the last chunk (admission.p4) */
-                    want_lanes = meta.last_lanes;
-                }
-                bool lanes_ok = false;
-                if (hdr.sg.lanes == want_lanes) {
-                    lanes_ok = true;
+                /* The lanes this chunk must have: the last chunk's count, else all of them
+                 * (kept in last_lanes itself: ingress PHV is short). */
+                if (meta.chunks_left != 1) {   /* not the last chunk (admission.p4) */
+                    meta.last_lanes = SG_MAX_LANES;
                 }
                 if (meta.run == RUN_STALE || !meta.started || meta.finished) {
                     drop_with(DROP_STALE);
@@ -177,11 +178,9 @@ control Ingress(inout headers_t hdr,
                         drop_with(DROP_WRONG_MODE);
                     } else if (!meta.src_known || meta.src_owner != hdr.sg.worker) {
                         drop_with(DROP_NOT_IN_PLAN);
-                    } else if (!lanes_ok) {
+                    } else if (hdr.sg.lanes != meta.last_lanes) {
                         drop_with(DROP_BAD_LANES);
-                    } else {
-                        aggregate = true;
-                    }
+                    }   /* else it aggregates */
                 } else if (hdr.sg.packet_type == SG_ROWS) {
                     /* rows(): packed host copies or their receiver's ack of ranges, forwarded
                      * whole to the owner of dst; the records after the header are left
@@ -197,12 +196,9 @@ control Ingress(inout headers_t hdr,
                 } else if (hdr.sg.packet_type == SG_RAW) {
                     if (!meta.src_known || meta.src_owner != hdr.sg.worker || !meta.dst_known) {
                         drop_with(DROP_NOT_IN_PLAN);
-                    } else if (!lanes_ok) {
+                    } else if (hdr.sg.lanes != meta.last_lanes) {
                         drop_with(DROP_BAD_LANES);
-                    } else {
-                        aggregate = true;
-                        forward_raw = true;
-                    }
+                    }   /* else it aggregates, and is forwarded from there */
                 } else {
                     /* Fetch: only the destination's owner asks; it goes to the source's. */
                     if (!meta.dst_known || meta.dst_owner != hdr.sg.worker || !meta.src_known) {
@@ -211,17 +207,13 @@ control Ingress(inout headers_t hdr,
                         forward(meta.src_owner_port, meta.src_owner);
                     }
                 }
-            } else {
-                /* A later pass: of a data packet's chain, a readout, a raw forward or a
-                 * release in another pipe. */
-                aggregate = true;
-            }
+            }   /* else a later pass (of a data packet's chain, a readout, a raw forward or a
+                 * release in another pipe): it aggregates */
         }
-        if (aggregate) {
+        /* Data, raw and all-reduce packets that passed their checks, and every later pass. */
+        if (!meta.drop && !meta.hop && (hdr.sg.packet_type == SG_DATA
+                || hdr.sg.packet_type == SG_RAW || hdr.sg.packet_type == SG_REDUCE)) {
             aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-            if (forward_raw && hdr.pass.step != STEP_RELEASE) {
-                forward(meta.dst_owner_port, meta.dst_owner);
-            }   /* else it is forwarded after the release, from the other pipe */
         }
         if (meta.drop) {
             drops.count(meta.drop_reason);

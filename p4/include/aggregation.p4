@@ -109,42 +109,67 @@ struct agg_state_t {
     };                                                                                   \
     RegisterAction<lane_pair_t, bit<32>, bit<32>>(pair_##i) read_high_##i = {            \
         void apply(inout lane_pair_t value, out bit<32> word) { word = value.high; }     \
-    };
+    };                                                                                   \
+    LANE_TABLE(i, j)
 
-#define WRITE_PAIR(i) write_pair_##i.execute(hdr.pass.agg_index);
-#define ADD_PAIR(i) add_pair_##i.execute(hdr.pass.agg_index);
-#define WRITE_PAIR_IN_PLACE(i) hdr.lanes[i].value = write_pair_##i.execute(hdr.pass.agg_index);
-#define ADD_PAIR_IN_PLACE(i) hdr.lanes[i].value = add_pair_##i.execute(hdr.pass.agg_index);
+/* What the lane pairs do on a pass (`meta.lane_op`). Each pair has one table, applied once at
+ * the end of the pass, whose action runs the pair's register: every register is used by one
+ * logical table (a stage holds 16 of them on Tofino 2, four registers' worth, and each call
+ * site of a register action is a table of its own: fifteen per pair when every path made its
+ * own calls, which table placement could not place, "too many stages (100)"). `_KEEP` takes
+ * the new low half back into the lane; a readout of the low half is the maximum with the
+ * identity after lanes_to_min(), and reads a lane only where the chunk has it. */
+const bit<4> LANES_IDLE      = 0;
+const bit<4> LANES_WRITE     = 1;
+const bit<4> LANES_WRITE_KEEP = 2;
+const bit<4> LANES_ADD       = 3;
+const bit<4> LANES_ADD_KEEP  = 4;
+const bit<4> LANES_MAX       = 5;
+const bit<4> LANES_MAX_KEEP  = 6;
+const bit<4> LANES_READ_LOW  = 7;
+const bit<4> LANES_READ_HIGH = 8;
 
-#define MAX_PAIR(i) max_pair_##i.execute(hdr.pass.agg_index);
-#define MAX_PAIR_IN_PLACE(i) hdr.lanes[i].value = max_pair_##i.execute(hdr.pass.agg_index);
-
-/* After lanes_to_min(): the maximum with the identity returns the low half unchanged. */
-#define READ_LOW(i)                                                                      \
-    if (hdr.lanes[i].isValid()) {                                                        \
-        hdr.lanes[i].value = max_pair_##i.execute(hdr.pass.agg_index);                   \
+#define LANE_TABLE(i, j)                                                                 \
+    action write_##i() { write_pair_##i.execute(hdr.pass.agg_index); }                   \
+    action write_keep_##i() {                                                            \
+        hdr.lanes[i].value = write_pair_##i.execute(hdr.pass.agg_index);                 \
+    }                                                                                    \
+    action add_##i() { add_pair_##i.execute(hdr.pass.agg_index); }                       \
+    action add_keep_##i() { hdr.lanes[i].value = add_pair_##i.execute(hdr.pass.agg_index); } \
+    action max_##i() { max_pair_##i.execute(hdr.pass.agg_index); }                       \
+    action max_keep_##i() { hdr.lanes[i].value = max_pair_##i.execute(hdr.pass.agg_index); } \
+    action high_##i() {                                                                  \
+        hdr.lanes_high[(j) - 32].value = read_high_##i.execute(hdr.pass.agg_index);      \
+    }                                                                                    \
+    table lanes_##i {                                                                    \
+        key = {                                                                          \
+            meta.lane_op                          : exact;                               \
+            hdr.lanes[i].isValid()                : ternary;                             \
+            hdr.lanes_high[(j) - 32].isValid()    : ternary;                             \
+        }                                                                                \
+        actions = { write_##i; write_keep_##i; add_##i; add_keep_##i; max_##i;           \
+                    max_keep_##i; high_##i; NoAction; }                                  \
+        const default_action = NoAction();                                               \
+        size = 9;                                                                        \
+        const entries = {                                                                \
+            (LANES_WRITE, _, _)         : write_##i();                                   \
+            (LANES_WRITE_KEEP, _, _)    : write_keep_##i();                              \
+            (LANES_ADD, _, _)           : add_##i();                                     \
+            (LANES_ADD_KEEP, _, _)      : add_keep_##i();                                \
+            (LANES_MAX, _, _)           : max_##i();                                     \
+            (LANES_MAX_KEEP, _, _)      : max_keep_##i();                                \
+            (LANES_READ_LOW, true, _)   : max_keep_##i();                                \
+            (LANES_READ_HIGH, _, true)  : high_##i();                                    \
+        }                                                                                \
     }
 
-#define READ_HIGH(i, j)                                                                  \
-    if (hdr.lanes_high[(j) - 32].isValid()) {                                                        \
-        hdr.lanes_high[(j) - 32].value = read_high_##i.execute(hdr.pass.agg_index);                  \
-    }
+#define APPLY_LANES(i) lanes_##i.apply();
 
 /* One statement per lane pair. */
 #define EACH_PAIR(M)                                                                     \
     M(0)  M(1)  M(2)  M(3)  M(4)  M(5)  M(6)  M(7)  M(8)  M(9)  M(10) M(11) M(12) M(13) \
     M(14) M(15) M(16) M(17) M(18) M(19) M(20) M(21) M(22) M(23) M(24) M(25) M(26) M(27) \
     M(28) M(29) M(30) M(31)
-
-#define READ_HIGH_HALVES                                                                 \
-    READ_HIGH(0, 32)  READ_HIGH(1, 33)  READ_HIGH(2, 34)  READ_HIGH(3, 35)               \
-    READ_HIGH(4, 36)  READ_HIGH(5, 37)  READ_HIGH(6, 38)  READ_HIGH(7, 39)               \
-    READ_HIGH(8, 40)  READ_HIGH(9, 41)  READ_HIGH(10, 42) READ_HIGH(11, 43)              \
-    READ_HIGH(12, 44) READ_HIGH(13, 45) READ_HIGH(14, 46) READ_HIGH(15, 47)              \
-    READ_HIGH(16, 48) READ_HIGH(17, 49) READ_HIGH(18, 50) READ_HIGH(19, 51)              \
-    READ_HIGH(20, 52) READ_HIGH(21, 53) READ_HIGH(22, 54) READ_HIGH(23, 55)              \
-    READ_HIGH(24, 56) READ_HIGH(25, 57) READ_HIGH(26, 58) READ_HIGH(27, 59)              \
-    READ_HIGH(28, 60) READ_HIGH(29, 61) READ_HIGH(30, 62) READ_HIGH(31, 63)
 
 struct lane_pair_t {
     bit<32> low;    /* lane i */
@@ -171,6 +196,19 @@ control Aggregation(inout headers_t hdr,
 
     action not_in_plan() {
         meta.has_pass = false;
+    }
+
+    /* Around again, through this pipe's port of the packet's path (an action, not a variable:
+     * ingress PHV is short). */
+    action around() {
+        ig_tm_md.ucast_egress_port = (PortId_t) (hdr.pass.pipe[1:0] ++ meta.loop_local);
+    }
+
+    /* A raw contribution on its way to the destination's owner. */
+    action to_owner() {
+        hdr.pass.out_kind = OUT_FORWARD;
+        hdr.pass.dst_worker = meta.dst_owner;
+        ig_tm_md.ucast_egress_port = meta.dst_owner_port;
     }
 
     /* Both lanes of every pair to the maximum's identity, for a low-half readout. */
@@ -326,9 +364,13 @@ control Aggregation(inout headers_t hdr,
          * pipe go around that pipe's port of the path, one source's in order. */
         meta.path_slot = path_slot_of.get({hdr.sg.src, hdr.sg.dst});
         recirculation_path.apply();
-        /* The recirculation port of the pipe this copy is in. */
-        PortId_t loop = (PortId_t) (hdr.pass.pipe[1:0] ++ meta.loop_local);
 
+        /* One branch per kind of pass, exclusive, and no `return`: p4c turns a return into a
+         * flag that every later statement tests, so the readouts after the data path's early
+         * returns depended on tables that use the same lane registers, which must all sit in
+         * one stage (Tofino 2's table placement never ended: "too many stages (100) placing
+         * table" of a READ_HIGH), and the flags took ingress PHV (Tofino 1). */
+#ifndef SWITCHGNN_NO_ALLREDUCE
         if (hdr.sg.packet_type == SG_REDUCE) {
             /* The all-reduce's lanes (allreduce.p4 counted the slice): the bank is aggregator
              * agg_index of the home pipe. Op code 0 sums, 1 takes the maximum. */
@@ -338,51 +380,63 @@ control Aggregation(inout headers_t hdr,
                 hdr.pass.count = meta.reduce_count[15:0];
                 if (meta.reduce_outcome == REDUCE_REPLAY) {
                     hdr.pass.step = STEP_REPLAY_LOW;
-                    ig_tm_md.ucast_egress_port = loop;
-                    return;
-                }
-                /* The completing slice takes the low halves of the result back as it goes. */
-                bool last = meta.reduce_outcome == REDUCE_COMPLETE;
-                if (meta.reduce_count == 1) {
-                    if (last) { EACH_PAIR(WRITE_PAIR_IN_PLACE) } else { EACH_PAIR(WRITE_PAIR) }
-                } else if (hdr.sg.layer == 0) {
-                    if (last) { EACH_PAIR(ADD_PAIR_IN_PLACE) } else { EACH_PAIR(ADD_PAIR) }
+                    around();
                 } else {
-                    if (last) { EACH_PAIR(MAX_PAIR_IN_PLACE) } else { EACH_PAIR(MAX_PAIR) }
-                }
-                if (last) {
-                    hdr.pass.step = STEP_REDUCE_DONE;
-                    ig_tm_md.ucast_egress_port = loop;
-                } else {
-                    ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its acknowledgement */
+                    /* The completing slice takes the low halves of the result back as it
+                     * goes. */
+                    bool last = meta.reduce_outcome == REDUCE_COMPLETE;
+                    if (meta.reduce_count == 1) {
+                        if (last) {
+                            meta.lane_op = LANES_WRITE_KEEP;
+                        } else {
+                            meta.lane_op = LANES_WRITE;
+                        }
+                    } else if (hdr.sg.layer == 0) {
+                        if (last) {
+                            meta.lane_op = LANES_ADD_KEEP;
+                        } else {
+                            meta.lane_op = LANES_ADD;
+                        }
+                    } else {
+                        if (last) {
+                            meta.lane_op = LANES_MAX_KEEP;
+                        } else {
+                            meta.lane_op = LANES_MAX;
+                        }
+                    }
+                    if (last) {
+                        hdr.pass.step = STEP_REDUCE_DONE;
+                        around();
+                    } else {
+                        ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its ack */
+                    }
                 }
             } else if (hdr.pass.step == STEP_REDUCE_DONE) {
                 /* The bank is marked complete (allreduce.p4); the high halves, then one copy
                  * per worker through the job's go group. */
                 if (hdr.sg.lanes > LANES_READ_PER_PASS) {
-                    READ_HIGH_HALVES
+                    meta.lane_op = LANES_READ_HIGH;
                 }
                 hdr.pass.out_kind = OUT_REDUCED;
                 ig_tm_md.mcast_grp_a = meta.go_group;
             } else if (hdr.pass.step == STEP_REPLAY_LOW) {
                 lanes_to_min();
-                EACH_PAIR(READ_LOW)
+                meta.lane_op = LANES_READ_LOW;
                 if (hdr.sg.lanes > LANES_READ_PER_PASS) {
                     hdr.pass.step = STEP_REPLAY_HIGH;
-                    ig_tm_md.ucast_egress_port = loop;
+                    around();
                 } else {
                     hdr.pass.out_kind = OUT_REPLAY;
                     ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
                 }
             } else {
                 /* STEP_REPLAY_HIGH */
-                READ_HIGH_HALVES
+                meta.lane_op = LANES_READ_HIGH;
                 hdr.pass.out_kind = OUT_REPLAY;
                 ig_tm_md.ucast_egress_port = hdr.pass.sender_port;
             }
-            return;
-        }
-
+        } else
+#endif
         if (hdr.sg.packet_type == SG_RAW) {
             if (hdr.pass.step == STEP_RELEASE) {
                 /* The release a resend asked for, in the aggregator's pipe; then on to the
@@ -390,13 +444,13 @@ control Aggregation(inout headers_t hdr,
                 release.execute(hdr.pass.agg_index);
                 hdr.pass.out_kind = OUT_FORWARD;
                 ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-                return;
-            }
-            /* raw(): a resend of the running block releases the destination's aggregator. */
-            if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
+            } else if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
                     && meta.run == RUN_CURRENT && meta.dst_known) {
+                /* raw(): a resend of the running block releases the destination's
+                 * aggregator, then goes to the destination's owner. */
                 if (meta.dst_pipe == hdr.pass.pipe) {
                     release.execute(hdr.pass.agg_index);   /* agg_index from destination_slot */
+                    to_owner();
                 } else {
                     hdr.pass.step = STEP_RELEASE;
                     hdr.pass.pipe = meta.dst_pipe;
@@ -406,172 +460,171 @@ control Aggregation(inout headers_t hdr,
                     hdr.pass.out_kind = OUT_RECIRC;
                     ig_tm_md.ucast_egress_port = (PortId_t) (meta.dst_pipe[1:0] ++ meta.loop_local);
                 }
+            } else {
+                to_owner();   /* raw(): to the destination's owner */
             }
-            return;
-        }
-
-        /* The copies an aggregator pass made, on their way out. */
-        if (hdr.pass.step == STEP_READ_LOW) {
+        } else if (hdr.pass.step == STEP_READ_LOW) {
+            /* The copies an aggregator pass made, on their way out. */
             lanes_to_min();
-            EACH_PAIR(READ_LOW)
+            meta.lane_op = LANES_READ_LOW;
             hdr.pass.pass = hdr.pass.pass + 1;
             if (hdr.sg.lanes > LANES_READ_PER_PASS) {
                 hdr.pass.step = STEP_READ_HIGH;
                 hdr.pass.out_kind = OUT_RECIRC;
-                ig_tm_md.ucast_egress_port = loop;
+                around();
             } else {
                 hdr.pass.out_kind = OUT_RESULT;
                 ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
             }
-            return;
-        }
-        if (hdr.pass.step == STEP_READ_HIGH) {
-            READ_HIGH_HALVES
+        } else if (hdr.pass.step == STEP_READ_HIGH) {
+            meta.lane_op = LANES_READ_HIGH;
             hdr.pass.out_kind = OUT_RESULT;
             ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-            return;
-        }
-        if (hdr.pass.step == STEP_RAW) {
+        } else if (hdr.pass.step == STEP_RAW) {
             hdr.pass.out_kind = OUT_RAW;   /* forward_raw(): the host aggregates this one */
             ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-            return;
-        }
-
-        /* data() */
-        /* The chunk, widened by an identity hash into the index word, to which the pass
-         * table's action adds the aggregator base (a metadata copy would take a 32-bit
-         * container of its own). */
-        hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
-        if (meta.mode == SG_MODE_REDUCE) {
-            /* (afresh: source_row's action added the source's row to it) */
-            meta.row_word = partial_chunk.get({hdr.sg.chunk});
-            partial_aggregator.apply();
         } else {
-            vertex_aggregators.apply();
-        }
-        if (!meta.has_pass) {
-            meta.drop = true;
-            meta.drop_reason = DROP_NOT_IN_PLAN;
-            return;
-        }
-        if (hdr.pass.pass == 0) {
-            /* Acknowledge once counted, and again for a duplicate. */
-            mark_ack();
-            if (test_and_set.execute(meta.row_word) == 1) {
-                meta.drop = true;
-                meta.drop_reason = DROP_DUPLICATE;
-                return;
-            }
-        }
-        if (meta.agg_pipe != hdr.pass.pipe) {
-            /* A partial sum whose aggregator is in another pipe: its pass runs there. */
-            hdr.pass.pipe = meta.agg_pipe;
-            hdr.pass.pass = hdr.pass.pass + 1;
-            hdr.pass.step = STEP_CHAIN;
-            hdr.pass.out_kind = OUT_RECIRC;
-            ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ meta.loop_local);
-            return;
-        }
-        if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
-            /* A partial too large for 32 bits: release, add nothing, send nothing. */
-            release.execute(hdr.pass.agg_index);
-            ig_dprsr_md.drop_ctl = 1;
-            return;
-        }
-        if (meta.expected == 0) {
-            meta.agg_outcome = AGG_NONE;
-        } else {
-            meta.counted = count_in.execute(hdr.pass.agg_index);
-            if (meta.counted == RELEASED) {
-                meta.agg_outcome = AGG_RAW;
-            } else if (meta.counted == (bit<32>) meta.expected) {
-                meta.agg_outcome = AGG_COMPLETE;
-            } else if (meta.counted[31:16] != 0) {
-                meta.agg_outcome = AGG_DONE;   /* past any 16-bit expected count */
+            /* data() */
+            /* The chunk, widened by an identity hash into the index word, to which the pass
+             * table's action adds the aggregator base (a metadata copy would take a 32-bit
+             * container of its own). */
+            hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
+            if (meta.mode == SG_MODE_REDUCE) {
+                /* (afresh: source_row's action added the source's row to it) */
+                meta.row_word = partial_chunk.get({hdr.sg.chunk});
+                partial_aggregator.apply();
             } else {
-                past_expected();
-                if (meta.expected != 0) {
-                    meta.agg_outcome = AGG_DONE;
+                vertex_aggregators.apply();
+            }
+            if (!meta.has_pass) {
+                meta.drop = true;
+                meta.drop_reason = DROP_NOT_IN_PLAN;
+            } else {
+                if (hdr.pass.pass == 0) {
+                    /* Acknowledge once counted, and again for a duplicate. */
+                    mark_ack();
+                    if (test_and_set.execute(meta.row_word) == 1) {
+                        meta.drop = true;
+                        meta.drop_reason = DROP_DUPLICATE;
+                    }
+                }
+                if (meta.drop) {
+                    /* a duplicate: only its acknowledgement leaves */
+                } else if (meta.agg_pipe != hdr.pass.pipe) {
+                    /* A partial sum whose aggregator is in another pipe: its pass runs there. */
+                    hdr.pass.pipe = meta.agg_pipe;
+                    hdr.pass.pass = hdr.pass.pass + 1;
+                    hdr.pass.step = STEP_CHAIN;
+                    hdr.pass.out_kind = OUT_RECIRC;
+                    ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ meta.loop_local);
+                } else if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
+                    /* A partial too large for 32 bits: release, add nothing, send nothing. */
+                    release.execute(hdr.pass.agg_index);
+                    ig_dprsr_md.drop_ctl = 1;
                 } else {
-                    meta.agg_outcome = AGG_ADD;
+                    if (meta.expected == 0) {
+                        meta.agg_outcome = AGG_NONE;
+                    } else {
+                        meta.counted = count_in.execute(hdr.pass.agg_index);
+                        if (meta.counted == RELEASED) {
+                            meta.agg_outcome = AGG_RAW;
+                        } else if (meta.counted == (bit<32>) meta.expected) {
+                            meta.agg_outcome = AGG_COMPLETE;
+                        } else if (meta.counted[31:16] != 0) {
+                            meta.agg_outcome = AGG_DONE;   /* past any 16-bit expected count */
+                        } else {
+                            past_expected();
+                            if (meta.expected != 0) {
+                                meta.agg_outcome = AGG_DONE;
+                            } else {
+                                meta.agg_outcome = AGG_ADD;
+                            }
+                        }
+                    }
+                    /* A fresh aggregator is written, an active one added to: the control flow picks
+                     * the register action (a condition inside it would need a third input). A pass
+                     * that completes the sum and ends its packet (no next pass, no fan-out) takes
+                     * the low half of the sums back into its lanes as it goes. */
+                    /* Only pass 0 fans out (its entry's fan-out, zeroed for later passes in
+                     * place: no variable, as ingress PHV is short). */
+                    if (hdr.pass.pass != 0) {
+                        meta.fanout = 0;
+                    }
+                    bool adds = meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE;
+                    bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1
+                                    && meta.fanout == 0;
+                    if (adds && meta.counted == 1) {
+                        if (in_place) {
+                            meta.lane_op = LANES_WRITE_KEEP;
+                        } else {
+                            meta.lane_op = LANES_WRITE;
+                        }
+                    } else if (adds) {
+                        if (in_place) {
+                            meta.lane_op = LANES_ADD_KEEP;
+                        } else {
+                            meta.lane_op = LANES_ADD;
+                        }
+                    }
+
+                    /* What this pass leaves behind: the next pass of this pipe's chain, a copy that
+                     * reads the finished sum out (or forwards the contribution raw), and on pass 0
+                     * the first pass of every other pipe's chain. The packet is written as the next
+                     * pass sees it; egress adjusts the emitting copy and the other pipes' copies by
+                     * their replication id. */
+                    bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
+                    bool continues = meta.last == 0;
+                    /* (dst, dst_worker and dst_port were written by the pass table's action) */
+                    hdr.pass.count = meta.counted[15:0];
+                    if (meta.agg_outcome == AGG_RAW) {
+                        hdr.pass.emit_step = STEP_RAW;
+                    } else {
+                        hdr.pass.emit_step = STEP_READ_LOW;
+                    }
+                    hdr.pass.pass = hdr.pass.pass + 1;
+                    hdr.pass.index = hdr.pass.index + 1;
+                    hdr.pass.step = STEP_CHAIN;
+                    hdr.pass.out_kind = OUT_RECIRC;
+                    if (meta.fanout != 0 || (emits && continues)) {
+                        /* Several copies: the job's pass group of this pipe, fan-out and copies
+                         * (entries.rs `Install::pass_group`). */
+                        bit<1> emit_copy = 0;
+                        if (emits) { emit_copy = 1; }
+                        bit<1> continue_copy = 0;
+                        if (continues) { continue_copy = 1; }
+                        /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one
+                         * add: an action takes one instruction per field. By an identity hash, not
+                         * a concatenation: that was written piece by piece, so the offset needed
+                         * initialising, and p4c's check of that initialisation stopped on a
+                         * compiler bug (a table of the raw path, which returns before this, sharing
+                         * the offset's container). */
+                        meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0],
+                                                             meta.fanout[3:0], emit_copy,
+                                                             continue_copy});
+                        ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
+                    } else if (continues) {
+                        around();
+                    } else if (in_place) {
+                        /* The low half is in the lanes: the high half, if the chunk has one, takes
+                         * one more pass; otherwise the sum leaves now. */
+                        if (hdr.sg.lanes > LANES_READ_PER_PASS) {
+                            hdr.pass.step = STEP_READ_HIGH;
+                            around();
+                        } else {
+                            hdr.pass.out_kind = OUT_RESULT;
+                            ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
+                        }
+                    } else if (emits) {
+                        hdr.pass.step = hdr.pass.emit_step;
+                        around();
+                    } else {
+                        ig_dprsr_md.drop_ctl = 1;   /* done: the ack left on pass 0 */
+                    }
                 }
             }
         }
-        /* A fresh aggregator is written, an active one added to: the control flow picks the
-         * register action (a condition inside it would need a third input). A pass that
-         * completes the sum and ends its packet (no next pass, no fan-out) takes the low half
-         * of the sums back into its lanes as it goes. */
-        bit<8> fan = 0;
-        if (hdr.pass.pass == 0) {
-            fan = meta.fanout;
-        }
-        bool adds = meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE;
-        bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1 && fan == 0;
-        if (adds && meta.counted == 1) {
-            if (in_place) {
-                EACH_PAIR(WRITE_PAIR_IN_PLACE)
-            } else {
-                EACH_PAIR(WRITE_PAIR)
-            }
-        } else if (adds) {
-            if (in_place) {
-                EACH_PAIR(ADD_PAIR_IN_PLACE)
-            } else {
-                EACH_PAIR(ADD_PAIR)
-            }
-        }
-
-        /* What this pass leaves behind: the next pass of this pipe's chain, a copy that reads
-         * the finished sum out (or forwards the contribution raw), and on pass 0 the first pass
-         * of every other pipe's chain. The packet is written as the next pass sees it; egress
-         * adjusts the emitting copy and the other pipes' copies by their replication id. */
-        bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
-        bool continues = meta.last == 0;
-        /* (dst, dst_worker and dst_port were written by the pass table's action) */
-        hdr.pass.count = meta.counted[15:0];
-        if (meta.agg_outcome == AGG_RAW) {
-            hdr.pass.emit_step = STEP_RAW;
-        } else {
-            hdr.pass.emit_step = STEP_READ_LOW;
-        }
-        hdr.pass.pass = hdr.pass.pass + 1;
-        hdr.pass.index = hdr.pass.index + 1;
-        hdr.pass.step = STEP_CHAIN;
-        hdr.pass.out_kind = OUT_RECIRC;
-        if (fan != 0 || (emits && continues)) {
-            /* Several copies: the job's pass group of this pipe, fan-out and copies (entries.rs
-             * `Install::pass_group`). */
-            bit<1> emit_copy = 0;
-            if (emits) { emit_copy = 1; }
-            bit<1> continue_copy = 0;
-            if (continues) { continue_copy = 1; }
-            /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one add: an
-             * action takes one instruction per field. By an identity hash, not a
-             * concatenation: that was written piece by piece, so the offset needed
-             * initialising, and p4c's check of that initialisation stopped on a compiler bug
-             * (a table of the raw path, which returns before this, sharing the offset's
-             * container). */
-            meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0], fan[3:0],
-                                                 emit_copy, continue_copy});
-            ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
-        } else if (continues) {
-            ig_tm_md.ucast_egress_port = loop;
-        } else if (in_place) {
-            /* The low half is in the lanes: the high half, if the chunk has one, takes one
-             * more pass; otherwise the sum leaves now. */
-            if (hdr.sg.lanes > LANES_READ_PER_PASS) {
-                hdr.pass.step = STEP_READ_HIGH;
-                ig_tm_md.ucast_egress_port = loop;
-            } else {
-                hdr.pass.out_kind = OUT_RESULT;
-                ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-            }
-        } else if (emits) {
-            hdr.pass.step = hdr.pass.emit_step;
-            ig_tm_md.ucast_egress_port = loop;
-        } else {
-            ig_dprsr_md.drop_ctl = 1;                  /* done: the ack left on pass 0 */
-        }
+        /* The lanes last: one table per pair (see LANES_IDLE). */
+        EACH_PAIR(APPLY_LANES)
     }
 }
 

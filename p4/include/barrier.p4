@@ -7,8 +7,10 @@
  *   exchange_epoch[job]  epoch of the running exchange;
  *   exchange_tag[job]    layer << 24 | backward << 16 | (block + 1); block + 1 = 0 while the
  *                        workers are still joining, = blocks + 1 once the exchange is complete;
- *   previous[job]        pair {epoch, tag} of the exchange before, to repeat its final go to a
- *                        worker that missed it;
+ *   previous_epoch[job], previous_tag[job]: epoch and tag of the exchange before, to repeat
+ *                        its final go to a worker that missed it (two registers, not a pair:
+ *                        a stateful ALU takes two packet words, and the pair's read and write
+ *                        took three);
  *   phase[job]           a counter advanced at every barrier: aggregator, seen and arrival
  *                        words stamped with an older phase count as empty, so the program never
  *                        clears registers in bulk (the model frees a block's state at its end);
@@ -32,16 +34,12 @@ const bit<2> RUN_STALE   = 3;   /* another exchange */
 const bit<8> STEP_OPEN    = 3;  /* write the new exchange into the registers */
 const bit<8> STEP_ADVANCE = 4;  /* advance the block, then multicast its go */
 
-struct exchange_t {
-    bit<32> epoch;
-    bit<32> tag;
-}
-
 control RunningExchange(inout headers_t hdr,
                         inout ingress_metadata_t meta) {
     Register<bit<32>, bit<16>>(MAX_JOBS) exchange_epoch;
     Register<bit<32>, bit<16>>(MAX_JOBS) exchange_tag;
-    Register<exchange_t, bit<16>>(MAX_JOBS) previous;
+    Register<bit<32>, bit<16>>(MAX_JOBS) previous_epoch;
+    Register<bit<32>, bit<16>>(MAX_JOBS) previous_tag;
     Register<bit<32>, bit<16>>(MAX_JOBS) phase;
 
     RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_epoch) read_epoch = {
@@ -59,17 +57,25 @@ control RunningExchange(inout headers_t hdr,
     RegisterAction<bit<32>, bit<16>, bit<32>>(exchange_tag) advance_tag = {
         void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
     };
-    RegisterAction<exchange_t, bit<16>, bit<32>>(previous) read_previous = {
-        void apply(inout exchange_t value, out bit<32> tag) {
-            if (value.epoch == hdr.sg.epoch) { tag = value.tag; } else { tag = 0; }
+    RegisterAction<bit<32>, bit<16>, bit<8>>(previous_epoch) same_previous_epoch = {
+        void apply(inout bit<32> value, out bit<8> same) {
+            if (value == hdr.sg.epoch) { same = 1; } else { same = 0; }
         }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(previous_tag) read_previous_tag = {
+        void apply(inout bit<32> value, out bit<32> tag) { tag = value; }
     };
     /* The opening pass carries the old epoch and tag in the pass header's dst and phase
      * words (see Barrier.open_next). */
-    RegisterAction<exchange_t, bit<16>, bit<32>>(previous) write_previous = {
-        void apply(inout exchange_t value, out bit<32> unused) {
-            value.epoch = hdr.pass.dst;
-            value.tag = hdr.pass.phase;
+    RegisterAction<bit<32>, bit<16>, bit<8>>(previous_epoch) write_previous_epoch = {
+        void apply(inout bit<32> value, out bit<8> unused) {
+            value = hdr.pass.dst;
+            unused = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(previous_tag) write_previous_tag = {
+        void apply(inout bit<32> value, out bit<32> unused) {
+            value = hdr.pass.phase;
             unused = 0;
         }
     };
@@ -104,46 +110,52 @@ control RunningExchange(inout headers_t hdr,
         /* The tag's upper half, layer << 8 | backward, as one concatenation (one instruction);
          * the Barrier compares with it too. */
         meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
-        if (hdr.pass.step == STEP_OPEN) {
-            hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
-            write_epoch.execute(meta.job_slot);
-            meta.running_tag = write_tag.execute(meta.job_slot);
-            write_previous.execute(meta.job_slot);
-            hdr.pass.phase = next_phase.execute(meta.job_slot);
-            hdr.pass.dst = hdr.sg.epoch;
-        } else if (hdr.pass.step == STEP_ADVANCE) {
-            hdr.pass.dst = hdr.sg.epoch;
-            meta.running_tag = advance_tag.execute(meta.job_slot);
-            hdr.pass.phase = next_phase.execute(meta.job_slot);
-        } else if (hdr.pass.pass == 0) {
-            hdr.pass.dst = read_epoch.execute(meta.job_slot);
-            meta.running_tag = read_tag.execute(meta.job_slot);
-            meta.previous_tag = read_previous.execute(meta.job_slot);
-            hdr.pass.phase = read_phase.execute(meta.job_slot);
-        } else {
+        if (hdr.pass.pass != 0 && hdr.pass.step != STEP_OPEN && hdr.pass.step != STEP_ADVANCE) {
             meta.run = RUN_CURRENT;   /* later passes of a data packet trust their first */
-            return;
-        }
-        /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
-         * value into a field. */
-        locate_block();
-        meta.started = false;
-        meta.finished = false;
-        if (meta.running_tag[15:0] != 0) {
-            meta.started = true;
-            if (meta.final_lead == 1) {   /* the running block is `blocks`: complete */
-                meta.finished = true;
-            }
-        }
-        /* (one comparison per condition: a gateway takes 4 bytes and 12 bits of fields) */
-        if (hdr.pass.dst != hdr.sg.epoch) {
-            meta.run = RUN_STALE;
-        } else if (meta.running_tag[31:16] != meta.want) {
-            meta.run = RUN_STALE;
-        } else if (meta.block_lead == 1) {   /* started, and the packet's block */
-            meta.run = RUN_CURRENT;
         } else {
-            meta.run = RUN_OTHER;
+            if (hdr.pass.step == STEP_OPEN) {
+                hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
+                write_epoch.execute(meta.job_slot);
+                meta.running_tag = write_tag.execute(meta.job_slot);
+                write_previous_epoch.execute(meta.job_slot);
+                write_previous_tag.execute(meta.job_slot);
+                hdr.pass.phase = next_phase.execute(meta.job_slot);
+                hdr.pass.dst = hdr.sg.epoch;
+            } else if (hdr.pass.step == STEP_ADVANCE) {
+                hdr.pass.dst = hdr.sg.epoch;
+                meta.running_tag = advance_tag.execute(meta.job_slot);
+                hdr.pass.phase = next_phase.execute(meta.job_slot);
+            } else {   /* pass 0 */
+                hdr.pass.dst = read_epoch.execute(meta.job_slot);
+                meta.running_tag = read_tag.execute(meta.job_slot);
+                /* The previous exchange's tag when the packet names its epoch, else 0. */
+                meta.previous_tag = read_previous_tag.execute(meta.job_slot);
+                if (same_previous_epoch.execute(meta.job_slot) == 0) {
+                    meta.previous_tag = 0;
+                }
+                hdr.pass.phase = read_phase.execute(meta.job_slot);
+            }
+            /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
+             * value into a field. */
+            locate_block();
+            meta.started = false;
+            meta.finished = false;
+            if (meta.running_tag[15:0] != 0) {
+                meta.started = true;
+                if (meta.final_lead == 1) {   /* the running block is `blocks`: complete */
+                    meta.finished = true;
+                }
+            }
+            /* (one comparison per condition: a gateway takes 4 bytes and 12 bits of fields) */
+            if (hdr.pass.dst != hdr.sg.epoch) {
+                meta.run = RUN_STALE;
+            } else if (meta.running_tag[31:16] != meta.want) {
+                meta.run = RUN_STALE;
+            } else if (meta.block_lead == 1) {   /* started, and the packet's block */
+                meta.run = RUN_CURRENT;
+            } else {
+                meta.run = RUN_OTHER;
+            }
         }
     }
 }

@@ -146,6 +146,7 @@ struct ingress_metadata_t {
     bit<7>  loop_local;
     /* register outcomes */
     bit<3>  agg_outcome;  /* AGG_* below (3 bits: ingress PHV is short) */
+    bit<4>  lane_op;      /* LANES_* (aggregation.p4): what the lane pairs do */
     bit<32> counted;      /* count after this contribution; 1 = a fresh aggregator */
     /* job_config and the running exchange (barrier.p4) */
     bit<16> job_slot;

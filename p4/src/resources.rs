@@ -74,7 +74,7 @@ pub const STAGES: &[(&str, &str, &str)] = &[
     (
         "1",
         "source_row, destination_slot, vertex_aggregators",
-        "exchange_epoch, exchange_tag, previous, phase",
+        "exchange_epoch, exchange_tag, previous_epoch, previous_tag, phase",
     ),
     (
         "2",
