@@ -123,6 +123,10 @@ control Ingress(inout headers_t hdr,
          * below (the compiler inlines each application, and a table may be applied in one
          * place only). No flag says so: ingress PHV is short. */
         check.apply(hdr, meta, ig_intr_md);
+        /* The running exchange's registers, read (or, on the barrier's own passes, written)
+         * for every packet: a read changes nothing, and ungated it starts as soon as the job's
+         * slot is known instead of after every check (barrier.p4). */
+        running.apply(hdr, meta);
         if (ig_prsr_md.parser_err != 0 && !meta.drop) {
             /* (if/else, not ?: — Tofino sets a field from a comparison only by branching) */
             if (hdr.sg.isValid()) {
@@ -153,7 +157,6 @@ control Ingress(inout headers_t hdr,
                 forward(hdr.pass.sender_port, hdr.sg.worker);
             }
         } else if (!meta.drop) {
-            running.apply(hdr, meta);
             if (hdr.sg.packet_type == SG_JOIN || hdr.sg.packet_type == SG_BLOCK_DONE) {
                 barrier.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
             } else if (hdr.pass.pass == 0) {

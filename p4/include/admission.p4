@@ -72,9 +72,10 @@ control Admission(inout headers_t hdr,
         meta.mode = mode;
     }
 
+    /* No exchange for the layer: the limits stay 0 (metadata starts at zero), and the first
+     * of them drops the packet as out of range, as the model does. */
     action no_such_layer() {
-        meta.drop = true;
-        meta.drop_reason = DROP_OUT_OF_RANGE;
+        meta.vertex_room = 0;
     }
 
     /* Per (job, layer): the block set and lane geometry of the layer's width, its block count
@@ -112,9 +113,12 @@ control Admission(inout headers_t hdr,
     }
 
     apply {
-        /* Straight-line, each table applied once (p4c for Tofino refuses a table applied in
-         * two places): the checks of a first pass, the job, the first pass's own checks, the
-         * exchange, then what depends on the pass. */
+        /* The lookups first, each on header fields alone and none of them gated: their actions
+         * only write metadata, so they run in the first stages at once, and the checks below
+         * read what they found (a table applied under a condition waits for every stage that
+         * decides it: gated, these lookups began at stage 3 of a 35-stage first compile).
+         * A recirculated pass never matches `admission` (its ingress port is a recirculation
+         * path, never a worker's). */
         bool first = !hdr.pass.isValid();
         /* The chunk, widened by identity hashes straight into the seen word and aggregator
          * that source_row's and destination_slot's actions add their bases to (no 16-bit copy
@@ -124,7 +128,19 @@ control Admission(inout headers_t hdr,
         meta.row_word = chunk_row.get({hdr.sg.chunk});
         meta.dst_agg = chunk_agg.get({hdr.sg.chunk});
         farther_vertex();
-        if (first && !meta.drop) {   /* (else the parser already named the reason) */
+        admission.apply();
+        job_config.apply();
+        /* (an all-reduce slice names no exchange: its layer field is its operation, and its
+         * region, allreduce.p4, checks it; what this finds for it goes unread) */
+        exchange_config.apply();
+        measure_block();
+        if (!first) {
+            if (hdr.pass.step == STEP_HOP) {
+                hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
+            }
+        } else if (!meta.drop) {   /* (else the parser already named the reason) */
+            /* The checks of a first pass, in the model's order (one test per condition: a
+             * gateway reads at most 4 bytes and 12 bits of fields). */
             if (!hdr.sg.isValid()) {
                 drop_with(DROP_TRUNCATED);
             } else if ((hdr.sg.flags & SG_FLAG_RESERVED) != 0) {
@@ -134,63 +150,39 @@ control Admission(inout headers_t hdr,
             } else if ((hdr.sg.flags & SG_FLAG_PARTIAL) != 0) {
                 /* a leaf's partial sum: this program is a star's switch, never a spine */
                 drop_with(DROP_NOT_ADMITTED);
-            } else {
-                admission.apply();
-            }
-        }
-        if (!meta.drop) {
-            job_config.apply();   /* a recirculated pass was checked on its first: only this */
-        }
-        if (first && !meta.drop) {
-            if (!meta.admitted) {
+            } else if (!meta.admitted) {   /* (job_config rejects a job it lacks) */
                 drop_with(DROP_NOT_ADMITTED);
             } else if (hdr.sg.packet_type == SG_REDUCED) {
                 drop_with(DROP_WRONG_DIRECTION);
-            } else {
-                hdr.pass.setValid();
+            } else if (hdr.sg.packet_type == SG_REDUCE) {
+                /* checked by its region */
+            } else if (meta.vertex_room == 0) {   /* src or dst: Repr::check_plan's order */
+                drop_with(DROP_OUT_OF_RANGE);
+            } else if (meta.block_over != 0) {
+                drop_with(DROP_OUT_OF_RANGE);
+            } else if (meta.chunks_left == 0) {
+                drop_with(DROP_OUT_OF_RANGE);
+            } else if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_BLOCK_GO) {
+                drop_with(DROP_WRONG_DIRECTION);
+            }
+            if (!meta.drop) {
+                /* The first pass runs in the job's home pipe (that of its recirculation port),
+                 * at the start of that pipe's chain (admit made the pass header valid). */
                 hdr.pass.pass = 0;
                 hdr.pass.step = STEP_CHAIN;
-                /* The first pass runs in the job's home pipe (that of its recirculation port),
-                 * at the start of that pipe's chain. */
                 hdr.pass.pipe = meta.home_pipe;
                 hdr.pass.index = 0;
                 hdr.pass.out_kind = OUT_FORWARD;
                 hdr.pass.sender_port = ig_intr_md.ingress_port;
-            }
-        }
-        /* An all-reduce slice names no exchange (its layer field is its operation; its region,
-         * allreduce.p4, checks it). */
-        if (!meta.drop && hdr.sg.packet_type != SG_REDUCE) {
-            exchange_config.apply();
-            measure_block();
-        }
-        if (!first) {
-            if (hdr.pass.step == STEP_HOP) {
-                hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
-            }
-        } else if (!meta.drop) {
-            if (hdr.sg.packet_type != SG_REDUCE) {
-                /* Repr::check_plan, in its order (one test per condition: a gateway reads
-                 * at most 4 bytes and 12 bits of fields). */
-                if (meta.vertex_room == 0) {   /* src or dst */
-                    drop_with(DROP_OUT_OF_RANGE);
-                } else if (meta.block_over != 0) {
-                    drop_with(DROP_OUT_OF_RANGE);
-                } else if (meta.chunks_left == 0) {
-                    drop_with(DROP_OUT_OF_RANGE);
-                } else if (hdr.sg.packet_type == SG_RESULT
-                        || hdr.sg.packet_type == SG_BLOCK_GO) {
-                    drop_with(DROP_WRONG_DIRECTION);
+                /* Registers are per pipe: the job's seen words, barrier and all-reduce banks
+                 * live in the pipe of its recirculation port (its home pipe), where every
+                 * first pass runs. A packet admitted in another pipe hops there first (one
+                 * extra recirculation; p4/README.md). */
+                if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
+                    meta.hop = true;
+                    hdr.pass.step = STEP_HOP;
+                    hdr.pass.out_kind = OUT_RECIRC;
                 }
-            }
-            /* Registers are per pipe: the job's seen words, barrier and all-reduce banks live
-             * in the pipe of its recirculation port (its home pipe), where every first pass
-             * runs. A packet admitted in another pipe hops there first (one extra
-             * recirculation; p4/README.md). */
-            if (!meta.drop && ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
-                meta.hop = true;
-                hdr.pass.step = STEP_HOP;
-                hdr.pass.out_kind = OUT_RECIRC;
             }
         }
     }
