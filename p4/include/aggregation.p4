@@ -364,6 +364,9 @@ control Aggregation(inout headers_t hdr,
          * pipe go around that pipe's port of the path, one source's in order. */
         meta.path_slot = path_slot_of.get({hdr.sg.src, hdr.sg.dst});
         recirculation_path.apply();
+        bool release_now = false;   /* the aggregator state: released (raw, fetch) */
+        bool count_now = false;     /* or a contribution counted */
+        bool go_on = false;         /* a data pass that reached its aggregator */
 
         /* One branch per kind of pass, exclusive, and no `return`: p4c turns a return into a
          * flag that every later statement tests, so the readouts after the data path's early
@@ -441,7 +444,7 @@ control Aggregation(inout headers_t hdr,
             if (hdr.pass.step == STEP_RELEASE) {
                 /* The release a resend asked for, in the aggregator's pipe; then on to the
                  * destination's owner. */
-                release.execute(hdr.pass.agg_index);
+                release_now = true;
                 hdr.pass.out_kind = OUT_FORWARD;
                 ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
             } else if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
@@ -449,7 +452,7 @@ control Aggregation(inout headers_t hdr,
                 /* raw(): a resend of the running block releases the destination's
                  * aggregator, then goes to the destination's owner. */
                 if (meta.dst_pipe == hdr.pass.pipe) {
-                    release.execute(hdr.pass.agg_index);   /* agg_index from destination_slot */
+                    release_now = true;   /* agg_index from destination_slot */
                     to_owner();
                 } else {
                     hdr.pass.step = STEP_RELEASE;
@@ -519,108 +522,123 @@ control Aggregation(inout headers_t hdr,
                     ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ meta.loop_local);
                 } else if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
                     /* A partial too large for 32 bits: release, add nothing, send nothing. */
-                    release.execute(hdr.pass.agg_index);
+                    release_now = true;
                     ig_dprsr_md.drop_ctl = 1;
                 } else {
-                    if (meta.expected == 0) {
-                        meta.agg_outcome = AGG_NONE;
-                    } else {
-                        meta.counted = count_in.execute(hdr.pass.agg_index);
-                        if (meta.counted == RELEASED) {
-                            meta.agg_outcome = AGG_RAW;
-                        } else if (meta.counted == (bit<32>) meta.expected) {
-                            meta.agg_outcome = AGG_COMPLETE;
-                        } else if (meta.counted[31:16] != 0) {
-                            meta.agg_outcome = AGG_DONE;   /* past any 16-bit expected count */
-                        } else {
-                            past_expected();
-                            if (meta.expected != 0) {
-                                meta.agg_outcome = AGG_DONE;
-                            } else {
-                                meta.agg_outcome = AGG_ADD;
-                            }
-                        }
-                    }
-                    /* A fresh aggregator is written, an active one added to: the control flow picks
-                     * the register action (a condition inside it would need a third input). A pass
-                     * that completes the sum and ends its packet (no next pass, no fan-out) takes
-                     * the low half of the sums back into its lanes as it goes. */
-                    /* Only pass 0 fans out (its entry's fan-out, zeroed for later passes in
-                     * place: no variable, as ingress PHV is short). */
-                    if (hdr.pass.pass != 0) {
-                        meta.fanout = 0;
-                    }
-                    bool adds = meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE;
-                    bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1
-                                    && meta.fanout == 0;
-                    if (adds && meta.counted == 1) {
-                        if (in_place) {
-                            meta.lane_op = LANES_WRITE_KEEP;
-                        } else {
-                            meta.lane_op = LANES_WRITE;
-                        }
-                    } else if (adds) {
-                        if (in_place) {
-                            meta.lane_op = LANES_ADD_KEEP;
-                        } else {
-                            meta.lane_op = LANES_ADD;
-                        }
-                    }
-
-                    /* What this pass leaves behind: the next pass of this pipe's chain, a copy that
-                     * reads the finished sum out (or forwards the contribution raw), and on pass 0
-                     * the first pass of every other pipe's chain. The packet is written as the next
-                     * pass sees it; egress adjusts the emitting copy and the other pipes' copies by
-                     * their replication id. */
-                    bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
-                    bool continues = meta.last == 0;
-                    /* (dst, dst_worker and dst_port were written by the pass table's action) */
-                    hdr.pass.count = meta.counted[15:0];
-                    if (meta.agg_outcome == AGG_RAW) {
-                        hdr.pass.emit_step = STEP_RAW;
-                    } else {
-                        hdr.pass.emit_step = STEP_READ_LOW;
-                    }
-                    hdr.pass.pass = hdr.pass.pass + 1;
-                    hdr.pass.index = hdr.pass.index + 1;
-                    hdr.pass.step = STEP_CHAIN;
-                    hdr.pass.out_kind = OUT_RECIRC;
-                    if (meta.fanout != 0 || (emits && continues)) {
-                        /* Several copies: the job's pass group of this pipe, fan-out and copies
-                         * (entries.rs `Install::pass_group`). */
-                        bit<1> emit_copy = 0;
-                        if (emits) { emit_copy = 1; }
-                        bit<1> continue_copy = 0;
-                        if (continues) { continue_copy = 1; }
-                        /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one
-                         * add: an action takes one instruction per field. By an identity hash, not
-                         * a concatenation: that was written piece by piece, so the offset needed
-                         * initialising, and p4c's check of that initialisation stopped on a
-                         * compiler bug (a table of the raw path, which returns before this, sharing
-                         * the offset's container). */
-                        meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0],
-                                                             meta.fanout[3:0], emit_copy,
-                                                             continue_copy});
-                        ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
-                    } else if (continues) {
-                        around();
-                    } else if (in_place) {
-                        /* The low half is in the lanes: the high half, if the chunk has one, takes
-                         * one more pass; otherwise the sum leaves now. */
-                        if (hdr.sg.lanes > LANES_READ_PER_PASS) {
-                            hdr.pass.step = STEP_READ_HIGH;
-                            around();
-                        } else {
-                            hdr.pass.out_kind = OUT_RESULT;
-                            ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-                        }
-                    } else if (emits) {
-                        hdr.pass.step = hdr.pass.emit_step;
-                        around();
-                    } else {
-                        ig_dprsr_md.drop_ctl = 1;   /* done: the ack left on pass 0 */
+                    /* counted after the branches (go_on below) */
+                    go_on = true;
+                    if (meta.expected != 0) {
+                        count_now = true;
                     }
                 }
+            }
+        }
+        /* The aggregator state's register at one place, its two uses on the two arms of one
+         * branch: every call site is a table, all of a register's tables share its stage, and
+         * tables in sequence on one register depend on each other, which no stage satisfies. */
+        if (release_now) {
+            release.execute(hdr.pass.agg_index);
+        } else if (count_now) {
+            meta.counted = count_in.execute(hdr.pass.agg_index);
+        }
+        /* The rest of a data pass that reached its aggregator. */
+        if (go_on) {
+            if (meta.expected == 0) {
+                meta.agg_outcome = AGG_NONE;
+            } else {
+                if (meta.counted == RELEASED) {
+                    meta.agg_outcome = AGG_RAW;
+                } else if (meta.counted == (bit<32>) meta.expected) {
+                    meta.agg_outcome = AGG_COMPLETE;
+                } else if (meta.counted[31:16] != 0) {
+                    meta.agg_outcome = AGG_DONE;   /* past any 16-bit expected count */
+                } else {
+                    past_expected();
+                    if (meta.expected != 0) {
+                        meta.agg_outcome = AGG_DONE;
+                    } else {
+                        meta.agg_outcome = AGG_ADD;
+                    }
+                }
+            }
+            /* A fresh aggregator is written, an active one added to: the control flow picks
+             * the register action (a condition inside it would need a third input). A pass
+             * that completes the sum and ends its packet (no next pass, no fan-out) takes
+             * the low half of the sums back into its lanes as it goes. */
+            /* Only pass 0 fans out (its entry's fan-out, zeroed for later passes in
+             * place: no variable, as ingress PHV is short). */
+            if (hdr.pass.pass != 0) {
+                meta.fanout = 0;
+            }
+            bool adds = meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE;
+            bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1
+                            && meta.fanout == 0;
+            if (adds && meta.counted == 1) {
+                if (in_place) {
+                    meta.lane_op = LANES_WRITE_KEEP;
+                } else {
+                    meta.lane_op = LANES_WRITE;
+                }
+            } else if (adds) {
+                if (in_place) {
+                    meta.lane_op = LANES_ADD_KEEP;
+                } else {
+                    meta.lane_op = LANES_ADD;
+                }
+            }
+
+            /* What this pass leaves behind: the next pass of this pipe's chain, a copy that
+             * reads the finished sum out (or forwards the contribution raw), and on pass 0
+             * the first pass of every other pipe's chain. The packet is written as the next
+             * pass sees it; egress adjusts the emitting copy and the other pipes' copies by
+             * their replication id. */
+            bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
+            bool continues = meta.last == 0;
+            /* (dst, dst_worker and dst_port were written by the pass table's action) */
+            hdr.pass.count = meta.counted[15:0];
+            if (meta.agg_outcome == AGG_RAW) {
+                hdr.pass.emit_step = STEP_RAW;
+            } else {
+                hdr.pass.emit_step = STEP_READ_LOW;
+            }
+            hdr.pass.pass = hdr.pass.pass + 1;
+            hdr.pass.index = hdr.pass.index + 1;
+            hdr.pass.step = STEP_CHAIN;
+            hdr.pass.out_kind = OUT_RECIRC;
+            if (meta.fanout != 0 || (emits && continues)) {
+                /* Several copies: the job's pass group of this pipe, fan-out and copies
+                 * (entries.rs `Install::pass_group`). */
+                bit<1> emit_copy = 0;
+                if (emits) { emit_copy = 1; }
+                bit<1> continue_copy = 0;
+                if (continues) { continue_copy = 1; }
+                /* path << 8 | pipe << 6 | fan-out << 2 | copies (fan-out < 16), then one
+                 * add: an action takes one instruction per field. By an identity hash, not
+                 * a concatenation: that was written piece by piece, so the offset needed
+                 * initialising, and p4c's check of that initialisation stopped on a
+                 * compiler bug (a table of the raw path, which returns before this, sharing
+                 * the offset's container). */
+                meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0],
+                                                     meta.fanout[3:0], emit_copy,
+                                                     continue_copy});
+                ig_tm_md.mcast_grp_a = meta.pass_groups + meta.pass_group;
+            } else if (continues) {
+                around();
+            } else if (in_place) {
+                /* The low half is in the lanes: the high half, if the chunk has one, takes
+                 * one more pass; otherwise the sum leaves now. */
+                if (hdr.sg.lanes > LANES_READ_PER_PASS) {
+                    hdr.pass.step = STEP_READ_HIGH;
+                    around();
+                } else {
+                    hdr.pass.out_kind = OUT_RESULT;
+                    ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
+                }
+            } else if (emits) {
+                hdr.pass.step = hdr.pass.emit_step;
+                around();
+            } else {
+                ig_dprsr_md.drop_ctl = 1;   /* done: the ack left on pass 0 */
             }
         }
         /* The lanes last: one table per pair (see LANES_IDLE). */

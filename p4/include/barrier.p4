@@ -86,6 +86,41 @@ control RunningExchange(inout headers_t hdr,
         void apply(inout bit<32> value, out bit<32> now) { value = value + 1; now = value; }
     };
 
+    /* One table for each register that the barrier's own passes write, its action picked by
+     * the pass's step: every call site of a register's actions is a table of its own, and all
+     * of them must share the register's stage (p4/README.md, "Where it stands"). A first
+     * pass's step is CHAIN or HOP (admission.p4); the default runs no register action, as
+     * one indexed through the hash unit may not be a default. */
+    action tag_read() { meta.running_tag = read_tag.execute(meta.job_slot); }
+    action tag_write() { meta.running_tag = write_tag.execute(meta.job_slot); }
+    action tag_advance() { meta.running_tag = advance_tag.execute(meta.job_slot); }
+    table running_tag_word {
+        key = { hdr.pass.step : exact; }
+        actions = { tag_read; tag_write; tag_advance; NoAction; }
+        const default_action = NoAction();
+        size = 4;
+        const entries = {
+            STEP_CHAIN   : tag_read();
+            STEP_HOP     : tag_read();
+            STEP_OPEN    : tag_write();
+            STEP_ADVANCE : tag_advance();
+        }
+    }
+    action phase_read() { hdr.pass.phase = read_phase.execute(meta.job_slot); }
+    action phase_next() { hdr.pass.phase = next_phase.execute(meta.job_slot); }
+    table phase_word {
+        key = { hdr.pass.step : exact; }
+        actions = { phase_read; phase_next; NoAction; }
+        const default_action = NoAction();
+        size = 4;
+        const entries = {
+            STEP_CHAIN   : phase_read();
+            STEP_HOP     : phase_read();
+            STEP_OPEN    : phase_next();
+            STEP_ADVANCE : phase_next();
+        }
+    }
+
     /* The packet's block and the block count against the running block, as saturating
      * differences (a gateway compares two fields only for equality): once started, block_lead
      * is 0 for a block ahead, 1 for the running block, more for one behind. An action of its
@@ -116,25 +151,22 @@ control RunningExchange(inout headers_t hdr,
             if (hdr.pass.step == STEP_OPEN) {
                 hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
                 write_epoch.execute(meta.job_slot);
-                meta.running_tag = write_tag.execute(meta.job_slot);
+                /* (before the phase word overwrites the old tag the opening pass carries) */
                 write_previous_epoch.execute(meta.job_slot);
                 write_previous_tag.execute(meta.job_slot);
-                hdr.pass.phase = next_phase.execute(meta.job_slot);
                 hdr.pass.dst = hdr.sg.epoch;
             } else if (hdr.pass.step == STEP_ADVANCE) {
                 hdr.pass.dst = hdr.sg.epoch;
-                meta.running_tag = advance_tag.execute(meta.job_slot);
-                hdr.pass.phase = next_phase.execute(meta.job_slot);
             } else {   /* pass 0 */
                 hdr.pass.dst = read_epoch.execute(meta.job_slot);
-                meta.running_tag = read_tag.execute(meta.job_slot);
                 /* The previous exchange's tag when the packet names its epoch, else 0. */
                 meta.previous_tag = read_previous_tag.execute(meta.job_slot);
                 if (same_previous_epoch.execute(meta.job_slot) == 0) {
                     meta.previous_tag = 0;
                 }
-                hdr.pass.phase = read_phase.execute(meta.job_slot);
             }
+            running_tag_word.apply();   /* written on opening, advanced, else read */
+            phase_word.apply();         /* advanced on opening and advancing, else read */
             /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
              * value into a field. */
             locate_block();
