@@ -106,6 +106,19 @@ control RunningExchange(inout headers_t hdr,
             STEP_ADVANCE : tag_advance();
         }
     }
+    action previous_tag_read() { meta.previous_tag = read_previous_tag.execute(meta.job_slot); }
+    action previous_tag_write() { write_previous_tag.execute(meta.job_slot); }
+    table previous_tag_word {
+        key = { hdr.pass.step : exact; }
+        actions = { previous_tag_read; previous_tag_write; NoAction; }
+        const default_action = NoAction();
+        size = 3;
+        const entries = {
+            STEP_CHAIN : previous_tag_read();
+            STEP_HOP   : previous_tag_read();
+            STEP_OPEN  : previous_tag_write();
+        }
+    }
     action phase_read() { hdr.pass.phase = read_phase.execute(meta.job_slot); }
     action phase_next() { hdr.pass.phase = next_phase.execute(meta.job_slot); }
     table phase_word {
@@ -145,25 +158,26 @@ control RunningExchange(inout headers_t hdr,
         /* The tag's upper half, layer << 8 | backward, as one concatenation (one instruction);
          * the Barrier compares with it too. */
         meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
+        bit<8> same_epoch = 1;   /* does the previous exchange's epoch match the packet's? */
         if (hdr.pass.pass != 0 && hdr.pass.step != STEP_OPEN && hdr.pass.step != STEP_ADVANCE) {
             meta.run = RUN_CURRENT;   /* later passes of a data packet trust their first */
         } else {
             if (hdr.pass.step == STEP_OPEN) {
                 hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
                 write_epoch.execute(meta.job_slot);
-                /* (before the phase word overwrites the old tag the opening pass carries) */
                 write_previous_epoch.execute(meta.job_slot);
-                write_previous_tag.execute(meta.job_slot);
                 hdr.pass.dst = hdr.sg.epoch;
             } else if (hdr.pass.step == STEP_ADVANCE) {
                 hdr.pass.dst = hdr.sg.epoch;
             } else {   /* pass 0 */
                 hdr.pass.dst = read_epoch.execute(meta.job_slot);
-                /* The previous exchange's tag when the packet names its epoch, else 0. */
-                meta.previous_tag = read_previous_tag.execute(meta.job_slot);
-                if (same_previous_epoch.execute(meta.job_slot) == 0) {
-                    meta.previous_tag = 0;
-                }
+                same_epoch = same_previous_epoch.execute(meta.job_slot);
+            }
+            /* written on opening (before the phase word overwrites the old tag the opening
+             * pass carries), else read */
+            previous_tag_word.apply();
+            if (same_epoch == 0) {
+                meta.previous_tag = 0;   /* the previous exchange's tag only for its epoch */
             }
             running_tag_word.apply();   /* written on opening, advanced, else read */
             phase_word.apply();         /* advanced on opening and advancing, else read */

@@ -61,6 +61,25 @@ control Egress(inout headers_t hdr,
     RegisterAction<bit<32>, bit<32>, bit<32>>(stamps) peek_stamp = {
         void apply(inout bit<32> value, out bit<32> next) { next = value; }
     };
+    /* The register at one call site, its action picked by the packet's type: each call site
+     * is a table, and a register's tables must share its stage (p4/README.md). */
+    action take_stamp() {
+        hdr.sg.sequence = next_stamp.execute((bit<32>) eg_intr_md.egress_port);
+    }
+    action show_stamp() {
+        hdr.sg.sequence = peek_stamp.execute((bit<32>) eg_intr_md.egress_port);
+    }
+    table stamp {
+        key = { hdr.sg.packet_type : exact; }
+        actions = { take_stamp; show_stamp; NoAction; }
+        const default_action = NoAction();
+        size = 3;
+        const entries = {
+            SG_RESULT : take_stamp();
+            SG_RAW    : take_stamp();
+            SG_STAMPS : show_stamp();
+        }
+    }
 
     /* (the queue depth by an identity hash into a field of its own: the saturating
      * subtraction below needs sources alone in their containers, and the intrinsic header
@@ -156,11 +175,7 @@ control Egress(inout headers_t hdr,
         }
         hdr.pass.setInvalid();
         worker_address.apply();
-        if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_RAW) {
-            hdr.sg.sequence = next_stamp.execute((bit<32>) eg_intr_md.egress_port);
-        } else if (hdr.sg.packet_type == SG_STAMPS) {
-            hdr.sg.sequence = peek_stamp.execute((bit<32>) eg_intr_md.egress_port);
-        }
+        stamp.apply();   /* sums and raw copies take a number, a question reads it */
         meta.payload = 6w0 ++ hdr.sg.lanes ++ 2w0;   /* lanes · 4 */
         hdr.ipv4.total_len = 20 + 8 + 32 + meta.payload;
         hdr.udp.length = 8 + 32 + meta.payload;
