@@ -11,7 +11,6 @@ parser IngressParser(packet_in pkt,
                      out headers_t hdr,
                      out ingress_metadata_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
-    ParserCounter() lanes_left;
     /* Local port numbers looped back in every pipe: passes come back on them too. */
     @id(0x03000001) value_set<bit<7>>(LOOPED_LOCALS) looped_ports;
 
@@ -88,12 +87,17 @@ parser IngressParser(packet_in pkt,
         transition accept;
     }
 
+    /* The lanes, parsed without a parser counter: p4c's back end (34b86e9) stops with an
+     * internal error on the counter's load from `sg.lanes` ("counter load allocated to more
+     * than 1 registers"). One state per lane at a fixed index (`.next` from states reached
+     * at several stack positions is refused: "header stack indices must be contiguous"),
+     * each ending the lanes when the count says so; every select reads the whole count byte,
+     * so one parser match register holds it for all. Lanes 0-31 are the first stack, 32-63
+     * the second. */
     state check_lanes {
-        lanes_left.set(hdr.sg.lanes);
         transition select(hdr.sg.lanes) {
             0: accept;
-            1 .. 32: parse_lane;
-            33 .. 64: parse_low_lanes;
+            1 .. 64: lane_0;
             default: too_many_lanes;
         }
     }
@@ -104,63 +108,76 @@ parser IngressParser(packet_in pkt,
         transition accept;
     }
 
-    /* A packet shorter than its lanes ends in a parser error: LanesBeyondBuffer. The lanes are
-     * two stacks of 32 (headers.p4): up to 32 lanes fill the first one by one; more fill it
-     * whole, then the second one by one. */
-    state parse_lane {
-        pkt.extract(hdr.lanes.next);
-        lanes_left.decrement(1);
-        transition select(lanes_left.is_zero()) {
-            true: accept;
-            false: parse_lane;
-        }
+    /* A packet shorter than its lanes ends in a parser error: LanesBeyondBuffer. */
+#define LANE_STATE(k, field, count, next)                                                \
+    state lane_##k {                                                                     \
+        pkt.extract(hdr.field);                                                          \
+        transition select(hdr.sg.lanes) { count: accept; default: next; }                \
     }
-
-    state parse_low_lanes {
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        pkt.extract(hdr.lanes.next);
-        lanes_left.decrement(32);
-        transition parse_high_lane;
-    }
-
-    state parse_high_lane {
-        pkt.extract(hdr.lanes_high.next);
-        lanes_left.decrement(1);
-        transition select(lanes_left.is_zero()) {
-            true: accept;
-            false: parse_high_lane;
-        }
-    }
+    LANE_STATE(0, lanes[0], 1, lane_1)
+    LANE_STATE(1, lanes[1], 2, lane_2)
+    LANE_STATE(2, lanes[2], 3, lane_3)
+    LANE_STATE(3, lanes[3], 4, lane_4)
+    LANE_STATE(4, lanes[4], 5, lane_5)
+    LANE_STATE(5, lanes[5], 6, lane_6)
+    LANE_STATE(6, lanes[6], 7, lane_7)
+    LANE_STATE(7, lanes[7], 8, lane_8)
+    LANE_STATE(8, lanes[8], 9, lane_9)
+    LANE_STATE(9, lanes[9], 10, lane_10)
+    LANE_STATE(10, lanes[10], 11, lane_11)
+    LANE_STATE(11, lanes[11], 12, lane_12)
+    LANE_STATE(12, lanes[12], 13, lane_13)
+    LANE_STATE(13, lanes[13], 14, lane_14)
+    LANE_STATE(14, lanes[14], 15, lane_15)
+    LANE_STATE(15, lanes[15], 16, lane_16)
+    LANE_STATE(16, lanes[16], 17, lane_17)
+    LANE_STATE(17, lanes[17], 18, lane_18)
+    LANE_STATE(18, lanes[18], 19, lane_19)
+    LANE_STATE(19, lanes[19], 20, lane_20)
+    LANE_STATE(20, lanes[20], 21, lane_21)
+    LANE_STATE(21, lanes[21], 22, lane_22)
+    LANE_STATE(22, lanes[22], 23, lane_23)
+    LANE_STATE(23, lanes[23], 24, lane_24)
+    LANE_STATE(24, lanes[24], 25, lane_25)
+    LANE_STATE(25, lanes[25], 26, lane_26)
+    LANE_STATE(26, lanes[26], 27, lane_27)
+    LANE_STATE(27, lanes[27], 28, lane_28)
+    LANE_STATE(28, lanes[28], 29, lane_29)
+    LANE_STATE(29, lanes[29], 30, lane_30)
+    LANE_STATE(30, lanes[30], 31, lane_31)
+    LANE_STATE(31, lanes[31], 32, lane_32)
+    LANE_STATE(32, lanes_high[0], 33, lane_33)
+    LANE_STATE(33, lanes_high[1], 34, lane_34)
+    LANE_STATE(34, lanes_high[2], 35, lane_35)
+    LANE_STATE(35, lanes_high[3], 36, lane_36)
+    LANE_STATE(36, lanes_high[4], 37, lane_37)
+    LANE_STATE(37, lanes_high[5], 38, lane_38)
+    LANE_STATE(38, lanes_high[6], 39, lane_39)
+    LANE_STATE(39, lanes_high[7], 40, lane_40)
+    LANE_STATE(40, lanes_high[8], 41, lane_41)
+    LANE_STATE(41, lanes_high[9], 42, lane_42)
+    LANE_STATE(42, lanes_high[10], 43, lane_43)
+    LANE_STATE(43, lanes_high[11], 44, lane_44)
+    LANE_STATE(44, lanes_high[12], 45, lane_45)
+    LANE_STATE(45, lanes_high[13], 46, lane_46)
+    LANE_STATE(46, lanes_high[14], 47, lane_47)
+    LANE_STATE(47, lanes_high[15], 48, lane_48)
+    LANE_STATE(48, lanes_high[16], 49, lane_49)
+    LANE_STATE(49, lanes_high[17], 50, lane_50)
+    LANE_STATE(50, lanes_high[18], 51, lane_51)
+    LANE_STATE(51, lanes_high[19], 52, lane_52)
+    LANE_STATE(52, lanes_high[20], 53, lane_53)
+    LANE_STATE(53, lanes_high[21], 54, lane_54)
+    LANE_STATE(54, lanes_high[22], 55, lane_55)
+    LANE_STATE(55, lanes_high[23], 56, lane_56)
+    LANE_STATE(56, lanes_high[24], 57, lane_57)
+    LANE_STATE(57, lanes_high[25], 58, lane_58)
+    LANE_STATE(58, lanes_high[26], 59, lane_59)
+    LANE_STATE(59, lanes_high[27], 60, lane_60)
+    LANE_STATE(60, lanes_high[28], 61, lane_61)
+    LANE_STATE(61, lanes_high[29], 62, lane_62)
+    LANE_STATE(62, lanes_high[30], 63, lane_63)
+    state lane_63 { pkt.extract(hdr.lanes_high[31]); transition accept; }
 }
 
 control IngressDeparser(packet_out pkt,
