@@ -41,7 +41,8 @@ if [ "$status" -eq 0 ] && ! ls "$out"/pipe/*.bin >/dev/null 2>&1; then
 fi
 errors=$(grep -c "error" "$out/compile.log" || true)
 if [ "$status" -eq 0 ]; then
-  echo "compiled: $out ($(ls "$out"/pipe/*.bin); resources: $out/pipe/logs/ if the back end wrote them)" >&2
+  echo "compiled: $(ls "$out"/pipe/*.bin) (resources: $out/pipe/logs/ if the back end" \
+       "wrote them)" >&2
 else
   echo "compile failed (exit $status; $errors lines name an error): $out/compile.log" >&2
 fi

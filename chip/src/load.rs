@@ -112,10 +112,10 @@ pub struct Load {
     /// receiver sends them as the rows arrive, until just before it reports the block done,
     /// so they may still be leaving it and arriving at their sender as the next go comes) and
     /// every pass (a forwarding switch is busy until the last done arrives). The latency of
-    /// the chain adds to the rest only ([`crate::Bound`]). The switch's acks of in-network data leave on the packet's first
-    /// pass, before the sums it feeds, so their bytes arrive before the sums' receivers
-    /// report; but a host may report its own sums in before its receive core has worked
-    /// through the acks behind them, so their packets are unchained.
+    /// the chain adds to the rest only ([`crate::Bound`]). The switch's acks of in-network
+    /// data leave on the packet's first pass, before the sums it feeds, so their bytes arrive
+    /// before the sums' receivers report; but a host may report its own sums in before its
+    /// receive core has worked through the acks behind them, so their packets are unchained.
     pub unchained: Unchained,
 }
 
@@ -464,7 +464,7 @@ impl Load {
         self.recirculated_bytes = 0;
         self.lane_updates = 0;
         self.pair_read_savings = SwitchWork::default();
-        self.passes = self.sent_packets.iter().sum();
+        self.passes = self.packets();
         for (upload, &packets) in self.uploads.iter_mut().zip(&self.sent_packets) {
             *upload = SwitchWork {
                 passes: packets,

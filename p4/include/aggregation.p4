@@ -364,8 +364,7 @@ control Aggregation(inout headers_t hdr,
          * pipe go around that pipe's port of the path, one source's in order. */
         meta.path_slot = path_slot_of.get({hdr.sg.src, hdr.sg.dst});
         recirculation_path.apply();
-        bool release_now = false;   /* the aggregator state: released (raw, fetch) */
-        bool count_now = false;     /* or a contribution counted */
+        bool release_now = false;   /* the aggregator state released (raw, fetch) */
         bool go_on = false;         /* a data pass that reached its aggregator */
 
         /* One branch per kind of pass, exclusive, and no `return`: p4c turns a return into a
@@ -525,11 +524,7 @@ control Aggregation(inout headers_t hdr,
                     release_now = true;
                     ig_dprsr_md.drop_ctl = 1;
                 } else {
-                    /* counted after the branches (go_on below) */
-                    go_on = true;
-                    if (meta.expected != 0) {
-                        count_now = true;
-                    }
+                    go_on = true;   /* counted after the branches, when it expects any */
                 }
             }
         }
@@ -538,7 +533,7 @@ control Aggregation(inout headers_t hdr,
          * tables in sequence on one register depend on each other, which no stage satisfies. */
         if (release_now) {
             release.execute(hdr.pass.agg_index);
-        } else if (count_now) {
+        } else if (go_on && meta.expected != 0) {
             meta.counted = count_in.execute(hdr.pass.agg_index);
         }
         /* The rest of a data pass that reached its aggregator. */
@@ -561,15 +556,15 @@ control Aggregation(inout headers_t hdr,
                     }
                 }
             }
-            /* A fresh aggregator is written, an active one added to: the control flow picks
-             * the register action (a condition inside it would need a third input). A pass
-             * that completes the sum and ends its packet (no next pass, no fan-out) takes
-             * the low half of the sums back into its lanes as it goes. */
             /* Only pass 0 fans out (its entry's fan-out, zeroed for later passes in
              * place: no variable, as ingress PHV is short). */
             if (hdr.pass.pass != 0) {
                 meta.fanout = 0;
             }
+            /* A fresh aggregator is written, an active one added to: the pass picks the
+             * register action (a condition inside it would need a third input). A pass
+             * that completes the sum and ends its packet (no next pass, no fan-out) takes
+             * the low half of the sums back into its lanes as it goes. */
             bool adds = meta.agg_outcome == AGG_ADD || meta.agg_outcome == AGG_COMPLETE;
             bool in_place = meta.agg_outcome == AGG_COMPLETE && meta.last == 1
                             && meta.fanout == 0;
@@ -616,7 +611,7 @@ control Aggregation(inout headers_t hdr,
                  * add: an action takes one instruction per field. By an identity hash, not
                  * a concatenation: that was written piece by piece, so the offset needed
                  * initialising, and p4c's check of that initialisation stopped on a
-                 * compiler bug (a table of the raw path, which returns before this, sharing
+                 * compiler bug (a table of the raw path, which did not reach this, sharing
                  * the offset's container). */
                 meta.pass_group = pass_group_of.get({meta.path[4:0], hdr.pass.pipe[1:0],
                                                      meta.fanout[3:0], emit_copy,
