@@ -86,8 +86,8 @@ pub struct Load {
     pub sent_packets: Vec<u64>,
     /// Packets each host receives.
     pub received_packets: Vec<u64>,
-    /// Pipeline passes: one per packet from a host, plus one per further aggregator, plus the
-    /// readout of every finished sum.
+    /// Pipeline passes: one per packet from a host (which checks it), plus one per aggregator
+    /// it feeds, plus the readout of every finished sum.
     pub passes: u64,
     /// Passes after a packet's first (readouts included): trips around a recirculation path.
     pub recirculations: u64,
@@ -304,8 +304,9 @@ impl Load {
     }
 
     /// Every chunk of one feature from `owner` going up, acknowledged (header only), and added
-    /// into `aggregators` aggregators, one pass each (every pass after the first a trip around
-    /// a recirculation path).
+    /// into `aggregators` aggregators, one pass each after the first, which checks it (the P4
+    /// program's stages hold the checks or the aggregation, not both): every aggregator pass a
+    /// trip around a recirculation path.
     fn multicast(&mut self, plan: &ExchangePlan, header: u64, owner: u16, aggregators: u64) {
         for c in 0..plan.chunks() {
             let lanes = plan.chunk_lanes(c) as u64;
@@ -315,7 +316,7 @@ impl Load {
             // The ack's bytes arrive before the sums it feeds leave, but the owner's receive
             // core may still be working through it when it reports its own sums in.
             self.unchained.received_packets[usize::from(owner)] += 1;
-            let extra = aggregators.saturating_sub(1);
+            let extra = aggregators;
             let work = SwitchWork {
                 passes: extra,
                 recirculations: extra,
@@ -505,13 +506,17 @@ pub(crate) mod tests {
     fn the_in_network_load_counts_every_pass() {
         let l = Load::in_network(&plan(Mode::Blocks), 66);
         let (c0, c1) = (66 + 32 + 256, 66 + 32 + 32);
-        // Two joins, two dones and six data chunks enter the pipeline; vertex 1 feeds two
-        // aggregators, so each of its chunks makes one more pass. Each of the three sums is
-        // read out in two passes for its 64-lane chunk and one for its 8-lane chunk.
+        // Two joins, two dones and six data chunks enter the pipeline; each chunk's first pass
+        // checks it, then it makes a trip per aggregator it feeds: two for vertex 1's, one for
+        // the others'. Each of the three sums is read out in two passes for its 64-lane chunk
+        // and one for its 8-lane chunk.
         assert_eq!(l.packets(), 10);
-        assert_eq!((l.passes, l.recirculations), (12 + 9, 2 + 9));
+        assert_eq!((l.passes, l.recirculations), (10 + 8 + 9, 8 + 9));
         let readouts = 3 * (2 * (c0 + PASS_HEADER) + c1 + PASS_HEADER);
-        assert_eq!(l.recirculated_bytes, c0 + c1 + 2 * PASS_HEADER + readouts);
+        assert_eq!(
+            l.recirculated_bytes,
+            4 * (c0 + c1 + 2 * PASS_HEADER) + readouts
+        );
         assert_eq!(l.lane_updates, 4 * 72);
         // Worker 0 sends a join, a done and its two rows; it receives two gos (the block's and
         // the final one), an ack per chunk and the sums of its two destinations.
@@ -549,9 +554,10 @@ pub(crate) mod tests {
         );
         assert_eq!(all.recirculated_bytes, l.recirculated_bytes - readouts);
         assert_eq!(all.lane_updates, l.lane_updates);
-        // Worker 1 sends vertex 1, which feeds two aggregators: one extra pass per chunk.
+        // Worker 1 sends vertex 1, which feeds two aggregators: two trips per chunk after the
+        // pass that checks it (and a join and a done).
         let one = l.uploads_from(|w| w == 1);
-        assert_eq!((one.passes, one.recirculations), (2 + 2 + 2, 2));
+        assert_eq!((one.passes, one.recirculations), (2 + 2 + 4, 4));
         assert_eq!(one.lane_updates, 2 * 72);
         assert_eq!(
             one.passes + l.uploads_from(|w| w == 0).passes,
@@ -616,9 +622,10 @@ pub(crate) mod tests {
         assert_eq!(l.sent_packets, vec![2 + 2, 2 + 4]);
         // Two gos each; an ack per partial; one sum per chunk per destination.
         assert_eq!(l.received_packets, vec![2 + 2 + 4, 2 + 4 + 2]);
-        // One pass per packet; each sum's 64-lane chunk takes one readout pass for its high
+        // One pass per packet, and one trip per partial's chunk to its aggregator after the
+        // pass that checks it; each sum's 64-lane chunk takes one readout pass for its high
         // half (the low half comes back in the completing pass), its 8-lane chunk none.
-        assert_eq!((l.passes, l.recirculations), (4 + 6 + 3, 3));
+        assert_eq!((l.passes, l.recirculations), (4 + 6 + 6 + 3, 6 + 3));
         assert_eq!(l.lane_updates, 3 * 72);
     }
 

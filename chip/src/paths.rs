@@ -156,6 +156,32 @@ pub fn source_passes(
     out
 }
 
+/// The passes of a packet after its first, which checks it in the home pipe and sends it
+/// around (the P4 program's stages hold the checks or the aggregation, not both): a partial sum
+/// (`direct`, one slot) goes straight to its destination's pipe; a feature walks its source's
+/// chains from the home pipe ([`source_passes`]).
+pub fn passes_after_checks(
+    slots: &[u32],
+    pipe_of: impl Fn(usize) -> u8,
+    home: u8,
+    pipes: u8,
+    direct: bool,
+) -> Vec<SourcePass> {
+    if !direct {
+        return source_passes(slots, pipe_of, home, pipes);
+    }
+    slots
+        .iter()
+        .map(|&s| SourcePass {
+            pipe: pipe_of(s as usize),
+            index: 0,
+            slot: Some(s as usize),
+            fanout: 0,
+            last: true,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -183,48 +183,50 @@ impl Sources<'_> {
                 for j in 0..t.row(row).len() {
                     let pair = t.offsets[row] as usize + j;
                     let src = block.partials.of(pair)[0];
-                    self.add(src, dst, &[row as u32]);
+                    self.add(src, dst, &[row as u32], true);
                 }
             }
             // A hybrid block's multicast senders: each feature once, into every row it feeds.
             let m = &block.multicast;
             for i in 0..m.len() {
-                self.add(m.vertices[i], m.vertices[i], m.rows_of(i));
+                self.add(m.vertices[i], m.vertices[i], m.rows_of(i), false);
             }
         } else {
             for row in 0..t.len() {
                 let targets = t.row(row);
                 if !targets.is_empty() {
-                    self.add(t.vertices[row], t.vertices[row], targets);
+                    self.add(t.vertices[row], t.vertices[row], targets, false);
                 }
             }
         }
     }
 
     /// Every chunk of a packet from `src` to `dst` that adds into the destination slots
-    /// `targets`: its passes in each pipe, its trips (every pass but its arrival in the home
-    /// pipe) around the path its hash picks, its additions.
-    fn add(&mut self, src: u32, dst: u32, targets: &[u32]) {
+    /// `targets`: its first pass, in the home pipe, which checks it (its arrival: no trip);
+    /// then its passes in each pipe, each a trip around the path its hash picks, and its
+    /// additions. A partial sum (`direct`) goes from its checks straight to its destination's
+    /// pipe; a feature walks its source's chains ([`paths::source_passes`]).
+    fn add(&mut self, src: u32, dst: u32, targets: &[u32], direct: bool) {
         let s = &mut *self.spread;
         let path = paths::path_of(src, dst, s.paths_per_pipe) as usize;
-        let passes =
-            paths::source_passes(targets, |slot| self.at.pipe[slot], HOME_PIPE, s.pipes as u8);
+        let passes = paths::passes_after_checks(
+            targets,
+            |slot| self.at.pipe[slot],
+            HOME_PIPE,
+            s.pipes as u8,
+            direct,
+        );
         for c in 0..self.plan.chunks() {
             let lanes = self.plan.chunk_lanes(c) as u64;
             let trip = self.header + 4 * lanes + PASS_HEADER;
-            // One pass in the home pipe is the packet's arrival: no trip.
-            let mut arrived = false;
+            s.passes[usize::from(HOME_PIPE)] += 1;
             for pass in &passes {
                 let pipe = usize::from(pass.pipe);
                 s.passes[pipe] += 1;
                 if pass.slot.is_some() {
                     s.lane_updates[pipe] += lanes;
                 }
-                if pass.pipe == HOME_PIPE && !arrived {
-                    arrived = true;
-                } else {
-                    s.path_bytes[pipe * s.paths_per_pipe as usize + path] += trip;
-                }
+                s.path_bytes[pipe * s.paths_per_pipe as usize + path] += trip;
             }
         }
     }
@@ -243,16 +245,15 @@ mod tests {
         assert_eq!((chip.aggregator_pipes(), chip.paths_per_pipe()), (2, 1));
         let plan = plan(Mode::Blocks);
         let s = Spread::of(&plan, &chip, None, 66).unwrap();
-        // Vertex 1 (two contributions) goes to pipe 0, vertices 0 and 2 to pipe 1. Vertex 1's
-        // packets add into pipe 1 only: a pass of their own in the home pipe, then two trips
-        // around pipe 1's path; vertices 0 and 2 add into pipe 0 on arrival.
+        // Vertex 1 (two contributions) goes to pipe 0, vertices 0 and 2 to pipe 1. Every chunk
+        // is checked on arrival in the home pipe. Vertex 1's packets add into pipe 1 only: a
+        // trip of their own around the home pipe's path that fans out, then two trips around
+        // pipe 1's; vertices 0 and 2 add into pipe 0 on one trip.
         let (c0, c1) = (66 + 32 + 256, 66 + 32 + 32);
-        assert_eq!(
-            s.path_bytes,
-            [0, 2 * (c0 + PASS_HEADER) + 2 * (c1 + PASS_HEADER)]
-        );
+        let trips = |n| n * (c0 + PASS_HEADER) + n * (c1 + PASS_HEADER);
+        assert_eq!(s.path_bytes, [trips(3), trips(2)]);
         // Three readout passes per sum (32 lanes per pass: 64 + 8 lanes).
-        assert_eq!(s.passes, [2 + 2 + 2 + 3, 4 + 2 * 3]);
+        assert_eq!(s.passes, [6 + 2 + 2 + 2 + 3, 4 + 2 * 3]);
         assert_eq!(s.lane_updates, [2 * 72, 2 * 72]);
         let readout = 2 * (c0 + PASS_HEADER) + c1 + PASS_HEADER;
         assert_eq!(s.readout_bytes, [readout, 2 * readout]);
@@ -296,15 +297,16 @@ mod tests {
         assert_eq!((chip.aggregator_pipes(), chip.paths_per_pipe()), (4, 3));
         let reduce = reduce_plan();
         let s = Spread::of(&reduce, &chip, None, 66).unwrap();
-        // One destination per pipe: 0 in the home pipe (no trip), 1 and 2 a trip each.
+        // One destination per pipe, each partial a trip there after its checks in the home
+        // pipe (0's around the home pipe's path).
         let trip = (66 + 32 + 256 + PASS_HEADER) + (66 + 32 + 32 + PASS_HEADER);
         let mut want = vec![0; 12];
+        want[paths::path_of(1, 0, 3) as usize] += trip;
         want[3 + paths::path_of(0, 1, 3) as usize] += trip;
         want[6 + paths::path_of(1, 2, 3) as usize] += trip;
         assert_eq!(s.path_bytes, want);
-        // Both chunks of each partial; the home pipe also takes the arrivals of the two that
-        // add elsewhere. A Tofino 2 reads a 64-lane sum in the completing pass: no readouts.
-        assert_eq!(s.passes, [2 + 4, 2, 2, 0]);
+        // Both chunks of each partial; the home pipe also takes every chunk's checks. A Tofino 2 reads a 64-lane sum in the completing pass: no readouts.
+        assert_eq!(s.passes, [6 + 2, 2, 2, 0]);
         assert!(Spread::of(&plan(Mode::HostReduce), &chip, None, 66).is_none());
         assert!(Spread::of(&reduce, &Chip::preset("ideal").unwrap(), None, 66).is_none());
     }

@@ -37,27 +37,6 @@ control Admission(inout headers_t hdr,
         size = ADMISSION_SIZE;
     }
 
-    action set_job(bit<16> workers, MulticastGroupId_t go_group, PortId_t recirc_port,
-                   bit<16> job_slot, MulticastGroupId_t pass_groups, bit<8> home_pipe) {
-        meta.workers = workers;
-        meta.home_pipe = home_pipe;   /* recirc_port's pipe, a byte (a widening costs a step) */
-        meta.go_group = go_group;
-        meta.pass_groups = pass_groups;
-        meta.recirc_port = recirc_port;
-        meta.job_slot = job_slot;
-    }
-
-    /* Per job: its worker count, the multicast group of its block go, the recirculation port
-     * of its home pipe (where first passes and the barrier run), its index in the barrier
-     * registers, the first of its pass groups, and the home pipe's number. */
-    @id(0x02000007)
-    table job_config {
-        key = { hdr.sg.job : exact @name("job"); }
-        actions = { @id(0x01000008) set_job; @id(0x01000002) reject; }
-        const default_action = reject();
-        size = MAX_JOBS;
-    }
-
     action set_exchange(bit<8> set, bit<8> chunks, bit<8> last_lanes, bit<16> blocks,
                         bit<32> vertices, bit<8> mode) {
         hdr.pass.set = set;
@@ -129,16 +108,24 @@ control Admission(inout headers_t hdr,
         meta.dst_agg = chunk_agg.get({hdr.sg.chunk});
         farther_vertex();
         admission.apply();
-        job_config.apply();
         /* (an all-reduce slice names no exchange: its layer field is its operation, and its
          * region, allreduce.p4, checks it; what this finds for it goes unread) */
         exchange_config.apply();
         measure_block();
-        if (!first) {
-            if (hdr.pass.step == STEP_HOP) {
-                hdr.pass.step = STEP_CHAIN;   /* the hop is over: this is the first real pass */
-            }
-        } else if (!meta.drop) {   /* (else the parser already named the reason) */
+        if (first) {
+            /* The pass header of a first pass (admit made it valid; a packet dropped below
+             * takes it nowhere), written before the checks so that the running exchange's
+             * registers, whose tables the step picks, need not wait for them: it runs in the
+             * job's home pipe (that of its recirculation port), at the start of that pipe's
+             * chain. */
+            hdr.pass.pass = 0;
+            hdr.pass.step = STEP_CHAIN;
+            hdr.pass.pipe = meta.home_pipe;
+            hdr.pass.index = 0;
+            hdr.pass.out_kind = OUT_FORWARD;
+            hdr.pass.sender_port = ig_intr_md.ingress_port;
+        }
+        if (first && !meta.drop) {   /* (else the parser already named the reason) */
             /* The checks of a first pass, in the model's order (one test per condition: a
              * gateway reads at most 4 bytes and 12 bits of fields). */
             if (!hdr.sg.isValid()) {
@@ -150,7 +137,9 @@ control Admission(inout headers_t hdr,
             } else if ((hdr.sg.flags & SG_FLAG_PARTIAL) != 0) {
                 /* a leaf's partial sum: this program is a star's switch, never a spine */
                 drop_with(DROP_NOT_ADMITTED);
-            } else if (!meta.admitted) {   /* (job_config rejects a job it lacks) */
+            } else if (!meta.admitted) {
+                drop_with(DROP_NOT_ADMITTED);
+            } else if (meta.workers == 0) {   /* no job_config for the job (switchgnn.p4) */
                 drop_with(DROP_NOT_ADMITTED);
             } else if (hdr.sg.packet_type == SG_REDUCED) {
                 drop_with(DROP_WRONG_DIRECTION);
@@ -165,26 +154,9 @@ control Admission(inout headers_t hdr,
             } else if (hdr.sg.packet_type == SG_RESULT || hdr.sg.packet_type == SG_BLOCK_GO) {
                 drop_with(DROP_WRONG_DIRECTION);
             }
-            if (!meta.drop) {
-                /* The first pass runs in the job's home pipe (that of its recirculation port),
-                 * at the start of that pipe's chain (admit made the pass header valid). */
-                hdr.pass.pass = 0;
-                hdr.pass.step = STEP_CHAIN;
-                hdr.pass.pipe = meta.home_pipe;
-                hdr.pass.index = 0;
-                hdr.pass.out_kind = OUT_FORWARD;
-                hdr.pass.sender_port = ig_intr_md.ingress_port;
-                /* Registers are per pipe: the job's seen words, barrier and all-reduce banks
-                 * live in the pipe of its recirculation port (its home pipe), where every
-                 * first pass runs. A packet admitted in another pipe hops there first (one
-                 * extra recirculation; p4/README.md). */
-                if (ig_intr_md.ingress_port[8:7] != meta.recirc_port[8:7]) {
-                    meta.hop = true;
-                    hdr.pass.step = STEP_HOP;
-                    hdr.pass.out_kind = OUT_RECIRC;
-                }
-            }
         }
+        /* (A packet admitted in another pipe hops into the home pipe: Ingress decides that
+         * after the running exchange, which reads the step.) */
     }
 }
 

@@ -11,10 +11,15 @@
  * destination's aggregators in one pipe (entries.rs balances the pipes' passes), and a data
  * packet's passes run where its destinations' aggregators are:
  *
- * - Pass 0 runs in the job's home pipe (seen word, acknowledgement) and is the first pass of
- *   the home pipe's chain. Its entry names the other pipes this source feeds (`fanout`); the
- *   replication engine sends a copy to each, which walks that pipe's chain through the pipe's
- *   own recirculation port. The chains of the pipes run at once, not one after another.
+ * - Every packet's first pass (pass 0) runs in the job's home pipe and only checks it
+ *   (switchgnn.p4: the seen word, the acknowledgement); a data packet that passes goes around
+ *   again, and its aggregation starts on pass 1, the first of the home pipe's chain. The
+ *   chip's stages hold the checks or this control, not both in sequence, so the two branches
+ *   share them (p4/README.md, "Where it stands"); the switch model counts the extra pass
+ *   (`SwitchCounters::check_passes`). Pass 1's entry names the other pipes this source feeds
+ *   (`fanout`); the replication engine sends a copy to each, which walks that pipe's chain
+ *   through the pipe's own recirculation port. The chains of the pipes run at once, not one
+ *   after another.
  * - A pass that completes an aggregator makes a second copy that stays in the pipe to read the
  *   sum out: a stateful ALU returns one 32-bit word per pass, so the low halves of the pairs
  *   come back in one pass (STEP_READ_LOW) and, for a chunk of more than 32 lanes, the high
@@ -28,19 +33,21 @@
  *   released aggregator's copy instead forwards the contribution raw (STEP_RAW) to the
  *   destination's owner.
  * - In reduce mode (the pre-aggregated exchange) a data packet is one worker's partial sum for
- *   its destination `dst`: `partial_aggregator`, keyed by (destination, worker), names the
- *   destination's aggregator, its pipe and the pair's seen word. Pass 0 checks the seen word in
- *   the home pipe and, when the aggregator lives in another pipe, hops there for its one
- *   aggregator pass. A partial flagged as too large for 32 bits releases the aggregator instead
- *   of adding (the model also notifies the destination at once; here its result timeout does,
- *   and it fetches the plain features).
+ *   its destination `dst`: on its first pass `partial_aggregator` (switchgnn.p4), keyed by
+ *   (destination, worker), names the destination's aggregator, its pipe and the pair's seen
+ *   word, and the partial goes around straight into that pipe for its one aggregator pass
+ *   (STEP_PARTIAL), with the expected count in the pass header. A partial flagged as too
+ *   large for 32 bits releases the aggregator instead of adding (the model also notifies the
+ *   destination at once; here its result timeout does, and it fetches the plain features).
  *
- * - An all-reduce slice (allreduce.p4) adds into its bank, an aggregator of the job's home
- *   pipe: written by the first contribution, summed or compared (maximum) by the others. The
- *   completing slice takes the low halves back as it adds and makes one more pass, which marks
- *   the bank complete, reads the high halves and multicasts the result to every worker through
- *   the job's go group. A retransmission from a worker that missed a complete sum is answered
- *   with the bank read out again (two passes), to that worker only.
+ * - An all-reduce slice (allreduce.p4) is counted on its first pass and adds into its bank,
+ *   an aggregator of the job's home pipe, on the next: written by the first contribution,
+ *   summed or compared (maximum) by the others. The completing slice takes the low halves
+ *   back as it adds; its next pass, a first-branch one (pass 0 again), marks the bank
+ *   complete, and the one after reads the high halves and multicasts the result to every
+ *   worker through the job's go group. A retransmission from a worker that missed a complete
+ *   sum marks the bank again on a pass of its own and is answered with the bank read out
+ *   (two passes), to that worker only.
  *
  * Per pass, the count register (the model's `remaining`/`counted`/`Agg` state) decides whether
  * to add, complete or send raw. Aggregators are placed by the control plane (in their pipe,
@@ -60,8 +67,8 @@
 /* The count word of a released aggregator (switch.rs `Agg::Released`). */
 const bit<32> RELEASED = 0x80000000;
 
-/* What the count register says when a pass has no aggregator in this pipe (a pass-0 entry
- * that only fans out). */
+/* What the count register says when a pass has no aggregator in this pipe (a first-pass
+ * entry that only fans out). */
 const bit<3> AGG_NONE = 4;
 
 struct agg_state_t {
@@ -191,7 +198,6 @@ control Aggregation(inout headers_t hdr,
         meta.fanout = fanout;
         meta.expected = expected;
         meta.last = last;
-        meta.agg_pipe = hdr.pass.pipe;
     }
 
     action not_in_plan() {
@@ -217,25 +223,11 @@ control Aggregation(inout headers_t hdr,
         EACH_PAIR(PAIR_TO_MIN)
     }
 
-    /* Reduce mode: the one pass of worker `hdr.sg.worker`'s partial sum for `hdr.sg.dst`. */
-    action aggregate_partial(bit<32> agg_base, bit<8> pipe, bit<16> dst_worker,
-                             PortId_t dst_port, bit<16> expected, bit<16> seen_row) {
-        meta.has_pass = true;
-        hdr.pass.agg_index = hdr.pass.agg_index + agg_base;   /* the chunk, from apply */
-        meta.agg_pipe = pipe;
-        hdr.pass.dst = hdr.sg.dst;
-        hdr.pass.dst_worker = dst_worker;
-        hdr.pass.dst_port = dst_port;
-        meta.expected = expected;
-        meta.row_word = seen_row + meta.row_word;   /* the chunk, from apply */
-        meta.fanout = 0;
-        meta.last = 1;
-    }
-
     /* (job, block set, block, source, pipe, pass) → the pass's aggregator: one entry per
      * (vertex, aggregator) pair of the block, each in its aggregator's pipe, numbered in slot
      * order within the pipe (the model's `table.row(row)`); plus, for a source none of whose
-     * aggregators is in the home pipe, a pass-0 entry there that only fans out (expected 0). */
+     * aggregators is in the home pipe, an entry for index 0 there that only fans out
+     * (expected 0). */
     @id(0x02000005)
     table vertex_aggregators {
         key = {
@@ -251,64 +243,8 @@ control Aggregation(inout headers_t hdr,
         size = PASS_SIZE;
     }
 
-    /* (job, block set, block, destination, worker) → the destination's aggregator and pipe,
-     * and the pair's seen word: one entry per partial sum of a reduce block (the model's
-     * `PlanBlock::pair`). */
-    @id(0x0200000a)
-    table partial_aggregator {
-        key = {
-            hdr.sg.job     : exact @name("job");
-            hdr.pass.set   : exact @name("set");
-            hdr.sg.block   : exact @name("block");
-            hdr.sg.dst     : exact @name("dst");
-            hdr.sg.worker  : exact @name("worker");
-        }
-        actions = { @id(0x01000010) aggregate_partial; @id(0x0100000a) not_in_plan; }
-        const default_action = not_in_plan();
-        size = PARTIAL_SIZE;
-    }
-
-    /* seen[seen_row + chunk] = phase of the last sighting: a duplicate within this block. The
-     * row comes from `source_row` (stage 1), so this check does not wait for the pass table.
-     * Only the home pipe's copy is used: every pass 0 runs there. */
-    Register<bit<32>, bit<16>>(SEEN_WORDS) seen;
-    RegisterAction<bit<32>, bit<16>, bit<8>>(seen) test_and_set = {
-        void apply(inout bit<32> value, out bit<8> duplicate) {
-            if (value == hdr.pass.phase) {
-                duplicate = 1;
-            } else {
-                value = hdr.pass.phase;
-                duplicate = 0;
-            }
-        }
-    };
-
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) chunk_word;
-    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) partial_chunk;
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) pass_group_of;
-    Hash<bit<8>>(HashAlgorithm_t.CRC16) path_slot_of;
-
-    /* The packet's recirculation path: a local port number, looped in every pipe, and its
-     * index among the job's paths (which picks the pass group's replicas). Without entries,
-     * the internal port. */
-    action set_path(bit<8> path, bit<7> local) {
-        meta.path = path;
-        meta.loop_local = local;
-    }
-    action internal_path() {
-        meta.path = 0;
-        meta.loop_local = RECIRC_LOCAL;
-    }
-    @id(0x0200000c)
-    table recirculation_path {
-        key = {
-            hdr.sg.job     : exact @name("job");
-            meta.path_slot : exact @name("slot");
-        }
-        actions = { @id(0x01000013) set_path; @id(0x01000014) @defaultonly internal_path; }
-        const default_action = internal_path();
-        size = PATH_SIZE;
-    }
 
     Register<agg_state_t, bit<32>>(AGGREGATORS) state;
     /* One contribution: a fresh aggregator (older phase) starts at 1, a released one stays
@@ -334,15 +270,6 @@ control Aggregation(inout headers_t hdr,
         }
     };
 
-    /* Mirror the acknowledgement to the sender. An action of its own: the back end would
-     * otherwise fold these constants into the action that runs the seen word's register,
-     * whose index goes through the hash unit, and a keyless table's action may take a hash
-     * or action data, not both (p4c, Tofino 2). */
-    action mark_ack() {
-        ig_dprsr_md.mirror_type = MIRROR_ACK;
-        meta.ack_kind = 0x80;
-    }
-
     /* counted > expected for the gateway, which compares two fields only for equality: the
      * excess, in place of the expected count once the equality has been tested (no PHV for
      * a field of its own). An action of its own keeps the subtraction out of the condition. */
@@ -360,10 +287,6 @@ control Aggregation(inout headers_t hdr,
     LANE_PAIR(28, 60) LANE_PAIR(29, 61) LANE_PAIR(30, 62) LANE_PAIR(31, 63)
 
     apply {
-        /* The packet's path, by a hash of its source and destination: its passes in every
-         * pipe go around that pipe's port of the path, one source's in order. */
-        meta.path_slot = path_slot_of.get({hdr.sg.src, hdr.sg.dst});
-        recirculation_path.apply();
         bool release_now = false;   /* the aggregator state released (raw, fetch) */
         bool go_on = false;         /* a data pass that reached its aggregator */
 
@@ -374,44 +297,41 @@ control Aggregation(inout headers_t hdr,
          * table" of a READ_HIGH), and the flags took ingress PHV (Tofino 1). */
 #ifndef SWITCHGNN_NO_ALLREDUCE
         if (hdr.sg.packet_type == SG_REDUCE) {
-            /* The all-reduce's lanes (allreduce.p4 counted the slice): the bank is aggregator
-             * agg_index of the home pipe. Op code 0 sums, 1 takes the maximum. */
+            /* The all-reduce's lanes (its first pass counted the slice, allreduce.p4): the
+             * bank is aggregator agg_index of the home pipe. Op code 0 sums, 1 takes the
+             * maximum; the first contribution writes. */
             hdr.pass.pass = hdr.pass.pass + 1;
             hdr.pass.out_kind = OUT_RECIRC;
-            if (hdr.pass.step == STEP_CHAIN) {
-                hdr.pass.count = meta.reduce_count[15:0];
-                if (meta.reduce_outcome == REDUCE_REPLAY) {
-                    hdr.pass.step = STEP_REPLAY_LOW;
+            if (hdr.pass.step == STEP_CHAIN || hdr.pass.step == STEP_REDUCE_LAST) {
+                /* The completing slice takes the low halves of the result back as it goes. */
+                bool last = hdr.pass.step == STEP_REDUCE_LAST;
+                if (hdr.pass.count == 1) {
+                    if (last) {
+                        meta.lane_op = LANES_WRITE_KEEP;
+                    } else {
+                        meta.lane_op = LANES_WRITE;
+                    }
+                } else if (hdr.sg.layer == 0) {
+                    if (last) {
+                        meta.lane_op = LANES_ADD_KEEP;
+                    } else {
+                        meta.lane_op = LANES_ADD;
+                    }
+                } else {
+                    if (last) {
+                        meta.lane_op = LANES_MAX_KEEP;
+                    } else {
+                        meta.lane_op = LANES_MAX;
+                    }
+                }
+                if (last) {
+                    /* Its next pass marks the bank complete, which only a first-branch pass
+                     * reaches (the bank's register is the all-reduce's): pass 0 again. */
+                    hdr.pass.step = STEP_REDUCE_DONE;
+                    hdr.pass.pass = 0;
                     around();
                 } else {
-                    /* The completing slice takes the low halves of the result back as it
-                     * goes. */
-                    bool last = meta.reduce_outcome == REDUCE_COMPLETE;
-                    if (meta.reduce_count == 1) {
-                        if (last) {
-                            meta.lane_op = LANES_WRITE_KEEP;
-                        } else {
-                            meta.lane_op = LANES_WRITE;
-                        }
-                    } else if (hdr.sg.layer == 0) {
-                        if (last) {
-                            meta.lane_op = LANES_ADD_KEEP;
-                        } else {
-                            meta.lane_op = LANES_ADD;
-                        }
-                    } else {
-                        if (last) {
-                            meta.lane_op = LANES_MAX_KEEP;
-                        } else {
-                            meta.lane_op = LANES_MAX;
-                        }
-                    }
-                    if (last) {
-                        hdr.pass.step = STEP_REDUCE_DONE;
-                        around();
-                    } else {
-                        ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its ack */
-                    }
+                    ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its ack */
                 }
             } else if (hdr.pass.step == STEP_REDUCE_DONE) {
                 /* The bank is marked complete (allreduce.p4); the high halves, then one copy
@@ -440,31 +360,11 @@ control Aggregation(inout headers_t hdr,
         } else
 #endif
         if (hdr.sg.packet_type == SG_RAW) {
-            if (hdr.pass.step == STEP_RELEASE) {
-                /* The release a resend asked for, in the aggregator's pipe; then on to the
-                 * destination's owner. */
-                release_now = true;
-                hdr.pass.out_kind = OUT_FORWARD;
-                ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-            } else if ((hdr.sg.flags & SG_FLAG_RESEND) != 0 && meta.mode != SG_MODE_HOST
-                    && meta.run == RUN_CURRENT && meta.dst_known) {
-                /* raw(): a resend of the running block releases the destination's
-                 * aggregator, then goes to the destination's owner. */
-                if (meta.dst_pipe == hdr.pass.pipe) {
-                    release_now = true;   /* agg_index from destination_slot */
-                    to_owner();
-                } else {
-                    hdr.pass.step = STEP_RELEASE;
-                    hdr.pass.pipe = meta.dst_pipe;
-                    hdr.pass.dst_port = meta.dst_owner_port;
-                    hdr.pass.dst_worker = meta.dst_owner;
-                    hdr.pass.pass = hdr.pass.pass + 1;
-                    hdr.pass.out_kind = OUT_RECIRC;
-                    ig_tm_md.ucast_egress_port = (PortId_t) (meta.dst_pipe[1:0] ++ meta.loop_local);
-                }
-            } else {
-                to_owner();   /* raw(): to the destination's owner */
-            }
+            /* raw(): the release a resend asked for (its first pass checked it), in the
+             * aggregator's pipe; then on to the destination's owner. */
+            release_now = true;
+            hdr.pass.out_kind = OUT_FORWARD;
+            ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
         } else if (hdr.pass.step == STEP_READ_LOW) {
             /* The copies an aggregator pass made, on their way out. */
             lanes_to_min();
@@ -485,47 +385,29 @@ control Aggregation(inout headers_t hdr,
         } else if (hdr.pass.step == STEP_RAW) {
             hdr.pass.out_kind = OUT_RAW;   /* forward_raw(): the host aggregates this one */
             ig_tm_md.ucast_egress_port = hdr.pass.dst_port;
-        } else {
-            /* data() */
-            /* The chunk, widened by an identity hash into the index word, to which the pass
-             * table's action adds the aggregator base (a metadata copy would take a 32-bit
-             * container of its own). */
-            hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
-            if (meta.mode == SG_MODE_REDUCE) {
-                /* (afresh: source_row's action added the source's row to it) */
-                meta.row_word = partial_chunk.get({hdr.sg.chunk});
-                partial_aggregator.apply();
+        } else if (hdr.pass.step == STEP_PARTIAL) {
+            /* Reduce mode: a partial sum's one aggregator pass, in its destination's pipe
+             * (its first pass found the pair and its expected count). */
+            meta.expected = hdr.pass.count;
+            meta.last = 1;
+            if ((hdr.sg.flags & SG_FLAG_FETCH) != 0) {
+                /* A partial too large for 32 bits: release, add nothing, send nothing. */
+                release_now = true;
+                ig_dprsr_md.drop_ctl = 1;
             } else {
-                vertex_aggregators.apply();
+                go_on = true;   /* counted after the branches */
             }
+        } else {
+            /* data(): the pass (pipe, index) of the source's chains. The chunk, widened by an
+             * identity hash into the index word, to which the pass table's action adds the
+             * aggregator base (a metadata copy would take a 32-bit container of its own). */
+            hdr.pass.agg_index = chunk_word.get({hdr.sg.chunk});
+            vertex_aggregators.apply();
             if (!meta.has_pass) {
                 meta.drop = true;
                 meta.drop_reason = DROP_NOT_IN_PLAN;
             } else {
-                if (hdr.pass.pass == 0) {
-                    /* Acknowledge once counted, and again for a duplicate. */
-                    mark_ack();
-                    if (test_and_set.execute(meta.row_word) == 1) {
-                        meta.drop = true;
-                        meta.drop_reason = DROP_DUPLICATE;
-                    }
-                }
-                if (meta.drop) {
-                    /* a duplicate: only its acknowledgement leaves */
-                } else if (meta.agg_pipe != hdr.pass.pipe) {
-                    /* A partial sum whose aggregator is in another pipe: its pass runs there. */
-                    hdr.pass.pipe = meta.agg_pipe;
-                    hdr.pass.pass = hdr.pass.pass + 1;
-                    hdr.pass.step = STEP_CHAIN;
-                    hdr.pass.out_kind = OUT_RECIRC;
-                    ig_tm_md.ucast_egress_port = (PortId_t) (meta.agg_pipe[1:0] ++ meta.loop_local);
-                } else if (meta.mode == SG_MODE_REDUCE && (hdr.sg.flags & SG_FLAG_FETCH) != 0) {
-                    /* A partial too large for 32 bits: release, add nothing, send nothing. */
-                    release_now = true;
-                    ig_dprsr_md.drop_ctl = 1;
-                } else {
-                    go_on = true;   /* counted after the branches, when it expects any */
-                }
+                go_on = true;   /* counted after the branches, when it expects any */
             }
         }
         /* The aggregator state's register at one place, its two uses on the two arms of one
@@ -556,9 +438,10 @@ control Aggregation(inout headers_t hdr,
                     }
                 }
             }
-            /* Only pass 0 fans out (its entry's fan-out, zeroed for later passes in
-             * place: no variable, as ingress PHV is short). */
-            if (hdr.pass.pass != 0) {
+            /* Only the first aggregation pass (pass 1, after the checks) fans out (its
+             * entry's fan-out, zeroed for later passes in place: no variable, as ingress PHV
+             * is short). */
+            if (hdr.pass.pass != 1) {
                 meta.fanout = 0;
             }
             /* A fresh aggregator is written, an active one added to: the pass picks the
@@ -583,8 +466,8 @@ control Aggregation(inout headers_t hdr,
             }
 
             /* What this pass leaves behind: the next pass of this pipe's chain, a copy that
-             * reads the finished sum out (or forwards the contribution raw), and on pass 0
-             * the first pass of every other pipe's chain. The packet is written as the next
+             * reads the finished sum out (or forwards the contribution raw), and on the first
+             * aggregation pass the first pass of every other pipe's chain. The packet is written as the next
              * pass sees it; egress adjusts the emitting copy and the other pipes' copies by
              * their replication id. */
             bool emits = meta.agg_outcome == AGG_COMPLETE || meta.agg_outcome == AGG_RAW;
@@ -633,7 +516,7 @@ control Aggregation(inout headers_t hdr,
                 hdr.pass.step = hdr.pass.emit_step;
                 around();
             } else {
-                ig_dprsr_md.drop_ctl = 1;   /* done: the ack left on pass 0 */
+                ig_dprsr_md.drop_ctl = 1;   /* done: the ack left on the first pass */
             }
         }
         /* The lanes last: one table per pair (see LANES_IDLE). */

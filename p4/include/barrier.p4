@@ -159,9 +159,9 @@ control RunningExchange(inout headers_t hdr,
          * the Barrier compares with it too. */
         meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
         bit<8> same_epoch = 1;   /* does the previous exchange's epoch match the packet's? */
-        if (hdr.pass.pass != 0 && hdr.pass.step != STEP_OPEN && hdr.pass.step != STEP_ADVANCE) {
-            meta.run = RUN_CURRENT;   /* later passes of a data packet trust their first */
-        } else {
+        /* (Only first passes, hops and the barrier's and all-reduce's own passes come here:
+         * a data packet's later passes are the aggregation's, switchgnn.p4.) */
+        {
             if (hdr.pass.step == STEP_OPEN) {
                 hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
                 write_epoch.execute(meta.job_slot);

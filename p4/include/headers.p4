@@ -137,8 +137,7 @@ struct ingress_metadata_t {
     bit<16> expected;     /* (past an incomplete count, counted[15:0] |-| expected) */
     bit<32> seen_index;
     bit<1>  last;
-    bit<8>  fanout;       /* pass 0: the other pipes whose chains this source starts */
-    bit<8>  agg_pipe;     /* reduce mode: the pipe of the destination's aggregator */
+    bit<8>  fanout;       /* pass 1: the other pipes whose chains this source starts */
     bit<16> pass_group;   /* the pass group's offset among the job's (path, pipe, fan-out, copies) */
     /* recirculation_path: this packet's recirculation path, the same local port in every pipe */
     bit<8>  path_slot;

@@ -25,12 +25,12 @@ ACTIONS = {
     0x02000003: 0x01000004,  # Ingress.source_row -> set_source_row
     0x02000004: 0x01000005,  # Ingress.destination_slot -> set_destination
     0x02000005: 0x01000006,  # Ingress.aggregation.vertex_aggregators -> aggregate
-    0x0200000A: 0x01000010,  # Ingress.aggregation.partial_aggregator -> aggregate_partial
-    0x02000007: 0x01000008,  # Ingress.check.job_config -> set_job
+    0x0200000A: 0x01000010,  # Ingress.partial_aggregator -> aggregate_partial
+    0x02000007: 0x01000008,  # Ingress.job_config -> set_job
     0x02000008: 0x0100000B,  # Egress.worker_address -> set_worker_address
     0x02000009: 0x0100000D,  # Egress.ecn_marking -> set_ecn_threshold
     0x0200000B: 0x01000011,  # Ingress.allreduce.allreduce_region -> set_region
-    0x0200000C: 0x01000013,  # Ingress.aggregation.recirculation_path -> set_path
+    0x0200000C: 0x01000013,  # Ingress.recirculation_path -> set_path
 }
 
 # The parser's value set of looped local port numbers (p4/include/parser.p4) and its size.

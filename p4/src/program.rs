@@ -109,7 +109,7 @@ pub const AGGREGATE: Action = Action {
 };
 /// `aggregate_partial`: a worker's partial sum into its destination's aggregator.
 pub const AGGREGATE_PARTIAL: Action = Action {
-    name: "Ingress.aggregation.aggregate_partial",
+    name: "Ingress.aggregate_partial",
     id: 0x0100_0010,
     params: &[
         f("agg_base", 32),
@@ -122,7 +122,7 @@ pub const AGGREGATE_PARTIAL: Action = Action {
 };
 /// `set_job`: a job's workers, go group, recirculation port and slot.
 pub const SET_JOB: Action = Action {
-    name: "Ingress.check.set_job",
+    name: "Ingress.set_job",
     id: 0x0100_0008,
     params: &[
         f("workers", 16),
@@ -171,7 +171,7 @@ pub const SET_REGION: Action = Action {
 
 /// `set_path`: the recirculation path of a hash slot.
 pub const SET_PATH: Action = Action {
-    name: "Ingress.aggregation.set_path",
+    name: "Ingress.set_path",
     id: 0x0100_0013,
     params: &[f("path", 8), f("local", 7)],
 };
@@ -233,7 +233,7 @@ pub const VERTEX_AGGREGATORS: Table = Table {
 };
 /// Reduce mode: (destination, worker) → the destination's aggregator and the pair's seen word.
 pub const PARTIAL_AGGREGATOR: Table = Table {
-    name: "Ingress.aggregation.partial_aggregator",
+    name: "Ingress.partial_aggregator",
     id: 0x0200_000a,
     keys: &[
         f("job", 16),
@@ -247,7 +247,7 @@ pub const PARTIAL_AGGREGATOR: Table = Table {
 };
 /// Per job: its configuration.
 pub const JOB_CONFIG: Table = Table {
-    name: "Ingress.check.job_config",
+    name: "Ingress.job_config",
     id: 0x0200_0007,
     keys: &[f("job", 16)],
     action: &SET_JOB,
@@ -282,7 +282,7 @@ pub const ECN_MARKING: Table = Table {
 /// local port number looped in every pipe (`include/aggregation.p4`). A job without looped
 /// ports has no entries: the default is the internal port.
 pub const RECIRCULATION_PATH: Table = Table {
-    name: "Ingress.aggregation.recirculation_path",
+    name: "Ingress.recirculation_path",
     id: 0x0200_000c,
     keys: &[f("job", 16), f("slot", 8)],
     action: &SET_PATH,

@@ -76,19 +76,19 @@ fn sums_stay_exact_with_passes_over_looped_ports() {
     eprintln!("looped ports: {} ns clean, {} ns lossy", times[0], times[1]);
 }
 
-/// Two hubs every other vertex links to: each hub is a destination of nearly every remote
-/// vertex, and the placement puts one in each pipe.
-fn two_hubs(n: u32) -> Dataset {
-    let edges: Vec<(u32, u32)> = (2..n).flat_map(|v| [(v, 0), (v, 1)]).collect();
+/// A hub every other vertex links to: a destination of nearly every remote vertex, whose
+/// aggregators the placement puts in one pipe, and the other vertices' in the others.
+fn hub(n: u32) -> Dataset {
+    let edges: Vec<(u32, u32)> = (1..n).map(|v| (v, 0)).collect();
     let graph = Graph::from_edges(n as usize, &edges, BuildOptions::default()).unwrap();
     let split = Split::random(n as usize, SplitFractions::default(), 0).unwrap();
-    Dataset::new("two-hubs", graph, None, None, split).unwrap()
+    Dataset::new("hub", graph, None, None, split).unwrap()
 }
 
 #[test]
 fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
-    let d = two_hubs(4_000);
-    let p = plan(&d, "two-hubs");
+    let d = hub(4_000);
+    let p = plan(&d, "hub");
     let run = |chip: Chip| {
         let xplan =
             exchange_plan(SimMode::of(SimKind::SwitchGnn), &d.graph, &p, 0, 7, None).unwrap();
@@ -109,20 +109,20 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
         assert_eq!(sim.retransmits, 0);
         (sim.run.finish_ns as f64, bound, per_path)
     };
-    // Tofino 1, two pipes of one 100 Gb/s internal port each.
-    let two_pipes = Chip::preset("tofino1-32").unwrap();
-    let (t, b, b_path) = run(two_pipes);
-    // The pooled model: one server of both ports' 200 Gb/s, which is what one pipe with a port
-    // of that rate is.
+    // Tofino 2, four pipes of one 100 Gb/s internal port each.
+    let four_pipes = Chip::preset("tofino2").unwrap();
+    let (t, b, b_path) = run(four_pipes);
+    // The pooled model: one server of the four ports' 400 Gb/s, which is what one pipe with a
+    // port of that rate is.
     let pooled = Chip {
-        recirculation_gbps: 200.0,
-        ..two_pipes
+        recirculation_gbps: 400.0,
+        ..four_pipes
     }
     .with_recirculation_ports(1)
     .unwrap();
     let (t_pooled, b_pooled, b_pooled_path) = run(pooled);
     eprintln!(
-        "two pipes {:.1} µs (bound {:.1} µs, {}), pooled {:.1} µs (bound {:.1} µs)",
+        "four pipes {:.1} µs (bound {:.1} µs, {}), pooled {:.1} µs (bound {:.1} µs)",
         t / 1e3,
         b.seconds * 1e6,
         b.dominant.name(),
@@ -131,14 +131,14 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
     );
     assert_eq!(b.dominant, Term::Recirculation);
     assert_eq!(b.recirculation_s, b_pooled.recirculation_s);
-    // The pooled run meets the bound. With the pipes' own ports, every trip of a vertex's
-    // packet goes into the second hub's pipe (its pass at the first hub is its arrival in the
-    // home pipe) and waits for that pipe's port alone; only the hubs' own packets, whose
-    // destinations the placement spreads over both pipes, use the home pipe's port. (Measured:
-    // 335 µs against 281 µs pooled.)
+    // The pooled run meets the bound. With the pipes' own ports, every remote vertex's packet
+    // makes its trip to the hub in the hub's pipe (after its first pass, which checks it, in
+    // the home pipe) and waits for that pipe's port alone, while the other pipes share the
+    // hub's chains and the readouts of its neighbours' sums (one pass each on a Tofino 2): the
+    // placement evens out passes, not trips. (Measured: 119.9 µs against 92.9 µs pooled; on a
+    // Tofino 1, whose neighbours' sums take two readout passes each, the trips come out even.)
     assert!(t_pooled <= 1.1 * b_pooled.seconds * 1e9);
     assert!(t >= b.seconds * 1e9);
-    assert!(t > 1.15 * t_pooled, "{t} ns against {t_pooled} ns pooled");
     // Counted per pipe and path, the bound sees the one busy pipe and stays below the run;
     // on the one-pipe chip there is nothing more to see.
     eprintln!(
@@ -147,6 +147,7 @@ fn trips_that_sit_on_one_pipe_take_longer_than_the_pooled_bandwidth_says() {
         b_path.dominant.name(),
         b_pooled_path.seconds * 1e6
     );
+    assert!(t > 1.15 * t_pooled, "{t} ns against {t_pooled} ns pooled");
     assert!(b_path.recirculation_s > 1.15 * b.recirculation_s);
     assert!(t >= b_path.seconds * 1e9);
     assert!(t <= 1.1 * b_path.seconds * 1e9);

@@ -43,6 +43,10 @@ pub(super) fn data(
         }
         return Err(DropReason::Duplicate);
     }
+    if acks {
+        // Its first pass checked it and goes around again to aggregate (one shard counts it).
+        f.counters.check_passes += 1;
+    }
     // A partial sum its worker could not fit into 32-bit lanes carries nothing to add.
     let unfit = plan.mode == Mode::Reduce && repr.flags.fetch && repr.src != repr.dst;
     // A packet marked on its way in (a queue before this switch, as a leaf's uplink) has its
@@ -223,6 +227,11 @@ pub(super) fn raw(
         let block = &plan.blocks[usize::from(run.block)];
         if let (Some(slot), Some(state)) = (block.row_of(repr.dst), run.state.as_mut()) {
             let k = slot * plan.chunks() + usize::from(repr.chunk);
+            if f.shard.leads() {
+                // The release is a pass of its own after the checks, in the aggregator's pipe.
+                f.counters.check_passes += 1;
+                f.counters.passes += 1;
+            }
             match if f.shard.owns(f.job, k) {
                 state.agg[k]
             } else {

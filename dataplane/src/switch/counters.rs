@@ -102,6 +102,13 @@ pub struct SwitchCounters {
     pub out_by_type: [u64; PacketType::CODES],
     /// Aggregator passes (recirculations on Tofino).
     pub passes: u64,
+    /// First passes that only check: the P4 program runs a packet's checks, its seen word and
+    /// its acknowledgement on its first pass and sends it around again before it aggregates
+    /// (data, a resend's release, an all-reduce slice), as the chip's stages do not hold both
+    /// in one pass (p4/README.md). Counted with the passes that follow it; a packet that ends
+    /// on its first pass (a duplicate, a forward) makes only that pass, its arrival.
+    #[serde(default)]
+    pub check_passes: u64,
     /// Passes a Tofino makes to read finished sums back out of its registers
     /// ([`readout_passes`] per result chunk), counted for the chip's pass budget.
     pub readout_passes: u64,
@@ -208,6 +215,7 @@ impl std::ops::AddAssign<&SwitchCounters> for SwitchCounters {
             (&mut self.packets_out, o.packets_out),
             (&mut self.bytes_out, o.bytes_out),
             (&mut self.passes, o.passes),
+            (&mut self.check_passes, o.check_passes),
             (&mut self.readout_passes, o.readout_passes),
             (&mut self.pair_readout_passes, o.pair_readout_passes),
             (&mut self.lane_updates, o.lane_updates),

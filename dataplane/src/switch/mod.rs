@@ -6,7 +6,9 @@
 //!    the exchange's plan;
 //! 2. **Data**: look the source vertex up in the current block's vertex → aggregators table;
 //!    drop a duplicate (a per-source, per-chunk seen bit) but acknowledge it again; otherwise
-//!    make one pass per destination aggregator (each a recirculation on Tofino): allocate on
+//!    make one pass per destination aggregator, each a recirculation on Tofino after the first
+//!    pass, which only checks the packet (the P4 program's stages hold the checks or the
+//!    aggregation, not both in sequence: `SwitchCounters::check_passes`): allocate on
 //!    first arrival from the aggregator pool, add the lanes with overflow detection, count,
 //!    and at the expected count send the sum to the destination's worker and free the
 //!    aggregator. No free aggregator, or an aggregator already released, sends the
@@ -659,12 +661,12 @@ impl SwitchNode for Switch {
 
     fn passes(&self) -> u64 {
         let c = self.counters();
-        c.passes + c.readout_passes
+        c.check_passes + c.passes + c.readout_passes
     }
 
     fn passes_reading_pairs(&self) -> u64 {
         let c = self.counters();
-        c.passes + c.pair_readout_passes
+        c.check_passes + c.passes + c.pair_readout_passes
     }
 
     fn aggregators_in_use(&self) -> usize {

@@ -119,6 +119,7 @@ pub(super) fn reduce(
         if b.count == workers {
             // The result was lost on the way to this worker: send it again, to it alone.
             f.counters.reduce_replays += 1;
+            f.counters.check_passes += 1; // its first pass checks, the readouts follow
             send_result(f, b, repr, repr.worker);
             return Ok(());
         }
@@ -153,6 +154,8 @@ pub(super) fn reduce(
     }
     b.seen.set(w, true);
     b.count += 1;
+    // Its first pass counts it; the lanes are added on the next (the P4 program's stages).
+    f.counters.check_passes += 1;
     f.counters.reduce_lane_updates += lanes as u64;
     if b.count == workers {
         f.counters.reduce_slices += 1;

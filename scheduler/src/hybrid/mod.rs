@@ -544,12 +544,13 @@ mod tests {
         }
         // These graphs are sparse (a source rarely feeds several partial sums), so even the best
         // subsets multicast few units on the ideal chip; the dense test checks "most". Here: a
-        // Tofino 1 without looped ports stays near reduce, and cheaper recirculation never
-        // multicasts fewer units.
+        // Tofino 1 without looped ports, whose recirculation is scarcest, multicasts fewer than
+        // the ideal chip (not none: a partial sum takes a trip too, after the pass that checks
+        // it), and cheaper recirculation never multicasts fewer units.
         let count = |name: &str| moved[chips().iter().position(|c| c.0 == name).unwrap()].0;
-        let all = moved[0].2;
-        assert!(count("tofino1-32") * 10 <= all, "{moved:?}");
-        assert!(count("ideal") >= count("tofino1-32") && count("tofino2+96") >= count("tofino2"));
+        assert!(count("ideal") > count("tofino1-32"), "{moved:?}");
+        assert!(count("tofino1-32+24") >= count("tofino1-32"), "{moved:?}");
+        assert!(count("tofino2+96") >= count("tofino2"), "{moved:?}");
     }
 
     /// The counting sort groups exactly what sorting (worker, neighbour) pairs would, in the

@@ -161,8 +161,10 @@ impl Row {
             packets: self.chunks * (new - r),
             bytes: self.feature_bytes * (new - r),
             ack_bytes: self.chunks * self.header * (new - r),
-            passes: self.chunks * (d - r),
-            recirculated: (d - new) * self.recirculated_per_pass,
+            // A partial sum makes two passes (its checks, its aggregator); a feature one for its
+            // checks if it is new, then one per destination, each a trip.
+            passes: self.chunks * (new + d - 2.0 * r),
+            recirculated: (d - r) * self.recirculated_per_pass,
             lanes: self.width * (d - r),
         }
     }

@@ -511,14 +511,16 @@ pub(super) fn reduce_model(
         m.received_packets[owner] += row.chunks;
         m.received_bytes[owner] += row.feature_bytes;
     }
-    // Every partial sum: each chunk up in one packet (one pass), acknowledged.
+    // Every partial sum: each chunk up in one packet, acknowledged, in two passes (its checks,
+    // then a trip to its aggregator).
     for p in pairs {
         let w = usize::from(all_pairs.workers[p]);
         m.sent_packets[w] += row.chunks;
         m.sent_bytes[w] += row.feature_bytes;
         m.received_packets[w] += row.chunks;
         m.received_bytes[w] += row.chunks * row.header;
-        m.passes += row.chunks;
+        m.passes += 2.0 * row.chunks;
+        m.recirculated_bytes += row.recirculated_per_pass;
         m.lane_updates += row.width;
     }
     m

@@ -72,9 +72,10 @@ impl PassPipes {
 
     /// Passes in each pipe (`per_pipe`, one entry per pipe) of a packet from a worker
     /// (`bytes`) that made `passes` passes in the switch model and sent `sent` (whose sums name
-    /// the destinations it completed, read out in their pipes): its source's chains over the
-    /// pipes, the pass of its own in the home pipe when none of its destinations is there, and
-    /// its readouts. A packet the plan does not explain (or one of another switch's) makes its
+    /// the destinations it completed, read out in their pipes): its first pass, which checks it
+    /// in the home pipe, then a partial sum's pass in its destination's pipe or a feature's
+    /// chains over the pipes (with a pass of its own in the home pipe when none of its
+    /// destinations is there), and its readouts. A packet the plan does not explain (or one of another switch's) makes its
     /// passes in the home pipe.
     pub(super) fn split<'a>(
         &self,
@@ -101,17 +102,22 @@ impl PassPipes {
             Some((r, &self.plan.blocks[b], self.placement.get(b)?.as_ref()?))
         });
         let mut one = [0];
-        let targets =
-            found.and_then(|(r, block, at)| Some((block, at, self.targets(block, r, &mut one)?)));
-        let Some((block, at, targets)) = targets.filter(|t| t.2.len() as u64 <= passes) else {
+        let targets = found.and_then(|(r, block, at)| {
+            let direct = self.plan.mode == Mode::Reduce && r.src != r.dst;
+            Some((block, at, self.targets(block, r, &mut one)?, direct))
+        });
+        // (its first pass, the checks, then one per target)
+        let Some((block, at, targets, direct)) = targets.filter(|t| t.2.len() as u64 + 1 <= passes)
+        else {
             per_pipe[home] = passes;
             return;
         };
         let pipe_of = |s: usize| at.pipe[s];
-        for pass in paths::source_passes(targets, pipe_of, HOME_PIPE, self.pipes) {
+        per_pipe[home] += 1;
+        for pass in paths::passes_after_checks(targets, pipe_of, HOME_PIPE, self.pipes, direct) {
             per_pipe[usize::from(pass.pipe)] += 1;
         }
-        let readouts = passes - targets.len() as u64;
+        let readouts = passes - 1 - targets.len() as u64;
         if readouts == 0 {
             return;
         }
@@ -304,9 +310,10 @@ mod tests {
                 if targets.is_empty() {
                     continue;
                 }
+                // (the model's count: the pass that checks it, one per destination)
                 at.split(
                     &data(v, b as u16),
-                    targets.len() as u64,
+                    1 + targets.len() as u64,
                     std::iter::empty(),
                     &mut per_pipe,
                 );
@@ -314,8 +321,9 @@ mod tests {
                 for &s in targets {
                     want[usize::from(pipe[s as usize])] += 1;
                 }
-                // A pass of its own in the home pipe when none of its destinations is there.
-                want[0] = want[0].max(1);
+                // A pass of its own in the home pipe when none of its destinations is there,
+                // after the one that checks it there.
+                want[0] = want[0].max(1) + 1;
                 assert_eq!(per_pipe, want, "block {b}, source {v}");
                 others += want[1..].iter().sum::<u64>();
             }
