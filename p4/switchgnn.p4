@@ -250,10 +250,15 @@ control Ingress(inout headers_t hdr,
              * both in sequence (p4/README.md, "Where it stands"), so a packet that aggregates
              * is checked on its first pass and sent around: one more pass, which the switch
              * model counts (`SwitchCounters::check_passes`). The two branches share stages. */
+#ifndef SWITCHGNN_NO_ALLREDUCE
+            if (hdr.sg.packet_type == SG_REDUCE) {
+                allreduce.apply(hdr, meta);   /* its region, its bank, its count */
+            }
+#endif
             aggregation.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
         } else {
             /* A first pass (admission made the pass header, pass 0), a hop into the home pipe,
-             * the barrier's own passes, and the all-reduce's passes that mark a bank. */
+             * and the barrier's own passes. */
             bool checked_data = false;   /* a data packet that passed every check */
             /* (before admission makes it valid; by branching, as a validity bit cannot be
              * moved into a field) */
@@ -296,29 +301,10 @@ control Ingress(inout headers_t hdr,
 #ifdef SWITCHGNN_NO_ALLREDUCE
                 drop_with(DROP_NO_ALLREDUCE);   /* built without the region: as a job without one */
 #else
-                allreduce.apply(hdr, meta);
-                if (!meta.drop) {
-                    /* The slice's lanes on the next pass, in the home pipe (aggregation.p4). */
-                    if (hdr.pass.step != STEP_CHAIN) {
-                        /* REDUCE_DONE or REPLAY_LOW: the bank is marked complete; the
-                         * readout follows. */
-                        to_aggregation();
-                    } else {
-                        hdr.pass.count = meta.reduce_count[15:0];
-                        if (meta.reduce_outcome == REDUCE_REPLAY) {
-                            /* The result again: its next pass, a first-branch one like this,
-                             * marks the bank complete (this one already ran the bank's claim). */
-                            hdr.pass.step = STEP_REPLAY_LOW;
-                            hdr.pass.out_kind = OUT_RECIRC;
-                            ig_tm_md.ucast_egress_port = meta.recirc_port;
-                        } else {
-                            if (meta.reduce_outcome == REDUCE_COMPLETE) {
-                                hdr.pass.step = STEP_REDUCE_LAST;
-                            }
-                            to_aggregation();
-                        }
-                    }
-                }
+                /* Counted and added on its next pass, in the aggregation's branch: the two
+                 * must share a pass (a copy lost between them would leave a counted slice
+                 * unadded). */
+                to_aggregation();
 #endif
             } else if (!meta.drop && hdr.sg.packet_type == SG_STAMPS) {
                 /* answer_stamps(): a worker asks where the numbering of its port stands. The

@@ -40,14 +40,15 @@
  *   large for 32 bits releases the aggregator instead of adding (the model also notifies the
  *   destination at once; here its result timeout does, and it fetches the plain features).
  *
- * - An all-reduce slice (allreduce.p4) is counted on its first pass and adds into its bank,
- *   an aggregator of the job's home pipe, on the next: written by the first contribution,
- *   summed or compared (maximum) by the others. The completing slice takes the low halves
- *   back as it adds; its next pass, a first-branch one (pass 0 again), marks the bank
- *   complete, and the one after reads the high halves and multicasts the result to every
- *   worker through the job's go group. A retransmission from a worker that missed a complete
- *   sum marks the bank again on a pass of its own and is answered with the bank read out
- *   (two passes), to that worker only.
+ * - An all-reduce slice (allreduce.p4) is checked on its first pass like any packet, and on
+ *   the next, in this branch, counted (allreduce.p4, applied just before this control) and
+ *   added into its bank, an aggregator of the job's home pipe: written by the first
+ *   contribution, summed or compared (maximum) by the others. Counting and adding share a pass
+ *   so that a recirculated copy lost between them cannot leave a counted slice unadded. The
+ *   completing slice takes the low halves back as it adds and makes one more pass, which marks
+ *   the bank complete, reads the high halves and multicasts the result to every worker through
+ *   the job's go group. A retransmission from a worker that missed a complete sum is answered
+ *   with the bank read out again (two passes), to that worker only.
  *
  * Per pass, the count register (the model's `remaining`/`counted`/`Agg` state) decides whether
  * to add, complete or send raw. Aggregators are placed by the control plane (in their pipe,
@@ -297,41 +298,47 @@ control Aggregation(inout headers_t hdr,
          * table" of a READ_HIGH), and the flags took ingress PHV (Tofino 1). */
 #ifndef SWITCHGNN_NO_ALLREDUCE
         if (hdr.sg.packet_type == SG_REDUCE) {
-            /* The all-reduce's lanes (its first pass counted the slice, allreduce.p4): the
-             * bank is aggregator agg_index of the home pipe. Op code 0 sums, 1 takes the
-             * maximum; the first contribution writes. */
+            /* The all-reduce's lanes (allreduce.p4 counted the slice on this same pass, so a
+             * copy lost on its way here loses nothing counted): the bank is aggregator
+             * agg_index of the home pipe. Op code 0 sums, 1 takes the maximum. */
             hdr.pass.pass = hdr.pass.pass + 1;
             hdr.pass.out_kind = OUT_RECIRC;
-            if (hdr.pass.step == STEP_CHAIN || hdr.pass.step == STEP_REDUCE_LAST) {
-                /* The completing slice takes the low halves of the result back as it goes. */
-                bool last = hdr.pass.step == STEP_REDUCE_LAST;
-                if (hdr.pass.count == 1) {
-                    if (last) {
-                        meta.lane_op = LANES_WRITE_KEEP;
-                    } else {
-                        meta.lane_op = LANES_WRITE;
-                    }
-                } else if (hdr.sg.layer == 0) {
-                    if (last) {
-                        meta.lane_op = LANES_ADD_KEEP;
-                    } else {
-                        meta.lane_op = LANES_ADD;
-                    }
-                } else {
-                    if (last) {
-                        meta.lane_op = LANES_MAX_KEEP;
-                    } else {
-                        meta.lane_op = LANES_MAX;
-                    }
-                }
-                if (last) {
-                    /* Its next pass marks the bank complete, which only a first-branch pass
-                     * reaches (the bank's register is the all-reduce's): pass 0 again. */
-                    hdr.pass.step = STEP_REDUCE_DONE;
-                    hdr.pass.pass = 0;
+            if (meta.drop) {
+                /* refused by its region: counted by its reason in Ingress */
+            } else if (hdr.pass.step == STEP_CHAIN) {
+                hdr.pass.count = meta.reduce_count[15:0];
+                if (meta.reduce_outcome == REDUCE_REPLAY) {
+                    hdr.pass.step = STEP_REPLAY_LOW;
                     around();
                 } else {
-                    ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its ack */
+                    /* The completing slice takes the low halves of the result back as it
+                     * goes. */
+                    bool last = meta.reduce_outcome == REDUCE_COMPLETE;
+                    if (meta.reduce_count == 1) {
+                        if (last) {
+                            meta.lane_op = LANES_WRITE_KEEP;
+                        } else {
+                            meta.lane_op = LANES_WRITE;
+                        }
+                    } else if (hdr.sg.layer == 0) {
+                        if (last) {
+                            meta.lane_op = LANES_ADD_KEEP;
+                        } else {
+                            meta.lane_op = LANES_ADD;
+                        }
+                    } else {
+                        if (last) {
+                            meta.lane_op = LANES_MAX_KEEP;
+                        } else {
+                            meta.lane_op = LANES_MAX;
+                        }
+                    }
+                    if (last) {
+                        hdr.pass.step = STEP_REDUCE_DONE;
+                        around();
+                    } else {
+                        ig_dprsr_md.drop_ctl = 1;   /* counted: the result is its ack */
+                    }
                 }
             } else if (hdr.pass.step == STEP_REDUCE_DONE) {
                 /* The bank is marked complete (allreduce.p4); the high halves, then one copy

@@ -138,7 +138,6 @@ const bit<8> STEP_REDUCE_DONE = 8;  /* all-reduce: mark the bank complete, read 
 const bit<8> STEP_REPLAY_LOW  = 9;  /* all-reduce: read a complete bank's low half for one worker */
 const bit<8> STEP_REPLAY_HIGH = 10; /* all-reduce: then its high half, and back to that worker */
 const bit<8> STEP_PARTIAL   = 11; /* reduce mode: a partial sum's one aggregator pass */
-const bit<8> STEP_REDUCE_LAST = 12; /* all-reduce: the completing slice's lanes, then its bank marked */
 
 /* The least int32: the identity of the lane maximum, so that a maximum with it reads a lane
  * pair out unchanged (aggregation.p4, READ_LOW). */

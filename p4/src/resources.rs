@@ -68,24 +68,37 @@ pub const SOURCES: &[Source] = &[
     },
 ];
 
-/// The program's stage layout (ingress), as `include/*.p4` places it.
+/// The program's ingress stages as p4c placed the exchange-only build for Tofino 2 (stop 64,
+/// `switchgnn p4 compile --target tofino2 --no-allreduce`; stages without a register or a
+/// named table hold the checks' and the aggregation's conditions and small actions). The first
+/// pass's checks and a later pass's aggregation are two branches that share the stages.
 pub const STAGES: &[(&str, &str, &str)] = &[
-    ("0", "admission, job_config, exchange_config", "-"),
+    ("0", "admission, job_config", "-"),
     (
         "1",
-        "source_row, destination_slot, vertex_aggregators",
-        "exchange_epoch, exchange_tag, previous_epoch, previous_tag, phase",
+        "exchange_config, recirculation_path, vertex_aggregators",
+        "-",
     ),
     (
         "2",
-        "vertex_aggregators (continued), recirculation_path",
-        "seen, sequence, arrived",
+        "phase_word, previous_tag_word",
+        "exchange_epoch, previous_tag, phase",
     ),
-    ("3", "-", "state (aggregator {phase, count}), reports"),
     (
-        "4-11",
-        "-",
-        "pair_0 .. pair_31 (lanes i and i + 32), four per stage",
+        "3",
+        "running_tag_word",
+        "exchange_tag, previous_epoch, state (aggregator {phase, count})",
+    ),
+    ("5", "source_row, destination_slot", "-"),
+    (
+        "7-10",
+        "partial_aggregator (8)",
+        "sequence, arrived, reports, seen",
+    ),
+    (
+        "11-19",
+        "lanes_31 .. lanes_0",
+        "pair_31 .. pair_0 (lanes i and i + 32), up to four per stage",
     ),
 ];
 
@@ -109,11 +122,60 @@ pub const MIRROR_SESSIONS: u64 = 1024;
 pub const PROGRAM_SALUS: u64 = 32 + 2 + 8 + 3;
 /// Stateful ALUs of the egress pipeline: the per-port numbers of sums and raw copies.
 pub const EGRESS_SALUS: u64 = 1;
-/// SRAM blocks the registers of stages 1-2 take: six small per-job registers (one block each),
-/// the arrival words (64 jobs x 256 workers x 32 bit: 4 blocks), the seen words (8 blocks), and
-/// the all-reduce's banks (1024 x 64 bit: 1 block) and their seen words (8192 x 64 bit: 4
-/// blocks); its counts go in stage 3, beside the aggregator state.
-const REGISTER_BLOCKS_STAGES_1_2: u64 = 6 + 4 + 8 + 1 + 4;
+/// SRAM blocks the registers of stages 1-2 take: seven small per-job registers (one block each:
+/// the running exchange's epoch, tag and phase, the previous exchange's epoch and tag, the
+/// barrier's sequence and reports; the compiler gives each its own), the arrival words (64 jobs
+/// x 256 workers x 32 bit: 4 blocks), the seen words (8 blocks), and the all-reduce's banks
+/// (1024 x 64 bit: 1 block) and their seen words (8192 x 64 bit: 4 blocks); its counts go in
+/// stage 3, beside the aggregator state.
+const REGISTER_BLOCKS_STAGES_1_2: u64 = 7 + 4 + 8 + 1 + 4;
+
+/// SRAM blocks a register of `words` words of `bits` bits takes.
+fn register_blocks(words: u64, bits: u64) -> u64 {
+    (words * bits).div_ceil(SRAM_WORD_BITS * SRAM_WORDS_PER_BLOCK)
+}
+
+/// What the resource model says of the program itself, whatever the plan: the figures
+/// `switchgnn p4 compile` prints beside the compiler's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProgramModel {
+    /// Ingress stages the model's layout ([`STAGES`]) takes: a Tofino 1's.
+    pub ingress_stages: u64,
+    /// Ingress stateful ALUs: one per register.
+    pub ingress_salus: u64,
+    /// Egress stateful ALUs.
+    pub egress_salus: u64,
+    /// SRAM blocks the registers' words take, ingress and egress (the spare bank a stage of
+    /// registers takes besides is not counted).
+    pub register_sram_blocks: u64,
+}
+
+impl ProgramModel {
+    /// The program with the all-reduce region (`allreduce`) or without
+    /// (`-DSWITCHGNN_NO_ALLREDUCE`).
+    pub fn of(allreduce: bool) -> ProgramModel {
+        let allreduce_salus = 3;
+        let small = 7 * register_blocks(program::MAX_JOBS, 32);
+        let exchange = 32 * register_blocks(program::AGGREGATORS, 64)
+            + register_blocks(program::AGGREGATORS, 64)
+            + register_blocks(program::SEEN_WORDS, 32)
+            + small
+            + register_blocks(program::MAX_JOBS * program::MAX_WORKERS, 32);
+        let region = 2 * register_blocks(program::REDUCE_BANKS, 64)
+            + register_blocks(program::REDUCE_SEEN_WORDS, 64);
+        let egress = register_blocks(512, 32);
+        ProgramModel {
+            ingress_stages: STAGES_PER_PIPE,
+            ingress_salus: if allreduce {
+                PROGRAM_SALUS
+            } else {
+                PROGRAM_SALUS - allreduce_salus
+            },
+            egress_salus: EGRESS_SALUS,
+            register_sram_blocks: exchange + if allreduce { region } else { 0 } + egress,
+        }
+    }
+}
 
 /// Figures with no public source: the report names them as assumptions.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -482,8 +544,9 @@ impl Peaks {
                 "ingress stages",
                 STAGES_PER_PIPE,
                 STAGES_PER_PIPE,
-                "the layout the program must reach, independent of the plan: the compiler \
-                 does not place it in 12 yet (p4/README.md, \"Where it stands\")",
+                "the layout the model assumes, independent of the plan: p4c places the \
+                 program in 21 on Tofino 1, which does not compile, and 20 on Tofino 2 \
+                 (stop 64; `switchgnn p4 compile` says what it needs now)",
             ),
             check(
                 "stateful ALUs",

@@ -30,12 +30,14 @@ enum Step {
 }
 
 /// A packet in the pipeline: its header, its 64 lane words (the absent ones hold whatever the
-/// PHV holds: noise here) and the pass header's count.
+/// PHV holds: noise here), the pass header's count, and whether it is past its first pass
+/// (`hdr.pass.pass != 0`: the aggregation's branch, where the slice is counted and added).
 struct InFlight {
     repr: Repr,
     lanes: [i32; MAX_LANES],
     step: Step,
     count: u32,
+    checked: bool,
 }
 
 /// One job's all-reduce on a Tofino, as the program and its entries set it up.
@@ -101,9 +103,14 @@ impl Tofino {
         }
     }
 
-    /// `AllReduce.apply` then the reduce branch of `Aggregation.apply`; the step of the copy
-    /// that recirculates, if one does.
+    /// A first pass checks the slice and sends it around (`to_aggregation`); every later one
+    /// runs `AllReduce.apply` then the reduce branch of `Aggregation.apply`. The step of the
+    /// copy that recirculates, if one does.
     fn pass(&mut self, p: &mut InFlight) -> Option<Step> {
+        if !p.checked {
+            p.checked = true;
+            return Some(Step::Chain);
+        }
         let r = p.repr;
         // set_region and the additions after it.
         let offset = u32::from(r.block) << 1 | u32::from(r.chunk & 1);
@@ -269,6 +276,7 @@ impl Node for Tofino {
             lanes,
             step: Step::Chain,
             count: 0,
+            checked: false,
         });
     }
 

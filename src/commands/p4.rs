@@ -29,6 +29,31 @@ pub(crate) enum P4Command {
     /// The table entries, multicast groups and mirror sessions that install a plan's job, as
     /// P4Runtime JSON or a bfrt_python script (`switchgnn switch --entries` loads the JSON).
     Entries(EntriesArgs),
+    /// Compile the program with p4c's Tofino back end (built by scripts/p4c.sh) and print what
+    /// it used next to the resource model's figures; the compiler's logs and outputs stay in
+    /// --out. Exits non-zero when it does not compile.
+    Compile(CompileArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompileArgs {
+    /// The chip: tofino (Tofino 1, TNA) or tofino2 (Tofino 2, T2NA).
+    #[arg(long, default_value = "tofino")]
+    pub(crate) target: String,
+    /// Build the exchange alone, without the in-switch all-reduce region
+    /// (-DSWITCHGNN_NO_ALLREDUCE: slices are dropped, as for a job without a region).
+    #[arg(long)]
+    pub(crate) no_allreduce: bool,
+    /// Where the compiler writes (default: target/p4c/<target>-<full|exchange>).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// The p4c install folder (default: $SWITCHGNN_P4C/install, else
+    /// ~/.cache/switchgnn/p4c-<commit>/install, where scripts/p4c.sh puts it).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) p4c: Option<PathBuf>,
+    /// Also write the figures as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -202,7 +227,151 @@ pub(crate) fn run(args: Args) -> Result<()> {
     match args.command {
         P4Command::Resources(a) => resources_cmd(a),
         P4Command::Entries(a) => entries_cmd(a),
+        P4Command::Compile(a) => compile_cmd(a),
     }
+}
+
+fn compile_cmd(args: CompileArgs) -> Result<()> {
+    use switchgnn_p4::compile::{self, Build, Target};
+    let target: Target = args.target.parse()?;
+    let build = Build {
+        target,
+        allreduce: !args.no_allreduce,
+    };
+    let install = args.p4c.unwrap_or_else(compile::default_install);
+    let driver = compile::find_compiler(&install)?;
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("target/p4c").join(build.name()));
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_message(format!(
+        "p4c-barefoot --target {} ({}): minutes; output in {}",
+        target.name(),
+        if build.allreduce {
+            "with the all-reduce"
+        } else {
+            "exchange only"
+        },
+        out.display()
+    ));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    let outcome = compile::compile(&driver, build, &out, &[]);
+    spinner.finish_and_clear();
+    let outcome = outcome?;
+    let log = &outcome.log;
+    let model = resources::ProgramModel::of(build.allreduce);
+    println!(
+        "{} ({}), p4c {} — {}",
+        target.name(),
+        if build.allreduce {
+            "with the all-reduce region"
+        } else {
+            "exchange only"
+        },
+        &compile::P4C_COMMIT[..7],
+        match &outcome.binary {
+            Some(bin) => format!("compiled: {}", bin.display()),
+            None => format!(
+                "did not compile (status {}); log: {}",
+                outcome.status.map_or("none".to_string(), |s| s.to_string()),
+                out.join("compile.log").display()
+            ),
+        }
+    );
+    if !log.ingress_stages.is_empty() {
+        println!(
+            "table placement, each round: ingress stages {:?} of {}, egress {:?}, critical path {:?}",
+            log.ingress_stages,
+            target.stages(),
+            log.egress_stages,
+            log.critical_path
+        );
+    }
+    for e in &log.errors {
+        println!("  {e}");
+    }
+    if let Some(c) = &outcome.compiled {
+        let mut t = Table::new();
+        t.load_preset(UTF8_BORDERS_ONLY);
+        t.set_header(["per pipe", "compiler", "model (p4 resources)", "difference"]);
+        let row = |t: &mut Table, what: &str, got: u64, want: Option<u64>| {
+            let (want, diff) = match want {
+                Some(w) => (w.to_string(), format!("{:+}", got as i64 - w as i64)),
+                None => ("-".to_string(), "-".to_string()),
+            };
+            t.add_row([what.to_string(), got.to_string(), want, diff]);
+        };
+        row(
+            &mut t,
+            "ingress stages",
+            c.ingress_stages.into(),
+            Some(model.ingress_stages),
+        );
+        row(&mut t, "egress stages", c.egress_stages.into(), None);
+        row(
+            &mut t,
+            "ingress stateful ALUs",
+            c.ingress_salus.into(),
+            Some(model.ingress_salus),
+        );
+        row(
+            &mut t,
+            "egress stateful ALUs",
+            c.egress_salus.into(),
+            Some(model.egress_salus),
+        );
+        row(
+            &mut t,
+            "stateful ALUs of the fullest stage",
+            c.most_salus_in_a_stage.into(),
+            Some(resources::SALUS_PER_STAGE),
+        );
+        row(
+            &mut t,
+            "register SRAM blocks",
+            c.register_sram_blocks.into(),
+            Some(model.register_sram_blocks),
+        );
+        row(
+            &mut t,
+            "SRAM blocks, all tables",
+            c.sram_blocks.into(),
+            None,
+        );
+        row(&mut t, "TCAM blocks", c.tcam_blocks.into(), None);
+        row(
+            &mut t,
+            "exact-match hash functions",
+            c.hash_functions.into(),
+            None,
+        );
+        row(
+            &mut t,
+            "ingress PHV containers",
+            c.ingress_phv.0.into(),
+            None,
+        );
+        row(&mut t, "ingress PHV bits", c.ingress_phv.1.into(), None);
+        row(&mut t, "egress PHV bits", c.egress_phv.1.into(), None);
+        println!("{t}");
+        println!(
+            "The model's stages are the Tofino 1 layout it assumes (p4/README.md, \"Where it \
+             stands\"); its stateful ALUs count one per register; its SRAM counts the \
+             registers' words, without the spare bank each stage of registers takes."
+        );
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &outcome)?;
+    }
+    if outcome.binary.is_none() {
+        bail!(
+            "the program did not compile for {} (see {})",
+            target.name(),
+            out.join("compile.log").display()
+        );
+    }
+    Ok(())
 }
 
 /// `--loopback-ports` as the program loops them: the same number in every pipe.
@@ -264,7 +433,11 @@ fn resources_cmd(args: ResourcesArgs) -> Result<()> {
             bounds,
         });
     }
-    println!("The program's ingress stages (p4/README.md):");
+    println!(
+        "The program does not compile for Tofino 1 yet (p4/README.md, \"Where it stands\"; \
+         `switchgnn p4 compile`): the checks above are the plan's. Its ingress stages as p4c \
+         placed it for Tofino 2:"
+    );
     for (stage, tables, registers) in resources::STAGES {
         println!("  stage {stage}: tables {tables}; registers {registers}");
     }

@@ -75,6 +75,9 @@ pub(super) fn reduce(
     repr: &Repr,
     packet: &Packet<&[u8]>,
 ) -> Result<(), DropReason> {
+    // The P4 program checks a slice on its first pass and counts and adds it on the next, where
+    // its region's checks run too: every slice that reaches its region makes that pass.
+    f.counters.check_passes += 1;
     let (slot, bank) = slot_of(repr.sequence, region.slots);
     // The slot and bank fields are what a P4 pipeline indexes its registers with: they must be
     // the ones the position says.
@@ -119,7 +122,6 @@ pub(super) fn reduce(
         if b.count == workers {
             // The result was lost on the way to this worker: send it again, to it alone.
             f.counters.reduce_replays += 1;
-            f.counters.check_passes += 1; // its first pass checks, the readouts follow
             send_result(f, b, repr, repr.worker);
             return Ok(());
         }
@@ -154,8 +156,6 @@ pub(super) fn reduce(
     }
     b.seen.set(w, true);
     b.count += 1;
-    // Its first pass counts it; the lanes are added on the next (the P4 program's stages).
-    f.counters.check_passes += 1;
     f.counters.reduce_lane_updates += lanes as u64;
     if b.count == workers {
         f.counters.reduce_slices += 1;

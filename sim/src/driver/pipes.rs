@@ -125,8 +125,10 @@ impl PassPipes {
         let completed: Vec<u8> = sent
             .filter_map(|b| {
                 let r = Repr::parse(&Packet::new_checked(b).ok()?).ok()?;
+                // (a leaf's share of a sum goes up as data named by its destination; the
+                // sender's acknowledgement, data with the ack flag, is no sum)
                 let sum = (r.packet_type == PacketType::Result && r.lanes > 0)
-                    || (r.packet_type == PacketType::Data && r.src == r.dst);
+                    || (r.packet_type == PacketType::Data && r.src == r.dst && !r.flags.ack);
                 sum.then(|| block.row_of(r.dst)).flatten().map(pipe_of)
             })
             .collect();
