@@ -214,6 +214,11 @@ pub fn compile(
         }
         std::fs::write(&path, text).map_err(io(&path))?;
     }
+    // A binary left by an earlier compile into the same folder must not pass for this one's.
+    let pipe = out.join("pipe");
+    if pipe.exists() {
+        std::fs::remove_dir_all(&pipe).map_err(io(&pipe))?;
+    }
     let mut cmd = Command::new(driver);
     cmd.args([
         "--target",
@@ -232,7 +237,6 @@ pub fn compile(
     let mut log = String::from_utf8_lossy(&run.stdout).into_owned();
     log.push_str(&String::from_utf8_lossy(&run.stderr));
     let mut status = run.status.code();
-    let pipe = out.join("pipe");
     let bfa = pipe.join("switchgnn.bfa");
     if status == Some(0) && binary_in(&pipe).is_none() && bfa.is_file() {
         let bfas = driver.with_file_name("bfas");

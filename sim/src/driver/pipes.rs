@@ -107,7 +107,7 @@ impl PassPipes {
             Some((block, at, self.targets(block, r, &mut one)?, direct))
         });
         // (its first pass, the checks, then one per target)
-        let Some((block, at, targets, direct)) = targets.filter(|t| t.2.len() as u64 + 1 <= passes)
+        let Some((block, at, targets, direct)) = targets.filter(|t| (t.2.len() as u64) < passes)
         else {
             per_pipe[home] = passes;
             return;
