@@ -15,6 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::resources::{ProgramModel, SALUS_PER_STAGE};
+
 /// The p4c commit `scripts/p4c.sh` builds (its `p4c_commit`), whose first seven hex digits name
 /// the cache folder.
 pub const P4C_COMMIT: &str = "34b86e9bacb932c799aaf1b83495ce1e386ea047";
@@ -265,6 +267,48 @@ pub fn compile(
         log: LogFigures::of(&log),
         compiled,
     })
+}
+
+/// One figure of a compiled program beside the resource model's, where the model has one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Figure {
+    /// What it counts, per pipe.
+    pub what: &'static str,
+    /// The compiler's.
+    pub compiled: u64,
+    /// The model's.
+    pub model: Option<u64>,
+}
+
+/// The compiler's figures of one pipe next to the resource model's for the same build.
+pub fn side_by_side(c: &Compiled, model: &ProgramModel) -> Vec<Figure> {
+    let f = |what, compiled: u32, model| Figure {
+        what,
+        compiled: u64::from(compiled),
+        model,
+    };
+    vec![
+        f("ingress stages", c.ingress_stages, Some(model.ingress_stages)),
+        f("egress stages", c.egress_stages, None),
+        f("ingress stateful ALUs", c.ingress_salus, Some(model.ingress_salus)),
+        f("egress stateful ALUs", c.egress_salus, Some(model.egress_salus)),
+        f(
+            "stateful ALUs of the fullest stage",
+            c.most_salus_in_a_stage,
+            Some(SALUS_PER_STAGE),
+        ),
+        f(
+            "register SRAM blocks",
+            c.register_sram_blocks,
+            Some(model.register_sram_blocks),
+        ),
+        f("SRAM blocks, all tables", c.sram_blocks, None),
+        f("TCAM blocks", c.tcam_blocks, None),
+        f("exact-match hash functions", c.hash_functions, None),
+        f("ingress PHV containers", c.ingress_phv.0, None),
+        f("ingress PHV bits", c.ingress_phv.1, None),
+        f("egress PHV bits", c.egress_phv.1, None),
+    ]
 }
 
 /// Every `memory_resource_allocation` in `v`, however deep (a match table's ways hold theirs).

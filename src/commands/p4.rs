@@ -295,65 +295,13 @@ fn compile_cmd(args: CompileArgs) -> Result<()> {
         let mut t = Table::new();
         t.load_preset(UTF8_BORDERS_ONLY);
         t.set_header(["per pipe", "compiler", "model (p4 resources)", "difference"]);
-        let row = |t: &mut Table, what: &str, got: u64, want: Option<u64>| {
-            let (want, diff) = match want {
-                Some(w) => (w.to_string(), format!("{:+}", got as i64 - w as i64)),
+        for fig in compile::side_by_side(c, &model) {
+            let (want, diff) = match fig.model {
+                Some(w) => (w.to_string(), format!("{:+}", fig.compiled as i64 - w as i64)),
                 None => ("-".to_string(), "-".to_string()),
             };
-            t.add_row([what.to_string(), got.to_string(), want, diff]);
-        };
-        row(
-            &mut t,
-            "ingress stages",
-            c.ingress_stages.into(),
-            Some(model.ingress_stages),
-        );
-        row(&mut t, "egress stages", c.egress_stages.into(), None);
-        row(
-            &mut t,
-            "ingress stateful ALUs",
-            c.ingress_salus.into(),
-            Some(model.ingress_salus),
-        );
-        row(
-            &mut t,
-            "egress stateful ALUs",
-            c.egress_salus.into(),
-            Some(model.egress_salus),
-        );
-        row(
-            &mut t,
-            "stateful ALUs of the fullest stage",
-            c.most_salus_in_a_stage.into(),
-            Some(resources::SALUS_PER_STAGE),
-        );
-        row(
-            &mut t,
-            "register SRAM blocks",
-            c.register_sram_blocks.into(),
-            Some(model.register_sram_blocks),
-        );
-        row(
-            &mut t,
-            "SRAM blocks, all tables",
-            c.sram_blocks.into(),
-            None,
-        );
-        row(&mut t, "TCAM blocks", c.tcam_blocks.into(), None);
-        row(
-            &mut t,
-            "exact-match hash functions",
-            c.hash_functions.into(),
-            None,
-        );
-        row(
-            &mut t,
-            "ingress PHV containers",
-            c.ingress_phv.0.into(),
-            None,
-        );
-        row(&mut t, "ingress PHV bits", c.ingress_phv.1.into(), None);
-        row(&mut t, "egress PHV bits", c.egress_phv.1.into(), None);
+            t.add_row([fig.what.to_string(), fig.compiled.to_string(), want, diff]);
+        }
         println!("{t}");
         println!(
             "The model's stages are the Tofino 1 layout it assumes (p4/README.md, \"Where it \
@@ -362,7 +310,14 @@ fn compile_cmd(args: CompileArgs) -> Result<()> {
         );
     }
     if let Some(path) = &args.json {
-        write_json(path, &outcome)?;
+        let figures = outcome
+            .compiled
+            .as_ref()
+            .map(|c| compile::side_by_side(c, &model));
+        write_json(
+            path,
+            &serde_json::json!({ "outcome": outcome, "beside_the_model": figures }),
+        )?;
     }
     if outcome.binary.is_none() {
         bail!(
