@@ -288,10 +288,22 @@ pub fn side_by_side(c: &Compiled, model: &ProgramModel) -> Vec<Figure> {
         model,
     };
     vec![
-        f("ingress stages", c.ingress_stages, Some(model.ingress_stages)),
+        f(
+            "ingress stages",
+            c.ingress_stages,
+            Some(model.ingress_stages),
+        ),
         f("egress stages", c.egress_stages, None),
-        f("ingress stateful ALUs", c.ingress_salus, Some(model.ingress_salus)),
-        f("egress stateful ALUs", c.egress_salus, Some(model.egress_salus)),
+        f(
+            "ingress stateful ALUs",
+            c.ingress_salus,
+            Some(model.ingress_salus),
+        ),
+        f(
+            "egress stateful ALUs",
+            c.egress_salus,
+            Some(model.egress_salus),
+        ),
         f(
             "stateful ALUs of the fullest stage",
             c.most_salus_in_a_stage,

@@ -297,7 +297,10 @@ fn compile_cmd(args: CompileArgs) -> Result<()> {
         t.set_header(["per pipe", "compiler", "model (p4 resources)", "difference"]);
         for fig in compile::side_by_side(c, &model) {
             let (want, diff) = match fig.model {
-                Some(w) => (w.to_string(), format!("{:+}", fig.compiled as i64 - w as i64)),
+                Some(w) => (
+                    w.to_string(),
+                    format!("{:+}", fig.compiled as i64 - w as i64),
+                ),
                 None => ("-".to_string(), "-".to_string()),
             };
             t.add_row([fig.what.to_string(), fig.compiled.to_string(), want, diff]);
