@@ -9,13 +9,14 @@
 #
 # Needs ../shared/datasets.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-work="${1:-$(mktemp -d)}"
-mkdir -p "$work"
-cargo build --release -q
-python3 - "$work" target/release/switchgnn ../shared/datasets <<'PY'
-import json, os, subprocess, sys
-work, binary, data = sys.argv[1:]
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cargo build --release -q --manifest-path "$root/Cargo.toml"
+exec python3 - "$root" "${1:-}" <<'PY'
+import json, os, subprocess, sys, tempfile
+root, work = sys.argv[1], sys.argv[2] or tempfile.mkdtemp()
+os.makedirs(work, exist_ok=True)
+binary = os.path.join(root, "target", "release", "switchgnn")
+data = os.path.join(root, "..", "shared", "datasets")
 graphs = [("Cora", "cora.npz"), ("Amazon-Computers", "amazon-computers.npz"),
           ("Coauthor-CS", "coauthor-cs.npz"), ("Amazon-Photo", "amazon-photo.npz"),
           ("Tolokers", "yandex/tolokers.npz"), ("Squirrel", "yandex/squirrel.npz")]
