@@ -316,11 +316,10 @@ impl Load {
             // The ack's bytes arrive before the sums it feeds leave, but the owner's receive
             // core may still be working through it when it reports its own sums in.
             self.unchained.received_packets[usize::from(owner)] += 1;
-            let extra = aggregators;
             let work = SwitchWork {
-                passes: extra,
-                recirculations: extra,
-                recirculated_bytes: extra * (bytes + PASS_HEADER),
+                passes: aggregators,
+                recirculations: aggregators,
+                recirculated_bytes: aggregators * (bytes + PASS_HEADER),
                 lane_updates: aggregators * lanes,
             };
             self.add_switch_work(work);

@@ -159,49 +159,47 @@ control RunningExchange(inout headers_t hdr,
          * the Barrier compares with it too. */
         meta.want = hdr.sg.layer ++ 7w0 ++ hdr.sg.flags[4:4];
         bit<8> same_epoch = 1;   /* does the previous exchange's epoch match the packet's? */
-        /* (Only first passes, hops and the barrier's and all-reduce's own passes come here:
-         * a data packet's later passes are the aggregation's, switchgnn.p4.) */
-        {
-            if (hdr.pass.step == STEP_OPEN) {
-                hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
-                write_epoch.execute(meta.job_slot);
-                write_previous_epoch.execute(meta.job_slot);
-                hdr.pass.dst = hdr.sg.epoch;
-            } else if (hdr.pass.step == STEP_ADVANCE) {
-                hdr.pass.dst = hdr.sg.epoch;
-            } else {   /* pass 0 */
-                hdr.pass.dst = read_epoch.execute(meta.job_slot);
-                same_epoch = same_previous_epoch.execute(meta.job_slot);
+        /* (Only first passes, hops and the barrier's own passes come here: a packet's later
+         * passes are the aggregation's, switchgnn.p4.) */
+        if (hdr.pass.step == STEP_OPEN) {
+            hdr.pass.agg_index = opened_tag.get({hdr.sg.layer, 7w0, hdr.sg.flags[4:4], 16w0});
+            write_epoch.execute(meta.job_slot);
+            write_previous_epoch.execute(meta.job_slot);
+            hdr.pass.dst = hdr.sg.epoch;
+        } else if (hdr.pass.step == STEP_ADVANCE) {
+            hdr.pass.dst = hdr.sg.epoch;
+        } else {   /* pass 0 */
+            hdr.pass.dst = read_epoch.execute(meta.job_slot);
+            same_epoch = same_previous_epoch.execute(meta.job_slot);
+        }
+        /* written on opening (before the phase word overwrites the old tag the opening
+         * pass carries), else read */
+        previous_tag_word.apply();
+        if (same_epoch == 0) {
+            meta.previous_tag = 0;   /* the previous exchange's tag only for its epoch */
+        }
+        running_tag_word.apply();   /* written on opening, advanced, else read */
+        phase_word.apply();         /* advanced on opening and advancing, else read */
+        /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
+         * value into a field. */
+        locate_block();
+        meta.started = false;
+        meta.finished = false;
+        if (meta.running_tag[15:0] != 0) {
+            meta.started = true;
+            if (meta.final_lead == 1) {   /* the running block is `blocks`: complete */
+                meta.finished = true;
             }
-            /* written on opening (before the phase word overwrites the old tag the opening
-             * pass carries), else read */
-            previous_tag_word.apply();
-            if (same_epoch == 0) {
-                meta.previous_tag = 0;   /* the previous exchange's tag only for its epoch */
-            }
-            running_tag_word.apply();   /* written on opening, advanced, else read */
-            phase_word.apply();         /* advanced on opening and advancing, else read */
-            /* Flags from comparisons by branching: Tofino's actions cannot move a comparison's
-             * value into a field. */
-            locate_block();
-            meta.started = false;
-            meta.finished = false;
-            if (meta.running_tag[15:0] != 0) {
-                meta.started = true;
-                if (meta.final_lead == 1) {   /* the running block is `blocks`: complete */
-                    meta.finished = true;
-                }
-            }
-            /* (one comparison per condition: a gateway takes 4 bytes and 12 bits of fields) */
-            if (hdr.pass.dst != hdr.sg.epoch) {
-                meta.run = RUN_STALE;
-            } else if (meta.running_tag[31:16] != meta.want) {
-                meta.run = RUN_STALE;
-            } else if (meta.block_lead == 1) {   /* started, and the packet's block */
-                meta.run = RUN_CURRENT;
-            } else {
-                meta.run = RUN_OTHER;
-            }
+        }
+        /* (one comparison per condition: a gateway takes 4 bytes and 12 bits of fields) */
+        if (hdr.pass.dst != hdr.sg.epoch) {
+            meta.run = RUN_STALE;
+        } else if (meta.running_tag[31:16] != meta.want) {
+            meta.run = RUN_STALE;
+        } else if (meta.block_lead == 1) {   /* started, and the packet's block */
+            meta.run = RUN_CURRENT;
+        } else {
+            meta.run = RUN_OTHER;
         }
     }
 }

@@ -54,6 +54,9 @@ pub(crate) struct CompileArgs {
     /// Also write the figures as JSON.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
+    /// More options for p4c-barefoot, after `--` (e.g. `-- --create-graphs`).
+    #[arg(last = true, value_name = "P4C_OPTION")]
+    pub(crate) p4c_options: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -256,7 +259,7 @@ fn compile_cmd(args: CompileArgs) -> Result<()> {
         out.display()
     ));
     spinner.enable_steady_tick(std::time::Duration::from_millis(200));
-    let outcome = compile::compile(&driver, build, &out, &[]);
+    let outcome = compile::compile(&driver, build, &out, &args.p4c_options);
     spinner.finish_and_clear();
     let outcome = outcome?;
     let log = &outcome.log;

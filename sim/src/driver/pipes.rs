@@ -52,21 +52,22 @@ impl PassPipes {
         }
     }
 
-    /// The table rows a data packet adds into, in row order, as the switch model finds them.
+    /// The table rows a data packet adds into, in row order, as the switch model finds them,
+    /// and whether it is a partial sum (which goes from its checks straight to its row's pipe).
     fn targets<'a>(
         &'a self,
         block: &'a PlanBlock,
         r: &Repr,
         one: &'a mut [u32; 1],
-    ) -> Option<&'a [u32]> {
+    ) -> Option<(&'a [u32], bool)> {
         if self.plan.mode == Mode::Reduce && r.src == r.dst {
             let i = block.multicast.index(r.src)?;
-            Some(block.multicast.rows_of(i))
+            Some((block.multicast.rows_of(i), false))
         } else if self.plan.mode == Mode::Reduce {
             one[0] = block.row_of(r.dst)? as u32;
-            Some(&one[..])
+            Some((&one[..], true))
         } else {
-            Some(block.table.row(block.row_of(r.src)?))
+            Some((block.table.row(block.row_of(r.src)?), false))
         }
     }
 
@@ -103,8 +104,8 @@ impl PassPipes {
         });
         let mut one = [0];
         let targets = found.and_then(|(r, block, at)| {
-            let direct = self.plan.mode == Mode::Reduce && r.src != r.dst;
-            Some((block, at, self.targets(block, r, &mut one)?, direct))
+            let (targets, direct) = self.targets(block, r, &mut one)?;
+            Some((block, at, targets, direct))
         });
         // (its first pass, the checks, then one per target)
         let Some((block, at, targets, direct)) = targets.filter(|t| (t.2.len() as u64) < passes)
